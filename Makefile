@@ -1,0 +1,88 @@
+# Flat Makefile: one object per source under build/, automatic header
+# dependencies (-MMD), and a sanitizer build beside the normal one.
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -I. -MMD -MP
+LDFLAGS ?=
+
+PKGS        := libmicrohttpd jansson openblas
+PKG_CFLAGS  := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
+CURL_LIBS   := $(shell pkg-config --libs libcurl 2>/dev/null)
+CFLAGS      += $(PKG_CFLAGS)
+LIBS        := $(PKG_LIBS) -lpthread -lm
+
+# Debian packages the build, the tests and `make run` need.
+DEB_PACKAGES := build-essential pkg-config libmicrohttpd-dev libjansson-dev \
+                libopenblas-dev check libcurl4-openssl-dev curl
+
+BUILD := build
+
+ATTN_SRC   := $(wildcard attention/*.c)
+API_SRC    := $(wildcard api/*.c)
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+EMBED_SRC  := $(BUILD)/gen/openapi_yaml.c
+
+ATTN_OBJ   := $(ATTN_SRC:%.c=$(BUILD)/%.o)
+API_OBJ    := $(API_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(EMBED_SRC:%.c=%.o)
+
+SERVER_BIN := $(BUILD)/attention-server
+UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+
+.PHONY: all run test check-all bench clean deps
+
+all: $(SERVER_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# The OpenAPI document is served from the binary: embed it as a C array.
+$(EMBED_SRC): api/openapi.yaml tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh api_openapi_yaml < $< > $@
+
+$(SERVER_BIN): $(BUILD)/server/main.o $(SERVER_OBJ) $(API_OBJ) $(ATTN_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
+
+# Each tests/test_<module>.c is one check suite; it links every module
+# (unused objects cost nothing) plus check and libcurl.
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(SERVER_OBJ) $(API_OBJ) $(ATTN_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS) $(CHECK_LIBS) $(CURL_LIBS)
+
+# `run` and `test` install missing packages first, then build in a fresh
+# make, so that pkg-config answers for libraries installed a moment ago.
+# The ATTN_* environment reaches the server as it is.
+run: deps
+	+$(MAKE) --no-print-directory all
+	exec ./$(SERVER_BIN)
+
+test: deps
+	+$(MAKE) --no-print-directory check-all
+
+check-all: $(SERVER_BIN) $(UNIT_TESTS)
+	@set -e; for t in $(UNIT_TESTS); do \
+	    echo "== $$t"; ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) $$t; \
+	done
+
+bench: deps
+	$(MAKE) -C bench
+
+# Installs the Debian packages that are missing (as root, or through sudo).
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	    $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $$missing; \
+	fi
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,68 @@
+/*
+ * request.h — a POST /v1/attention request, from JSON text to engine inputs.
+ *
+ * Life of a request object:
+ *
+ *   api_request_decode   parse and validate the body (shapes, types, every
+ *                        rule of the contract that needs no model); inline
+ *                        weights are bound at once
+ *   api_request_model    the model name, when the body names one instead
+ *   api_request_bind     for a named model: check the request against the
+ *                        model's weights and allocate the outputs
+ *   api_request_input    what attn_compute reads
+ *   api_request_output   where attn_compute writes (owned by the request)
+ *   api_response_encode  (response.h) the JSON answer
+ *   api_request_free     frees everything the request owns
+ *
+ * The request owns its embeddings, inline weights, mask, head list, token
+ * labels and output buffers. Weights bound from a model stay owned by the
+ * model store; the caller keeps them alive until api_request_free.
+ */
+#ifndef API_REQUEST_H
+#define API_REQUEST_H
+
+#include <stddef.h>
+#include "attention/attention.h"
+#include "api/error.h"
+
+/* Limits checked while decoding, before any allocation they bound. */
+typedef struct api_limits {
+    size_t max_tokens;      /* n */
+    size_t max_heads;       /* h */
+    size_t max_d_model;     /* dm, and dh */
+    double max_flops;       /* attn_flops of one request */
+    size_t max_response_floats; /* total numbers the requested outputs may hold */
+} api_limits;
+
+typedef struct api_request api_request;
+
+/*
+ * Parses `len` bytes of `body` (need not be NUL-terminated). On success
+ * returns 0 and a new request in *out, which the caller frees with
+ * api_request_free. On failure returns -1, fills *err (status 400 or 422,
+ * code, message, JSON path) and leaves *out NULL.
+ */
+int api_request_decode(const char *body, size_t len, const api_limits *limits,
+                       api_request **out, api_error *err);
+
+/* The model the request names, or NULL when it carries inline weights.
+ * Valid until api_request_free. */
+const char *api_request_model(const api_request *req);
+
+/*
+ * Binds a named model's weights: checks embeddings, mask and select_heads
+ * against them and the limits, applies the model's default mask when the
+ * request gave none, and allocates the output buffers. `weights` is not
+ * copied and must outlive the request. Returns 0, or -1 with *err filled.
+ */
+int api_request_bind(api_request *req, const attn_weights *weights,
+                     attn_mask_kind default_mask, const api_limits *limits,
+                     api_error *err);
+
+/* Engine inputs and outputs of a bound request. */
+const attn_input *api_request_input(const api_request *req);
+const attn_output *api_request_output(const api_request *req);
+
+void api_request_free(api_request *req);
+
+#endif

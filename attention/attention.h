@@ -1,0 +1,132 @@
+/*
+ * attention.h — multi-head masked attention on float32 buffers.
+ *
+ * The letters used in every shape comment of this module:
+ *
+ *   n        tokens (rows of E)
+ *   dm       d_model, the embedding width
+ *   h        heads
+ *   dh       d_head, the width of one head
+ *   hd       h · dh, the width of all heads side by side
+ *
+ * Every matrix is row-major float32. A row vector convention is used
+ * throughout: a token is a row e and a projection is e · W.
+ *
+ * Per head i:
+ *   Q_i = E · Wq_i + bq_i        n × dh
+ *   K_i = E · Wk_i + bk_i        n × dh
+ *   V_i = E · Wv_i + bv_i        n × dh
+ *   S_i = scale · Q_i · K_iᵀ     n × n
+ *   P_i = row-softmax(S_i + M)   n × n, M = 0 where allowed, −∞ elsewhere
+ *   Z_i = P_i · V_i              n × dh
+ * then
+ *   ΔE  = [Z_1 … Z_h] · Wo + bo  n × dm (Wo absent: identity, needs hd == dm)
+ *   E'  = E + ΔE
+ *
+ * The module knows nothing of HTTP or JSON. It allocates nothing but the
+ * workspace, holds no global state, and is reentrant: any number of threads
+ * may call attn_compute at once, each with its own workspace.
+ */
+#ifndef ATTENTION_H
+#define ATTENTION_H
+
+#include <stddef.h>
+
+/*
+ * A weight set. The projection weights of all heads are packed side by side
+ * in one matrix so that Q, K and V of every head come out of a single GEMM:
+ *
+ *   w_qkv   dm × 3hd   columns [Q_0 … Q_{h-1} | K_0 … K_{h-1} | V_0 … V_{h-1}],
+ *                      each block dh wide (the layout of GPT-2's c_attn)
+ *   b_qkv   3hd        same column order, or NULL for no bias
+ *   w_o     hd × dm    or NULL for the identity (then hd must equal dm)
+ *   b_o     dm         or NULL for no bias
+ *
+ * The weight set does not own its buffers; whoever fills it does.
+ */
+typedef struct attn_weights {
+    size_t d_model;
+    size_t n_heads;
+    size_t d_head;
+    const float *w_qkv;
+    const float *b_qkv;
+    const float *w_o;
+    const float *b_o;
+} attn_weights;
+
+typedef enum attn_mask_kind {
+    ATTN_MASK_CAUSAL, /* query q may attend to keys k <= q */
+    ATTN_MASK_NONE,   /* every query attends to every key */
+    ATTN_MASK_CUSTOM  /* allowed[q·n + k] != 0 where q may attend to k */
+} attn_mask_kind;
+
+typedef struct attn_mask {
+    attn_mask_kind kind;
+    const unsigned char *allowed; /* n × n, CUSTOM only; not owned */
+} attn_mask;
+
+/*
+ * One computation's inputs. Per-head outputs (q, k, v, scores, patterns,
+ * head_outputs) are produced only for the heads listed in `heads`, in that
+ * order; delta and embeddings always use every head.
+ */
+typedef struct attn_input {
+    const attn_weights *weights;
+    const float *embeddings; /* n × dm */
+    size_t n_tokens;
+    attn_mask mask;
+    float scale;             /* multiplies Q·Kᵀ; usually 1/sqrt(dh) */
+    const size_t *heads;     /* indices into 0 … h-1; may be NULL when n_heads_out == 0 */
+    size_t n_heads_out;      /* called hs below */
+} attn_input;
+
+/*
+ * Where results go. Each buffer is caller-owned; NULL means "not wanted",
+ * and work that only a NULL output needs is not done.
+ *
+ *   q, k, v        hs × n × dh
+ *   scores         hs × n × n    scaled scores, −INFINITY where masked
+ *   patterns       hs × n × n    P_i; masked entries exactly 0
+ *   head_outputs   hs × n × dh   Z_i
+ *   delta          n × dm        ΔE
+ *   embeddings     n × dm        E' = E + ΔE
+ */
+typedef struct attn_output {
+    float *q, *k, *v;
+    float *scores;
+    float *patterns;
+    float *head_outputs;
+    float *delta;
+    float *embeddings;
+} attn_output;
+
+/* Scratch memory of one worker. It only grows; reuse it across calls. */
+typedef struct attn_workspace attn_workspace;
+
+/* Returns a new, empty workspace, or NULL when out of memory. Free with
+ * attn_workspace_destroy. */
+attn_workspace *attn_workspace_create(void);
+void attn_workspace_destroy(attn_workspace *ws);
+
+/* Bytes the workspace holds now (for metrics and tests). */
+size_t attn_workspace_bytes(const attn_workspace *ws);
+
+/*
+ * Computes everything `out` asks for. Returns 0 on success, -1 when the
+ * workspace could not grow (out of memory or a size that overflows size_t);
+ * `out` is then unspecified. Inputs must be consistent (the caller has
+ * validated shapes, head indices and the mask).
+ */
+int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in);
+
+/*
+ * Floating-point operations one computation of n tokens takes with these
+ * dimensions (multiply-adds counted as 2), for limits and benchmarks.
+ * A double, so that no size can overflow it.
+ */
+double attn_flops(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head, int has_w_o);
+
+/* Bytes of workspace one computation of this size needs (saturating). */
+size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head);
+
+#endif
