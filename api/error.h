@@ -6,6 +6,33 @@
  * Pointer of the offending request value ("" when none applies). Functions
  * that can fail return 0 / -1 and fill a caller-owned api_error; only this
  * module turns it into the JSON error body of the contract.
+ *
+ * The codes, stable words that clients match on:
+ *
+ *   400 invalid_json            not JSON, invalid UTF-8, duplicate key, not an object
+ *   400 missing_field           a required field is absent (embeddings, w_q, neither
+ *                               model nor weights)
+ *   400 unknown_field           a field the contract does not define
+ *   400 wrong_type              a value of the wrong JSON type (a string for a number,
+ *                               a non-integer head index, a mask cell other than 0/1/bool)
+ *   400 invalid_value           a value outside its set: an unknown `return` name, an
+ *                               unknown mask or encoding word, both model and weights
+ *   401 unauthorized            API key missing or wrong
+ *   404 unknown_model           `model` names no loaded model
+ *   404 not_found               no such path
+ *   405 method_not_allowed      known path, wrong method (with Allow)
+ *   413 body_too_large          body over --max-body-bytes
+ *   415 unsupported_media_type  POST whose Content-Type is not JSON
+ *   422 dimension_mismatch      shapes disagree: ragged rows, no rows, d_model or d_head
+ *                               mismatch, mask or tokens of the wrong size, no w_o while
+ *                               h·d_head != d_model
+ *   422 non_finite_number       a number not finite as float32 (1e39, 1e999)
+ *   422 out_of_range            scale <= 0, a select_heads index outside 0…h-1 or repeated
+ *   422 limit_exceeded          tokens, heads, d_model, work or response size over its limit
+ *   500 internal_error          a broken invariant; never expected
+ *   503 overloaded              the work queue is full (with Retry-After)
+ *   503 shutting_down           the server is draining (with Retry-After)
+ *   503 out_of_memory           memory for this request could not be had
  */
 #ifndef API_ERROR_H
 #define API_ERROR_H

@@ -31,7 +31,8 @@ typedef struct api_limits {
     size_t max_heads;       /* h */
     size_t max_d_model;     /* dm, and dh */
     double max_flops;       /* attn_flops of one request */
-    size_t max_response_floats; /* total numbers the requested outputs may hold */
+    size_t max_response_bytes; /* worst-case JSON size of the requested outputs,
+                                  counted as 16 bytes a number */
 } api_limits;
 
 typedef struct api_request api_request;
