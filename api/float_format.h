@@ -1,0 +1,21 @@
+/*
+ * float_format.h — the shortest decimal text of a float32.
+ */
+#ifndef API_FLOAT_FORMAT_H
+#define API_FLOAT_FORMAT_H
+
+#include <stddef.h>
+
+/* Room api_float_format needs, the NUL included. */
+#define API_FLOAT_TEXT_MAX 32
+
+/*
+ * Writes into buf (API_FLOAT_TEXT_MAX bytes, caller-owned) a JSON number
+ * that strtof reads back as exactly f, with at most 9 significant digits
+ * and as few as the search finds (1 → "1", 0.5 → "0.5", 1e-7 → "1e-7").
+ * −0 is written "-0". A NaN or an infinity, which JSON cannot carry, is
+ * written "null". Returns the length of the text, without the NUL.
+ */
+size_t api_float_format(char *buf, float f);
+
+#endif

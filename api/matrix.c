@@ -1,0 +1,158 @@
+/*
+ * matrix.c — nested JSON arrays to float32 buffers.
+ *
+ * Shape errors come before cell errors: the whole outline of a matrix is
+ * checked first (rows are arrays, all as wide as row 0), then the cells.
+ * Only jansson's tree is read; nothing is allocated here.
+ */
+#include "api/matrix.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "api/json_path.h"
+
+/* The smallest magnitude whose float32 rounding is infinite: FLT_MAX plus
+ * half an ulp (2^128 - 2^103). Compared in double, so no conversion of an
+ * out-of-range value to float ever happens. */
+#define FLOAT32_OVERFLOW 0x1.ffffffp+127
+
+const char *api_json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_NULL: return "null";
+    }
+    return "a value";
+}
+
+int api_number_read(const json_t *v, const char *name, const char *path, float *dst,
+                    api_error *err)
+{
+    double d;
+
+    if (!json_is_number(v))
+        return api_error_set(err, 400, "wrong_type", path, "%s is %s, expected a number", name,
+                             api_json_type_name(v));
+    d = json_number_value(v);
+    if (!(fabs(d) < FLOAT32_OVERFLOW))
+        return api_error_set(err, 422, "non_finite_number", path,
+                             "%s = %g is not finite as a float32 (largest is 3.4028235e38)", name,
+                             d);
+    *dst = (float)d;
+    return 0;
+}
+
+static int matrix_refuse_tensor(const json_t *v, const char *name, const char *path,
+                                api_error *err)
+{
+    if (json_is_object(v))
+        return api_error_set(err, 400, "wrong_type", path,
+                             "%s is an object; this server expects nested arrays of numbers "
+                             "(tensor objects with dtype/shape/data are not supported yet)",
+                             name);
+    return api_error_set(err, 400, "wrong_type", path,
+                         "%s is %s, expected an array of rows (nested arrays of numbers)", name,
+                         api_json_type_name(v));
+}
+
+int api_matrix_shape(const json_t *v, const char *name, const char *path, size_t *rows,
+                     size_t *cols, api_error *err)
+{
+    char row_path[API_PATH_MAX];
+    size_t n, width = 0;
+
+    if (!json_is_array(v)) return matrix_refuse_tensor(v, name, path, err);
+    n = json_array_size(v);
+    if (n == 0)
+        return api_error_set(err, 422, "dimension_mismatch", path, "%s has no rows", name);
+    for (size_t r = 0; r < n; r++) {
+        const json_t *row = json_array_get(v, r);
+        api_path_index(row_path, sizeof row_path, path, r);
+        if (!json_is_array(row))
+            return api_error_set(err, 400, "wrong_type", row_path,
+                                 "%s[%zu] is %s, expected an array of numbers", name, r,
+                                 api_json_type_name(row));
+        if (r == 0) {
+            width = json_array_size(row);
+            if (width == 0)
+                return api_error_set(err, 422, "dimension_mismatch", row_path,
+                                     "%s[0] is empty; rows need at least one number", name);
+        } else if (json_array_size(row) != width) {
+            return api_error_set(err, 422, "dimension_mismatch", row_path,
+                                 "%s[%zu] has %zu numbers, expected %zu like row 0 (ragged rows)",
+                                 name, r, json_array_size(row), width);
+        }
+    }
+    *rows = n;
+    *cols = width;
+    return 0;
+}
+
+int api_matrix_read(const json_t *v, const char *name, const char *path, float *dst, size_t ld,
+                    api_error *err)
+{
+    char row_path[API_PATH_MAX], cell_path[API_PATH_MAX], cell_name[300];
+    size_t n = json_array_size(v);
+
+    for (size_t r = 0; r < n; r++) {
+        const json_t *row = json_array_get(v, r);
+        size_t width = json_array_size(row);
+        for (size_t c = 0; c < width; c++) {
+            const json_t *cell = json_array_get(row, c);
+            double d;
+            if (json_is_real(cell) && fabs(d = json_real_value(cell)) < FLOAT32_OVERFLOW) {
+                dst[r * ld + c] = (float)d; /* the fast path: every cell of a good matrix */
+                continue;
+            }
+            api_path_index(row_path, sizeof row_path, path, r);
+            api_path_index(cell_path, sizeof cell_path, row_path, c);
+            snprintf(cell_name, sizeof cell_name, "%s[%zu][%zu]", name, r, c);
+            if (api_number_read(cell, cell_name, cell_path, &dst[r * ld + c], err) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+int api_vector_read(const json_t *v, const char *name, const char *path, size_t expect,
+                    const char *expect_what, float *dst, api_error *err)
+{
+    char cell_path[API_PATH_MAX], cell_name[300];
+    size_t n;
+
+    if (!json_is_array(v)) {
+        if (json_is_object(v))
+            return api_error_set(err, 400, "wrong_type", path,
+                                 "%s is an object; this server expects an array of numbers "
+                                 "(tensor objects with dtype/shape/data are not supported yet)",
+                                 name);
+        return api_error_set(err, 400, "wrong_type", path, "%s is %s, expected an array of numbers",
+                             name, api_json_type_name(v));
+    }
+    n = json_array_size(v);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *cell = json_array_get(v, i);
+        if (!json_is_number(cell)) {
+            api_path_index(cell_path, sizeof cell_path, path, i);
+            return api_error_set(err, 400, "wrong_type", cell_path,
+                                 "%s[%zu] is %s, expected a number", name, i,
+                                 api_json_type_name(cell));
+        }
+    }
+    if (n != expect)
+        return api_error_set(err, 422, "dimension_mismatch", path,
+                             "%s has %zu numbers, expected %s = %zu", name, n, expect_what, expect);
+    for (size_t i = 0; i < n; i++) {
+        api_path_index(cell_path, sizeof cell_path, path, i);
+        snprintf(cell_name, sizeof cell_name, "%s[%zu]", name, i);
+        if (api_number_read(json_array_get(v, i), cell_name, cell_path, &dst[i], err) < 0)
+            return -1;
+    }
+    return 0;
+}

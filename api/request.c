@@ -1,0 +1,401 @@
+/*
+ * request.c — decoding the body of POST /v1/attention.
+ *
+ * api_request_decode parses the text with jansson, checks the top level
+ * field by field, cheap checks first, and fills a request (see
+ * request_internal.h). What needs the weights — their shapes, the default
+ * mask and scale, the range of select_heads, the work and response limits,
+ * the output buffers — is api_request_bind's (request_bind.c); for inline
+ * weights decode reads them (request_weights.c) and binds at once, so both
+ * paths run the same checks.
+ *
+ * The jansson tree lives only during decode, except the `tokens` array,
+ * which the request keeps a reference to so that it is echoed exactly.
+ * Status and code of every failure follow the catalogue in api/error.h:
+ * 400 for the shape of the JSON, 422 for values that disagree.
+ */
+#include "api/request_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/json_path.h"
+#include "api/matrix.h"
+
+#define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
+
+static const char *const top_fields[] = {"embeddings", "tokens", "model",
+                                         "weights",    "mask",   "scale",
+                                         "return",     "select_heads", "encoding"};
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} return_names[] = {
+    {"q", API_RETURN_Q},
+    {"k", API_RETURN_K},
+    {"v", API_RETURN_V},
+    {"scores", API_RETURN_SCORES},
+    {"patterns", API_RETURN_PATTERNS},
+    {"head_outputs", API_RETURN_HEAD_OUTPUTS},
+    {"delta", API_RETURN_DELTA},
+    {"embeddings", API_RETURN_EMBEDDINGS},
+};
+
+/* Is v the string `word`, NUL bytes and all? */
+static int json_string_is(const json_t *v, const char *word)
+{
+    return json_is_string(v) && json_string_length(v) == strlen(word) &&
+           memcmp(json_string_value(v), word, strlen(word)) == 0;
+}
+
+static int decode_parse_error(const char *body, size_t len, const json_error_t *jerr,
+                              api_error *err)
+{
+    enum json_error_code code = json_error_code(jerr);
+
+    if (code == json_error_out_of_memory)
+        return api_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
+    if (code == json_error_numeric_overflow) {
+        char path[API_PATH_MAX];
+        api_path_of_number_at(body, len, (size_t)jerr->position, path, sizeof path);
+        return api_error_set(err, 422, "non_finite_number", path,
+                             "the number ending at line %d, column %d is not finite as a "
+                             "float32 (%s)",
+                             jerr->line, jerr->column, jerr->text);
+    }
+    return api_error_set(err, 400, "invalid_json", "",
+                         "the body is not valid JSON: %s at line %d, column %d", jerr->text,
+                         jerr->line, jerr->column);
+}
+
+static int decode_unknown_fields(const json_t *root, api_error *err)
+{
+    const char *key;
+    json_t *value;
+
+    json_object_foreach((json_t *)root, key, value) {
+        size_t i, n = sizeof top_fields / sizeof top_fields[0];
+        for (i = 0; i < n && strcmp(key, top_fields[i]) != 0; i++) continue;
+        if (i == n) {
+            char path[API_PATH_MAX];
+            api_path_key(path, sizeof path, "", key);
+            return api_error_set(err, 400, "unknown_field", path,
+                                 "unknown field \"%s\"; the fields are embeddings, tokens, "
+                                 "model, weights, mask, scale, return, select_heads, encoding",
+                                 key);
+        }
+    }
+    return 0;
+}
+
+/* A model name matches [A-Za-z0-9._-]{1,64}. */
+static int model_name_valid(const char *s, size_t len)
+{
+    if (len < 1 || len > 64) return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int decode_model(api_request *req, const json_t *model, api_error *err)
+{
+    if (!json_is_string(model))
+        return api_error_set(err, 400, "wrong_type", "/model", "model is %s, expected a string",
+                             api_json_type_name(model));
+    if (!model_name_valid(json_string_value(model), json_string_length(model)))
+        return api_error_set(err, 400, "invalid_value", "/model",
+                             "model name must match [A-Za-z0-9._-]{1,64}");
+    req->model = strdup(json_string_value(model));
+    if (req->model == NULL)
+        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    return 0;
+}
+
+static int decode_encoding(const json_t *enc, api_error *err)
+{
+    if (enc == NULL || json_string_is(enc, "float")) return 0;
+    if (!json_is_string(enc))
+        return api_error_set(err, 400, "wrong_type", "/encoding",
+                             "encoding is %s, expected \"float\" or \"base64\"",
+                             api_json_type_name(enc));
+    if (json_string_is(enc, "base64"))
+        return api_error_set(err, 400, "invalid_value", "/encoding",
+                             "encoding \"base64\" is not supported by this server yet; "
+                             "use \"float\"");
+    return api_error_set(err, 400, "invalid_value", "/encoding",
+                         "encoding must be \"float\" or \"base64\"");
+}
+
+static int decode_return(api_request *req, const json_t *ret, api_error *err)
+{
+    char path[API_PATH_MAX];
+    size_t i, n = sizeof return_names / sizeof return_names[0];
+
+    if (ret == NULL) {
+        req->returns = API_RETURN_PATTERNS | API_RETURN_EMBEDDINGS;
+        return 0;
+    }
+    if (!json_is_array(ret))
+        return api_error_set(err, 400, "wrong_type", "/return",
+                             "return is %s, expected an array of names",
+                             api_json_type_name(ret));
+    req->returns = 0;
+    for (i = 0; i < json_array_size(ret); i++) {
+        const json_t *name = json_array_get(ret, i);
+        size_t k;
+        api_path_index(path, sizeof path, "/return", i);
+        if (!json_is_string(name))
+            return api_error_set(err, 400, "wrong_type", path,
+                                 "return[%zu] is %s, expected a name", i,
+                                 api_json_type_name(name));
+        for (k = 0; k < n && !json_string_is(name, return_names[k].name); k++) continue;
+        if (k == n)
+            return api_error_set(err, 400, "invalid_value", path,
+                                 "return[%zu] = \"%s\" is not an output; the outputs are q, k, "
+                                 "v, scores, patterns, head_outputs, delta, embeddings",
+                                 i, json_string_value(name));
+        req->returns |= return_names[k].bit;
+    }
+    return 0;
+}
+
+static int decode_scale(api_request *req, const json_t *scale, api_error *err)
+{
+    if (scale == NULL) return 0;
+    if (api_number_read(scale, "scale", "/scale", &req->scale, err) < 0) return -1;
+    if (!(req->scale > 0.0f))
+        return api_error_set(err, 422, "out_of_range", "/scale",
+                             "scale must be > 0 (as a float32), got %g",
+                             json_number_value(scale));
+    req->scale_given = 1;
+    return 0;
+}
+
+/* The indices are only type-checked here; their range needs the weights. */
+static int decode_select_heads(api_request *req, const json_t *sel, api_error *err)
+{
+    char path[API_PATH_MAX];
+    size_t n;
+
+    if (sel == NULL) return 0;
+    if (!json_is_array(sel))
+        return api_error_set(err, 400, "wrong_type", "/select_heads",
+                             "select_heads is %s, expected an array of head indices",
+                             api_json_type_name(sel));
+    n = json_array_size(sel);
+    req->select = malloc((n ? n : 1) * sizeof *req->select);
+    if (req->select == NULL)
+        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(sel, i);
+        double d = json_is_number(v) ? json_number_value(v) : 0.5;
+        if (!isfinite(d) || floor(d) != d) {
+            api_path_index(path, sizeof path, "/select_heads", i);
+            return api_error_set(err, 400, "wrong_type", path,
+                                 "select_heads[%zu] is %s, expected a head index (an integer)", i,
+                                 json_is_number(v) ? "not an integer" : api_json_type_name(v));
+        }
+        req->select[i] = d;
+    }
+    req->n_select = n;
+    req->select_given = 1;
+    return 0;
+}
+
+static int decode_embeddings(api_request *req, const json_t *emb, const api_limits *limits,
+                             api_error *err)
+{
+    size_t n, dm, count;
+
+    if (emb == NULL)
+        return api_error_set(err, 400, "missing_field", "/embeddings",
+                             "embeddings (n × d_model numbers) is required");
+    if (api_matrix_shape(emb, "embeddings", "/embeddings", &n, &dm, err) < 0) return -1;
+    if (limits && n > limits->max_tokens)
+        return api_error_set(err, 422, "limit_exceeded", "/embeddings",
+                             "embeddings has %zu rows (tokens), over the limit max_tokens = %zu",
+                             n, limits->max_tokens);
+    if (limits && dm > limits->max_d_model)
+        return api_error_set(err, 422, "limit_exceeded", "/embeddings",
+                             "embeddings rows have %zu numbers (d_model), over the limit "
+                             "max_d_model = %zu",
+                             dm, limits->max_d_model);
+    if (api_size_mul(n, dm, &count) < 0 || (req->embeddings = malloc(count * sizeof(float))) == NULL)
+        return api_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
+    req->n_tokens = n;
+    req->d_model = dm;
+    return api_matrix_read(emb, "embeddings", "/embeddings", req->embeddings, dm, err);
+}
+
+static int decode_tokens(api_request *req, const json_t *tokens, api_error *err)
+{
+    char path[API_PATH_MAX];
+
+    if (tokens == NULL) return 0;
+    if (!json_is_array(tokens))
+        return api_error_set(err, 400, "wrong_type", "/tokens",
+                             "tokens is %s, expected an array of strings",
+                             api_json_type_name(tokens));
+    for (size_t i = 0; i < json_array_size(tokens); i++) {
+        const json_t *t = json_array_get(tokens, i);
+        if (!json_is_string(t)) {
+            api_path_index(path, sizeof path, "/tokens", i);
+            return api_error_set(err, 400, "wrong_type", path,
+                                 "tokens[%zu] is %s, expected a string", i,
+                                 api_json_type_name(t));
+        }
+    }
+    if (json_array_size(tokens) != req->n_tokens)
+        return api_error_set(err, 422, "dimension_mismatch", "/tokens",
+                             "tokens has %zu labels, expected one per embeddings row (%zu)",
+                             json_array_size(tokens), req->n_tokens);
+    req->tokens = json_incref((json_t *)tokens);
+    return 0;
+}
+
+/* A mask cell is 0, 1, true or false. */
+static int mask_cell(const json_t *v, unsigned char *dst)
+{
+    if (json_is_boolean(v)) {
+        *dst = json_is_true(v);
+        return 0;
+    }
+    if (json_is_number(v) && (json_number_value(v) == 0.0 || json_number_value(v) == 1.0)) {
+        *dst = json_number_value(v) == 1.0;
+        return 0;
+    }
+    return -1;
+}
+
+static int decode_mask(api_request *req, const json_t *mask, api_error *err)
+{
+    char row_path[API_PATH_MAX], cell_path[API_PATH_MAX];
+    size_t n = req->n_tokens, count;
+
+    if (mask == NULL) return 0;
+    req->mask_given = 1;
+    if (json_string_is(mask, "causal")) {
+        req->mask_kind = ATTN_MASK_CAUSAL;
+        return 0;
+    }
+    if (json_string_is(mask, "none")) {
+        req->mask_kind = ATTN_MASK_NONE;
+        return 0;
+    }
+    if (json_is_string(mask))
+        return api_error_set(err, 400, "invalid_value", "/mask",
+                             "mask must be \"causal\", \"none\" or an n × n matrix of 0/1 or "
+                             "booleans");
+    if (!json_is_array(mask))
+        return api_error_set(err, 400, "wrong_type", "/mask",
+                             "mask is %s, expected \"causal\", \"none\" or an n × n matrix",
+                             api_json_type_name(mask));
+    if (json_array_size(mask) != n)
+        return api_error_set(err, 422, "dimension_mismatch", "/mask",
+                             "mask has %zu rows, expected n_tokens = %zu",
+                             json_array_size(mask), n);
+    for (size_t q = 0; q < n; q++) {
+        const json_t *row = json_array_get(mask, q);
+        api_path_index(row_path, sizeof row_path, "/mask", q);
+        if (!json_is_array(row))
+            return api_error_set(err, 400, "wrong_type", row_path,
+                                 "mask[%zu] is %s, expected an array of 0/1 or booleans", q,
+                                 api_json_type_name(row));
+        if (json_array_size(row) != n)
+            return api_error_set(err, 422, "dimension_mismatch", row_path,
+                                 "mask[%zu] has %zu entries, expected n_tokens = %zu", q,
+                                 json_array_size(row), n);
+    }
+    if (api_size_mul(n, n, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
+        return api_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
+    for (size_t q = 0; q < n; q++) {
+        const json_t *row = json_array_get(mask, q);
+        for (size_t k = 0; k < n; k++) {
+            const json_t *cell = json_array_get(row, k);
+            if (mask_cell(cell, &req->mask_allowed[q * n + k]) < 0) {
+                api_path_index(row_path, sizeof row_path, "/mask", q);
+                api_path_index(cell_path, sizeof cell_path, row_path, k);
+                return api_error_set(err, 400, "wrong_type", cell_path,
+                                     "mask[%zu][%zu] is %s, expected 0, 1, true or false", q, k,
+                                     json_is_number(cell) ? "a number other than 0 and 1"
+                                                          : api_json_type_name(cell));
+            }
+        }
+    }
+    req->mask_kind = ATTN_MASK_CUSTOM;
+    return 0;
+}
+
+static int decode_fields(api_request *req, const json_t *root, const api_limits *limits,
+                         api_error *err)
+{
+    const json_t *model = json_object_get(root, "model");
+    const json_t *weights = json_object_get(root, "weights");
+
+    if (decode_unknown_fields(root, err) < 0) return -1;
+    if (model && weights)
+        return api_error_set(err, 400, "invalid_value", "",
+                             "the request gives both model and weights; give one of them");
+    if (!model && !weights)
+        return api_error_set(err, 400, "missing_field", "",
+                             "the request needs model (a preloaded model's name) or weights "
+                             "(an inline weight set)");
+    if (model && decode_model(req, model, err) < 0) return -1;
+    if (weights && !json_is_object(weights))
+        return api_error_set(err, 400, "wrong_type", "/weights",
+                             "weights is %s, expected an object with heads, w_o, b_o",
+                             api_json_type_name(weights));
+    if (decode_encoding(json_object_get(root, "encoding"), err) < 0 ||
+        decode_return(req, json_object_get(root, "return"), err) < 0 ||
+        decode_scale(req, json_object_get(root, "scale"), err) < 0 ||
+        decode_select_heads(req, json_object_get(root, "select_heads"), err) < 0 ||
+        decode_embeddings(req, json_object_get(root, "embeddings"), limits, err) < 0 ||
+        decode_tokens(req, json_object_get(root, "tokens"), err) < 0 ||
+        decode_mask(req, json_object_get(root, "mask"), err) < 0)
+        return -1;
+    if (weights == NULL) return 0; /* the server binds the named model */
+    if (api_weights_decode(req, weights, limits, err) < 0) return -1;
+    return api_request_bind(req, &req->inline_weights, ATTN_MASK_CAUSAL, limits, err);
+}
+
+int api_request_decode(const char *body, size_t len, const api_limits *limits,
+                       api_request **out, api_error *err)
+{
+    json_error_t jerr;
+    json_t *root;
+    api_request *req;
+
+    *out = NULL;
+    root = json_loadb(body, len, PARSE_FLAGS, &jerr);
+    if (root == NULL) return decode_parse_error(body, len, &jerr, err);
+    if (!json_is_object(root)) {
+        api_error_set(err, 400, "invalid_json", "", "the body must be a JSON object, not %s",
+                      api_json_type_name(root));
+        json_decref(root);
+        return -1;
+    }
+    req = calloc(1, sizeof *req);
+    if (req == NULL) {
+        json_decref(root);
+        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    }
+    if (decode_fields(req, root, limits, err) < 0) {
+        json_decref(root);
+        api_request_free(req);
+        return -1;
+    }
+    json_decref(root);
+    *out = req;
+    return 0;
+}
+
+const char *api_request_model(const api_request *req)
+{
+    return req->model;
+}

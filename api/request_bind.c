@@ -1,0 +1,207 @@
+/*
+ * request_bind.c — checking a decoded request against its weights, and the
+ * request's accessors and destructor.
+ *
+ * api_request_bind is the one place for every rule that needs the weights,
+ * whether they came inline (api_request_decode calls it) or from the model
+ * store (the server calls it): d_model agreement, the identity rule for a
+ * missing w_o, the range of select_heads, the default mask and scale, then
+ * the limits on heads, d_head, work (attn_flops) and response size, and only
+ * then the output buffers. The limits therefore hold before anything they
+ * bound is allocated.
+ *
+ * The worst-case response size counts 16 bytes for every number of the
+ * outputs asked for; the exact text is shorter.
+ */
+#include "api/request_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "api/json_path.h"
+
+/* Numbers of output `bit` for hs heads; -1 when it overflows. */
+static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n, size_t *count)
+{
+    size_t per_head;
+
+    switch (bit) {
+    case API_RETURN_Q:
+    case API_RETURN_K:
+    case API_RETURN_V:
+    case API_RETURN_HEAD_OUTPUTS:
+        if (api_size_mul(n, w->d_head, &per_head) < 0) return -1;
+        return api_size_mul(hs, per_head, count);
+    case API_RETURN_SCORES:
+    case API_RETURN_PATTERNS:
+        if (api_size_mul(n, n, &per_head) < 0) return -1;
+        return api_size_mul(hs, per_head, count);
+    default: /* delta, embeddings */
+        return api_size_mul(n, w->d_model, count);
+    }
+}
+
+static int bind_select_heads(api_request *req, size_t h, api_error *err)
+{
+    char path[API_PATH_MAX];
+    unsigned char *seen;
+    size_t hs = req->select_given ? req->n_select : h;
+
+    req->heads = malloc((hs ? hs : 1) * sizeof *req->heads);
+    seen = calloc(h, 1);
+    if (req->heads == NULL || seen == NULL) {
+        free(seen);
+        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    }
+    for (size_t i = 0; i < hs; i++) {
+        double d = req->select_given ? req->select[i] : (double)i;
+        api_path_index(path, sizeof path, "/select_heads", i);
+        if (d < 0 || d >= (double)h) {
+            free(seen);
+            return api_error_set(err, 422, "out_of_range", path,
+                                 "select_heads[%zu] = %.0f is not a head index; the model has "
+                                 "heads 0 to %zu",
+                                 i, d, h - 1);
+        }
+        req->heads[i] = (size_t)d;
+        if (seen[req->heads[i]]) {
+            free(seen);
+            return api_error_set(err, 422, "out_of_range", path,
+                                 "select_heads[%zu] = %zu repeats an earlier index", i,
+                                 req->heads[i]);
+        }
+        seen[req->heads[i]] = 1;
+    }
+    free(seen);
+    req->input.n_heads_out = hs;
+    return 0;
+}
+
+static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
+                       const api_limits *limits, api_error *err)
+{
+    const char *where = req->model ? "/model" : "/weights/heads";
+    size_t total = 0;
+    double flops;
+
+    if (limits == NULL) return 0;
+    if (w->n_heads > limits->max_heads)
+        return api_error_set(err, 422, "limit_exceeded", where,
+                             "the weights have %zu heads, over the limit max_heads = %zu",
+                             w->n_heads, limits->max_heads);
+    if (w->d_head > limits->max_d_model)
+        return api_error_set(err, 422, "limit_exceeded", where,
+                             "the weights have d_head = %zu, over the limit max_d_model = %zu",
+                             w->d_head, limits->max_d_model);
+    flops = attn_flops(req->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL);
+    if (flops > limits->max_flops)
+        return api_error_set(err, 422, "limit_exceeded", "",
+                             "this request needs %.4g floating-point operations, over the limit "
+                             "max_flops = %.4g",
+                             flops, limits->max_flops);
+    for (unsigned bit = 1; bit <= API_RETURN_EMBEDDINGS; bit <<= 1) {
+        size_t count;
+        if (!(req->returns & bit)) continue;
+        if (output_count(bit, hs, w, req->n_tokens, &count) < 0 ||
+            api_size_mul(count, 16, &count) < 0 || api_size_add(total, count, &total) < 0)
+            total = SIZE_MAX;
+    }
+    if (total > limits->max_response_bytes)
+        return api_error_set(err, 422, "limit_exceeded", "/return",
+                             "the outputs asked for need up to %zu bytes of JSON, over the limit "
+                             "max_response_bytes = %zu; ask for fewer outputs or heads",
+                             total, limits->max_response_bytes);
+    return 0;
+}
+
+static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, api_error *err)
+{
+    float **slots[8] = {&req->output.q,        &req->output.k,      &req->output.v,
+                        &req->output.scores,   &req->output.patterns,
+                        &req->output.head_outputs, &req->output.delta,
+                        &req->output.embeddings};
+
+    for (unsigned i = 0; i < 8; i++) {
+        size_t count;
+        if (!(req->returns & (1u << i))) continue;
+        if (output_count(1u << i, hs, w, req->n_tokens, &count) < 0 ||
+            count > SIZE_MAX / sizeof(float))
+            return api_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
+        if (count == 0) continue; /* no heads selected: nothing to compute */
+        req->out_buffers[i] = calloc(count, sizeof(float));
+        if (req->out_buffers[i] == NULL)
+            return api_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
+        *slots[i] = req->out_buffers[i];
+    }
+    return 0;
+}
+
+int api_request_bind(api_request *req, const attn_weights *weights,
+                     attn_mask_kind default_mask, const api_limits *limits, api_error *err)
+{
+    size_t hs;
+
+    if (req->bound)
+        return api_error_set(err, 500, "internal_error", "", "the request is already bound");
+    if (weights->d_model != req->d_model)
+        return api_error_set(err, 422, "dimension_mismatch", "/embeddings",
+                             "embeddings rows have %zu numbers, expected the model's d_model = "
+                             "%zu",
+                             req->d_model, weights->d_model);
+    if (weights->n_heads == 0 || weights->d_head == 0)
+        return api_error_set(err, 500, "internal_error", "", "the weights have no heads");
+    if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
+        return api_error_set(err, 422, "dimension_mismatch", req->model ? "/model" : "/weights",
+                             "the weights have no w_o, which needs n_heads · d_head = d_model");
+    if (bind_select_heads(req, weights->n_heads, err) < 0) return -1;
+    hs = req->input.n_heads_out;
+    if (bind_limits(req, weights, hs, limits, err) < 0) return -1;
+    if (!req->mask_given) {
+        if (default_mask == ATTN_MASK_CUSTOM)
+            return api_error_set(err, 500, "internal_error", "",
+                                 "a model's default mask cannot be custom");
+        req->mask_kind = default_mask;
+    }
+    if (!req->scale_given) req->scale = (float)(1.0 / sqrt((double)weights->d_head));
+    if (bind_outputs(req, weights, hs, err) < 0) return -1;
+
+    req->input = (attn_input){
+        .weights = weights,
+        .embeddings = req->embeddings,
+        .n_tokens = req->n_tokens,
+        .mask = {req->mask_kind, req->mask_kind == ATTN_MASK_CUSTOM ? req->mask_allowed : NULL},
+        .scale = req->scale,
+        .heads = hs ? req->heads : NULL,
+        .n_heads_out = hs,
+    };
+    req->bound = 1;
+    return 0;
+}
+
+const attn_input *api_request_input(const api_request *req)
+{
+    return &req->input;
+}
+
+const attn_output *api_request_output(const api_request *req)
+{
+    return &req->output;
+}
+
+void api_request_free(api_request *req)
+{
+    if (req == NULL) return;
+    free(req->model);
+    json_decref(req->tokens);
+    free(req->embeddings);
+    free(req->mask_allowed);
+    free(req->select);
+    free(req->w_qkv);
+    free(req->b_qkv);
+    free(req->w_o);
+    free(req->b_o);
+    free(req->heads);
+    for (size_t i = 0; i < 8; i++) free(req->out_buffers[i]);
+    free(req);
+}

@@ -1,0 +1,80 @@
+/*
+ * request_internal.h — the inside of an api_request, shared by the files
+ * of this module that decode (request.c, request_weights.c), bind
+ * (request_bind.c) and encode (response.c) it. Not for other folders.
+ *
+ * Ownership: every pointer below is owned by the request and freed by
+ * api_request_free, except input.weights when bound to a model (the model
+ * store owns those) and the buffers an attn_output points to, which are
+ * the request's own out_* fields.
+ */
+#ifndef API_REQUEST_INTERNAL_H
+#define API_REQUEST_INTERNAL_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "api/request.h"
+
+/* The `return` names, one bit each, in the order of the response. */
+enum {
+    API_RETURN_Q = 1 << 0,
+    API_RETURN_K = 1 << 1,
+    API_RETURN_V = 1 << 2,
+    API_RETURN_SCORES = 1 << 3,
+    API_RETURN_PATTERNS = 1 << 4,
+    API_RETURN_HEAD_OUTPUTS = 1 << 5,
+    API_RETURN_DELTA = 1 << 6,
+    API_RETURN_EMBEDDINGS = 1 << 7,
+};
+
+struct api_request {
+    char *model;              /* the name, or NULL for inline weights */
+    json_t *tokens;           /* a reference to the request's array, or NULL */
+
+    float *embeddings;        /* n × dm */
+    size_t n_tokens, d_model;
+
+    int mask_given;           /* 0: the default is applied at bind */
+    attn_mask_kind mask_kind;
+    unsigned char *mask_allowed; /* n × n, CUSTOM only */
+
+    int scale_given;          /* 0: 1/sqrt(dh) at bind */
+    float scale;
+
+    unsigned returns;         /* API_RETURN_* bits */
+
+    int select_given;         /* 0: every head, in order */
+    double *select;           /* the select_heads values as sent (integers), checked at bind */
+    size_t n_select;
+
+    /* Inline weights: the packed buffers (see attn_weights) and their view. */
+    float *w_qkv, *b_qkv, *w_o, *b_o;
+    attn_weights inline_weights;
+
+    /* Filled by api_request_bind. */
+    int bound;
+    size_t *heads;            /* hs indices */
+    float *out_buffers[8];    /* one per API_RETURN_* bit, NULL when not asked */
+    attn_input input;
+    attn_output output;
+};
+
+/* Reads the `weights` object of a request whose embeddings are decoded into
+ * req->inline_weights and the buffers behind it. The limits on heads and
+ * d_head are checked before the weights are allocated. */
+int api_weights_decode(api_request *req, const json_t *weights, const api_limits *limits,
+                       api_error *err);
+
+/* Checked size arithmetic: 0, or -1 when the result does not fit size_t. */
+static inline int api_size_mul(size_t a, size_t b, size_t *out)
+{
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+static inline int api_size_add(size_t a, size_t b, size_t *out)
+{
+    return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * response.c — the 200 body of POST /v1/attention.
+ *
+ * The body is written straight into one growable buffer: matrices can hold
+ * millions of numbers, and a jansson tree would cost a node per number. Only
+ * the echoed `tokens` go through jansson (json_dump_callback into the same
+ * buffer), so that their escaping — "\u0000" included — is jansson's.
+ *
+ * Field order: model, n_tokens, d_model, n_heads, d_head, mask, scale,
+ * tokens (when given), heads, then the outputs asked for in the order of
+ * the contract's table. Per-head outputs are hs × rows × cols for the
+ * selected heads, in the order of `heads`; a masked score (−∞) is null.
+ * Numbers use api_float_format: shortest float32 round-trip text.
+ */
+#include "api/response.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/buffer.h"
+#include "api/float_format.h"
+#include "api/request_internal.h"
+
+static void append_size(api_buffer *b, size_t v)
+{
+    char text[32];
+    int n = snprintf(text, sizeof text, "%zu", v);
+    api_buffer_append(b, text, (size_t)n);
+}
+
+/* Appends rows × cols numbers as [[…],[…]]; −∞ as null when `null_masked`. */
+static void append_matrix(api_buffer *b, const float *m, size_t rows, size_t cols,
+                          int null_masked)
+{
+    size_t row_room;
+
+    if (m == NULL || api_size_mul(cols, API_FLOAT_TEXT_MAX + 1, &row_room) < 0) {
+        api_buffer_append(b, "null", 4); /* not computed: never for a bound request */
+        return;
+    }
+    api_buffer_append(b, "[", 1);
+    for (size_t r = 0; r < rows; r++) {
+        /* room for the whole row at once: a number, its NUL and a ',' fit in
+         * API_FLOAT_TEXT_MAX + 1 bytes */
+        if (api_buffer_reserve(b, row_room + 4) < 0) return;
+        b->data[b->len++] = '[';
+        for (size_t c = 0; c < cols; c++) {
+            float x = m[r * cols + c];
+            if (c) b->data[b->len++] = ',';
+            if (null_masked && isinf(x) && x < 0) {
+                memcpy(b->data + b->len, "null", 4);
+                b->len += 4;
+            } else {
+                b->len += api_float_format(b->data + b->len, x);
+            }
+        }
+        b->data[b->len++] = ']';
+        if (r + 1 < rows) b->data[b->len++] = ',';
+        b->data[b->len] = '\0';
+    }
+    api_buffer_append(b, "]", 1);
+}
+
+static void append_per_head(api_buffer *b, const float *m, size_t hs, size_t rows, size_t cols,
+                            int null_masked)
+{
+    api_buffer_append(b, "[", 1);
+    for (size_t i = 0; i < hs; i++) {
+        if (i) api_buffer_append(b, ",", 1);
+        append_matrix(b, m + i * rows * cols, rows, cols, null_masked);
+    }
+    api_buffer_append(b, "]", 1);
+}
+
+static int dump_to_buffer(const char *text, size_t size, void *data)
+{
+    api_buffer *b = data;
+    api_buffer_append(b, text, size);
+    return b->failed ? -1 : 0;
+}
+
+static const char *mask_word(attn_mask_kind kind)
+{
+    switch (kind) {
+    case ATTN_MASK_CAUSAL: return "causal";
+    case ATTN_MASK_NONE: return "none";
+    case ATTN_MASK_CUSTOM: return "custom";
+    }
+    return "custom";
+}
+
+char *api_response_encode(const api_request *req, size_t *len)
+{
+    const attn_weights *w = req->input.weights;
+    const attn_output *o = &req->output;
+    size_t n = req->n_tokens, dm = req->d_model, hs = req->input.n_heads_out;
+    size_t dh = w ? w->d_head : 0, h = w ? w->n_heads : 0;
+    char num[API_FLOAT_TEXT_MAX];
+    api_buffer b;
+    const struct {
+        unsigned bit;
+        const char *key;
+        const float *data;
+        int per_head;
+        size_t cols;
+    } outputs[] = {
+        {API_RETURN_Q, ",\"q\":", o->q, 1, dh},
+        {API_RETURN_K, ",\"k\":", o->k, 1, dh},
+        {API_RETURN_V, ",\"v\":", o->v, 1, dh},
+        {API_RETURN_SCORES, ",\"scores\":", o->scores, 1, n},
+        {API_RETURN_PATTERNS, ",\"patterns\":", o->patterns, 1, n},
+        {API_RETURN_HEAD_OUTPUTS, ",\"head_outputs\":", o->head_outputs, 1, dh},
+        {API_RETURN_DELTA, ",\"delta\":", o->delta, 0, dm},
+        {API_RETURN_EMBEDDINGS, ",\"embeddings\":", o->embeddings, 0, dm},
+    };
+
+    /* a first guess of the size; the buffer grows as needed */
+    api_buffer_init(&b, n < 4096 && dm < 4096 ? 256 + n * dm * 12 : 1 << 20);
+    api_buffer_append_str(&b, "{\"model\":");
+    if (req->model) {
+        /* a model name is [A-Za-z0-9._-]{1,64}: nothing to escape */
+        api_buffer_append_str(&b, "\"");
+        api_buffer_append_str(&b, req->model);
+        api_buffer_append_str(&b, "\"");
+    } else {
+        api_buffer_append_str(&b, "null");
+    }
+    api_buffer_append_str(&b, ",\"n_tokens\":");
+    append_size(&b, n);
+    api_buffer_append_str(&b, ",\"d_model\":");
+    append_size(&b, dm);
+    api_buffer_append_str(&b, ",\"n_heads\":");
+    append_size(&b, h);
+    api_buffer_append_str(&b, ",\"d_head\":");
+    append_size(&b, dh);
+    api_buffer_append_str(&b, ",\"mask\":\"");
+    api_buffer_append_str(&b, mask_word(req->mask_kind));
+    api_buffer_append_str(&b, "\",\"scale\":");
+    api_buffer_append(&b, num, api_float_format(num, req->scale));
+    if (req->tokens) {
+        api_buffer_append_str(&b, ",\"tokens\":");
+        if (json_dump_callback(req->tokens, dump_to_buffer, &b,
+                               JSON_ENCODE_ANY | JSON_COMPACT) < 0)
+            b.failed = 1;
+    }
+    api_buffer_append_str(&b, ",\"heads\":[");
+    for (size_t i = 0; i < hs; i++) {
+        if (i) api_buffer_append(&b, ",", 1);
+        append_size(&b, req->heads[i]);
+    }
+    api_buffer_append_str(&b, "]");
+
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        if (!(req->returns & outputs[i].bit)) continue;
+        api_buffer_append_str(&b, outputs[i].key);
+        if (outputs[i].per_head)
+            append_per_head(&b, outputs[i].data, hs, n, outputs[i].cols,
+                            outputs[i].bit == API_RETURN_SCORES);
+        else
+            append_matrix(&b, outputs[i].data, n, outputs[i].cols, 0);
+    }
+    api_buffer_append_str(&b, "}");
+    return api_buffer_finish(&b, len);
+}

@@ -1,0 +1,1343 @@
+/*
+ * test_api.c — the check suite of api/: decoding and validating requests,
+ * encoding responses and errors, formatting floats.
+ *
+ * Requests are built as jansson trees from one small valid request
+ * (base_request: 3 tokens, d_model 4, 2 heads of width 2, no w_o) and
+ * broken one field at a time; each failure is checked for its status, its
+ * code AND its JSON path. Responses are computed with attn_compute, parsed
+ * back with jansson and checked for the presence and shape of every field
+ * and against numbers recomputed here in double.
+ *
+ * Data-driven cases live in tests/cases/<name>/{request.json,expected.json}
+ * (see tests/cases/README); the folder is found from $ATTN_TESTS_DIR (the
+ * tests folder or the cases folder itself), else relative to the working
+ * directory (the repository root under `make check-all`).
+ */
+#include <check.h>
+#include <dirent.h>
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "api/error.h"
+#include "api/float_format.h"
+#include "api/request.h"
+#include "api/response.h"
+#include "attention/attention.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static const api_limits big_limits = {4096, 64, 4096, 1e12, (size_t)1 << 30};
+
+/* Exactly representable pseudo-random values in [-1, 1): multiples of 1/8. */
+static double val(size_t i)
+{
+    return (double)((int)((i * 37 + 11) % 17) - 8) / 8.0;
+}
+
+static json_t *matrix(size_t rows, size_t cols, size_t seed)
+{
+    json_t *m = json_array();
+    for (size_t r = 0; r < rows; r++) {
+        json_t *row = json_array();
+        for (size_t c = 0; c < cols; c++)
+            json_array_append_new(row, json_real(val(seed + r * cols + c)));
+        json_array_append_new(m, row);
+    }
+    return m;
+}
+
+static json_t *vector(size_t n, size_t seed)
+{
+    json_t *v = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(v, json_real(val(seed + i)));
+    return v;
+}
+
+static json_t *head(size_t dm, size_t dh, size_t seed)
+{
+    return json_pack("{s:o, s:o, s:o}", "w_q", matrix(dm, dh, seed), "w_k",
+                     matrix(dm, dh, seed + 100), "w_v", matrix(dm, dh, seed + 200));
+}
+
+/* n tokens, d_model dm, h heads of width dh; no w_o (so h·dh should be dm). */
+static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh)
+{
+    json_t *heads = json_array();
+    for (size_t i = 0; i < h; i++) json_array_append_new(heads, head(dm, dh, 1000 * (i + 1)));
+    return json_pack("{s:o, s:{s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads",
+                     heads);
+}
+
+static json_t *base_request(void)
+{
+    return request_with(3, 4, 2, 2);
+}
+
+/* The value at a slash path of plain keys and indices (test paths only). */
+static json_t *at(json_t *root, const char *path)
+{
+    char buf[256], *save = NULL;
+    json_t *v = root;
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *tok = strtok_r(buf, "/", &save); tok && v; tok = strtok_r(NULL, "/", &save)) {
+        if (json_is_array(v)) v = json_array_get(v, strtoul(tok, NULL, 10));
+        else v = json_object_get(v, tok);
+    }
+    return v;
+}
+
+/* Replaces the value at `path` (its parent must exist) with `value` (stolen). */
+static void put(json_t *root, const char *path, json_t *value)
+{
+    char parent[256];
+    const char *last = strrchr(path, '/');
+    json_t *p;
+    snprintf(parent, sizeof parent, "%.*s", (int)(last - path), path);
+    p = parent[0] ? at(root, parent) : root;
+    ck_assert_msg(p != NULL, "no parent for %s", path);
+    if (json_is_array(p)) json_array_set_new(p, strtoul(last + 1, NULL, 10), value);
+    else json_object_set_new(p, last + 1, value);
+}
+
+static void del(json_t *root, const char *path)
+{
+    char parent[256];
+    const char *last = strrchr(path, '/');
+    snprintf(parent, sizeof parent, "%.*s", (int)(last - path), path);
+    json_t *p = parent[0] ? at(root, parent) : root;
+    if (json_is_array(p)) json_array_remove(p, strtoul(last + 1, NULL, 10));
+    else json_object_del(p, last + 1);
+}
+
+static char *dump(const json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* Decodes text (length len) and expects the error status/code/path. */
+static void expect_error_len(const char *text, size_t len, const api_limits *limits, int status,
+                             const char *code, const char *path, api_error *out)
+{
+    api_request *req = (api_request *)1;
+    api_error err;
+    memset(&err, 0, sizeof err);
+    int rc = api_request_decode(text, len, limits, &req, &err);
+    ck_assert_msg(rc == -1, "expected %s at %s, but decode succeeded: %.200s", code, path, text);
+    ck_assert_ptr_null(req);
+    ck_assert_msg(err.status == status && strcmp(err.code, code) == 0 && strcmp(err.path, path) == 0,
+                  "expected %d %s at \"%s\", got %d %s at \"%s\" (%s) for %.300s", status, code,
+                  path, err.status, err.code, err.path, err.message, text);
+    if (out) *out = err;
+}
+
+static void expect_error_text(const char *text, int status, const char *code, const char *path)
+{
+    expect_error_len(text, strlen(text), &big_limits, status, code, path, NULL);
+}
+
+/* Takes the tree (decref'd here). */
+static void expect_error(json_t *body, const api_limits *limits, int status, const char *code,
+                         const char *path, api_error *out)
+{
+    char *text = dump(body);
+    expect_error_len(text, strlen(text), limits ? limits : &big_limits, status, code, path, out);
+    free(text);
+    json_decref(body);
+}
+
+static api_request *decode_ok_limits(json_t *body, const api_limits *limits)
+{
+    api_request *req = NULL;
+    api_error err;
+    char *text = dump(body);
+    int rc = api_request_decode(text, strlen(text), limits, &req, &err);
+    ck_assert_msg(rc == 0, "decode failed: %d %s at \"%s\": %s", err.status, err.code, err.path,
+                  err.message);
+    ck_assert_ptr_nonnull(req);
+    free(text);
+    json_decref(body);
+    return req;
+}
+
+static api_request *decode_ok(json_t *body)
+{
+    return decode_ok_limits(body, &big_limits);
+}
+
+/* Computes a bound request and returns its parsed response; *raw gets the
+ * text when asked (caller frees). */
+static json_t *respond(api_request *req, char **raw)
+{
+    attn_workspace *ws = attn_workspace_create();
+    size_t len = 0;
+    char *text;
+    json_error_t jerr;
+    json_t *resp;
+
+    ck_assert_ptr_nonnull(ws);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    attn_workspace_destroy(ws);
+    text = api_response_encode(req, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(strlen(text), len);
+    resp = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    ck_assert_msg(resp != NULL, "response is not JSON: %s: %.300s", jerr.text, text);
+    if (raw) *raw = text;
+    else free(text);
+    return resp;
+}
+
+static double num(const json_t *v)
+{
+    ck_assert_msg(json_is_number(v), "not a number");
+    return json_number_value(v);
+}
+
+/* Checks v is a rows × cols nested array of numbers (nulls allowed when null_ok). */
+static void check_matrix_shape(const json_t *v, size_t rows, size_t cols, int null_ok)
+{
+    ck_assert(json_is_array(v));
+    ck_assert_uint_eq(json_array_size(v), rows);
+    for (size_t r = 0; r < rows; r++) {
+        const json_t *row = json_array_get(v, r);
+        ck_assert(json_is_array(row));
+        ck_assert_uint_eq(json_array_size(row), cols);
+        for (size_t c = 0; c < cols; c++) {
+            const json_t *x = json_array_get(row, c);
+            ck_assert(json_is_number(x) || (null_ok && json_is_null(x)));
+        }
+    }
+}
+
+static void check_per_head_shape(const json_t *v, size_t hs, size_t rows, size_t cols,
+                                 int null_ok)
+{
+    ck_assert(json_is_array(v));
+    ck_assert_uint_eq(json_array_size(v), hs);
+    for (size_t i = 0; i < hs; i++)
+        check_matrix_shape(json_array_get(v, i), rows, cols, null_ok);
+}
+
+static const char *const output_names[] = {"q",        "k",            "v",     "scores",
+                                           "patterns", "head_outputs", "delta", "embeddings"};
+
+/* ---- error values -------------------------------------------------------- */
+
+START_TEST(test_error_to_json)
+{
+    api_error err;
+    size_t len = 0;
+    char *text;
+    json_t *j;
+
+    ck_assert_int_eq(api_error_set(&err, 422, "dimension_mismatch", "/weights/heads/1/w_k",
+                                   "weights.heads[%d].w_k has %d rows, expected d_model = %d", 1,
+                                   3, 4),
+                     -1);
+    text = api_error_to_json(&err, &len);
+    ck_assert_str_eq(text,
+                     "{\"error\":{\"code\":\"dimension_mismatch\",\"message\":\"weights.heads[1]"
+                     ".w_k has 3 rows, expected d_model = 4\",\"path\":\"/weights/heads/1/w_k\"}}");
+    ck_assert_uint_eq(len, strlen(text));
+    free(text);
+
+    /* no path: "" always present; quotes and control characters escaped */
+    api_error_set(&err, 400, "invalid_json", NULL, "bad \"quote\"\n\ttab \\ back");
+    text = api_error_to_json(&err, &len);
+    j = json_loads(text, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(json_string_value(at(j, "error/path")), "");
+    ck_assert_str_eq(json_string_value(at(j, "error/code")), "invalid_json");
+    ck_assert_str_eq(json_string_value(at(j, "error/message")), "bad \"quote\"\n\ttab \\ back");
+    json_decref(j);
+    free(text);
+}
+END_TEST
+
+START_TEST(test_error_utf8)
+{
+    api_error err;
+    char long_text[2000] = "";
+    char *text;
+    json_t *j;
+
+    /* many 2-byte characters: the 511-byte cut falls inside one */
+    while (strlen(long_text) < 1500) strcat(long_text, "\xc3\xa9");
+    api_error_set(&err, 400, "wrong_type", "", "%s", long_text);
+    ck_assert_uint_eq(strlen(err.message), 510);
+    ck_assert_str_eq(err.message + 508, "\xc3\xa9");
+    /* an invalid byte quoted from a body becomes '?' */
+    api_error_set(&err, 400, "invalid_json", "/a\xff", "near '\xff\xfe' \xe6\x88\x91");
+    ck_assert_str_eq(err.message, "near '\?\?' \xe6\x88\x91");
+    ck_assert_str_eq(err.path, "/a?");
+    text = api_error_to_json(&err, NULL);
+    ck_assert_ptr_nonnull(text);
+    j = json_loads(text, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    json_decref(j);
+    free(text);
+    /* hand-filled with invalid bytes: still encodes */
+    err.message[0] = (char)0xC3;
+    err.message[1] = '\0';
+    text = api_error_to_json(&err, NULL);
+    ck_assert_ptr_nonnull(text);
+    free(text);
+}
+END_TEST
+
+/* ---- float formatting ---------------------------------------------------- */
+
+/* JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int json_number_syntax(const char *s)
+{
+    if (*s == '-') s++;
+    if (*s == '0') s++;
+    else if (*s >= '1' && *s <= '9') while (*s >= '0' && *s <= '9') s++;
+    else return 0;
+    if (*s == '.') {
+        s++;
+        if (!(*s >= '0' && *s <= '9')) return 0;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-') s++;
+        if (!(*s >= '0' && *s <= '9')) return 0;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    return *s == '\0';
+}
+
+static int significant_digits(const char *s)
+{
+    char digits[64];
+    size_t n = 0;
+    for (; *s && *s != 'e' && *s != 'E'; s++)
+        if (*s >= '0' && *s <= '9') digits[n++] = *s;
+    size_t a = 0;
+    while (a < n && digits[a] == '0') a++;
+    while (n > a && digits[n - 1] == '0') n--;
+    return (int)(n - a);
+}
+
+static void check_float(float f)
+{
+    char buf[API_FLOAT_TEXT_MAX];
+    size_t len = api_float_format(buf, f);
+    float back;
+
+    ck_assert_uint_eq(len, strlen(buf));
+    ck_assert_msg(json_number_syntax(buf), "not a JSON number: %s (%a)", buf, f);
+    back = strtof(buf, NULL);
+    ck_assert_msg(memcmp(&back, &f, sizeof f) == 0, "%s does not read back as %a", buf, f);
+    ck_assert_msg(significant_digits(buf) <= 9, "%s has more than 9 digits", buf);
+}
+
+START_TEST(test_float_format_cases)
+{
+    static const struct {
+        float f;
+        const char *text;
+    } exact[] = {
+        {1.0f, "1"},   {0.5f, "0.5"},  {0.1f, "0.1"},  {-2.0f, "-2"},        {0.0f, "0"},
+        {-0.0f, "-0"}, {100.0f, "100"}, {1e-7f, "1e-7"}, {0.25f, "0.25"},   {3.4028235e38f, "3.4028235e38"},
+        {1e-45f, "1e-45"},
+    };
+    char buf[API_FLOAT_TEXT_MAX];
+    const float edge[] = {FLT_MAX,  -FLT_MAX, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN,
+                          FLT_EPSILON, 1.0f + FLT_EPSILON, 16777216.0f, 16777217.0f, 1e7f,
+                          9999999.0f, 123456789.0f, 0.3f, 2.0f / 3.0f, (float)M_PI, 1e15f, 1e16f,
+                          1e-5f, 1e-6f, 9.999999e-6f, 0x1.fffffep-127f, 0x1p-126f, 0x1p-149f};
+
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        api_float_format(buf, exact[i].f);
+        ck_assert_str_eq(buf, exact[i].text);
+        check_float(exact[i].f);
+    }
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+        check_float(edge[i]);
+        check_float(-edge[i]);
+    }
+    for (int e = -45; e <= 38; e++) { /* powers of ten */
+        char t[16];
+        float p;
+        snprintf(t, sizeof t, "1e%d", e);
+        p = strtof(t, NULL);
+        check_float(p);
+        if (e >= -37) {
+            api_float_format(buf, p);
+            ck_assert_int_eq(significant_digits(buf), 1);
+        }
+    }
+    api_float_format(buf, INFINITY);
+    ck_assert_str_eq(buf, "null");
+    api_float_format(buf, NAN);
+    ck_assert_str_eq(buf, "null");
+}
+END_TEST
+
+START_TEST(test_float_format_random)
+{
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 300000; i++) {
+        uint32_t bits;
+        float f;
+        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+        bits = (uint32_t)((x * 2685821657736338717ull) >> 32);
+        memcpy(&f, &bits, sizeof f);
+        if (!isfinite(f)) continue;
+        check_float(f);
+    }
+    /* every float from 1 up in a small run, and around each power of two */
+    for (int e = -149; e < 128; e++) {
+        float p = ldexpf(1.0f, e);
+        check_float(p);
+        check_float(nextafterf(p, 0));
+        check_float(nextafterf(p, INFINITY));
+    }
+}
+END_TEST
+
+/* ---- invalid_json -------------------------------------------------------- */
+
+START_TEST(test_invalid_json)
+{
+    api_error err;
+    const char utf8_bad[] = "{\"embeddings\":[[1]],\"tokens\":[\"\xff\"]}";
+
+    expect_error_text("{\"model\":\"a\",\"model\":\"b\",\"embeddings\":[[1]]}", 400,
+                      "invalid_json", "");
+    expect_error_len(utf8_bad, sizeof utf8_bad - 1, &big_limits, 400, "invalid_json", "", &err);
+    ck_assert_msg(strstr(err.message, "line 1") && strstr(err.message, "column"), "%s",
+                  err.message);
+    expect_error_text("{\"model\":\"a\",\"embeddings\":[[1]]} x", 400, "invalid_json", "");
+    expect_error_text("[{\"model\":\"a\"}]", 400, "invalid_json", "");
+    expect_error_text("\"model\"", 400, "invalid_json", "");
+    expect_error_text("42", 400, "invalid_json", "");
+    expect_error_text("", 400, "invalid_json", "");
+    expect_error_text("{\"embeddings\": [[1, 2]", 400, "invalid_json", "");
+    expect_error_text("{'a': 1}", 400, "invalid_json", "");
+    expect_error_text("{\"embeddings\":[[NaN]]}", 400, "invalid_json", "");
+    /* a duplicate deep inside is caught too, with jansson's text */
+    expect_error_len("{\"weights\":{\"heads\":[{\"w_q\":1,\"w_q\":2}]}}", 40, &big_limits, 400,
+                     "invalid_json", "", &err);
+    ck_assert_msg(strstr(err.message, "duplicate"), "%s", err.message);
+    /* a NUL byte in the body outside a string is not JSON */
+    expect_error_len("{\"model\":\"a\"}\0", 14, &big_limits, 400, "invalid_json", "", NULL);
+}
+END_TEST
+
+/* ---- unknown_field, missing_field, both/neither ------------------------- */
+
+START_TEST(test_unknown_fields)
+{
+    json_t *r = base_request();
+    put(r, "/colour", json_string("red"));
+    expect_error(r, NULL, 400, "unknown_field", "/colour", NULL);
+
+    r = base_request();
+    json_object_set_new(r, "a~b/c", json_true()); /* escaped in the pointer */
+    expect_error(r, NULL, 400, "unknown_field", "/a~0b~1c", NULL);
+
+    r = base_request();
+    json_t *h0 = at(r, "weights/heads/0");
+    json_object_set(h0, "W_q", json_object_get(h0, "w_q"));
+    expect_error(r, NULL, 400, "unknown_field", "/weights/heads/0/W_q", NULL);
+
+    r = base_request();
+    put(r, "/weights/bias", json_true());
+    expect_error(r, NULL, 400, "unknown_field", "/weights/bias", NULL);
+}
+END_TEST
+
+START_TEST(test_missing_and_both)
+{
+    json_t *r = base_request();
+    del(r, "/embeddings");
+    expect_error(r, NULL, 400, "missing_field", "/embeddings", NULL);
+
+    r = base_request();
+    del(r, "/weights");
+    expect_error(r, NULL, 400, "missing_field", "", NULL);
+
+    r = base_request();
+    put(r, "/model", json_string("tiny"));
+    expect_error(r, NULL, 400, "invalid_value", "", NULL);
+
+    r = base_request();
+    del(r, "/weights/heads/1/w_k");
+    expect_error(r, NULL, 400, "missing_field", "/weights/heads/1/w_k", NULL);
+
+    r = base_request();
+    del(r, "/weights/heads");
+    expect_error(r, NULL, 400, "missing_field", "/weights/heads", NULL);
+}
+END_TEST
+
+/* ---- wrong_type ---------------------------------------------------------- */
+
+START_TEST(test_wrong_types)
+{
+    api_error err;
+    json_t *r;
+
+    struct {
+        const char *path;
+        json_t *value;
+        const char *expect_path;
+    } cases[] = {
+        {"/embeddings", json_string("E"), "/embeddings"},
+        {"/embeddings/1", json_real(1), "/embeddings/1"},
+        {"/embeddings/1/2", json_string("0.5"), "/embeddings/1/2"},
+        {"/embeddings/2/0", json_null(), "/embeddings/2/0"},
+        {"/embeddings/0/3", json_true(), "/embeddings/0/3"},
+        {"/tokens", json_string("a b c"), "/tokens"},
+        {"/scale", json_string("0.5"), "/scale"},
+        {"/return", json_string("patterns"), "/return"},
+        {"/return", json_pack("[s,i]", "q", 1), "/return/1"},
+        {"/select_heads", json_pack("[i,f]", 0, 1.5), "/select_heads/1"},
+        {"/select_heads", json_pack("[s]", "0"), "/select_heads/0"},
+        {"/select_heads", json_integer(0), "/select_heads"},
+        {"/mask", json_integer(1), "/mask"},
+        {"/mask", json_pack("[[i,i,i],[i,f,i],[i,i,i]]", 1, 0, 0, 1, 0.5, 0, 1, 1, 1), "/mask/1/1"},
+        {"/mask", json_pack("[[i,i,i],[i,i,i],[i,i,s]]", 1, 0, 0, 1, 1, 0, 1, 1, "1"), "/mask/2/2"},
+        {"/mask", json_pack("[[i,i,i],[i,i,i],[i,i,i]]", 1, 0, 0, 1, 2, 0, 1, 1, 1), "/mask/1/1"},
+        {"/mask", json_pack("[[i,i,i],i,[i,i,i]]", 1, 0, 0, 1, 1, 1, 1), "/mask/1"},
+        {"/encoding", json_integer(1), "/encoding"},
+        {"/model", json_integer(1), "/model"},
+        {"/weights", json_pack("[]"), "/weights"},
+        {"/weights/heads", json_object(), "/weights/heads"},
+        {"/weights/heads/1", json_string("head"), "/weights/heads/1"},
+        {"/weights/heads/1/w_v/0/1", json_string("x"), "/weights/heads/1/w_v/0/1"},
+        {"/weights/heads/0/b_q", json_pack("[f,s]", 1.0, "x"), "/weights/heads/0/b_q/1"},
+        {"/weights/heads/0/b_q", json_real(1), "/weights/heads/0/b_q"},
+        {"/weights/b_o", json_pack("[[f,f,f,f]]", 1.0, 1.0, 1.0, 1.0), "/weights/b_o/0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r = base_request();
+        put(r, cases[i].path, cases[i].value);
+        if (strcmp(cases[i].path, "/model") == 0) del(r, "/weights");
+        expect_error(r, NULL, 400, "wrong_type", cases[i].expect_path, NULL);
+    }
+
+    r = base_request();
+    put(r, "/tokens", json_pack("[s,i,s]", "a", 1, "c"));
+    expect_error(r, NULL, 400, "wrong_type", "/tokens/1", NULL);
+
+    /* the binary tensor form: not yet, with a message saying what is expected */
+    r = base_request();
+    put(r, "/embeddings", json_pack("{s:s,s:[i,i],s:s}", "dtype", "float32", "shape", 3, 4,
+                                    "data", "AAAA"));
+    expect_error(r, NULL, 400, "wrong_type", "/embeddings", &err);
+    ck_assert_msg(strstr(err.message, "nested arrays"), "%s", err.message);
+    r = base_request();
+    put(r, "/weights/heads/0/w_q", json_pack("{s:s}", "dtype", "float32"));
+    expect_error(r, NULL, 400, "wrong_type", "/weights/heads/0/w_q", &err);
+    ck_assert_msg(strstr(err.message, "nested arrays"), "%s", err.message);
+}
+END_TEST
+
+/* ---- invalid_value ------------------------------------------------------- */
+
+START_TEST(test_invalid_values)
+{
+    api_error err;
+    json_t *r = base_request();
+    put(r, "/return", json_pack("[s,s]", "q", "attention"));
+    expect_error(r, NULL, 400, "invalid_value", "/return/1", NULL);
+
+    r = base_request(); /* a NUL inside a name does not sneak through */
+    json_object_set_new(r, "return", json_pack("[o]", json_stringn("q\0x", 3)));
+    expect_error(r, NULL, 400, "invalid_value", "/return/0", NULL);
+
+    r = base_request();
+    put(r, "/mask", json_string("diagonal"));
+    expect_error(r, NULL, 400, "invalid_value", "/mask", NULL);
+
+    r = base_request();
+    put(r, "/encoding", json_string("base64"));
+    expect_error(r, NULL, 400, "invalid_value", "/encoding", &err);
+    ck_assert_msg(strstr(err.message, "not supported"), "%s", err.message);
+
+    r = base_request();
+    put(r, "/encoding", json_string("xml"));
+    expect_error(r, NULL, 400, "invalid_value", "/encoding", NULL);
+
+    const char *bad_names[] = {"", "a b", "../etc/passwd", "名前",
+                               "a2345678901234567890123456789012345678901234567890123456789012345"};
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        r = json_pack("{s:s, s:[[i]]}", "model", bad_names[i], "embeddings", 1);
+        expect_error(r, NULL, 400, "invalid_value", "/model", NULL);
+    }
+}
+END_TEST
+
+/* ---- dimension_mismatch -------------------------------------------------- */
+
+START_TEST(test_dimension_mismatch)
+{
+    api_error err;
+    json_t *r = base_request();
+
+    json_array_append_new(at(r, "embeddings/1"), json_real(1));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/embeddings/1", NULL);
+
+    r = base_request();
+    put(r, "/embeddings", json_array());
+    expect_error(r, NULL, 422, "dimension_mismatch", "/embeddings", NULL);
+
+    r = base_request();
+    put(r, "/embeddings", json_pack("[[]]"));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/embeddings/0", NULL);
+
+    /* the contract's own example */
+    r = base_request();
+    json_array_remove(at(r, "weights/heads/1/w_k"), 3);
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/1/w_k", &err);
+    ck_assert_str_eq(err.message, "weights.heads[1].w_k has 3 rows, expected d_model = 4");
+
+    r = base_request(); /* d_head differs between heads */
+    put(r, "/weights/heads/1/w_v", matrix(4, 3, 5));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/1/w_v", NULL);
+
+    r = base_request(); /* … and within a head */
+    put(r, "/weights/heads/0/w_k", matrix(4, 1, 5));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/0/w_k", NULL);
+
+    r = request_with(3, 4, 1, 2); /* no w_o and h·dh = 2 != 4 */
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights", &err);
+    ck_assert_msg(strstr(err.message, "identity"), "%s", err.message);
+
+    r = request_with(3, 4, 1, 2); /* w_o with the wrong rows, then columns */
+    put(r, "/weights/w_o", matrix(4, 4, 3));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights/w_o", NULL);
+    r = request_with(3, 4, 1, 2);
+    put(r, "/weights/w_o", matrix(2, 3, 3));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights/w_o", NULL);
+    r = request_with(3, 4, 1, 2);
+    put(r, "/weights/w_o", matrix(2, 4, 3));
+    put(r, "/weights/b_o", vector(3, 3));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights/b_o", NULL);
+
+    r = base_request();
+    put(r, "/weights/heads/1/b_k", vector(3, 1));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/1/b_k", NULL);
+
+    r = base_request();
+    put(r, "/weights/heads", json_array());
+    expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads", NULL);
+
+    r = base_request();
+    put(r, "/mask", matrix(2, 3, 0));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/mask", NULL);
+    r = base_request();
+    put(r, "/mask", json_pack("[[b,b,b],[b,b],[b,b,b]]", 1, 0, 0, 1, 1, 1, 1, 1));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/mask/1", NULL);
+
+    r = base_request();
+    put(r, "/tokens", json_pack("[s,s]", "a", "b"));
+    expect_error(r, NULL, 422, "dimension_mismatch", "/tokens", NULL);
+}
+END_TEST
+
+/* ---- non_finite_number --------------------------------------------------- */
+
+START_TEST(test_non_finite)
+{
+    static const struct {
+        const char *text, *path;
+    } cases[] = {
+        {"{\"embeddings\":[[1,1e39]],\"model\":\"m\"}", "/embeddings/0/1"},
+        {"{\"embeddings\":[[1,1e999]],\"model\":\"m\"}", "/embeddings/0/1"},
+        {"{\"model\":\"m\",\"embeddings\":[[0.5, 2],\n [3, -1e999 ]]}", "/embeddings/1/1"},
+        {"{\"embeddings\":[[1]],\"scale\":1e39,\"model\":\"m\"}", "/scale"},
+        {"{\"embeddings\":[[1]],\"scale\":-1E+999,\"model\":\"m\"}", "/scale"},
+        {"{\"embeddings\":[[1]],\"model\":\"m\",\"x\\/y~\\u00e9\":[{\"a\":[\"[{,\\\"\",1e400]}]}",
+         "/x~1y~0\xc3\xa9/0/a/1"},
+        {"{\"embeddings\":[[3.5e38]],\"model\":\"m\"}", "/embeddings/0/0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_error_text(cases[i].text, 422, "non_finite_number", cases[i].path);
+
+    /* a 400-digit integer overflows a double, a 41-digit one only a float */
+    char big[600];
+    strcpy(big, "{\"model\":\"m\",\"embeddings\":[[1],[");
+    for (int i = 0; i < 400; i++) strcat(big, "9");
+    strcat(big, "]]}");
+    expect_error_text(big, 422, "non_finite_number", "/embeddings/1/0");
+    expect_error_text("{\"model\":\"m\",\"embeddings\":[[100000000000000000000000000000000000000000]]}",
+                      422, "non_finite_number", "/embeddings/0/0");
+
+    /* in the weights */
+    json_t *r = base_request();
+    put(r, "/weights/heads/1/w_v/2/0", json_real(-1e39));
+    expect_error(r, NULL, 422, "non_finite_number", "/weights/heads/1/w_v/2/0", NULL);
+    r = base_request();
+    put(r, "/weights/heads/0/b_v", json_pack("[f,f]", 0.0, 1e300));
+    expect_error(r, NULL, 422, "non_finite_number", "/weights/heads/0/b_v/1", NULL);
+    char *text = dump(r = base_request());
+    json_decref(r);
+    char *weights = strstr(text, "\"w_k\":[[") + 8;
+    char patched[8192];
+    snprintf(patched, sizeof patched, "%.*s1e999,%s", (int)(weights - text), text, weights);
+    free(text);
+    expect_error_text(patched, 422, "non_finite_number", "/weights/heads/0/w_k/0/0");
+}
+END_TEST
+
+START_TEST(test_tiny_and_edge_numbers)
+{
+    /* 1e-50 reads as 0; FLT_MAX itself and 1e-45 (a subnormal) are fine */
+    json_t *r = base_request();
+    put(r, "/embeddings/0/0", json_real(1e-50));
+    put(r, "/embeddings/0/1", json_real(3.4028234e38));
+    put(r, "/embeddings/0/2", json_real(1e-45));
+    api_request *req = decode_ok(r);
+    const attn_input *in = api_request_input(req);
+    ck_assert(in->embeddings[0] == 0.0f);
+    ck_assert(in->embeddings[1] == FLT_MAX);
+    ck_assert(in->embeddings[2] == FLT_TRUE_MIN);
+    api_request_free(req);
+
+    req = NULL;
+    api_error err;
+    const char *t = "{\"embeddings\":[[1e-400, -0.0, 1E2, 2e+0]],\"model\":\"m\"}";
+    ck_assert_int_eq(api_request_decode(t, strlen(t), &big_limits, &req, &err), 0);
+    api_request_free(req);
+}
+END_TEST
+
+/* ---- out_of_range -------------------------------------------------------- */
+
+START_TEST(test_out_of_range)
+{
+    json_t *r;
+    struct {
+        json_t *value;
+        const char *field, *path;
+    } cases[] = {
+        {json_real(0), "/scale", "/scale"},
+        {json_real(-1), "/scale", "/scale"},
+        {json_real(-0.0), "/scale", "/scale"},
+        {json_real(1e-50), "/scale", "/scale"}, /* 0 as a float32 */
+        {json_pack("[i]", 2), "/select_heads", "/select_heads/0"},
+        {json_pack("[i,i]", 1, -1), "/select_heads", "/select_heads/1"},
+        {json_pack("[i,i,i]", 1, 0, 1), "/select_heads", "/select_heads/2"},
+        {json_pack("[f]", 1e300), "/select_heads", "/select_heads/0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r = base_request();
+        put(r, cases[i].field, cases[i].value);
+        expect_error(r, NULL, 422, "out_of_range", cases[i].path, NULL);
+    }
+}
+END_TEST
+
+/* ---- limit_exceeded: each limit at its value passes, one over fails ------ */
+
+static void limit_pair(json_t *body, api_limits at_limit, api_limits over, const char *path)
+{
+    api_error err;
+    api_request_free(decode_ok_limits(json_deep_copy(body), &at_limit));
+    expect_error(body, &over, 422, "limit_exceeded", path, &err);
+    ck_assert_msg(strstr(err.message, "max_"), "the message names the limit: %s", err.message);
+}
+
+START_TEST(test_limits)
+{
+    api_limits at, over;
+    double flops = attn_flops(3, 4, 2, 2, 0);
+
+    at = over = big_limits;
+    at.max_tokens = 3, over.max_tokens = 2;
+    limit_pair(base_request(), at, over, "/embeddings");
+
+    at = over = big_limits;
+    at.max_heads = 2, over.max_heads = 1;
+    limit_pair(base_request(), at, over, "/weights/heads");
+
+    at = over = big_limits;
+    at.max_d_model = 4, over.max_d_model = 3;
+    limit_pair(base_request(), at, over, "/embeddings");
+
+    /* d_head over the d_model limit on its own: one head of width 5 with w_o */
+    json_t *r = request_with(3, 4, 1, 5);
+    put(r, "/weights/w_o", matrix(5, 4, 9));
+    at = over = big_limits;
+    at.max_d_model = 5, over.max_d_model = 4;
+    limit_pair(r, at, over, "/weights/heads/0/w_q");
+
+    at = over = big_limits;
+    at.max_flops = flops, over.max_flops = nextafter(flops, 0);
+    limit_pair(base_request(), at, over, "");
+
+    /* default return: patterns (2·3·3) + embeddings (3·4) = 30 numbers */
+    at = over = big_limits;
+    at.max_response_bytes = 30 * 16, over.max_response_bytes = 30 * 16 - 1;
+    limit_pair(base_request(), at, over, "/return");
+
+    /* every output, one head selected: q,k,v,head_outputs 4·(3·2), scores, patterns
+     * 2·(3·3), delta, embeddings 2·(3·4) */
+    r = base_request();
+    put(r, "/return", json_pack("[s,s,s,s,s,s,s,s]", "q", "k", "v", "scores", "patterns",
+                                "head_outputs", "delta", "embeddings"));
+    put(r, "/select_heads", json_pack("[i]", 1));
+    at = over = big_limits;
+    at.max_response_bytes = (24 + 18 + 24) * 16, over.max_response_bytes = at.max_response_bytes - 1;
+    limit_pair(r, at, over, "/return");
+
+    /* NULL limits: none */
+    api_request_free(decode_ok_limits(base_request(), NULL));
+}
+END_TEST
+
+/* ---- packing of inline weights ------------------------------------------ */
+
+START_TEST(test_weights_packing)
+{
+    json_t *r = base_request();
+    json_t *copy = json_deep_copy(r);
+    put(r, "/weights/heads/1/b_k", vector(2, 50));
+    api_request *req = decode_ok(r);
+    const attn_weights *w = api_request_input(req)->weights;
+    size_t dm = 4, dh = 2, h = 2, hd = 4;
+    static const char *const names[] = {"w_q", "w_k", "w_v"};
+
+    ck_assert_uint_eq(w->d_model, dm);
+    ck_assert_uint_eq(w->n_heads, h);
+    ck_assert_uint_eq(w->d_head, dh);
+    ck_assert_ptr_null(w->w_o);
+    ck_assert_ptr_null(w->b_o);
+    for (size_t i = 0; i < h; i++)
+        for (size_t p = 0; p < 3; p++) {
+            char path[64];
+            snprintf(path, sizeof path, "weights/heads/%zu/%s", i, names[p]);
+            json_t *m = at(copy, path);
+            for (size_t r_ = 0; r_ < dm; r_++)
+                for (size_t c = 0; c < dh; c++)
+                    ck_assert(w->w_qkv[r_ * 3 * hd + p * hd + i * dh + c] ==
+                              (float)num(json_array_get(json_array_get(m, r_), c)));
+        }
+    ck_assert_ptr_nonnull(w->b_qkv);
+    for (size_t c = 0; c < 3 * hd; c++) {
+        float expect = (c == hd + dh || c == hd + dh + 1) ? (float)val(50 + c - hd - dh) : 0.0f;
+        ck_assert(w->b_qkv[c] == expect);
+    }
+    api_request_free(req);
+
+    req = decode_ok(copy);
+    ck_assert_ptr_null(api_request_input(req)->weights->b_qkv);
+    /* defaults: causal, 1/sqrt(d_head), every head in order */
+    ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_CAUSAL);
+    ck_assert(api_request_input(req)->scale == (float)(1 / sqrt(2.0)));
+    ck_assert_uint_eq(api_request_input(req)->n_heads_out, 2);
+    ck_assert_uint_eq(api_request_input(req)->heads[0], 0);
+    ck_assert_uint_eq(api_request_input(req)->heads[1], 1);
+    ck_assert_ptr_null(api_request_model(req));
+    api_request_free(req);
+}
+END_TEST
+
+/* ---- model requests: decode leaves them unbound, bind does the rest ----- */
+
+START_TEST(test_model_bind)
+{
+    api_request *inline_req = decode_ok(base_request());
+    const attn_weights *w = api_request_input(inline_req)->weights;
+    api_error err;
+    json_t *resp;
+
+    api_request *req = decode_ok(json_pack("{s:s, s:o, s:[i,i]}", "model", "tiny-2.v1_x",
+                                           "embeddings", matrix(3, 4, 7), "select_heads", 1, 0));
+    ck_assert_str_eq(api_request_model(req), "tiny-2.v1_x");
+    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_NONE, &big_limits, &err), 0);
+    ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_NONE);
+    resp = respond(req, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "model")), "tiny-2.v1_x");
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "none");
+    json_decref(resp);
+    /* bound once only */
+    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_NONE, &big_limits, &err), -1);
+    ck_assert_int_eq(err.status, 500);
+    api_request_free(req);
+
+    /* a request's mask overrides the model's */
+    req = decode_ok(json_pack("{s:s, s:o, s:s}", "model", "m", "embeddings", matrix(3, 4, 7),
+                              "mask", "causal"));
+    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_NONE, &big_limits, &err), 0);
+    ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_CAUSAL);
+    api_request_free(req);
+
+    /* checks that need the model's weights */
+    req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", matrix(3, 5, 7)));
+    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), -1);
+    ck_assert_int_eq(err.status, 422);
+    ck_assert_str_eq(err.code, "dimension_mismatch");
+    ck_assert_str_eq(err.path, "/embeddings");
+    api_request_free(req);
+
+    req = decode_ok(json_pack("{s:s, s:o, s:[i]}", "model", "m", "embeddings", matrix(3, 4, 7),
+                              "select_heads", 2));
+    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), -1);
+    ck_assert_str_eq(err.code, "out_of_range");
+    ck_assert_str_eq(err.path, "/select_heads/0");
+    api_request_free(req);
+
+    api_limits few = big_limits;
+    few.max_heads = 1;
+    req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", matrix(3, 4, 7)));
+    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &few, &err), -1);
+    ck_assert_str_eq(err.code, "limit_exceeded");
+    ck_assert_str_eq(err.path, "/model");
+    api_request_free(req);
+
+    api_request_free(inline_req);
+}
+END_TEST
+
+/* ---- responses ----------------------------------------------------------- */
+
+/* Row t, column c of E · W for W = weights.heads[i].<w> of a base_request body,
+ * in double. */
+static double ref_proj(json_t *body, size_t head_i, const char *w, size_t t, size_t c)
+{
+    char path[64];
+    double s = 0;
+    json_t *e = json_array_get(json_object_get(body, "embeddings"), t);
+    snprintf(path, sizeof path, "weights/heads/%zu/%s", head_i, w);
+    for (size_t j = 0; j < 4; j++)
+        s += num(json_array_get(e, j)) * num(json_array_get(json_array_get(at(body, path), j), c));
+    return s;
+}
+
+/* Decodes, computes, encodes and parses back; frees the request. */
+static json_t *respond_body(json_t *body, char **raw)
+{
+    api_request *req = decode_ok(body);
+    json_t *resp = respond(req, raw);
+    api_request_free(req);
+    return resp;
+}
+
+/* The compact text of v equals `text`. */
+static void dump_eq(const json_t *v, const char *text)
+{
+    char *got;
+    ck_assert_ptr_nonnull(v);
+    got = dump(v);
+    ck_assert_str_eq(got, text);
+    free(got);
+}
+
+START_TEST(test_return_each_alone)
+{
+    for (size_t o = 0; o < 8; o++) {
+        json_t *r = base_request();
+        put(r, "/return", json_pack("[s]", output_names[o]));
+        json_t *resp = respond_body(r, NULL);
+        for (size_t k = 0; k < 8; k++)
+            ck_assert_msg((json_object_get(resp, output_names[k]) != NULL) == (k == o),
+                          "return [%s]: field %s", output_names[o], output_names[k]);
+        json_t *v = json_object_get(resp, output_names[o]);
+        if (o <= 2 || o == 5) check_per_head_shape(v, 2, 3, 2, 0);
+        else if (o == 3) check_per_head_shape(v, 2, 3, 3, 1);
+        else if (o == 4) check_per_head_shape(v, 2, 3, 3, 0);
+        else check_matrix_shape(v, 3, 4, 0);
+        ck_assert_ptr_null(json_object_get(resp, "tokens"));
+        json_decref(resp);
+    }
+}
+END_TEST
+
+START_TEST(test_response_defaults)
+{
+    char *raw;
+    json_t *resp = respond_body(base_request(), &raw);
+    static const char *const order[] = {"\"model\":", "\"n_tokens\":", "\"d_model\":",
+                                        "\"n_heads\":", "\"d_head\":", "\"mask\":",
+                                        "\"scale\":", "\"heads\":", "\"patterns\":",
+                                        "\"embeddings\":"};
+    const char *prev = raw;
+
+    ck_assert(json_is_null(json_object_get(resp, "model")));
+    ck_assert_int_eq(num(json_object_get(resp, "n_tokens")), 3);
+    ck_assert_int_eq(num(json_object_get(resp, "d_model")), 4);
+    ck_assert_int_eq(num(json_object_get(resp, "n_heads")), 2);
+    ck_assert_int_eq(num(json_object_get(resp, "d_head")), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "causal");
+    ck_assert((float)num(json_object_get(resp, "scale")) == (float)(1 / sqrt(2.0)));
+    dump_eq(json_object_get(resp, "heads"), "[0,1]");
+    ck_assert_uint_eq(json_object_size(resp), 10);
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const char *p = strstr(raw, order[i]);
+        ck_assert_msg(p && p >= prev, "field order at %s", order[i]);
+        prev = p;
+    }
+    /* causal patterns: rows sum to 1, masked entries exactly 0 */
+    for (size_t i = 0; i < 2; i++)
+        for (size_t q = 0; q < 3; q++) {
+            double s = 0;
+            for (size_t k = 0; k < 3; k++) {
+                double p = num(json_array_get(json_array_get(json_array_get(
+                                   json_object_get(resp, "patterns"), i), q), k));
+                if (k > q) ck_assert(p == 0);
+                s += p;
+            }
+            ck_assert(fabs(s - 1) < 1e-6);
+        }
+    free(raw);
+    json_decref(resp);
+
+    /* an empty return list: no outputs at all */
+    json_t *r = base_request();
+    put(r, "/return", json_array());
+    resp = respond_body(r, NULL);
+    for (size_t k = 0; k < 8; k++) ck_assert_ptr_null(json_object_get(resp, output_names[k]));
+    json_decref(resp);
+}
+END_TEST
+
+START_TEST(test_response_numbers)
+{
+    json_t *r = base_request();
+    json_t *body = json_deep_copy(r);
+    put(r, "/return", json_pack("[s,s,s,s,s,s]", "q", "k", "scores", "patterns", "delta",
+                                "embeddings"));
+    put(r, "/scale", json_real(0.75));
+    json_t *resp = respond_body(r, NULL);
+    json_t *q = json_object_get(resp, "q"), *k = json_object_get(resp, "k");
+    json_t *scores = json_object_get(resp, "scores");
+
+    ck_assert(num(json_object_get(resp, "scale")) == 0.75);
+    for (size_t i = 0; i < 2; i++)
+        for (size_t t = 0; t < 3; t++)
+            for (size_t c = 0; c < 2; c++) {
+                ck_assert(fabs(num(json_array_get(json_array_get(json_array_get(q, i), t), c)) -
+                               ref_proj(body, i, "w_q", t, c)) < 1e-5);
+                ck_assert(fabs(num(json_array_get(json_array_get(json_array_get(k, i), t), c)) -
+                               ref_proj(body, i, "w_k", t, c)) < 1e-5);
+            }
+    /* scores: 0.75 · q · kᵀ where allowed, null where masked (causal) */
+    for (size_t i = 0; i < 2; i++)
+        for (size_t a = 0; a < 3; a++)
+            for (size_t b = 0; b < 3; b++) {
+                json_t *s = json_array_get(json_array_get(json_array_get(scores, i), a), b);
+                if (b > a) {
+                    ck_assert(json_is_null(s));
+                    continue;
+                }
+                double ref = 0;
+                for (size_t c = 0; c < 2; c++)
+                    ref += ref_proj(body, i, "w_q", a, c) * ref_proj(body, i, "w_k", b, c);
+                ck_assert(fabs(num(s) - 0.75 * ref) < 1e-5);
+            }
+    /* E' = E + ΔE */
+    for (size_t t = 0; t < 3; t++)
+        for (size_t c = 0; c < 4; c++)
+            ck_assert(fabs(num(json_array_get(json_array_get(json_object_get(resp, "embeddings"), t), c)) -
+                           num(json_array_get(json_array_get(json_object_get(resp, "delta"), t), c)) -
+                           num(json_array_get(json_array_get(json_object_get(body, "embeddings"), t), c))) < 1e-5);
+    json_decref(resp);
+    json_decref(body);
+}
+END_TEST
+
+START_TEST(test_select_heads_order)
+{
+    json_t *r = base_request();
+    put(r, "/return", json_pack("[s,s]", "q", "patterns"));
+    json_t *all = respond_body(json_deep_copy(r), NULL);
+    put(r, "/select_heads", json_pack("[i,i]", 1, 0));
+    json_t *swapped = respond_body(json_deep_copy(r), NULL);
+    put(r, "/select_heads", json_array());
+    json_t *none = respond_body(r, NULL);
+
+    dump_eq(json_object_get(swapped, "heads"), "[1,0]");
+    ck_assert(json_equal(json_array_get(json_object_get(swapped, "q"), 0),
+                         json_array_get(json_object_get(all, "q"), 1)));
+    ck_assert(json_equal(json_array_get(json_object_get(swapped, "q"), 1),
+                         json_array_get(json_object_get(all, "q"), 0)));
+    ck_assert(json_equal(json_array_get(json_object_get(swapped, "patterns"), 0),
+                         json_array_get(json_object_get(all, "patterns"), 1)));
+    dump_eq(json_object_get(none, "heads"), "[]");
+    dump_eq(json_object_get(none, "q"), "[]");
+    dump_eq(json_object_get(none, "patterns"), "[]");
+    json_decref(all);
+    json_decref(swapped);
+    json_decref(none);
+}
+END_TEST
+
+START_TEST(test_tokens_echo)
+{
+    /* "\u0000", non-ASCII as escapes and as raw UTF-8, a surrogate pair, quotes */
+    const char *text = "{\"tokens\":[\"a\\u0000b\",\"\xe6\x88\x91\\u00e9\",\"\\ud83d\\ude00\\\"\"],"
+                       "\"embeddings\":[[1,0],[0,1],[1,1]],"
+                       "\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],\"w_k\":[[1],[0]],"
+                       "\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]},\"return\":[]}";
+    api_request *req = NULL;
+    api_error err;
+    char *raw;
+
+    ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
+    json_t *resp = respond(req, &raw);
+    json_t *tokens = json_object_get(resp, "tokens");
+    ck_assert_uint_eq(json_array_size(tokens), 3);
+    ck_assert_uint_eq(json_string_length(json_array_get(tokens, 0)), 3);
+    ck_assert(memcmp(json_string_value(json_array_get(tokens, 0)), "a\0b", 3) == 0);
+    ck_assert_str_eq(json_string_value(json_array_get(tokens, 1)), "\xe6\x88\x91\xc3\xa9");
+    ck_assert_str_eq(json_string_value(json_array_get(tokens, 2)), "\xf0\x9f\x98\x80\"");
+    ck_assert_ptr_nonnull(strstr(raw, "\"a\\u0000b\""));
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "causal");
+    /* "tokens" comes right after "scale" and before "heads" */
+    ck_assert(strstr(raw, "\"scale\":") < strstr(raw, "\"tokens\":"));
+    ck_assert(strstr(raw, "\"tokens\":") < strstr(raw, "\"heads\":"));
+    free(raw);
+    json_decref(resp);
+    api_request_free(req);
+}
+END_TEST
+
+START_TEST(test_custom_mask)
+{
+    json_t *r = base_request();
+    /* booleans and 0/1 mixed; row 1 allows nothing: all zeros, not NaN */
+    put(r, "/mask", json_pack("[[b,i,b],[i,b,i],[f,b,b]]", 1, 0, 0, 0, 0, 0, 1.0, 1, 1));
+    put(r, "/return", json_pack("[s,s]", "scores", "patterns"));
+    json_t *resp = respond_body(r, NULL);
+    json_t *p = json_array_get(json_object_get(resp, "patterns"), 0);
+    json_t *s = json_array_get(json_object_get(resp, "scores"), 1);
+
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "custom");
+    dump_eq(json_array_get(p, 1), "[0,0,0]");
+    ck_assert(num(json_array_get(json_array_get(p, 0), 0)) == 1);
+    ck_assert(json_is_null(json_array_get(json_array_get(s, 1), 0)));
+    ck_assert(json_is_null(json_array_get(json_array_get(s, 0), 1)));
+    ck_assert(json_is_number(json_array_get(json_array_get(s, 2), 1)));
+    json_decref(resp);
+
+    r = base_request();
+    put(r, "/mask", json_string("none"));
+    put(r, "/return", json_pack("[s]", "scores"));
+    resp = respond_body(r, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "none");
+    check_per_head_shape(json_object_get(resp, "scores"), 2, 3, 3, 0);
+    json_decref(resp);
+}
+END_TEST
+
+START_TEST(test_biases_and_w_o)
+{
+    /* one head with biases and w_o: checked against a double reference */
+    const char *text = "{\"embeddings\":[[1,2],[3,-1]],"
+                       "\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],\"w_k\":[[0],[1]],"
+                       "\"w_v\":[[1],[1]],\"b_q\":[0.5],\"b_v\":[-1]}],"
+                       "\"w_o\":[[2,-1]],\"b_o\":[0.25,0]},"
+                       "\"mask\":\"none\",\"return\":[\"q\",\"v\",\"delta\"]}";
+    api_request *req = NULL;
+    api_error err;
+
+    ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
+    json_t *resp = respond(req, NULL);
+    dump_eq(json_object_get(resp, "q"), "[[[1.5],[3.5]]]");
+    dump_eq(json_object_get(resp, "v"), "[[[2],[1]]]");
+    /* k = [2, -1]; scores = q·k / sqrt(1): row 0 [3, -1.5], row 1 [7, -3.5] */
+    double p00 = 1 / (1 + exp(-4.5)), p10 = 1 / (1 + exp(-10.5));
+    double z0 = p00 * 2 + (1 - p00) * 1, z1 = p10 * 2 + (1 - p10) * 1;
+    json_t *d = json_object_get(resp, "delta");
+    ck_assert(fabs(num(at(d, "0/0")) - (2 * z0 + 0.25)) < 1e-5);
+    ck_assert(fabs(num(at(d, "0/1")) - (-z0)) < 1e-5);
+    ck_assert(fabs(num(at(d, "1/0")) - (2 * z1 + 0.25)) < 1e-5);
+    json_decref(resp);
+    api_request_free(req);
+}
+END_TEST
+
+/* ---- data-driven cases --------------------------------------------------- */
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static const char *cases_dir(char *buf, size_t cap)
+{
+    const char *env = getenv("ATTN_TESTS_DIR");
+    const char *tries[] = {"tests/cases", "cases", "../tests/cases", "../../tests/cases"};
+    if (env && *env) {
+        snprintf(buf, cap, "%s/cases", env);
+        if (is_dir(buf)) return buf;
+        snprintf(buf, cap, "%s", env);
+        if (is_dir(buf)) return buf;
+    }
+    for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++)
+        if (is_dir(tries[i])) return snprintf(buf, cap, "%s", tries[i]), buf;
+    return NULL;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *data;
+    long size;
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    data = malloc((size_t)size + 1);
+    ck_assert_uint_eq(fread(data, 1, (size_t)size, f), (size_t)size);
+    data[size] = '\0';
+    fclose(f);
+    *len = (size_t)size;
+    return data;
+}
+
+static void run_case(const char *dir, const char *name)
+{
+    char path[4096];
+    size_t len, elen;
+    api_limits limits = big_limits;
+    api_request *req = NULL;
+    api_error err;
+    json_t *expected, *lim;
+    char *body, *etext;
+
+    snprintf(path, sizeof path, "%s/%s/expected.json", dir, name);
+    etext = read_file(path, &elen);
+    expected = json_loadb(etext, elen, 0, NULL);
+    ck_assert_msg(expected != NULL, "%s: expected.json is not JSON", name);
+    free(etext);
+    snprintf(path, sizeof path, "%s/%s/request.json", dir, name);
+    body = read_file(path, &len);
+    if ((lim = json_object_get(expected, "limits")) != NULL) {
+        json_t *v;
+        if ((v = json_object_get(lim, "max_tokens"))) limits.max_tokens = (size_t)num(v);
+        if ((v = json_object_get(lim, "max_heads"))) limits.max_heads = (size_t)num(v);
+        if ((v = json_object_get(lim, "max_d_model"))) limits.max_d_model = (size_t)num(v);
+        if ((v = json_object_get(lim, "max_flops"))) limits.max_flops = num(v);
+        if ((v = json_object_get(lim, "max_response_bytes")))
+            limits.max_response_bytes = (size_t)num(v);
+    }
+    int status = (int)num(json_object_get(expected, "status"));
+    int rc = api_request_decode(body, len, &limits, &req, &err);
+    if (status != 200) {
+        const char *code = json_string_value(json_object_get(expected, "code"));
+        const char *epath = json_string_value(json_object_get(expected, "path"));
+        ck_assert_msg(rc == -1, "case %s: expected %d, decode succeeded", name, status);
+        ck_assert_msg(err.status == status && strcmp(err.code, code) == 0 &&
+                          strcmp(err.path, epath) == 0,
+                      "case %s: expected %d %s at \"%s\", got %d %s at \"%s\" (%s)", name, status,
+                      code, epath, err.status, err.code, err.path, err.message);
+    } else {
+        ck_assert_msg(rc == 0, "case %s: %d %s at \"%s\": %s", name, err.status, err.code,
+                      err.path, err.message);
+        json_t *resp = respond(req, NULL), *fields, *v;
+        const char *key;
+        size_t i;
+        json_array_foreach(json_object_get(expected, "present"), i, v)
+            ck_assert_msg(json_object_get(resp, json_string_value(v)), "case %s: no %s", name,
+                          json_string_value(v));
+        json_array_foreach(json_object_get(expected, "absent"), i, v)
+            ck_assert_msg(!json_object_get(resp, json_string_value(v)), "case %s: has %s", name,
+                          json_string_value(v));
+        fields = json_object_get(expected, "fields");
+        json_object_foreach(fields, key, v) {
+            json_t *got = json_object_get(resp, key);
+            ck_assert_msg(got && json_equal(got, v), "case %s: field %s is %s", name, key,
+                          got ? dump(got) : "absent");
+        }
+        json_decref(resp);
+        api_request_free(req);
+    }
+    free(body);
+    json_decref(expected);
+}
+
+START_TEST(test_cases_dir)
+{
+    char dir[1024];
+    DIR *d;
+    struct dirent *e;
+    int count = 0;
+
+    ck_assert_msg(cases_dir(dir, sizeof dir) != NULL,
+                  "tests/cases not found (run from the repository root or set ATTN_TESTS_DIR)");
+    d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL) {
+        char sub[4096];
+        if (e->d_name[0] == '.') continue;
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        if (!is_dir(sub)) continue;
+        run_case(dir, e->d_name);
+        count++;
+    }
+    closedir(d);
+    ck_assert_msg(count >= 10, "only %d cases in %s", count, dir);
+}
+END_TEST
+
+/* ---- the suite ----------------------------------------------------------- */
+
+static Suite *api_suite(void)
+{
+    Suite *s = suite_create("api");
+    TCase *errors = tcase_create("errors");
+    TCase *floats = tcase_create("float_format");
+    TCase *decode = tcase_create("decode");
+    TCase *encode = tcase_create("encode");
+    TCase *cases = tcase_create("cases");
+
+    tcase_add_test(errors, test_error_to_json);
+    tcase_add_test(errors, test_error_utf8);
+    tcase_add_test(floats, test_float_format_cases);
+    tcase_add_test(floats, test_float_format_random);
+    tcase_set_timeout(floats, 60);
+    tcase_add_test(decode, test_invalid_json);
+    tcase_add_test(decode, test_unknown_fields);
+    tcase_add_test(decode, test_missing_and_both);
+    tcase_add_test(decode, test_wrong_types);
+    tcase_add_test(decode, test_invalid_values);
+    tcase_add_test(decode, test_dimension_mismatch);
+    tcase_add_test(decode, test_non_finite);
+    tcase_add_test(decode, test_tiny_and_edge_numbers);
+    tcase_add_test(decode, test_out_of_range);
+    tcase_add_test(decode, test_limits);
+    tcase_add_test(decode, test_weights_packing);
+    tcase_add_test(decode, test_model_bind);
+    tcase_add_test(encode, test_return_each_alone);
+    tcase_add_test(encode, test_response_defaults);
+    tcase_add_test(encode, test_response_numbers);
+    tcase_add_test(encode, test_select_heads_order);
+    tcase_add_test(encode, test_tokens_echo);
+    tcase_add_test(encode, test_custom_mask);
+    tcase_add_test(encode, test_biases_and_w_o);
+    tcase_add_test(cases, test_cases_dir);
+    suite_add_tcase(s, errors);
+    suite_add_tcase(s, floats);
+    suite_add_tcase(s, decode);
+    suite_add_tcase(s, encode);
+    suite_add_tcase(s, cases);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(api_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
