@@ -1,0 +1,309 @@
+/*
+ * compute.c — attn_compute: the attention block as a handful of GEMMs.
+ *
+ * Data flow of one call (letters as in attention.h, ld = 3hd):
+ *
+ *   QKV = E · w_qkv + b_qkv         n × 3hd   ONE sgemm for all heads
+ *   per head i, reading Q_i, K_i, V_i in place out of QKV (stride 3hd):
+ *     S_i = scale · Q_i · K_iᵀ      n × n     sgemm, alpha = scale
+ *     mask (−inf), stable softmax   n × n     kernels.c, in place when it can
+ *     Z[:, i·dh …] = P_i · V_i      n × hd    sgemm, ldc = hd
+ *   ΔE  = Z · w_o + b_o             n × dm    one sgemm (w_o NULL: ΔE = Z)
+ *   E'  = E + ΔE
+ *
+ * Work not asked for is not done. A plan (attn_plan) is derived from which
+ * outputs are non-NULL: without delta/embeddings only the listed heads are
+ * projected and attended (each needed Q/K/V block by its own sgemm, reading
+ * the block's columns of w_qkv in place); with only q/k/v nothing past the
+ * projection runs; without patterns and head outputs nothing past the
+ * scores runs. Scores and patterns are written straight into the caller's
+ * buffers when asked for (softmax in place when scores are not wanted);
+ * otherwise one n × n scratch serves every head in turn. When w_o is NULL,
+ * Z is written directly into delta (or embeddings) and no Z scratch exists.
+ *
+ * Memory: everything lives in the caller's workspace, one block carved by a
+ * table of slice sizes (WS_*), each size computed with overflow checks.
+ * A head listed twice in in->heads is computed once and copied.
+ *
+ * Threads: no globals, no static state. OpenBLAS's own thread count is the
+ * server's business (see bench/README.md); this file never sets it.
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attention/attention.h"
+#include "attention/kernels.h"
+#include "attention/workspace.h"
+
+/* The slices of one call's scratch, carved in this order. */
+enum {
+    WS_QKV,  /* n × 3hd floats: Q, K, V of every head side by side */
+    WS_NN,   /* n × n floats: scores/patterns of a head nobody asked to see */
+    WS_Z,    /* n × hd floats: [Z_1 … Z_h], only when w_o is applied */
+    WS_SLOT, /* h size_t: first position of head i in in->heads, or SIZE_MAX */
+    WS_COUNT
+};
+
+/* What one call must compute, from which outputs are non-NULL. */
+typedef struct attn_plan {
+    int ph_q, ph_k, ph_v, ph_s, ph_p, ph_z; /* per-head outputs wanted (and hs > 0) */
+    int want_all;                           /* delta or embeddings: every head, and ΔE */
+    int want_s, want_p, want_z;             /* scores, softmax, P·V needed at all */
+    int need_q, need_k, need_v;             /* projections needed */
+    size_t bytes[WS_COUNT];                 /* slice sizes; 0 = slice not needed */
+} attn_plan;
+
+/* The sizes and pointers every per-head step needs. */
+typedef struct attn_ctx {
+    const attn_input *in;
+    const attn_weights *w;
+    size_t n, dm, h, dh, hd, ld; /* ld = 3hd, the stride of QKV and w_qkv */
+    float *qkv;                  /* n × 3hd */
+} attn_ctx;
+
+/* ---- sizes, overflow-checked ------------------------------------------ */
+
+static int size_mul(size_t *r, size_t a, size_t b) {
+    if (b != 0 && a > SIZE_MAX / b) return -1;
+    *r = a * b;
+    return 0;
+}
+
+static int size_add(size_t *r, size_t a, size_t b) {
+    if (a > SIZE_MAX - b) return -1;
+    *r = a + b;
+    return 0;
+}
+
+/* *bytes = rows · cols floats */
+static int floats_bytes(size_t *bytes, size_t rows, size_t cols) {
+    size_t count;
+    if (size_mul(&count, rows, cols)) return -1;
+    return size_mul(bytes, count, sizeof(float));
+}
+
+/* Fills the slice table for the slices switched on; -1 on overflow. */
+static int slice_sizes(size_t bytes[WS_COUNT], size_t n, size_t h, size_t dh, int qkv, int nn,
+                       int z, int slot) {
+    size_t hd, ld;
+    if (size_mul(&hd, h, dh) || size_mul(&ld, hd, 3)) return -1;
+    for (int s = 0; s < WS_COUNT; s++)
+        bytes[s] = 0;
+    if (qkv && floats_bytes(&bytes[WS_QKV], n, ld)) return -1;
+    if (nn && floats_bytes(&bytes[WS_NN], n, n)) return -1;
+    if (z && floats_bytes(&bytes[WS_Z], n, hd)) return -1;
+    if (slot && size_mul(&bytes[WS_SLOT], h, sizeof(size_t))) return -1;
+    return 0;
+}
+
+/* Sum of the slices, each rounded up to ATTN_WS_ALIGN; -1 on overflow. */
+static int slice_total(size_t *total, const size_t bytes[WS_COUNT]) {
+    size_t t = 0;
+    for (int s = 0; s < WS_COUNT; s++) {
+        size_t b = bytes[s];
+        if (size_add(&b, b, ATTN_WS_ALIGN - 1)) return -1;
+        b -= b % ATTN_WS_ALIGN;
+        if (size_add(&t, t, b)) return -1;
+    }
+    *total = t;
+    return 0;
+}
+
+/* ---- the plan ---------------------------------------------------------- */
+
+static int plan_make(attn_plan *pl, const attn_output *out, const attn_input *in) {
+    const attn_weights *w = in->weights;
+    int hs = in->n_heads_out > 0;
+    pl->ph_q = hs && out->q;
+    pl->ph_k = hs && out->k;
+    pl->ph_v = hs && out->v;
+    pl->ph_s = hs && out->scores;
+    pl->ph_p = hs && out->patterns;
+    pl->ph_z = hs && out->head_outputs;
+    pl->want_all = out->delta || out->embeddings;
+    pl->want_z = pl->ph_z || pl->want_all;
+    pl->want_p = pl->ph_p || pl->want_z;
+    pl->want_s = pl->ph_s || pl->want_p;
+    pl->need_q = pl->ph_q || pl->want_s;
+    pl->need_k = pl->ph_k || pl->want_s;
+    pl->need_v = pl->ph_v || pl->want_z;
+    /* A listed head needs the scratch only when its P is computed but not
+     * shown; heads outside the list (delta/embeddings) always use it. */
+    int nn = pl->want_s && (pl->want_all || (pl->want_p && !pl->ph_p));
+    int z = pl->want_all && w->w_o != NULL;
+    int qkv = pl->need_q || pl->need_k || pl->need_v;
+    return slice_sizes(pl->bytes, in->n_tokens, w->n_heads, w->d_head, qkv, nn, z, hs);
+}
+
+/* ---- the GEMMs ---------------------------------------------------------- */
+
+/* qkv: n × 3hd  ←  E: n × dm,  w_qkv: dm × 3hd,  b_qkv: 3hd */
+static void project_all(const attn_ctx *c) {
+    /* (m, n, k) = (n, 3hd, dm) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, (int)c->ld, (int)c->dm, 1.0f,
+                c->in->embeddings, (int)c->dm, c->w->w_qkv, (int)c->ld, 0.0f, c->qkv, (int)c->ld);
+    if (c->w->b_qkv) attn_add_bias_rows(c->qkv, c->w->b_qkv, c->n, c->ld, c->ld);
+}
+
+/* qkv[:, col … col+dh]: n × dh (stride 3hd)  ←  E: n × dm,
+ * w_qkv[:, col … col+dh]: dm × dh (stride 3hd), b_qkv[col …]: dh */
+static void project_block(const attn_ctx *c, size_t col) {
+    /* (m, n, k) = (n, dh, dm) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, (int)c->dh, (int)c->dm, 1.0f,
+                c->in->embeddings, (int)c->dm, c->w->w_qkv + col, (int)c->ld, 0.0f, c->qkv + col,
+                (int)c->ld);
+    if (c->w->b_qkv) attn_add_bias_rows(c->qkv + col, c->w->b_qkv + col, c->n, c->dh, c->ld);
+}
+
+/*
+ * One head i. s: n × n, p: n × n or NULL (may equal s), z: n × dh with
+ * stride ldz or NULL. Reads Q_i = qkv[:, i·dh], K_i = qkv[:, hd + i·dh],
+ * V_i = qkv[:, 2hd + i·dh], each n × dh with stride 3hd.
+ */
+static void head_attend(float *s, float *p, float *z, size_t ldz, const attn_ctx *c, size_t i) {
+    const float *q = c->qkv + i * c->dh;
+    const float *k = c->qkv + c->hd + i * c->dh;
+    const float *v = c->qkv + 2 * c->hd + i * c->dh;
+    /* S_i = scale · Q_i · K_iᵀ;  (m, n, k) = (n, n, dh) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->n, (int)c->n, (int)c->dh,
+                c->in->scale, q, (int)c->ld, k, (int)c->ld, 0.0f, s, (int)c->n);
+    attn_mask_apply(s, &c->in->mask, c->n);
+    if (!p) return;
+    attn_softmax_rows(p, s, c->n, c->in->mask.kind == ATTN_MASK_CAUSAL);
+    if (!z) return;
+    /* Z_i = P_i · V_i;  (m, n, k) = (n, dh, n) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, (int)c->dh, (int)c->n, 1.0f,
+                p, (int)c->n, v, (int)c->ld, 0.0f, z, (int)ldz);
+}
+
+/* d: n × dm  ←  z: n × hd,  w_o: hd × dm */
+static void project_out(float *d, const float *z, const attn_ctx *c) {
+    /* (m, n, k) = (n, dm, hd) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, (int)c->dm, (int)c->hd, 1.0f,
+                z, (int)c->hd, c->w->w_o, (int)c->dm, 0.0f, d, (int)c->dm);
+}
+
+/* buf: slots of `size` floats; slot `to` ← slot `from` */
+static void copy_slot(float *buf, size_t to, size_t from, size_t size) {
+    memcpy(buf + to * size, buf + from * size, size * sizeof(float));
+}
+
+/* ---- the call ------------------------------------------------------------ */
+
+int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in) {
+    const attn_weights *w = in->weights;
+    attn_ctx c = {
+        .in = in, .w = w, .n = in->n_tokens, .dm = w->d_model, .h = w->n_heads, .dh = w->d_head};
+    const size_t n = c.n, hs = in->n_heads_out;
+    attn_plan pl;
+    size_t total;
+
+    if (plan_make(&pl, out, in) || slice_total(&total, pl.bytes)) return -1;
+    c.hd = c.h * c.dh; /* cannot overflow: slice_sizes checked 3hd */
+    c.ld = 3 * c.hd;
+    if (!pl.need_q && !pl.need_k && !pl.need_v) return 0; /* nothing asked for */
+    /* cblas takes int sizes. */
+    if (n > INT_MAX || c.dm > INT_MAX || c.ld > INT_MAX) return -1;
+
+    unsigned char *block = attn_workspace_reserve(ws, total);
+    if (!block) return -1;
+    float *slice[WS_COUNT];
+    size_t off = 0; /* the same rounding as slice_total, so within total */
+    for (int s = 0; s < WS_COUNT; s++) {
+        slice[s] = pl.bytes[s] ? (float *)(void *)(block + off) : NULL;
+        off += (pl.bytes[s] + ATTN_WS_ALIGN - 1) / ATTN_WS_ALIGN * ATTN_WS_ALIGN;
+    }
+    c.qkv = slice[WS_QKV];
+    float *nn = slice[WS_NN];
+    size_t *slot = (size_t *)(void *)slice[WS_SLOT];
+    const size_t nsq = n * n, ndh = n * c.dh; /* fit: out buffers of that size exist */
+
+    /* slot[i]: first position of head i in the list; later ones copy it. */
+    size_t distinct = 0;
+    if (hs > 0) {
+        for (size_t i = 0; i < c.h; i++)
+            slot[i] = SIZE_MAX;
+        for (size_t j = 0; j < hs; j++)
+            if (slot[in->heads[j]] == SIZE_MAX) slot[in->heads[j]] = j, distinct++;
+    }
+
+    /* Projection: one GEMM when (nearly) all of it is used, else only the
+     * blocks of the listed heads. */
+    if (pl.want_all || (distinct == c.h && pl.need_q && pl.need_k && pl.need_v)) {
+        project_all(&c);
+    } else {
+        for (size_t j = 0; j < hs; j++) {
+            size_t i = in->heads[j];
+            if (slot[i] != j) continue;
+            if (pl.need_q) project_block(&c, i * c.dh);
+            if (pl.need_k) project_block(&c, c.hd + i * c.dh);
+            if (pl.need_v) project_block(&c, 2 * c.hd + i * c.dh);
+        }
+    }
+    for (size_t j = 0; j < hs; j++) {
+        const float *qi = c.qkv + in->heads[j] * c.dh;
+        if (pl.ph_q) attn_copy_block(out->q + j * ndh, c.dh, qi, c.ld, n, c.dh);
+        if (pl.ph_k) attn_copy_block(out->k + j * ndh, c.dh, qi + c.hd, c.ld, n, c.dh);
+        if (pl.ph_v) attn_copy_block(out->v + j * ndh, c.dh, qi + 2 * c.hd, c.ld, n, c.dh);
+    }
+    if (!pl.want_s) return 0;
+
+    /* Where [Z_1 … Z_h] goes when ΔE is wanted: with no w_o, ΔE = Z, so
+     * straight into the caller's delta (or embeddings, finished in place). */
+    float *zall = NULL;
+    if (pl.want_all) zall = w->w_o ? slice[WS_Z] : out->delta ? out->delta : out->embeddings;
+
+    /* The listed heads, their outputs straight in the caller's buffers. */
+    for (size_t j = 0; j < hs; j++) {
+        size_t i = in->heads[j], first = slot[i];
+        if (first != j) { /* listed before: copy what was shown there */
+            if (pl.ph_s) copy_slot(out->scores, j, first, nsq);
+            if (pl.ph_p) copy_slot(out->patterns, j, first, nsq);
+            if (pl.ph_z) copy_slot(out->head_outputs, j, first, ndh);
+            continue;
+        }
+        float *p = !pl.want_p ? NULL : pl.ph_p ? out->patterns + j * nsq : nn;
+        float *s = pl.ph_s ? out->scores + j * nsq : p; /* softmax in place */
+        float *z = NULL;
+        size_t ldz = c.dh;
+        if (zall)
+            z = zall + i * c.dh, ldz = c.hd;
+        else if (pl.ph_z)
+            z = out->head_outputs + j * ndh;
+        head_attend(s, p, z, ldz, &c, i);
+        if (zall && pl.ph_z) attn_copy_block(out->head_outputs + j * ndh, c.dh, z, c.hd, n, c.dh);
+    }
+    if (!pl.want_all) return 0;
+
+    /* The heads nobody asked to see still feed ΔE. */
+    for (size_t i = 0; i < c.h; i++)
+        if (hs == 0 || slot[i] == SIZE_MAX) head_attend(nn, nn, zall + i * c.dh, c.hd, &c, i);
+
+    float *d = out->delta ? out->delta : out->embeddings;
+    if (w->w_o) project_out(d, zall, &c);
+    if (w->b_o) attn_add_bias_rows(d, w->b_o, n, c.dm, c.dm);
+    if (out->embeddings) attn_add(out->embeddings, in->embeddings, d, n * c.dm);
+    return 0;
+}
+
+/* ---- sizes for limits, metrics and benchmarks ---------------------------- */
+
+double attn_flops(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head, int has_w_o) {
+    double n = (double)n_tokens, dm = (double)d_model, h = (double)n_heads;
+    double dh = (double)d_head, hd = h * dh;
+    double f = 2.0 * n * (3.0 * hd) * dm; /* E · w_qkv */
+    f += h * 2.0 * n * n * dh;            /* Q_i · K_iᵀ */
+    f += h * 2.0 * n * dh * n;            /* P_i · V_i */
+    if (has_w_o) f += 2.0 * n * dm * hd;  /* Z · w_o */
+    return f;
+}
+
+size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head) {
+    (void)d_model; /* ΔE is written into the caller's buffer, never scratch */
+    size_t bytes[WS_COUNT], total;
+    if (slice_sizes(bytes, n_tokens, n_heads, d_head, 1, 1, 1, 1)) return SIZE_MAX;
+    if (slice_total(&total, bytes)) return SIZE_MAX;
+    return total;
+}

@@ -1,0 +1,886 @@
+/*
+ * test_attention.c — the check suite of attention/.
+ *
+ * Every case compares attn_compute (the BLAS path) and attn_compute_naive
+ * (the float32 triple-loop reference) against a float64 reference written
+ * here, independently of both (ref_compute below), or against numbers
+ * worked out by hand (the 我爱你 example).
+ *
+ * Tolerance (close_check): an element passes when
+ *
+ *     |got − ref| <= 1e-5 · |ref|  +  1e-5 · max_j |ref_j|
+ *
+ * i.e. relative error 1e-5, with an absolute floor of 1e-5 of the largest
+ * magnitude of the same output, so that entries near 0 (softmax tails,
+ * cancelling sums) are judged against the scale of their matrix rather
+ * than against themselves. −INFINITY (masked scores) must match exactly,
+ * and masked pattern weights are checked to be exactly 0.0f elsewhere.
+ */
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attention.h"
+#include "attention/naive.h"
+
+#define RTOL 1e-5
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* Deterministic uniform numbers in [-1, 1) (xorshift64*). */
+static double rnd(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    *state = x;
+    return (double)((x * 2685821657736338717ull) >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static void fill(float *x, size_t count, double amp, uint64_t *state) {
+    for (size_t i = 0; i < count; i++)
+        x[i] = (float)(amp * rnd(state));
+}
+
+static int mask_allows(const attn_mask *m, size_t n, size_t q, size_t k) {
+    if (m->kind == ATTN_MASK_CAUSAL) return k <= q;
+    if (m->kind == ATTN_MASK_NONE) return 1;
+    return m->allowed[q * n + k] != 0;
+}
+
+/* got: count floats vs ref: count doubles, with the tolerance above. */
+static void close_check(const char *what, const float *got, const double *ref, size_t count) {
+    double scale = 0.0;
+    for (size_t i = 0; i < count; i++)
+        if (isfinite(ref[i]) && fabs(ref[i]) > scale) scale = fabs(ref[i]);
+    for (size_t i = 0; i < count; i++) {
+        if (isinf(ref[i])) {
+            ck_assert_msg(got[i] == (float)ref[i], "%s[%zu]: got %.9g, want %g", what, i,
+                          (double)got[i], ref[i]);
+            continue;
+        }
+        double err = fabs((double)got[i] - ref[i]);
+        ck_assert_msg(err <= RTOL * fabs(ref[i]) + RTOL * scale,
+                      "%s[%zu]: got %.9g, want %.9g (err %.3g, scale %.3g)", what, i,
+                      (double)got[i], ref[i], err, scale);
+    }
+}
+
+/* ---- a problem: weights, embeddings, mask, head list ------------------------ */
+
+typedef struct problem {
+    attn_weights w;
+    attn_input in;
+    float *w_qkv, *b_qkv, *w_o, *b_o, *E;
+    unsigned char *allowed;
+    size_t heads[16];
+} problem;
+
+typedef struct shape {
+    size_t n, dm, h, dh;
+    int b_qkv, w_o, b_o;
+} shape;
+
+/* Random weights of scale 1/sqrt(dm) so that every output stays O(1). */
+static void problem_make(problem *p, shape s, attn_mask_kind mask, uint64_t seed) {
+    memset(p, 0, sizeof(*p));
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    size_t hd = s.h * s.dh;
+    p->w = (attn_weights){.d_model = s.dm, .n_heads = s.h, .d_head = s.dh};
+    p->w_qkv = xcalloc(s.dm * 3 * hd, sizeof(float));
+    fill(p->w_qkv, s.dm * 3 * hd, 1.0 / sqrt((double)s.dm), &st);
+    p->w.w_qkv = p->w_qkv;
+    if (s.b_qkv) {
+        p->b_qkv = xcalloc(3 * hd, sizeof(float));
+        fill(p->b_qkv, 3 * hd, 0.5, &st);
+        p->w.b_qkv = p->b_qkv;
+    }
+    if (s.w_o) {
+        p->w_o = xcalloc(hd * s.dm, sizeof(float));
+        fill(p->w_o, hd * s.dm, 1.0 / sqrt((double)hd), &st);
+        p->w.w_o = p->w_o;
+    }
+    if (s.b_o) {
+        p->b_o = xcalloc(s.dm, sizeof(float));
+        fill(p->b_o, s.dm, 0.5, &st);
+        p->w.b_o = p->b_o;
+    }
+    p->E = xcalloc(s.n * s.dm, sizeof(float));
+    fill(p->E, s.n * s.dm, 1.0, &st);
+    p->allowed = xcalloc(s.n * s.n, 1);
+    for (size_t q = 0; q < s.n; q++) /* random, diagonal always allowed */
+        for (size_t k = 0; k < s.n; k++)
+            p->allowed[q * s.n + k] = k == q || rnd(&st) > 0.0;
+    for (size_t i = 0; i < s.h && i < 16; i++)
+        p->heads[i] = i;
+    p->in = (attn_input){
+        .weights = &p->w,
+        .embeddings = p->E,
+        .n_tokens = s.n,
+        .mask = {.kind = mask, .allowed = mask == ATTN_MASK_CUSTOM ? p->allowed : NULL},
+        .scale = (float)(1.0 / sqrt((double)s.dh)),
+        .heads = p->heads,
+        .n_heads_out = s.h < 16 ? s.h : 16};
+}
+
+static void problem_free(problem *p) {
+    free(p->w_qkv), free(p->b_qkv), free(p->w_o), free(p->b_o), free(p->E), free(p->allowed);
+}
+
+/* ---- outputs: every buffer, sized for hs slots ------------------------------ */
+
+enum { O_Q, O_K, O_V, O_S, O_P, O_Z, O_D, O_E, O_COUNT };
+static const char *const o_name[O_COUNT] = {
+    "q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"};
+
+typedef struct outputs {
+    float *buf[O_COUNT];
+    size_t count[O_COUNT]; /* floats */
+} outputs;
+
+static void outputs_sizes(size_t count[O_COUNT], const attn_input *in) {
+    size_t n = in->n_tokens, hs = in->n_heads_out, dh = in->weights->d_head;
+    size_t dm = in->weights->d_model;
+    count[O_Q] = count[O_K] = count[O_V] = count[O_Z] = hs * n * dh;
+    count[O_S] = count[O_P] = hs * n * n;
+    count[O_D] = count[O_E] = n * dm;
+}
+
+static void outputs_make(outputs *o, const attn_input *in) {
+    outputs_sizes(o->count, in);
+    for (int b = 0; b < O_COUNT; b++)
+        o->buf[b] = xcalloc(o->count[b], sizeof(float));
+}
+
+static void outputs_free(outputs *o) {
+    for (int b = 0; b < O_COUNT; b++)
+        free(o->buf[b]);
+}
+
+/* The attn_output asking for the buffers whose bit is set in `want`. */
+static attn_output outputs_view(const outputs *o, unsigned want) {
+    float *v[O_COUNT];
+    for (int b = 0; b < O_COUNT; b++)
+        v[b] = (want >> b) & 1 ? o->buf[b] : NULL;
+    return (attn_output){.q = v[O_Q],
+                         .k = v[O_K],
+                         .v = v[O_V],
+                         .scores = v[O_S],
+                         .patterns = v[O_P],
+                         .head_outputs = v[O_Z],
+                         .delta = v[O_D],
+                         .embeddings = v[O_E]};
+}
+#define WANT_ALL ((1u << O_COUNT) - 1)
+
+/* ---- the float64 reference ---------------------------------------------------- */
+
+typedef struct ref64 {
+    double *buf[O_COUNT]; /* same layout as outputs */
+} ref64;
+
+/*
+ * Straight from the formulas of API.md, in double: per head i, Q_i, K_i,
+ * V_i from the columns of w_qkv; S_i = scale·Q_i·K_iᵀ (−inf where masked);
+ * P_i the stable softmax (a row with nothing allowed: zeros); Z_i = P_i·V_i;
+ * ΔE = [Z_1 … Z_h]·Wo + bo; E' = E + ΔE. Per-head outputs by slot.
+ */
+static void ref_compute(ref64 *r, const attn_input *in) {
+    const attn_weights *w = in->weights;
+    size_t n = in->n_tokens, dm = w->d_model, h = w->n_heads, dh = w->d_head;
+    size_t hd = h * dh, hs = in->n_heads_out;
+    size_t count[O_COUNT];
+    outputs_sizes(count, in);
+    for (int b = 0; b < O_COUNT; b++)
+        r->buf[b] = xcalloc(count[b], sizeof(double));
+
+    double *qkv = xcalloc(n * 3 * hd, sizeof(double)); /* n × 3hd */
+    for (size_t t = 0; t < n; t++)
+        for (size_t c = 0; c < 3 * hd; c++) {
+            double a = w->b_qkv ? w->b_qkv[c] : 0.0;
+            for (size_t x = 0; x < dm; x++)
+                a += (double)in->embeddings[t * dm + x] * w->w_qkv[x * 3 * hd + c];
+            qkv[t * 3 * hd + c] = a;
+        }
+    double *S = xcalloc(h * n * n, sizeof(double)), *P = xcalloc(h * n * n, sizeof(double));
+    double *Z = xcalloc(n * hd, sizeof(double)); /* n × hd */
+    for (size_t i = 0; i < h; i++) {
+        double *s = S + i * n * n, *p = P + i * n * n;
+        for (size_t q = 0; q < n; q++) {
+            double max = -INFINITY, sum = 0.0;
+            for (size_t k = 0; k < n; k++) {
+                double d = 0.0;
+                for (size_t c = 0; c < dh; c++)
+                    d += qkv[q * 3 * hd + i * dh + c] * qkv[k * 3 * hd + hd + i * dh + c];
+                s[q * n + k] = mask_allows(&in->mask, n, q, k) ? (double)in->scale * d : -INFINITY;
+                if (s[q * n + k] > max) max = s[q * n + k];
+            }
+            for (size_t k = 0; k < n; k++) {
+                p[q * n + k] = isinf(s[q * n + k]) ? 0.0 : exp(s[q * n + k] - max);
+                sum += p[q * n + k];
+            }
+            for (size_t k = 0; k < n; k++)
+                p[q * n + k] = sum > 0 ? p[q * n + k] / sum : 0.0;
+            for (size_t c = 0; c < dh; c++) {
+                double z = 0.0;
+                for (size_t k = 0; k < n; k++)
+                    z += p[q * n + k] * qkv[k * 3 * hd + 2 * hd + i * dh + c];
+                Z[q * hd + i * dh + c] = z;
+            }
+        }
+    }
+    for (size_t j = 0; j < hs; j++) {
+        size_t i = in->heads[j];
+        for (size_t t = 0; t < n; t++)
+            for (size_t c = 0; c < dh; c++) {
+                size_t o = j * n * dh + t * dh + c;
+                r->buf[O_Q][o] = qkv[t * 3 * hd + i * dh + c];
+                r->buf[O_K][o] = qkv[t * 3 * hd + hd + i * dh + c];
+                r->buf[O_V][o] = qkv[t * 3 * hd + 2 * hd + i * dh + c];
+                r->buf[O_Z][o] = Z[t * hd + i * dh + c];
+            }
+        memcpy(r->buf[O_S] + j * n * n, S + i * n * n, n * n * sizeof(double));
+        memcpy(r->buf[O_P] + j * n * n, P + i * n * n, n * n * sizeof(double));
+    }
+    for (size_t t = 0; t < n; t++)
+        for (size_t c = 0; c < dm; c++) {
+            double d = w->b_o ? w->b_o[c] : 0.0;
+            if (w->w_o)
+                for (size_t x = 0; x < hd; x++)
+                    d += Z[t * hd + x] * w->w_o[x * dm + c];
+            else
+                d += Z[t * hd + c];
+            r->buf[O_D][t * dm + c] = d;
+            r->buf[O_E][t * dm + c] = in->embeddings[t * dm + c] + d;
+        }
+    free(qkv), free(S), free(P), free(Z);
+}
+
+static void ref_free(ref64 *r) {
+    for (int b = 0; b < O_COUNT; b++)
+        free(r->buf[b]);
+}
+
+/* Compares the outputs selected by `want` with the reference. */
+static void outputs_check(const char *who, const outputs *o, const ref64 *r, unsigned want) {
+    char what[96];
+    for (int b = 0; b < O_COUNT; b++) {
+        if (!((want >> b) & 1)) continue;
+        snprintf(what, sizeof what, "%s %s", who, o_name[b]);
+        close_check(what, o->buf[b], r->buf[b], o->count[b]);
+    }
+}
+
+/* Runs both paths on `in` with every output, checks them against the
+ * float64 reference, and leaves the engine's outputs in *o (caller frees). */
+static void run_and_check(outputs *o, const attn_input *in) {
+    ref64 r;
+    ref_compute(&r, in);
+    outputs_make(o, in);
+    attn_output view = outputs_view(o, WANT_ALL);
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_ptr_nonnull(ws);
+    ck_assert_int_eq(attn_compute(&view, ws, in), 0);
+    attn_workspace_destroy(ws);
+    outputs_check("blas", o, &r, WANT_ALL);
+
+    outputs nv;
+    outputs_make(&nv, in);
+    attn_output nview = outputs_view(&nv, WANT_ALL);
+    const attn_weights *w = in->weights;
+    float *scratch = xcalloc(
+        attn_naive_scratch_floats(in->n_tokens, w->d_model, w->n_heads, w->d_head), sizeof(float));
+    attn_compute_naive(&nview, scratch, in);
+    free(scratch);
+    outputs_check("naive", &nv, &r, WANT_ALL);
+    outputs_free(&nv);
+    ref_free(&r);
+}
+
+/* Masked entries: scores exactly −inf, weights exactly 0; allowed weights
+ * positive; every row with an allowed key sums to 1, others are all 0. */
+static void pattern_rules(const outputs *o, const attn_input *in) {
+    size_t n = in->n_tokens;
+    for (size_t j = 0; j < in->n_heads_out; j++)
+        for (size_t q = 0; q < n; q++) {
+            const float *s = o->buf[O_S] + j * n * n + q * n, *p = o->buf[O_P] + j * n * n + q * n;
+            double sum = 0.0;
+            int any = 0;
+            for (size_t k = 0; k < n; k++) {
+                ck_assert(!isnan(p[k]) && !isnan(s[k]));
+                if (mask_allows(&in->mask, n, q, k)) {
+                    any = 1;
+                    ck_assert(isfinite(s[k]));
+                    ck_assert(p[k] >= 0.0f);
+                } else {
+                    ck_assert_msg(s[k] == -INFINITY, "score [%zu][%zu] not -inf", q, k);
+                    ck_assert_msg(p[k] == 0.0f, "masked weight [%zu][%zu] = %g", q, k,
+                                  (double)p[k]);
+                }
+                sum += p[k];
+            }
+            if (any)
+                ck_assert_msg(fabs(sum - 1.0) < 1e-6, "row %zu sums to %.9g", q, sum);
+            else
+                ck_assert(sum == 0.0);
+        }
+}
+
+/* ---- 1. the worked example 我爱你 --------------------------------------------- */
+
+/*
+ * Three tokens 我 爱 你 in d_model 4, one head of width 4, no mask, scale
+ * 1/2, no W_o (h·dh == dm, so ΔE = Z). Weights chosen so that every product
+ * can be followed by hand: w_v maps e = (a, b, c, d) to (a, −c, b, 2d).
+ */
+START_TEST(test_worked_example) {
+    static const float E[3][4] = {{0.1f, -0.2f, 0.3f, 0.1f},  /* 我 */
+                                  {-0.1f, 0.2f, 0.2f, -0.3f}, /* 爱 */
+                                  {0.2f, 0.1f, -0.1f, 0.2f}}; /* 你 */
+    static const float Wq[4][4] = {{1, 0, 2, 0}, {0, 1, 0, -1}, {-1, 0, 1, 0}, {0, 2, 0, 1}};
+    static const float Wk[4][4] = {{0, 1, 0, 1}, {1, 0, -1, 0}, {0, 0, 1, 2}, {2, -1, 0, 0}};
+    static const float Wv[4][4] = {{1, 0, 0, 0}, {0, 0, 1, 0}, {0, -1, 0, 0}, {0, 0, 0, 2}};
+
+    /* Q = E·Wq, e.g. Q[0][0] = 0.1·1 + 0.3·(−1) = −0.2, Q[0][2] = 0.1·2 + 0.3·1 = 0.5 */
+    static const double Q[3][4] = {
+        {-0.2, 0.0, 0.5, 0.3}, {-0.3, -0.4, 0.0, -0.5}, {0.3, 0.5, 0.3, 0.1}};
+    /* K = E·Wk, e.g. K[0][3] = 0.1·1 + 0.3·2 = 0.7 */
+    static const double K[3][4] = {
+        {0.0, 0.0, 0.5, 0.7}, {-0.4, 0.2, 0.0, 0.3}, {0.5, 0.0, -0.2, 0.0}};
+    /* V = (a, −c, b, 2d) of each row of E */
+    static const double V[3][4] = {
+        {0.1, -0.3, -0.2, 0.2}, {-0.1, -0.2, 0.2, -0.6}, {0.2, 0.1, 0.1, 0.4}};
+    /* S = ½·Q·Kᵀ, e.g. S[0][0] = ½(0.5·0.5 + 0.3·0.7) = 0.23 */
+    static const double S[3][3] = {
+        {0.23, 0.085, -0.1}, {-0.175, -0.055, -0.075}, {0.11, 0.005, 0.045}};
+    double P[3][3];
+    for (int q = 0; q < 3; q++) { /* softmax by hand: exp(s) / Σ exp(s) */
+        double z = exp(S[q][0]) + exp(S[q][1]) + exp(S[q][2]);
+        for (int k = 0; k < 3; k++)
+            P[q][k] = exp(S[q][k]) / z;
+    }
+    /* spot values of the row above: P[0] = (0.387005, 0.334768, 0.278227) */
+    ck_assert(fabs(P[0][0] - 0.387004987615) < 1e-11 && fabs(P[0][2] - 0.278227070553) < 1e-11);
+    /* Z = P·V, e.g. Z[0][0] = 0.387005·0.1 − 0.334768·0.1 + 0.278227·0.2 */
+    static const double Z[3][4] = {
+        {0.0608691186889, -0.155232377596, 0.0173752978987, -0.012168939355},
+        {0.0644311489143, -0.128371459141, 0.0420756080783, -0.0106505667055},
+        {0.0695642482228, -0.136166648842, 0.0259998094095, 0.0122056705491}};
+    /* E' = E + ΔE, ΔE = Z (no W_o) */
+    static const double E2[3][4] = {
+        {0.160869118689, -0.355232377596, 0.317375297899, 0.087831060645},
+        {-0.0355688510857, 0.0716285408591, 0.242075608078, -0.310650566705},
+        {0.269564248223, -0.0361666488419, -0.0740001905905, 0.212205670549}};
+
+    /* Pack w_qkv: dm × 3hd = [Wq | Wk | Wv]. */
+    float w_qkv[4 * 12];
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) {
+            w_qkv[r * 12 + c] = Wq[r][c];
+            w_qkv[r * 12 + 4 + c] = Wk[r][c];
+            w_qkv[r * 12 + 8 + c] = Wv[r][c];
+        }
+    attn_weights w = {.d_model = 4, .n_heads = 1, .d_head = 4, .w_qkv = w_qkv};
+    size_t heads[1] = {0};
+    attn_input in = {.weights = &w,
+                     .embeddings = &E[0][0],
+                     .n_tokens = 3,
+                     .mask = {.kind = ATTN_MASK_NONE},
+                     .scale = 0.5f,
+                     .heads = heads,
+                     .n_heads_out = 1};
+
+    for (int path = 0; path < 2; path++) {
+        const char *who = path ? "naive" : "blas";
+        outputs o;
+        outputs_make(&o, &in);
+        attn_output view = outputs_view(&o, WANT_ALL);
+        if (path == 0) {
+            attn_workspace *ws = attn_workspace_create();
+            ck_assert_int_eq(attn_compute(&view, ws, &in), 0);
+            attn_workspace_destroy(ws);
+        } else {
+            float scratch[256];
+            ck_assert_uint_le(attn_naive_scratch_floats(3, 4, 1, 4), 256);
+            attn_compute_naive(&view, scratch, &in);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s Q", who), close_check(what, o.buf[O_Q], &Q[0][0], 12);
+        snprintf(what, sizeof what, "%s K", who), close_check(what, o.buf[O_K], &K[0][0], 12);
+        snprintf(what, sizeof what, "%s V", who), close_check(what, o.buf[O_V], &V[0][0], 12);
+        snprintf(what, sizeof what, "%s S", who), close_check(what, o.buf[O_S], &S[0][0], 9);
+        snprintf(what, sizeof what, "%s P", who), close_check(what, o.buf[O_P], &P[0][0], 9);
+        snprintf(what, sizeof what, "%s Z", who), close_check(what, o.buf[O_Z], &Z[0][0], 12);
+        snprintf(what, sizeof what, "%s dE", who), close_check(what, o.buf[O_D], &Z[0][0], 12);
+        snprintf(what, sizeof what, "%s E'", who), close_check(what, o.buf[O_E], &E2[0][0], 12);
+        outputs_free(&o);
+    }
+}
+END_TEST
+
+/* ---- 2. masks ---------------------------------------------------------------- */
+
+static const attn_mask_kind mask_kinds[] = {ATTN_MASK_CAUSAL, ATTN_MASK_NONE, ATTN_MASK_CUSTOM};
+
+START_TEST(test_masks) {
+    problem p;
+    problem_make(&p, (shape){.n = 7, .dm = 8, .h = 2, .dh = 4, .b_qkv = 1, .w_o = 1, .b_o = 1},
+                 mask_kinds[_i], 11 + _i);
+    outputs o;
+    run_and_check(&o, &p.in);
+    pattern_rules(&o, &p.in);
+    outputs_free(&o);
+    problem_free(&p);
+}
+END_TEST
+
+/* A custom mask with a row that allows nothing: that row is 0 in P and Z
+ * (not NaN), so ΔE's row is just b_o. */
+START_TEST(test_mask_empty_row) {
+    problem p;
+    shape s = {.n = 5, .dm = 8, .h = 2, .dh = 4, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    problem_make(&p, s, ATTN_MASK_CUSTOM, 5);
+    memset(p.allowed + 2 * s.n, 0, s.n); /* row 2: nothing */
+    memset(p.allowed + 4 * s.n, 0, s.n); /* row 4: only key 0 */
+    p.allowed[4 * s.n + 0] = 1;
+    outputs o;
+    run_and_check(&o, &p.in);
+    pattern_rules(&o, &p.in);
+    for (int b = 0; b < O_COUNT; b++)
+        for (size_t x = 0; x < o.count[b]; x++)
+            ck_assert(!isnan(o.buf[b][x]));
+    for (size_t j = 0; j < s.h; j++) {
+        for (size_t k = 0; k < s.n; k++) {
+            ck_assert(o.buf[O_P][j * s.n * s.n + 2 * s.n + k] == 0.0f);
+            ck_assert(o.buf[O_S][j * s.n * s.n + 2 * s.n + k] == -INFINITY);
+        }
+        ck_assert(o.buf[O_P][j * s.n * s.n + 4 * s.n + 0] == 1.0f);
+        for (size_t c = 0; c < s.dh; c++)
+            ck_assert(o.buf[O_Z][j * s.n * s.dh + 2 * s.dh + c] == 0.0f);
+    }
+    for (size_t c = 0; c < s.dm; c++) {
+        ck_assert(o.buf[O_D][2 * s.dm + c] == p.b_o[c]);
+        ck_assert(o.buf[O_E][2 * s.dm + c] == p.E[2 * s.dm + c] + p.b_o[c]);
+    }
+    outputs_free(&o);
+    problem_free(&p);
+}
+END_TEST
+
+/* ---- 3. biases and W_o ----------------------------------------------------------- */
+
+START_TEST(test_biases) {
+    /* _i: bit 0 b_qkv, bit 1 b_o (with w_o); compare against the reference,
+     * and check that the biases moved the result (so they were applied). */
+    problem p;
+    shape s = {.n = 6, .dm = 12, .h = 3, .dh = 4, .b_qkv = _i & 1, .w_o = 1, .b_o = (_i >> 1) & 1};
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 21);
+    outputs o, plain;
+    run_and_check(&o, &p.in);
+    p.w.b_qkv = NULL, p.w.b_o = NULL;
+    run_and_check(&plain, &p.in);
+    int moved = 0;
+    for (size_t x = 0; x < o.count[O_E]; x++)
+        moved |= o.buf[O_E][x] != plain.buf[O_E][x];
+    ck_assert_int_eq(moved, _i != 0);
+    outputs_free(&o), outputs_free(&plain);
+    problem_free(&p);
+}
+END_TEST
+
+/* W_o absent (h·dh == dm) is the identity: bit for bit the same as an
+ * explicit identity matrix, with and without b_o. */
+START_TEST(test_identity_wo) {
+    problem p;
+    shape s = {.n = 6, .dm = 8, .h = 2, .dh = 4, .b_qkv = 1, .w_o = 0, .b_o = _i};
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 31);
+    outputs a, b;
+    run_and_check(&a, &p.in);
+    float *eye = xcalloc(s.dm * s.dm, sizeof(float));
+    for (size_t x = 0; x < s.dm; x++)
+        eye[x * s.dm + x] = 1.0f;
+    p.w.w_o = eye;
+    run_and_check(&b, &p.in);
+    for (int o = 0; o < O_COUNT; o++)
+        for (size_t x = 0; x < a.count[o]; x++)
+            ck_assert_msg(a.buf[o][x] == b.buf[o][x], "%s[%zu] differs", o_name[o], x);
+    free(eye);
+    outputs_free(&a), outputs_free(&b);
+    problem_free(&p);
+}
+END_TEST
+
+/* ---- 4. shapes: h = 1, 2, 12, GPT-2 width -------------------------------------- */
+
+static const shape shapes[] = {
+    {.n = 5, .dm = 8, .h = 1, .dh = 8, .b_qkv = 1, .w_o = 0, .b_o = 0},
+    {.n = 1, .dm = 4, .h = 1, .dh = 4, .b_qkv = 0, .w_o = 1, .b_o = 1}, /* one token */
+    {.n = 7, .dm = 8, .h = 2, .dh = 4, .b_qkv = 0, .w_o = 0, .b_o = 1},
+    {.n = 6, .dm = 10, .h = 2, .dh = 3, .b_qkv = 1, .w_o = 1, .b_o = 1}, /* hd != dm */
+    {.n = 9, .dm = 48, .h = 12, .dh = 4, .b_qkv = 1, .w_o = 0, .b_o = 0},
+    {.n = 9, .dm = 48, .h = 12, .dh = 4, .b_qkv = 1, .w_o = 1, .b_o = 1},
+    {.n = 16, .dm = 768, .h = 12, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, /* GPT-2 small */
+};
+
+START_TEST(test_shapes) {
+    for (int m = 0; m < 3; m++) {
+        problem p;
+        problem_make(&p, shapes[_i], mask_kinds[m], 41 + _i);
+        outputs o;
+        run_and_check(&o, &p.in);
+        pattern_rules(&o, &p.in);
+        outputs_free(&o);
+        problem_free(&p);
+    }
+}
+END_TEST
+
+/* ---- 5. select_heads --------------------------------------------------------------- */
+
+/* Subsets and orders; per-head outputs follow the list, delta and
+ * embeddings always use all heads (equal to the run with every head). */
+static const size_t head_lists[][4] = {{1, 0}, {1}, {2, 0, 2}, {0}, {2, 1, 0}};
+static const size_t head_counts[] = {2, 1, 3, 0, 3};
+
+START_TEST(test_select_heads) {
+    problem p;
+    shape s = {.n = 6, .dm = 12, .h = 3, .dh = 4, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 51);
+    outputs all;
+    run_and_check(&all, &p.in); /* heads 0, 1, 2 */
+
+    memcpy(p.heads, head_lists[_i], sizeof head_lists[_i]);
+    p.in.n_heads_out = head_counts[_i];
+    outputs o;
+    run_and_check(&o, &p.in);
+    for (size_t j = 0; j < p.in.n_heads_out; j++) { /* slot j is head heads[j] of the full run */
+        size_t i = p.heads[j];
+        ck_assert(!memcmp(o.buf[O_P] + j * s.n * s.n, all.buf[O_P] + i * s.n * s.n,
+                          s.n * s.n * sizeof(float)));
+        ck_assert(!memcmp(o.buf[O_Q] + j * s.n * s.dh, all.buf[O_Q] + i * s.n * s.dh,
+                          s.n * s.dh * sizeof(float)));
+    }
+    ck_assert(!memcmp(o.buf[O_D], all.buf[O_D], o.count[O_D] * sizeof(float)));
+    ck_assert(!memcmp(o.buf[O_E], all.buf[O_E], o.count[O_E] * sizeof(float)));
+
+    /* Per-head outputs only (no delta/embeddings): only the listed heads are
+     * computed, on the per-block projection path; same values. */
+    ref64 r;
+    ref_compute(&r, &p.in);
+    outputs ph;
+    outputs_make(&ph, &p.in);
+    unsigned want = WANT_ALL & ~(1u << O_D) & ~(1u << O_E);
+    attn_output view = outputs_view(&ph, want);
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(&view, ws, &p.in), 0);
+    attn_workspace_destroy(ws);
+    outputs_check("per-head only", &ph, &r, want);
+    ref_free(&r);
+    outputs_free(&ph);
+    outputs_free(&o), outputs_free(&all);
+    problem_free(&p);
+}
+END_TEST
+
+/* ---- 6. stability: scores around 1000 ---------------------------------------------- */
+
+/*
+ * Small integers everywhere, so Q, K and the scores are exact in float32 and
+ * the only rounding is in the softmax. Scores reach ~1000: without the row
+ * max subtracted, expf overflows to inf and P becomes NaN. Tokens 1 and 3
+ * are equal, so some rows split their weight evenly between two keys.
+ */
+START_TEST(test_large_scores) {
+    static const float E[4][4] = {{3, 1, -2, 4}, {2, -3, 1, 1}, {-1, 2, 3, -2}, {2, -3, 1, 1}};
+    float w_qkv[4 * 12] = {0};
+    for (int r = 0; r < 4; r++) {
+        w_qkv[r * 12 + r] = 4.0f;           /* W_q = 4·I */
+        w_qkv[r * 12 + 4 + r] = 4.0f;       /* W_k = 4·I */
+        w_qkv[r * 12 + 8 + (3 - r)] = 1.0f; /* W_v reverses the row */
+    }
+    attn_weights w = {.d_model = 4, .n_heads = 1, .d_head = 4, .w_qkv = w_qkv};
+    size_t heads[1] = {0};
+    attn_input in = {.weights = &w,
+                     .embeddings = &E[0][0],
+                     .n_tokens = 4,
+                     .mask = {.kind = mask_kinds[_i]},
+                     .scale = 2.0f,
+                     .heads = heads,
+                     .n_heads_out = 1};
+    unsigned char allowed[16];
+    for (int x = 0; x < 16; x++)
+        allowed[x] = (x % 5) != 1;
+    in.mask.allowed = allowed;
+    outputs o;
+    run_and_check(&o, &in);
+    pattern_rules(&o, &in);
+    float smax = 0.0f;
+    for (size_t x = 0; x < 16; x++)
+        if (isfinite(o.buf[O_S][x]) && fabsf(o.buf[O_S][x]) > smax) smax = fabsf(o.buf[O_S][x]);
+    ck_assert_msg(smax >= 900.0f, "scores only reach %g", (double)smax);
+    ck_assert(o.buf[O_S][0] == 960.0f);     /* 2 · 16 · (9+1+4+16) exactly */
+    if (mask_kinds[_i] == ATTN_MASK_NONE) { /* row 1: keys 1 and 3 tie */
+        ck_assert(o.buf[O_P][4 + 1] == 0.5f && o.buf[O_P][4 + 3] == 0.5f);
+    }
+    outputs_free(&o);
+}
+END_TEST
+
+/* ---- 7. outputs not asked for are not touched; work not asked for not done --------- */
+
+#define GUARD 16
+static const float canary = 1234.5f;
+
+/* Every subset of the 8 outputs, for two head lists: the outputs given are
+ * right, the floats around them untouched. */
+START_TEST(test_null_outputs) {
+    problem p;
+    shape s = {.n = 5, .dm = 8, .h = 2, .dh = 4, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 61);
+    static const size_t lists[2][2] = {{1, 0}, {1, 1}};
+    p.in.n_heads_out = _i == 2 ? 1 : 2;
+    memcpy(p.heads, lists[_i & 1], sizeof lists[0]);
+    ref64 r;
+    ref_compute(&r, &p.in);
+    size_t count[O_COUNT];
+    outputs_sizes(count, &p.in);
+    float *raw[O_COUNT];
+    outputs o;
+    for (int b = 0; b < O_COUNT; b++) {
+        raw[b] = xcalloc(count[b] + 2 * GUARD, sizeof(float));
+        o.buf[b] = raw[b] + GUARD;
+        o.count[b] = count[b];
+    }
+    attn_workspace *ws = attn_workspace_create();
+    for (unsigned want = 0; want <= WANT_ALL; want++) {
+        for (int b = 0; b < O_COUNT; b++)
+            for (size_t x = 0; x < count[b] + 2 * GUARD; x++)
+                raw[b][x] = canary;
+        attn_output view = outputs_view(&o, want);
+        ck_assert_int_eq(attn_compute(&view, ws, &p.in), 0);
+        char who[32];
+        snprintf(who, sizeof who, "want %#x", want);
+        outputs_check(who, &o, &r, want);
+        for (int b = 0; b < O_COUNT; b++)
+            for (size_t x = 0; x < count[b] + 2 * GUARD; x++) {
+                int inside = x >= GUARD && x < GUARD + count[b] && ((want >> b) & 1);
+                if (!inside)
+                    ck_assert_msg(raw[b][x] == canary, "want %#x: %s[%td] written", want, o_name[b],
+                                  (ptrdiff_t)x - GUARD);
+            }
+    }
+    attn_workspace_destroy(ws);
+    for (int b = 0; b < O_COUNT; b++)
+        free(raw[b]);
+    ref_free(&r);
+    problem_free(&p);
+}
+END_TEST
+
+/* Scratch reveals the work: no n × n scratch when only q/k/v are wanted or
+ * when scores and patterns both go to the caller; one n × n buffer, never
+ * one per head, otherwise. n is large so that n × n floats dominate. */
+START_TEST(test_work_not_asked) {
+    problem p;
+    shape s = {.n = 256, .dm = 8, .h = 4, .dh = 2, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 71);
+    p.in.n_heads_out = 2;
+    outputs o;
+    outputs_make(&o, &p.in);
+    const size_t nn = s.n * s.n * sizeof(float);
+    struct {
+        unsigned want;
+        int nn_scratch;
+    } cases[] = {
+        {1u << O_Q, 0},
+        {(1u << O_Q) | (1u << O_K) | (1u << O_V), 0},
+        {1u << O_S, 0},
+        {1u << O_P, 0},
+        {(1u << O_S) | (1u << O_P) | (1u << O_Z), 0},
+        {1u << O_Z, 1},
+        {(1u << O_S) | (1u << O_Z), 1},
+        {1u << O_E, 1},
+        {WANT_ALL, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        attn_workspace *ws = attn_workspace_create();
+        attn_output view = outputs_view(&o, cases[c].want);
+        ck_assert_int_eq(attn_compute(&view, ws, &p.in), 0);
+        size_t bytes = attn_workspace_bytes(ws);
+        if (cases[c].nn_scratch)
+            ck_assert_msg(bytes >= nn && bytes < 2 * nn, "want %#x: %zu bytes", cases[c].want,
+                          bytes);
+        else
+            ck_assert_msg(bytes < nn, "want %#x: %zu bytes", cases[c].want, bytes);
+        ck_assert_uint_le(bytes, attn_workspace_need(s.n, s.dm, s.h, s.dh));
+        attn_workspace_destroy(ws);
+    }
+    outputs_free(&o);
+    problem_free(&p);
+}
+END_TEST
+
+/* ---- 8. threads and the workspace ---------------------------------------------------- */
+
+typedef struct thread_job {
+    const attn_input *in;
+    const outputs *expect;
+    int mismatches, failures;
+} thread_job;
+
+static void *thread_main(void *arg) {
+    thread_job *job = arg;
+    attn_workspace *ws = attn_workspace_create();
+    outputs o = {0};
+    outputs_sizes(o.count, job->in);
+    for (int b = 0; b < O_COUNT; b++)
+        o.buf[b] = calloc(o.count[b], sizeof(float));
+    for (int it = 0; it < 20 && ws; it++) {
+        attn_output view = outputs_view(&o, WANT_ALL);
+        if (attn_compute(&view, ws, job->in) != 0) job->failures++;
+        for (int b = 0; b < O_COUNT; b++)
+            if (memcmp(o.buf[b], job->expect->buf[b], o.count[b] * sizeof(float)))
+                job->mismatches++;
+    }
+    if (!ws) job->failures++;
+    for (int b = 0; b < O_COUNT; b++)
+        free(o.buf[b]);
+    attn_workspace_destroy(ws);
+    return NULL;
+}
+
+START_TEST(test_threads) {
+    problem p;
+    shape s = {.n = 48, .dm = 64, .h = 4, .dh = 16, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 81);
+    outputs expect;
+    run_and_check(&expect, &p.in);
+    enum { T = 4 };
+    pthread_t th[T];
+    thread_job jobs[T];
+    for (int t = 0; t < T; t++) {
+        jobs[t] = (thread_job){.in = &p.in, .expect = &expect};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, thread_main, &jobs[t]), 0);
+    }
+    for (int t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_int_eq(jobs[t].failures, 0);
+        ck_assert_int_eq(jobs[t].mismatches, 0);
+    }
+    outputs_free(&expect);
+    problem_free(&p);
+}
+END_TEST
+
+START_TEST(test_workspace_grows) {
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_ptr_nonnull(ws);
+    ck_assert_uint_eq(attn_workspace_bytes(ws), 0);
+    problem small, big;
+    problem_make(&small, (shape){.n = 4, .dm = 8, .h = 2, .dh = 4, .w_o = 1}, ATTN_MASK_CAUSAL, 91);
+    problem_make(&big, (shape){.n = 64, .dm = 8, .h = 2, .dh = 4, .w_o = 1}, ATTN_MASK_CAUSAL, 92);
+    ref64 rs, rb;
+    ref_compute(&rs, &small.in), ref_compute(&rb, &big.in);
+    outputs os, ob;
+    outputs_make(&os, &small.in), outputs_make(&ob, &big.in);
+    attn_output vs = outputs_view(&os, WANT_ALL), vb = outputs_view(&ob, WANT_ALL);
+
+    ck_assert_int_eq(attn_compute(&vs, ws, &small.in), 0);
+    size_t b1 = attn_workspace_bytes(ws);
+    ck_assert_uint_gt(b1, 0);
+    ck_assert_uint_le(b1, attn_workspace_need(4, 8, 2, 4));
+    ck_assert_int_eq(attn_compute(&vs, ws, &small.in), 0); /* same size: reused */
+    ck_assert_uint_eq(attn_workspace_bytes(ws), b1);
+    ck_assert_int_eq(attn_compute(&vb, ws, &big.in), 0); /* grows */
+    size_t b2 = attn_workspace_bytes(ws);
+    ck_assert_uint_gt(b2, b1);
+    ck_assert_uint_le(b2, attn_workspace_need(64, 8, 2, 4));
+    memset(os.buf[O_E], 0, os.count[O_E] * sizeof(float));
+    ck_assert_int_eq(attn_compute(&vs, ws, &small.in), 0); /* never shrinks */
+    ck_assert_uint_eq(attn_workspace_bytes(ws), b2);
+    outputs_check("small after big", &os, &rs, WANT_ALL);
+    outputs_check("big", &ob, &rb, WANT_ALL);
+
+    outputs_free(&os), outputs_free(&ob);
+    ref_free(&rs), ref_free(&rb);
+    problem_free(&small), problem_free(&big);
+    attn_workspace_destroy(ws);
+    attn_workspace_destroy(NULL); /* allowed, like free(NULL) */
+}
+END_TEST
+
+/* ---- 9. sizes: flops, workspace need, overflow ------------------------------------------ */
+
+START_TEST(test_sizes) {
+    /* 3 tokens, dm 4, one head of 4: E·w_qkv 2·3·12·4 = 288, Q·Kᵀ and P·V
+     * 2·3·3·4 = 72 each, w_o 2·3·4·4 = 96. */
+    ck_assert(attn_flops(3, 4, 1, 4, 0) == 432.0);
+    ck_assert(attn_flops(3, 4, 1, 4, 1) == 528.0);
+    /* GPT-2 small block at n = 1024 */
+    double f = 2.0 * 1024 * 2304 * 768 + 12 * 2 * (2.0 * 1024 * 1024 * 64) + 2.0 * 1024 * 768 * 768;
+    ck_assert(attn_flops(1024, 768, 12, 64, 1) == f);
+    ck_assert(attn_flops(SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, 1) > 1e70); /* no overflow */
+
+    size_t need = attn_workspace_need(3, 4, 1, 4);
+    ck_assert_uint_ge(need, (3 * 12 + 9 + 3 * 4) * sizeof(float) + sizeof(size_t));
+    ck_assert_uint_eq(attn_workspace_need(SIZE_MAX / 2, 4, 1, 4), SIZE_MAX);
+    ck_assert_uint_eq(attn_workspace_need(1 << 20, 4, SIZE_MAX / 4, 4), SIZE_MAX);
+    ck_assert_uint_eq(attn_workspace_need((size_t)1 << 33, 4, 1, 4), SIZE_MAX); /* n² · 4 */
+
+    /* A size that overflows makes attn_compute fail cleanly, touching nothing. */
+    float dummy = canary, w_qkv[12] = {0};
+    attn_weights w = {.d_model = 4, .n_heads = 1, .d_head = 4, .w_qkv = w_qkv};
+    attn_input in = {.weights = &w,
+                     .embeddings = &dummy,
+                     .n_tokens = SIZE_MAX / 2,
+                     .mask = {.kind = ATTN_MASK_CAUSAL},
+                     .scale = 1.0f};
+    attn_output out = {.embeddings = &dummy};
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(&out, ws, &in), -1);
+    ck_assert_uint_eq(attn_workspace_bytes(ws), 0);
+    ck_assert(dummy == canary);
+    attn_output none = {0}; /* nothing asked: nothing to size, nothing done */
+    ck_assert_int_eq(attn_compute(&none, ws, &in), 0);
+    ck_assert_uint_eq(attn_workspace_bytes(ws), 0);
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
+static Suite *attention_suite(void) {
+    Suite *s = suite_create("attention");
+    TCase *tc = tcase_create("engine");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_worked_example);
+    tcase_add_loop_test(tc, test_masks, 0, 3);
+    tcase_add_test(tc, test_mask_empty_row);
+    tcase_add_loop_test(tc, test_biases, 0, 4);
+    tcase_add_loop_test(tc, test_identity_wo, 0, 2);
+    tcase_add_loop_test(tc, test_shapes, 0, (int)(sizeof shapes / sizeof shapes[0]));
+    tcase_add_loop_test(tc, test_select_heads, 0,
+                        (int)(sizeof head_counts / sizeof head_counts[0]));
+    tcase_add_loop_test(tc, test_large_scores, 0, 3);
+    tcase_add_loop_test(tc, test_null_outputs, 0, 3);
+    tcase_add_test(tc, test_work_not_asked);
+    tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_workspace_grows);
+    tcase_add_test(tc, test_sizes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(attention_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
