@@ -49,8 +49,11 @@ $(SERVER_BIN): $(BUILD)/server/main.o $(SERVER_OBJ) $(API_OBJ) $(ATTN_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
 
 # Each tests/test_<module>.c is one check suite; it links every module
-# (unused objects cost nothing) plus check and libcurl.
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(SERVER_OBJ) $(API_OBJ) $(ATTN_OBJ)
+# (unused objects cost nothing), the HTTP harness that starts the built
+# server (tests/http_harness.c), plus check and libcurl.
+TEST_HELPER_OBJ := $(BUILD)/tests/http_harness.o
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(SERVER_OBJ) $(API_OBJ) $(ATTN_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS) $(CHECK_LIBS) $(CURL_LIBS)
 
 # `run` and `test` install missing packages first, then build in a fresh

@@ -1,0 +1,217 @@
+/*
+ * config.c — the option table and its parser.
+ *
+ * One row per option, as redis's config.c: the name, the flag, the
+ * environment variable, the kind of value, its bounds, its default (as the
+ * text a user would type, parsed by the same code as user input) and a line
+ * of help. cfg_load applies the rows in three passes — defaults, then the
+ * environment, then the command line — so the last word is the flag's.
+ *
+ * Sizes accept a binary suffix (k, m, g: 1024, 1024², 1024³), so that
+ * "64m" means 64 MiB. The bounds are checked after the suffix is applied.
+ */
+#include "server/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+typedef enum { CFG_SIZE, CFG_DOUBLE, CFG_ADDR } cfg_kind;
+
+typedef struct cfg_option {
+    const char *name; /* also the flag, after "--" */
+    const char *env;
+    cfg_kind kind;
+    double min, max; /* inclusive bounds of CFG_SIZE and CFG_DOUBLE */
+    const char *def; /* default, as text */
+    size_t offset;   /* of the field in cfg_config */
+    const char *help;
+} cfg_option;
+
+#define F(field) offsetof(cfg_config, field)
+
+static const cfg_option cfg_table[] = {
+    {"bind", "ATTN_BIND", CFG_ADDR, 0, 0, "0.0.0.0", F(bind),
+     "numeric IPv4 or IPv6 address to listen on"},
+    {"port", "ATTN_PORT", CFG_SIZE, 0, 65535, "8080", F(port),
+     "TCP port; 0 picks a free one (logged at start)"},
+    {"io-threads", "ATTN_IO_THREADS", CFG_SIZE, 1, 256, "2", F(io_threads),
+     "threads polling sockets (libmicrohttpd thread pool)"},
+    {"workers", "ATTN_WORKERS", CFG_SIZE, 0, 1024, "0", F(workers),
+     "compute threads; 0 = number of online cores"},
+    {"queue-depth", "ATTN_QUEUE_DEPTH", CFG_SIZE, 1, 1000000, "64", F(queue_depth),
+     "requests waiting for a worker before 503 overloaded"},
+    {"max-body-bytes", "ATTN_MAX_BODY_BYTES", CFG_SIZE, 1, 1099511627776.0, "64m",
+     F(max_body_bytes), "largest request body (413 above)"},
+    {"max-tokens", "ATTN_MAX_TOKENS", CFG_SIZE, 1, 1048576, "8192", F(max_tokens),
+     "most tokens in one request"},
+    {"max-heads", "ATTN_MAX_HEADS", CFG_SIZE, 1, 65536, "128", F(max_heads),
+     "most heads in one request"},
+    {"max-d-model", "ATTN_MAX_D_MODEL", CFG_SIZE, 1, 1048576, "16384", F(max_d_model),
+     "widest d_model (and d_head)"},
+    {"max-flops", "ATTN_MAX_FLOPS", CFG_DOUBLE, 1, 1e18, "1e12", F(max_flops),
+     "most floating-point operations in one request"},
+    {"max-response-bytes", "ATTN_MAX_RESPONSE_BYTES", CFG_SIZE, 1, 1099511627776.0, "256m",
+     F(max_response_bytes), "largest response body, estimated before computing"},
+    {"connection-timeout", "ATTN_CONNECTION_TIMEOUT", CFG_SIZE, 1, 86400, "30",
+     F(connection_timeout), "seconds an idle connection is kept"},
+};
+
+#define CFG_N (sizeof cfg_table / sizeof cfg_table[0])
+
+static int cfg_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int cfg_fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return CFG_ERROR;
+}
+
+/* Parses an unsigned integer with an optional k/m/g suffix into *out.
+ * Returns 0, or -1 for anything else (signs, spaces, overflow). */
+static int cfg_parse_size(const char *s, double *out) {
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE) return -1;
+    double mul = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            mul = 1024.0;
+            break;
+        case 'm':
+        case 'M':
+            mul = 1024.0 * 1024;
+            break;
+        case 'g':
+        case 'G':
+            mul = 1024.0 * 1024 * 1024;
+            break;
+        default:
+            return -1;
+        }
+        if (end[1]) return -1;
+    }
+    *out = (double)v * mul;
+    return 0;
+}
+
+/* Sets one option from text. `source` names where the text came from. */
+static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const char *source,
+                   char *err, size_t errlen) {
+    char *field = (char *)cfg + o->offset;
+    if (o->kind == CFG_ADDR) {
+        unsigned char buf[sizeof(struct in6_addr)];
+        if (strlen(text) >= sizeof cfg->bind ||
+            (inet_pton(AF_INET, text, buf) != 1 && inet_pton(AF_INET6, text, buf) != 1))
+            return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not a numeric IP address",
+                            o->name, source, text);
+        strcpy(field, text);
+        return CFG_OK;
+    }
+    double v;
+    if (o->kind == CFG_SIZE) {
+        if (cfg_parse_size(text, &v) != 0)
+            return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not a whole number", o->name,
+                            source, text);
+    } else {
+        char *end;
+        errno = 0;
+        v = strtod(text, &end);
+        if (end == text || *end || errno == ERANGE || !isfinite(v))
+            return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not a number", o->name, source,
+                            text);
+    }
+    if (!(v >= o->min && v <= o->max))
+        return cfg_fail(err, errlen, "--%s (%s): %.64s is outside %.17g..%.17g", o->name, source,
+                        text, o->min, o->max);
+    if (o->kind == CFG_SIZE)
+        *(size_t *)field = (size_t)v;
+    else
+        *(double *)field = v;
+    return CFG_OK;
+}
+
+static const char *cfg_getenv(char **envp, const char *name) {
+    size_t n = strlen(name);
+    for (char **e = envp; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+    return NULL;
+}
+
+static const cfg_option *cfg_find_flag(const char *arg, size_t len) {
+    for (size_t i = 0; i < CFG_N; i++)
+        if (strlen(cfg_table[i].name) == len && strncmp(cfg_table[i].name, arg, len) == 0)
+            return &cfg_table[i];
+    return NULL;
+}
+
+int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, char *err, size_t errlen) {
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < CFG_N; i++)
+        if (cfg_set(cfg, &cfg_table[i], cfg_table[i].def, "default", err, errlen) != CFG_OK)
+            return CFG_ERROR; /* a broken table; caught by the tests */
+
+    for (size_t i = 0; i < CFG_N; i++) {
+        const char *v = cfg_getenv(envp, cfg_table[i].env);
+        if (v && cfg_set(cfg, &cfg_table[i], v, cfg_table[i].env, err, errlen) != CFG_OK)
+            return CFG_ERROR;
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return CFG_HELP;
+        if (strncmp(a, "--", 2) != 0)
+            return cfg_fail(err, errlen, "unexpected argument \"%.64s\" (try --help)", a);
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const cfg_option *o = cfg_find_flag(name, len);
+        if (!o) return cfg_fail(err, errlen, "unknown option \"%.64s\" (try --help)", a);
+        const char *value;
+        if (eq) {
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc) return cfg_fail(err, errlen, "--%s needs a value", o->name);
+            value = argv[++i];
+        }
+        if (cfg_set(cfg, o, value, "flag", err, errlen) != CFG_OK) return CFG_ERROR;
+    }
+
+    if (cfg->workers == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->workers = n > 0 ? (size_t)n : 1;
+    }
+    return CFG_OK;
+}
+
+void cfg_print_help(FILE *out, const char *argv0) {
+    fprintf(out,
+            "usage: %s [--option value | --option=value]...\n"
+            "Serves multi-head masked attention over HTTP. A flag wins over its\n"
+            "environment variable. Sizes take a k, m or g suffix (binary).\n\n",
+            argv0 ? argv0 : "attention-server");
+    for (size_t i = 0; i < CFG_N; i++) {
+        const cfg_option *o = &cfg_table[i];
+        fprintf(out, "  --%-20s %s\n", o->name, o->help);
+        fprintf(out, "  %-22s env %s, default %s", "", o->env, o->def);
+        if (o->kind != CFG_ADDR) fprintf(out, ", range %.17g..%.17g", o->min, o->max);
+        fputc('\n', out);
+    }
+    fprintf(out, "  --%-20s %s\n", "help", "print this text and exit");
+}

@@ -1,0 +1,47 @@
+/*
+ * config.h — the server's configuration, from flags and the environment.
+ *
+ * Every option is one row of a table in config.c (name, flag, environment
+ * variable, bounds, default, help), in the manner of redis's config.c. The
+ * table is read once at start: defaults first, then the environment, then
+ * the command line, so a flag wins over its environment variable. Values are
+ * validated against the row's bounds; nothing here exits the process.
+ */
+#ifndef SRV_CONFIG_H
+#define SRV_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct cfg_config {
+    char bind[64];      /* numeric IPv4 or IPv6 address */
+    size_t port;        /* 0: any free port */
+    size_t io_threads;  /* libmicrohttpd polling threads */
+    size_t workers;     /* compute threads; 0 in the table means "online cores" */
+    size_t queue_depth; /* jobs waiting for a worker, at most */
+    size_t max_body_bytes;
+    size_t max_tokens;
+    size_t max_heads;
+    size_t max_d_model;
+    double max_flops;
+    size_t max_response_bytes;
+    size_t connection_timeout; /* seconds */
+} cfg_config;
+
+/* What cfg_load found. */
+enum { CFG_OK = 0, CFG_HELP = 1, CFG_ERROR = -1 };
+
+/*
+ * Fills *cfg from the defaults, then `envp` (a NULL-terminated array of
+ * "NAME=value" strings, as `environ`; NULL for none), then argv[1..argc-1].
+ * Flags are "--name value" or "--name=value"; "--help" / "-h" ask for help.
+ * Returns CFG_OK, CFG_HELP, or CFG_ERROR with a sentence naming the option
+ * in err (cut to errlen bytes).
+ */
+int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, char *err, size_t errlen);
+
+/* Writes the usage text: every option with its flag, variable, default and
+ * bounds. */
+void cfg_print_help(FILE *out, const char *argv0);
+
+#endif

@@ -1,0 +1,584 @@
+/*
+ * http.c — routing and connection handling on libmicrohttpd.
+ *
+ * Threads. libmicrohttpd runs --io-threads polling threads (its internal
+ * thread pool, epoll on Linux); each connection stays on one of them. They
+ * only parse, route, copy bodies and send answers. Decoding and computing
+ * happen on the worker pool (pool.c) and never on a polling thread.
+ *
+ * The life of a request. The access handler is called several times for
+ * one request; its state, an `exchange`, hangs on *con_cls:
+ *
+ *   1st call      headers only. The exchange is made, the route found, the
+ *                 request id chosen. For POST /v1/attention whatever can be
+ *                 refused from the headers is refused now, before a byte of
+ *                 the body is read: 415, 413 from Content-Length, 503 while
+ *                 draining. Other requests are answered now if they carry a
+ *                 body (it is then never read and the connection closes),
+ *                 else on the 2nd call, which keeps the connection alive.
+ *   next calls    a piece of the body each; copied and counted against
+ *                 --max-body-bytes (bodies without Content-Length too; an
+ *                 over-long one is read to its end and discarded, because
+ *                 libmicrohttpd cannot send an answer in the middle of an
+ *                 upload, and then answered 413).
+ *   last upload   (upload_data_size 0) the connection is suspended FIRST
+ *                 and the job queued SECOND, so the worker's resume always
+ *                 follows the suspend. If the queue refuses the job, the
+ *                 handler stores a 503 and resumes the connection itself.
+ *   worker        srv_job_run fills the job's result, marks the exchange
+ *                 done and calls MHD_resume_connection; it touches the
+ *                 exchange no more after that call.
+ *   resumed call  the handler sends the stored result.
+ *   completed     the completion callback writes the access-log line,
+ *                 counts the request in the metrics and frees the exchange:
+ *                 the one place an exchange is freed.
+ *
+ * Ownership. The exchange owns the body copy, the request id and the
+ * response buffer until it is handed to libmicrohttpd (MHD_RESPMEM_MUST_FREE
+ * moves it). While the worker runs, the connection is suspended, so
+ * libmicrohttpd cannot complete it and free the exchange under the worker.
+ *
+ * Drain. srv_http_drain marks the server draining (new POSTs and /readyz
+ * answer 503 from then on), stops accepting connections with
+ * MHD_quiesce_daemon, and waits on a condition variable until the count of
+ * exchanges — incremented at the 1st call, decremented in the completion
+ * callback — is zero. No connection is suspended then, so MHD_stop_daemon
+ * is allowed.
+ */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/error.h"
+#include "server/job.h"
+#include "server/log.h"
+#include "server/openapi.h"
+#include "server/reqid.h"
+#include "server/route.h"
+
+struct srv_http {
+    struct MHD_Daemon *daemon;
+    const cfg_config *cfg;
+    const api_limits *limits;
+    pool *workers;
+    srv_metrics *metrics;
+    unsigned port;
+    MHD_socket listen_fd; /* returned by MHD_quiesce_daemon; closed after stop */
+
+    atomic_int draining;
+    pthread_mutex_t mu;
+    pthread_cond_t idle; /* in_flight reached 0 */
+    size_t in_flight;
+};
+
+typedef enum {
+    X_HEADERS,  /* 1st call not finished */
+    X_DEFERRED, /* routed; answered once the (empty) request is complete */
+    X_READING,  /* reading a POST body */
+    X_WAITING,  /* suspended, job queued */
+    X_DONE,     /* job result ready to send */
+    X_REPLIED   /* a response is queued */
+} x_state;
+
+typedef struct exchange {
+    srv_http *h;
+    struct MHD_Connection *conn;
+    srv_route route;
+    x_state state;
+    char *request_id;
+    char *method, *path; /* copies, for the access log */
+    struct timespec start;
+    int status;
+    size_t bytes;
+
+    char *body;
+    size_t len, cap, declared; /* declared: Content-Length, or 0 */
+    enum { BODY_OK, BODY_TOO_LARGE, BODY_NO_MEMORY } body_state;
+
+    srv_job job;
+} exchange;
+
+/* The body used when even an error body cannot be allocated. */
+static const char oom_body[] =
+    "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"the server is out of memory\","
+    "\"path\":\"\"}}";
+
+/* ---- small parsers (exported for tests) ---- */
+
+int srv_http_is_json_type(const char *ct) {
+    if (!ct) return 1;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    size_t n = strcspn(ct, ";");
+    while (n > 0 && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+        n--;
+    static const char app[] = "application/";
+    size_t a = sizeof app - 1;
+    if (n <= a || strncasecmp(ct, app, a) != 0) return 0;
+    const char *sub = ct + a;
+    size_t sn = n - a;
+    if (memchr(sub, '/', sn) || memchr(sub, ' ', sn)) return 0;
+    if (sn == 4 && strncasecmp(sub, "json", 4) == 0) return 1;
+    return sn > 5 && strncasecmp(sub + sn - 5, "+json", 5) == 0;
+}
+
+int srv_http_parse_length(const char *v, size_t *out) {
+    if (!v || *v < '0' || *v > '9') return -1;
+    size_t n = 0;
+    for (; *v >= '0' && *v <= '9'; v++) {
+        size_t d = (size_t)(*v - '0');
+        n = n > (SIZE_MAX - d) / 10 ? SIZE_MAX : n * 10 + d;
+    }
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (*v) return -1;
+    *out = n;
+    return 0;
+}
+
+/* ---- sending ---- */
+
+/* Queues a response. `body` is moved into libmicrohttpd when must_free (and
+ * freed here if that fails); status and size are kept for the access log. */
+static enum MHD_Result x_send(exchange *x, unsigned status, char *body, size_t len, int must_free,
+                              const char *content_type) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, body, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        if (must_free) free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(r, "X-Request-Id", x->request_id);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, srv_route_allow(x->route));
+    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (x->route == SRV_ROUTE_ATTENTION) {
+        /* Durations are zero for answers given before a job ran. */
+        char timing[192];
+        snprintf(timing, sizeof timing,
+                 "queue;dur=%.3f, decode;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
+                 x->job.queue_ms, x->job.decode_ms, x->job.compute_ms, x->job.encode_ms);
+        MHD_add_response_header(r, "Server-Timing", timing);
+    }
+    if (atomic_load(&x->h->draining))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(x->conn, status, r);
+    MHD_destroy_response(r);
+    x->status = (int)status;
+    x->bytes = len;
+    x->state = X_REPLIED;
+    return ret;
+}
+
+static enum MHD_Result x_send_json(exchange *x, unsigned status, const char *text) {
+    return x_send(x, status, (char *)text, strlen(text), 0, "application/json");
+}
+
+/* Sends the contract's error body for err. */
+static enum MHD_Result x_send_error(exchange *x, const api_error *err) {
+    size_t len = 0;
+    char *body = api_error_to_json(err, &len);
+    if (!body) return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
+    return x_send(x, (unsigned)err->status, body, len, 1, "application/json");
+}
+
+static enum MHD_Result x_fail(exchange *x, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static enum MHD_Result x_fail(exchange *x, int status, const char *code, const char *fmt, ...) {
+    api_error err;
+    char msg[sizeof err.message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_error_set(&err, status, code, NULL, "%s", msg);
+    return x_send_error(x, &err);
+}
+
+/* ---- the GET endpoints ---- */
+
+static enum MHD_Result x_metrics(exchange *x) {
+    srv_http *h = x->h;
+    srv_metrics_gauges g = {0};
+    pool_stats(h->workers, &g.queued, &g.busy_workers);
+    g.queue_capacity = h->cfg->queue_depth;
+    g.workers = h->cfg->workers;
+    pthread_mutex_lock(&h->mu);
+    g.in_flight = h->in_flight;
+    pthread_mutex_unlock(&h->mu);
+    g.draining = atomic_load(&h->draining);
+    size_t len = 0;
+    char *text = srv_metrics_render(h->metrics, &g, &len);
+    if (!text) return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
+    return x_send(x, 200, text, len, 1, SRV_METRICS_CONTENT_TYPE);
+}
+
+static enum MHD_Result x_get(exchange *x) {
+    switch (x->route) {
+    case SRV_ROUTE_HEALTHZ:
+        return x_send_json(x, 200, "{\"status\":\"ok\"}");
+    case SRV_ROUTE_READYZ:
+        if (atomic_load(&x->h->draining))
+            return x_fail(x, 503, "shutting_down", "the server is shutting down");
+        return x_send_json(x, 200, "{\"status\":\"ready\"}");
+    case SRV_ROUTE_METRICS:
+        return x_metrics(x);
+    case SRV_ROUTE_OPENAPI:
+        return x_send(x, 200, (char *)api_openapi_yaml, api_openapi_yaml_len, 0,
+                      "application/yaml");
+    default:
+        return x_fail(x, 500, "internal_error", "no handler for this route");
+    }
+}
+
+/* ---- POST /v1/attention ---- */
+
+/* Checks what can be checked from the headers. Returns MHD_YES with
+ * x->state X_READING to go on reading, or the result of sending an error. */
+static enum MHD_Result x_attention_headers(exchange *x) {
+    srv_http *h = x->h;
+    if (atomic_load(&h->draining))
+        return x_fail(x, 503, "shutting_down", "the server is shutting down; retry elsewhere");
+
+    const char *ct =
+        MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!srv_http_is_json_type(ct))
+        return x_fail(x, 415, "unsupported_media_type",
+                      "the body must be JSON (Content-Type: application/json)");
+
+    const char *cl =
+        MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    size_t declared = 0;
+    if (cl && srv_http_parse_length(cl, &declared) == 0 && declared > h->cfg->max_body_bytes)
+        return x_fail(x, 413, "body_too_large", "the body is larger than the limit of %zu bytes",
+                      h->cfg->max_body_bytes);
+    x->declared = declared;
+    x->state = X_READING;
+    return MHD_YES;
+}
+
+/* Drops the body copied so far; the rest of the upload is discarded. */
+static void x_drop_body(exchange *x, int why) {
+    free(x->body);
+    x->body = NULL;
+    x->len = x->cap = 0;
+    x->body_state = why;
+}
+
+/* Appends a piece of the body; once it is over the limit (or memory runs
+ * out) the pieces are only counted out, and the answer comes at the end. */
+static void x_append(exchange *x, const char *data, size_t n) {
+    size_t max = x->h->cfg->max_body_bytes;
+    if (x->body_state != BODY_OK) return;
+    if (n > max - x->len) {
+        x_drop_body(x, BODY_TOO_LARGE);
+        return;
+    }
+    if (x->len + n > x->cap) {
+        /* The declared length when there is one (already checked against
+         * the limit), else doubling from 64 KiB, never past the limit. */
+        size_t cap = x->cap ? x->cap : x->declared ? x->declared : 65536;
+        if (cap > max) cap = max;
+        while (cap < x->len + n)
+            cap = cap > max / 2 ? max : cap * 2;
+        char *b = realloc(x->body, cap);
+        if (!b) {
+            x_drop_body(x, BODY_NO_MEMORY);
+            return;
+        }
+        x->body = b;
+        x->cap = cap;
+    }
+    memcpy(x->body + x->len, data, n);
+    x->len += n;
+}
+
+static void x_run(void *arg, void *worker_ctx) {
+    exchange *x = arg;
+    srv_job_run(&x->job, worker_ctx);
+    srv_metrics *m = x->h->metrics;
+    srv_metrics_add_phase(m, SRV_PHASE_QUEUE, x->job.queue_ms / 1e3);
+    srv_metrics_add_phase(m, SRV_PHASE_DECODE, x->job.decode_ms / 1e3);
+    srv_metrics_add_phase(m, SRV_PHASE_COMPUTE, x->job.compute_ms / 1e3);
+    srv_metrics_add_phase(m, SRV_PHASE_ENCODE, x->job.encode_ms / 1e3);
+    x->state = X_DONE;
+    /* Last touch of x on this thread: after resume the polling thread may
+     * send the answer and free the exchange at any moment. */
+    MHD_resume_connection(x->conn);
+}
+
+/* The whole body is here: queue the job and suspend. */
+static enum MHD_Result x_attention_submit(exchange *x) {
+    srv_http *h = x->h;
+    if (x->body_state == BODY_TOO_LARGE)
+        return x_fail(x, 413, "body_too_large", "the body is larger than the limit of %zu bytes",
+                      h->cfg->max_body_bytes);
+    if (x->body_state == BODY_NO_MEMORY)
+        return x_fail(x, 503, "out_of_memory", "memory for the body could not be had");
+
+    x->job.body = x->body ? x->body : "";
+    x->job.body_len = x->len;
+    x->job.limits = h->limits;
+    clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
+    x->state = X_WAITING;
+
+    MHD_suspend_connection(x->conn);
+    int rc = pool_submit(h->workers, x_run, x);
+    if (rc != POOL_OK) {
+        api_error err;
+        if (rc == POOL_FULL)
+            api_error_set(&err, 503, "overloaded", NULL,
+                          "the work queue is full (%zu waiting); retry later", h->cfg->queue_depth);
+        else if (rc == POOL_STOPPED)
+            api_error_set(&err, 503, "shutting_down", NULL, "the server is shutting down");
+        else
+            api_error_set(&err, 503, "out_of_memory", NULL, "memory for the job could not be had");
+        x->job.status = err.status;
+        x->job.response = api_error_to_json(&err, &x->job.response_len);
+        x->state = X_DONE;
+        MHD_resume_connection(x->conn);
+    }
+    return MHD_YES;
+}
+
+/* Sends a finished job's answer. */
+static enum MHD_Result x_attention_reply(exchange *x) {
+    srv_job *j = &x->job;
+    if (!j->response)
+        return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
+    char *body = j->response;
+    j->response = NULL; /* moved into libmicrohttpd */
+    return x_send(x, (unsigned)j->status, body, j->response_len, 1, "application/json");
+}
+
+/* ---- libmicrohttpd callbacks ---- */
+
+static exchange *x_new(srv_http *h, struct MHD_Connection *conn, const char *url,
+                       const char *method) {
+    exchange *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->h = h;
+    x->conn = conn;
+    clock_gettime(CLOCK_MONOTONIC, &x->start);
+    x->route = srv_route_find(url);
+    x->request_id =
+        srv_reqid_choose(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id"));
+    x->method = strdup(method ? method : "");
+    x->path = strdup(url ? url : "");
+    if (!x->request_id || !x->method || !x->path) {
+        free(x->request_id);
+        free(x->method);
+        free(x->path);
+        free(x);
+        return NULL;
+    }
+    pthread_mutex_lock(&h->mu);
+    h->in_flight++;
+    pthread_mutex_unlock(&h->mu);
+    return x;
+}
+
+/* 1 when the request announces a body. */
+static int x_has_body(struct MHD_Connection *conn) {
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    size_t n = 0;
+    return te != NULL || (cl && (srv_http_parse_length(cl, &n) != 0 || n > 0));
+}
+
+/* Answers every request but a POST to /v1/attention. */
+static enum MHD_Result x_route(exchange *x, const char *method) {
+    if (x->route == SRV_ROUTE_OTHER) return x_fail(x, 404, "not_found", "no such path");
+    if (!srv_route_allows(x->route, method))
+        return x_fail(x, 405, "method_not_allowed", "method not allowed; allowed: %s",
+                      srv_route_allow(x->route));
+    return x_get(x);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
+    (void)version;
+    srv_http *h = cls;
+    exchange *x = *con_cls;
+
+    if (!x) {
+        x = x_new(h, conn, url, method);
+        if (!x) return MHD_NO; /* out of memory: drop the connection */
+        *con_cls = x;
+        if (x->route == SRV_ROUTE_ATTENTION && srv_route_allows(x->route, method))
+            return x_attention_headers(x);
+        /* An answer queued on this first call makes libmicrohttpd close the
+         * connection afterwards, which is right when a body we do not want
+         * is coming (it is never read), but wasteful otherwise: requests
+         * without a body are answered on the next call, keeping the
+         * connection alive. */
+        if (x_has_body(conn)) return x_route(x, method);
+        x->state = X_DEFERRED;
+        return MHD_YES;
+    }
+
+    switch (x->state) {
+    case X_DEFERRED:
+        if (*upload_data_size) { /* a body after all; not wanted */
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return x_route(x, method);
+    case X_READING:
+        if (*upload_data_size) {
+            x_append(x, upload_data, *upload_data_size);
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return x_attention_submit(x);
+    case X_DONE:
+        return x_attention_reply(x);
+    default:
+        /* Already answered (or, impossibly, suspended): drop further upload. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    (void)toe;
+    srv_http *h = cls;
+    exchange *x = *con_cls;
+    if (!x) return;
+    *con_cls = NULL;
+
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    double ms = srv_ms_between(&x->start, &end);
+    srv_metrics_observe(h->metrics, x->route, x->status, ms / 1e3);
+    srv_log_access(x->method, x->path, x->status, x->bytes, ms, x->request_id);
+
+    free(x->job.response); /* set only if never sent */
+    free(x->body);
+    free(x->request_id);
+    free(x->method);
+    free(x->path);
+    free(x);
+
+    pthread_mutex_lock(&h->mu);
+    if (--h->in_flight == 0) pthread_cond_broadcast(&h->idle);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    flockfile(stderr);
+    fputs("mhd: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    funlockfile(stderr);
+}
+
+/* ---- lifecycle ---- */
+
+srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
+                         srv_metrics *metrics, char *err, size_t errlen) {
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->cfg = cfg;
+    h->limits = limits;
+    h->workers = workers;
+    h->metrics = metrics;
+    h->listen_fd = MHD_INVALID_SOCKET;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->idle, NULL);
+
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+    struct sockaddr *addr;
+    unsigned int flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_AUTO;
+    memset(&v4, 0, sizeof v4);
+    memset(&v6, 0, sizeof v6);
+    if (inet_pton(AF_INET, cfg->bind, &v4.sin_addr) == 1) {
+        v4.sin_family = AF_INET;
+        v4.sin_port = htons((uint16_t)cfg->port);
+        addr = (struct sockaddr *)&v4;
+    } else if (inet_pton(AF_INET6, cfg->bind, &v6.sin6_addr) == 1) {
+        v6.sin6_family = AF_INET6;
+        v6.sin6_port = htons((uint16_t)cfg->port);
+        addr = (struct sockaddr *)&v6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(err, errlen, "--bind: %s is not a numeric address", cfg->bind);
+        srv_http_stop(h);
+        return NULL;
+    }
+
+    // clang-format off
+    h->daemon = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_access, h,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, to catch every message */
+        MHD_OPTION_SOCK_ADDR, addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->io_threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_END);
+    // clang-format on
+    if (!h->daemon) {
+        snprintf(err, errlen, "could not listen on %s port %zu (address in use or not local?)",
+                 cfg->bind, cfg->port);
+        srv_http_stop(h);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info ? info->port : (unsigned)cfg->port;
+    return h;
+}
+
+unsigned srv_http_port(const srv_http *h) {
+    return h->port;
+}
+
+void srv_http_drain(srv_http *h) {
+    atomic_store(&h->draining, 1);
+    if (h->daemon) h->listen_fd = MHD_quiesce_daemon(h->daemon);
+    /* A quiesced socket still completes handshakes into its backlog, and
+     * those clients would wait for the whole drain and then be reset.
+     * Shutting it down (not closing: the daemon's threads may still hold
+     * the descriptor) makes the kernel refuse them at once instead. */
+    if (h->listen_fd != MHD_INVALID_SOCKET) shutdown(h->listen_fd, SHUT_RDWR);
+    pthread_mutex_lock(&h->mu);
+    while (h->in_flight > 0)
+        pthread_cond_wait(&h->idle, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+void srv_http_stop(srv_http *h) {
+    if (!h) return;
+    if (h->daemon) MHD_stop_daemon(h->daemon);
+    /* After a quiesce the listening socket is ours, and may be closed only
+     * once the daemon's threads are gone. */
+    if (h->listen_fd != MHD_INVALID_SOCKET) close(h->listen_fd);
+    pthread_cond_destroy(&h->idle);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}

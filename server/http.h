@@ -1,0 +1,51 @@
+/*
+ * http.h — the HTTP front: libmicrohttpd daemon, routing, request state.
+ *
+ * srv_http_start binds and starts serving at once on libmicrohttpd's own
+ * polling threads. POST /v1/attention bodies are read there and handed to
+ * the worker pool (server/pool.h) as server/job.h jobs; everything else is
+ * answered on the polling thread. See http.c for the life of a request.
+ */
+#ifndef SRV_HTTP_H
+#define SRV_HTTP_H
+
+#include "api/request.h"
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/pool.h"
+#include <stddef.h>
+
+typedef struct srv_http srv_http;
+
+/*
+ * Starts serving. cfg, limits, workers and metrics are borrowed and must
+ * outlive the srv_http. Returns NULL with a sentence in err when the daemon
+ * could not start (bad address, port taken).
+ */
+srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
+                         srv_metrics *metrics, char *err, size_t errlen);
+
+/* The port actually bound (useful with port 0). */
+unsigned srv_http_port(const srv_http *h);
+
+/*
+ * Graceful shutdown, first half: stops accepting connections, makes
+ * /readyz answer 503 and new POSTs 503 shutting_down, and waits until every
+ * request already received has been answered. Call once, from one thread.
+ */
+void srv_http_drain(srv_http *h);
+
+/* Stops the daemon (closing idle connections) and frees h. Call after
+ * srv_http_drain, or on a daemon with nothing in flight. */
+void srv_http_stop(srv_http *h);
+
+/* 1 when a Content-Type value (NULL: header absent) is acceptable as JSON:
+ * absent, application/json, or application/<anything>+json, with optional
+ * parameters, case-insensitive. */
+int srv_http_is_json_type(const char *content_type);
+
+/* Parses a Content-Length value: 0 and *out on success, -1 when it is not
+ * a plain decimal number; a number too large for size_t reads as SIZE_MAX. */
+int srv_http_parse_length(const char *value, size_t *out);
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * job.c — decode → model → compute → encode, on a worker thread.
+ *
+ * Every heavy step of a request happens here, never on an I/O thread. The
+ * request object lives only inside srv_job_run: it is decoded, computed,
+ * encoded and freed before the function returns, so the only thing that
+ * leaves is the response buffer. Each phase is timed for Server-Timing.
+ */
+#include "server/job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/error.h"
+#include "api/response.h"
+
+double srv_ms_between(const struct timespec *a, const struct timespec *b) {
+    return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+void *srv_job_worker_init(void *ctx) {
+    (void)ctx;
+    return attn_workspace_create();
+}
+
+void srv_job_worker_fini(void *worker_ctx, void *ctx) {
+    (void)ctx;
+    attn_workspace_destroy(worker_ctx);
+}
+
+static void job_fail(srv_job *job, const api_error *err) {
+    job->status = err->status;
+    job->response = api_error_to_json(err, &job->response_len);
+    if (!job->response) {
+        job->status = 503; /* the HTTP layer answers with its static out_of_memory body */
+        job->response_len = 0;
+    }
+}
+
+void srv_job_run(srv_job *job, attn_workspace *ws) {
+    struct timespec t0, t1, t2, t3;
+    api_error err;
+    memset(&err, 0, sizeof err);
+    api_request *req = NULL;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    job->queue_ms = srv_ms_between(&job->submitted, &t0);
+    job->decode_ms = job->compute_ms = job->encode_ms = 0;
+    job->response = NULL;
+    job->response_len = 0;
+
+    int rc = api_request_decode(job->body, job->body_len, job->limits, &req, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    job->decode_ms = srv_ms_between(&t0, &t1);
+    if (rc != 0) {
+        job_fail(job, &err);
+        return;
+    }
+
+    const char *model = api_request_model(req);
+    if (model) {
+        /* No model store yet: every name is unknown. The name is not
+         * repeated in the message; it can be long and the client knows it. */
+        api_error_set(&err, 404, "unknown_model", "/model", "no model with this name is loaded");
+        job_fail(job, &err);
+        api_request_free(req);
+        return;
+    }
+
+    rc = attn_compute(api_request_output(req), ws, api_request_input(req));
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    job->compute_ms = srv_ms_between(&t1, &t2);
+    if (rc != 0) {
+        api_error_set(&err, 503, "out_of_memory", NULL,
+                      "memory for this computation could not be had; retry later");
+        job_fail(job, &err);
+        api_request_free(req);
+        return;
+    }
+
+    job->response = api_response_encode(req, &job->response_len);
+    clock_gettime(CLOCK_MONOTONIC, &t3);
+    job->encode_ms = srv_ms_between(&t2, &t3);
+    api_request_free(req);
+    if (!job->response) {
+        api_error_set(&err, 503, "out_of_memory", NULL,
+                      "memory for the response could not be had; retry later");
+        job_fail(job, &err);
+        return;
+    }
+    job->status = 200;
+}

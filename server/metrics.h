@@ -1,0 +1,52 @@
+/*
+ * metrics.h — counters and histograms for GET /metrics.
+ *
+ * Labels come only from fixed sets (route names of route.h, a fixed list
+ * of status codes, the four phases of a job), so the number of series is
+ * bounded whatever clients send. Recording is lock-free (relaxed atomics)
+ * and may be done from any thread.
+ */
+#ifndef SRV_METRICS_H
+#define SRV_METRICS_H
+
+#include "server/route.h"
+#include <stddef.h>
+
+typedef struct srv_metrics srv_metrics;
+
+/* Phases of POST /v1/attention, as in the Server-Timing header. */
+typedef enum srv_phase {
+    SRV_PHASE_QUEUE,
+    SRV_PHASE_DECODE,
+    SRV_PHASE_COMPUTE,
+    SRV_PHASE_ENCODE,
+    SRV_PHASE_COUNT
+} srv_phase;
+
+/* Point-in-time values the caller samples when rendering. */
+typedef struct srv_metrics_gauges {
+    size_t queued, queue_capacity;
+    size_t busy_workers, workers;
+    size_t in_flight;
+    int draining;
+} srv_metrics_gauges;
+
+/* New zeroed metrics, NULL when out of memory; free with srv_metrics_destroy. */
+srv_metrics *srv_metrics_create(void);
+void srv_metrics_destroy(srv_metrics *m);
+
+/* One finished request: its route, status and duration in seconds. */
+void srv_metrics_observe(srv_metrics *m, srv_route route, int status, double seconds);
+
+/* Time one computed request spent in a phase, in seconds. */
+void srv_metrics_add_phase(srv_metrics *m, srv_phase phase, double seconds);
+
+/* The Prometheus text exposition (format 0.0.4), malloc'd and
+ * NUL-terminated, length in *len; the caller frees it. NULL when out of
+ * memory. */
+char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size_t *len);
+
+/* The Content-Type of srv_metrics_render's text. */
+#define SRV_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * pool.c — worker threads, one mutex, one condition variable, one queue.
+ *
+ * The shape of redis's bio.c: the submitter allocates a job node and links
+ * it at the tail of a FIFO under the mutex, then signals the condition
+ * variable; a worker takes the head under the mutex, unlocks, runs the job
+ * and frees the node. The lock is never held while a job runs, so a slow
+ * job blocks neither submitters nor the other workers.
+ *
+ * The queue is bounded: a submit that finds max_queued jobs waiting is
+ * refused at once (the caller answers 503), rather than letting latency and
+ * memory grow without limit. Jobs being run do not count against the bound.
+ *
+ * Shutdown: pool_destroy sets `stopping` and broadcasts. Workers keep taking
+ * jobs until the queue is empty and only then leave, so every accepted job
+ * runs exactly once. Each worker frees its own context on its own thread.
+ */
+#include "server/pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+typedef struct pool_job {
+    pool_fn fn;
+    void *arg;
+    struct pool_job *next;
+} pool_job;
+
+struct pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* a job was queued, or stopping was set */
+    pool_job *head, *tail;
+    size_t queued, busy, max_queued;
+    int stopping;
+
+    pool_init_fn init;
+    pool_fini_fn fini;
+    void *ctx;
+
+    pthread_t *threads;
+    size_t n_threads; /* started */
+
+    /* start-up handshake: each worker reports whether init succeeded */
+    pthread_cond_t started_cv;
+    size_t n_started, n_failed;
+};
+
+static void *pool_worker(void *arg) {
+    pool *p = arg;
+    void *wctx = p->init ? p->init(p->ctx) : NULL;
+    int ok = !p->init || wctx != NULL;
+
+    pthread_mutex_lock(&p->mu);
+    p->n_started++;
+    if (!ok) p->n_failed++;
+    pthread_cond_broadcast(&p->started_cv);
+    pthread_mutex_unlock(&p->mu);
+    if (!ok) return NULL;
+
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->head && !p->stopping)
+            pthread_cond_wait(&p->cv, &p->mu);
+        pool_job *job = p->head;
+        if (!job) break; /* stopping and drained */
+        p->head = job->next;
+        if (!p->head) p->tail = NULL;
+        p->queued--;
+        p->busy++;
+        pthread_mutex_unlock(&p->mu);
+
+        job->fn(job->arg, wctx);
+        free(job);
+
+        pthread_mutex_lock(&p->mu);
+        p->busy--;
+    }
+    pthread_mutex_unlock(&p->mu);
+
+    if (p->fini) p->fini(wctx, p->ctx);
+    return NULL;
+}
+
+/* Stops and joins the started threads, frees everything. */
+static void pool_teardown(pool *p) {
+    pthread_mutex_lock(&p->mu);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    /* Nothing can be queued here: submit refuses once stopping is set and
+     * workers drain the queue before leaving. */
+    pthread_cond_destroy(&p->started_cv);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->threads);
+    free(p);
+}
+
+pool *pool_create(size_t n_workers, size_t max_queued, pool_init_fn init, pool_fini_fn fini,
+                  void *ctx) {
+    if (n_workers == 0 || max_queued == 0) return NULL;
+    pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->threads = calloc(n_workers, sizeof *p->threads);
+    if (!p->threads) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    pthread_cond_init(&p->started_cv, NULL);
+    p->max_queued = max_queued;
+    p->init = init;
+    p->fini = fini;
+    p->ctx = ctx;
+
+    for (size_t i = 0; i < n_workers; i++) {
+        if (pthread_create(&p->threads[i], NULL, pool_worker, p) != 0) break;
+        p->n_threads++;
+    }
+
+    pthread_mutex_lock(&p->mu);
+    while (p->n_started < p->n_threads)
+        pthread_cond_wait(&p->started_cv, &p->mu);
+    int failed = p->n_threads < n_workers || p->n_failed > 0;
+    pthread_mutex_unlock(&p->mu);
+
+    if (failed) {
+        pool_teardown(p);
+        return NULL;
+    }
+    return p;
+}
+
+int pool_submit(pool *p, pool_fn fn, void *arg) {
+    pool_job *job = malloc(sizeof *job);
+    if (!job) return POOL_NOMEM;
+    job->fn = fn;
+    job->arg = arg;
+    job->next = NULL;
+
+    pthread_mutex_lock(&p->mu);
+    int rc = p->stopping ? POOL_STOPPED : p->queued >= p->max_queued ? POOL_FULL : POOL_OK;
+    if (rc == POOL_OK) {
+        if (p->tail)
+            p->tail->next = job;
+        else
+            p->head = job;
+        p->tail = job;
+        p->queued++;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+
+    if (rc != POOL_OK) free(job);
+    return rc;
+}
+
+void pool_stats(pool *p, size_t *queued, size_t *busy) {
+    pthread_mutex_lock(&p->mu);
+    if (queued) *queued = p->queued;
+    if (busy) *busy = p->busy;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void pool_destroy(pool *p) {
+    if (p) pool_teardown(p);
+}

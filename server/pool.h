@@ -1,0 +1,48 @@
+/*
+ * pool.h — a fixed set of worker threads fed from one bounded queue.
+ *
+ * Each worker owns a context for its whole life (the server gives each an
+ * attention workspace), made by `init` on the worker's own thread and freed
+ * by `fini` when it stops. A job is a function and an argument; the pool
+ * never looks at the argument and never frees it.
+ */
+#ifndef SRV_POOL_H
+#define SRV_POOL_H
+
+#include <stddef.h>
+
+typedef struct pool pool;
+
+/* Runs on a worker thread; `worker_ctx` is that worker's context. */
+typedef void (*pool_fn)(void *arg, void *worker_ctx);
+/* Makes a worker's context; NULL means failure (pool_create then fails). */
+typedef void *(*pool_init_fn)(void *ctx);
+typedef void (*pool_fini_fn)(void *worker_ctx, void *ctx);
+
+/* Results of pool_submit. */
+enum { POOL_OK = 0, POOL_FULL = -1, POOL_STOPPED = -2, POOL_NOMEM = -3 };
+
+/*
+ * Starts n_workers threads; at most max_queued jobs may wait for one.
+ * init and fini may be NULL (the context is then NULL). Returns NULL when a
+ * thread or a context could not be made; nothing is left running then.
+ * Free with pool_destroy.
+ */
+pool *pool_create(size_t n_workers, size_t max_queued, pool_init_fn init, pool_fini_fn fini,
+                  void *ctx);
+
+/*
+ * Queues fn(arg) and returns POOL_OK, or refuses at once: POOL_FULL when
+ * max_queued jobs already wait, POOL_STOPPED after pool_destroy began,
+ * POOL_NOMEM. When refused, fn will never run and arg is the caller's.
+ */
+int pool_submit(pool *p, pool_fn fn, void *arg);
+
+/* Jobs waiting and workers running a job, right now. */
+void pool_stats(pool *p, size_t *queued, size_t *busy);
+
+/* Refuses new jobs, runs every job already queued, joins the workers, frees
+ * their contexts and the pool. */
+void pool_destroy(pool *p);
+
+#endif

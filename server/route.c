@@ -1,0 +1,44 @@
+/*
+ * route.c — the routing table.
+ */
+#include "server/route.h"
+
+#include <stddef.h>
+#include <string.h>
+
+typedef struct route_row {
+    const char *path;
+    const char *label;
+    const char *allow;
+} route_row;
+
+/* Indexed by srv_route. */
+static const route_row route_table[SRV_ROUTE_COUNT] = {
+    [SRV_ROUTE_ATTENTION] = {"/v1/attention", "attention", "POST"},
+    [SRV_ROUTE_HEALTHZ] = {"/healthz", "healthz", "GET, HEAD"},
+    [SRV_ROUTE_READYZ] = {"/readyz", "readyz", "GET, HEAD"},
+    [SRV_ROUTE_METRICS] = {"/metrics", "metrics", "GET, HEAD"},
+    [SRV_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "openapi", "GET, HEAD"},
+    [SRV_ROUTE_OTHER] = {NULL, "other", ""},
+};
+
+srv_route srv_route_find(const char *path) {
+    if (!path) return SRV_ROUTE_OTHER;
+    for (int r = 0; r < SRV_ROUTE_OTHER; r++)
+        if (strcmp(path, route_table[r].path) == 0) return (srv_route)r;
+    return SRV_ROUTE_OTHER;
+}
+
+const char *srv_route_name(srv_route r) {
+    return r < SRV_ROUTE_COUNT ? route_table[r].label : "other";
+}
+
+const char *srv_route_allow(srv_route r) {
+    return r < SRV_ROUTE_COUNT ? route_table[r].allow : "";
+}
+
+int srv_route_allows(srv_route r, const char *method) {
+    if (r >= SRV_ROUTE_OTHER || !method) return 0;
+    if (r == SRV_ROUTE_ATTENTION) return strcmp(method, "POST") == 0;
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+}

@@ -1,0 +1,33 @@
+/*
+ * route.h — the fixed set of paths the server answers.
+ *
+ * Routing is a table lookup on the exact path. The route is also the only
+ * label metrics may carry for a path, so a client cannot create new time
+ * series by inventing paths: every unknown path is SRV_ROUTE_OTHER.
+ */
+#ifndef SRV_ROUTE_H
+#define SRV_ROUTE_H
+
+typedef enum srv_route {
+    SRV_ROUTE_ATTENTION, /* POST /v1/attention */
+    SRV_ROUTE_HEALTHZ,   /* GET  /healthz */
+    SRV_ROUTE_READYZ,    /* GET  /readyz */
+    SRV_ROUTE_METRICS,   /* GET  /metrics */
+    SRV_ROUTE_OPENAPI,   /* GET  /v1/openapi.yaml */
+    SRV_ROUTE_OTHER,     /* anything else: 404 */
+    SRV_ROUTE_COUNT
+} srv_route;
+
+/* The route of a request path (without query string). */
+srv_route srv_route_find(const char *path);
+
+/* The metrics label of a route: "attention", "healthz", ..., "other". */
+const char *srv_route_name(srv_route r);
+
+/* The methods a route accepts, as the Allow header lists them. */
+const char *srv_route_allow(srv_route r);
+
+/* 1 when `method` is allowed on the route. HEAD is allowed wherever GET is. */
+int srv_route_allows(srv_route r, const char *method);
+
+#endif

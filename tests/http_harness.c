@@ -1,0 +1,272 @@
+/*
+ * http_harness.c — see http_harness.h.
+ *
+ * The server's stderr goes to a file rather than a pipe so that nobody has
+ * to keep reading it: a full pipe would block the server's access log.
+ */
+#include "tests/http_harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double hs_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+char *hs_log(const hs_server *s) {
+    FILE *f = fopen(s->log_path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (cap - len < 4097) {
+            cap = cap ? cap * 2 : 8192;
+            char *b = realloc(buf, cap);
+            if (!b) break;
+            buf = b;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        if (n == 0) break;
+        len += n;
+    }
+    fclose(f);
+    if (buf) buf[len] = 0;
+    return buf;
+}
+
+int hs_start(hs_server *s, const char *const *extra) {
+    const char *bin = getenv("ATTN_SERVER_BIN");
+    if (!bin || !*bin) bin = "build/attention-server";
+    memset(s, 0, sizeof *s);
+    strcpy(s->log_path, "/tmp/attn-test-XXXXXX");
+    int fd = mkstemp(s->log_path);
+    if (fd < 0) return -1;
+
+    const char *argv[64];
+    int argc = 0;
+    argv[argc++] = bin;
+    argv[argc++] = "--bind";
+    argv[argc++] = "127.0.0.1";
+    argv[argc++] = "--port";
+    argv[argc++] = "0";
+    for (int i = 0; extra && extra[i] && argc < 63; i++)
+        argv[argc++] = extra[i];
+    argv[argc] = NULL;
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd, 2);
+        close(fd);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) dup2(devnull, 0);
+        execv(bin, (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+        _exit(127);
+    }
+    close(fd);
+    s->pid = pid;
+
+    double deadline = hs_now() + 15;
+    while (hs_now() < deadline) {
+        char *log = hs_log(s);
+        const char *p = log ? strstr(log, " port=") : NULL;
+        if (p && strchr(p, '\n')) { /* the whole line is there */
+            s->port = (unsigned)strtoul(p + 6, NULL, 10);
+            free(log);
+            if (s->port) return 0;
+        }
+        free(log);
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            s->pid = 0;
+            return -1;
+        }
+        usleep(20000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    s->pid = 0;
+    return -1;
+}
+
+void hs_signal(const hs_server *s, int sig) {
+    if (s->pid > 0) kill(s->pid, sig);
+}
+
+int hs_wait(hs_server *s, double timeout_s) {
+    if (s->pid <= 0) return -1;
+    double deadline = hs_now() + timeout_s;
+    int status;
+    for (;;) {
+        pid_t r = waitpid(s->pid, &status, WNOHANG);
+        if (r == s->pid) break;
+        if (hs_now() > deadline) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, NULL, 0);
+            s->pid = 0;
+            return -1;
+        }
+        usleep(10000);
+    }
+    s->pid = 0;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return -1;
+}
+
+int hs_stop(hs_server *s) {
+    int rc = -1;
+    if (s->pid > 0) {
+        hs_signal(s, SIGTERM);
+        rc = hs_wait(s, 20);
+    }
+    if (s->log_path[0]) unlink(s->log_path);
+    s->log_path[0] = 0;
+    return rc;
+}
+
+/* ---- libcurl ---- */
+
+typedef struct hs_buf {
+    char *p;
+    size_t len;
+} hs_buf;
+
+static size_t hs_collect(char *data, size_t size, size_t n, void *arg) {
+    hs_buf *b = arg;
+    size_t add = size * n;
+    char *p = realloc(b->p, b->len + add + 1);
+    if (!p) return 0;
+    memcpy(p + b->len, data, add);
+    b->p = p;
+    b->len += add;
+    b->p[b->len] = 0;
+    return add;
+}
+
+CURLcode hs_request(CURL *reuse, unsigned port, const char *method, const char *path,
+                    const char *const *headers, const char *body, size_t len, hs_response *r) {
+    memset(r, 0, sizeof *r);
+    CURL *c = reuse ? reuse : curl_easy_init();
+    if (!c) return r->rc = CURLE_FAILED_INIT;
+    curl_easy_reset(c);
+
+    char url[512];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, path);
+    struct curl_slist *list = NULL;
+    int has_ct = 0;
+    for (int i = 0; headers && headers[i]; i++) {
+        if (strncasecmp(headers[i], "Content-Type:", 13) == 0) has_ct = 1;
+        list = curl_slist_append(list, headers[i]);
+    }
+    if (body && !has_ct) list = curl_slist_append(list, "Content-Type: application/json");
+    /* no "Expect: 100-continue" round trip unless a test asks for it */
+    list = curl_slist_append(list, "Expect:");
+
+    hs_buf bbuf = {0}, hbuf = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, hs_collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &bbuf);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, hs_collect);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &hbuf);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    } else if (strcmp(method, "GET") != 0) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    }
+    r->rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    r->body = bbuf.p ? bbuf.p : calloc(1, 1);
+    r->len = bbuf.len;
+    r->headers = hbuf.p ? hbuf.p : calloc(1, 1);
+    r->hlen = hbuf.len;
+    curl_slist_free_all(list);
+    if (!reuse) curl_easy_cleanup(c);
+    return r->rc;
+}
+
+char *hs_header(const hs_response *r, const char *name) {
+    size_t n = strlen(name);
+    char *found = NULL;
+    const char *line = r->headers;
+    while (line && *line) {
+        const char *end = strstr(line, "\r\n");
+        size_t ll = end ? (size_t)(end - line) : strlen(line);
+        if (ll > n && strncasecmp(line, name, n) == 0 && line[n] == ':') {
+            const char *v = line + n + 1;
+            while (*v == ' ')
+                v++;
+            free(found);
+            found = strndup(v, ll - (size_t)(v - line));
+        }
+        line = end ? end + 2 : NULL;
+    }
+    return found;
+}
+
+void hs_response_free(hs_response *r) {
+    free(r->body);
+    free(r->headers);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- raw socket ---- */
+
+char *hs_raw(unsigned port, const char *request, size_t len, double timeout_s) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return NULL;
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return NULL;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, request + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    hs_buf b = {0};
+    double deadline = hs_now() + timeout_s;
+    for (;;) {
+        double left = deadline - hs_now();
+        if (left <= 0) break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
+        char chunk[4096];
+        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+        if (n <= 0) break;
+        hs_collect(chunk, 1, (size_t)n, &b);
+    }
+    close(fd);
+    return b.p ? b.p : calloc(1, 1);
+}

@@ -1,0 +1,1080 @@
+/*
+ * test_http.c — the built server over real HTTP on 127.0.0.1.
+ *
+ * Starts $ATTN_SERVER_BIN (default build/attention-server) as a child with
+ * --port 0 and reads the port from its log (tests/http_harness.c). Results
+ * are checked against a float64 reference computed here, independently of
+ * attention/. Three servers are used:
+ *
+ *   shared     --workers 2, small limits       endpoints, every error status,
+ *                                              request ids, examples, concurrency
+ *   overload   --workers 1 --queue-depth 1     503 overloaded, made certain by
+ *                                              requests of ~0.5 s each
+ *   drain      --workers 1                     SIGTERM with requests in flight
+ */
+#include <check.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/http_harness.h"
+
+#define SHARED_MAX_BODY 65536
+#define SHARED_MAX_TOKENS 16
+
+static hs_server shared;
+
+static void shared_start(void) {
+    static const char *const args[] = {"--workers",
+                                       "2",
+                                       "--queue-depth",
+                                       "64",
+                                       "--max-body-bytes",
+                                       "65536",
+                                       "--max-tokens",
+                                       "16",
+                                       "--io-threads",
+                                       "2",
+                                       NULL};
+    if (hs_start(&shared, args) != 0) {
+        fprintf(stderr, "test_http: could not start the server (ATTN_SERVER_BIN=%s)\n",
+                getenv("ATTN_SERVER_BIN") ? getenv("ATTN_SERVER_BIN") : "");
+        exit(1);
+    }
+}
+
+static void shared_stop(void) {
+    int rc = hs_stop(&shared);
+    if (rc != 0) fprintf(stderr, "test_http: shared server exited with %d\n", rc);
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static json_t *parse_body(const hs_response *r) {
+    json_error_t e;
+    json_t *j = json_loadb(r->body, r->len, 0, &e);
+    ck_assert_msg(j != NULL, "body is not JSON (%s): %.300s", e.text, r->body);
+    return j;
+}
+
+static void assert_header(const hs_response *r, const char *name, const char *want) {
+    char *v = hs_header(r, name);
+    ck_assert_msg(v != NULL, "no %s header in:\n%s", name, r->headers);
+    if (want) ck_assert_msg(strcasecmp(v, want) == 0, "%s is \"%s\", want \"%s\"", name, v, want);
+    free(v);
+}
+
+static int id_is_sane(const char *id) {
+    size_t n = strlen(id);
+    if (n < 1 || n > 128) return 0;
+    return strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") == n;
+}
+
+/* Checks the contract's error answer: status, JSON content type, body shape
+ * and code, a sane X-Request-Id. */
+static json_t *assert_error(const hs_response *r, long status, const char *code) {
+    ck_assert_msg(r->rc == CURLE_OK, "curl: %s", curl_easy_strerror(r->rc));
+    ck_assert_msg(r->status == status, "status %ld, want %ld: %.300s", r->status, status, r->body);
+    char *ct = hs_header(r, "Content-Type");
+    ck_assert_msg(ct && strncmp(ct, "application/json", 16) == 0, "content type %s", ct);
+    free(ct);
+    json_t *j = parse_body(r);
+    json_t *err = json_object_get(j, "error");
+    ck_assert_msg(json_is_object(err), "no error object: %s", r->body);
+    ck_assert_msg(json_is_string(json_object_get(err, "code")), "no code: %s", r->body);
+    ck_assert_msg(strcmp(json_string_value(json_object_get(err, "code")), code) == 0,
+                  "code %s, want %s (%s)", json_string_value(json_object_get(err, "code")), code,
+                  r->body);
+    ck_assert(json_is_string(json_object_get(err, "message")));
+    ck_assert(json_string_length(json_object_get(err, "message")) > 0);
+    ck_assert(json_is_string(json_object_get(err, "path")));
+    char *id = hs_header(r, "X-Request-Id");
+    ck_assert_msg(id && id_is_sane(id), "bad X-Request-Id %s", id ? id : "(none)");
+    free(id);
+    return j;
+}
+
+static void assert_healthy(unsigned port) {
+    hs_response r;
+    hs_request(NULL, port, "GET", "/healthz", NULL, NULL, 0, &r);
+    ck_assert_msg(r.rc == CURLE_OK && r.status == 200, "server is down after bad requests");
+    hs_response_free(&r);
+}
+
+static void assert_server_timing(const hs_response *r) {
+    char *t = hs_header(r, "Server-Timing");
+    ck_assert_msg(t != NULL, "no Server-Timing");
+    static const char *const parts[] = {"queue;dur=", "decode;dur=", "compute;dur=", "encode;dur="};
+    for (int i = 0; i < 4; i++) {
+        const char *p = strstr(t, parts[i]);
+        ck_assert_msg(p, "Server-Timing \"%s\" lacks %s", t, parts[i]);
+        char *end;
+        double ms = strtod(p + strlen(parts[i]), &end);
+        ck_assert_msg(end != p + strlen(parts[i]) && ms >= 0, "bad duration in %s", t);
+    }
+    free(t);
+}
+
+static hs_response post(unsigned port, const char *body) {
+    hs_response r;
+    hs_request(NULL, port, "POST", "/v1/attention", NULL, body, strlen(body), &r);
+    return r;
+}
+
+/* -------------------------------------------------- float64 reference */
+
+/* A problem with float32-exact values, so that the server reads exactly
+ * the numbers the reference uses. */
+typedef struct problem {
+    int n, dm, h, dh;
+    int causal;              /* else no mask */
+    double scale;            /* 0: 1/sqrt(dh), and not sent */
+    double *E;               /* n × dm */
+    double **wq, **wk, **wv; /* h of dm × dh */
+    double **bq, **bk, **bv; /* h of dh, or NULL */
+    double *wo, *bo;         /* hd × dm, dm, or NULL */
+} problem;
+
+typedef struct reference {
+    double *q, *k, *v;   /* h × n × dh */
+    double *scores;      /* h × n × n, NAN where masked */
+    double *patterns;    /* h × n × n */
+    double *z;           /* h × n × dh */
+    double *delta, *emb; /* n × dm */
+} reference;
+
+static double rnd(unsigned *seed) {
+    *seed = *seed * 1103515245u + 12345u;
+    /* multiples of 1/1024 in [-1, 1): exact in float32 */
+    return (double)((int)((*seed >> 8) % 2048) - 1024) / 1024.0;
+}
+
+static double *rnd_vec(unsigned *seed, size_t n) {
+    double *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = rnd(seed);
+    return v;
+}
+
+static problem problem_random(int n, int dm, int h, int dh, int with_wo, int with_bias, int causal,
+                              unsigned seed) {
+    problem p = {.n = n, .dm = dm, .h = h, .dh = dh, .causal = causal};
+    p.E = rnd_vec(&seed, (size_t)n * dm);
+    p.wq = calloc(h, sizeof *p.wq);
+    p.wk = calloc(h, sizeof *p.wk);
+    p.wv = calloc(h, sizeof *p.wv);
+    p.bq = calloc(h, sizeof *p.bq);
+    p.bk = calloc(h, sizeof *p.bk);
+    p.bv = calloc(h, sizeof *p.bv);
+    for (int i = 0; i < h; i++) {
+        p.wq[i] = rnd_vec(&seed, (size_t)dm * dh);
+        p.wk[i] = rnd_vec(&seed, (size_t)dm * dh);
+        p.wv[i] = rnd_vec(&seed, (size_t)dm * dh);
+        if (with_bias) {
+            p.bq[i] = rnd_vec(&seed, dh);
+            p.bk[i] = rnd_vec(&seed, dh);
+            p.bv[i] = rnd_vec(&seed, dh);
+        }
+    }
+    if (with_wo) p.wo = rnd_vec(&seed, (size_t)h * dh * dm);
+    if (with_bias) p.bo = rnd_vec(&seed, dm);
+    return p;
+}
+
+static void problem_free(problem *p) {
+    for (int i = 0; i < p->h; i++) {
+        free(p->wq[i]), free(p->wk[i]), free(p->wv[i]);
+        free(p->bq[i]), free(p->bk[i]), free(p->bv[i]);
+    }
+    free(p->wq), free(p->wk), free(p->wv), free(p->bq), free(p->bk), free(p->bv);
+    free(p->E), free(p->wo), free(p->bo);
+}
+
+static void reference_compute(const problem *p, reference *r) {
+    int n = p->n, dm = p->dm, h = p->h, dh = p->dh, hd = h * dh;
+    double scale = p->scale > 0 ? p->scale : 1.0 / sqrt((double)dh);
+    r->q = calloc((size_t)h * n * dh, sizeof(double));
+    r->k = calloc((size_t)h * n * dh, sizeof(double));
+    r->v = calloc((size_t)h * n * dh, sizeof(double));
+    r->z = calloc((size_t)h * n * dh, sizeof(double));
+    r->scores = calloc((size_t)h * n * n, sizeof(double));
+    r->patterns = calloc((size_t)h * n * n, sizeof(double));
+    r->delta = calloc((size_t)n * dm, sizeof(double));
+    r->emb = calloc((size_t)n * dm, sizeof(double));
+    double *concat = calloc((size_t)n * hd, sizeof(double));
+    for (int i = 0; i < h; i++) {
+        double *Q = r->q + (size_t)i * n * dh, *K = r->k + (size_t)i * n * dh;
+        double *V = r->v + (size_t)i * n * dh, *Z = r->z + (size_t)i * n * dh;
+        double *S = r->scores + (size_t)i * n * n, *P = r->patterns + (size_t)i * n * n;
+        for (int t = 0; t < n; t++)
+            for (int c = 0; c < dh; c++) {
+                double q = p->bq[i] ? p->bq[i][c] : 0, k = p->bk[i] ? p->bk[i][c] : 0,
+                       v = p->bv[i] ? p->bv[i][c] : 0;
+                for (int e = 0; e < dm; e++) {
+                    double x = p->E[t * dm + e];
+                    q += x * p->wq[i][e * dh + c];
+                    k += x * p->wk[i][e * dh + c];
+                    v += x * p->wv[i][e * dh + c];
+                }
+                Q[t * dh + c] = q, K[t * dh + c] = k, V[t * dh + c] = v;
+            }
+        for (int a = 0; a < n; a++) {
+            double mx = -INFINITY;
+            for (int b = 0; b < n; b++) {
+                if (p->causal && b > a) {
+                    S[a * n + b] = NAN;
+                    continue;
+                }
+                double s = 0;
+                for (int c = 0; c < dh; c++)
+                    s += Q[a * dh + c] * K[b * dh + c];
+                S[a * n + b] = s * scale;
+                if (S[a * n + b] > mx) mx = S[a * n + b];
+            }
+            double sum = 0;
+            for (int b = 0; b < n; b++) {
+                P[a * n + b] = isnan(S[a * n + b]) ? 0 : exp(S[a * n + b] - mx);
+                sum += P[a * n + b];
+            }
+            for (int b = 0; b < n; b++)
+                P[a * n + b] /= sum;
+            for (int c = 0; c < dh; c++) {
+                double z = 0;
+                for (int b = 0; b < n; b++)
+                    z += P[a * n + b] * V[b * dh + c];
+                Z[a * dh + c] = z;
+                concat[a * hd + i * dh + c] = z;
+            }
+        }
+    }
+    for (int t = 0; t < n; t++)
+        for (int e = 0; e < dm; e++) {
+            double d = p->bo ? p->bo[e] : 0;
+            if (p->wo)
+                for (int c = 0; c < hd; c++)
+                    d += concat[t * hd + c] * p->wo[c * dm + e];
+            else
+                d += concat[t * hd + e];
+            r->delta[t * dm + e] = d;
+            r->emb[t * dm + e] = p->E[t * dm + e] + d;
+        }
+    free(concat);
+}
+
+static void reference_free(reference *r) {
+    free(r->q), free(r->k), free(r->v), free(r->z), free(r->scores), free(r->patterns);
+    free(r->delta), free(r->emb);
+}
+
+static void fput_matrix(FILE *f, const double *m, int rows, int cols) {
+    fputc('[', f);
+    for (int i = 0; i < rows; i++) {
+        fputs(i ? ",[" : "[", f);
+        for (int j = 0; j < cols; j++)
+            fprintf(f, j ? ",%.10g" : "%.10g", m[i * cols + j]);
+        fputc(']', f);
+    }
+    fputc(']', f);
+}
+
+static void fput_vector(FILE *f, const double *v, int n) {
+    fputc('[', f);
+    for (int j = 0; j < n; j++)
+        fprintf(f, j ? ",%.10g" : "%.10g", v[j]);
+    fputc(']', f);
+}
+
+/* The request body for p; `extra` is spliced in as more members (may be ""). */
+static char *problem_json(const problem *p, const char *extra) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fputs("{\"embeddings\":", f);
+    fput_matrix(f, p->E, p->n, p->dm);
+    fprintf(f, ",\"mask\":\"%s\"", p->causal ? "causal" : "none");
+    if (p->scale > 0) fprintf(f, ",\"scale\":%.10g", p->scale);
+    fputs(",\"weights\":{\"heads\":[", f);
+    for (int i = 0; i < p->h; i++) {
+        fputs(i ? ",{\"w_q\":" : "{\"w_q\":", f);
+        fput_matrix(f, p->wq[i], p->dm, p->dh);
+        fputs(",\"w_k\":", f);
+        fput_matrix(f, p->wk[i], p->dm, p->dh);
+        fputs(",\"w_v\":", f);
+        fput_matrix(f, p->wv[i], p->dm, p->dh);
+        if (p->bq[i]) {
+            fputs(",\"b_q\":", f);
+            fput_vector(f, p->bq[i], p->dh);
+            fputs(",\"b_k\":", f);
+            fput_vector(f, p->bk[i], p->dh);
+            fputs(",\"b_v\":", f);
+            fput_vector(f, p->bv[i], p->dh);
+        }
+        fputc('}', f);
+    }
+    fputc(']', f);
+    if (p->wo) {
+        fputs(",\"w_o\":", f);
+        fput_matrix(f, p->wo, p->h * p->dh, p->dm);
+    }
+    if (p->bo) {
+        fputs(",\"b_o\":", f);
+        fput_vector(f, p->bo, p->dm);
+    }
+    fputc('}', f);
+    if (extra && *extra) fprintf(f, ",%s", extra);
+    fputc('}', f);
+    fclose(f);
+    return buf;
+}
+
+/* Compares a nested JSON array of `count` numbers (row-major over dims)
+ * with ref; NAN in ref means the JSON value must be null. Returns the
+ * number of mismatches and describes the first in why. */
+static int compare_values(json_t *j, const double *ref, size_t count, int depth, const int *dims,
+                          char *why, size_t whylen) {
+    /* flatten */
+    size_t pos = 0;
+    int bad = 0;
+    json_t *stack[4] = {j};
+    size_t idx[4] = {0};
+    if (!json_is_array(j) || (int)json_array_size(j) != dims[0]) {
+        snprintf(why, whylen, "outer size %zu, want %d", json_array_size(j), dims[0]);
+        return 1;
+    }
+    int d = 0;
+    while (d >= 0) {
+        if (idx[d] >= json_array_size(stack[d])) {
+            d--;
+            if (d >= 0) idx[d]++;
+            continue;
+        }
+        json_t *e = json_array_get(stack[d], idx[d]);
+        if (d + 1 < depth) {
+            if (!json_is_array(e) || (int)json_array_size(e) != dims[d + 1]) {
+                snprintf(why, whylen, "row size mismatch at depth %d", d + 1);
+                return bad + 1;
+            }
+            stack[++d] = e;
+            idx[d] = 0;
+            continue;
+        }
+        if (pos >= count) {
+            snprintf(why, whylen, "too many values");
+            return bad + 1;
+        }
+        double want = ref[pos++];
+        if (isnan(want)) {
+            if (!json_is_null(e) && !bad++) snprintf(why, whylen, "value %zu not null", pos - 1);
+        } else if (!json_is_number(e)) {
+            if (!bad++) snprintf(why, whylen, "value %zu not a number", pos - 1);
+        } else {
+            double got = json_number_value(e);
+            if (!(fabs(got - want) <= 1e-4 + 1e-4 * fabs(want)) && !bad++)
+                snprintf(why, whylen, "value %zu is %.9g, want %.9g", pos - 1, got, want);
+        }
+        idx[d]++;
+    }
+    if (pos != count && !bad++) snprintf(why, whylen, "%zu values, want %zu", pos, count);
+    return bad;
+}
+
+/* Checks every output present in the response against the reference. */
+static int check_outputs(json_t *resp, const problem *p, const reference *r, char *why,
+                         size_t whylen) {
+    int n = p->n, dm = p->dm, h = p->h, dh = p->dh;
+    const struct {
+        const char *name;
+        const double *ref;
+        int depth, dims[3];
+    } outs[] = {
+        {"q", r->q, 3, {h, n, dh}},
+        {"k", r->k, 3, {h, n, dh}},
+        {"v", r->v, 3, {h, n, dh}},
+        {"scores", r->scores, 3, {h, n, n}},
+        {"patterns", r->patterns, 3, {h, n, n}},
+        {"head_outputs", r->z, 3, {h, n, dh}},
+        {"delta", r->delta, 2, {n, dm}},
+        {"embeddings", r->emb, 2, {n, dm}},
+    };
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        json_t *j = json_object_get(resp, outs[i].name);
+        if (!j) continue;
+        size_t count =
+            (size_t)outs[i].dims[0] * outs[i].dims[1] * (outs[i].depth == 3 ? outs[i].dims[2] : 1);
+        char sub[200] = "";
+        if (compare_values(j, outs[i].ref, count, outs[i].depth, outs[i].dims, sub, sizeof sub)) {
+            snprintf(why, whylen, "%s: %s", outs[i].name, sub);
+            return 1;
+        }
+    }
+    if (json_integer_value(json_object_get(resp, "n_tokens")) != n ||
+        json_integer_value(json_object_get(resp, "d_model")) != dm ||
+        json_integer_value(json_object_get(resp, "n_heads")) != h ||
+        json_integer_value(json_object_get(resp, "d_head")) != dh) {
+        snprintf(why, whylen, "dimensions in the answer are wrong");
+        return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- endpoints */
+
+START_TEST(endpoints) {
+    unsigned port = shared.port;
+    hs_response r;
+
+    hs_request(NULL, port, "GET", "/healthz", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = parse_body(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "ok");
+    json_decref(j);
+    assert_header(&r, "Content-Type", "application/json");
+    assert_header(&r, "X-Request-Id", NULL);
+    hs_response_free(&r);
+
+    hs_request(NULL, port, "HEAD", "/healthz", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.len, 0);
+    hs_response_free(&r);
+
+    hs_request(NULL, port, "GET", "/readyz", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+
+    hs_request(NULL, port, "GET", "/v1/openapi.yaml", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    assert_header(&r, "Content-Type", "application/yaml");
+    ck_assert_ptr_nonnull(strstr(r.body, "openapi"));
+    /* byte for byte the document in the tree, when the tests run there */
+    FILE *f = fopen("api/openapi.yaml", "rb");
+    if (f) {
+        char *doc = malloc(r.len + 2);
+        size_t n = fread(doc, 1, r.len + 1, f);
+        fclose(f);
+        ck_assert_uint_eq(n, r.len);
+        ck_assert(memcmp(doc, r.body, r.len) == 0);
+        free(doc);
+    }
+    hs_response_free(&r);
+
+    /* one computed request, so the metrics have something to show */
+    hs_response a = post(port, "{\"embeddings\":[[1,0]],\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],"
+                               "\"w_k\":[[1],[0]],\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]}}");
+    ck_assert_int_eq(a.status, 200);
+    hs_response_free(&a);
+    hs_request(NULL, port, "GET", "/nowhere/at/all", NULL, NULL, 0, &r);
+    hs_response_free(&r);
+
+    /* A request is counted when libmicrohttpd reports it complete, which may
+     * be a moment after the client has the answer. */
+    for (int i = 0; i < 100; i++) {
+        hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
+        if (strstr(r.body, "attn_http_requests_total{route=\"attention\",code=\"200\"}") &&
+            strstr(r.body, "attn_http_requests_total{route=\"other\",code=\"404\"}"))
+            break;
+        if (i == 99) break; /* keep the last answer for the asserts below */
+        hs_response_free(&r);
+        usleep(10000);
+    }
+    ck_assert_int_eq(r.status, 200);
+    assert_header(&r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    static const char *const want[] = {
+        "# TYPE attn_http_requests_total counter",
+        "attn_http_requests_total{route=\"attention\",code=\"200\"}",
+        "attn_http_requests_total{route=\"healthz\",code=\"200\"}",
+        "attn_http_requests_total{route=\"other\",code=\"404\"}",
+        "# TYPE attn_http_request_duration_seconds histogram",
+        "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"+Inf\"}",
+        "attn_queue_depth ",
+        "attn_workers_busy ",
+        "attn_workers 2",
+        "attn_phase_seconds_total{phase=\"compute\"}",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(r.body, want[i]), "metrics lack %s", want[i]);
+    /* the unknown path is not a label */
+    ck_assert_ptr_null(strstr(r.body, "nowhere"));
+    hs_response_free(&r);
+}
+END_TEST
+
+/* ------------------------------------------------------------- errors */
+
+#define W2                                                                                         \
+    "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}]" \
+    "}"
+#define E2 "\"embeddings\":[[0.5,1],[1,0.25]]"
+
+static const struct {
+    const char *what, *body;
+    long status;
+    const char *code;
+} bad_bodies[] = {
+    {"not JSON", "{not json", 400, "invalid_json"},
+    {"empty body", "", 400, "invalid_json"},
+    {"not an object", "[1,2]", 400, "invalid_json"},
+    {"duplicate key", "{" E2 "," E2 "," W2 "}", 400, "invalid_json"},
+    {"unknown field", "{" E2 "," W2 ",\"bogus\":1}", 400, "unknown_field"},
+    {"neither model nor weights", "{" E2 "}", 400, "missing_field"},
+    {"no embeddings", "{" W2 "}", 400, "missing_field"},
+    {"both model and weights", "{" E2 "," W2 ",\"model\":\"m\"}", 400, "invalid_value"},
+    {"wrong type", "{\"embeddings\":\"abc\"," W2 "}", 400, "wrong_type"},
+    {"unknown return name", "{" E2 "," W2 ",\"return\":[\"everything\"]}", 400, "invalid_value"},
+    {"unknown mask word", "{" E2 "," W2 ",\"mask\":\"diagonal\"}", 400, "invalid_value"},
+    {"unknown model", "{" E2 ",\"model\":\"gpt-2\"}", 404, "unknown_model"},
+    {"ragged rows", "{\"embeddings\":[[0.5,1],[1]]," W2 "}", 422, "dimension_mismatch"},
+    {"d_model mismatch", "{\"embeddings\":[[0.5,1,2]]," W2 "}", 422, "dimension_mismatch"},
+    {"mask of the wrong size", "{" E2 "," W2 ",\"mask\":[[1]]}", 422, "dimension_mismatch"},
+    {"number too large for float32", "{\"embeddings\":[[1e39,1],[1,0.25]]," W2 "}", 422,
+     "non_finite_number"},
+    {"scale zero", "{" E2 "," W2 ",\"scale\":0}", 422, "out_of_range"},
+    {"head index out of range", "{" E2 "," W2 ",\"select_heads\":[3]}", 422, "out_of_range"},
+    {"too many tokens",
+     "{\"embeddings\":[[1,0],[1,0],[1,0],[1,0],[1,0],[1,0],[1,0],[1,0],[1,0],[1,0],[1,0],[1,0],"
+     "[1,0],[1,0],[1,0],[1,0],[1,0]]," W2 "}",
+     422, "limit_exceeded"},
+};
+
+START_TEST(error_bodies) {
+    hs_response r = post(shared.port, bad_bodies[_i].body);
+    json_t *j = assert_error(&r, bad_bodies[_i].status, bad_bodies[_i].code);
+    assert_server_timing(&r);
+    if (strcmp(bad_bodies[_i].code, "unknown_model") == 0)
+        ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "error"), "path")),
+                         "/model");
+    json_decref(j);
+    hs_response_free(&r);
+    assert_healthy(shared.port);
+}
+END_TEST
+
+START_TEST(error_routes) {
+    unsigned port = shared.port;
+    hs_response r;
+
+    hs_request(NULL, port, "GET", "/v1/attentions", NULL, NULL, 0, &r);
+    json_decref(assert_error(&r, 404, "not_found"));
+    hs_response_free(&r);
+    hs_request(NULL, port, "POST", "/nope", NULL, "{}", 2, &r);
+    json_decref(assert_error(&r, 404, "not_found"));
+    hs_response_free(&r);
+    hs_request(NULL, port, "GET", "/v1/models", NULL, NULL, 0, &r);
+    json_decref(assert_error(&r, 404, "not_found"));
+    hs_response_free(&r);
+
+    hs_request(NULL, port, "GET", "/v1/attention", NULL, NULL, 0, &r);
+    json_decref(assert_error(&r, 405, "method_not_allowed"));
+    assert_header(&r, "Allow", "POST");
+    hs_response_free(&r);
+    hs_request(NULL, port, "PUT", "/v1/attention", NULL, "{}", 2, &r);
+    json_decref(assert_error(&r, 405, "method_not_allowed"));
+    assert_header(&r, "Allow", "POST");
+    hs_response_free(&r);
+    hs_request(NULL, port, "POST", "/healthz", NULL, "{}", 2, &r);
+    json_decref(assert_error(&r, 405, "method_not_allowed"));
+    assert_header(&r, "Allow", "GET, HEAD");
+    hs_response_free(&r);
+    hs_request(NULL, port, "DELETE", "/metrics", NULL, NULL, 0, &r);
+    json_decref(assert_error(&r, 405, "method_not_allowed"));
+    assert_header(&r, "Allow", "GET, HEAD");
+    hs_response_free(&r);
+
+    static const char *const types[] = {"Content-Type: text/plain",
+                                        "Content-Type: application/x-www-form-urlencoded",
+                                        "Content-Type: text/json", NULL};
+    for (int i = 0; types[i]; i++) {
+        const char *h[] = {types[i], NULL};
+        hs_request(NULL, port, "POST", "/v1/attention", h, "{" E2 "," W2 "}",
+                   strlen("{" E2 "," W2 "}"), &r);
+        json_decref(assert_error(&r, 415, "unsupported_media_type"));
+        assert_server_timing(&r);
+        hs_response_free(&r);
+    }
+    assert_healthy(port);
+}
+END_TEST
+
+START_TEST(json_content_types_accepted) {
+    static const char *const types[] = {
+        "Content-Type: application/json; charset=utf-8", "Content-Type: APPLICATION/JSON",
+        "Content-Type: application/vnd.attention+json", "Content-Type:", /* none at all */
+        NULL};
+    const char *body = "{" E2 "," W2 "}";
+    for (int i = 0; types[i]; i++) {
+        const char *h[] = {types[i], NULL};
+        hs_response r;
+        hs_request(NULL, shared.port, "POST", "/v1/attention", h, body, strlen(body), &r);
+        ck_assert_msg(r.status == 200, "%s: %ld %s", types[i], r.status, r.body);
+        hs_response_free(&r);
+    }
+}
+END_TEST
+
+/* Finds a header in a raw answer; malloc'd value or NULL. */
+static char *raw_header(const char *raw, const char *name) {
+    hs_response r = {.headers = (char *)raw};
+    return hs_header(&r, name);
+}
+
+START_TEST(body_too_large) {
+    unsigned port = shared.port;
+    /* Content-Length over the limit and no body at all: the answer must
+     * come from the headers alone, or this would wait for the timeout. */
+    const char *req = "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nX-Request-Id: big-1\r\n"
+                      "Content-Length: 1000000000\r\n\r\n";
+    char *raw = hs_raw(port, req, strlen(req), 5.0);
+    ck_assert_ptr_nonnull(raw);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 413", 12) == 0, "got: %.200s", raw);
+    ck_assert_ptr_nonnull(strstr(raw, "\"body_too_large\""));
+    char *id = raw_header(raw, "X-Request-Id");
+    ck_assert_str_eq(id, "big-1");
+    free(id);
+    char *ct = raw_header(raw, "Content-Type");
+    ck_assert_str_eq(ct, "application/json");
+    free(ct);
+    free(raw);
+
+    /* over the limit by one byte, sent in full */
+    char *body = malloc(SHARED_MAX_BODY + 2);
+    memset(body, ' ', SHARED_MAX_BODY + 1);
+    body[SHARED_MAX_BODY + 1] = 0;
+    hs_response r = post(port, body);
+    json_decref(assert_error(&r, 413, "body_too_large"));
+    hs_response_free(&r);
+
+    /* chunked, no Content-Length: counted as it arrives */
+    char *chunked = NULL;
+    size_t clen = 0;
+    FILE *f = open_memstream(&chunked, &clen);
+    fputs("POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n",
+          f);
+    for (int i = 0; i < 20; i++) {
+        fprintf(f, "1000\r\n");
+        for (int k = 0; k < 4096; k++)
+            fputc(' ', f);
+        fputs("\r\n", f);
+    }
+    fputs("0\r\n\r\n", f);
+    fclose(f);
+    raw = hs_raw(port, chunked, clen, 10.0);
+    ck_assert_ptr_nonnull(raw);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 413", 12) == 0, "got: %.200s", raw);
+    ck_assert_ptr_nonnull(strstr(raw, "\"body_too_large\""));
+    free(raw);
+    free(chunked);
+
+    /* just under the limit is read (and then fails as JSON, not as size) */
+    body[SHARED_MAX_BODY - 2] = 0;
+    body[0] = '{';
+    body[SHARED_MAX_BODY - 3] = '}';
+    r = post(port, body);
+    ck_assert_msg(r.status == 200 || r.status == 400, "status %ld", r.status);
+    hs_response_free(&r);
+    free(body);
+    assert_healthy(port);
+}
+END_TEST
+
+/* --------------------------------------------------------- request ids */
+
+START_TEST(request_ids) {
+    unsigned port = shared.port;
+    hs_response r;
+    const char *sane[] = {"X-Request-Id: trace-01.AB:cd_ef", NULL};
+    hs_request(NULL, port, "GET", "/healthz", sane, NULL, 0, &r);
+    assert_header(&r, "X-Request-Id", "trace-01.AB:cd_ef");
+    hs_response_free(&r);
+    hs_request(NULL, port, "GET", "/missing", sane, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 404);
+    assert_header(&r, "X-Request-Id", "trace-01.AB:cd_ef");
+    hs_response_free(&r);
+    hs_request(NULL, port, "POST", "/v1/attention", sane, "{bad", 4, &r);
+    ck_assert_int_eq(r.status, 400);
+    assert_header(&r, "X-Request-Id", "trace-01.AB:cd_ef");
+    hs_response_free(&r);
+
+    /* generated when absent: sane and different each time */
+    char *ids[3];
+    for (int i = 0; i < 3; i++) {
+        hs_request(NULL, port, "GET", i == 2 ? "/nope" : "/healthz", NULL, NULL, 0, &r);
+        ids[i] = hs_header(&r, "X-Request-Id");
+        ck_assert_ptr_nonnull(ids[i]);
+        ck_assert(id_is_sane(ids[i]));
+        hs_response_free(&r);
+    }
+    ck_assert_str_ne(ids[0], ids[1]);
+    ck_assert_str_ne(ids[1], ids[2]);
+    for (int i = 0; i < 3; i++)
+        free(ids[i]);
+
+    /* never reflected when not sane */
+    char longid[160] = "X-Request-Id: ";
+    memset(longid + 14, 'a', 129);
+    longid[14 + 129] = 0;
+    const char *insane[][2] = {{"X-Request-Id: has space", NULL},
+                               {"X-Request-Id: <script>", NULL},
+                               {"X-Request-Id: caf\xc3\xa9", NULL},
+                               {longid, NULL}};
+    for (int i = 0; i < 4; i++) {
+        hs_request(NULL, port, "GET", "/healthz", insane[i], NULL, 0, &r);
+        char *id = hs_header(&r, "X-Request-Id");
+        ck_assert_ptr_nonnull(id);
+        ck_assert(id_is_sane(id));
+        ck_assert_ptr_null(strstr(id, "script"));
+        ck_assert_ptr_null(strstr(id, "has"));
+        ck_assert(strlen(id) < 129);
+        free(id);
+        hs_response_free(&r);
+    }
+    longid[14 + 128] = 0; /* exactly 128 is fine */
+    const char *ok128[] = {longid, NULL};
+    hs_request(NULL, port, "GET", "/healthz", ok128, NULL, 0, &r);
+    assert_header(&r, "X-Request-Id", longid + 14);
+    hs_response_free(&r);
+}
+END_TEST
+
+/* ------------------------------------------------------------ examples */
+
+START_TEST(example_wo_ai_ni) {
+    static const double E[12] = {0.1, -0.2, 0.3, 0.1, -0.1, 0.2, 0.2, -0.3, 0.2, 0.1, -0.1, 0.2};
+    problem p = problem_random(3, 4, 1, 4, 0, 0, 0, 42);
+    for (int i = 0; i < 12; i++)
+        p.E[i] = (float)E[i]; /* what the server reads */
+    p.scale = 0.5;
+    reference ref;
+    reference_compute(&p, &ref);
+    /* The embeddings go out as written in the example, not as float32. */
+    char *weights = problem_json(&p, "");
+    char *w = strstr(weights, "\"weights\"");
+    char body[8192];
+    snprintf(body, sizeof body,
+             "{\"embeddings\":[[0.1,-0.2,0.3,0.1],[-0.1,0.2,0.2,-0.3],[0.2,0.1,-0.1,0.2]],"
+             "\"tokens\":[\"我\",\"爱\",\"你\"],\"mask\":\"none\",\"scale\":0.5,%.*s",
+             (int)(strlen(w) - 1), w);
+    strcat(body, "}");
+    free(weights);
+
+    const char *hdr[] = {"X-Request-Id: wo-ai-ni", NULL};
+    hs_response r;
+    hs_request(NULL, shared.port, "POST", "/v1/attention", hdr, body, strlen(body), &r);
+    ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+    assert_header(&r, "Content-Type", "application/json");
+    assert_header(&r, "X-Request-Id", "wo-ai-ni");
+    assert_server_timing(&r);
+    json_t *j = parse_body(&r);
+    ck_assert(json_is_null(json_object_get(j, "model")));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "mask")), "none");
+    ck_assert(fabs(json_number_value(json_object_get(j, "scale")) - 0.5) < 1e-7);
+    json_t *tokens = json_object_get(j, "tokens");
+    ck_assert_int_eq(json_array_size(tokens), 3);
+    ck_assert_str_eq(json_string_value(json_array_get(tokens, 0)), "我");
+    ck_assert_str_eq(json_string_value(json_array_get(tokens, 1)), "爱");
+    ck_assert_str_eq(json_string_value(json_array_get(tokens, 2)), "你");
+    ck_assert_int_eq(json_array_size(json_object_get(j, "heads")), 1);
+    ck_assert(json_object_get(j, "patterns") && json_object_get(j, "embeddings"));
+    ck_assert_ptr_null(json_object_get(j, "q")); /* default return */
+    char why[256] = "";
+    ck_assert_msg(check_outputs(j, &p, &ref, why, sizeof why) == 0, "%s", why);
+    json_decref(j);
+    hs_response_free(&r);
+    reference_free(&ref);
+    problem_free(&p);
+}
+END_TEST
+
+START_TEST(example_two_heads_causal) {
+    problem p = problem_random(5, 4, 2, 2, 1, 1, 1, 7);
+    reference ref;
+    reference_compute(&p, &ref);
+    char *body = problem_json(
+        &p, "\"return\":[\"q\",\"k\",\"v\",\"scores\",\"patterns\",\"head_outputs\",\"delta\","
+            "\"embeddings\"]");
+    hs_response r = post(shared.port, body);
+    ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+    assert_server_timing(&r);
+    json_t *j = parse_body(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "mask")), "causal");
+    ck_assert(fabs(json_number_value(json_object_get(j, "scale")) - 1 / sqrt(2.0)) < 1e-6);
+    static const char *const names[] = {
+        "q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"};
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(json_object_get(j, names[i]), "%s missing", names[i]);
+    /* masked patterns are exactly 0, masked scores null */
+    json_t *pat = json_array_get(json_object_get(j, "patterns"), 1);
+    ck_assert(json_number_value(json_array_get(json_array_get(pat, 0), 4)) == 0.0);
+    ck_assert(json_is_null(
+        json_array_get(json_array_get(json_array_get(json_object_get(j, "scores"), 0), 1), 2)));
+    char why[256] = "";
+    ck_assert_msg(check_outputs(j, &p, &ref, why, sizeof why) == 0, "%s", why);
+    json_decref(j);
+    hs_response_free(&r);
+    free(body);
+    reference_free(&ref);
+    problem_free(&p);
+}
+END_TEST
+
+/* ---------------------------------------------------------- concurrency */
+
+#define CLIENTS 4
+#define PER_CLIENT 8
+
+typedef struct client_result {
+    int ok, failed;
+    char why[400];
+} client_result;
+
+static void *client_thread(void *arg) {
+    client_result *res = arg;
+    unsigned seed = (unsigned)(uintptr_t)res * 2654435761u;
+    CURL *c = curl_easy_init(); /* one handle per thread: keep-alive */
+    for (int i = 0; i < PER_CLIENT; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int n = 1 + (int)(seed >> 16) % SHARED_MAX_TOKENS, h = 1 + (int)(seed >> 8) % 3;
+        int dh = 1 + (int)(seed >> 12) % 5, dm = 2 + (int)(seed >> 20) % 10;
+        int with_wo = (h * dh != dm) || (seed & 1);
+        problem p =
+            problem_random(n, dm, h, dh, with_wo, (int)(seed >> 3) & 1, (int)(seed >> 5) & 1, seed);
+        reference ref;
+        reference_compute(&p, &ref);
+        char *body = problem_json(&p, "\"return\":[\"patterns\",\"delta\",\"embeddings\"]");
+        hs_response r;
+        hs_request(c, shared.port, "POST", "/v1/attention", NULL, body, strlen(body), &r);
+        json_t *j = r.status == 200 ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+        char why[200] = "";
+        if (!j || check_outputs(j, &p, &ref, why, sizeof why) != 0) {
+            if (!res->failed++)
+                snprintf(res->why, sizeof res->why, "n=%d dm=%d h=%d dh=%d: status %ld %s %.80s", n,
+                         dm, h, dh, r.status, why, r.body);
+        } else {
+            res->ok++;
+        }
+        json_decref(j);
+        hs_response_free(&r);
+        free(body);
+        reference_free(&ref);
+        problem_free(&p);
+    }
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+START_TEST(concurrent_clients) {
+    pthread_t t[CLIENTS];
+    client_result res[CLIENTS];
+    memset(res, 0, sizeof res);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_create(&t[i], NULL, client_thread, &res[i]);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < CLIENTS; i++) {
+        ck_assert_msg(res[i].failed == 0, "client %d: %s", i, res[i].why);
+        ck_assert_int_eq(res[i].ok, PER_CLIENT);
+    }
+    assert_healthy(shared.port);
+}
+END_TEST
+
+/* ----------------------------------------------------- heavy requests */
+
+/* A body whose computation takes a good fraction of a second (n tokens
+ * attending to each other in 32 heads), asking back only the embeddings. */
+static char *heavy_body(int n) {
+    problem p = problem_random(n, 16, 32, 16, 1, 0, 0, (unsigned)n);
+    char *body = problem_json(&p, "\"return\":[\"embeddings\"]");
+    problem_free(&p);
+    return body;
+}
+
+typedef struct poster {
+    unsigned port;
+    const char *body;
+    long status;
+    char code[64];
+    int retry_after;
+    CURLcode rc;
+} poster;
+
+static void *post_thread(void *arg) {
+    poster *ps = arg;
+    hs_response r;
+    hs_request(NULL, ps->port, "POST", "/v1/attention", NULL, ps->body, strlen(ps->body), &r);
+    ps->rc = r.rc;
+    ps->status = r.status;
+    char *ra = hs_header(&r, "Retry-After");
+    ps->retry_after = ra != NULL;
+    free(ra);
+    json_t *j = json_loadb(r.body, r.len, 0, NULL);
+    const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+    snprintf(ps->code, sizeof ps->code, "%s", code ? code : "");
+    if (r.status == 200 && !json_is_array(json_object_get(j, "embeddings"))) ps->status = -200;
+    json_decref(j);
+    hs_response_free(&r);
+    return NULL;
+}
+
+START_TEST(overload_503) {
+    hs_server s;
+    static const char *const args[] = {"--workers", "1", "--queue-depth", "1", NULL};
+    ck_assert_int_eq(hs_start(&s, args), 0);
+    char *body = heavy_body(1536);
+    enum { N = 5 };
+    poster ps[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        ps[i] = (poster){.port = s.port, .body = body};
+        pthread_create(&t[i], NULL, post_thread, &ps[i]);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    /* one computing and one waiting at most while the bodies arrive */
+    int ok = 0, overloaded = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(ps[i].rc == CURLE_OK, "curl: %s", curl_easy_strerror(ps[i].rc));
+        if (ps[i].status == 200) ok++;
+        if (ps[i].status == 503) {
+            overloaded++;
+            ck_assert_str_eq(ps[i].code, "overloaded");
+            ck_assert(ps[i].retry_after);
+        }
+    }
+    ck_assert_int_eq(ok + overloaded, N);
+    ck_assert_int_ge(ok, 1);
+    ck_assert_int_ge(overloaded, 1);
+    ck_assert_int_le(ok, 3);
+
+    hs_response r;
+    hs_request(NULL, s.port, "GET", "/metrics", NULL, NULL, 0, &r);
+    ck_assert_ptr_nonnull(
+        strstr(r.body, "attn_http_requests_total{route=\"attention\",code=\"503\"}"));
+    hs_response_free(&r);
+    assert_healthy(s.port);
+    free(body);
+    ck_assert_int_eq(hs_stop(&s), 0);
+}
+END_TEST
+
+/* -------------------------------------------------------------- drain */
+
+static long metric_value(const char *text, const char *name) {
+    const char *p = strstr(text, name);
+    return p ? strtol(p + strlen(name), NULL, 10) : -1;
+}
+
+START_TEST(sigterm_drains) {
+    hs_server s;
+    static const char *const args[] = {"--workers", "1", "--queue-depth", "8", NULL};
+    ck_assert_int_eq(hs_start(&s, args), 0);
+    char *body = heavy_body(1024);
+
+    /* two kept-alive connections, opened before the signal */
+    CURL *ready = curl_easy_init(), *late = curl_easy_init();
+    hs_response r;
+    hs_request(ready, s.port, "GET", "/readyz", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+    hs_request(late, s.port, "GET", "/healthz", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+
+    enum { N = 3 };
+    poster ps[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        ps[i] = (poster){.port = s.port, .body = body};
+        pthread_create(&t[i], NULL, post_thread, &ps[i]);
+    }
+    /* wait until all three are received (in flight: them and this request) */
+    long in_flight = 0;
+    for (int i = 0; i < 500 && in_flight < N + 1; i++) {
+        hs_request(ready, s.port, "GET", "/metrics", NULL, NULL, 0, &r);
+        in_flight = metric_value(r.body, "\nattn_http_requests_in_flight ");
+        hs_response_free(&r);
+        if (in_flight < N + 1) usleep(10000);
+    }
+    ck_assert_int_ge(in_flight, N + 1);
+
+    hs_signal(&s, SIGTERM);
+    usleep(100000);
+
+    /* draining: readyz 503 and new work refused on a live connection */
+    hs_request(ready, s.port, "GET", "/readyz", NULL, NULL, 0, &r);
+    json_decref(assert_error(&r, 503, "shutting_down"));
+    assert_header(&r, "Retry-After", NULL);
+    hs_response_free(&r);
+    const char *small = "{" E2 "," W2 "}";
+    hs_request(late, s.port, "POST", "/v1/attention", NULL, small, strlen(small), &r);
+    json_decref(assert_error(&r, 503, "shutting_down"));
+    hs_response_free(&r);
+    /* and no new connections */
+    hs_request(NULL, s.port, "GET", "/healthz", NULL, NULL, 0, &r);
+    ck_assert_msg(r.rc != CURLE_OK, "a new connection was served while draining");
+    hs_response_free(&r);
+
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(ps[i].rc == CURLE_OK && ps[i].status == 200,
+                      "request %d in flight at SIGTERM: rc %d status %ld", i, ps[i].rc,
+                      ps[i].status);
+    int rc = hs_wait(&s, 20);
+    char *log = hs_log(&s);
+    ck_assert_msg(rc == 0, "exit status %d; log:\n%s", rc, log ? log : "");
+    ck_assert_ptr_nonnull(strstr(log, "draining"));
+    /* one access line per request, no bodies */
+    ck_assert_ptr_nonnull(strstr(log, "access POST /v1/attention 200 "));
+    ck_assert_ptr_null(strstr(log, "\"embeddings\""));
+    free(log);
+    hs_stop(&s);
+    curl_easy_cleanup(ready);
+    curl_easy_cleanup(late);
+    free(body);
+}
+END_TEST
+
+/* --------------------------------------------------------------- main */
+
+static Suite *http_suite(void) {
+    Suite *s = suite_create("http");
+    TCase *tc = tcase_create("shared");
+    tcase_add_unchecked_fixture(tc, shared_start, shared_stop);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, endpoints);
+    tcase_add_loop_test(tc, error_bodies, 0, sizeof bad_bodies / sizeof bad_bodies[0]);
+    tcase_add_test(tc, error_routes);
+    tcase_add_test(tc, json_content_types_accepted);
+    tcase_add_test(tc, body_too_large);
+    tcase_add_test(tc, request_ids);
+    tcase_add_test(tc, example_wo_ai_ni);
+    tcase_add_test(tc, example_two_heads_causal);
+    tcase_add_test(tc, concurrent_clients);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("lifecycle");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, overload_503);
+    tcase_add_test(tc, sigterm_drains);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    SRunner *sr = srunner_create(http_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    curl_global_cleanup();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

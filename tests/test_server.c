@@ -1,0 +1,642 @@
+/*
+ * test_server.c — unit tests of server/: configuration, the worker pool,
+ * metrics rendering, request ids, the small HTTP parsers and routing, and
+ * the job's error paths. No sockets; test_http.c covers the running server.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/config.h"
+#include "server/http.h"
+#include "server/job.h"
+#include "server/metrics.h"
+#include "server/pool.h"
+#include "server/reqid.h"
+#include "server/route.h"
+
+/* ---------------------------------------------------------------- config */
+
+static int load(cfg_config *cfg, char **argv, char **envp, char *err) {
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    return cfg_load(cfg, argc, argv, envp, err, 256);
+}
+
+START_TEST(config_defaults) {
+    cfg_config c;
+    char err[256] = "";
+    char *argv[] = {"srv", NULL};
+    ck_assert_int_eq(load(&c, argv, NULL, err), CFG_OK);
+    ck_assert_str_eq(c.bind, "0.0.0.0");
+    ck_assert_uint_eq(c.port, 8080);
+    ck_assert_uint_eq(c.max_body_bytes, 64u << 20);
+    ck_assert_uint_eq(c.max_tokens, 8192);
+    ck_assert_uint_eq(c.max_heads, 128);
+    ck_assert_uint_eq(c.max_d_model, 16384);
+    ck_assert(c.max_flops == 1e12);
+    ck_assert_uint_eq(c.max_response_bytes, 256u << 20);
+    ck_assert_uint_eq(c.connection_timeout, 30);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_uint_eq(c.workers, (size_t)(cores > 0 ? cores : 1));
+    ck_assert_uint_ge(c.queue_depth, 1);
+    ck_assert_uint_ge(c.io_threads, 1);
+}
+END_TEST
+
+START_TEST(config_env_then_flag_wins) {
+    cfg_config c;
+    char err[256] = "";
+    char *envp[] = {"ATTN_PORT=9000", "ATTN_WORKERS=3", "ATTN_BIND=127.0.0.1",
+                    "ATTN_PORTX=1",   "OTHER=2",        NULL};
+    char *argv1[] = {"srv", NULL};
+    ck_assert_int_eq(load(&c, argv1, envp, err), CFG_OK);
+    ck_assert_uint_eq(c.port, 9000);
+    ck_assert_uint_eq(c.workers, 3);
+    ck_assert_str_eq(c.bind, "127.0.0.1");
+
+    char *argv2[] = {"srv", "--port", "9100", "--workers=5", "--bind", "::1", NULL};
+    ck_assert_int_eq(load(&c, argv2, envp, err), CFG_OK);
+    ck_assert_uint_eq(c.port, 9100);
+    ck_assert_uint_eq(c.workers, 5);
+    ck_assert_str_eq(c.bind, "::1");
+}
+END_TEST
+
+START_TEST(config_suffixes_and_doubles) {
+    cfg_config c;
+    char err[256] = "";
+    char *argv[] = {"srv",         "--max-body-bytes",
+                    "2k",          "--max-response-bytes=3M",
+                    "--max-flops", "2.5e9",
+                    "--port",      "0",
+                    NULL};
+    ck_assert_int_eq(load(&c, argv, NULL, err), CFG_OK);
+    ck_assert_uint_eq(c.max_body_bytes, 2048);
+    ck_assert_uint_eq(c.max_response_bytes, 3u << 20);
+    ck_assert(c.max_flops == 2.5e9);
+    ck_assert_uint_eq(c.port, 0);
+}
+END_TEST
+
+/* Each bad value must fail and the message must name the option. */
+static const struct {
+    const char *flag, *value, *name;
+} bad_values[] = {
+    {"--port", "65536", "--port"},
+    {"--port", "-1", "--port"},
+    {"--port", "80x", "--port"},
+    {"--port", "", "--port"},
+    {"--workers", "1025", "--workers"},
+    {"--queue-depth", "0", "--queue-depth"},
+    {"--io-threads", "0", "--io-threads"},
+    {"--max-tokens", "abc", "--max-tokens"},
+    {"--max-heads", "0", "--max-heads"},
+    {"--max-d-model", " 5", "--max-d-model"},
+    {"--max-flops", "inf", "--max-flops"},
+    {"--max-flops", "nan", "--max-flops"},
+    {"--max-flops", "0", "--max-flops"},
+    {"--max-flops", "1e12x", "--max-flops"},
+    {"--max-body-bytes", "99999999999999999999999", "--max-body-bytes"},
+    {"--max-body-bytes", "5q", "--max-body-bytes"},
+    {"--connection-timeout", "0", "--connection-timeout"},
+    {"--bind", "localhost", "--bind"},
+    {"--bind", "1.2.3.4.5", "--bind"},
+};
+
+START_TEST(config_bad_values) {
+    cfg_config c;
+    char err[256] = "";
+    char *argv[] = {"srv", (char *)bad_values[_i].flag, (char *)bad_values[_i].value, NULL};
+    ck_assert_int_eq(load(&c, argv, NULL, err), CFG_ERROR);
+    ck_assert_msg(strstr(err, bad_values[_i].name), "message \"%s\" lacks %s", err,
+                  bad_values[_i].name);
+}
+END_TEST
+
+START_TEST(config_bad_env_and_args) {
+    cfg_config c;
+    char err[256] = "";
+    char *envp[] = {"ATTN_QUEUE_DEPTH=lots", NULL};
+    char *argv[] = {"srv", NULL};
+    ck_assert_int_eq(load(&c, argv, envp, err), CFG_ERROR);
+    ck_assert_ptr_nonnull(strstr(err, "--queue-depth"));
+    ck_assert_ptr_nonnull(strstr(err, "ATTN_QUEUE_DEPTH"));
+
+    /* a flag does not hide a bad environment value: both are validated */
+    char *argv_fix[] = {"srv", "--queue-depth", "4", NULL};
+    ck_assert_int_eq(load(&c, argv_fix, envp, err), CFG_ERROR);
+
+    char *argv_unknown[] = {"srv", "--frobnicate", "1", NULL};
+    ck_assert_int_eq(load(&c, argv_unknown, NULL, err), CFG_ERROR);
+    ck_assert_ptr_nonnull(strstr(err, "--frobnicate"));
+    char *argv_missing[] = {"srv", "--port", NULL};
+    ck_assert_int_eq(load(&c, argv_missing, NULL, err), CFG_ERROR);
+    ck_assert_ptr_nonnull(strstr(err, "--port"));
+    char *argv_stray[] = {"srv", "8080", NULL};
+    ck_assert_int_eq(load(&c, argv_stray, NULL, err), CFG_ERROR);
+}
+END_TEST
+
+START_TEST(config_help) {
+    cfg_config c;
+    char err[256] = "";
+    char *argv[] = {"srv", "--port", "1", "--help", NULL};
+    ck_assert_int_eq(load(&c, argv, NULL, err), CFG_HELP);
+    char *argv2[] = {"srv", "-h", NULL};
+    ck_assert_int_eq(load(&c, argv2, NULL, err), CFG_HELP);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cfg_print_help(f, "attention-server");
+    fclose(f);
+    static const char *const expect[] = {
+        "--bind",
+        "ATTN_BIND",
+        "0.0.0.0",
+        "--port",
+        "ATTN_PORT",
+        "8080",
+        "--io-threads",
+        "ATTN_IO_THREADS",
+        "--workers",
+        "ATTN_WORKERS",
+        "--queue-depth",
+        "ATTN_QUEUE_DEPTH",
+        "--max-body-bytes",
+        "ATTN_MAX_BODY_BYTES",
+        "64m",
+        "--max-tokens",
+        "ATTN_MAX_TOKENS",
+        "8192",
+        "--max-heads",
+        "ATTN_MAX_HEADS",
+        "128",
+        "--max-d-model",
+        "ATTN_MAX_D_MODEL",
+        "16384",
+        "--max-flops",
+        "ATTN_MAX_FLOPS",
+        "1e12",
+        "--max-response-bytes",
+        "ATTN_MAX_RESPONSE_BYTES",
+        "256m",
+        "--connection-timeout",
+        "ATTN_CONNECTION_TIMEOUT",
+        "30",
+        "--help",
+    };
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        ck_assert_msg(strstr(text, expect[i]), "help lacks %s", expect[i]);
+    free(text);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ pool */
+
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+    atomic_int ran;
+    atomic_int entered;
+} gate;
+
+static void gate_init(gate *g) {
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->open = 0;
+    atomic_init(&g->ran, 0);
+    atomic_init(&g->entered, 0);
+}
+
+static void gate_open(gate *g) {
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* A job that waits for the gate, then counts itself. */
+static void gated_job(void *arg, void *wctx) {
+    (void)wctx;
+    gate *g = arg;
+    atomic_fetch_add(&g->entered, 1);
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    atomic_fetch_add(&g->ran, 1);
+}
+
+static void wait_busy(pool *p, size_t want) {
+    for (int i = 0; i < 2000; i++) {
+        size_t busy = 0;
+        pool_stats(p, NULL, &busy);
+        if (busy == want) return;
+        usleep(1000);
+    }
+    ck_abort_msg("workers never became busy");
+}
+
+START_TEST(pool_refuses_when_full) {
+    gate g;
+    gate_init(&g);
+    pool *p = pool_create(1, 2, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK);
+    wait_busy(p, 1); /* the first job is running, not queued */
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK);
+    size_t queued = 0, busy = 0;
+    pool_stats(p, &queued, &busy);
+    ck_assert_uint_eq(queued, 2);
+    ck_assert_uint_eq(busy, 1);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_FULL);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_FULL);
+    gate_open(&g);
+    pool_destroy(p);
+    ck_assert_int_eq(atomic_load(&g.ran), 3); /* the refused ones never ran */
+}
+END_TEST
+
+static void count_job(void *arg, void *wctx) {
+    (void)wctx;
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+START_TEST(pool_runs_every_job) {
+    atomic_int n;
+    atomic_init(&n, 0);
+    pool *p = pool_create(4, 1000, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    int accepted = 0;
+    for (int i = 0; i < 5000; i++) {
+        int rc = pool_submit(p, count_job, &n);
+        if (rc == POOL_OK)
+            accepted++;
+        else {
+            ck_assert_int_eq(rc, POOL_FULL);
+            usleep(100);
+        }
+    }
+    pool_destroy(p);
+    ck_assert_int_eq(atomic_load(&n), accepted);
+    ck_assert_int_gt(accepted, 1000);
+}
+END_TEST
+
+typedef struct destroy_arg {
+    pool *p;
+    atomic_int done;
+} destroy_arg;
+
+static void *destroy_thread(void *arg) {
+    destroy_arg *d = arg;
+    pool_destroy(d->p);
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+START_TEST(pool_drains_on_destroy) {
+    gate g;
+    gate_init(&g);
+    pool *p = pool_create(2, 10, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK);
+    wait_busy(p, 2);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK);
+    destroy_arg d = {.p = p};
+    atomic_init(&d.done, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, destroy_thread, &d);
+    usleep(50000);
+    /* destroy waits for the queued jobs instead of dropping them */
+    ck_assert_int_eq(atomic_load(&d.done), 0);
+    ck_assert_int_eq(atomic_load(&g.ran), 0);
+    gate_open(&g);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(atomic_load(&d.done), 1);
+    ck_assert_int_eq(atomic_load(&g.ran), 12);
+}
+END_TEST
+
+static atomic_int inits, finis;
+
+static void *ctx_init(void *ctx) {
+    (void)ctx;
+    int *c = malloc(sizeof *c);
+    *c = atomic_fetch_add(&inits, 1);
+    return c;
+}
+
+static void ctx_fini(void *wctx, void *ctx) {
+    (void)ctx;
+    free(wctx);
+    atomic_fetch_add(&finis, 1);
+}
+
+static void *failing_init(void *ctx) {
+    atomic_int *n = ctx;
+    return atomic_fetch_add(n, 1) == 2 ? NULL : malloc(1); /* the third worker fails */
+}
+
+static void free_fini(void *wctx, void *ctx) {
+    (void)ctx;
+    free(wctx);
+}
+
+static void ctx_job(void *arg, void *wctx) {
+    ck_assert_ptr_nonnull(wctx);
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+START_TEST(pool_worker_contexts) {
+    atomic_init(&inits, 0);
+    atomic_init(&finis, 0);
+    atomic_int n;
+    atomic_init(&n, 0);
+    pool *p = pool_create(3, 10, ctx_init, ctx_fini, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(atomic_load(&inits), 3);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(pool_submit(p, ctx_job, &n), POOL_OK);
+    pool_destroy(p);
+    ck_assert_int_eq(atomic_load(&n), 10);
+    ck_assert_int_eq(atomic_load(&finis), 3);
+
+    atomic_int calls;
+    atomic_init(&calls, 0);
+    ck_assert_ptr_null(pool_create(4, 10, failing_init, free_fini, &calls));
+    ck_assert_ptr_null(pool_create(0, 10, NULL, NULL, NULL));
+    ck_assert_ptr_null(pool_create(1, 0, NULL, NULL, NULL));
+}
+END_TEST
+
+/* --------------------------------------------------------------- metrics */
+
+static char *render(srv_metrics *m, const srv_metrics_gauges *g) {
+    size_t len = 0;
+    char *text = srv_metrics_render(m, g, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(strlen(text), len);
+    return text;
+}
+
+START_TEST(metrics_render) {
+    srv_metrics *m = srv_metrics_create();
+    ck_assert_ptr_nonnull(m);
+    srv_metrics_observe(m, SRV_ROUTE_ATTENTION, 200, 0.003);
+    srv_metrics_observe(m, SRV_ROUTE_ATTENTION, 200, 0.2);
+    srv_metrics_observe(m, SRV_ROUTE_ATTENTION, 422, 0.0001);
+    srv_metrics_observe(m, SRV_ROUTE_OTHER, 404, 0.0001);
+    srv_metrics_observe(m, SRV_ROUTE_HEALTHZ, 299, 20.0); /* odd status, beyond last bucket */
+    srv_metrics_add_phase(m, SRV_PHASE_COMPUTE, 0.5);
+    srv_metrics_gauges g = {.queued = 3,
+                            .queue_capacity = 8,
+                            .busy_workers = 2,
+                            .workers = 2,
+                            .in_flight = 5,
+                            .draining = 1};
+    char *t = render(m, &g);
+
+    static const char *const expect[] = {
+        "# TYPE attn_http_requests_total counter\n",
+        "attn_http_requests_total{route=\"attention\",code=\"200\"} 2\n",
+        "attn_http_requests_total{route=\"attention\",code=\"422\"} 1\n",
+        "attn_http_requests_total{route=\"other\",code=\"404\"} 1\n",
+        "attn_http_requests_total{route=\"healthz\",code=\"other\"} 1\n",
+        "# TYPE attn_http_request_duration_seconds histogram\n",
+        "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"0.0005\"} 1\n",
+        "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"0.005\"} 2\n",
+        "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"0.1\"} 2\n",
+        "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"0.25\"} 3\n",
+        "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"+Inf\"} 3\n",
+        "attn_http_request_duration_seconds_count{route=\"attention\"} 3\n",
+        "attn_http_request_duration_seconds_sum{route=\"attention\"} 0.2031",
+        "attn_http_request_duration_seconds_bucket{route=\"healthz\",le=\"10\"} 0\n",
+        "attn_http_request_duration_seconds_bucket{route=\"healthz\",le=\"+Inf\"} 1\n",
+        "attn_phase_seconds_total{phase=\"compute\"} 0.5",
+        "attn_queue_depth 3\n",
+        "attn_queue_capacity 8\n",
+        "attn_workers_busy 2\n",
+        "attn_workers 2\n",
+        "attn_http_requests_in_flight 5\n",
+        "attn_draining 1\n",
+        "# TYPE attn_queue_depth gauge\n",
+    };
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        ck_assert_msg(strstr(t, expect[i]), "metrics lack: %s\n--- got:\n%s", expect[i], t);
+    /* no series for statuses never seen */
+    ck_assert_ptr_null(strstr(t, "code=\"500\""));
+    /* every non-comment line is "name{labels} value" or "name value" */
+    for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        ck_assert_msg(strncmp(line, "attn_", 5) == 0 || strncmp(line, "process_", 8) == 0,
+                      "odd line %s", line);
+        ck_assert_ptr_nonnull(strrchr(line, ' '));
+    }
+    free(t);
+    srv_metrics_destroy(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------ request ids */
+
+START_TEST(reqid_sanitising) {
+    ck_assert(srv_reqid_is_sane("abc-DEF_123.x:y"));
+    ck_assert(srv_reqid_is_sane("a"));
+    char long_ok[129], long_bad[130];
+    memset(long_ok, 'a', 128);
+    long_ok[128] = 0;
+    memset(long_bad, 'a', 129);
+    long_bad[129] = 0;
+    ck_assert(srv_reqid_is_sane(long_ok));
+    ck_assert(!srv_reqid_is_sane(long_bad));
+    ck_assert(!srv_reqid_is_sane(NULL));
+    ck_assert(!srv_reqid_is_sane(""));
+    ck_assert(!srv_reqid_is_sane("a b"));
+    ck_assert(!srv_reqid_is_sane("a\r\nSet-Cookie: x"));
+    ck_assert(!srv_reqid_is_sane("a/b"));
+    ck_assert(!srv_reqid_is_sane("caf\xc3\xa9"));
+    ck_assert(!srv_reqid_is_sane("a\"b"));
+
+    char *kept = srv_reqid_choose("client-42");
+    ck_assert_str_eq(kept, "client-42");
+    free(kept);
+    char *fresh = srv_reqid_choose("bad id");
+    ck_assert(srv_reqid_is_sane(fresh));
+    ck_assert_str_ne(fresh, "bad id");
+    char *fresh2 = srv_reqid_choose(NULL);
+    ck_assert(srv_reqid_is_sane(fresh2));
+    ck_assert_str_ne(fresh, fresh2);
+    free(fresh);
+    free(fresh2);
+
+    char a[48], b[48];
+    srv_reqid_new(a, sizeof a);
+    srv_reqid_new(b, sizeof b);
+    ck_assert(srv_reqid_is_sane(a));
+    ck_assert_str_ne(a, b);
+}
+END_TEST
+
+/* ------------------------------------------------- HTTP parsers, routing */
+
+START_TEST(http_content_types) {
+    ck_assert(srv_http_is_json_type(NULL));
+    ck_assert(srv_http_is_json_type("application/json"));
+    ck_assert(srv_http_is_json_type("Application/JSON"));
+    ck_assert(srv_http_is_json_type("application/json; charset=utf-8"));
+    ck_assert(srv_http_is_json_type("  application/json ;charset=UTF-8"));
+    ck_assert(srv_http_is_json_type("application/vnd.attn+json"));
+    ck_assert(srv_http_is_json_type("application/problem+JSON; q=1"));
+    ck_assert(!srv_http_is_json_type(""));
+    ck_assert(!srv_http_is_json_type("text/plain"));
+    ck_assert(!srv_http_is_json_type("text/json"));
+    ck_assert(!srv_http_is_json_type("application/jsonx"));
+    ck_assert(!srv_http_is_json_type("application/x-www-form-urlencoded"));
+    ck_assert(!srv_http_is_json_type("application/+json"));
+    ck_assert(!srv_http_is_json_type("application/json/x"));
+    ck_assert(!srv_http_is_json_type("multipart/form-data; boundary=json"));
+}
+END_TEST
+
+START_TEST(http_content_length) {
+    size_t n = 7;
+    ck_assert_int_eq(srv_http_parse_length("0", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(srv_http_parse_length("1048576", &n), 0);
+    ck_assert_uint_eq(n, 1048576);
+    ck_assert_int_eq(srv_http_parse_length("99999999999999999999999999", &n), 0);
+    ck_assert_uint_eq(n, SIZE_MAX);
+    ck_assert_int_eq(srv_http_parse_length("", &n), -1);
+    ck_assert_int_eq(srv_http_parse_length("-1", &n), -1);
+    ck_assert_int_eq(srv_http_parse_length("12a", &n), -1);
+    ck_assert_int_eq(srv_http_parse_length(NULL, &n), -1);
+}
+END_TEST
+
+START_TEST(routes) {
+    ck_assert_int_eq(srv_route_find("/v1/attention"), SRV_ROUTE_ATTENTION);
+    ck_assert_int_eq(srv_route_find("/healthz"), SRV_ROUTE_HEALTHZ);
+    ck_assert_int_eq(srv_route_find("/readyz"), SRV_ROUTE_READYZ);
+    ck_assert_int_eq(srv_route_find("/metrics"), SRV_ROUTE_METRICS);
+    ck_assert_int_eq(srv_route_find("/v1/openapi.yaml"), SRV_ROUTE_OPENAPI);
+    ck_assert_int_eq(srv_route_find("/v1/attention/"), SRV_ROUTE_OTHER);
+    ck_assert_int_eq(srv_route_find("/V1/attention"), SRV_ROUTE_OTHER);
+    ck_assert_int_eq(srv_route_find("/"), SRV_ROUTE_OTHER);
+    ck_assert_int_eq(srv_route_find(NULL), SRV_ROUTE_OTHER);
+    ck_assert(srv_route_allows(SRV_ROUTE_ATTENTION, "POST"));
+    ck_assert(!srv_route_allows(SRV_ROUTE_ATTENTION, "GET"));
+    ck_assert(srv_route_allows(SRV_ROUTE_HEALTHZ, "HEAD"));
+    ck_assert(!srv_route_allows(SRV_ROUTE_METRICS, "POST"));
+    ck_assert(!srv_route_allows(SRV_ROUTE_OTHER, "GET"));
+    ck_assert_str_eq(srv_route_allow(SRV_ROUTE_ATTENTION), "POST");
+    ck_assert_str_eq(srv_route_allow(SRV_ROUTE_READYZ), "GET, HEAD");
+    ck_assert_str_eq(srv_route_name(SRV_ROUTE_OTHER), "other");
+}
+END_TEST
+
+/* ------------------------------------------------------------------- job */
+
+static void run_job(const char *body, int *status, char **response) {
+    static const api_limits limits = {.max_tokens = 64,
+                                      .max_heads = 8,
+                                      .max_d_model = 64,
+                                      .max_flops = 1e9,
+                                      .max_response_bytes = 1 << 20};
+    srv_job job;
+    memset(&job, 0, sizeof job);
+    job.body = body;
+    job.body_len = strlen(body);
+    job.limits = &limits;
+    clock_gettime(CLOCK_MONOTONIC, &job.submitted);
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_ptr_nonnull(ws);
+    srv_job_run(&job, ws);
+    attn_workspace_destroy(ws);
+    ck_assert_ptr_nonnull(job.response);
+    ck_assert_uint_eq(strlen(job.response), job.response_len);
+    ck_assert(job.queue_ms >= 0 && job.decode_ms >= 0);
+    *status = job.status;
+    *response = job.response;
+}
+
+START_TEST(job_error_paths) {
+    int status;
+    char *r;
+    run_job("{not json", &status, &r);
+    ck_assert_int_eq(status, 400);
+    ck_assert_ptr_nonnull(strstr(r, "\"invalid_json\""));
+    free(r);
+
+    run_job("{\"model\":\"gpt-2\",\"embeddings\":[[1,2]]}", &status, &r);
+    ck_assert_int_eq(status, 404);
+    ck_assert_ptr_nonnull(strstr(r, "\"unknown_model\""));
+    ck_assert_ptr_nonnull(strstr(r, "\"/model\""));
+    free(r);
+
+    run_job("{\"embeddings\":[[1,0]],\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],"
+            "\"w_k\":[[1],[0]],\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]},\"mask\":\"none\"}",
+            &status, &r);
+    ck_assert_msg(status == 200, "status %d: %s", status, r);
+    ck_assert_ptr_nonnull(strstr(r, "\"embeddings\""));
+    free(r);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- suite */
+
+static Suite *server_suite(void) {
+    Suite *s = suite_create("server");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, config_defaults);
+    tcase_add_test(tc, config_env_then_flag_wins);
+    tcase_add_test(tc, config_suffixes_and_doubles);
+    tcase_add_loop_test(tc, config_bad_values, 0, sizeof bad_values / sizeof bad_values[0]);
+    tcase_add_test(tc, config_bad_env_and_args);
+    tcase_add_test(tc, config_help);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, pool_refuses_when_full);
+    tcase_add_test(tc, pool_runs_every_job);
+    tcase_add_test(tc, pool_drains_on_destroy);
+    tcase_add_test(tc, pool_worker_contexts);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("metrics");
+    tcase_add_test(tc, metrics_render);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("parsing");
+    tcase_add_test(tc, reqid_sanitising);
+    tcase_add_test(tc, http_content_types);
+    tcase_add_test(tc, http_content_length);
+    tcase_add_test(tc, routes);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("job");
+    tcase_add_test(tc, job_error_paths);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(server_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
