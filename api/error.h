@@ -26,7 +26,8 @@
  *   422 dimension_mismatch      shapes disagree: ragged rows, no rows, d_model or d_head
  *                               mismatch, mask or tokens of the wrong size, no w_o while
  *                               h·d_head != d_model
- *   422 non_finite_number       a number not finite as float32 (1e39, 1e999)
+ *   422 non_finite_number       a number not finite as float32 (1e39, 1e999), or a
+ *                               returned result that overflowed float32 (path "")
  *   422 out_of_range            scale <= 0, a select_heads index outside 0…h-1 or repeated
  *   422 limit_exceeded          tokens, heads, d_model, work or response size over its limit
  *   500 internal_error          a broken invariant; never expected

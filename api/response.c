@@ -11,16 +11,30 @@
  * the contract's table. Per-head outputs are hs × rows × cols for the
  * selected heads, in the order of `heads`; a masked score (−∞) is null.
  * Numbers use api_float_format: shortest float32 round-trip text.
+ *
+ * Finite inputs can still overflow float32 inside the computation (scores of
+ * embeddings around 1e20); JSON cannot carry the NaN or infinity that
+ * follows, so the first one met fails the whole answer with a 422 that
+ * names the output and the cell.
  */
 #include "api/response.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/buffer.h"
 #include "api/float_format.h"
 #include "api/request_internal.h"
+
+/* Where the first number JSON cannot carry was met. */
+typedef struct overflow_at {
+    int found;
+    const char *output;
+    size_t head, row, col; /* head is SIZE_MAX for outputs that are not per head */
+} overflow_at;
 
 static void append_size(api_buffer *b, size_t v)
 {
@@ -29,9 +43,10 @@ static void append_size(api_buffer *b, size_t v)
     api_buffer_append(b, text, (size_t)n);
 }
 
-/* Appends rows × cols numbers as [[…],[…]]; −∞ as null when `null_masked`. */
+/* Appends rows × cols numbers as [[…],[…]]; −∞ as null when `null_masked`.
+ * Records the first other non-finite value in *bad and stops there. */
 static void append_matrix(api_buffer *b, const float *m, size_t rows, size_t cols,
-                          int null_masked)
+                          int null_masked, overflow_at *bad)
 {
     size_t row_room;
 
@@ -51,6 +66,11 @@ static void append_matrix(api_buffer *b, const float *m, size_t rows, size_t col
             if (null_masked && isinf(x) && x < 0) {
                 memcpy(b->data + b->len, "null", 4);
                 b->len += 4;
+            } else if (!isfinite(x)) {
+                bad->found = 1;
+                bad->row = r;
+                bad->col = c;
+                return;
             } else {
                 b->len += api_float_format(b->data + b->len, x);
             }
@@ -62,13 +82,14 @@ static void append_matrix(api_buffer *b, const float *m, size_t rows, size_t col
     api_buffer_append(b, "]", 1);
 }
 
-static void append_per_head(api_buffer *b, const float *m, size_t hs, size_t rows, size_t cols,
-                            int null_masked)
+static void append_per_head(api_buffer *b, const float *m, const size_t *heads, size_t hs,
+                            size_t rows, size_t cols, int null_masked, overflow_at *bad)
 {
     api_buffer_append(b, "[", 1);
-    for (size_t i = 0; i < hs; i++) {
+    for (size_t i = 0; i < hs && !bad->found; i++) {
         if (i) api_buffer_append(b, ",", 1);
-        append_matrix(b, m + i * rows * cols, rows, cols, null_masked);
+        bad->head = heads[i];
+        append_matrix(b, m + i * rows * cols, rows, cols, null_masked, bad);
     }
     api_buffer_append(b, "]", 1);
 }
@@ -90,13 +111,14 @@ static const char *mask_word(attn_mask_kind kind)
     return "custom";
 }
 
-char *api_response_encode(const api_request *req, size_t *len)
+char *api_response_encode(const api_request *req, size_t *len, api_error *err)
 {
     const attn_weights *w = req->input.weights;
     const attn_output *o = &req->output;
     size_t n = req->n_tokens, dm = req->d_model, hs = req->input.n_heads_out;
     size_t dh = w ? w->d_head : 0, h = w ? w->n_heads : 0;
     char num[API_FLOAT_TEXT_MAX];
+    overflow_at bad = {0, NULL, SIZE_MAX, 0, 0};
     api_buffer b;
     const struct {
         unsigned bit;
@@ -151,15 +173,38 @@ char *api_response_encode(const api_request *req, size_t *len)
     }
     api_buffer_append_str(&b, "]");
 
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad.found; i++) {
         if (!(req->returns & outputs[i].bit)) continue;
         api_buffer_append_str(&b, outputs[i].key);
+        bad.output = outputs[i].key + 2; /* past ,\" */
+        bad.head = SIZE_MAX;
         if (outputs[i].per_head)
-            append_per_head(&b, outputs[i].data, hs, n, outputs[i].cols,
-                            outputs[i].bit == API_RETURN_SCORES);
+            append_per_head(&b, outputs[i].data, req->heads, hs, n, outputs[i].cols,
+                            outputs[i].bit == API_RETURN_SCORES, &bad);
         else
-            append_matrix(&b, outputs[i].data, n, outputs[i].cols, 0);
+            append_matrix(&b, outputs[i].data, n, outputs[i].cols, 0, &bad);
     }
     api_buffer_append_str(&b, "}");
-    return api_buffer_finish(&b, len);
+    char *text = api_buffer_finish(&b, len);
+    if (!text) {
+        api_error_set(err, 503, "out_of_memory", "",
+                      "memory for the response could not be had; retry later");
+        return NULL;
+    }
+    if (bad.found) {
+        free(text);
+        int name_len = (int)strcspn(bad.output, "\"");
+        if (bad.head != SIZE_MAX)
+            api_error_set(err, 422, "non_finite_number", "",
+                          "the result overflows float32: %.*s of head %zu, row %zu, column "
+                          "%zu is not finite; the embeddings or weights are too large",
+                          name_len, bad.output, bad.head, bad.row, bad.col);
+        else
+            api_error_set(err, 422, "non_finite_number", "",
+                          "the result overflows float32: %.*s row %zu, column %zu is not "
+                          "finite; the embeddings or weights are too large",
+                          name_len, bad.output, bad.row, bad.col);
+        return NULL;
+    }
+    return text;
 }

@@ -78,13 +78,11 @@ void srv_job_run(srv_job *job, attn_workspace *ws) {
         return;
     }
 
-    job->response = api_response_encode(req, &job->response_len);
+    job->response = api_response_encode(req, &job->response_len, &err);
     clock_gettime(CLOCK_MONOTONIC, &t3);
     job->encode_ms = srv_ms_between(&t2, &t3);
     api_request_free(req);
     if (!job->response) {
-        api_error_set(&err, 503, "out_of_memory", NULL,
-                      "memory for the response could not be had; retry later");
         job_fail(job, &err);
         return;
     }

@@ -186,8 +186,9 @@ static json_t *respond(api_request *req, char **raw)
     ck_assert_ptr_nonnull(ws);
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
     attn_workspace_destroy(ws);
-    text = api_response_encode(req, &len);
-    ck_assert_ptr_nonnull(text);
+    api_error err;
+    text = api_response_encode(req, &len, &err);
+    ck_assert_msg(text != NULL, "encode failed: %s", err.message);
     ck_assert_uint_eq(strlen(text), len);
     resp = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     ck_assert_msg(resp != NULL, "response is not JSON: %s: %.300s", jerr.text, text);
@@ -1135,6 +1136,50 @@ START_TEST(test_custom_mask)
 }
 END_TEST
 
+/* Finite inputs whose scores overflow float32: the answer is a 422 naming
+ * the output, never a NaN or an Infinity in the JSON. */
+static void expect_overflow(const char *returns, const char *output_in_message)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"embeddings\":[[1e20,0],[0,1e20]],\"mask\":\"none\",\"return\":%s,"
+             "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
+             "\"w_v\":[[1,0],[0,1]]}]}}",
+             returns);
+    api_request *req = NULL;
+    api_error err;
+    ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    attn_workspace_destroy(ws);
+    size_t len = 0;
+    ck_assert_ptr_null(api_response_encode(req, &len, &err));
+    ck_assert_int_eq(err.status, 422);
+    ck_assert_str_eq(err.code, "non_finite_number");
+    ck_assert_msg(strstr(err.message, output_in_message) != NULL, "message: %s", err.message);
+    api_request_free(req);
+}
+
+START_TEST(test_overflow_in_result)
+{
+    expect_overflow("[\"scores\"]", "scores of head 0, row 0, column 0");
+    expect_overflow("[\"patterns\"]", "patterns of head 0");
+    expect_overflow("[\"embeddings\"]", "embeddings row 0");
+    /* q alone is finite (1e20): that answer is fine */
+    const char *ok = "{\"embeddings\":[[1e20,0],[0,1e20]],\"return\":[\"q\"],"
+                     "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
+                     "\"w_v\":[[1,0],[0,1]]}]}}";
+    api_request *req = NULL;
+    api_error err;
+    ck_assert_int_eq(api_request_decode(ok, strlen(ok), &big_limits, &req, &err), 0);
+    json_t *resp = respond(req, NULL);
+    json_t *q00 = json_array_get(json_array_get(json_array_get(json_object_get(resp, "q"), 0), 0), 0);
+    ck_assert((float)num(q00) == 1e20f);
+    json_decref(resp);
+    api_request_free(req);
+}
+END_TEST
+
 START_TEST(test_biases_and_w_o)
 {
     /* one head with biases and w_o: checked against a double reference */
@@ -1322,6 +1367,7 @@ static Suite *api_suite(void)
     tcase_add_test(encode, test_tokens_echo);
     tcase_add_test(encode, test_custom_mask);
     tcase_add_test(encode, test_biases_and_w_o);
+    tcase_add_test(encode, test_overflow_in_result);
     tcase_add_test(cases, test_cases_dir);
     suite_add_tcase(s, errors);
     suite_add_tcase(s, floats);
