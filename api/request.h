@@ -33,6 +33,7 @@ typedef struct api_limits {
     double max_flops;       /* attn_flops of one request */
     size_t max_response_bytes; /* worst-case JSON size of the requested outputs,
                                   counted as 16 bytes a number */
+    size_t max_workspace_bytes; /* scratch one computation needs (attn_workspace_need) */
 } api_limits;
 
 typedef struct api_request api_request;

@@ -100,6 +100,14 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
                              "this request needs %.4g floating-point operations, over the limit "
                              "max_flops = %.4g",
                              flops, limits->max_flops);
+    /* Few heads of a tiny d_model can still make a huge n × 3hd scratch: the
+     * work limit alone does not bound memory. */
+    size_t scratch = attn_workspace_need(req->n_tokens, w->d_model, w->n_heads, w->d_head);
+    if (scratch > limits->max_workspace_bytes)
+        return api_error_set(err, 422, "limit_exceeded", "",
+                             "this request needs %zu bytes of scratch memory, over the limit "
+                             "max_workspace_bytes = %zu",
+                             scratch, limits->max_workspace_bytes);
     for (unsigned bit = 1; bit <= API_RETURN_EMBEDDINGS; bit <<= 1) {
         size_t count;
         if (!(req->returns & bit)) continue;

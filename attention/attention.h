@@ -111,11 +111,19 @@ void attn_workspace_destroy(attn_workspace *ws);
 /* Bytes the workspace holds now (for metrics and tests). */
 size_t attn_workspace_bytes(const attn_workspace *ws);
 
+/* What attn_compute returns. */
+enum {
+    ATTN_OK = 0,
+    ATTN_ERR_NOMEM = -1,    /* the workspace could not grow (or a size overflows) */
+    ATTN_ERR_NONFINITE = -2 /* an allowed score overflowed float32 (inf or NaN) */
+};
+
 /*
- * Computes everything `out` asks for. Returns 0 on success, -1 when the
- * workspace could not grow (out of memory or a size that overflows size_t);
- * `out` is then unspecified. Inputs must be consistent (the caller has
- * validated shapes, head indices and the mask).
+ * Computes everything `out` asks for. Returns ATTN_OK, or one of the errors
+ * above; `out` is then unspecified. Inputs must be consistent (the caller
+ * has validated shapes, head indices and the mask). Masked scores are
+ * −INFINITY and only they are: a finite input whose scores overflow is
+ * ATTN_ERR_NONFINITE, never a silently masked key.
  */
 int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in);
 

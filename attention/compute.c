@@ -162,20 +162,21 @@ static void project_block(const attn_ctx *c, size_t col) {
  * stride ldz or NULL. Reads Q_i = qkv[:, i·dh], K_i = qkv[:, hd + i·dh],
  * V_i = qkv[:, 2hd + i·dh], each n × dh with stride 3hd.
  */
-static void head_attend(float *s, float *p, float *z, size_t ldz, const attn_ctx *c, size_t i) {
+static int head_attend(float *s, float *p, float *z, size_t ldz, const attn_ctx *c, size_t i) {
     const float *q = c->qkv + i * c->dh;
     const float *k = c->qkv + c->hd + i * c->dh;
     const float *v = c->qkv + 2 * c->hd + i * c->dh;
     /* S_i = scale · Q_i · K_iᵀ;  (m, n, k) = (n, n, dh) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->n, (int)c->n, (int)c->dh,
                 c->in->scale, q, (int)c->ld, k, (int)c->ld, 0.0f, s, (int)c->n);
-    attn_mask_apply(s, &c->in->mask, c->n);
-    if (!p) return;
+    if (attn_mask_apply(s, &c->in->mask, c->n)) return ATTN_ERR_NONFINITE;
+    if (!p) return 0;
     attn_softmax_rows(p, s, c->n, c->in->mask.kind == ATTN_MASK_CAUSAL);
-    if (!z) return;
+    if (!z) return 0;
     /* Z_i = P_i · V_i;  (m, n, k) = (n, dh, n) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, (int)c->dh, (int)c->n, 1.0f,
                 p, (int)c->n, v, (int)c->ld, 0.0f, z, (int)ldz);
+    return 0;
 }
 
 /* d: n × dm  ←  z: n × hd,  w_o: hd × dm */
@@ -200,15 +201,15 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
     attn_plan pl;
     size_t total;
 
-    if (plan_make(&pl, out, in) || slice_total(&total, pl.bytes)) return -1;
+    if (plan_make(&pl, out, in) || slice_total(&total, pl.bytes)) return ATTN_ERR_NOMEM;
     c.hd = c.h * c.dh; /* cannot overflow: slice_sizes checked 3hd */
     c.ld = 3 * c.hd;
     if (!pl.need_q && !pl.need_k && !pl.need_v) return 0; /* nothing asked for */
     /* cblas takes int sizes. */
-    if (n > INT_MAX || c.dm > INT_MAX || c.ld > INT_MAX) return -1;
+    if (n > INT_MAX || c.dm > INT_MAX || c.ld > INT_MAX) return ATTN_ERR_NOMEM;
 
     unsigned char *block = attn_workspace_reserve(ws, total);
-    if (!block) return -1;
+    if (!block) return ATTN_ERR_NOMEM;
     float *slice[WS_COUNT];
     size_t off = 0; /* the same rounding as slice_total, so within total */
     for (int s = 0; s < WS_COUNT; s++) {
@@ -272,14 +273,15 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
             z = zall + i * c.dh, ldz = c.hd;
         else if (pl.ph_z)
             z = out->head_outputs + j * ndh;
-        head_attend(s, p, z, ldz, &c, i);
+        if (head_attend(s, p, z, ldz, &c, i)) return ATTN_ERR_NONFINITE;
         if (zall && pl.ph_z) attn_copy_block(out->head_outputs + j * ndh, c.dh, z, c.hd, n, c.dh);
     }
     if (!pl.want_all) return 0;
 
     /* The heads nobody asked to see still feed ΔE. */
     for (size_t i = 0; i < c.h; i++)
-        if (hs == 0 || slot[i] == SIZE_MAX) head_attend(nn, nn, zall + i * c.dh, c.hd, &c, i);
+        if ((hs == 0 || slot[i] == SIZE_MAX) && head_attend(nn, nn, zall + i * c.dh, c.hd, &c, i))
+            return ATTN_ERR_NONFINITE;
 
     float *d = out->delta ? out->delta : out->embeddings;
     if (w->w_o) project_out(d, zall, &c);

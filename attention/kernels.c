@@ -5,6 +5,7 @@
  * is made of real infinities and the code relies on expf(-inf) == 0 and on
  * comparisons with -INFINITY behaving as IEEE says.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -32,22 +33,40 @@ void attn_add(float *out, const float *a, const float *b, size_t count) {
         out[x] = a[x] + b[x];
 }
 
+/* Is any of x[0 … count) infinite or NaN? An OR of comparisons, so that
+ * the compiler may vectorise it (a float sum could not be reordered). */
+static int any_not_finite(const float *x, size_t count) {
+    unsigned bad = 0;
+    for (size_t k = 0; k < count; k++)
+        bad |= !(fabsf(x[k]) <= FLT_MAX);
+    return bad != 0;
+}
+
 /* s: n × n */
-void attn_mask_apply(float *s, const attn_mask *mask, size_t n) {
-    switch (mask->kind) {
-    case ATTN_MASK_NONE:
-        break;
-    case ATTN_MASK_CAUSAL:
-        for (size_t q = 0; q < n; q++)
+int attn_mask_apply(float *s, const attn_mask *mask, size_t n) {
+    int bad = 0;
+    for (size_t q = 0; q < n; q++) {
+        float *sr = s + q * n;
+        switch (mask->kind) {
+        case ATTN_MASK_NONE:
+            bad |= any_not_finite(sr, n);
+            break;
+        case ATTN_MASK_CAUSAL:
+            bad |= any_not_finite(sr, q + 1);
             for (size_t k = q + 1; k < n; k++)
-                s[q * n + k] = -INFINITY;
-        break;
-    case ATTN_MASK_CUSTOM:
-        for (size_t q = 0; q < n; q++)
-            for (size_t k = 0; k < n; k++)
-                if (!mask->allowed[q * n + k]) s[q * n + k] = -INFINITY;
-        break;
+                sr[k] = -INFINITY;
+            break;
+        case ATTN_MASK_CUSTOM:
+            for (size_t k = 0; k < n; k++) {
+                if (!mask->allowed[q * n + k])
+                    sr[k] = -INFINITY;
+                else
+                    bad |= !(fabsf(sr[k]) <= FLT_MAX);
+            }
+            break;
+        }
     }
+    return bad ? -1 : 0;
 }
 
 /* p, s: n × n; p may equal s */

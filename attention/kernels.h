@@ -24,9 +24,10 @@ void attn_add(float *out, const float *a, const float *b, size_t count);
 
 /*
  * s: n × n scores. Writes −INFINITY where query q may not attend to key k.
- * NONE leaves s as it is.
+ * Returns 0, or -1 when an allowed score is not finite (the scores overflowed
+ * float32): −INFINITY must mean "masked" and nothing else downstream.
  */
-void attn_mask_apply(float *s, const attn_mask *mask, size_t n);
+int attn_mask_apply(float *s, const attn_mask *mask, size_t n);
 
 /*
  * p, s: n × n (p may be s: in place). Row-wise softmax of masked scores:

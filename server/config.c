@@ -60,6 +60,8 @@ static const cfg_option cfg_table[] = {
      "most floating-point operations in one request"},
     {"max-response-bytes", "ATTN_MAX_RESPONSE_BYTES", CFG_SIZE, 1, 1099511627776.0, "256m",
      F(max_response_bytes), "largest response body, estimated before computing"},
+    {"max-workspace-bytes", "ATTN_MAX_WORKSPACE_BYTES", CFG_SIZE, 1, 1099511627776.0, "1g",
+     F(max_workspace_bytes), "most scratch memory one computation may use"},
     {"connection-timeout", "ATTN_CONNECTION_TIMEOUT", CFG_SIZE, 1, 86400, "30",
      F(connection_timeout), "seconds an idle connection is kept"},
 };

@@ -25,6 +25,7 @@ typedef struct cfg_config {
     size_t max_d_model;
     double max_flops;
     size_t max_response_bytes;
+    size_t max_workspace_bytes;
     size_t connection_timeout; /* seconds */
 } cfg_config;
 

@@ -52,39 +52,39 @@ void srv_job_run(srv_job *job, attn_workspace *ws) {
     int rc = api_request_decode(job->body, job->body_len, job->limits, &req, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     job->decode_ms = srv_ms_between(&t0, &t1);
-    if (rc != 0) {
-        job_fail(job, &err);
-        return;
-    }
+    if (rc != 0) goto fail;
 
-    const char *model = api_request_model(req);
-    if (model) {
+    if (api_request_model(req)) {
         /* No model store yet: every name is unknown. The name is not
          * repeated in the message; it can be long and the client knows it. */
         api_error_set(&err, 404, "unknown_model", "/model", "no model with this name is loaded");
-        job_fail(job, &err);
-        api_request_free(req);
-        return;
+        goto fail;
     }
 
     rc = attn_compute(api_request_output(req), ws, api_request_input(req));
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);
-    if (rc != 0) {
+    if (rc == ATTN_ERR_NONFINITE) {
+        api_error_set(&err, 422, "non_finite_number", NULL,
+                      "the attention scores overflow float32; the embeddings or weights are "
+                      "too large");
+        goto fail;
+    }
+    if (rc != ATTN_OK) {
         api_error_set(&err, 503, "out_of_memory", NULL,
                       "memory for this computation could not be had; retry later");
-        job_fail(job, &err);
-        api_request_free(req);
-        return;
+        goto fail;
     }
 
     job->response = api_response_encode(req, &job->response_len, &err);
     clock_gettime(CLOCK_MONOTONIC, &t3);
     job->encode_ms = srv_ms_between(&t2, &t3);
+    if (!job->response) goto fail;
     api_request_free(req);
-    if (!job->response) {
-        job_fail(job, &err);
-        return;
-    }
     job->status = 200;
+    return;
+
+fail:
+    api_request_free(req);
+    job_fail(job, &err);
 }

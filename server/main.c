@@ -65,6 +65,7 @@ int main(int argc, char **argv) {
         .max_d_model = cfg.max_d_model,
         .max_flops = cfg.max_flops,
         .max_response_bytes = cfg.max_response_bytes,
+        .max_workspace_bytes = cfg.max_workspace_bytes,
     };
 
     srv_metrics *metrics = srv_metrics_create();

@@ -33,7 +33,7 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static const api_limits big_limits = {4096, 64, 4096, 1e12, (size_t)1 << 30};
+static const api_limits big_limits = {4096, 64, 4096, 1e12, (size_t)1 << 30, (size_t)1 << 30};
 
 /* Exactly representable pseudo-random values in [-1, 1): multiples of 1/8. */
 static double val(size_t i)
@@ -781,6 +781,12 @@ START_TEST(test_limits)
     at.max_flops = flops, over.max_flops = nextafter(flops, 0);
     limit_pair(base_request(), at, over, "");
 
+    /* scratch: n 3, 2 heads of 2 */
+    size_t scratch = attn_workspace_need(3, 4, 2, 2);
+    at = over = big_limits;
+    at.max_workspace_bytes = scratch, over.max_workspace_bytes = scratch - 1;
+    limit_pair(base_request(), at, over, "");
+
     /* default return: patterns (2·3·3) + embeddings (3·4) = 30 numbers */
     at = over = big_limits;
     at.max_response_bytes = 30 * 16, over.max_response_bytes = 30 * 16 - 1;
@@ -1136,21 +1142,23 @@ START_TEST(test_custom_mask)
 }
 END_TEST
 
-/* Finite inputs whose scores overflow float32: the answer is a 422 naming
- * the output, never a NaN or an Infinity in the JSON. */
-static void expect_overflow(const char *returns, const char *output_in_message)
+/* Finite inputs whose results overflow float32 where the engine does not
+ * look (values, outputs): the answer is a 422 naming the output, never a NaN
+ * or an Infinity in the JSON. (Overflowing scores are the engine's
+ * ATTN_ERR_NONFINITE, tested in test_attention.) */
+static void expect_overflow(const char *w_q, const char *w_v, const char *returns,
+                            const char *output_in_message)
 {
     char text[512];
     snprintf(text, sizeof text,
              "{\"embeddings\":[[1e20,0],[0,1e20]],\"mask\":\"none\",\"return\":%s,"
-             "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
-             "\"w_v\":[[1,0],[0,1]]}]}}",
-             returns);
+             "\"weights\":{\"heads\":[{\"w_q\":%s,\"w_k\":[[0,0],[0,0]],\"w_v\":%s}]}}",
+             returns, w_q, w_v);
     api_request *req = NULL;
     api_error err;
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), ATTN_OK);
     attn_workspace_destroy(ws);
     size_t len = 0;
     ck_assert_ptr_null(api_response_encode(req, &len, &err));
@@ -1162,13 +1170,15 @@ static void expect_overflow(const char *returns, const char *output_in_message)
 
 START_TEST(test_overflow_in_result)
 {
-    expect_overflow("[\"scores\"]", "scores of head 0, row 0, column 0");
-    expect_overflow("[\"patterns\"]", "patterns of head 0");
-    expect_overflow("[\"embeddings\"]", "embeddings row 0");
-    /* q alone is finite (1e20): that answer is fine */
-    const char *ok = "{\"embeddings\":[[1e20,0],[0,1e20]],\"return\":[\"q\"],"
-                     "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
-                     "\"w_v\":[[1,0],[0,1]]}]}}";
+    const char *small = "[[1,0],[0,1]]", *huge = "[[1e20,0],[0,1e20]]";
+    expect_overflow(small, huge, "[\"v\"]", "v of head 0, row 0, column 0");
+    expect_overflow(small, huge, "[\"head_outputs\"]", "head_outputs of head 0");
+    expect_overflow(small, huge, "[\"embeddings\"]", "embeddings row 0, column 0");
+    expect_overflow(huge, small, "[\"q\"]", "q of head 0, row 0");
+    /* the same overflow, not asked for: the answer is fine (scores are 0) */
+    const char *ok = "{\"embeddings\":[[1e20,0],[0,1e20]],\"return\":[\"q\",\"patterns\"],"
+                     "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[0,0],[0,0]],"
+                     "\"w_v\":[[1e20,0],[0,1e20]]}]}}";
     api_request *req = NULL;
     api_error err;
     ck_assert_int_eq(api_request_decode(ok, strlen(ok), &big_limits, &req, &err), 0);

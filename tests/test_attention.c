@@ -855,6 +855,55 @@ START_TEST(test_sizes) {
 }
 END_TEST
 
+/*
+ * Scores that overflow float32 where attention is allowed are an error, not
+ * a masked key: d_model 1, W = 1, tokens 1 and 1e20 give S = [[1, 1e20],
+ * [1e20, inf]]. Only a mask that hides S[1][1] makes it computable. A
+ * −inf score (w_k = −1) is refused alike, and so is inf · 0 = NaN.
+ */
+START_TEST(test_overflowing_scores) {
+    float e[2] = {1.0f, 1e20f};
+    float qkv_pos[3] = {1, 1, 1}, qkv_neg[3] = {1, -1, 1};
+    attn_weights w = {.d_model = 1, .n_heads = 1, .d_head = 1, .w_qkv = qkv_pos};
+    unsigned char hide_11[4] = {1, 1, 1, 0}, all[4] = {1, 1, 1, 1};
+    size_t head0 = 0;
+    attn_input in = {.weights = &w, .embeddings = e, .n_tokens = 2, .scale = 1.0f,
+                     .heads = &head0, .n_heads_out = 1};
+    float patterns[4], scores[4], emb[2];
+    attn_output out = {.scores = scores, .patterns = patterns, .embeddings = emb};
+    attn_workspace *ws = attn_workspace_create();
+
+    in.mask = (attn_mask){ATTN_MASK_CUSTOM, hide_11};
+    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_OK);
+    ck_assert(scores[3] == -INFINITY && patterns[3] == 0.0f);
+    ck_assert(patterns[2] == 1.0f); /* row 1 keeps key 0 only */
+
+    in.mask = (attn_mask){ATTN_MASK_CUSTOM, all};
+    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    in.mask = (attn_mask){ATTN_MASK_NONE, NULL};
+    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    in.mask = (attn_mask){ATTN_MASK_CAUSAL, NULL};
+    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    /* the same through the heads that only feed ΔE */
+    in.n_heads_out = 0;
+    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    in.n_heads_out = 1;
+
+    /* S[1][1] = 1e20 · −1e20 = −inf: not a mask, an overflow */
+    w.w_qkv = qkv_neg;
+    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+
+    /* Q = 3e38 · 2 = inf, K = 0: S = inf · 0 = NaN */
+    float e_big[2] = {3e38f, 3e38f}, qkv_nan[6] = {1, 0, 1, 1, 0, 1}, w_o[2] = {1, 1};
+    attn_weights wn = {.d_model = 2, .n_heads = 1, .d_head = 1, .w_qkv = qkv_nan, .w_o = w_o};
+    attn_input inn = {.weights = &wn, .embeddings = e_big, .n_tokens = 1, .scale = 1.0f,
+                      .mask = {ATTN_MASK_NONE, NULL}, .heads = &head0, .n_heads_out = 1};
+    attn_output outn = {.patterns = patterns};
+    ck_assert_int_eq(attn_compute(&outn, ws, &inn), ATTN_ERR_NONFINITE);
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
 static Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("engine");
@@ -873,6 +922,7 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_workspace_grows);
     tcase_add_test(tc, test_sizes);
+    tcase_add_test(tc, test_overflowing_scores);
     suite_add_tcase(s, tc);
     return s;
 }

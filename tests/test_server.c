@@ -554,7 +554,8 @@ static void run_job(const char *body, int *status, char **response) {
                                       .max_heads = 8,
                                       .max_d_model = 64,
                                       .max_flops = 1e9,
-                                      .max_response_bytes = 1 << 20};
+                                      .max_response_bytes = 1 << 20,
+                                      .max_workspace_bytes = 1 << 24};
     srv_job job;
     memset(&job, 0, sizeof job);
     job.body = body;
