@@ -111,6 +111,11 @@ void attn_workspace_destroy(attn_workspace *ws);
 /* Bytes the workspace holds now (for metrics and tests). */
 size_t attn_workspace_bytes(const attn_workspace *ws);
 
+/* Frees the workspace's memory when it holds more than keep_bytes, so that
+ * one huge request does not pin its scratch for the worker's lifetime; the
+ * next call grows it again. */
+void attn_workspace_trim(attn_workspace *ws, size_t keep_bytes);
+
 /* What attn_compute returns. */
 enum {
     ATTN_OK = 0,

@@ -1,7 +1,8 @@
 /*
  * workspace.c — the scratch memory of one worker.
  *
- * A workspace is one aligned block and its capacity. It only grows: a call
+ * A workspace is one aligned block and its capacity. It only grows (until
+ * attn_workspace_trim lets a huge one go): a call
  * that needs more than the block holds frees it and allocates a larger one
  * (the old contents are scratch, nothing is copied); a call that needs less
  * reuses it as it is. The block is carved into slices by attn_compute from
@@ -33,6 +34,13 @@ void attn_workspace_destroy(attn_workspace *ws) {
 
 size_t attn_workspace_bytes(const attn_workspace *ws) {
     return ws ? ws->capacity : 0;
+}
+
+void attn_workspace_trim(attn_workspace *ws, size_t keep_bytes) {
+    if (!ws || ws->capacity <= keep_bytes) return;
+    free(ws->block);
+    ws->block = NULL;
+    ws->capacity = 0;
 }
 
 void *attn_workspace_reserve(attn_workspace *ws, size_t bytes) {

@@ -809,6 +809,15 @@ START_TEST(test_workspace_grows) {
     outputs_check("small after big", &os, &rs, WANT_ALL);
     outputs_check("big", &ob, &rb, WANT_ALL);
 
+    /* trim: kept when within the bound, freed above it, and usable again */
+    attn_workspace_trim(ws, b2);
+    ck_assert_uint_eq(attn_workspace_bytes(ws), b2);
+    attn_workspace_trim(ws, b1);
+    ck_assert_uint_eq(attn_workspace_bytes(ws), 0);
+    ck_assert_int_eq(attn_compute(&vb, ws, &big.in), 0);
+    ck_assert_uint_eq(attn_workspace_bytes(ws), b2);
+    outputs_check("big after trim", &ob, &rb, WANT_ALL);
+
     outputs_free(&os), outputs_free(&ob);
     ref_free(&rs), ref_free(&rb);
     problem_free(&small), problem_free(&big);
