@@ -1,24 +1,28 @@
-# Flat Makefile: one object per source under build/, automatic header
-# dependencies (-MMD), and a sanitizer build beside the normal one.
+# Flat Makefile: one object per source under $(BUILD)/, automatic header
+# dependencies (-MMD), and a sanitizer build (build-asan/) beside the
+# normal one. CFLAGS, LDFLAGS and SANITIZE are the caller's to set; the
+# flags the project needs are added to them, never replaced.
 
-CC      ?= cc
-CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -I. -MMD -MP
-LDFLAGS ?=
+CC       ?= cc
+CFLAGS   ?= -O2 -g
+LDFLAGS  ?=
+SANITIZE ?=
+override CFLAGS  += $(SANITIZE) -std=c11 -Wall -Wextra -D_GNU_SOURCE -I. -MMD -MP
+override LDFLAGS += $(SANITIZE)
 
 PKGS        := libmicrohttpd jansson openblas
 PKG_CFLAGS  := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
 CURL_LIBS   := $(shell pkg-config --libs libcurl 2>/dev/null)
-CFLAGS      += $(PKG_CFLAGS)
+override CFLAGS += $(PKG_CFLAGS)
 LIBS        := $(PKG_LIBS) -lpthread -lm
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PACKAGES := build-essential pkg-config libmicrohttpd-dev libjansson-dev \
                 libopenblas-dev check libcurl4-openssl-dev curl
 
-BUILD := build
+BUILD ?= build
 
 ATTN_SRC   := $(wildcard attention/*.c)
 API_SRC    := $(wildcard api/*.c)
@@ -32,7 +36,10 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(EMBED_SRC:%.c=%.o)
 SERVER_BIN := $(BUILD)/attention-server
 UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all run test check-all bench clean deps
+.PHONY: all run test check-all test-asan bench clean deps
+
+# Test objects are intermediate to make; keep them so a rerun links only.
+.SECONDARY:
 
 all: $(SERVER_BIN)
 
@@ -71,6 +78,14 @@ check-all: $(SERVER_BIN) $(UNIT_TESTS)
 	    echo "== $$t"; ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) $$t; \
 	done
 
+# Every test again on a build with AddressSanitizer and
+# UndefinedBehaviorSanitizer (leaks included); any report fails the run.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+              -fno-omit-frame-pointer
+test-asan: deps
+	+$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
+	    SANITIZE='$(ASAN_FLAGS)' check-all
+
 bench: deps
 	$(MAKE) -C bench
 
@@ -86,6 +101,6 @@ deps:
 	fi
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf build build-asan
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

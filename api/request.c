@@ -255,6 +255,11 @@ static int decode_tokens(api_request *req, const json_t *tokens, api_error *err)
         return api_error_set(err, 422, "dimension_mismatch", "/tokens",
                              "tokens has %zu labels, expected one per embeddings row (%zu)",
                              json_array_size(tokens), req->n_tokens);
+    /* Worst case of the echo: every byte escaped as \u00XX, quotes and a comma. The
+     * strings came out of a body of bounded size, so this cannot overflow. */
+    req->tokens_json_bytes = 2;
+    for (size_t i = 0; i < json_array_size(tokens); i++)
+        req->tokens_json_bytes += 6 * json_string_length(json_array_get(tokens, i)) + 3;
     req->tokens = json_incref((json_t *)tokens);
     return 0;
 }
@@ -296,6 +301,16 @@ static int decode_mask(api_request *req, const json_t *mask, api_error *err)
         return api_error_set(err, 400, "wrong_type", "/mask",
                              "mask is %s, expected \"causal\", \"none\" or an n × n matrix",
                              api_json_type_name(mask));
+    /* Types before sizes, as everywhere: a flat [1, 0, 1, 1] is a wrong type
+     * whatever its length. */
+    for (size_t q = 0; q < json_array_size(mask); q++) {
+        const json_t *row = json_array_get(mask, q);
+        api_path_index(row_path, sizeof row_path, "/mask", q);
+        if (!json_is_array(row))
+            return api_error_set(err, 400, "wrong_type", row_path,
+                                 "mask[%zu] is %s, expected an array of 0/1 or booleans", q,
+                                 api_json_type_name(row));
+    }
     if (json_array_size(mask) != n)
         return api_error_set(err, 422, "dimension_mismatch", "/mask",
                              "mask has %zu rows, expected n_tokens = %zu",
@@ -303,10 +318,6 @@ static int decode_mask(api_request *req, const json_t *mask, api_error *err)
     for (size_t q = 0; q < n; q++) {
         const json_t *row = json_array_get(mask, q);
         api_path_index(row_path, sizeof row_path, "/mask", q);
-        if (!json_is_array(row))
-            return api_error_set(err, 400, "wrong_type", row_path,
-                                 "mask[%zu] is %s, expected an array of 0/1 or booleans", q,
-                                 api_json_type_name(row));
         if (json_array_size(row) != n)
             return api_error_set(err, 422, "dimension_mismatch", row_path,
                                  "mask[%zu] has %zu entries, expected n_tokens = %zu", q,

@@ -10,8 +10,8 @@
  * then the output buffers. The limits therefore hold before anything they
  * bound is allocated.
  *
- * The worst-case response size counts 16 bytes for every number of the
- * outputs asked for; the exact text is shorter.
+ * The response size limit holds for an upper bound of the body's length
+ * (response_bytes_bound), computed before anything is allocated.
  */
 #include "api/request_internal.h"
 
@@ -78,6 +78,33 @@ static int bind_select_heads(api_request *req, size_t h, api_error *err)
     return 0;
 }
 
+/*
+ * An upper bound of the 200 body's length: the fixed fields, the heads list,
+ * the echoed tokens, and for every output asked for its key, 16 bytes a
+ * number (15 for the longest float32 text, one for its comma) and 3 a row
+ * and a matrix for the brackets and commas. -1 when it overflows.
+ */
+static int response_bytes_bound(const api_request *req, const attn_weights *w, size_t hs,
+                                size_t *bytes)
+{
+    size_t total = API_RESPONSE_FIXED_BYTES + req->tokens_json_bytes, part;
+
+    if (api_size_mul(hs, 21, &part) < 0 || api_size_add(total, part, &total) < 0) return -1;
+    for (unsigned bit = 1; bit <= API_RETURN_EMBEDDINGS; bit <<= 1) {
+        size_t count, rows;
+        if (!(req->returns & bit)) continue;
+        int per_head = bit != API_RETURN_DELTA && bit != API_RETURN_EMBEDDINGS;
+        if (output_count(bit, hs, w, req->n_tokens, &count) < 0 ||
+            api_size_mul(per_head ? hs : 1, req->n_tokens + 1, &rows) < 0 ||
+            api_size_mul(count, 16, &count) < 0 || api_size_mul(rows, 3, &rows) < 0 ||
+            api_size_add(total, count, &total) < 0 || api_size_add(total, rows, &total) < 0 ||
+            api_size_add(total, 32, &total) < 0)
+            return -1;
+    }
+    *bytes = total;
+    return 0;
+}
+
 static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
                        const api_limits *limits, api_error *err)
 {
@@ -108,13 +135,7 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
                              "this request needs %zu bytes of scratch memory, over the limit "
                              "max_workspace_bytes = %zu",
                              scratch, limits->max_workspace_bytes);
-    for (unsigned bit = 1; bit <= API_RETURN_EMBEDDINGS; bit <<= 1) {
-        size_t count;
-        if (!(req->returns & bit)) continue;
-        if (output_count(bit, hs, w, req->n_tokens, &count) < 0 ||
-            api_size_mul(count, 16, &count) < 0 || api_size_add(total, count, &total) < 0)
-            total = SIZE_MAX;
-    }
+    if (response_bytes_bound(req, w, hs, &total) < 0) total = SIZE_MAX;
     if (total > limits->max_response_bytes)
         return api_error_set(err, 422, "limit_exceeded", "/return",
                              "the outputs asked for need up to %zu bytes of JSON, over the limit "

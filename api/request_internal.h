@@ -28,9 +28,14 @@ enum {
     API_RETURN_EMBEDDINGS = 1 << 7,
 };
 
+/* The response's fields other than tokens, heads and outputs, at most:
+ * model name, sizes, mask word, scale, and the keys and punctuation. */
+#define API_RESPONSE_FIXED_BYTES 256
+
 struct api_request {
     char *model;              /* the name, or NULL for inline weights */
     json_t *tokens;           /* a reference to the request's array, or NULL */
+    size_t tokens_json_bytes; /* the most their echo can take (6 bytes a byte: \u00XX) */
 
     float *embeddings;        /* n × dm */
     size_t n_tokens, d_model;

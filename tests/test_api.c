@@ -513,6 +513,9 @@ START_TEST(test_wrong_types)
         {"/mask", json_pack("[[i,i,i],[i,i,i],[i,i,s]]", 1, 0, 0, 1, 1, 0, 1, 1, "1"), "/mask/2/2"},
         {"/mask", json_pack("[[i,i,i],[i,i,i],[i,i,i]]", 1, 0, 0, 1, 2, 0, 1, 1, 1), "/mask/1/1"},
         {"/mask", json_pack("[[i,i,i],i,[i,i,i]]", 1, 0, 0, 1, 1, 1, 1), "/mask/1"},
+        /* a flat mask is a wrong type whatever its length (n is 3) */
+        {"/mask", json_pack("[i,i,i,i]", 1, 0, 1, 1), "/mask/0"},
+        {"/mask", json_pack("[i,i,i]", 1, 0, 1), "/mask/0"},
         {"/encoding", json_integer(1), "/encoding"},
         {"/model", json_integer(1), "/model"},
         {"/weights", json_pack("[]"), "/weights"},
@@ -753,6 +756,33 @@ static void limit_pair(json_t *body, api_limits at_limit, api_limits over, const
     ck_assert_msg(strstr(err.message, "max_"), "the message names the limit: %s", err.message);
 }
 
+/* The response limit is checked against a bound of the body's length: at the
+ * bound the request passes and its real body fits; one byte less fails. The
+ * bound is read from the message of a request refused under a tiny limit. */
+static void response_limit_pair(json_t *body)
+{
+    api_limits tiny = big_limits, at = big_limits, over = big_limits;
+    api_error err;
+    size_t bound = 0, len = 0;
+
+    tiny.max_response_bytes = 1;
+    expect_error(json_deep_copy(body), &tiny, 422, "limit_exceeded", "/return", &err);
+    const char *need = strstr(err.message, "need up to ");
+    ck_assert_ptr_nonnull(need);
+    ck_assert_int_eq(sscanf(need, "need up to %zu", &bound), 1);
+    at.max_response_bytes = bound, over.max_response_bytes = bound - 1;
+    api_request *req = decode_ok_limits(json_deep_copy(body), &at);
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    attn_workspace_destroy(ws);
+    char *text = api_response_encode(req, &len, &err);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(len <= bound, "the body (%zu bytes) exceeds its bound %zu", len, bound);
+    free(text);
+    api_request_free(req);
+    limit_pair(body, at, over, "/return");
+}
+
 START_TEST(test_limits)
 {
     api_limits at, over;
@@ -787,20 +817,20 @@ START_TEST(test_limits)
     at.max_workspace_bytes = scratch, over.max_workspace_bytes = scratch - 1;
     limit_pair(base_request(), at, over, "");
 
-    /* default return: patterns (2·3·3) + embeddings (3·4) = 30 numbers */
-    at = over = big_limits;
-    at.max_response_bytes = 30 * 16, over.max_response_bytes = 30 * 16 - 1;
-    limit_pair(base_request(), at, over, "/return");
-
-    /* every output, one head selected: q,k,v,head_outputs 4·(3·2), scores, patterns
-     * 2·(3·3), delta, embeddings 2·(3·4) */
+    /* response size: the default return; every output with one head; long tokens
+     * of control characters (escaped as \u00XX). */
+    r = base_request();
+    response_limit_pair(r);
     r = base_request();
     put(r, "/return", json_pack("[s,s,s,s,s,s,s,s]", "q", "k", "v", "scores", "patterns",
                                 "head_outputs", "delta", "embeddings"));
     put(r, "/select_heads", json_pack("[i]", 1));
-    at = over = big_limits;
-    at.max_response_bytes = (24 + 18 + 24) * 16, over.max_response_bytes = at.max_response_bytes - 1;
-    limit_pair(r, at, over, "/return");
+    response_limit_pair(r);
+    r = base_request();
+    char ctl[301];
+    memset(ctl, 1, 300), ctl[300] = '\0';
+    put(r, "/tokens", json_pack("[s,s,s]", ctl, ctl, "x"));
+    response_limit_pair(r);
 
     /* NULL limits: none */
     api_request_free(decode_ok_limits(base_request(), NULL));
