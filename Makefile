@@ -25,11 +25,13 @@ DEB_PACKAGES := build-essential pkg-config libmicrohttpd-dev libjansson-dev \
 BUILD ?= build
 
 ATTN_SRC   := $(wildcard attention/*.c)
+STORE_SRC  := $(wildcard store/*.c)
 API_SRC    := $(wildcard api/*.c)
 SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
 EMBED_SRC  := $(BUILD)/gen/openapi_yaml.c
 
 ATTN_OBJ   := $(ATTN_SRC:%.c=$(BUILD)/%.o)
+STORE_OBJ  := $(STORE_SRC:%.c=$(BUILD)/%.o)
 API_OBJ    := $(API_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(EMBED_SRC:%.c=%.o)
 
@@ -41,7 +43,7 @@ UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
 
-all: $(SERVER_BIN)
+all: $(SERVER_BIN) $(TOOLS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -52,7 +54,15 @@ $(EMBED_SRC): api/openapi.yaml tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh api_openapi_yaml < $< > $@
 
-$(SERVER_BIN): $(BUILD)/server/main.o $(SERVER_OBJ) $(API_OBJ) $(ATTN_OBJ)
+LIB_OBJ    := $(SERVER_OBJ) $(API_OBJ) $(STORE_OBJ) $(ATTN_OBJ)
+
+$(SERVER_BIN): $(BUILD)/server/main.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
+
+# Each tools/<name>.c is a command-line program built as $(BUILD)/tools/<name>.
+TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
+
+$(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
 
 # Each tests/test_<module>.c is one check suite; it links every module
@@ -60,7 +70,7 @@ $(SERVER_BIN): $(BUILD)/server/main.o $(SERVER_OBJ) $(API_OBJ) $(ATTN_OBJ)
 # server (tests/http_harness.c), plus check and libcurl.
 TEST_HELPER_OBJ := $(BUILD)/tests/http_harness.o
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(SERVER_OBJ) $(API_OBJ) $(ATTN_OBJ)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS) $(CHECK_LIBS) $(CURL_LIBS)
 
 # `run` and `test` install missing packages first, then build in a fresh
@@ -73,7 +83,7 @@ run: deps
 test: deps
 	+$(MAKE) --no-print-directory check-all
 
-check-all: $(SERVER_BIN) $(UNIT_TESTS)
+check-all: $(SERVER_BIN) $(TOOLS) $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do \
 	    echo "== $$t"; ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) $$t; \
 	done

@@ -27,78 +27,26 @@
 
 #include "api/buffer.h"
 #include "api/float_format.h"
+#include "api/json_write.h"
 #include "api/request_internal.h"
 
 /* Where the first number JSON cannot carry was met. */
 typedef struct overflow_at {
-    int found;
+    api_nonfinite at;
     const char *output;
-    size_t head, row, col; /* head is SIZE_MAX for outputs that are not per head */
+    size_t head; /* SIZE_MAX for outputs that are not per head */
 } overflow_at;
-
-static void append_size(api_buffer *b, size_t v)
-{
-    char text[32];
-    int n = snprintf(text, sizeof text, "%zu", v);
-    api_buffer_append(b, text, (size_t)n);
-}
-
-/* Appends rows × cols numbers as [[…],[…]]; −∞ as null when `null_masked`.
- * Records the first other non-finite value in *bad and stops there. */
-static void append_matrix(api_buffer *b, const float *m, size_t rows, size_t cols,
-                          int null_masked, overflow_at *bad)
-{
-    size_t row_room;
-
-    if (m == NULL || api_size_mul(cols, API_FLOAT_TEXT_MAX + 1, &row_room) < 0) {
-        api_buffer_append(b, "null", 4); /* not computed: never for a bound request */
-        return;
-    }
-    api_buffer_append(b, "[", 1);
-    for (size_t r = 0; r < rows; r++) {
-        /* room for the whole row at once: a number, its NUL and a ',' fit in
-         * API_FLOAT_TEXT_MAX + 1 bytes */
-        if (api_buffer_reserve(b, row_room + 4) < 0) return;
-        b->data[b->len++] = '[';
-        for (size_t c = 0; c < cols; c++) {
-            float x = m[r * cols + c];
-            if (c) b->data[b->len++] = ',';
-            if (null_masked && isinf(x) && x < 0) {
-                memcpy(b->data + b->len, "null", 4);
-                b->len += 4;
-            } else if (!isfinite(x)) {
-                bad->found = 1;
-                bad->row = r;
-                bad->col = c;
-                return;
-            } else {
-                b->len += api_float_format(b->data + b->len, x);
-            }
-        }
-        b->data[b->len++] = ']';
-        if (r + 1 < rows) b->data[b->len++] = ',';
-        b->data[b->len] = '\0';
-    }
-    api_buffer_append(b, "]", 1);
-}
 
 static void append_per_head(api_buffer *b, const float *m, const size_t *heads, size_t hs,
                             size_t rows, size_t cols, int null_masked, overflow_at *bad)
 {
     api_buffer_append(b, "[", 1);
-    for (size_t i = 0; i < hs && !bad->found; i++) {
+    for (size_t i = 0; i < hs && !bad->at.found; i++) {
         if (i) api_buffer_append(b, ",", 1);
         bad->head = heads[i];
-        append_matrix(b, m + i * rows * cols, rows, cols, null_masked, bad);
+        api_write_matrix(b, m + i * rows * cols, rows, cols, cols, null_masked, &bad->at);
     }
     api_buffer_append(b, "]", 1);
-}
-
-static int dump_to_buffer(const char *text, size_t size, void *data)
-{
-    api_buffer *b = data;
-    api_buffer_append(b, text, size);
-    return b->failed ? -1 : 0;
 }
 
 static const char *mask_word(attn_mask_kind kind)
@@ -118,7 +66,7 @@ char *api_response_encode(const api_request *req, size_t *len, api_error *err)
     size_t n = req->n_tokens, dm = req->d_model, hs = req->input.n_heads_out;
     size_t dh = w ? w->d_head : 0, h = w ? w->n_heads : 0;
     char num[API_FLOAT_TEXT_MAX];
-    overflow_at bad = {0, NULL, SIZE_MAX, 0, 0};
+    overflow_at bad = {{0, 0, 0}, NULL, SIZE_MAX};
     api_buffer b;
     const struct {
         unsigned bit;
@@ -149,31 +97,29 @@ char *api_response_encode(const api_request *req, size_t *len, api_error *err)
         api_buffer_append_str(&b, "null");
     }
     api_buffer_append_str(&b, ",\"n_tokens\":");
-    append_size(&b, n);
+    api_write_size(&b, n);
     api_buffer_append_str(&b, ",\"d_model\":");
-    append_size(&b, dm);
+    api_write_size(&b, dm);
     api_buffer_append_str(&b, ",\"n_heads\":");
-    append_size(&b, h);
+    api_write_size(&b, h);
     api_buffer_append_str(&b, ",\"d_head\":");
-    append_size(&b, dh);
+    api_write_size(&b, dh);
     api_buffer_append_str(&b, ",\"mask\":\"");
     api_buffer_append_str(&b, mask_word(req->mask_kind));
     api_buffer_append_str(&b, "\",\"scale\":");
     api_buffer_append(&b, num, api_float_format(num, req->scale));
     if (req->tokens) {
         api_buffer_append_str(&b, ",\"tokens\":");
-        if (json_dump_callback(req->tokens, dump_to_buffer, &b,
-                               JSON_ENCODE_ANY | JSON_COMPACT) < 0)
-            b.failed = 1;
+        api_write_json(&b, req->tokens);
     }
     api_buffer_append_str(&b, ",\"heads\":[");
     for (size_t i = 0; i < hs; i++) {
         if (i) api_buffer_append(&b, ",", 1);
-        append_size(&b, req->heads[i]);
+        api_write_size(&b, req->heads[i]);
     }
     api_buffer_append_str(&b, "]");
 
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad.found; i++) {
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad.at.found; i++) {
         if (!(req->returns & outputs[i].bit)) continue;
         api_buffer_append_str(&b, outputs[i].key);
         bad.output = outputs[i].key + 2; /* past ,\" */
@@ -182,7 +128,8 @@ char *api_response_encode(const api_request *req, size_t *len, api_error *err)
             append_per_head(&b, outputs[i].data, req->heads, hs, n, outputs[i].cols,
                             outputs[i].bit == API_RETURN_SCORES, &bad);
         else
-            append_matrix(&b, outputs[i].data, n, outputs[i].cols, 0, &bad);
+            api_write_matrix(&b, outputs[i].data, n, outputs[i].cols, outputs[i].cols, 0,
+                             &bad.at);
     }
     api_buffer_append_str(&b, "}");
     char *text = api_buffer_finish(&b, len);
@@ -191,19 +138,19 @@ char *api_response_encode(const api_request *req, size_t *len, api_error *err)
                       "memory for the response could not be had; retry later");
         return NULL;
     }
-    if (bad.found) {
+    if (bad.at.found) {
         free(text);
         int name_len = (int)strcspn(bad.output, "\"");
         if (bad.head != SIZE_MAX)
             api_error_set(err, 422, "non_finite_number", "",
                           "the result overflows float32: %.*s of head %zu, row %zu, column "
                           "%zu is not finite; the embeddings or weights are too large",
-                          name_len, bad.output, bad.head, bad.row, bad.col);
+                          name_len, bad.output, bad.head, bad.at.row, bad.at.col);
         else
             api_error_set(err, 422, "non_finite_number", "",
                           "the result overflows float32: %.*s row %zu, column %zu is not "
                           "finite; the embeddings or weights are too large",
-                          name_len, bad.output, bad.row, bad.col);
+                          name_len, bad.output, bad.at.row, bad.at.col);
         return NULL;
     }
     return text;
