@@ -1,0 +1,41 @@
+/*
+ * models.h — the JSON of GET /v1/models and GET /v1/models/{name}.
+ *
+ * The model store is not api/'s business: the server hands each model over
+ * as an api_model_info, a view of what the store holds.
+ */
+#ifndef API_MODELS_H
+#define API_MODELS_H
+
+#include <stddef.h>
+
+#include "api/error.h"
+#include "attention/attention.h"
+
+typedef struct api_model_info {
+    const char *name;
+    const char *description;
+    attn_mask_kind mask;          /* the default mask: causal or none */
+    const attn_weights *weights;
+} api_model_info;
+
+/* {"models": [{"name", "d_model", "n_heads", "d_head", "mask", "description"}, …]}
+ * in the order given. Returns a malloc'd body (caller frees) and its length
+ * in *len, or NULL when out of memory. */
+char *api_models_encode_list(const api_model_info *models, size_t count, size_t *len);
+
+/*
+ * One model's object; with `with_weights` it also carries "weights" in the
+ * inline form of POST /v1/attention (per head w_q, w_k, w_v and the biases
+ * the model has, then w_o and b_o), so that a client can send them back.
+ * Refuses with 422 limit_exceeded when that text could exceed
+ * max_response_bytes, 503 out_of_memory when memory runs out.
+ */
+char *api_model_encode(const api_model_info *model, int with_weights, size_t max_response_bytes,
+                       size_t *len, api_error *err);
+
+/* The value of ?weights=: 1 for "true" or "1", 0 for "false", "0" or NULL
+ * (absent), -1 for anything else. */
+int api_model_weights_flag(const char *value);
+
+#endif
