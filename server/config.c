@@ -50,6 +50,12 @@ static const cfg_option cfg_table[] = {
      "requests waiting for a worker before 503 overloaded"},
     {"max-body-bytes", "ATTN_MAX_BODY_BYTES", CFG_SIZE, 1, 1099511627776.0, "64m",
      F(max_body_bytes), "largest request body (413 above)"},
+    {"max-inflight-bytes", "ATTN_MAX_INFLIGHT_BYTES", CFG_SIZE, 1, 1099511627776.0, "512m",
+     F(max_inflight_bytes),
+     "request-body bytes held at once, all connections (503 overloaded above); "
+     "at least --max-body-bytes"},
+    {"max-connections", "ATTN_MAX_CONNECTIONS", CFG_SIZE, 1, 1000000, "512", F(max_connections),
+     "open connections at once; more are refused; at least --io-threads"},
     {"max-tokens", "ATTN_MAX_TOKENS", CFG_SIZE, 1, 1048576, "8192", F(max_tokens),
      "most tokens in one request"},
     {"max-heads", "ATTN_MAX_HEADS", CFG_SIZE, 1, 65536, "128", F(max_heads),
@@ -194,6 +200,18 @@ int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, char *err, siz
         }
         if (cfg_set(cfg, o, value, "flag", err, errlen) != CFG_OK) return CFG_ERROR;
     }
+
+    /* Cross-checks, once every source has spoken. */
+    if (cfg->max_inflight_bytes < cfg->max_body_bytes)
+        return cfg_fail(err, errlen,
+                        "--max-inflight-bytes (%zu) is below --max-body-bytes (%zu): a body "
+                        "the size of the limit could never be taken",
+                        cfg->max_inflight_bytes, cfg->max_body_bytes);
+    if (cfg->max_connections < cfg->io_threads)
+        return cfg_fail(err, errlen,
+                        "--max-connections (%zu) is below --io-threads (%zu): each polling "
+                        "thread needs at least one",
+                        cfg->max_connections, cfg->io_threads);
 
     if (cfg->workers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);

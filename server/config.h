@@ -20,6 +20,8 @@ typedef struct cfg_config {
     size_t workers;     /* compute threads; 0 in the table means "online cores" */
     size_t queue_depth; /* jobs waiting for a worker, at most */
     size_t max_body_bytes;
+    size_t max_inflight_bytes; /* request bodies held at once, all connections */
+    size_t max_connections;    /* open at once (libmicrohttpd's connection limit) */
     size_t max_tokens;
     size_t max_heads;
     size_t max_d_model;

@@ -13,14 +13,17 @@
  *                 request id chosen. For POST /v1/attention whatever can be
  *                 refused from the headers is refused now, before a byte of
  *                 the body is read: 415, 413 from Content-Length, 503 while
- *                 draining. Other requests are answered now if they carry a
+ *                 draining, and 503 overloaded when the body budget (below)
+ *                 cannot hold the declared length. Other requests are answered now if they carry a
  *                 body (it is then never read and the connection closes),
  *                 else on the 2nd call, which keeps the connection alive.
  *   next calls    a piece of the body each; copied and counted against
  *                 --max-body-bytes (bodies without Content-Length too; an
  *                 over-long one is read to its end and discarded, because
  *                 libmicrohttpd cannot send an answer in the middle of an
- *                 upload, and then answered 413).
+ *                 upload, and then answered 413). The copy grows with what
+ *                 arrives (doubling from 64 KiB, capped by Content-Length),
+ *                 never allocated whole from the client's word.
  *   last upload   (upload_data_size 0) the connection is suspended FIRST
  *                 and the job queued SECOND, so the worker's resume always
  *                 follows the suspend. If the queue refuses the job, the
@@ -30,8 +33,31 @@
  *                 exchange no more after that call.
  *   resumed call  the handler sends the stored result.
  *   completed     the completion callback writes the access-log line,
- *                 counts the request in the metrics and frees the exchange:
- *                 the one place an exchange is freed.
+ *                 counts the request in the metrics, returns the body
+ *                 reservation and frees the exchange: the one place an
+ *                 exchange is freed. It is told how the exchange ended: one
+ *                 whose answer was not delivered (the client hung up while
+ *                 its body was read, its job queued or running, or its
+ *                 answer sent) is logged and counted 499, or 408 on a
+ *                 timeout, never as the status it would have had.
+ *
+ * A client that hangs up while its connection is suspended. libmicrohttpd
+ * does not watch a suspended connection: it neither notices the hang-up nor
+ * times it out, and it must not be stopped while one is suspended. So the
+ * job still runs (or waits its turn) and the worker still resumes; only
+ * then does libmicrohttpd find the socket dead, and it calls the completion
+ * callback once, with a termination code other than COMPLETED_OK. The
+ * exchange is therefore freed once, after the worker is done with it.
+ *
+ * Memory. Request bodies held at once, over every connection, are bounded
+ * by --max-inflight-bytes: an atomic count of reserved bytes. A body with a
+ * Content-Length reserves all of it at the 1st call (or is refused 503
+ * overloaded at once, unread); one without reserves as its copy grows (and
+ * when the budget runs out it is read to its end, discarded and answered
+ * 503 overloaded, as for 413). x_release gives the reservation back when the
+ * copy is dropped and again in the completion callback; it zeroes what it
+ * returned, so each byte is returned exactly once. --max-connections caps
+ * the connections (suspended ones count), and so the per-connection state.
  *
  * Ownership. The exchange owns the body copy, the request id and the
  * response buffer until it is handed to libmicrohttpd (MHD_RESPMEM_MUST_FREE
@@ -79,6 +105,7 @@ struct srv_http {
     MHD_socket listen_fd; /* returned by MHD_quiesce_daemon; closed after stop */
 
     atomic_int draining;
+    atomic_size_t body_bytes; /* reserved by all exchanges, <= cfg->max_inflight_bytes */
     pthread_mutex_t mu;
     pthread_cond_t idle; /* in_flight reached 0 */
     size_t in_flight;
@@ -106,7 +133,8 @@ typedef struct exchange {
 
     char *body;
     size_t len, cap, declared; /* declared: Content-Length, or 0 */
-    enum { BODY_OK, BODY_TOO_LARGE, BODY_NO_MEMORY } body_state;
+    size_t reserved;           /* of h->body_bytes; returned by x_release, once */
+    enum { BODY_OK, BODY_TOO_LARGE, BODY_NO_MEMORY, BODY_OVERLOADED } body_state;
 
     srv_job job;
 } exchange;
@@ -221,6 +249,8 @@ static enum MHD_Result x_metrics(exchange *x) {
     pthread_mutex_lock(&h->mu);
     g.in_flight = h->in_flight;
     pthread_mutex_unlock(&h->mu);
+    g.body_bytes = atomic_load(&h->body_bytes);
+    g.body_bytes_capacity = h->cfg->max_inflight_bytes;
     g.draining = atomic_load(&h->draining);
     size_t len = 0;
     char *text = srv_metrics_render(h->metrics, &g, &len);
@@ -248,6 +278,33 @@ static enum MHD_Result x_get(exchange *x) {
 
 /* ---- POST /v1/attention ---- */
 
+/* Takes n more bytes of the server-wide body budget for x: 0, or -1 (and
+ * nothing taken) when the budget cannot hold them. Lock-free: a CAS loop,
+ * so that two connections can never both take the last bytes. */
+static int x_reserve(exchange *x, size_t n) {
+    srv_http *h = x->h;
+    size_t max = h->cfg->max_inflight_bytes;
+    size_t cur = atomic_load(&h->body_bytes);
+    do {
+        if (n > max - cur) return -1;
+    } while (!atomic_compare_exchange_weak(&h->body_bytes, &cur, cur + n));
+    x->reserved += n;
+    return 0;
+}
+
+/* Gives x's reservation back. Safe to call more than once: only the first
+ * call after a reservation returns anything. */
+static void x_release(exchange *x) {
+    if (x->reserved) atomic_fetch_sub(&x->h->body_bytes, x->reserved);
+    x->reserved = 0;
+}
+
+static enum MHD_Result x_fail_overloaded(exchange *x) {
+    return x_fail(x, 503, "overloaded",
+                  "the server holds too many request bodies (%zu bytes at most); retry later",
+                  x->h->cfg->max_inflight_bytes);
+}
+
 /* Checks what can be checked from the headers. Returns MHD_YES with
  * x->state X_READING to go on reading, or the result of sending an error. */
 static enum MHD_Result x_attention_headers(exchange *x) {
@@ -267,21 +324,27 @@ static enum MHD_Result x_attention_headers(exchange *x) {
     if (cl && srv_http_parse_length(cl, &declared) == 0 && declared > h->cfg->max_body_bytes)
         return x_fail(x, 413, "body_too_large", "the body is larger than the limit of %zu bytes",
                       h->cfg->max_body_bytes);
+    /* The whole declared body is reserved now, before a byte of it is read,
+     * so that a refusal can still be answered (and the body never read). */
+    if (declared && x_reserve(x, declared) != 0) return x_fail_overloaded(x);
     x->declared = declared;
     x->state = X_READING;
     return MHD_YES;
 }
 
-/* Drops the body copied so far; the rest of the upload is discarded. */
+/* Drops the body copied so far and its reservation; the rest of the upload
+ * is discarded. */
 static void x_drop_body(exchange *x, int why) {
     free(x->body);
     x->body = NULL;
     x->len = x->cap = 0;
     x->body_state = why;
+    x_release(x);
 }
 
-/* Appends a piece of the body; once it is over the limit (or memory runs
- * out) the pieces are only counted out, and the answer comes at the end. */
+/* Appends a piece of the body; once it is over the limit (or memory or
+ * the budget runs out) the pieces are only counted out, and the answer
+ * comes at the end. */
 static void x_append(exchange *x, const char *data, size_t n) {
     size_t max = x->h->cfg->max_body_bytes;
     if (x->body_state != BODY_OK) return;
@@ -290,12 +353,20 @@ static void x_append(exchange *x, const char *data, size_t n) {
         return;
     }
     if (x->len + n > x->cap) {
-        /* The declared length when there is one (already checked against
-         * the limit), else doubling from 64 KiB, never past the limit. */
-        size_t cap = x->cap ? x->cap : x->declared ? x->declared : 65536;
-        if (cap > max) cap = max;
-        while (cap < x->len + n)
+        /* The buffer grows with what arrives (doubling from 64 KiB, never
+         * past the limit, nor past the declared length), so a client that
+         * announces a large body and sends little costs little. */
+        size_t need = x->len + n;
+        size_t cap = x->cap ? x->cap : 65536;
+        while (cap < need)
             cap = cap > max / 2 ? max : cap * 2;
+        if (x->declared >= need && cap > x->declared) cap = x->declared;
+        /* A declared body was reserved whole at the 1st call; one without
+         * Content-Length is reserved as it grows. */
+        if (cap > x->reserved && x_reserve(x, cap - x->reserved) != 0) {
+            x_drop_body(x, BODY_OVERLOADED);
+            return;
+        }
         char *b = realloc(x->body, cap);
         if (!b) {
             x_drop_body(x, BODY_NO_MEMORY);
@@ -330,6 +401,7 @@ static enum MHD_Result x_attention_submit(exchange *x) {
                       h->cfg->max_body_bytes);
     if (x->body_state == BODY_NO_MEMORY)
         return x_fail(x, 503, "out_of_memory", "memory for the body could not be had");
+    if (x->body_state == BODY_OVERLOADED) return x_fail_overloaded(x);
 
     x->job.body = x->body ? x->body : "";
     x->job.body_len = x->len;
@@ -458,21 +530,35 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     }
 }
 
+/* What the access log and the metrics call an exchange that ended without
+ * its answer delivered: 408 when libmicrohttpd timed the connection out,
+ * else 499 (nginx's "client closed request": the client hung up, or the
+ * connection broke, before the whole answer was sent). */
+#define SRV_STATUS_TIMEOUT 408
+#define SRV_STATUS_CLIENT_CLOSED 499
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     (void)conn;
-    (void)toe;
     srv_http *h = cls;
     exchange *x = *con_cls;
     if (!x) return;
     *con_cls = NULL;
 
+    int status = x->status;
+    size_t bytes = x->bytes;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        status = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? SRV_STATUS_TIMEOUT
+                                                               : SRV_STATUS_CLIENT_CLOSED;
+        bytes = 0;
+    }
     struct timespec end;
     clock_gettime(CLOCK_MONOTONIC, &end);
     double ms = srv_ms_between(&x->start, &end);
-    srv_metrics_observe(h->metrics, x->route, x->status, ms / 1e3);
-    srv_log_access(x->method, x->path, x->status, x->bytes, ms, x->request_id);
+    srv_metrics_observe(h->metrics, x->route, status, ms / 1e3);
+    srv_log_access(x->method, x->path, status, bytes, ms, x->request_id);
 
+    x_release(x);
     free(x->job.response); /* set only if never sent */
     free(x->body);
     free(x->request_id);
@@ -540,6 +626,7 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
         MHD_OPTION_SOCK_ADDR, addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->io_threads,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
         MHD_OPTION_END);
     // clang-format on

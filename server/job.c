@@ -5,9 +5,17 @@
  * request object lives only inside srv_job_run: it is decoded, computed,
  * encoded and freed before the function returns, so the only thing that
  * leaves is the response buffer. Each phase is timed for Server-Timing.
+ *
+ * Memory after a job. A decoded body is many small jansson nodes, which
+ * glibc keeps in the worker's arena after they are freed: after a large
+ * body (over SRV_JOB_TRIM_BODY_BYTES) the worker calls malloc_trim(0) to
+ * give those pages back. The workspace only grows; once it is larger than
+ * SRV_JOB_KEEP_WORKSPACE_BYTES it is freed after the job, so one huge
+ * request does not pin its scratch for the worker's whole life.
  */
 #include "server/job.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +43,13 @@ static void job_fail(srv_job *job, const api_error *err) {
         job->status = 503; /* the HTTP layer answers with its static out_of_memory body */
         job->response_len = 0;
     }
+}
+
+/* Frees the request and gives large memory back (see the top comment). */
+static void job_release(const srv_job *job, api_request *req, attn_workspace *ws) {
+    api_request_free(req);
+    attn_workspace_trim(ws, SRV_JOB_KEEP_WORKSPACE_BYTES);
+    if (job->body_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
 }
 
 void srv_job_run(srv_job *job, attn_workspace *ws) {
@@ -80,11 +95,11 @@ void srv_job_run(srv_job *job, attn_workspace *ws) {
     clock_gettime(CLOCK_MONOTONIC, &t3);
     job->encode_ms = srv_ms_between(&t2, &t3);
     if (!job->response) goto fail;
-    api_request_free(req);
     job->status = 200;
+    job_release(job, req, ws);
     return;
 
 fail:
-    api_request_free(req);
+    job_release(job, req, ws);
     job_fail(job, &err);
 }

@@ -28,6 +28,12 @@ typedef struct srv_job {
     double queue_ms, decode_ms, compute_ms, encode_ms;
 } srv_job;
 
+/* After a body larger than this, the worker returns freed heap pages to the
+ * system (malloc_trim); a workspace larger than the other is freed after
+ * its job. */
+#define SRV_JOB_TRIM_BODY_BYTES ((size_t)1 << 20)
+#define SRV_JOB_KEEP_WORKSPACE_BYTES ((size_t)64 << 20)
+
 /*
  * Decodes the body, looks up the model (there is no model store yet: a
  * named model is 404 unknown_model at "/model"), computes with the

@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-/* Statuses the service sends; anything else is counted as "other". */
-static const int metrics_statuses[] = {200, 400, 401, 404, 405, 413, 415, 422, 500, 503};
+/* Statuses the service sends, and the two it logs for exchanges that end
+ * without an answer (408: timed out, 499: client closed, as nginx);
+ * anything else is counted as "other". */
+static const int metrics_statuses[] = {200, 400, 401, 404, 405, 408, 413, 415, 422, 499, 500, 503};
 #define N_STATUS (sizeof metrics_statuses / sizeof metrics_statuses[0])
 #define STATUS_OTHER N_STATUS
 
@@ -139,14 +141,21 @@ char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size
             "# HELP attn_http_requests_in_flight Requests received and not yet answered.\n"
             "# TYPE attn_http_requests_in_flight gauge\n"
             "attn_http_requests_in_flight %zu\n"
+            "# HELP attn_body_bytes_reserved Request-body bytes held (reserved) right now.\n"
+            "# TYPE attn_body_bytes_reserved gauge\n"
+            "attn_body_bytes_reserved %zu\n"
+            "# HELP attn_body_bytes_capacity Request-body bytes that may be held before 503 "
+            "overloaded.\n"
+            "# TYPE attn_body_bytes_capacity gauge\n"
+            "attn_body_bytes_capacity %zu\n"
             "# HELP attn_draining 1 while shutting down.\n"
             "# TYPE attn_draining gauge\n"
             "attn_draining %d\n"
             "# HELP process_start_time_seconds Start time of the process since the Unix epoch.\n"
             "# TYPE process_start_time_seconds gauge\n"
             "process_start_time_seconds %.3f\n",
-            g->queued, g->queue_capacity, g->busy_workers, g->workers, g->in_flight,
-            g->draining ? 1 : 0, m->start_time);
+            g->queued, g->queue_capacity, g->busy_workers, g->workers, g->in_flight, g->body_bytes,
+            g->body_bytes_capacity, g->draining ? 1 : 0, m->start_time);
 
     if (fclose(f) != 0) {
         free(buf);

@@ -28,6 +28,7 @@ typedef struct srv_metrics_gauges {
     size_t queued, queue_capacity;
     size_t busy_workers, workers;
     size_t in_flight;
+    size_t body_bytes, body_bytes_capacity; /* request bodies held / allowed */
     int draining;
 } srv_metrics_gauges;
 

@@ -52,6 +52,7 @@ int hs_start(hs_server *s, const char *const *extra) {
     const char *bin = getenv("ATTN_SERVER_BIN");
     if (!bin || !*bin) bin = "build/attention-server";
     memset(s, 0, sizeof *s);
+    s->exit_status = -1;
     strcpy(s->log_path, "/tmp/attn-test-XXXXXX");
     int fd = mkstemp(s->log_path);
     if (fd < 0) return -1;
@@ -107,12 +108,24 @@ int hs_start(hs_server *s, const char *const *extra) {
     return -1;
 }
 
+long hs_rss_kb(const hs_server *s) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)s->pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0) kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
 void hs_signal(const hs_server *s, int sig) {
     if (s->pid > 0) kill(s->pid, sig);
 }
 
 int hs_wait(hs_server *s, double timeout_s) {
-    if (s->pid <= 0) return -1;
+    if (s->pid <= 0) return s->exit_status;
     double deadline = hs_now() + timeout_s;
     int status;
     for (;;) {
@@ -127,20 +140,46 @@ int hs_wait(hs_server *s, double timeout_s) {
         usleep(10000);
     }
     s->pid = 0;
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return -1;
+    s->exit_status = -1;
+    if (WIFEXITED(status)) s->exit_status = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) s->exit_status = 128 + WTERMSIG(status);
+    return s->exit_status;
 }
 
 int hs_stop(hs_server *s) {
-    int rc = -1;
-    if (s->pid > 0) {
-        hs_signal(s, SIGTERM);
-        rc = hs_wait(s, 20);
-    }
+    if (s->pid > 0) hs_signal(s, SIGTERM);
+    int rc = hs_wait(s, 20);
     if (s->log_path[0]) unlink(s->log_path);
     s->log_path[0] = 0;
     return rc;
+}
+
+const char *hs_log_problem(const char *log) {
+    static const char *const marks[] = {"runtime error", "Sanitizer"};
+    const char *first = NULL;
+    for (size_t i = 0; log && i < sizeof marks / sizeof marks[0]; i++) {
+        const char *p = strstr(log, marks[i]);
+        if (p && (!first || p < first)) first = p;
+    }
+    return first;
+}
+
+int hs_finish(hs_server *s, char *why, size_t whylen) {
+    if (s->pid > 0) hs_signal(s, SIGTERM);
+    int rc = hs_wait(s, 20);
+    char *log = hs_log(s);
+    const char *bad = hs_log_problem(log);
+    int ok = rc == 0 && !bad;
+    if (!ok) {
+        size_t n = log ? strlen(log) : 0;
+        const char *tail = bad ? bad : n > 1500 ? log + n - 1500 : log ? log : "";
+        snprintf(why, whylen, "server exit status %d%s; log%s:\n%.1500s", rc,
+                 bad ? ", sanitizer report" : "", bad ? " from the report" : " tail", tail);
+    }
+    free(log);
+    if (s->log_path[0]) unlink(s->log_path);
+    s->log_path[0] = 0;
+    return ok ? 0 : -1;
 }
 
 /* ---- libcurl ---- */
@@ -238,23 +277,71 @@ void hs_response_free(hs_response *r) {
 
 /* ---- raw socket ---- */
 
-char *hs_raw(unsigned port, const char *request, size_t len, double timeout_s) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return NULL;
+int hs_raw_open(unsigned port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         close(fd);
-        return NULL;
+        return -1;
     }
+    return fd;
+}
+
+int hs_raw_send(int fd, const void *data, size_t len) {
     size_t off = 0;
     while (off < len) {
-        ssize_t w = send(fd, request + off, len - off, MSG_NOSIGNAL);
-        if (w <= 0) break;
+        ssize_t w = send(fd, (const char *)data + off, len - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
         off += (size_t)w;
     }
+    return 0;
+}
+
+/* 1 when b holds a whole response with a Content-Length. */
+static int hs_complete(const hs_buf *b) {
+    if (!b->p) return 0;
+    const char *end = strstr(b->p, "\r\n\r\n");
+    if (!end) return 0;
+    hs_response r = {.headers = b->p};
+    char *cl = hs_header(&r, "Content-Length");
+    if (!cl) return 0;
+    size_t want = strtoul(cl, NULL, 10);
+    free(cl);
+    return b->len - (size_t)(end + 4 - b->p) >= want;
+}
+
+char *hs_raw_recv(int fd, double timeout_s) {
+    hs_buf b = {0};
+    double deadline = hs_now() + timeout_s;
+    while (!hs_complete(&b)) {
+        double left = deadline - hs_now();
+        if (left <= 0) break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
+        char chunk[4096];
+        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+        if (n <= 0) break;
+        hs_collect(chunk, 1, (size_t)n, &b);
+    }
+    return b.p ? b.p : calloc(1, 1);
+}
+
+void hs_raw_reset(int fd) {
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    close(fd);
+}
+
+char *hs_raw(unsigned port, const char *request, size_t len, double timeout_s) {
+    int fd = hs_raw_open(port);
+    if (fd < 0) return NULL;
+    hs_raw_send(fd, request, len);
+    /* until the server closes: a raw caller may expect it to */
     hs_buf b = {0};
     double deadline = hs_now() + timeout_s;
     for (;;) {

@@ -18,6 +18,7 @@ typedef struct hs_server {
     pid_t pid;
     unsigned port;
     char log_path[64]; /* the server's stderr */
+    int exit_status;   /* as hs_wait returns it, once it has; -1 before */
 } hs_server;
 
 /* Starts $ATTN_SERVER_BIN (default build/attention-server) with the given
@@ -29,11 +30,27 @@ int hs_start(hs_server *s, const char *const *extra_args);
 void hs_signal(const hs_server *s, int sig);
 
 /* Waits up to timeout_s for the server to exit. Returns its exit status,
- * 128 + signal when killed by one, or -1 on timeout (it is then killed). */
+ * 128 + signal when killed by one, or -1 on timeout (it is then killed).
+ * The result is kept in s->exit_status; once exited, returns it again. */
 int hs_wait(hs_server *s, double timeout_s);
 
-/* SIGTERM and hs_wait; removes the log file. */
+/* SIGTERM and hs_wait (unless it has exited already); removes the log
+ * file. Returns the exit status. */
 int hs_stop(hs_server *s);
+
+/*
+ * hs_stop, judged: returns 0 when the server exited with status 0 and its
+ * log holds no sanitizer report ("runtime error", "Sanitizer"); else -1
+ * with the reason and the log's tail in why. The log file is removed.
+ */
+int hs_finish(hs_server *s, char *why, size_t whylen);
+
+/* The first sanitizer report in a log (UBSan "runtime error", ASan, TSan,
+ * LSan "...Sanitizer"), or NULL. */
+const char *hs_log_problem(const char *log);
+
+/* The server's resident memory (VmRSS) in kB, or -1. */
+long hs_rss_kb(const hs_server *s);
 
 /* The server's stderr so far, malloc'd (NULL if unreadable). */
 char *hs_log(const hs_server *s);
@@ -66,5 +83,21 @@ void hs_response_free(hs_response *r);
  * the server closed it or timeout_s passed (malloc'd, NUL-terminated; NULL
  * when the connection failed). */
 char *hs_raw(unsigned port, const char *request, size_t len, double timeout_s);
+
+/* The pieces of hs_raw, for a request sent slowly or abandoned. */
+
+/* A connected socket to 127.0.0.1:port, or -1. */
+int hs_raw_open(unsigned port);
+
+/* Sends all of data; 0, or -1 when the connection broke. */
+int hs_raw_send(int fd, const void *data, size_t len);
+
+/* Reads until the server closes, one whole response has arrived (headers
+ * and Content-Length bytes of body), or timeout_s passes; malloc'd,
+ * NUL-terminated. Does not close fd. */
+char *hs_raw_recv(int fd, double timeout_s);
+
+/* Closes fd with a reset (SO_LINGER 0), as a client that gives up. */
+void hs_raw_reset(int fd);
 
 #endif

@@ -43,6 +43,8 @@ START_TEST(config_defaults) {
     ck_assert(c.max_flops == 1e12);
     ck_assert_uint_eq(c.max_response_bytes, 256u << 20);
     ck_assert_uint_eq(c.connection_timeout, 30);
+    ck_assert_uint_eq(c.max_inflight_bytes, 512u << 20);
+    ck_assert_uint_eq(c.max_connections, 512);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     ck_assert_uint_eq(c.workers, (size_t)(cores > 0 ? cores : 1));
     ck_assert_uint_ge(c.queue_depth, 1);
@@ -106,6 +108,12 @@ static const struct {
     {"--max-body-bytes", "99999999999999999999999", "--max-body-bytes"},
     {"--max-body-bytes", "5q", "--max-body-bytes"},
     {"--connection-timeout", "0", "--connection-timeout"},
+    {"--max-inflight-bytes", "0", "--max-inflight-bytes"},
+    {"--max-inflight-bytes", "1x", "--max-inflight-bytes"},
+    {"--max-inflight-bytes", "1k", "--max-inflight-bytes"}, /* below --max-body-bytes */
+    {"--max-connections", "0", "--max-connections"},
+    {"--max-connections", "1000001", "--max-connections"},
+    {"--max-connections", "1", "--max-connections"}, /* below --io-threads */
     {"--bind", "localhost", "--bind"},
     {"--bind", "1.2.3.4.5", "--bind"},
 };
@@ -117,6 +125,42 @@ START_TEST(config_bad_values) {
     ck_assert_int_eq(load(&c, argv, NULL, err), CFG_ERROR);
     ck_assert_msg(strstr(err, bad_values[_i].name), "message \"%s\" lacks %s", err,
                   bad_values[_i].name);
+}
+END_TEST
+
+START_TEST(config_memory_and_connections) {
+    cfg_config c;
+    char err[256] = "";
+    char *envp[] = {"ATTN_MAX_INFLIGHT_BYTES=2g", "ATTN_MAX_CONNECTIONS=64", NULL};
+    char *argv1[] = {"srv", NULL};
+    ck_assert_int_eq(load(&c, argv1, envp, err), CFG_OK);
+    ck_assert_uint_eq(c.max_inflight_bytes, (size_t)2 << 30);
+    ck_assert_uint_eq(c.max_connections, 64);
+
+    char *argv2[] = {"srv",
+                     "--max-inflight-bytes=100k",
+                     "--max-body-bytes",
+                     "100k",
+                     "--max-connections",
+                     "3",
+                     "--io-threads",
+                     "3",
+                     NULL};
+    ck_assert_int_eq(load(&c, argv2, envp, err), CFG_OK);
+    ck_assert_uint_eq(c.max_inflight_bytes, 100 << 10);
+    ck_assert_uint_eq(c.max_body_bytes, 100 << 10);
+    ck_assert_uint_eq(c.max_connections, 3);
+
+    /* the budget must hold one body of the largest size, and each polling
+     * thread needs a connection; both names are in the message */
+    char *argv3[] = {"srv", "--max-inflight-bytes=100k", "--max-body-bytes", "101k", NULL};
+    ck_assert_int_eq(load(&c, argv3, NULL, err), CFG_ERROR);
+    ck_assert_msg(strstr(err, "--max-inflight-bytes") && strstr(err, "--max-body-bytes"), "%s",
+                  err);
+    char *envp4[] = {"ATTN_IO_THREADS=8", NULL};
+    char *argv4[] = {"srv", "--max-connections", "7", NULL};
+    ck_assert_int_eq(load(&c, argv4, envp4, err), CFG_ERROR);
+    ck_assert_msg(strstr(err, "--max-connections") && strstr(err, "--io-threads"), "%s", err);
 }
 END_TEST
 
@@ -191,6 +235,11 @@ START_TEST(config_help) {
         "--connection-timeout",
         "ATTN_CONNECTION_TIMEOUT",
         "30",
+        "--max-inflight-bytes",
+        "ATTN_MAX_INFLIGHT_BYTES",
+        "512m",
+        "--max-connections",
+        "ATTN_MAX_CONNECTIONS",
         "--help",
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
@@ -399,13 +448,16 @@ START_TEST(metrics_render) {
     srv_metrics_observe(m, SRV_ROUTE_ATTENTION, 200, 0.2);
     srv_metrics_observe(m, SRV_ROUTE_ATTENTION, 422, 0.0001);
     srv_metrics_observe(m, SRV_ROUTE_OTHER, 404, 0.0001);
-    srv_metrics_observe(m, SRV_ROUTE_HEALTHZ, 299, 20.0); /* odd status, beyond last bucket */
+    srv_metrics_observe(m, SRV_ROUTE_HEALTHZ, 299, 20.0);  /* odd status, beyond last bucket */
+    srv_metrics_observe(m, SRV_ROUTE_ATTENTION, 499, 0.3); /* the client hung up */
     srv_metrics_add_phase(m, SRV_PHASE_COMPUTE, 0.5);
     srv_metrics_gauges g = {.queued = 3,
                             .queue_capacity = 8,
                             .busy_workers = 2,
                             .workers = 2,
                             .in_flight = 5,
+                            .body_bytes = 4096,
+                            .body_bytes_capacity = 65536,
                             .draining = 1};
     char *t = render(m, &g);
 
@@ -413,6 +465,9 @@ START_TEST(metrics_render) {
         "# TYPE attn_http_requests_total counter\n",
         "attn_http_requests_total{route=\"attention\",code=\"200\"} 2\n",
         "attn_http_requests_total{route=\"attention\",code=\"422\"} 1\n",
+        "attn_http_requests_total{route=\"attention\",code=\"499\"} 1\n",
+        "attn_body_bytes_reserved 4096\n",
+        "attn_body_bytes_capacity 65536\n",
         "attn_http_requests_total{route=\"other\",code=\"404\"} 1\n",
         "attn_http_requests_total{route=\"healthz\",code=\"other\"} 1\n",
         "# TYPE attn_http_request_duration_seconds histogram\n",
@@ -420,9 +475,9 @@ START_TEST(metrics_render) {
         "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"0.005\"} 2\n",
         "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"0.1\"} 2\n",
         "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"0.25\"} 3\n",
-        "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"+Inf\"} 3\n",
-        "attn_http_request_duration_seconds_count{route=\"attention\"} 3\n",
-        "attn_http_request_duration_seconds_sum{route=\"attention\"} 0.2031",
+        "attn_http_request_duration_seconds_bucket{route=\"attention\",le=\"+Inf\"} 4\n",
+        "attn_http_request_duration_seconds_count{route=\"attention\"} 4\n",
+        "attn_http_request_duration_seconds_sum{route=\"attention\"} 0.5031",
         "attn_http_request_duration_seconds_bucket{route=\"healthz\",le=\"10\"} 0\n",
         "attn_http_request_duration_seconds_bucket{route=\"healthz\",le=\"+Inf\"} 1\n",
         "attn_phase_seconds_total{phase=\"compute\"} 0.5",
@@ -596,6 +651,53 @@ START_TEST(job_error_paths) {
 }
 END_TEST
 
+/* A job whose workspace grew past SRV_JOB_KEEP_WORKSPACE_BYTES gives it
+ * back when it ends; a smaller one is kept for the next job. */
+START_TEST(job_trims_large_workspace) {
+    static const api_limits limits = {.max_tokens = 8192,
+                                      .max_heads = 8,
+                                      .max_d_model = 64,
+                                      .max_flops = 1e12,
+                                      .max_response_bytes = 1 << 24,
+                                      .max_workspace_bytes = (size_t)1 << 30};
+    enum { N = 4200 }; /* an N × N score block of float32 is over 64 MiB */
+    ck_assert_uint_gt(attn_workspace_need(N, 1, 1, 1), SRV_JOB_KEEP_WORKSPACE_BYTES);
+    char *big = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&big, &len);
+    fputs("{\"embeddings\":[", f);
+    for (int i = 0; i < N; i++)
+        fprintf(f, i ? ",[%g]" : "[%g]", (i % 7) / 8.0);
+    fputs("],\"weights\":{\"heads\":[{\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}]},"
+          "\"mask\":\"none\",\"return\":[\"delta\"]}",
+          f);
+    fclose(f);
+    const char *small = "{\"embeddings\":[[1,0]],\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],"
+                        "\"w_k\":[[1],[0]],\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]}}";
+
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_ptr_nonnull(ws);
+    const char *bodies[] = {small, big};
+    for (int i = 0; i < 2; i++) {
+        srv_job job;
+        memset(&job, 0, sizeof job);
+        job.body = bodies[i];
+        job.body_len = strlen(bodies[i]);
+        job.limits = &limits;
+        clock_gettime(CLOCK_MONOTONIC, &job.submitted);
+        srv_job_run(&job, ws);
+        ck_assert_msg(job.status == 200, "status %d: %.300s", job.status, job.response);
+        free(job.response);
+        if (i == 0)
+            ck_assert_uint_gt(attn_workspace_bytes(ws), 0); /* kept */
+        else
+            ck_assert_uint_eq(attn_workspace_bytes(ws), 0); /* given back */
+    }
+    attn_workspace_destroy(ws);
+    free(big);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- suite */
 
 static Suite *server_suite(void) {
@@ -606,6 +708,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, config_suffixes_and_doubles);
     tcase_add_loop_test(tc, config_bad_values, 0, sizeof bad_values / sizeof bad_values[0]);
     tcase_add_test(tc, config_bad_env_and_args);
+    tcase_add_test(tc, config_memory_and_connections);
     tcase_add_test(tc, config_help);
     suite_add_tcase(s, tc);
 
@@ -629,7 +732,9 @@ static Suite *server_suite(void) {
     suite_add_tcase(s, tc);
 
     tc = tcase_create("job");
+    tcase_set_timeout(tc, 30);
     tcase_add_test(tc, job_error_paths);
+    tcase_add_test(tc, job_trims_large_workspace);
     suite_add_tcase(s, tc);
     return s;
 }
