@@ -31,7 +31,8 @@
  *   422 out_of_range            scale <= 0, a select_heads index outside 0…h-1 or repeated
  *   422 limit_exceeded          tokens, heads, d_model, work or response size over its limit
  *   500 internal_error          a broken invariant; never expected
- *   503 overloaded              the work queue is full (with Retry-After)
+ *   503 overloaded              the work queue is full, or too many request bodies are
+ *                               held at once (with Retry-After)
  *   503 shutting_down           the server is draining (with Retry-After)
  *   503 out_of_memory           memory for this request could not be had
  */
