@@ -159,8 +159,25 @@ int srv_http_is_json_type(const char *ct) {
     const char *sub = ct + a;
     size_t sn = n - a;
     if (memchr(sub, '/', sn) || memchr(sub, ' ', sn)) return 0;
-    if (sn == 4 && strncasecmp(sub, "json", 4) == 0) return 1;
-    return sn > 5 && strncasecmp(sub + sn - 5, "+json", 5) == 0;
+    if (!(sn == 4 && strncasecmp(sub, "json", 4) == 0) &&
+        !(sn > 5 && strncasecmp(sub + sn - 5, "+json", 5) == 0))
+        return 0;
+    /* The body is read as UTF-8, so a charset parameter naming another
+     * encoding is refused rather than misread. */
+    for (const char *p = strchr(ct, ';'); p; p = strchr(p + 1, ';')) {
+        const char *v = p + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (strncasecmp(v, "charset=", 8) != 0) continue;
+        v += 8;
+        int quoted = *v == '"';
+        v += quoted;
+        size_t vn = strcspn(v, quoted ? "\"" : "; \t");
+        if (!((vn == 5 && strncasecmp(v, "utf-8", 5) == 0) ||
+              (vn == 4 && strncasecmp(v, "utf8", 4) == 0)))
+            return 0;
+    }
+    return 1;
 }
 
 int srv_http_parse_length(const char *v, size_t *out) {

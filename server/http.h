@@ -41,7 +41,7 @@ void srv_http_stop(srv_http *h);
 
 /* 1 when a Content-Type value (NULL: header absent) is acceptable as JSON:
  * absent, application/json, or application/<anything>+json, with optional
- * parameters, case-insensitive. */
+ * parameters, case-insensitive; a charset parameter must be UTF-8. */
 int srv_http_is_json_type(const char *content_type);
 
 /* Parses a Content-Length value: 0 and *out on success, -1 when it is not

@@ -552,6 +552,11 @@ START_TEST(http_content_types) {
     ck_assert(srv_http_is_json_type("application/json"));
     ck_assert(srv_http_is_json_type("Application/JSON"));
     ck_assert(srv_http_is_json_type("application/json; charset=utf-8"));
+    ck_assert(srv_http_is_json_type("application/json;charset=\"UTF-8\""));
+    ck_assert(srv_http_is_json_type("application/json; boundary=x; charset=utf8"));
+    ck_assert(!srv_http_is_json_type("application/json; charset=latin1"));
+    ck_assert(!srv_http_is_json_type("application/json; charset=\"utf-16\""));
+    ck_assert(srv_http_is_json_type("application/json; charset=utf-8"));
     ck_assert(srv_http_is_json_type("  application/json ;charset=UTF-8"));
     ck_assert(srv_http_is_json_type("application/vnd.attn+json"));
     ck_assert(srv_http_is_json_type("application/problem+JSON; q=1"));
