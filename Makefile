@@ -37,6 +37,7 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(EMBED_SRC:%.c=%.o)
 
 SERVER_BIN := $(BUILD)/attention-server
 UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 
 .PHONY: all run test check-all test-asan bench clean deps
 
@@ -60,8 +61,6 @@ $(SERVER_BIN): $(BUILD)/server/main.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
 
 # Each tools/<name>.c is a command-line program built as $(BUILD)/tools/<name>.
-TOOLS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
-
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
 
@@ -71,7 +70,10 @@ $(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB_OBJ)
 TEST_HELPER_OBJ := $(BUILD)/tests/http_harness.o
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(LIB_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS) $(CHECK_LIBS) $(CURL_LIBS)
+	$(CC) $(LDFLAGS) $(filter %.o,$^) -o $@ $(LIBS) $(CHECK_LIBS) $(CURL_LIBS)
+
+# test_store runs the model generator's binary too.
+$(BUILD)/tests/test_store: | $(BUILD)/tools/make_models
 
 # `run` and `test` install missing packages first, then build in a fresh
 # make, so that pkg-config answers for libraries installed a moment ago.
@@ -114,3 +116,14 @@ clean:
 	rm -rf build build-asan
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# The built-in models (models/README.md), written by tools/make_models into
+# $(BUILD)/models; the stamp keeps them until the generator changes.
+MODELS_DIR   := $(BUILD)/models
+MODELS_STAMP := $(MODELS_DIR)/.stamp
+
+$(MODELS_STAMP): $(BUILD)/tools/make_models
+	$< $(MODELS_DIR)
+	@touch $@
+
+all: $(MODELS_STAMP)

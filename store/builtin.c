@@ -1,0 +1,154 @@
+/*
+ * builtin.c — writing the built-in models (builtin.h).
+ *
+ * demo-4d's w_qkv is spelled out below; every other tensor comes from a
+ * per-tensor splitmix64 stream through the writer's fill callback, a chunk
+ * at a time, so that gpt3-shape (2.4 GB) never sits in memory.
+ */
+#include "store/builtin.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/safetensors.h"
+
+static const store_builtin table[] = {
+    {"demo-4d", "The worked example 我爱你: d_model 4, one head of width 4, no mask", 4, 1, 4,
+     ATTN_MASK_NONE, 0, 0, 0, 0},
+    {"gpt2-small-shape",
+     "GPT-2 small's attention shape (d_model 768, 12 heads of 64, causal) with "
+     "pseudo-random weights",
+     768, 12, 64, ATTN_MASK_CAUSAL, 1, 1, 1, 0},
+    {"gpt3-shape",
+     "GPT-3's attention shape (d_model 12288, 96 heads of 128, causal) with "
+     "pseudo-random weights",
+     12288, 96, 128, ATTN_MASK_CAUSAL, 0, 1, 0, 1},
+};
+
+const float store_builtin_demo_w_q[16] = {1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0};
+const float store_builtin_demo_w_k[16] = {0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 1, 0, 0, 1};
+const float store_builtin_demo_w_v[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+
+size_t store_builtin_count(void) {
+    return sizeof table / sizeof table[0];
+}
+
+const store_builtin *store_builtin_at(size_t index) {
+    return index < store_builtin_count() ? &table[index] : NULL;
+}
+
+const store_builtin *store_builtin_find(const char *name) {
+    for (size_t i = 0; i < store_builtin_count(); i++)
+        if (strcmp(table[i].name, name) == 0) return &table[i];
+    return NULL;
+}
+
+size_t store_builtin_data_bytes(const store_builtin *b) {
+    size_t dm = b->d_model, hd = b->n_heads * b->d_head;
+    size_t floats = dm * 3 * hd;
+    if (b->has_b_qkv) floats += 3 * hd;
+    if (b->has_w_o) floats += hd * dm;
+    if (b->has_b_o) floats += dm;
+    return floats * sizeof(float);
+}
+
+/* ---- the pseudo-random streams ------------------------------------------ */
+
+typedef struct stream {
+    uint64_t state;
+    double amp;
+} stream;
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a64(const char *a, const char *b) {
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (const char *s = a; *s; s++)
+        h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+    h = (h ^ '/') * UINT64_C(0x100000001b3);
+    for (const char *s = b; *s; s++)
+        h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+static int stream_fill(void *ctx, void *buf, size_t first, size_t count) {
+    (void)first; /* chunks come in order: the stream is simply continued */
+    stream *s = ctx;
+    float *out = buf;
+    for (size_t i = 0; i < count; i++) {
+        double x = (double)(splitmix64(&s->state) >> 40);
+        out[i] = (float)((x - 8388608.0) / 8388608.0 * s->amp);
+    }
+    return 0;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_bytes,
+                        store_error *err) {
+    size_t dm = b->d_model, hd = b->n_heads * b->d_head;
+    size_t shape_w_qkv[2] = {dm, 3 * hd}, shape_b_qkv[1] = {3 * hd};
+    size_t shape_w_o[2] = {hd, dm}, shape_b_o[1] = {dm};
+    store_write_tensor t[4];
+    stream streams[4];
+    size_t n = 0;
+    float demo[4 * 12];
+
+    char heads[32];
+    snprintf(heads, sizeof heads, "%zu", b->n_heads);
+    char source[96];
+    snprintf(source, sizeof source, "tools/make_models, seed 0x%016llx",
+             (unsigned long long)STORE_BUILTIN_SEED);
+    const store_metadata meta[] = {
+        {"name", b->name},  {"description", b->description},
+        {"n_heads", heads}, {"mask", b->mask == ATTN_MASK_NONE ? "none" : "causal"},
+        {"source", source},
+    };
+
+    /* One tensor; random when data is NULL. */
+#define ADD(tname, trank, tshape, tdata, tamp)                                                     \
+    do {                                                                                           \
+        streams[n] = (stream){STORE_BUILTIN_SEED ^ fnv1a64(b->name, tname), (tamp)};               \
+        t[n] = (store_write_tensor){.name = tname,                                                 \
+                                    .dtype = STORE_DTYPE_F32,                                      \
+                                    .rank = trank,                                                 \
+                                    .shape = tshape,                                               \
+                                    .data = tdata,                                                 \
+                                    .fill = stream_fill,                                           \
+                                    .fill_ctx = &streams[n]};                                      \
+        n++;                                                                                       \
+    } while (0)
+
+    double amp = 1.0 / sqrt((double)dm);
+    if (strcmp(b->name, "demo-4d") == 0) {
+        /* w_qkv row r = [W_q row r | W_k row r | W_v row r]. */
+        for (size_t r = 0; r < 4; r++)
+            for (size_t c = 0; c < 4; c++) {
+                demo[r * 12 + c] = store_builtin_demo_w_q[r * 4 + c];
+                demo[r * 12 + 4 + c] = store_builtin_demo_w_k[r * 4 + c];
+                demo[r * 12 + 8 + c] = store_builtin_demo_w_v[r * 4 + c];
+            }
+        ADD("w_qkv", 2, shape_w_qkv, demo, 0.0);
+    } else {
+        ADD("w_qkv", 2, shape_w_qkv, NULL, amp);
+        if (b->has_b_qkv) ADD("b_qkv", 1, shape_b_qkv, NULL, 0.02);
+        if (b->has_w_o) ADD("w_o", 2, shape_w_o, NULL, amp);
+        if (b->has_b_o) ADD("b_o", 1, shape_b_o, NULL, 0.02);
+    }
+#undef ADD
+
+    size_t len = strlen(dir) + strlen(b->name) + 16;
+    char *path = malloc(len);
+    if (!path) return store_error_set(err, dir, "out of memory");
+    snprintf(path, len, "%s/%s.safetensors", dir, b->name);
+    int rc = store_file_write(path, meta, sizeof meta / sizeof meta[0], t, n, file_bytes, err);
+    free(path);
+    return rc;
+}

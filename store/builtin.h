@@ -1,0 +1,58 @@
+/*
+ * builtin.h — the built-in models, written by tools/make_models (and by
+ * tests, which call this directly).
+ *
+ *   demo-4d            the worked example 我爱你: d_model 4, one head of
+ *                      width 4, mask none, fixed readable weights, W_v = I,
+ *                      no biases, no w_o
+ *   gpt2-small-shape   d_model 768, 12 heads of 64, causal, with b_qkv, w_o
+ *                      and b_o; pseudo-random weights
+ *   gpt3-shape         d_model 12288, 96 heads of 128, causal, with w_o;
+ *                      pseudo-random weights; ~2.4 GB, written on demand only
+ *
+ * Pseudo-random weights are the same on every machine: each tensor has its
+ * own stream, splitmix64 seeded with STORE_BUILTIN_SEED ^ FNV-1a-64 of
+ * "<model>/<tensor>"; a value takes the top 24 bits x of a draw and is
+ * (float)(((x − 2^23) / 2^23) · amp), all steps exact but the last two
+ * IEEE roundings. amp is 1/sqrt(d_model) for w_qkv and w_o, 0.02 for the
+ * biases. Everything is F32.
+ */
+#ifndef STORE_BUILTIN_H
+#define STORE_BUILTIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention/attention.h"
+#include "store/error.h"
+
+#define STORE_BUILTIN_SEED UINT64_C(0x617474656e74696f) /* "attentio" */
+
+typedef struct store_builtin {
+    const char *name; /* the file is <name>.safetensors */
+    const char *description;
+    size_t d_model, n_heads, d_head;
+    attn_mask_kind mask;
+    int has_b_qkv, has_w_o, has_b_o;
+    int on_demand; /* 1: too large to write by default */
+} store_builtin;
+
+/* The table, in a fixed order; entries are static. */
+size_t store_builtin_count(void);
+const store_builtin *store_builtin_at(size_t index);
+const store_builtin *store_builtin_find(const char *name);
+
+/* Bytes of the tensor data of b (all F32), without the header. */
+size_t store_builtin_data_bytes(const store_builtin *b);
+
+/* Writes <dir>/<name>.safetensors (replacing it atomically). Returns 0 and,
+ * when not NULL, *file_bytes; or -1 with err set. */
+int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_bytes,
+                        store_error *err);
+
+/* demo-4d's matrices, row-major 4 × 4, as written into its w_qkv. */
+extern const float store_builtin_demo_w_q[16];
+extern const float store_builtin_demo_w_k[16];
+extern const float store_builtin_demo_w_v[16];
+
+#endif

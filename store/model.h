@@ -1,0 +1,66 @@
+/*
+ * model.h — one attention model, loaded from one safetensors file.
+ *
+ * The file's tensors (models/README.md is the full description):
+ *
+ *   w_qkv   dm × 3hd   required; columns [Q heads | K heads | V heads]
+ *   b_qkv   3hd        optional
+ *   w_o     hd × dm    optional; absent = identity, which needs hd == dm
+ *   b_o     dm         optional
+ *
+ * in F32, F16 or BF16, and its __metadata__: n_heads (required, decimal),
+ * name (default: the file name without ".safetensors"), description
+ * (default ""), mask ("causal" or "none", default "causal"). Other metadata
+ * keys are ignored; any other tensor name is refused.
+ *
+ * Memory: F32 tensors whose bytes are 4-byte aligned in the file are used
+ * in place, straight from the read-only mapping (the page cache holds them,
+ * shared with any other process mapping the file); unaligned F32 tensors
+ * are copied, and F16 / BF16 are converted to F32 once, into heap buffers
+ * the model owns. When no tensor is used in place the file is unmapped at
+ * the end of the load. Every value is checked finite at load, so a request
+ * never meets a NaN in a weight.
+ *
+ * A loaded model is immutable: any number of threads may read it at once
+ * without a lock, until store_model_destroy.
+ */
+#ifndef STORE_MODEL_H
+#define STORE_MODEL_H
+
+#include <stddef.h>
+
+#include "attention/attention.h"
+#include "store/error.h"
+
+/* The most heads a model file may declare. */
+#define STORE_HEADS_MAX 65536
+
+typedef struct store_model_memory store_model_memory;
+
+typedef struct store_model {
+    const char *name;           /* matches [A-Za-z0-9._-]{1,64} */
+    const char *description;    /* UTF-8, "" when none */
+    const char *path;           /* the file it was loaded from */
+    attn_mask_kind mask;        /* the default mask: ATTN_MASK_CAUSAL or ATTN_MASK_NONE */
+    attn_weights weights;       /* pointers into the mapping or into owned buffers */
+    size_t bytes_mapped;        /* bytes of the file mapped (0 when unmapped after load) */
+    size_t bytes_owned;         /* bytes of heap buffers (converted or copied tensors) */
+    store_model_memory *memory; /* private: what owns the above */
+} store_model;
+
+/* Loads the model in `path`. Returns 0 and *out (free it with
+ * store_model_destroy), or -1 with *out NULL and err "<path>: <fault>". */
+int store_model_load(store_model **out, const char *path, store_error *err);
+
+/* Frees the model and unmaps its file; its weights die. NULL is a no-op. */
+void store_model_destroy(store_model *m);
+
+/* 1 when `name` matches [A-Za-z0-9._-]{1,64}, else 0. */
+int store_model_name_valid(const char *name);
+
+/* IEEE half and bfloat16 (bit patterns) to float, exactly: subnormal halfs
+ * become normal floats, infinities stay infinite, NaNs stay NaN. */
+float store_f16_to_f32(unsigned short h);
+float store_bf16_to_f32(unsigned short b);
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * safetensors.c — the reader of safetensors.h, and the dtype table.
+ *
+ * Reading: open, fstat, mmap the whole file (PROT_READ, MAP_PRIVATE), close
+ * the descriptor. The header is parsed by jansson with
+ * JSON_REJECT_DUPLICATES and kept for the file's life: tensor names and
+ * metadata values point into it. Each entry is checked on its own (dtype,
+ * shape, data_offsets, size), then the entries are sorted by begin offset
+ * and neighbours compared for overlap, and finally sorted by name for
+ * lookups. The tensors' bytes are never touched here. (The writer is in
+ * safetensors_write.c.)
+ */
+#include "store/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "store/ reads little-endian tensors in place: a big-endian host needs byte swaps"
+#endif
+
+struct store_file {
+    char *path;
+    unsigned char *map;
+    size_t map_bytes;
+    json_t *header;
+    json_t *metadata; /* borrowed from header; NULL when absent */
+    store_tensor *tensors;
+    size_t n_tensors;
+};
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_table[] = {
+    [STORE_DTYPE_BOOL] = {"BOOL", 1},       [STORE_DTYPE_U8] = {"U8", 1},
+    [STORE_DTYPE_I8] = {"I8", 1},           [STORE_DTYPE_F8_E4M3] = {"F8_E4M3", 1},
+    [STORE_DTYPE_F8_E5M2] = {"F8_E5M2", 1}, [STORE_DTYPE_U16] = {"U16", 2},
+    [STORE_DTYPE_I16] = {"I16", 2},         [STORE_DTYPE_F16] = {"F16", 2},
+    [STORE_DTYPE_BF16] = {"BF16", 2},       [STORE_DTYPE_U32] = {"U32", 4},
+    [STORE_DTYPE_I32] = {"I32", 4},         [STORE_DTYPE_F32] = {"F32", 4},
+    [STORE_DTYPE_U64] = {"U64", 8},         [STORE_DTYPE_I64] = {"I64", 8},
+    [STORE_DTYPE_F64] = {"F64", 8},
+};
+
+#define N_DTYPES (sizeof dtype_table / sizeof dtype_table[0])
+
+const char *store_dtype_name(store_dtype dtype) {
+    return (size_t)dtype < N_DTYPES ? dtype_table[dtype].name : "?";
+}
+
+size_t store_dtype_size(store_dtype dtype) {
+    return (size_t)dtype < N_DTYPES ? dtype_table[dtype].size : 0;
+}
+
+static int dtype_parse(const char *s, store_dtype *out) {
+    for (size_t i = 0; i < N_DTYPES; i++)
+        if (strcmp(s, dtype_table[i].name) == 0) {
+            *out = (store_dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* ---- reading: one entry ------------------------------------------------ */
+
+/* A tensor while the header is checked: its offsets are kept for the
+ * overlap check. */
+typedef struct entry {
+    store_tensor t;
+    size_t begin, end;
+} entry;
+
+/* A JSON integer in [0, SIZE_MAX], or -1. */
+static int json_size(const json_t *v, size_t *out) {
+    if (!json_is_integer(v)) return -1;
+    json_int_t i = json_integer_value(v);
+    if (i < 0) return -1;
+    *out = (size_t)i;
+    return 0;
+}
+
+/* Checks one "name": {...} entry against the data section of data_bytes and
+ * fills *e. */
+static int entry_parse(entry *e, const char *name, const json_t *v, size_t data_bytes,
+                       const char *path, store_error *err) {
+    memset(e, 0, sizeof *e);
+    e->t.name = name;
+    if (!json_is_object(v))
+        return store_error_set(err, path, "tensor '%s': the entry is not a JSON object", name);
+
+    const json_t *dt = json_object_get(v, "dtype");
+    if (!json_is_string(dt))
+        return store_error_set(err, path, "tensor '%s': \"dtype\" is %s", name,
+                               dt ? "not a string" : "missing");
+    if (dtype_parse(json_string_value(dt), &e->t.dtype) != 0)
+        return store_error_set(err, path, "tensor '%s': unsupported dtype '%s'", name,
+                               json_string_value(dt));
+
+    const json_t *shape = json_object_get(v, "shape");
+    if (!json_is_array(shape))
+        return store_error_set(err, path, "tensor '%s': \"shape\" is %s", name,
+                               shape ? "not an array" : "missing");
+    if (json_array_size(shape) > STORE_RANK_MAX)
+        return store_error_set(err, path, "tensor '%s': \"shape\" has %zu dimensions, at most %d",
+                               name, json_array_size(shape), STORE_RANK_MAX);
+    e->t.rank = json_array_size(shape);
+    size_t count = 1;
+    int overflow = 0;
+    for (size_t i = 0; i < e->t.rank; i++) {
+        if (json_size(json_array_get(shape, i), &e->t.shape[i]) != 0)
+            return store_error_set(
+                err, path, "tensor '%s': \"shape\"[%zu] is not a non-negative integer", name, i);
+        if (__builtin_mul_overflow(count, e->t.shape[i], &count)) overflow = 1;
+    }
+    /* A zero dimension makes any product of the others 0, overflowing or not. */
+    for (size_t i = 0; i < e->t.rank; i++)
+        if (e->t.shape[i] == 0) count = 0, overflow = 0;
+
+    const json_t *off = json_object_get(v, "data_offsets");
+    if (!json_is_array(off) || json_array_size(off) != 2 ||
+        json_size(json_array_get(off, 0), &e->begin) != 0 ||
+        json_size(json_array_get(off, 1), &e->end) != 0)
+        return store_error_set(err, path, "tensor '%s': \"data_offsets\" is %s", name,
+                               off ? "not [begin, end] of two non-negative integers" : "missing");
+    if (e->begin > e->end)
+        return store_error_set(err, path, "tensor '%s': data_offsets [%zu, %zu] are reversed", name,
+                               e->begin, e->end);
+    if (e->end > data_bytes)
+        return store_error_set(err, path,
+                               "tensor '%s': data_offsets [%zu, %zu] run past the end of the "
+                               "data section (%zu bytes)",
+                               name, e->begin, e->end, data_bytes);
+
+    size_t bytes;
+    if (overflow || __builtin_mul_overflow(count, store_dtype_size(e->t.dtype), &bytes))
+        return store_error_set(err, path,
+                               "tensor '%s': shape of %zu dimensions overflows a size; "
+                               "data_offsets span %zu bytes",
+                               name, e->t.rank, e->end - e->begin);
+    if (bytes != e->end - e->begin)
+        return store_error_set(err, path,
+                               "tensor '%s': shape and dtype %s make %zu elements = %zu bytes, "
+                               "but data_offsets [%zu, %zu] span %zu bytes",
+                               name, store_dtype_name(e->t.dtype), count, bytes, e->begin, e->end,
+                               e->end - e->begin);
+    e->t.count = count;
+    e->t.bytes = bytes;
+    return 0;
+}
+
+static int entry_by_begin(const void *a, const void *b) {
+    const entry *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+static int tensor_by_name(const void *a, const void *b) {
+    return strcmp(((const store_tensor *)a)->name, ((const store_tensor *)b)->name);
+}
+
+/* ---- reading: the header ----------------------------------------------- */
+
+static int metadata_check(const json_t *meta, const char *path, store_error *err) {
+    if (!json_is_object(meta))
+        return store_error_set(err, path, "\"__metadata__\" is not a JSON object");
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)meta, key, v) {
+        if (!json_is_string(v))
+            return store_error_set(err, path, "\"__metadata__\" value of '%s' is not a string",
+                                   key);
+    }
+    return 0;
+}
+
+/* Parses and validates the header of f (mapped), filling f's tensors. */
+static int header_parse(store_file *f, size_t header_bytes, store_error *err) {
+    const char *path = f->path;
+    const unsigned char *data = f->map + 8 + header_bytes;
+    size_t data_bytes = f->map_bytes - 8 - header_bytes;
+    json_error_t jerr;
+
+    f->header = json_loadb((const char *)f->map + 8, header_bytes, JSON_REJECT_DUPLICATES, &jerr);
+    if (!f->header)
+        return store_error_set(err, path, "header is not valid JSON: %s (line %d, column %d)",
+                               jerr.text, jerr.line, jerr.column);
+    if (!json_is_object(f->header))
+        return store_error_set(err, path, "header is not a JSON object");
+
+    size_t n = json_object_size(f->header);
+    f->metadata = json_object_get(f->header, "__metadata__");
+    if (f->metadata) {
+        if (metadata_check(f->metadata, path, err) != 0) return -1;
+        n--;
+    }
+
+    entry *entries = calloc(n ? n : 1, sizeof *entries);
+    if (!entries) return store_error_set(err, path, "out of memory");
+    size_t i = 0;
+    for (void *it = json_object_iter(f->header); it; it = json_object_iter_next(f->header, it)) {
+        const char *name = json_object_iter_key(it);
+        if (strcmp(name, "__metadata__") == 0) continue;
+        if (strlen(name) != json_object_iter_key_len(it)) {
+            free(entries);
+            return store_error_set(err, path, "a tensor name holds a NUL character");
+        }
+        if (entry_parse(&entries[i], name, json_object_iter_value(it), data_bytes, path, err)) {
+            free(entries);
+            return -1;
+        }
+        entries[i].t.data = data + entries[i].begin;
+        i++;
+    }
+
+    /* Sorted by begin, a non-empty tensor overlaps another exactly when it
+     * starts before the end of some earlier non-empty one; tracking the
+     * furthest end seen is enough. Empty tensors own no bytes. */
+    qsort(entries, n, sizeof *entries, entry_by_begin);
+    const entry *last = NULL;
+    for (i = 0; i < n; i++) {
+        const entry *e = &entries[i];
+        if (e->begin == e->end) continue;
+        if (last && e->begin < last->end) {
+            int rc =
+                store_error_set(err, path, "tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] overlap",
+                                last->t.name, last->begin, last->end, e->t.name, e->begin, e->end);
+            free(entries);
+            return rc;
+        }
+        if (!last || e->end > last->end) last = e;
+    }
+
+    f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
+    if (!f->tensors) {
+        free(entries);
+        return store_error_set(err, path, "out of memory");
+    }
+    for (i = 0; i < n; i++)
+        f->tensors[i] = entries[i].t;
+    f->n_tensors = n;
+    free(entries);
+    qsort(f->tensors, n, sizeof *f->tensors, tensor_by_name);
+    return 0;
+}
+
+int store_file_open(store_file **out, const char *path, store_error *err) {
+    *out = NULL;
+    store_file *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
+        return store_error_set(err, path, "out of memory");
+    }
+
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        store_error_set(err, path, "cannot open: %s", strerror(errno));
+        goto fail;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        store_error_set(err, path, "cannot stat: %s", strerror(errno));
+        close(fd);
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        store_error_set(err, path, "not a regular file");
+        close(fd);
+        goto fail;
+    }
+    if (sb.st_size < 8) {
+        store_error_set(err, path, "file is %lld bytes, shorter than the 8-byte header length",
+                        (long long)sb.st_size);
+        close(fd);
+        goto fail;
+    }
+    if ((unsigned long long)sb.st_size > SIZE_MAX) {
+        store_error_set(err, path, "file too large to map");
+        close(fd);
+        goto fail;
+    }
+    f->map_bytes = (size_t)sb.st_size;
+    void *map = mmap(NULL, f->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        store_error_set(err, path, "cannot map: %s", strerror(errno));
+        goto fail;
+    }
+    f->map = map;
+
+    uint64_t header_bytes = 0;
+    for (int i = 7; i >= 0; i--)
+        header_bytes = header_bytes << 8 | f->map[i];
+    if (header_bytes > STORE_HEADER_MAX) {
+        store_error_set(err, path, "header length %llu is absurdly large (the limit is %llu bytes)",
+                        (unsigned long long)header_bytes, (unsigned long long)STORE_HEADER_MAX);
+        goto fail;
+    }
+    if (header_bytes > f->map_bytes - 8) {
+        store_error_set(err, path, "header length %llu runs past the end of the file (%zu bytes)",
+                        (unsigned long long)header_bytes, f->map_bytes);
+        goto fail;
+    }
+    if (header_parse(f, (size_t)header_bytes, err) != 0) goto fail;
+    *out = f;
+    return 0;
+
+fail:
+    store_file_close(f);
+    return -1;
+}
+
+void store_file_close(store_file *f) {
+    if (!f) return;
+    if (f->map) munmap(f->map, f->map_bytes);
+    json_decref(f->header);
+    free(f->tensors);
+    free(f->path);
+    free(f);
+}
+
+const char *store_file_path(const store_file *f) {
+    return f->path;
+}
+
+size_t store_file_count(const store_file *f) {
+    return f->n_tensors;
+}
+
+const store_tensor *store_file_tensor(const store_file *f, size_t index) {
+    return index < f->n_tensors ? &f->tensors[index] : NULL;
+}
+
+const store_tensor *store_file_find(const store_file *f, const char *name) {
+    store_tensor key = {.name = name};
+    return bsearch(&key, f->tensors, f->n_tensors, sizeof key, tensor_by_name);
+}
+
+const char *store_file_metadata(const store_file *f, const char *key) {
+    return f->metadata ? json_string_value(json_object_get(f->metadata, key)) : NULL;
+}
+
+size_t store_file_bytes(const store_file *f) {
+    return f->map_bytes;
+}

@@ -1,0 +1,1347 @@
+/*
+ * test_store.c — the check suite of store/: the safetensors reader and
+ * writer, the model loader, the model set and its holder, the built-in
+ * models.
+ *
+ * Every test works in its own temporary directory (the fixture makes it
+ * under $TMPDIR or /tmp and removes it). Broken files are written byte by
+ * byte here (raw header text + data), so that each fault is exactly the one
+ * named; valid files go through store_file_write. A refusal is checked for
+ * the file's path AND a distinguishing piece of the message.
+ *
+ * The generator is tested through store/builtin.h (what tools/make_models
+ * calls); when build/tools/make_models exists (the tests run from the
+ * repository root), the binary is run too and its files compared.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "attention/attention.h"
+#include "store/builtin.h"
+#include "store/model.h"
+#include "store/safetensors.h"
+#include "store/store.h"
+
+/* ---- fixture: one temporary directory per test --------------------------- */
+
+static char tmpdir[256];
+
+static void dir_remove(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char path[1024];
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+            dir_remove(path);
+        else
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void setup(void) {
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/test_store.XXXXXX", base && *base ? base : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void) {
+    dir_remove(tmpdir);
+}
+
+/* "<tmpdir>/<name>" in a static buffer (one of a few, rotating). */
+static const char *tpath(const char *name) {
+    static char bufs[4][512];
+    static int next;
+    char *p = bufs[next++ % 4];
+    snprintf(p, sizeof bufs[0], "%s/%s", tmpdir, name);
+    return p;
+}
+
+/* A subdirectory of tmpdir, created; its path in a static buffer. */
+static const char *tsubdir(const char *name) {
+    const char *p = tpath(name);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    return p;
+}
+
+/* ---- writing files by hand ------------------------------------------------- */
+
+static void write_bytes(const char *path, const void *bytes, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A safetensors file with header length `len` (as written in the first 8
+ * bytes, whatever the header's real length), the header text, then data. */
+static void write_st_len(const char *path, uint64_t len, const char *header, const void *data,
+                         size_t data_bytes) {
+    size_t hlen = strlen(header);
+    unsigned char *buf = malloc(8 + hlen + data_bytes + 1);
+    ck_assert_ptr_nonnull(buf);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(len >> (8 * i));
+    memcpy(buf + 8, header, hlen);
+    if (data_bytes) memcpy(buf + 8 + hlen, data, data_bytes);
+    write_bytes(path, buf, 8 + hlen + data_bytes);
+    free(buf);
+}
+
+static void write_st(const char *path, const char *header, const void *data, size_t data_bytes) {
+    write_st_len(path, strlen(header), header, data, data_bytes);
+}
+
+/* 4096 small finite floats, for tensor data (filled once: the threads
+ * test reads them from several threads). */
+static float values_v[4096];
+static pthread_once_t values_once = PTHREAD_ONCE_INIT;
+
+static void values_fill(void) {
+    for (int i = 0; i < 4096; i++)
+        values_v[i] = (float)((i % 97) - 48) / 64.0f;
+}
+
+static const float *values(void) {
+    pthread_once(&values_once, values_fill);
+    return values_v;
+}
+
+/* The header of a valid one-head model of d_model 4 (w_qkv [4, 12], 192
+ * bytes), with `meta` (the inside of __metadata__) and `more` (further
+ * entries, starting with a comma, or ""). */
+static const char *header_with(const char *meta, const char *more) {
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{\"__metadata__\":{%s},"
+             "\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[4,12],\"data_offsets\":[0,192]}%s}",
+             meta, more);
+    return buf;
+}
+
+/* ---- checking refusals ------------------------------------------------------ */
+
+static void assert_message(const char *message, const char *path, const char *fault) {
+    ck_assert_msg(strstr(message, path) != NULL, "message does not name %s: %s", path, message);
+    ck_assert_msg(strstr(message, fault) != NULL, "message does not say '%s': %s", fault, message);
+}
+
+/* The file at path is refused by the reader with `fault` in the message. */
+static void expect_file_fault(const char *path, const char *fault) {
+    store_file *f = (store_file *)1;
+    store_error err = {{0}};
+    ck_assert_int_eq(store_file_open(&f, path, &err), -1);
+    ck_assert_ptr_null(f);
+    assert_message(err.message, path, fault);
+}
+
+/* The file at path is refused by the model loader with `fault`. */
+static void expect_model_fault(const char *path, const char *fault) {
+    store_model *m = (store_model *)1;
+    store_error err = {{0}};
+    ck_assert_int_eq(store_model_load(&m, path, &err), -1);
+    ck_assert_ptr_null(m);
+    assert_message(err.message, path, fault);
+}
+
+static store_model *load_ok(const char *path) {
+    store_model *m = NULL;
+    store_error err = {{0}};
+    ck_assert_msg(store_model_load(&m, path, &err) == 0, "load failed: %s", err.message);
+    return m;
+}
+
+/* 1 when p lies in a mapping of the file at path (from /proc/self/maps). */
+static int in_file_mapping(const void *p, const char *path) {
+    char real[4096];
+    ck_assert_ptr_nonnull(realpath(path, real));
+    FILE *maps = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(maps);
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi;
+        line[strcspn(line, "\n")] = '\0';
+        size_t len = strlen(line), rlen = strlen(real);
+        if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || len < rlen ||
+            strcmp(line + len - rlen, real) != 0)
+            continue;
+        found = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    }
+    fclose(maps);
+    return found;
+}
+
+/* ---- the reader's refusals ---------------------------------------------------- */
+
+START_TEST(test_truncated) {
+    const char *p = tpath("short.safetensors");
+    write_bytes(p, "\x10\0\0\0\0", 5);
+    expect_file_fault(p, "shorter than the 8-byte header length");
+    write_bytes(p, "", 0);
+    expect_file_fault(p, "file is 0 bytes, shorter than");
+    /* Also refused by the model loader and the set, with the same words. */
+    expect_model_fault(p, "shorter than");
+}
+END_TEST
+
+START_TEST(test_header_past_end) {
+    const char *p = tpath("past.safetensors");
+    write_st_len(p, 1000, "{}", NULL, 0);
+    expect_file_fault(p, "header length 1000 runs past the end of the file (10 bytes)");
+    write_st_len(p, (uint64_t)1 << 40, "{}", NULL, 0);
+    expect_file_fault(p, "absurdly large");
+    write_st_len(p, UINT64_MAX, "{}", NULL, 0);
+    expect_file_fault(p, "absurdly large");
+}
+END_TEST
+
+START_TEST(test_header_not_json) {
+    const char *p = tpath("notjson.safetensors");
+    write_st(p, "{\"w_qkv\": oops}", NULL, 0);
+    expect_file_fault(p, "header is not valid JSON");
+    write_st(p, "[1, 2]", NULL, 0);
+    expect_file_fault(p, "header is not a JSON object");
+    write_st(p, "\"text\"", NULL, 0);
+    expect_file_fault(p, "header is not valid JSON");
+    write_st(p, "{\"a\": \"\xff\"}", NULL, 0);
+    expect_file_fault(p, "header is not valid JSON");
+}
+END_TEST
+
+START_TEST(test_header_duplicate_key) {
+    const char *p = tpath("dup.safetensors");
+    write_st(p,
+             "{\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+             "\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+             values(), 4);
+    expect_file_fault(p, "duplicate object key");
+}
+END_TEST
+
+START_TEST(test_bad_dtype) {
+    const char *p = tpath("dtype.safetensors");
+    write_st(p, "{\"w_qkv\":{\"dtype\":\"F12\",\"shape\":[1],\"data_offsets\":[0,4]}}", values(),
+             4);
+    expect_file_fault(p, "tensor 'w_qkv': unsupported dtype 'F12'");
+    write_st(p, "{\"w_qkv\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", values(),
+             4);
+    expect_file_fault(p, "unsupported dtype 'f32'");
+    /* A dtype safetensors knows but a model cannot use. */
+    write_st(p,
+             "{\"__metadata__\":{\"n_heads\":\"1\"},"
+             "\"w_qkv\":{\"dtype\":\"I32\",\"shape\":[4,12],\"data_offsets\":[0,192]}}",
+             values(), 192);
+    expect_model_fault(p, "tensor 'w_qkv' has dtype I32; a model takes F32, F16 or BF16");
+}
+END_TEST
+
+START_TEST(test_malformed_entries) {
+    const char *p = tpath("entry.safetensors");
+    static const struct {
+        const char *entry, *fault;
+    } cases[] = {
+        {"\"x\":[1]", "tensor 'x': the entry is not a JSON object"},
+        {"\"x\":{\"shape\":[1],\"data_offsets\":[0,4]}", "tensor 'x': \"dtype\" is missing"},
+        {"\"x\":{\"dtype\":32,\"shape\":[1],\"data_offsets\":[0,4]}",
+         "tensor 'x': \"dtype\" is not a string"},
+        {"\"x\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}", "tensor 'x': \"shape\" is missing"},
+        {"\"x\":{\"dtype\":\"F32\",\"shape\":\"1\",\"data_offsets\":[0,4]}",
+         "\"shape\" is not an array"},
+        {"\"x\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}",
+         "\"shape\"[0] is not a non-negative integer"},
+        {"\"x\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}",
+         "\"shape\"[0] is not a non-negative integer"},
+        {"\"x\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}",
+         "9 dimensions, at most 8"},
+        {"\"x\":{\"dtype\":\"F32\",\"shape\":[1]}", "\"data_offsets\" is missing"},
+        {"\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}",
+         "\"data_offsets\" is not [begin, end]"},
+        {"\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}",
+         "\"data_offsets\" is not [begin, end]"},
+        {"\"__metadata__\":[\"n_heads\"]", "\"__metadata__\" is not a JSON object"},
+        {"\"__metadata__\":{\"n_heads\":1}", "\"__metadata__\" value of 'n_heads' is not a string"},
+    };
+    char header[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(header, sizeof header, "{%s}", cases[i].entry);
+        write_st(p, header, values(), 16);
+        expect_file_fault(p, cases[i].fault);
+    }
+}
+END_TEST
+
+START_TEST(test_offsets) {
+    const char *p = tpath("offsets.safetensors");
+    /* Overlap: b_qkv [100, 148) lies inside w_qkv [0, 192). */
+    write_st(p,
+             header_with("\"n_heads\":\"1\"", ",\"b_qkv\":{\"dtype\":\"F32\",\"shape\":[12],"
+                                              "\"data_offsets\":[100,148]}"),
+             values(), 192);
+    expect_file_fault(p, "tensors 'w_qkv' [0, 192] and 'b_qkv' [100, 148] overlap");
+    /* Partial overlap, listed the other way round. */
+    write_st(p,
+             "{\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]},"
+             "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+             values(), 16);
+    expect_file_fault(p, "tensors 'a' [0, 8] and 'b' [4, 12] overlap");
+    /* Empty tensors own no bytes: no overlap. */
+    write_st(p,
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+             "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+             values(), 8);
+    store_file *f = NULL;
+    store_error err;
+    ck_assert_msg(store_file_open(&f, p, &err) == 0, "%s", err.message);
+    store_file_close(f);
+    /* Past the data. */
+    write_st(p, header_with("\"n_heads\":\"1\"", ""), values(), 188);
+    expect_file_fault(p, "tensor 'w_qkv': data_offsets [0, 192] run past the end of the data "
+                         "section (188 bytes)");
+    /* Reversed. */
+    write_st(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", values(), 8);
+    expect_file_fault(p, "tensor 'a': data_offsets [8, 4] are reversed");
+}
+END_TEST
+
+START_TEST(test_shape_offset_disagree) {
+    const char *p = tpath("size.safetensors");
+    write_st(p, "{\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[4,12],\"data_offsets\":[0,188]}}",
+             values(), 192);
+    expect_file_fault(p, "make 48 elements = 192 bytes, but data_offsets [0, 188] span 188");
+    write_st(p, "{\"w_qkv\":{\"dtype\":\"F16\",\"shape\":[4,12],\"data_offsets\":[0,192]}}",
+             values(), 192);
+    expect_file_fault(p, "F16 make 48 elements = 96 bytes");
+    /* Element count × size overflows 64 bits. */
+    write_st(p,
+             "{\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
+             "\"data_offsets\":[0,0]}}",
+             NULL, 0);
+    expect_file_fault(p, "tensor 'x': shape of 2 dimensions overflows a size");
+    write_st(p,
+             "{\"x\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],"
+             "\"data_offsets\":[0,0]}}",
+             NULL, 0);
+    expect_file_fault(p, "overflows a size");
+    /* A zero dimension makes the rest irrelevant. */
+    write_st(p,
+             "{\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],"
+             "\"data_offsets\":[0,0]}}",
+             NULL, 0);
+    store_file *f = NULL;
+    store_error err;
+    ck_assert_msg(store_file_open(&f, p, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(store_file_tensor(f, 0)->count, 0);
+    store_file_close(f);
+}
+END_TEST
+
+/* ---- the model's refusals ----------------------------------------------------- */
+
+START_TEST(test_model_shapes_disagree) {
+    const char *p = tpath("shapes.safetensors");
+    /* 12 columns, 5 heads: 12 is not a multiple of 15. */
+    write_st(p, header_with("\"n_heads\":\"5\"", ""), values(), 192);
+    expect_model_fault(p, "tensor 'w_qkv' has 12 columns, not a multiple of 3·n_heads = 15");
+    write_st(p,
+             "{\"__metadata__\":{\"n_heads\":\"1\"},"
+             "\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[48],\"data_offsets\":[0,192]}}",
+             values(), 192);
+    expect_model_fault(p, "tensor 'w_qkv' has shape [48], expected [d_model, 3·n_heads·d_head]");
+    write_st(p,
+             "{\"__metadata__\":{\"n_heads\":\"1\"},"
+             "\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[0,12],\"data_offsets\":[0,0]}}",
+             NULL, 0);
+    expect_model_fault(p, "with both positive");
+    write_st(p,
+             header_with("\"n_heads\":\"1\"", ",\"b_qkv\":{\"dtype\":\"F32\",\"shape\":[11],"
+                                              "\"data_offsets\":[192,236]}"),
+             values(), 236);
+    expect_model_fault(p, "tensor 'b_qkv' has shape [11], expected [3·n_heads·d_head] = [12]");
+    write_st(p,
+             header_with("\"n_heads\":\"1\"", ",\"w_o\":{\"dtype\":\"F32\",\"shape\":[4,3],"
+                                              "\"data_offsets\":[192,240]}"),
+             values(), 240);
+    expect_model_fault(p, "tensor 'w_o' has shape [4, 3], expected [n_heads·d_head, d_model] = "
+                          "[4, 4]");
+    write_st(p,
+             header_with("\"n_heads\":\"1\"", ",\"b_o\":{\"dtype\":\"F32\",\"shape\":[2,2],"
+                                              "\"data_offsets\":[192,208]}"),
+             values(), 208);
+    expect_model_fault(p, "tensor 'b_o' has shape [2, 2], expected [d_model] = [4]");
+}
+END_TEST
+
+START_TEST(test_model_identity_rule) {
+    const char *p = tpath("identity.safetensors");
+    /* d_model 4, 2 heads of 4: hd = 8 needs a w_o. */
+    write_st(p,
+             "{\"__metadata__\":{\"n_heads\":\"2\"},"
+             "\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[4,24],\"data_offsets\":[0,384]}}",
+             values(), 384);
+    expect_model_fault(p, "no tensor 'w_o', and the identity in its place needs n_heads·d_head "
+                          "(8) == d_model (4)");
+    /* With a w_o [8, 4] it loads. */
+    write_st(p,
+             "{\"__metadata__\":{\"n_heads\":\"2\"},"
+             "\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[4,24],\"data_offsets\":[0,384]},"
+             "\"w_o\":{\"dtype\":\"F32\",\"shape\":[8,4],\"data_offsets\":[384,512]}}",
+             values(), 512);
+    store_model *m = load_ok(p);
+    ck_assert_uint_eq(m->weights.d_head, 4);
+    ck_assert_uint_eq(m->weights.n_heads, 2);
+    ck_assert_ptr_nonnull(m->weights.w_o);
+    store_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_model_non_finite) {
+    const char *p = tpath("nonfinite.safetensors");
+    float data[52];
+    memcpy(data, values(), sizeof data);
+    data[5] = NAN;
+    write_st(p, header_with("\"n_heads\":\"1\"", ""), data, 192);
+    expect_model_fault(p, "tensor 'w_qkv' holds a non-finite value (NaN) at element 5");
+    data[5] = 0.5f;
+    data[48 + 2] = INFINITY; /* b_o[2] */
+    write_st(p,
+             header_with("\"n_heads\":\"1\"", ",\"b_o\":{\"dtype\":\"F32\",\"shape\":[4],"
+                                              "\"data_offsets\":[192,208]}"),
+             data, 208);
+    expect_model_fault(p, "tensor 'b_o' holds a non-finite value (inf) at element 2");
+    data[48 + 2] = -INFINITY;
+    write_st(p,
+             header_with("\"n_heads\":\"1\"", ",\"b_o\":{\"dtype\":\"F32\",\"shape\":[4],"
+                                              "\"data_offsets\":[192,208]}"),
+             data, 208);
+    expect_model_fault(p, "(-inf) at element 2");
+}
+END_TEST
+
+START_TEST(test_model_metadata) {
+    const char *p = tpath("meta.safetensors");
+    write_st(p, "{\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[4,12],\"data_offsets\":[0,192]}}",
+             values(), 192);
+    expect_model_fault(p, "metadata 'n_heads' is missing");
+    write_st(p, header_with("\"name\":\"x\"", ""), values(), 192);
+    expect_model_fault(p, "metadata 'n_heads' is missing");
+    static const char *const bad_heads[] = {
+        "0", "-1", "+1", " 1", "1 ", "one", "", "1.0", "99999999999999999999999"};
+    char meta[128];
+    for (size_t i = 0; i < sizeof bad_heads / sizeof *bad_heads; i++) {
+        snprintf(meta, sizeof meta, "\"n_heads\":\"%s\"", bad_heads[i]);
+        write_st(p, header_with(meta, ""), values(), 192);
+        expect_model_fault(p, "not a decimal integer in 1");
+    }
+    write_st(p, header_with("\"n_heads\":\"1\",\"mask\":\"diagonal\"", ""), values(), 192);
+    expect_model_fault(p, "metadata 'mask' is 'diagonal', expected 'causal' or 'none'");
+    write_st(p, header_with("\"n_heads\":\"1\",\"mask\":\"Causal\"", ""), values(), 192);
+    expect_model_fault(p, "metadata 'mask' is 'Causal'");
+
+    /* Defaults: name from the file, description "", mask causal; unknown keys ignored. */
+    write_st(p, header_with("\"n_heads\":\"1\",\"format\":\"pt\"", ""), values(), 192);
+    store_model *m = load_ok(p);
+    ck_assert_str_eq(m->name, "meta");
+    ck_assert_str_eq(m->description, "");
+    ck_assert_int_eq(m->mask, ATTN_MASK_CAUSAL);
+    ck_assert_str_eq(m->path, p);
+    store_model_destroy(m);
+    write_st(p,
+             header_with("\"n_heads\":\"1\",\"name\":\"Other_1.0-x\",\"mask\":\"none\","
+                         "\"description\":\"我爱你\"",
+                         ""),
+             values(), 192);
+    m = load_ok(p);
+    ck_assert_str_eq(m->name, "Other_1.0-x");
+    ck_assert_str_eq(m->description, "我爱你");
+    ck_assert_int_eq(m->mask, ATTN_MASK_NONE);
+    store_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_model_bad_name) {
+    const char *p = tpath("named.safetensors");
+    write_st(p, header_with("\"n_heads\":\"1\",\"name\":\"a b\"", ""), values(), 192);
+    expect_model_fault(p, "model name 'a b' (metadata 'name') does not match [A-Za-z0-9._-]{1,64}");
+    write_st(p, header_with("\"n_heads\":\"1\",\"name\":\"\"", ""), values(), 192);
+    expect_model_fault(p, "model name '' (metadata 'name') does not match");
+    write_st(p, header_with("\"n_heads\":\"1\",\"name\":\"../etc\"", ""), values(), 192);
+    expect_model_fault(p, "model name '../etc'");
+    write_st(p, header_with("\"n_heads\":\"1\",\"name\":\"ünï\"", ""), values(), 192);
+    expect_model_fault(p, "does not match");
+    char meta[256], name[80];
+    memset(name, 'a', 65);
+    name[65] = '\0';
+    snprintf(meta, sizeof meta, "\"n_heads\":\"1\",\"name\":\"%s\"", name);
+    write_st(p, header_with(meta, ""), values(), 192);
+    expect_model_fault(p, "does not match");
+    name[64] = '\0'; /* 64 characters: fine */
+    snprintf(meta, sizeof meta, "\"n_heads\":\"1\",\"name\":\"%s\"", name);
+    write_st(p, header_with(meta, ""), values(), 192);
+    store_model_destroy(load_ok(p));
+    /* A name taken from a file name that does not fit. */
+    const char *q = tpath("my model.safetensors");
+    write_st(q, header_with("\"n_heads\":\"1\"", ""), values(), 192);
+    expect_model_fault(q, "model name 'my model' (from the file name) does not match");
+}
+END_TEST
+
+START_TEST(test_model_unknown_tensor) {
+    const char *p = tpath("typo.safetensors");
+    write_st(p,
+             header_with("\"n_heads\":\"1\"", ",\"w_qvk\":{\"dtype\":\"F32\",\"shape\":[4],"
+                                              "\"data_offsets\":[192,208]}"),
+             values(), 208);
+    expect_model_fault(p, "unknown tensor 'w_qvk' (a model holds w_qkv, b_qkv, w_o, b_o)");
+    write_st(p,
+             "{\"__metadata__\":{\"n_heads\":\"1\"},"
+             "\"b_o\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+             values(), 16);
+    expect_model_fault(p, "no tensor 'w_qkv' (it is required)");
+}
+END_TEST
+
+/* ---- dtypes ----------------------------------------------------------------- */
+
+/* Independent reference: the value of a half's bit pattern in double. */
+static double f16_ref(unsigned h) {
+    int sign = h >> 15 ? -1 : 1;
+    unsigned e = (h >> 10) & 31, m = h & 1023;
+    if (e == 31) return m ? NAN : sign * INFINITY;
+    if (e == 0) return sign * ldexp((double)m, -24);
+    return sign * ldexp((double)(1024 + m), (int)e - 25);
+}
+
+START_TEST(test_f16_all_values) {
+    for (unsigned h = 0; h < 65536; h++) {
+        float got = store_f16_to_f32((unsigned short)h);
+        double want = f16_ref(h);
+        if (isnan(want)) {
+            ck_assert_msg(isnan(got), "0x%04x: got %g, want NaN", h, (double)got);
+        } else {
+            ck_assert_msg((double)got == want, "0x%04x: got %.9g, want %.9g", h, (double)got, want);
+            ck_assert_int_eq(signbit(got) != 0, (h >> 15) != 0); /* -0 stays -0 */
+        }
+    }
+    ck_assert(store_bf16_to_f32(0x3F80) == 1.0f);
+    ck_assert(store_bf16_to_f32(0xC000) == -2.0f);
+    ck_assert(signbit(store_bf16_to_f32(0x8000)) && store_bf16_to_f32(0x8000) == 0.0f);
+    ck_assert(store_bf16_to_f32(0x0001) == ldexpf(1.0f, -133)); /* a float subnormal */
+    ck_assert(isinf(store_bf16_to_f32(0x7F80)));
+    ck_assert(isnan(store_bf16_to_f32(0x7FC0)));
+}
+END_TEST
+
+/* A one-head model of d_model 4 whose w_qkv (48 values) is in `dtype`,
+ * given as 16-bit patterns. */
+static void write_half_model(const char *path, const char *dtype, const unsigned short *bits) {
+    unsigned char data[96];
+    for (int i = 0; i < 48; i++) {
+        data[2 * i] = (unsigned char)(bits[i] & 0xFF);
+        data[2 * i + 1] = (unsigned char)(bits[i] >> 8);
+    }
+    char header[256];
+    snprintf(header, sizeof header,
+             "{\"__metadata__\":{\"n_heads\":\"1\"},"
+             "\"w_qkv\":{\"dtype\":\"%s\",\"shape\":[4,12],\"data_offsets\":[0,96]}}",
+             dtype);
+    write_st(path, header, data, sizeof data);
+}
+
+START_TEST(test_f16_model) {
+    const char *p = tpath("half.safetensors");
+    unsigned short bits[48];
+    for (int i = 0; i < 48; i++)
+        bits[i] = 0x3C00; /* 1.0 */
+    bits[0] = 0x0001;     /* smallest subnormal 2^-24 */
+    bits[1] = 0x03FF;     /* largest subnormal */
+    bits[2] = 0x0400;     /* smallest normal 2^-14 */
+    bits[3] = 0x8000;     /* -0 */
+    bits[4] = 0x7BFF;     /* 65504 */
+    bits[5] = 0xC000;     /* -2 */
+    bits[6] = 0x3555;     /* 0.33325195 */
+    bits[7] = 0x8001;     /* -2^-24 */
+    write_half_model(p, "F16", bits);
+    store_model *m = load_ok(p);
+    const float *w = m->weights.w_qkv;
+    ck_assert(w[0] == ldexpf(1.0f, -24));
+    ck_assert(w[1] == ldexpf(1023.0f, -24));
+    ck_assert(w[2] == ldexpf(1.0f, -14));
+    ck_assert(w[3] == 0.0f && signbit(w[3]));
+    ck_assert(w[4] == 65504.0f);
+    ck_assert(w[5] == -2.0f);
+    ck_assert(w[6] == 0.33325195f);
+    ck_assert(w[7] == -ldexpf(1.0f, -24));
+    for (int i = 8; i < 48; i++)
+        ck_assert(w[i] == 1.0f);
+    ck_assert_uint_eq((uintptr_t)w % 64, 0);
+    ck_assert_uint_ge(m->bytes_owned, 48 * sizeof(float));
+    ck_assert_uint_eq(m->bytes_mapped, 0); /* nothing in place: unmapped */
+    store_model_destroy(m);
+
+    bits[9] = 0x7C00; /* +inf */
+    write_half_model(p, "F16", bits);
+    expect_model_fault(p, "tensor 'w_qkv' holds a non-finite value (inf) at element 9");
+    bits[9] = 0xFC00; /* -inf */
+    write_half_model(p, "F16", bits);
+    expect_model_fault(p, "(-inf) at element 9");
+    bits[9] = 0x7E00; /* NaN */
+    write_half_model(p, "F16", bits);
+    expect_model_fault(p, "(NaN) at element 9");
+}
+END_TEST
+
+START_TEST(test_bf16_model) {
+    const char *p = tpath("bf16.safetensors");
+    unsigned short bits[48];
+    for (int i = 0; i < 48; i++)
+        bits[i] = 0x3F80; /* 1.0 */
+    bits[0] = 0xC000;     /* -2 */
+    bits[1] = 0x8000;     /* -0 */
+    bits[2] = 0x0001;     /* 2^-133, subnormal as a float too */
+    bits[3] = 0x3EAB;     /* 0.333984375 */
+    bits[4] = 0x7F7F;     /* the largest bf16 */
+    write_half_model(p, "BF16", bits);
+    store_model *m = load_ok(p);
+    const float *w = m->weights.w_qkv;
+    ck_assert(w[0] == -2.0f);
+    ck_assert(w[1] == 0.0f && signbit(w[1]));
+    ck_assert(w[2] == ldexpf(1.0f, -133));
+    ck_assert(w[3] == 0.333984375f);
+    ck_assert(w[4] == ldexpf(255.0f, 120)); /* 0x7F7F0000 = 1.9921875 · 2^127 */
+    ck_assert(w[47] == 1.0f);
+    store_model_destroy(m);
+    bits[7] = 0xFF80; /* -inf */
+    write_half_model(p, "BF16", bits);
+    expect_model_fault(p, "(-inf) at element 7");
+    bits[7] = 0x7FC1; /* NaN */
+    write_half_model(p, "BF16", bits);
+    expect_model_fault(p, "(NaN) at element 7");
+}
+END_TEST
+
+START_TEST(test_f32_in_place) {
+    const char *p = tpath("inplace.safetensors");
+    /* A header padded with spaces to 8 bytes, as the format recommends:
+     * w_qkv's bytes are then aligned in the file. */
+    char header[2048 + 8];
+    snprintf(header, sizeof header, "%s",
+             header_with("\"n_heads\":\"1\"", ",\"b_o\":{\"dtype\":\"F16\",\"shape\":[4],"
+                                              "\"data_offsets\":[192,200]}"));
+    while (strlen(header) % 8 != 0)
+        strcat(header, " ");
+    write_st(p, header, values(), 200);
+    store_model *m = load_ok(p);
+    struct stat sb;
+    ck_assert_int_eq(stat(p, &sb), 0);
+    ck_assert(in_file_mapping(m->weights.w_qkv, p));
+    ck_assert_uint_eq(m->bytes_mapped, (size_t)sb.st_size);
+    /* b_o (F16) was converted into an owned buffer. */
+    ck_assert(!in_file_mapping(m->weights.b_o, p));
+    ck_assert_uint_gt(m->bytes_owned, 0);
+    ck_assert(memcmp(m->weights.w_qkv, values(), 192) == 0);
+    store_model_destroy(m);
+
+    /* Through the writer the layout is always aligned. */
+    size_t shape[2] = {4, 12};
+    store_write_tensor t = {"w_qkv", STORE_DTYPE_F32, 2, shape, values(), NULL, NULL};
+    store_metadata meta = {"n_heads", "1"};
+    store_error err;
+    ck_assert_int_eq(store_file_write(p, &meta, 1, &t, 1, NULL, &err), 0);
+    m = load_ok(p);
+    ck_assert(in_file_mapping(m->weights.w_qkv, p));
+    ck_assert_uint_eq(m->bytes_owned, 0);
+    ck_assert(memcmp(m->weights.w_qkv, values(), 192) == 0);
+    store_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_f32_unaligned) {
+    /* d_model 3, one head of 3: b_o F16 [3] takes 6 bytes first, so w_qkv
+     * F32 [3, 9] starts at data offset 6, never 4-aligned (the writer pads
+     * the header to 8). */
+    const char *p = tpath("unaligned.safetensors");
+    unsigned short half[3] = {0x3C00, 0xC000, 0x3800}; /* 1, -2, 0.5 */
+    size_t s_bo[1] = {3}, s_w[2] = {3, 9};
+    store_write_tensor t[2] = {
+        {"b_o", STORE_DTYPE_F16, 1, s_bo, half, NULL, NULL},
+        {"w_qkv", STORE_DTYPE_F32, 2, s_w, values(), NULL, NULL},
+    };
+    store_metadata meta = {"n_heads", "1"};
+    store_error err;
+    ck_assert_msg(store_file_write(p, &meta, 1, t, 2, NULL, &err) == 0, "%s", err.message);
+    store_model *m = load_ok(p);
+    ck_assert(!in_file_mapping(m->weights.w_qkv, p));
+    ck_assert_uint_eq((uintptr_t)m->weights.w_qkv % 64, 0);
+    ck_assert(memcmp(m->weights.w_qkv, values(), 27 * sizeof(float)) == 0);
+    ck_assert(m->weights.b_o[0] == 1.0f && m->weights.b_o[1] == -2.0f && m->weights.b_o[2] == 0.5f);
+    ck_assert_uint_eq(m->weights.d_model, 3);
+    ck_assert_uint_eq(m->weights.d_head, 3);
+    ck_assert_uint_eq(m->bytes_mapped, 0);
+    store_model_destroy(m);
+}
+END_TEST
+
+/* ---- the writer ---------------------------------------------------------------- */
+
+static int fill_counting(void *ctx, void *buf, size_t first, size_t count) {
+    (void)ctx;
+    unsigned short *out = buf;
+    for (size_t i = 0; i < count; i++)
+        out[i] = (unsigned short)(first + i);
+    return 0;
+}
+
+static int fill_failing(void *ctx, void *buf, size_t first, size_t count) {
+    (void)ctx, (void)buf, (void)first, (void)count;
+    return -1;
+}
+
+START_TEST(test_round_trip) {
+    const char *p = tpath("round.safetensors");
+    float a[6] = {1.5f, -0.0f, 1e-45f, 3.4028235e38f, -7.25f, 0.1f};
+    double d[2] = {1.0 / 3.0, -1e300};
+    float scalar = 42.0f;
+    size_t s_a[2] = {2, 3}, s_d[1] = {2}, s_e[3] = {5, 0, 7}, s_big[1] = {1 << 20};
+    store_write_tensor t[] = {
+        {"z.matrix", STORE_DTYPE_F32, 2, s_a, a, NULL, NULL},
+        {"a.double", STORE_DTYPE_F64, 1, s_d, d, NULL, NULL},
+        {"m.empty", STORE_DTYPE_F32, 3, s_e, a, NULL, NULL},
+        {"s.scalar", STORE_DTYPE_F32, 0, NULL, &scalar, NULL, NULL},
+        {"b.streamed", STORE_DTYPE_U16, 1, s_big, NULL, fill_counting, NULL},
+    };
+    store_metadata meta[] = {{"name", "round"}, {"note", "我爱你 \"quoted\""}};
+    store_error err;
+    size_t bytes = 0;
+    ck_assert_msg(store_file_write(p, meta, 2, t, 5, &bytes, &err) == 0, "%s", err.message);
+
+    struct stat sb;
+    ck_assert_int_eq(stat(p, &sb), 0);
+    ck_assert_uint_eq(bytes, (size_t)sb.st_size);
+
+    store_file *f = NULL;
+    ck_assert_msg(store_file_open(&f, p, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(store_file_bytes(f), bytes);
+    ck_assert_str_eq(store_file_path(f), p);
+    ck_assert_uint_eq(store_file_count(f), 5);
+    /* Sorted by name. */
+    ck_assert_str_eq(store_file_tensor(f, 0)->name, "a.double");
+    ck_assert_str_eq(store_file_tensor(f, 1)->name, "b.streamed");
+    ck_assert_str_eq(store_file_tensor(f, 4)->name, "z.matrix");
+    ck_assert_ptr_null(store_file_tensor(f, 5));
+    ck_assert_ptr_null(store_file_find(f, "nope"));
+
+    const store_tensor *x = store_file_find(f, "z.matrix");
+    ck_assert_int_eq(x->dtype, STORE_DTYPE_F32);
+    ck_assert_uint_eq(x->rank, 2);
+    ck_assert_uint_eq(x->shape[0], 2);
+    ck_assert_uint_eq(x->shape[1], 3);
+    ck_assert_uint_eq(x->count, 6);
+    ck_assert_uint_eq(x->bytes, sizeof a);
+    ck_assert(memcmp(x->data, a, sizeof a) == 0); /* bitwise: -0, the subnormal */
+    x = store_file_find(f, "a.double");
+    ck_assert_int_eq(x->dtype, STORE_DTYPE_F64);
+    ck_assert(memcmp(x->data, d, sizeof d) == 0);
+    x = store_file_find(f, "m.empty");
+    ck_assert_uint_eq(x->count, 0);
+    ck_assert_uint_eq(x->bytes, 0);
+    ck_assert_uint_eq(x->shape[2], 7);
+    x = store_file_find(f, "s.scalar");
+    ck_assert_uint_eq(x->rank, 0);
+    ck_assert_uint_eq(x->count, 1);
+    ck_assert(memcmp(x->data, &scalar, 4) == 0);
+    x = store_file_find(f, "b.streamed");
+    ck_assert_uint_eq(x->bytes, (size_t)2 << 20);
+    const unsigned short *u = x->data;
+    for (size_t i = 0; i < (size_t)1 << 20; i += 4099)
+        ck_assert_uint_eq(u[i], (unsigned short)i);
+    ck_assert_uint_eq(u[(1 << 20) - 1], 0xFFFF);
+    ck_assert_str_eq(store_file_metadata(f, "note"), "我爱你 \"quoted\"");
+    ck_assert_str_eq(store_file_metadata(f, "name"), "round");
+    ck_assert_ptr_null(store_file_metadata(f, "other"));
+    store_file_close(f);
+
+    /* The header: padded with spaces to a multiple of 8. */
+    FILE *fp = fopen(p, "rb");
+    unsigned char head[8];
+    ck_assert_uint_eq(fread(head, 1, 8, fp), 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | head[i];
+    ck_assert_uint_eq(n % 8, 0);
+    char *text = malloc(n);
+    ck_assert_uint_eq(fread(text, 1, n, fp), n);
+    ck_assert(text[n - 1] == '}' || text[n - 1] == ' ');
+    fclose(fp);
+    free(text);
+
+    /* A failing source leaves the old file and no temporary behind. */
+    t[4].fill = fill_failing;
+    ck_assert_int_eq(store_file_write(p, meta, 2, t, 5, NULL, &err), -1);
+    assert_message(err.message, p, "cannot write");
+    ck_assert_int_eq(stat(p, &sb), 0);
+    ck_assert_uint_eq((size_t)sb.st_size, bytes);
+    DIR *dir = opendir(tmpdir);
+    struct dirent *de;
+    int entries = 0;
+    while ((de = readdir(dir)))
+        if (de->d_name[0] != '.') entries++;
+    closedir(dir);
+    ck_assert_int_eq(entries, 1);
+
+    /* Repeated names are refused. */
+    t[4] = t[0];
+    ck_assert_int_eq(store_file_write(p, meta, 2, t, 5, NULL, &err), -1);
+    assert_message(err.message, p, "repeated name");
+}
+END_TEST
+
+/* ---- the set ---------------------------------------------------------------- */
+
+/* A valid demo-like model file named `file` in dir, with model name `name`
+ * (NULL: from the file name). */
+static void write_good(const char *dir, const char *file, const char *name) {
+    char path[600], meta[128];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (name)
+        snprintf(meta, sizeof meta, "\"n_heads\":\"1\",\"name\":\"%s\"", name);
+    else
+        snprintf(meta, sizeof meta, "\"n_heads\":\"1\"");
+    write_st(path, header_with(meta, ""), values(), 192);
+}
+
+START_TEST(test_set_load) {
+    const char *dir = tsubdir("models");
+    write_good(dir, "zeta.safetensors", NULL);
+    write_good(dir, "b.safetensors", "alpha");
+    write_good(dir, "c.safetensors", "Mid");
+    write_good(dir, ".hidden.safetensors", "hidden"); /* ignored */
+    write_good(dir, "notes.txt", "txt");              /* ignored */
+    write_good(dir, "x.safetensors.tmp-12", "tmp");   /* ignored */
+    store_set *s = NULL;
+    store_error err;
+    ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(store_set_count(s), 3);
+    ck_assert_str_eq(store_set_at(s, 0)->name, "Mid"); /* bytewise: 'M' < 'a' */
+    ck_assert_str_eq(store_set_at(s, 1)->name, "alpha");
+    ck_assert_str_eq(store_set_at(s, 2)->name, "zeta");
+    ck_assert_ptr_null(store_set_at(s, 3));
+    ck_assert_ptr_eq(store_set_find(s, "alpha"), store_set_at(s, 1));
+    ck_assert_ptr_eq(store_set_find(s, "zeta"), store_set_at(s, 2));
+    ck_assert_ptr_null(store_set_find(s, "hidden"));
+    ck_assert_ptr_null(store_set_find(s, "mid"));
+    ck_assert_ptr_null(store_set_find(s, ""));
+    size_t mapped, owned;
+    store_set_bytes(s, &mapped, &owned);
+    /* Hand-written headers leave w_qkv wherever they end: in place or copied. */
+    ck_assert_uint_ge(mapped + owned, 3 * 192);
+    store_set_release(s);
+}
+END_TEST
+
+START_TEST(test_set_empty_and_missing) {
+    const char *dir = tsubdir("empty");
+    store_set *s = NULL;
+    store_error err;
+    ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(store_set_count(s), 0);
+    ck_assert_ptr_null(store_set_find(s, "demo-4d"));
+    ck_assert_ptr_null(store_set_at(s, 0));
+    store_set_release(s);
+
+    const char *missing = tpath("no-such-dir");
+    s = (store_set *)1;
+    ck_assert_int_eq(store_set_load(&s, missing, NULL, &err), -1);
+    ck_assert_ptr_null(s);
+    assert_message(err.message, missing, "cannot open the models directory");
+
+    s = store_set_create_empty();
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(store_set_count(s), 0);
+    store_set_release(s);
+}
+END_TEST
+
+START_TEST(test_set_duplicate_names) {
+    const char *dir = tsubdir("dups");
+    write_good(dir, "a.safetensors", "same");
+    write_good(dir, "b.safetensors", "same");
+    store_set *s = NULL;
+    store_error err;
+    ck_assert_int_eq(store_set_load(&s, dir, NULL, &err), -1);
+    ck_assert_ptr_null(s);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/a.safetensors", dir);
+    snprintf(b, sizeof b, "%s/b.safetensors", dir);
+    assert_message(err.message, b, "model name 'same' is already defined by");
+    assert_message(err.message, a, "already defined");
+
+    /* A file name and another file's metadata name may collide too. */
+    dir_remove(dir);
+    dir = tsubdir("dups2");
+    write_good(dir, "same.safetensors", NULL);
+    write_good(dir, "other.safetensors", "same");
+    ck_assert_int_eq(store_set_load(&s, dir, NULL, &err), -1);
+    snprintf(a, sizeof a, "%s/other.safetensors", dir);
+    snprintf(b, sizeof b, "%s/same.safetensors", dir);
+    assert_message(err.message, b, "model name 'same' is already defined by");
+    assert_message(err.message, a, "already defined");
+}
+END_TEST
+
+typedef struct skips {
+    int count;
+    char file[4][600];
+    char message[4][1024];
+} skips;
+
+static void on_skip(void *ctx, const char *file, const char *message) {
+    skips *k = ctx;
+    if (k->count < 4) {
+        snprintf(k->file[k->count], sizeof k->file[0], "%s", file);
+        snprintf(k->message[k->count], sizeof k->message[0], "%s", message);
+    }
+    k->count++;
+}
+
+START_TEST(test_set_skip_bad) {
+    const char *dir = tsubdir("mixed");
+    write_good(dir, "good.safetensors", NULL);
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    write_st(bad, header_with("\"n_heads\":\"1\",\"mask\":\"diagonal\"", ""), values(), 192);
+
+    /* By default the bad file fails the whole load, and is named. */
+    store_set *s = NULL;
+    store_error err;
+    ck_assert_int_eq(store_set_load(&s, dir, NULL, &err), -1);
+    assert_message(err.message, bad, "metadata 'mask' is 'diagonal'");
+
+    skips k = {0};
+    store_load_options opt = {1, on_skip, &k};
+    ck_assert_msg(store_set_load(&s, dir, &opt, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(store_set_count(s), 1);
+    ck_assert_str_eq(store_set_at(s, 0)->name, "good");
+    ck_assert_int_eq(k.count, 1);
+    ck_assert_str_eq(k.file[0], bad);
+    assert_message(k.message[0], bad, "metadata 'mask' is 'diagonal'");
+    store_set_release(s);
+
+    /* Duplicates under skip_bad: the later file (by name) is skipped. */
+    write_good(dir, "zz.safetensors", "good");
+    memset(&k, 0, sizeof k);
+    ck_assert_msg(store_set_load(&s, dir, &opt, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(store_set_count(s), 1);
+    ck_assert(strstr(store_set_at(s, 0)->path, "/good.safetensors") != NULL);
+    ck_assert_int_eq(k.count, 2);
+    ck_assert(strstr(k.file[1], "/zz.safetensors") != NULL);
+    assert_message(k.message[1], "/zz.safetensors", "already defined by");
+    store_set_release(s);
+
+    /* No callback: skipped silently. */
+    opt.on_skip = NULL;
+    ck_assert_int_eq(store_set_load(&s, dir, &opt, &err), 0);
+    ck_assert_uint_eq(store_set_count(s), 1);
+    store_set_release(s);
+}
+END_TEST
+
+START_TEST(test_set_refcount_and_replace) {
+    const char *d1 = tsubdir("one"), *d2 = tsubdir("two");
+    write_good(d1, "first.safetensors", NULL);
+    write_good(d2, "second.safetensors", NULL);
+    store_set *s1, *s2;
+    store_error err;
+    ck_assert_int_eq(store_set_load(&s1, d1, NULL, &err), 0);
+    ck_assert_int_eq(store_set_load(&s2, d2, NULL, &err), 0);
+
+    store *st = store_create(s1); /* takes s1's reference */
+    ck_assert_ptr_nonnull(st);
+    uint64_t g1 = store_generation(st);
+    store_set *held = store_current(st);
+    ck_assert_ptr_eq(held, s1);
+
+    store_replace(st, s2);
+    ck_assert_uint_eq(store_generation(st), g1 + 1);
+    /* The old set lives on for its holder (ASan would catch a use after free). */
+    const store_model *m = store_set_find(held, "first");
+    ck_assert_ptr_nonnull(m);
+    ck_assert(m->weights.w_qkv[0] == values()[0]);
+    ck_assert(memcmp(m->weights.w_qkv, values(), 192) == 0);
+    ck_assert_ptr_eq(store_set_retain(held), held);
+    store_set_release(held);
+    store_set_release(held); /* the last reference: s1 is destroyed here */
+
+    store_set *now = store_current(st);
+    ck_assert_ptr_eq(now, s2);
+    ck_assert_ptr_nonnull(store_set_find(now, "second"));
+    ck_assert_ptr_null(store_set_find(now, "first"));
+    store_set_release(now);
+
+    store_replace(st, NULL);
+    ck_assert_ptr_null(store_current(st));
+    ck_assert_uint_eq(store_generation(st), g1 + 2);
+    store_destroy(st);
+
+    st = store_create(NULL);
+    ck_assert_ptr_null(store_current(st));
+    store_destroy(st);
+}
+END_TEST
+
+/* Workers follow the server's pattern while the main thread reloads. */
+typedef struct worker_ctx {
+    store *st;
+    atomic_int stop;
+    atomic_long lookups;
+} worker_ctx;
+
+static void *worker(void *arg) {
+    worker_ctx *w = arg;
+    store_set *cached = NULL;
+    uint64_t cached_g = 0;
+    long n = 0;
+    while (!atomic_load(&w->stop) || n == 0) {
+        uint64_t g = store_generation(w->st);
+        if (g != cached_g) {
+            store_set_release(cached);
+            cached = store_current(w->st);
+            cached_g = g;
+        }
+        const store_model *m = store_set_find(cached, "first");
+        if (!m || memcmp(m->weights.w_qkv, values(), 192) != 0) abort();
+        n++;
+    }
+    store_set_release(cached);
+    atomic_fetch_add(&w->lookups, n);
+    return NULL;
+}
+
+START_TEST(test_store_threads) {
+    const char *d = tsubdir("threads");
+    write_good(d, "first.safetensors", NULL);
+    store_set *s;
+    store_error err;
+    ck_assert_int_eq(store_set_load(&s, d, NULL, &err), 0);
+    worker_ctx w = {.st = store_create(s)};
+    atomic_init(&w.stop, 0);
+    atomic_init(&w.lookups, 0);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, worker, &w), 0);
+    for (int i = 0; i < 200; i++) {
+        ck_assert_int_eq(store_set_load(&s, d, NULL, &err), 0);
+        store_replace(w.st, s);
+    }
+    atomic_store(&w.stop, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_uint_eq(store_generation(w.st), 201);
+    ck_assert_int_ge(atomic_load(&w.lookups), 4);
+    store_destroy(w.st);
+}
+END_TEST
+
+/* ---- the built-in models ------------------------------------------------------- */
+
+static const float demo_e[3][4] = {
+    {0.1f, -0.2f, 0.3f, 0.1f}, {-0.1f, 0.2f, 0.2f, -0.3f}, {0.2f, 0.1f, -0.1f, 0.2f}};
+
+/* 我爱你 in float64: patterns p[3][3] and updated embeddings e2[3][4],
+ * from the README's matrices (row vectors; W_v = I, no W_o, mask none). */
+static void demo_reference(double p[3][3], double e2[3][4]) {
+    static const double wq[4][4] = {{1, 0, 1, 0}, {0, 1, 0, 1}, {1, 0, 0, 1}, {0, 1, 1, 0}};
+    static const double wk[4][4] = {{0, 1, 0, 1}, {1, 0, 1, 0}, {0, 1, 1, 0}, {1, 0, 0, 1}};
+    double q[3][4] = {{0}}, k[3][4] = {{0}};
+    for (int t = 0; t < 3; t++)
+        for (int c = 0; c < 4; c++)
+            for (int r = 0; r < 4; r++) {
+                q[t][c] += (double)demo_e[t][r] * wq[r][c];
+                k[t][c] += (double)demo_e[t][r] * wk[r][c];
+            }
+    for (int a = 0; a < 3; a++) {
+        double s[3], max = -INFINITY, sum = 0;
+        for (int b = 0; b < 3; b++) {
+            s[b] = 0;
+            for (int c = 0; c < 4; c++)
+                s[b] += q[a][c] * k[b][c];
+            s[b] *= 0.5; /* 1/sqrt(4) */
+            if (s[b] > max) max = s[b];
+        }
+        for (int b = 0; b < 3; b++)
+            sum += (p[a][b] = exp(s[b] - max));
+        for (int b = 0; b < 3; b++)
+            p[a][b] /= sum;
+        for (int c = 0; c < 4; c++) {
+            e2[a][c] = demo_e[a][c];
+            for (int b = 0; b < 3; b++)
+                e2[a][c] += p[a][b] * demo_e[b][c];
+        }
+    }
+}
+
+/* FNV-1a 64 of a file's bytes. */
+static uint64_t file_hash(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    int c;
+    while ((c = getc(f)) != EOF)
+        h = (h ^ (unsigned)c) * UINT64_C(0x100000001b3);
+    fclose(f);
+    return h;
+}
+
+/* The hashes of the built-in files: the same on every machine. */
+#define DEMO_4D_HASH UINT64_C(0x28ae2ce00052077e)
+#define GPT2_HASH UINT64_C(0x7e24817490589c75)
+
+static void write_builtins(const char *dir) {
+    store_error err;
+    for (size_t i = 0; i < store_builtin_count(); i++) {
+        const store_builtin *b = store_builtin_at(i);
+        if (b->on_demand) continue;
+        size_t bytes;
+        ck_assert_msg(store_builtin_write(b, dir, &bytes, &err) == 0, "%s", err.message);
+        ck_assert_uint_gt(bytes, store_builtin_data_bytes(b));
+    }
+}
+
+START_TEST(test_builtin_models) {
+    const char *dir = tsubdir("builtin");
+    write_builtins(dir);
+    store_set *s;
+    store_error err;
+    ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(store_set_count(s), 2);
+
+    const store_model *demo = store_set_at(s, 0);
+    ck_assert_str_eq(demo->name, "demo-4d");
+    ck_assert(strstr(demo->description, "我爱你") != NULL);
+    ck_assert_int_eq(demo->mask, ATTN_MASK_NONE);
+    const attn_weights *w = &demo->weights;
+    ck_assert_uint_eq(w->d_model, 4);
+    ck_assert_uint_eq(w->n_heads, 1);
+    ck_assert_uint_eq(w->d_head, 4);
+    ck_assert_ptr_null(w->b_qkv);
+    ck_assert_ptr_null(w->w_o);
+    ck_assert_ptr_null(w->b_o);
+    static const float want[4][12] = {
+        {1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 0},
+        {0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0, 0},
+        {1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1, 0},
+        {0, 1, 1, 0, 1, 0, 0, 1, 0, 0, 0, 1},
+    };
+    ck_assert(memcmp(w->w_qkv, want, sizeof want) == 0);
+
+    /* 我爱你 through the engine with the loaded weights. */
+    attn_workspace *ws = attn_workspace_create();
+    float patterns[9], emb[12];
+    attn_output out = {.patterns = patterns, .embeddings = emb};
+    size_t head = 0;
+    attn_input in = {w, &demo_e[0][0], 3, {ATTN_MASK_NONE, NULL}, 0.5f, &head, 1};
+    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_OK);
+    double p[3][3], e2[3][4];
+    demo_reference(p, e2);
+    for (int a = 0; a < 3; a++) {
+        for (int b = 0; b < 3; b++)
+            ck_assert_msg(fabs(patterns[a * 3 + b] - p[a][b]) < 1e-6, "P[%d][%d] %.9g vs %.9g", a,
+                          b, (double)patterns[a * 3 + b], p[a][b]);
+        for (int c = 0; c < 4; c++)
+            ck_assert_msg(fabs(emb[a * 4 + c] - e2[a][c]) < 1e-6, "E'[%d][%d] %.9g vs %.9g", a, c,
+                          (double)emb[a * 4 + c], e2[a][c]);
+    }
+    /* The README's answer for the same request with inline weights. */
+    ck_assert(fabs(patterns[0] - 0.3210508) < 1e-7);
+    ck_assert(fabs(emb[0] - 0.17012407) < 1e-7);
+
+    const store_model *g = store_set_at(s, 1);
+    ck_assert_str_eq(g->name, "gpt2-small-shape");
+    ck_assert_int_eq(g->mask, ATTN_MASK_CAUSAL);
+    ck_assert_uint_eq(g->weights.d_model, 768);
+    ck_assert_uint_eq(g->weights.n_heads, 12);
+    ck_assert_uint_eq(g->weights.d_head, 64);
+    ck_assert_ptr_nonnull(g->weights.b_qkv);
+    ck_assert_ptr_nonnull(g->weights.w_o);
+    ck_assert_ptr_nonnull(g->weights.b_o);
+    ck_assert_uint_eq(g->bytes_owned, 0); /* all F32, in place */
+
+    /* Patterns of random unit-scale tokens: causal, and neither uniform nor
+     * one-hot. */
+    enum { N = 8, DM = 768, H = 12 };
+    float *e = malloc(sizeof(float) * N * DM), *pat = malloc(sizeof(float) * H * N * N);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < N * DM; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        e[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2 - 1);
+    }
+    size_t heads[H];
+    for (size_t i = 0; i < H; i++)
+        heads[i] = i;
+    attn_output out2 = {.patterns = pat};
+    attn_input in2 = {&g->weights, e, N, {ATTN_MASK_CAUSAL, NULL}, 0.125f, heads, H};
+    ck_assert_int_eq(attn_compute(&out2, ws, &in2), ATTN_OK);
+    double spread = 0;
+    for (size_t h = 0; h < H; h++) {
+        const float *last = pat + (h * N + N - 1) * N; /* the last query sees all keys */
+        float lo = 1, hi = 0;
+        for (size_t k = 0; k < N; k++) {
+            lo = last[k] < lo ? last[k] : lo;
+            hi = last[k] > hi ? last[k] : hi;
+        }
+        ck_assert(hi < 0.9f);
+        spread += hi - lo;
+        ck_assert(pat[(h * N + 0) * N + 1] == 0.0f); /* causal */
+    }
+    ck_assert_msg(spread / H > 0.02, "patterns nearly uniform: mean spread %g", spread / H);
+    free(e);
+    free(pat);
+    attn_workspace_destroy(ws);
+    store_set_release(s);
+}
+END_TEST
+
+START_TEST(test_builtin_deterministic) {
+    const char *d1 = tsubdir("b1"), *d2 = tsubdir("b2");
+    write_builtins(d1);
+    write_builtins(d2);
+    char a[600], b[600];
+    for (size_t i = 0; i < store_builtin_count(); i++) {
+        const store_builtin *bi = store_builtin_at(i);
+        if (bi->on_demand) continue;
+        snprintf(a, sizeof a, "%s/%s.safetensors", d1, bi->name);
+        snprintf(b, sizeof b, "%s/%s.safetensors", d2, bi->name);
+        ck_assert_uint_eq(file_hash(a), file_hash(b));
+    }
+    /* Pinned: the same bytes on every machine. */
+    snprintf(a, sizeof a, "%s/demo-4d.safetensors", d1);
+    snprintf(b, sizeof b, "%s/gpt2-small-shape.safetensors", d1);
+    ck_assert_msg(file_hash(a) == DEMO_4D_HASH, "demo-4d hash 0x%016llx",
+                  (unsigned long long)file_hash(a));
+    ck_assert_msg(file_hash(b) == GPT2_HASH, "gpt2-small-shape hash 0x%016llx",
+                  (unsigned long long)file_hash(b));
+
+    /* gpt3-shape's size, without writing it. */
+    const store_builtin *g3 = store_builtin_find("gpt3-shape");
+    ck_assert_ptr_nonnull(g3);
+    ck_assert(g3->on_demand);
+    ck_assert_uint_eq(store_builtin_data_bytes(g3), (size_t)2415919104u);
+    ck_assert_ptr_null(store_builtin_find("gpt4"));
+}
+END_TEST
+
+/* Runs a shell command, returns its exit status (or -1). */
+static int run(const char *cmd) {
+    int rc = system(cmd);
+    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+START_TEST(test_make_models_binary) {
+    const char *bin = "build/tools/make_models";
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "test_make_models_binary: %s not built, skipped\n", bin);
+        return;
+    }
+    const char *dir = tpath("out");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s %s >/dev/null", bin, dir);
+    ck_assert_int_eq(run(cmd), 0);
+    const char *ref = tsubdir("ref");
+    write_builtins(ref);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/demo-4d.safetensors", dir);
+    snprintf(b, sizeof b, "%s/demo-4d.safetensors", ref);
+    ck_assert_uint_eq(file_hash(a), file_hash(b));
+    snprintf(a, sizeof a, "%s/gpt2-small-shape.safetensors", dir);
+    snprintf(b, sizeof b, "%s/gpt2-small-shape.safetensors", ref);
+    ck_assert_uint_eq(file_hash(a), file_hash(b));
+    snprintf(a, sizeof a, "%s/gpt3-shape.safetensors", dir);
+    ck_assert_int_ne(access(a, F_OK), 0); /* only with --gpt3 */
+
+    snprintf(cmd, sizeof cmd, "%s --help >/dev/null", bin);
+    ck_assert_int_eq(run(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s 2>/dev/null", bin);
+    ck_assert_int_eq(run(cmd), 2);
+    snprintf(cmd, sizeof cmd, "%s --bogus %s 2>/dev/null", bin, dir);
+    ck_assert_int_eq(run(cmd), 2);
+    snprintf(cmd, sizeof cmd, "%s %s/missing/deeper >/dev/null 2>&1", bin, dir);
+    ck_assert_int_eq(run(cmd), 1);
+}
+END_TEST
+
+/* ---- the suite ----------------------------------------------------------------- */
+
+static Suite *store_suite(void) {
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("safetensors");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_truncated);
+    tcase_add_test(tc, test_header_past_end);
+    tcase_add_test(tc, test_header_not_json);
+    tcase_add_test(tc, test_header_duplicate_key);
+    tcase_add_test(tc, test_bad_dtype);
+    tcase_add_test(tc, test_malformed_entries);
+    tcase_add_test(tc, test_offsets);
+    tcase_add_test(tc, test_shape_offset_disagree);
+    tcase_add_test(tc, test_round_trip);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("model");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_model_shapes_disagree);
+    tcase_add_test(tc, test_model_identity_rule);
+    tcase_add_test(tc, test_model_non_finite);
+    tcase_add_test(tc, test_model_metadata);
+    tcase_add_test(tc, test_model_bad_name);
+    tcase_add_test(tc, test_model_unknown_tensor);
+    tcase_add_test(tc, test_f16_all_values);
+    tcase_add_test(tc, test_f16_model);
+    tcase_add_test(tc, test_bf16_model);
+    tcase_add_test(tc, test_f32_in_place);
+    tcase_add_test(tc, test_f32_unaligned);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("set");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_set_load);
+    tcase_add_test(tc, test_set_empty_and_missing);
+    tcase_add_test(tc, test_set_duplicate_names);
+    tcase_add_test(tc, test_set_skip_bad);
+    tcase_add_test(tc, test_set_refcount_and_replace);
+    tcase_add_test(tc, test_store_threads);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("builtin");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_builtin_models);
+    tcase_add_test(tc, test_builtin_deterministic);
+    tcase_add_test(tc, test_make_models_binary);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(store_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
