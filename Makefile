@@ -38,13 +38,15 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(EMBED_SRC:%.c=%.o)
 SERVER_BIN := $(BUILD)/attention-server
 UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
+MODELS_DIR   := $(BUILD)/models
+MODELS_STAMP := $(MODELS_DIR)/.stamp
 
 .PHONY: all run test check-all test-asan bench clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
 
-all: $(SERVER_BIN) $(TOOLS)
+all: $(SERVER_BIN) $(TOOLS) $(MODELS_STAMP)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -64,6 +66,12 @@ $(SERVER_BIN): $(BUILD)/server/main.o $(LIB_OBJ)
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
 
+# The built-in models (models/README.md), written by tools/make_models into
+# $(BUILD)/models; the stamp keeps them until the generator changes.
+$(MODELS_STAMP): $(BUILD)/tools/make_models
+	$< $(MODELS_DIR)
+	@touch $@
+
 # Each tests/test_<module>.c is one check suite; it links every module
 # (unused objects cost nothing), the HTTP harness that starts the built
 # server (tests/http_harness.c), plus check and libcurl.
@@ -77,17 +85,19 @@ $(BUILD)/tests/test_store: | $(BUILD)/tools/make_models
 
 # `run` and `test` install missing packages first, then build in a fresh
 # make, so that pkg-config answers for libraries installed a moment ago.
-# The ATTN_* environment reaches the server as it is.
+# The ATTN_* environment reaches the server as it is; `run` serves the
+# built-in models unless ATTN_MODELS_DIR says otherwise.
 run: deps
 	+$(MAKE) --no-print-directory all
-	exec ./$(SERVER_BIN)
+	ATTN_MODELS_DIR="$${ATTN_MODELS_DIR-$(abspath $(MODELS_DIR))}" exec ./$(SERVER_BIN)
 
 test: deps
 	+$(MAKE) --no-print-directory check-all
 
-check-all: $(SERVER_BIN) $(TOOLS) $(UNIT_TESTS)
+check-all: all $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do \
-	    echo "== $$t"; ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) $$t; \
+	    echo "== $$t"; ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) \
+	        ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) $$t; \
 	done
 
 # Every test again on a build with AddressSanitizer and
@@ -116,14 +126,3 @@ clean:
 	rm -rf build build-asan
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
-
-# The built-in models (models/README.md), written by tools/make_models into
-# $(BUILD)/models; the stamp keeps them until the generator changes.
-MODELS_DIR   := $(BUILD)/models
-MODELS_STAMP := $(MODELS_DIR)/.stamp
-
-$(MODELS_STAMP): $(BUILD)/tools/make_models
-	$< $(MODELS_DIR)
-	@touch $@
-
-all: $(MODELS_STAMP)

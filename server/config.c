@@ -23,7 +23,13 @@
 #include <strings.h>
 #include <unistd.h>
 
-typedef enum { CFG_SIZE, CFG_DOUBLE, CFG_ADDR } cfg_kind;
+typedef enum {
+    CFG_SIZE,   /* a whole number, with an optional k/m/g suffix */
+    CFG_DOUBLE, /* a number */
+    CFG_ADDR,   /* a numeric IPv4 or IPv6 address */
+    CFG_PATH,   /* a file system path; "" for none */
+    CFG_BOOL    /* true/false, 1/0, yes/no; a bare flag means true */
+} cfg_kind;
 
 typedef struct cfg_option {
     const char *name; /* also the flag, after "--" */
@@ -68,6 +74,10 @@ static const cfg_option cfg_table[] = {
      F(max_response_bytes), "largest response body, estimated before computing"},
     {"max-workspace-bytes", "ATTN_MAX_WORKSPACE_BYTES", CFG_SIZE, 1, 1099511627776.0, "1g",
      F(max_workspace_bytes), "most scratch memory one computation may use"},
+    {"models-dir", "ATTN_MODELS_DIR", CFG_PATH, 0, 0, "", F(models_dir),
+     "directory of *.safetensors models loaded at start and on SIGHUP; none if empty"},
+    {"skip-bad-models", "ATTN_SKIP_BAD_MODELS", CFG_BOOL, 0, 0, "false", F(skip_bad_models),
+     "log and skip model files that fail to load instead of refusing to start"},
     {"connection-timeout", "ATTN_CONNECTION_TIMEOUT", CFG_SIZE, 1, 86400, "30",
      F(connection_timeout), "seconds an idle connection is kept"},
 };
@@ -123,6 +133,23 @@ static int cfg_parse_size(const char *s, double *out) {
 static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const char *source,
                    char *err, size_t errlen) {
     char *field = (char *)cfg + o->offset;
+    if (o->kind == CFG_PATH) {
+        if (strlen(text) >= sizeof cfg->models_dir)
+            return cfg_fail(err, errlen, "--%s (%s): the path is longer than %zu bytes", o->name,
+                            source, sizeof cfg->models_dir - 1);
+        strcpy(field, text);
+        return CFG_OK;
+    }
+    if (o->kind == CFG_BOOL) {
+        static const char *const yes[] = {"true", "1", "yes", "on"};
+        static const char *const no[] = {"false", "0", "no", "off"};
+        for (size_t i = 0; i < 4; i++) {
+            if (strcasecmp(text, yes[i]) == 0) return *(int *)field = 1, CFG_OK;
+            if (strcasecmp(text, no[i]) == 0) return *(int *)field = 0, CFG_OK;
+        }
+        return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not true or false", o->name,
+                        source, text);
+    }
     if (o->kind == CFG_ADDR) {
         unsigned char buf[sizeof(struct in6_addr)];
         if (strlen(text) >= sizeof cfg->bind ||
@@ -194,6 +221,8 @@ int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, char *err, siz
         const char *value;
         if (eq) {
             value = eq + 1;
+        } else if (o->kind == CFG_BOOL) {
+            value = "true"; /* a bare --skip-bad-models */
         } else {
             if (i + 1 >= argc) return cfg_fail(err, errlen, "--%s needs a value", o->name);
             value = argv[++i];
@@ -229,8 +258,9 @@ void cfg_print_help(FILE *out, const char *argv0) {
     for (size_t i = 0; i < CFG_N; i++) {
         const cfg_option *o = &cfg_table[i];
         fprintf(out, "  --%-20s %s\n", o->name, o->help);
-        fprintf(out, "  %-22s env %s, default %s", "", o->env, o->def);
-        if (o->kind != CFG_ADDR) fprintf(out, ", range %.17g..%.17g", o->min, o->max);
+        fprintf(out, "  %-22s env %s, default %s", "", o->env, *o->def ? o->def : "\"\"");
+        if (o->kind == CFG_SIZE || o->kind == CFG_DOUBLE)
+            fprintf(out, ", range %.17g..%.17g", o->min, o->max);
         fputc('\n', out);
     }
     fprintf(out, "  --%-20s %s\n", "help", "print this text and exit");

@@ -29,6 +29,8 @@ typedef struct cfg_config {
     size_t max_response_bytes;
     size_t max_workspace_bytes;
     size_t connection_timeout; /* seconds */
+    char models_dir[4096];     /* "" for none */
+    int skip_bad_models;       /* 1: log a bad model file and go on */
 } cfg_config;
 
 /* What cfg_load found. */

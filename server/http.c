@@ -89,6 +89,7 @@
 #include <unistd.h>
 
 #include "api/error.h"
+#include "api/models.h"
 #include "server/job.h"
 #include "server/log.h"
 #include "server/openapi.h"
@@ -101,6 +102,7 @@ struct srv_http {
     const api_limits *limits;
     pool *workers;
     srv_metrics *metrics;
+    store *models; /* may be NULL: no models */
     unsigned port;
     MHD_socket listen_fd; /* returned by MHD_quiesce_daemon; closed after stop */
 
@@ -275,8 +277,64 @@ static enum MHD_Result x_metrics(exchange *x) {
     return x_send(x, 200, text, len, 1, SRV_METRICS_CONTENT_TYPE);
 }
 
+static enum MHD_Result x_submit(exchange *x);
+
+/* GET /v1/models: the current set's summaries, on the polling thread (cheap). */
+static enum MHD_Result x_models(exchange *x) {
+    store_set *set = x->h->models ? store_current(x->h->models) : NULL;
+    size_t count = set ? store_set_count(set) : 0, len = 0;
+    api_model_info *infos = calloc(count ? count : 1, sizeof *infos);
+    char *text = NULL;
+    if (infos) {
+        for (size_t i = 0; i < count; i++) {
+            const store_model *m = store_set_at(set, i);
+            infos[i] = (api_model_info){m->name, m->description, m->mask, &m->weights};
+        }
+        text = api_models_encode_list(infos, count, &len);
+    }
+    free(infos);
+    store_set_release(set);
+    if (!text) return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
+    return x_send(x, 200, text, len, 1, "application/json");
+}
+
+/* GET /v1/models/{name}: the summary here; with ?weights=true the weights,
+ * which can be tens of megabytes of JSON, are written by a worker. */
+static enum MHD_Result x_model(exchange *x) {
+    const char *name = srv_route_model_name(x->path);
+    int weights = api_model_weights_flag(
+        MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, "weights"));
+    if (weights < 0)
+        return x_fail(x, 400, "invalid_value", "the query parameter weights must be true or false");
+    if (weights) {
+        x->job.kind = SRV_JOB_MODEL_WEIGHTS;
+        x->job.model_name = name;
+        return x_submit(x);
+    }
+    store_set *set = x->h->models ? store_current(x->h->models) : NULL;
+    const store_model *m = set ? store_set_find(set, name) : NULL;
+    api_error err;
+    char *text = NULL;
+    size_t len = 0;
+    if (m) {
+        api_model_info info = {m->name, m->description, m->mask, &m->weights};
+        text = api_model_encode(&info, 0, x->h->limits->max_response_bytes, &len, &err);
+    } else {
+        /* The name is not echoed: it is whatever the client put in the path. */
+        api_error_set(&err, 404, "unknown_model", NULL,
+                      "no model of this name is loaded; GET /v1/models lists them");
+    }
+    store_set_release(set);
+    if (!text) return x_send_error(x, &err);
+    return x_send(x, 200, text, len, 1, "application/json");
+}
+
 static enum MHD_Result x_get(exchange *x) {
     switch (x->route) {
+    case SRV_ROUTE_MODELS:
+        return x_models(x);
+    case SRV_ROUTE_MODEL:
+        return x_model(x);
     case SRV_ROUTE_HEALTHZ:
         return x_send_json(x, 200, "{\"status\":\"ok\"}");
     case SRV_ROUTE_READYZ:
@@ -420,8 +478,15 @@ static enum MHD_Result x_attention_submit(exchange *x) {
         return x_fail(x, 503, "out_of_memory", "memory for the body could not be had");
     if (x->body_state == BODY_OVERLOADED) return x_fail_overloaded(x);
 
+    x->job.kind = SRV_JOB_ATTENTION;
     x->job.body = x->body ? x->body : "";
     x->job.body_len = x->len;
+    return x_submit(x);
+}
+
+/* Queues x's job and suspends the connection; the worker resumes it. */
+static enum MHD_Result x_submit(exchange *x) {
+    srv_http *h = x->h;
     x->job.limits = h->limits;
     clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
     x->state = X_WAITING;
@@ -446,7 +511,7 @@ static enum MHD_Result x_attention_submit(exchange *x) {
 }
 
 /* Sends a finished job's answer. */
-static enum MHD_Result x_attention_reply(exchange *x) {
+static enum MHD_Result x_job_reply(exchange *x) {
     srv_job *j = &x->job;
     if (!j->response)
         return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
@@ -539,7 +604,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         }
         return x_attention_submit(x);
     case X_DONE:
-        return x_attention_reply(x);
+        return x_job_reply(x);
     default:
         /* Already answered (or, impossibly, suspended): drop further upload. */
         *upload_data_size = 0;
@@ -599,7 +664,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 /* ---- lifecycle ---- */
 
 srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
-                         srv_metrics *metrics, char *err, size_t errlen) {
+                         store *models, srv_metrics *metrics, char *err, size_t errlen) {
     srv_http *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(err, errlen, "out of memory");
@@ -608,6 +673,7 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
     h->cfg = cfg;
     h->limits = limits;
     h->workers = workers;
+    h->models = models;
     h->metrics = metrics;
     h->listen_fd = MHD_INVALID_SOCKET;
     pthread_mutex_init(&h->mu, NULL);

@@ -3,7 +3,8 @@
  *
  * srv_http_start binds and starts serving at once on libmicrohttpd's own
  * polling threads. POST /v1/attention bodies are read there and handed to
- * the worker pool (server/pool.h) as server/job.h jobs; everything else is
+ * the worker pool (server/pool.h) as server/job.h jobs, and so are model
+ * weights (GET /v1/models/{name}?weights=true); everything else is
  * answered on the polling thread. See http.c for the life of a request.
  */
 #ifndef SRV_HTTP_H
@@ -13,17 +14,18 @@
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/pool.h"
+#include "store/store.h"
 #include <stddef.h>
 
 typedef struct srv_http srv_http;
 
 /*
- * Starts serving. cfg, limits, workers and metrics are borrowed and must
- * outlive the srv_http. Returns NULL with a sentence in err when the daemon
- * could not start (bad address, port taken).
+ * Starts serving. cfg, limits, workers, models (NULL: none) and metrics are
+ * borrowed and must outlive the srv_http. Returns NULL with a sentence in
+ * err when the daemon could not start (bad address, port taken).
  */
 srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
-                         srv_metrics *metrics, char *err, size_t errlen);
+                         store *models, srv_metrics *metrics, char *err, size_t errlen);
 
 /* The port actually bound (useful with port 0). */
 unsigned srv_http_port(const srv_http *h);

@@ -20,20 +20,63 @@
 #include <string.h>
 
 #include "api/error.h"
+#include "api/models.h"
 #include "api/response.h"
 
 double srv_ms_between(const struct timespec *a, const struct timespec *b) {
     return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
 }
 
+srv_worker *srv_worker_create(store *models) {
+    srv_worker *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->ws = attn_workspace_create();
+    if (!w->ws) {
+        free(w);
+        return NULL;
+    }
+    w->models = models;
+    return w;
+}
+
+void srv_worker_destroy(srv_worker *w) {
+    if (!w) return;
+    store_set_release(w->set);
+    attn_workspace_destroy(w->ws);
+    free(w);
+}
+
 void *srv_job_worker_init(void *ctx) {
-    (void)ctx;
-    return attn_workspace_create();
+    return srv_worker_create(ctx);
 }
 
 void srv_job_worker_fini(void *worker_ctx, void *ctx) {
     (void)ctx;
-    attn_workspace_destroy(worker_ctx);
+    srv_worker_destroy(worker_ctx);
+}
+
+/* The worker's model set, brought up to date between jobs: the generation
+ * is read before the set, so a reload racing with this can only make the
+ * next job refresh once more. */
+static const store_set *worker_models(srv_worker *w) {
+    if (!w->models) return NULL;
+    uint64_t generation = store_generation(w->models);
+    if (generation != w->generation || !w->set) {
+        store_set_release(w->set);
+        w->set = store_current(w->models);
+        w->generation = generation;
+    }
+    return w->set;
+}
+
+/* The model `name` of the worker's set, or NULL with a 404 in *err. */
+static const store_model *find_model(srv_worker *w, const char *name, api_error *err) {
+    const store_set *set = worker_models(w);
+    const store_model *m = set ? store_set_find(set, name) : NULL;
+    if (!m)
+        api_error_set(err, 404, "unknown_model", "/model",
+                      "no model named \"%s\" is loaded; GET /v1/models lists them", name);
+    return m;
 }
 
 static void job_fail(srv_job *job, const api_error *err) {
@@ -45,6 +88,27 @@ static void job_fail(srv_job *job, const api_error *err) {
     }
 }
 
+/* A model's weights, as GET /v1/models/{name}?weights=true shows them. */
+static void job_model_weights(srv_job *job, srv_worker *w) {
+    api_error err;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    job->queue_ms = srv_ms_between(&job->submitted, &t0);
+    const store_model *m = find_model(w, job->model_name, &err);
+    if (m) {
+        api_model_info info = {m->name, m->description, m->mask, &m->weights};
+        job->response =
+            api_model_encode(&info, 1, job->limits->max_response_bytes, &job->response_len, &err);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    job->encode_ms = srv_ms_between(&t0, &t1);
+    if (job->response)
+        job->status = 200;
+    else
+        job_fail(job, &err);
+    if (job->response_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
+}
+
 /* Frees the request and gives large memory back (see the top comment). */
 static void job_release(const srv_job *job, api_request *req, attn_workspace *ws) {
     api_request_free(req);
@@ -52,8 +116,9 @@ static void job_release(const srv_job *job, api_request *req, attn_workspace *ws
     if (job->body_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
 }
 
-void srv_job_run(srv_job *job, attn_workspace *ws) {
+void srv_job_run(srv_job *job, srv_worker *w) {
     struct timespec t0, t1, t2, t3;
+    attn_workspace *ws = w->ws;
     api_error err;
     memset(&err, 0, sizeof err);
     api_request *req = NULL;
@@ -63,17 +128,22 @@ void srv_job_run(srv_job *job, attn_workspace *ws) {
     job->decode_ms = job->compute_ms = job->encode_ms = 0;
     job->response = NULL;
     job->response_len = 0;
+    if (job->kind == SRV_JOB_MODEL_WEIGHTS) {
+        job_model_weights(job, w);
+        return;
+    }
 
     int rc = api_request_decode(job->body, job->body_len, job->limits, &req, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     job->decode_ms = srv_ms_between(&t0, &t1);
     if (rc != 0) goto fail;
 
-    if (api_request_model(req)) {
-        /* No model store yet: every name is unknown. The name is not
-         * repeated in the message; it can be long and the client knows it. */
-        api_error_set(&err, 404, "unknown_model", "/model", "no model with this name is loaded");
-        goto fail;
+    const char *name = api_request_model(req);
+    if (name) {
+        /* The worker's set stays retained until its next job, so the
+         * weights outlive the request. */
+        const store_model *m = find_model(w, name, &err);
+        if (!m || api_request_bind(req, &m->weights, m->mask, job->limits, &err) != 0) goto fail;
     }
 
     rc = attn_compute(api_request_output(req), ws, api_request_input(req));

@@ -1,23 +1,38 @@
 /*
- * job.h — one POST /v1/attention computation, as a worker runs it.
+ * job.h — the work a worker does for one request: a POST /v1/attention
+ * computation, or a model's weights for GET /v1/models/{name}?weights=true.
  *
- * The job knows nothing of sockets: it reads a complete request body and
- * leaves a status and a complete response body. The HTTP layer owns the
- * srv_job (inside its per-request state), fills the inputs, queues it on
- * the pool and reads the result after the worker is done with it.
+ * The job knows nothing of sockets: it reads its inputs and leaves a status
+ * and a complete response body. The HTTP layer owns the srv_job (inside its
+ * per-request state), fills the inputs, queues it on the pool and reads the
+ * result after the worker is done with it.
+ *
+ * Each worker has a srv_worker: its workspace, and the model set it
+ * computes with. The set is swapped only between jobs, when the store's
+ * generation moved (a SIGHUP reload), so a job runs start to end on the
+ * weights it started with, and the steady request path takes no lock.
  */
 #ifndef SRV_JOB_H
 #define SRV_JOB_H
 
 #include "api/request.h"
 #include "attention/attention.h"
+#include "store/store.h"
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
+
+typedef enum srv_job_kind {
+    SRV_JOB_ATTENTION,    /* body → the attention answer */
+    SRV_JOB_MODEL_WEIGHTS /* model_name → the model with its weights */
+} srv_job_kind;
 
 typedef struct srv_job {
     /* inputs, not owned by the job */
-    const char *body;
+    srv_job_kind kind;
+    const char *body;       /* SRV_JOB_ATTENTION */
     size_t body_len;
+    const char *model_name; /* SRV_JOB_MODEL_WEIGHTS */
     const api_limits *limits;
     struct timespec submitted; /* CLOCK_MONOTONIC, when queued */
 
@@ -34,17 +49,30 @@ typedef struct srv_job {
 #define SRV_JOB_TRIM_BODY_BYTES ((size_t)1 << 20)
 #define SRV_JOB_KEEP_WORKSPACE_BYTES ((size_t)64 << 20)
 
-/*
- * Decodes the body, looks up the model (there is no model store yet: a
- * named model is 404 unknown_model at "/model"), computes with the
- * worker's workspace and encodes the answer. Always leaves a status and a
- * JSON body — the contract's error body on failure. `response` is NULL only
- * when even the error body could not be allocated (status is then 503).
- */
-void srv_job_run(srv_job *job, attn_workspace *ws);
+/* One worker's own state. */
+typedef struct srv_worker {
+    attn_workspace *ws;
+    store *models;       /* the server's store, or NULL for none */
+    store_set *set;      /* retained: the set this worker computes with, or NULL */
+    uint64_t generation; /* of `set` in the store */
+} srv_worker;
 
-/* Pool worker context hooks (pool.h): each worker makes its own workspace
- * on start and destroys it on stop. `ctx` is unused. */
+/* A worker over `models` (may be NULL); NULL when out of memory. */
+srv_worker *srv_worker_create(store *models);
+void srv_worker_destroy(srv_worker *w);
+
+/*
+ * Runs the job. For an attention job: decodes the body, binds a named model
+ * from the worker's set (404 unknown_model at "/model" when absent),
+ * computes with the worker's workspace and encodes the answer. Always
+ * leaves a status and a JSON body — the contract's error body on failure.
+ * `response` is NULL only when even the error body could not be allocated
+ * (status is then 503).
+ */
+void srv_job_run(srv_job *job, srv_worker *w);
+
+/* Pool worker context hooks (pool.h): `ctx` is the server's store (or NULL);
+ * each worker makes its srv_worker on start and destroys it on stop. */
 void *srv_job_worker_init(void *ctx);
 void srv_job_worker_fini(void *worker_ctx, void *ctx);
 

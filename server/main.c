@@ -14,9 +14,17 @@
  * system calls are not interrupted; the main thread unblocks them again.
  * SIGPIPE is ignored: a client that hangs up is an error return, not death.
  *
+ * Models. The store (store/store.h) is loaded from --models-dir before the
+ * server listens; a file that fails refuses the start unless
+ * --skip-bad-models. SIGHUP reloads the directory on the main thread: a new
+ * set that loads replaces the old one atomically (workers pick it up
+ * between jobs, requests already running finish on the weights they
+ * started with); a directory that fails to load leaves the old set serving
+ * and the reason in the log.
+ *
  * Order. The main thread:
  *
- *   1. waits for the first byte on the pipe;
+ *   1. waits for the first TERM or INT on the pipe, reloading on each HUP;
  *   2. starts a small watcher thread that logs any further signal and
  *      otherwise ignores it — a second SIGTERM during the drain must not
  *      cut the in-flight requests short;
@@ -46,6 +54,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/pool.h"
+#include "store/store.h"
 
 extern char **environ;
 
@@ -61,7 +70,7 @@ static void on_signal(int sig) {
     errno = saved;
 }
 
-/* Installs on_signal for SIGTERM and SIGINT. Returns 0 or -1. */
+/* Installs on_signal for SIGTERM, SIGINT and SIGHUP. Returns 0 or -1. */
 static int sig_install(void) {
     if (pipe2(sig_pipe, O_CLOEXEC) != 0) return -1;
     if (fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK) != 0) return -1;
@@ -70,7 +79,9 @@ static int sig_install(void) {
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART;
     sigfillset(&sa.sa_mask);
-    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0) return -1;
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
+        sigaction(SIGHUP, &sa, NULL) != 0)
+        return -1;
     signal(SIGPIPE, SIG_IGN);
     return 0;
 }
@@ -93,6 +104,46 @@ static void *sig_watch(void *arg) {
     while ((sig = sig_next()) != 0)
         srv_log_info("signal %d: already draining; ignored", sig);
     return NULL;
+}
+
+static void log_skipped_model(void *ctx, const char *file, const char *message) {
+    (void)ctx;
+    (void)file; /* the message names the file */
+    srv_log_info("models: skipped %s", message);
+}
+
+/* Loads the models directory into *out (an empty set when there is none).
+ * Returns 0, or -1 with the reason in err. */
+static int models_load(const cfg_config *cfg, store_set **out, store_error *err) {
+    if (!cfg->models_dir[0]) {
+        *out = store_set_create_empty();
+        return *out ? 0 : store_error_set(err, "models", "out of memory");
+    }
+    store_load_options opt = {cfg->skip_bad_models, log_skipped_model, NULL};
+    return store_set_load(out, cfg->models_dir, &opt, err);
+}
+
+static void models_log(const char *what, const store_set *set) {
+    size_t mapped = 0, owned = 0;
+    store_set_bytes(set, &mapped, &owned);
+    srv_log_info("models: %s %zu model(s), %zu bytes mapped, %zu bytes converted", what,
+                 store_set_count(set), mapped, owned);
+}
+
+/* SIGHUP: a new set replaces the old one only when it loads. */
+static void models_reload(const cfg_config *cfg, store *models) {
+    if (!cfg->models_dir[0]) {
+        srv_log_info("signal %d: no --models-dir; nothing to reload", SIGHUP);
+        return;
+    }
+    store_set *set = NULL;
+    store_error err;
+    if (models_load(cfg, &set, &err) != 0) {
+        srv_log_info("models: reload failed, the old set keeps serving: %s", err.message);
+        return;
+    }
+    models_log("reloaded", set);
+    store_replace(models, set);
 }
 
 int main(int argc, char **argv) {
@@ -119,11 +170,26 @@ int main(int argc, char **argv) {
      * are in bench/README.md; change it here and only here. */
     openblas_set_num_threads(1);
 
+    store_set *initial = NULL;
+    store_error serr;
+    if (models_load(&cfg, &initial, &serr) != 0) {
+        fprintf(stderr, "attention-server: %s\n", serr.message);
+        return 1;
+    }
+    models_log("loaded", initial);
+    store *models = store_create(initial);
+    if (!models) {
+        store_set_release(initial);
+        fprintf(stderr, "attention-server: out of memory\n");
+        return 1;
+    }
+
     /* Threads made from here on inherit the mask (see the top comment). */
     sigset_t stop, old;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop, &old);
 
     api_limits limits = {
@@ -136,26 +202,30 @@ int main(int argc, char **argv) {
     };
 
     srv_metrics *metrics = srv_metrics_create();
-    pool *workers =
-        pool_create(cfg.workers, cfg.queue_depth, srv_job_worker_init, srv_job_worker_fini, NULL);
+    pool *workers = pool_create(cfg.workers, cfg.queue_depth, srv_job_worker_init,
+                                srv_job_worker_fini, models);
     if (!metrics || !workers) {
         fprintf(stderr, "attention-server: could not start %zu workers\n", cfg.workers);
         pool_destroy(workers);
         srv_metrics_destroy(metrics);
+        store_destroy(models);
         return 1;
     }
-    srv_http *http = srv_http_start(&cfg, &limits, workers, metrics, err, sizeof err);
+    srv_http *http = srv_http_start(&cfg, &limits, workers, models, metrics, err, sizeof err);
     if (!http) {
         fprintf(stderr, "attention-server: %s\n", err);
         pool_destroy(workers);
         srv_metrics_destroy(metrics);
+        store_destroy(models);
         return 1;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     srv_log_info("listening bind=%s port=%u workers=%zu io_threads=%zu queue_depth=%zu", cfg.bind,
                  srv_http_port(http), cfg.workers, cfg.io_threads, cfg.queue_depth);
 
-    int sig = sig_next();
+    int sig;
+    while ((sig = sig_next()) == SIGHUP)
+        models_reload(&cfg, models);
     srv_log_info("signal %d: draining", sig);
     pthread_t watcher;
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
@@ -166,6 +236,7 @@ int main(int argc, char **argv) {
     srv_http_stop(http);
     pool_destroy(workers);
     srv_metrics_destroy(metrics);
+    store_destroy(models);
     if (watching) {
         unsigned char zero = 0;
         while (write(sig_pipe[1], &zero, 1) != 1 && (errno == EAGAIN || errno == EINTR))

@@ -19,14 +19,27 @@ static const route_row route_table[SRV_ROUTE_COUNT] = {
     [SRV_ROUTE_READYZ] = {"/readyz", "readyz", "GET, HEAD"},
     [SRV_ROUTE_METRICS] = {"/metrics", "metrics", "GET, HEAD"},
     [SRV_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "openapi", "GET, HEAD"},
+    [SRV_ROUTE_MODELS] = {"/v1/models", "models", "GET, HEAD"},
+    [SRV_ROUTE_MODEL] = {NULL, "model", "GET, HEAD"}, /* MODEL_PREFIX + name */
     [SRV_ROUTE_OTHER] = {NULL, "other", ""},
 };
+
+#define MODEL_PREFIX "/v1/models/"
 
 srv_route srv_route_find(const char *path) {
     if (!path) return SRV_ROUTE_OTHER;
     for (int r = 0; r < SRV_ROUTE_OTHER; r++)
-        if (strcmp(path, route_table[r].path) == 0) return (srv_route)r;
+        if (route_table[r].path && strcmp(path, route_table[r].path) == 0) return (srv_route)r;
+    /* One path segment after the prefix; whether it names a model is the
+     * handler's question (404 unknown_model), not the router's. */
+    size_t p = sizeof MODEL_PREFIX - 1;
+    if (strncmp(path, MODEL_PREFIX, p) == 0 && path[p] && !strchr(path + p, '/'))
+        return SRV_ROUTE_MODEL;
     return SRV_ROUTE_OTHER;
+}
+
+const char *srv_route_model_name(const char *path) {
+    return path + sizeof MODEL_PREFIX - 1;
 }
 
 const char *srv_route_name(srv_route r) {

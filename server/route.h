@@ -14,12 +14,17 @@ typedef enum srv_route {
     SRV_ROUTE_READYZ,    /* GET  /readyz */
     SRV_ROUTE_METRICS,   /* GET  /metrics */
     SRV_ROUTE_OPENAPI,   /* GET  /v1/openapi.yaml */
+    SRV_ROUTE_MODELS,    /* GET  /v1/models */
+    SRV_ROUTE_MODEL,     /* GET  /v1/models/{name} */
     SRV_ROUTE_OTHER,     /* anything else: 404 */
     SRV_ROUTE_COUNT
 } srv_route;
 
 /* The route of a request path (without query string). */
 srv_route srv_route_find(const char *path);
+
+/* The {name} of a SRV_ROUTE_MODEL path (a pointer into `path`). */
+const char *srv_route_model_name(const char *path);
 
 /* The metrics label of a route: "attention", "healthz", ..., "other". */
 const char *srv_route_name(srv_route r);

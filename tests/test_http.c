@@ -580,8 +580,12 @@ START_TEST(error_routes) {
     hs_request(NULL, port, "POST", "/nope", NULL, "{}", 2, &r);
     json_decref(assert_error(&r, 404, "not_found"));
     hs_response_free(&r);
-    hs_request(NULL, port, "GET", "/v1/models", NULL, NULL, 0, &r);
+    hs_request(NULL, port, "GET", "/v1/models/a/b", NULL, NULL, 0, &r);
     json_decref(assert_error(&r, 404, "not_found"));
+    hs_response_free(&r);
+    hs_request(NULL, port, "POST", "/v1/models", NULL, "{}", 2, &r);
+    json_decref(assert_error(&r, 405, "method_not_allowed"));
+    assert_header(&r, "Allow", "GET, HEAD");
     hs_response_free(&r);
 
     hs_request(NULL, port, "GET", "/v1/attention", NULL, NULL, 0, &r);

@@ -10,7 +10,8 @@
  * tolerance (a BLAS build may round the last digit differently).
  *
  * The README is found at $ATTN_README, else ./README.md (make runs the tests
- * from the top of the tree).
+ * from the top of the tree); the server serves the built-in models of
+ * $ATTN_TEST_MODELS_DIR, else build/models, as `make run` does.
  */
 #include <check.h>
 #include <math.h>
@@ -154,11 +155,16 @@ START_TEST(readme_examples_answer_as_documented)
 
     example examples[16];
     int count = readme_examples(text, examples, 16);
-    /* The README promises at least the 我爱你, the causal and the error example. */
-    ck_assert_int_ge(count, 3);
+    /* The README promises at least the 我爱你, the causal, the models and the
+     * error examples. */
+    ck_assert_int_ge(count, 5);
 
+    /* the models `make run` serves */
+    const char *models = getenv("ATTN_TEST_MODELS_DIR") ? getenv("ATTN_TEST_MODELS_DIR")
+                                                         : "build/models";
+    const char *args[] = {"--models-dir", models, NULL};
     hs_server server;
-    ck_assert_int_eq(hs_start(&server, NULL), 0);
+    ck_assert_int_eq(hs_start(&server, args), 0);
     for (int i = 0; i < count; i++) {
         example *ex = &examples[i];
         hs_response r;

@@ -87,6 +87,43 @@ START_TEST(config_suffixes_and_doubles) {
 }
 END_TEST
 
+/* Paths and booleans: --models-dir, --skip-bad-models (a bare flag is true). */
+START_TEST(config_models_options) {
+    cfg_config c;
+    char err[256] = "";
+    char *argv0[] = {"srv", NULL};
+    ck_assert_int_eq(load(&c, argv0, NULL, err), CFG_OK);
+    ck_assert_str_eq(c.models_dir, "");
+    ck_assert_int_eq(c.skip_bad_models, 0);
+
+    char *envp[] = {"ATTN_MODELS_DIR=/srv/models", "ATTN_SKIP_BAD_MODELS=yes", NULL};
+    ck_assert_int_eq(load(&c, argv0, envp, err), CFG_OK);
+    ck_assert_str_eq(c.models_dir, "/srv/models");
+    ck_assert_int_eq(c.skip_bad_models, 1);
+
+    char *argv1[] = {"srv", "--models-dir", "build/models", "--skip-bad-models=false", NULL};
+    ck_assert_int_eq(load(&c, argv1, envp, err), CFG_OK);
+    ck_assert_str_eq(c.models_dir, "build/models");
+    ck_assert_int_eq(c.skip_bad_models, 0);
+
+    char *argv2[] = {"srv", "--skip-bad-models", "--port", "1", NULL};
+    ck_assert_int_eq(load(&c, argv2, NULL, err), CFG_OK);
+    ck_assert_int_eq(c.skip_bad_models, 1);
+    ck_assert_uint_eq(c.port, 1);
+
+    char *argv3[] = {"srv", "--skip-bad-models=maybe", NULL};
+    ck_assert_int_eq(load(&c, argv3, NULL, err), CFG_ERROR);
+    ck_assert_ptr_nonnull(strstr(err, "--skip-bad-models"));
+
+    char long_path[5000];
+    memset(long_path, 'a', sizeof long_path - 1);
+    long_path[sizeof long_path - 1] = '\0';
+    char *argv4[] = {"srv", "--models-dir", long_path, NULL};
+    ck_assert_int_eq(load(&c, argv4, NULL, err), CFG_ERROR);
+    ck_assert_ptr_nonnull(strstr(err, "--models-dir"));
+}
+END_TEST
+
 /* Each bad value must fail and the message must name the option. */
 static const struct {
     const char *flag, *value, *name;
@@ -592,6 +629,11 @@ START_TEST(routes) {
     ck_assert_int_eq(srv_route_find("/readyz"), SRV_ROUTE_READYZ);
     ck_assert_int_eq(srv_route_find("/metrics"), SRV_ROUTE_METRICS);
     ck_assert_int_eq(srv_route_find("/v1/openapi.yaml"), SRV_ROUTE_OPENAPI);
+    ck_assert_int_eq(srv_route_find("/v1/models"), SRV_ROUTE_MODELS);
+    ck_assert_int_eq(srv_route_find("/v1/models/demo-4d"), SRV_ROUTE_MODEL);
+    ck_assert_str_eq(srv_route_model_name("/v1/models/demo-4d"), "demo-4d");
+    ck_assert_int_eq(srv_route_find("/v1/models/"), SRV_ROUTE_OTHER);
+    ck_assert_int_eq(srv_route_find("/v1/models/a/b"), SRV_ROUTE_OTHER);
     ck_assert_int_eq(srv_route_find("/v1/attention/"), SRV_ROUTE_OTHER);
     ck_assert_int_eq(srv_route_find("/V1/attention"), SRV_ROUTE_OTHER);
     ck_assert_int_eq(srv_route_find("/"), SRV_ROUTE_OTHER);
@@ -622,10 +664,10 @@ static void run_job(const char *body, int *status, char **response) {
     job.body_len = strlen(body);
     job.limits = &limits;
     clock_gettime(CLOCK_MONOTONIC, &job.submitted);
-    attn_workspace *ws = attn_workspace_create();
-    ck_assert_ptr_nonnull(ws);
-    srv_job_run(&job, ws);
-    attn_workspace_destroy(ws);
+    srv_worker *w = srv_worker_create(NULL);
+    ck_assert_ptr_nonnull(w);
+    srv_job_run(&job, w);
+    srv_worker_destroy(w);
     ck_assert_ptr_nonnull(job.response);
     ck_assert_uint_eq(strlen(job.response), job.response_len);
     ck_assert(job.queue_ms >= 0 && job.decode_ms >= 0);
@@ -680,8 +722,8 @@ START_TEST(job_trims_large_workspace) {
     const char *small = "{\"embeddings\":[[1,0]],\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],"
                         "\"w_k\":[[1],[0]],\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]}}";
 
-    attn_workspace *ws = attn_workspace_create();
-    ck_assert_ptr_nonnull(ws);
+    srv_worker *w = srv_worker_create(NULL);
+    ck_assert_ptr_nonnull(w);
     const char *bodies[] = {small, big};
     for (int i = 0; i < 2; i++) {
         srv_job job;
@@ -690,15 +732,15 @@ START_TEST(job_trims_large_workspace) {
         job.body_len = strlen(bodies[i]);
         job.limits = &limits;
         clock_gettime(CLOCK_MONOTONIC, &job.submitted);
-        srv_job_run(&job, ws);
+        srv_job_run(&job, w);
         ck_assert_msg(job.status == 200, "status %d: %.300s", job.status, job.response);
         free(job.response);
         if (i == 0)
-            ck_assert_uint_gt(attn_workspace_bytes(ws), 0); /* kept */
+            ck_assert_uint_gt(attn_workspace_bytes(w->ws), 0); /* kept */
         else
-            ck_assert_uint_eq(attn_workspace_bytes(ws), 0); /* given back */
+            ck_assert_uint_eq(attn_workspace_bytes(w->ws), 0); /* given back */
     }
-    attn_workspace_destroy(ws);
+    srv_worker_destroy(w);
     free(big);
 }
 END_TEST
@@ -711,6 +753,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, config_defaults);
     tcase_add_test(tc, config_env_then_flag_wins);
     tcase_add_test(tc, config_suffixes_and_doubles);
+    tcase_add_test(tc, config_models_options);
     tcase_add_loop_test(tc, config_bad_values, 0, sizeof bad_values / sizeof bad_values[0]);
     tcase_add_test(tc, config_bad_env_and_args);
     tcase_add_test(tc, config_memory_and_connections);

@@ -1,0 +1,408 @@
+/*
+ * test_models_http.c — named models over real HTTP: the built-in models
+ * listed and described, a request naming a model answered exactly as the
+ * same weights sent inline, bad model files at start, and SIGHUP reloads,
+ * under load too.
+ *
+ * Every test writes its own models directory under /tmp with the
+ * generator's functions (store/builtin.h), starts the built server on it
+ * ($ATTN_SERVER_BIN) on a loopback port, and stops it with hs_finish, which
+ * fails on a non-zero exit or a sanitizer report in its log.
+ */
+#include <check.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/builtin.h"
+#include "tests/http_harness.h"
+
+/* A fresh models directory holding the named built-in models. */
+static void models_dir(char *dir, size_t size, const char *const *names) {
+    snprintf(dir, size, "/tmp/attn-models-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (; *names; names++) {
+        store_error err;
+        ck_assert_msg(store_builtin_write(store_builtin_find(*names), dir, NULL, &err) == 0, "%s",
+                      err.message);
+    }
+}
+
+static void remove_dir(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void start(hs_server *s, const char *dir, const char *extra) {
+    const char *args[] = {"--models-dir", dir, extra, NULL};
+    ck_assert_int_eq(hs_start(s, args), 0);
+}
+
+static void finish(hs_server *s) {
+    char why[2048];
+    ck_assert_msg(hs_finish(s, why, sizeof why) == 0, "%s", why);
+}
+
+/* GET or POST; the answer parsed, its status checked. */
+static json_t *call(unsigned port, const char *method, const char *path, const char *body,
+                    long want_status) {
+    hs_response r;
+    ck_assert_int_eq(hs_request(NULL, port, method, path, NULL, body, body ? strlen(body) : 0, &r),
+                     CURLE_OK);
+    ck_assert_msg(r.status == want_status, "%s %s: status %ld, want %ld: %.400s", method, path,
+                  r.status, want_status, r.body);
+    json_error_t jerr;
+    json_t *j = json_loadb(r.body, r.len, 0, &jerr);
+    ck_assert_msg(j != NULL, "%s %s: not JSON: %s", method, path, jerr.text);
+    hs_response_free(&r);
+    return j;
+}
+
+static const char *woaini_embeddings =
+    "[[0.1,-0.2,0.3,0.1],[-0.1,0.2,0.2,-0.3],[0.2,0.1,-0.1,0.2]]";
+
+static const char *all_outputs =
+    "[\"q\",\"k\",\"v\",\"scores\",\"patterns\",\"head_outputs\",\"delta\",\"embeddings\"]";
+
+START_TEST(builtin_models_listed) {
+    char dir[64];
+    const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, NULL);
+
+    json_t *list = call(s.port, "GET", "/v1/models", NULL, 200);
+    json_t *models = json_object_get(list, "models");
+    ck_assert_uint_eq(json_array_size(models), 2);
+    json_t *demo = json_array_get(models, 0), *gpt2 = json_array_get(models, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(demo, "name")), "demo-4d");
+    ck_assert_int_eq(json_integer_value(json_object_get(demo, "d_model")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(demo, "n_heads")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(demo, "d_head")), 4);
+    ck_assert_str_eq(json_string_value(json_object_get(demo, "mask")), "none");
+    ck_assert(json_is_string(json_object_get(demo, "description")));
+    ck_assert_str_eq(json_string_value(json_object_get(gpt2, "name")), "gpt2-small-shape");
+    ck_assert_int_eq(json_integer_value(json_object_get(gpt2, "d_model")), 768);
+    ck_assert_int_eq(json_integer_value(json_object_get(gpt2, "n_heads")), 12);
+    ck_assert_int_eq(json_integer_value(json_object_get(gpt2, "d_head")), 64);
+    ck_assert_str_eq(json_string_value(json_object_get(gpt2, "mask")), "causal");
+
+    /* one model: the same object as in the list */
+    json_t *one = call(s.port, "GET", "/v1/models/demo-4d", NULL, 200);
+    ck_assert(json_equal(one, demo));
+    json_decref(one);
+
+    /* with its weights: demo-4d's readable matrices */
+    one = call(s.port, "GET", "/v1/models/demo-4d?weights=true", NULL, 200);
+    json_t *head = json_array_get(json_object_get(json_object_get(one, "weights"), "heads"), 0);
+    char *w_q = json_dumps(json_object_get(head, "w_q"), JSON_COMPACT);
+    ck_assert_str_eq(w_q, "[[1,0,1,0],[0,1,0,1],[1,0,0,1],[0,1,1,0]]");
+    free(w_q);
+    ck_assert_ptr_null(json_object_get(head, "b_q"));
+    ck_assert_ptr_null(json_object_get(json_object_get(one, "weights"), "w_o"));
+    json_decref(one);
+
+    json_decref(call(s.port, "GET", "/v1/models/nope", NULL, 404));
+    json_t *e = call(s.port, "GET", "/v1/models/nope?weights=true", NULL, 404);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(e, "error"), "code")),
+                     "unknown_model");
+    json_decref(e);
+    e = call(s.port, "GET", "/v1/models/demo-4d?weights=maybe", NULL, 400);
+    json_decref(e);
+    json_decref(list);
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
+
+/* POSTs `embeddings` once naming the model and once with the weights the
+ * server shows for it, and requires the same answer but for "model". */
+static void expect_same_as_inline(unsigned port, const char *model, const char *embeddings,
+                                  const char *mask) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/models/%s?weights=true", model);
+    json_t *shown = call(port, "GET", path, NULL, 200);
+
+    json_t *named = json_pack("{s:s, s:o, s:o, s:s}", "model", model, "embeddings",
+                              json_loads(embeddings, 0, NULL), "return",
+                              json_loads(all_outputs, 0, NULL), "mask", mask);
+    json_t *inl = json_pack("{s:O, s:o, s:o, s:s}", "weights", json_object_get(shown, "weights"),
+                            "embeddings", json_loads(embeddings, 0, NULL), "return",
+                            json_loads(all_outputs, 0, NULL), "mask", mask);
+    char *named_body = json_dumps(named, JSON_COMPACT), *inl_body = json_dumps(inl, JSON_COMPACT);
+    json_t *a = call(port, "POST", "/v1/attention", named_body, 200);
+    json_t *b = call(port, "POST", "/v1/attention", inl_body, 200);
+    ck_assert_str_eq(json_string_value(json_object_get(a, "model")), model);
+    ck_assert(json_is_null(json_object_get(b, "model")));
+    json_object_del(a, "model");
+    json_object_del(b, "model");
+    ck_assert_msg(json_equal(a, b), "%s: the named and the inline answers differ", model);
+    json_decref(a);
+    json_decref(b);
+    free(named_body);
+    free(inl_body);
+    json_decref(named);
+    json_decref(inl);
+    json_decref(shown);
+}
+
+START_TEST(named_model_equals_inline_weights) {
+    char dir[64];
+    const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, NULL);
+
+    expect_same_as_inline(s.port, "demo-4d", woaini_embeddings, "none");
+    expect_same_as_inline(s.port, "demo-4d", woaini_embeddings, "causal");
+
+    /* five tokens of GPT-2 width */
+    json_t *rows = json_array();
+    for (int t = 0; t < 5; t++) {
+        json_t *row = json_array();
+        for (int c = 0; c < 768; c++)
+            json_array_append_new(row, json_real(((t * 768 + c) * 7919 % 2001 - 1000) / 1000.0));
+        json_array_append_new(rows, row);
+    }
+    char *e = json_dumps(rows, JSON_COMPACT);
+    expect_same_as_inline(s.port, "gpt2-small-shape", e, "causal");
+    free(e);
+    json_decref(rows);
+
+    /* the model's default mask applies when the request gives none */
+    char body[512];
+    snprintf(body, sizeof body, "{\"model\":\"demo-4d\",\"embeddings\":%s}", woaini_embeddings);
+    json_t *r = call(s.port, "POST", "/v1/attention", body, 200);
+    ck_assert_str_eq(json_string_value(json_object_get(r, "mask")), "none");
+    json_decref(r);
+
+    /* a model that is not loaded, and embeddings of the wrong width */
+    r = call(s.port, "POST", "/v1/attention",
+             "{\"model\":\"gpt-5\",\"embeddings\":[[1,2,3,4]]}", 404);
+    json_t *err = json_object_get(r, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "code")), "unknown_model");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "path")), "/model");
+    json_decref(r);
+    r = call(s.port, "POST", "/v1/attention", "{\"model\":\"demo-4d\",\"embeddings\":[[1,2,3]]}",
+             422);
+    err = json_object_get(r, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "code")), "dimension_mismatch");
+    json_decref(r);
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Runs the server on `dir` to its exit (it must not start); returns the
+ * exit status and its stderr in *log (caller frees). */
+static int run_to_exit(const char *dir, char **log) {
+    char path[] = "/tmp/attn-start-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    const char *bin = getenv("ATTN_SERVER_BIN") ? getenv("ATTN_SERVER_BIN")
+                                                : "build/attention-server";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s --bind 127.0.0.1 --port 0 --models-dir '%s' 2>'%s'", bin, dir,
+             path);
+    int status = system(cmd);
+    FILE *f = fopen(path, "r");
+    *log = calloc(1, 8192);
+    if (f) {
+        size_t n = fread(*log, 1, 8191, f);
+        (*log)[n] = '\0';
+        fclose(f);
+    }
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void write_file(const char *dir, const char *name, const void *data, size_t len) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+START_TEST(bad_model_at_start) {
+    char dir[64];
+    const char *names[] = {"demo-4d", NULL};
+    models_dir(dir, sizeof dir, names);
+    write_file(dir, "broken.safetensors", "\x10\0\0\0\0\0\0\0{\"w_qkv\":", 17);
+
+    char *log = NULL;
+    ck_assert_int_eq(run_to_exit(dir, &log), 1);
+    ck_assert_msg(strstr(log, "broken.safetensors") != NULL, "log: %s", log);
+    free(log);
+
+    /* with --skip-bad-models: logged, the good one served */
+    hs_server s;
+    start(&s, dir, "--skip-bad-models");
+    json_t *list = call(s.port, "GET", "/v1/models", NULL, 200);
+    ck_assert_uint_eq(json_array_size(json_object_get(list, "models")), 1);
+    json_decref(list);
+    char *text = hs_log(&s);
+    ck_assert_ptr_nonnull(strstr(text, "skipped"));
+    ck_assert_ptr_nonnull(strstr(text, "broken.safetensors"));
+    free(text);
+    finish(&s);
+
+    /* a directory that does not exist is refused too */
+    ck_assert_int_eq(run_to_exit("/nonexistent/models", &log), 1);
+    free(log);
+    remove_dir(dir);
+}
+END_TEST
+
+static size_t model_count(unsigned port) {
+    json_t *list = call(port, "GET", "/v1/models", NULL, 200);
+    size_t n = json_array_size(json_object_get(list, "models"));
+    json_decref(list);
+    return n;
+}
+
+/* Waits up to 5 s for the server to list `want` models. */
+static void await_count(unsigned port, size_t want) {
+    for (int i = 0; i < 500 && model_count(port) != want; i++)
+        usleep(10000);
+    ck_assert_uint_eq(model_count(port), want);
+}
+
+START_TEST(sighup_reloads) {
+    char dir[64];
+    const char *names[] = {"demo-4d", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, NULL);
+    ck_assert_uint_eq(model_count(s.port), 1);
+
+    store_error err;
+    ck_assert_int_eq(store_builtin_write(store_builtin_find("gpt2-small-shape"), dir, NULL, &err),
+                     0);
+    hs_signal(&s, SIGHUP);
+    await_count(s.port, 2);
+
+    /* a directory that fails to load leaves the old set serving */
+    write_file(dir, "broken.safetensors", "\xff\xff\xff\xff\0\0\0\0", 8);
+    hs_signal(&s, SIGHUP);
+    char *text = NULL;
+    for (int i = 0; i < 500; i++, usleep(10000)) {
+        free(text);
+        text = hs_log(&s);
+        if (strstr(text, "reload failed")) break;
+    }
+    ck_assert_ptr_nonnull(strstr(text, "reload failed"));
+    ck_assert_ptr_nonnull(strstr(text, "broken.safetensors"));
+    free(text);
+    ck_assert_uint_eq(model_count(s.port), 2);
+    char body[512];
+    snprintf(body, sizeof body, "{\"model\":\"demo-4d\",\"embeddings\":%s}", woaini_embeddings);
+    json_decref(call(s.port, "POST", "/v1/attention", body, 200));
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
+
+typedef struct load_client {
+    unsigned port;
+    const char *body;
+    const char *expected; /* the answer's text before any reload */
+    int requests, failures;
+    char first_failure[256];
+} load_client;
+
+static void *load_run(void *arg) {
+    load_client *c = arg;
+    CURL *curl = curl_easy_init();
+    for (int i = 0; i < c->requests; i++) {
+        hs_response r;
+        hs_request(curl, c->port, "POST", "/v1/attention", NULL, c->body, strlen(c->body), &r);
+        char *id_free = r.body;
+        if (r.rc != CURLE_OK || r.status != 200 || strcmp(r.body, c->expected) != 0) {
+            if (!c->failures++)
+                snprintf(c->first_failure, sizeof c->first_failure, "rc %d status %ld: %.200s",
+                         (int)r.rc, r.status, id_free ? id_free : "");
+        }
+        hs_response_free(&r);
+    }
+    curl_easy_cleanup(curl);
+    return NULL;
+}
+
+/* Requests keep coming while the models are reloaded again and again:
+ * none fails, and every answer is the one given before the first reload. */
+START_TEST(sighup_under_load_drops_nothing) {
+    char dir[64];
+    const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, NULL);
+
+    char demo[512], gpt2[16384];
+    snprintf(demo, sizeof demo, "{\"model\":\"demo-4d\",\"embeddings\":%s}", woaini_embeddings);
+    int used = snprintf(gpt2, sizeof gpt2, "{\"model\":\"gpt2-small-shape\",\"embeddings\":[");
+    for (int t = 0; t < 3; t++)
+        for (int c = 0; c < 768; c++)
+            used += snprintf(gpt2 + used, sizeof gpt2 - used, "%s%s%d", c ? "," : (t ? "],[" : "["),
+                             "", (t * 31 + c * 17) % 11 - 5);
+    snprintf(gpt2 + used, sizeof gpt2 - used, "]]}");
+
+    const char *bodies[2] = {demo, gpt2};
+    hs_response first[2];
+    load_client clients[4];
+    pthread_t threads[4];
+    for (int b = 0; b < 2; b++) {
+        hs_request(NULL, s.port, "POST", "/v1/attention", NULL, bodies[b], strlen(bodies[b]),
+                   &first[b]);
+        ck_assert_msg(first[b].status == 200, "%.300s", first[b].body);
+    }
+    for (int i = 0; i < 4; i++) {
+        clients[i] = (load_client){s.port, bodies[i % 2], first[i % 2].body, 40, 0, ""};
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, load_run, &clients[i]), 0);
+    }
+    for (int i = 0; i < 25; i++) {
+        hs_signal(&s, SIGHUP);
+        usleep(20000);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(threads[i], NULL);
+        ck_assert_msg(clients[i].failures == 0, "client %d: %d failures, first: %s", i,
+                      clients[i].failures, clients[i].first_failure);
+    }
+    char *text = hs_log(&s);
+    ck_assert_ptr_nonnull(strstr(text, "models: reloaded"));
+    free(text);
+    hs_response_free(&first[0]);
+    hs_response_free(&first[1]);
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    Suite *suite = suite_create("models_http");
+    TCase *tc = tcase_create("models");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, builtin_models_listed);
+    tcase_add_test(tc, named_model_equals_inline_weights);
+    tcase_add_test(tc, bad_model_at_start);
+    tcase_add_test(tc, sighup_reloads);
+    tcase_add_test(tc, sighup_under_load_drops_nothing);
+    suite_add_tcase(suite, tc);
+    SRunner *sr = srunner_create(suite);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    curl_global_cleanup();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
