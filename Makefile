@@ -80,8 +80,9 @@ TEST_HELPER_OBJ := $(BUILD)/tests/http_harness.o
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) -o $@ $(LIBS) $(CHECK_LIBS) $(CURL_LIBS)
 
-# test_store runs the model generator's binary too.
+# test_store and test_import run the tools' binaries too.
 $(BUILD)/tests/test_store: | $(BUILD)/tools/make_models
+$(BUILD)/tests/test_import: | $(BUILD)/tools/import_checkpoint
 
 # `run` and `test` install missing packages first, then build in a fresh
 # make, so that pkg-config answers for libraries installed a moment ago.
