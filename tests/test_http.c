@@ -580,6 +580,14 @@ START_TEST(error_routes) {
     hs_request(NULL, port, "POST", "/nope", NULL, "{}", 2, &r);
     json_decref(assert_error(&r, 404, "not_found"));
     hs_response_free(&r);
+    /* started without --models-dir: no models */
+    hs_request(NULL, port, "GET", "/v1/models", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "{\"models\":[]}");
+    hs_response_free(&r);
+    hs_request(NULL, port, "GET", "/v1/models/demo-4d", NULL, NULL, 0, &r);
+    json_decref(assert_error(&r, 404, "unknown_model"));
+    hs_response_free(&r);
     hs_request(NULL, port, "GET", "/v1/models/a/b", NULL, NULL, 0, &r);
     json_decref(assert_error(&r, 404, "not_found"));
     hs_response_free(&r);
