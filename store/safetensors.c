@@ -226,7 +226,7 @@ static int header_parse(store_file *f, size_t header_bytes, store_error *err) {
     /* Sorted by begin, a non-empty tensor overlaps another exactly when it
      * starts before the end of some earlier non-empty one; tracking the
      * furthest end seen is enough. Empty tensors own no bytes. */
-    qsort(entries, n, sizeof *entries, entry_by_begin);
+    if (n) qsort(entries, n, sizeof *entries, entry_by_begin);
     const entry *last = NULL;
     for (i = 0; i < n; i++) {
         const entry *e = &entries[i];
@@ -250,7 +250,7 @@ static int header_parse(store_file *f, size_t header_bytes, store_error *err) {
         f->tensors[i] = entries[i].t;
     f->n_tensors = n;
     free(entries);
-    qsort(f->tensors, n, sizeof *f->tensors, tensor_by_name);
+    if (n) qsort(f->tensors, n, sizeof *f->tensors, tensor_by_name);
     return 0;
 }
 
@@ -343,6 +343,7 @@ const store_tensor *store_file_tensor(const store_file *f, size_t index) {
 
 const store_tensor *store_file_find(const store_file *f, const char *name) {
     store_tensor key = {.name = name};
+    if (f->n_tensors == 0) return NULL; /* bsearch wants a non-null base */
     return bsearch(&key, f->tensors, f->n_tensors, sizeof key, tensor_by_name);
 }
 

@@ -78,6 +78,7 @@ static int model_cmp_name(const void *key, const void *elem) {
 }
 
 const store_model *store_set_find(const store_set *s, const char *name) {
+    if (s->count == 0) return NULL; /* bsearch wants a non-null base even for 0 elements */
     store_model *const *m = bsearch(name, s->models, s->count, sizeof *s->models, model_cmp_name);
     return m ? *m : NULL;
 }
@@ -199,7 +200,7 @@ int store_set_load(store_set **out, const char *dir, const store_load_options *o
         skip(opt, files[i], &e);
     }
 
-    qsort(models, n, sizeof *models, loaded_cmp);
+    if (n) qsort(models, n, sizeof *models, loaded_cmp);
     s->models = calloc(n ? n : 1, sizeof *s->models);
     if (!s->models) {
         store_error_set(err, dir, "out of memory");

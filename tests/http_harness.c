@@ -186,16 +186,24 @@ int hs_finish(hs_server *s, char *why, size_t whylen) {
 
 typedef struct hs_buf {
     char *p;
-    size_t len;
+    size_t len, cap;
 } hs_buf;
 
+/* Appends a piece of the answer; the buffer doubles, so a large answer
+ * costs linear time (a realloc per piece is quadratic under ASan). */
 static size_t hs_collect(char *data, size_t size, size_t n, void *arg) {
     hs_buf *b = arg;
     size_t add = size * n;
-    char *p = realloc(b->p, b->len + add + 1);
-    if (!p) return 0;
-    memcpy(p + b->len, data, add);
-    b->p = p;
+    if (b->len + add + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 16384;
+        while (cap < b->len + add + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return 0;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, add);
     b->len += add;
     b->p[b->len] = 0;
     return add;

@@ -875,6 +875,7 @@ START_TEST(test_set_empty_and_missing) {
     s = store_set_create_empty();
     ck_assert_ptr_nonnull(s);
     ck_assert_uint_eq(store_set_count(s), 0);
+    ck_assert_ptr_null(store_set_find(s, "demo-4d")); /* no array behind it at all */
     store_set_release(s);
 }
 END_TEST
