@@ -323,10 +323,12 @@ static int hs_complete(const hs_buf *b) {
     return b->len - (size_t)(end + 4 - b->p) >= want;
 }
 
-char *hs_raw_recv(int fd, double timeout_s) {
+/* Reads from fd into a new buffer until `done` says so (NULL: until the
+ * peer closes), the peer closes, or timeout_s passes. */
+static char *hs_recv_until(int fd, double timeout_s, int (*done)(const hs_buf *)) {
     hs_buf b = {0};
     double deadline = hs_now() + timeout_s;
-    while (!hs_complete(&b)) {
+    while (!done || !done(&b)) {
         double left = deadline - hs_now();
         if (left <= 0) break;
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -337,6 +339,10 @@ char *hs_raw_recv(int fd, double timeout_s) {
         hs_collect(chunk, 1, (size_t)n, &b);
     }
     return b.p ? b.p : calloc(1, 1);
+}
+
+char *hs_raw_recv(int fd, double timeout_s) {
+    return hs_recv_until(fd, timeout_s, hs_complete);
 }
 
 void hs_raw_reset(int fd) {
@@ -350,18 +356,7 @@ char *hs_raw(unsigned port, const char *request, size_t len, double timeout_s) {
     if (fd < 0) return NULL;
     hs_raw_send(fd, request, len);
     /* until the server closes: a raw caller may expect it to */
-    hs_buf b = {0};
-    double deadline = hs_now() + timeout_s;
-    for (;;) {
-        double left = deadline - hs_now();
-        if (left <= 0) break;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
-        char chunk[4096];
-        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-        if (n <= 0) break;
-        hs_collect(chunk, 1, (size_t)n, &b);
-    }
+    char *answer = hs_recv_until(fd, timeout_s, NULL);
     close(fd);
-    return b.p ? b.p : calloc(1, 1);
+    return answer;
 }
