@@ -14,7 +14,9 @@
  *                               model nor weights)
  *   400 unknown_field           a field the contract does not define
  *   400 wrong_type              a value of the wrong JSON type (a string for a number,
- *                               a non-integer head index, a mask cell other than 0/1/bool)
+ *                               a non-integer head index, a mask cell other than 0/1/bool,
+ *                               a tensor's shape not non-negative integers or of the
+ *                               wrong rank for its field)
  *   400 invalid_value           a value outside its set: an unknown `return` name, an
  *                               unknown mask or encoding word, both model and weights
  *   401 unauthorized            API key missing or wrong
@@ -25,11 +27,14 @@
  *   415 unsupported_media_type  POST whose Content-Type is not JSON
  *   422 dimension_mismatch      shapes disagree: ragged rows, no rows, d_model or d_head
  *                               mismatch, mask or tokens of the wrong size, no w_o while
- *                               h·d_head != d_model
- *   422 non_finite_number       a number not finite as float32 (1e39, 1e999), or a
- *                               returned result that overflowed float32 (path "")
+ *                               h·d_head != d_model, a tensor's shape and data length
+ *   422 non_finite_number       a number not finite as float32 (1e39, 1e999, a NaN or
+ *                               ±inf in a tensor's data), or a returned result that
+ *                               overflowed float32 (path "")
  *   422 out_of_range            scale <= 0, a select_heads index outside 0…h-1 or repeated
  *   422 limit_exceeded          tokens, heads, d_model, work or response size over its limit
+ *   422 invalid_tensor          a tensor object whose dtype is not "float32", or whose
+ *                               data is not valid base64 (path .../dtype or .../data)
  *   500 internal_error          a broken invariant; never expected
  *   503 overloaded              the work queue is full, or too many request bodies are
  *                               held at once (with Retry-After)

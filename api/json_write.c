@@ -2,7 +2,9 @@
  * json_write.c — numbers and matrices straight into a response buffer.
  *
  * A row is written in place after reserving room for all of it at once:
- * a number, its NUL and a ',' fit in API_FLOAT_TEXT_MAX + 1 bytes.
+ * a number, its NUL and a ',' fit in API_FLOAT_TEXT_MAX + 1 bytes. The
+ * base64 text of a tensor is likewise encoded in place, straight from the
+ * floats on a little-endian host (their bytes are the wire's).
  */
 #include "api/json_write.h"
 
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/base64.h"
 #include "api/float_format.h"
 
 void api_write_size(api_buffer *b, size_t v)
@@ -68,6 +71,47 @@ void api_write_vector(api_buffer *b, const float *v, size_t n, api_nonfinite *ba
 {
     size_t col = SIZE_MAX;
     if (write_row(b, v, n, 0, &col) < 0 && col != SIZE_MAX) *bad = (api_nonfinite){1, 0, col};
+}
+
+/* Base64 of n floats, in place; their bytes little-endian. */
+static void write_base64_floats(api_buffer *b, const float *m, size_t count)
+{
+    size_t n, len;
+    if (__builtin_mul_overflow(count, sizeof(float), &n) ||
+        api_base64_encoded_length(n, &len) < 0 || api_buffer_reserve(b, len) < 0) {
+        b->failed = 1;
+        return;
+    }
+    if (n == 0) return;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    /* parts of 768 floats, 3072 bytes: whole base64 groups, so the parts'
+     * texts put end to end are the text of the whole */
+    for (size_t at = 0; at < n; at += 3072) {
+        uint32_t part[768];
+        size_t bytes = n - at < 3072 ? n - at : 3072;
+        memcpy(part, (const char *)m + at, bytes);
+        for (size_t i = 0; i < bytes / 4; i++) part[i] = __builtin_bswap32(part[i]);
+        b->len += api_base64_encode(b->data + b->len, part, bytes);
+    }
+#else
+    b->len += api_base64_encode(b->data + b->len, m, n);
+#endif
+    b->data[b->len] = '\0';
+}
+
+void api_write_tensor(api_buffer *b, const float *m, const size_t *shape, size_t rank)
+{
+    size_t count = 1;
+
+    api_buffer_append_str(b, "{\"dtype\":\"float32\",\"shape\":[");
+    for (size_t i = 0; i < rank; i++) {
+        if (i) api_buffer_append(b, ",", 1);
+        api_write_size(b, shape[i]);
+        if (__builtin_mul_overflow(count, shape[i], &count)) b->failed = 1;
+    }
+    api_buffer_append_str(b, "],\"data\":\"");
+    if (!b->failed) write_base64_floats(b, m, count);
+    api_buffer_append_str(b, "\"}");
 }
 
 static int dump_to_buffer(const char *text, size_t size, void *data)

@@ -1,6 +1,7 @@
 /*
  * json_write.h — writing numbers and matrices of JSON into an api_buffer,
- * without a jansson node per number (responses can hold millions).
+ * without a jansson node per number (responses can hold millions), as
+ * nested arrays or as base64 tensor objects.
  */
 #ifndef API_JSON_WRITE_H
 #define API_JSON_WRITE_H
@@ -30,6 +31,15 @@ void api_write_matrix(api_buffer *b, const float *m, size_t rows, size_t cols, s
 
 /* Appends n floats as […]; non-finite values as in api_write_matrix. */
 void api_write_vector(api_buffer *b, const float *v, size_t n, api_nonfinite *bad);
+
+/*
+ * Appends the tensor object {"dtype":"float32","shape":[…],"data":"…"} of
+ * the shape[0]·…·shape[rank-1] floats at m (row-major; m may be NULL when
+ * there are none): their little-endian bytes, base64 with padding. Every
+ * value is written as it is, NaN and ±inf included; what may be sent is
+ * the caller's to check.
+ */
+void api_write_tensor(api_buffer *b, const float *m, const size_t *shape, size_t rank);
 
 /* Appends s as a JSON string (escaped by jansson). */
 void api_write_string(api_buffer *b, const char *s);

@@ -1,9 +1,12 @@
 /*
- * matrix.c — nested JSON arrays to float32 buffers.
+ * matrix.c — nested JSON arrays, or tensor objects, to float32 buffers.
  *
  * Shape errors come before cell errors: the whole outline of a matrix is
  * checked first (rows are arrays, all as wide as row 0), then the cells.
- * Only jansson's tree is read; nothing is allocated here.
+ * A JSON object is the binary form of the contract, handed to tensor.c
+ * with the rank the field needs (2 for a matrix, 1 for a vector); its
+ * sizes are held to the same rules as nested arrays (at least one row and
+ * one column). Only jansson's tree is read; nothing is allocated here.
  */
 #include "api/matrix.h"
 
@@ -11,6 +14,7 @@
 #include <stdio.h>
 
 #include "api/json_path.h"
+#include "api/tensor.h"
 
 /* The smallest magnitude whose float32 rounding is infinite: FLT_MAX plus
  * half an ulp (2^128 - 2^103). Compared in double, so no conversion of an
@@ -49,17 +53,20 @@ int api_number_read(const json_t *v, const char *name, const char *path, float *
     return 0;
 }
 
-static int matrix_refuse_tensor(const json_t *v, const char *name, const char *path,
-                                api_error *err)
+/* The shape of a tensor object standing for a matrix: two dimensions >= 1. */
+static int tensor_matrix_shape(const json_t *v, const char *name, const char *path,
+                               api_tensor *t, api_error *err)
 {
-    if (json_is_object(v))
-        return api_error_set(err, 400, "wrong_type", path,
-                             "%s is an object; this server expects nested arrays of numbers "
-                             "(tensor objects with dtype/shape/data are not supported yet)",
-                             name);
-    return api_error_set(err, 400, "wrong_type", path,
-                         "%s is %s, expected an array of rows (nested arrays of numbers)", name,
-                         api_json_type_name(v));
+    if (api_tensor_parse(v, 2, name, path, t, err) < 0) return -1;
+    if (t->shape[0] == 0)
+        return api_error_set(err, 422, "dimension_mismatch", path,
+                             "%s has no rows (shape [0, %zu])", name, t->shape[1]);
+    if (t->shape[1] == 0)
+        return api_error_set(err, 422, "dimension_mismatch", path,
+                             "%s has rows of no numbers (shape [%zu, 0]); rows need at least "
+                             "one number",
+                             name, t->shape[0]);
+    return 0;
 }
 
 int api_matrix_shape(const json_t *v, const char *name, const char *path, size_t *rows,
@@ -68,7 +75,18 @@ int api_matrix_shape(const json_t *v, const char *name, const char *path, size_t
     char row_path[API_PATH_MAX];
     size_t n, width = 0;
 
-    if (!json_is_array(v)) return matrix_refuse_tensor(v, name, path, err);
+    if (api_tensor_is(v)) {
+        api_tensor t;
+        if (tensor_matrix_shape(v, name, path, &t, err) < 0) return -1;
+        *rows = t.shape[0];
+        *cols = t.shape[1];
+        return 0;
+    }
+    if (!json_is_array(v))
+        return api_error_set(err, 400, "wrong_type", path,
+                             "%s is %s, expected an array of rows (nested arrays of numbers) or "
+                             "a tensor object",
+                             name, api_json_type_name(v));
     n = json_array_size(v);
     if (n == 0)
         return api_error_set(err, 422, "dimension_mismatch", path, "%s has no rows", name);
@@ -101,6 +119,11 @@ int api_matrix_read(const json_t *v, const char *name, const char *path, float *
     char row_path[API_PATH_MAX], cell_path[API_PATH_MAX], cell_name[300];
     size_t n = json_array_size(v);
 
+    if (api_tensor_is(v)) {
+        api_tensor t;
+        if (tensor_matrix_shape(v, name, path, &t, err) < 0) return -1;
+        return api_tensor_read(&t, name, path, dst, ld, err);
+    }
     for (size_t r = 0; r < n; r++) {
         const json_t *row = json_array_get(v, r);
         size_t width = json_array_size(row);
@@ -126,15 +149,19 @@ int api_vector_read(const json_t *v, const char *name, const char *path, size_t 
     char cell_path[API_PATH_MAX], cell_name[300];
     size_t n;
 
-    if (!json_is_array(v)) {
-        if (json_is_object(v))
-            return api_error_set(err, 400, "wrong_type", path,
-                                 "%s is an object; this server expects an array of numbers "
-                                 "(tensor objects with dtype/shape/data are not supported yet)",
-                                 name);
-        return api_error_set(err, 400, "wrong_type", path, "%s is %s, expected an array of numbers",
-                             name, api_json_type_name(v));
+    if (api_tensor_is(v)) {
+        api_tensor t;
+        if (api_tensor_parse(v, 1, name, path, &t, err) < 0) return -1;
+        if (t.shape[0] != expect)
+            return api_error_set(err, 422, "dimension_mismatch", path,
+                                 "%s has shape [%zu], expected %s = %zu", name, t.shape[0],
+                                 expect_what, expect);
+        return api_tensor_read(&t, name, path, dst, 1, err);
     }
+    if (!json_is_array(v))
+        return api_error_set(err, 400, "wrong_type", path,
+                             "%s is %s, expected an array of numbers or a tensor object", name,
+                             api_json_type_name(v));
     n = json_array_size(v);
     for (size_t i = 0; i < n; i++) {
         const json_t *cell = json_array_get(v, i);

@@ -11,6 +11,10 @@
  * Numbers are JSON numbers (the decoder reads integers as reals); one whose
  * float32 rounding is infinite is a 422 non_finite_number, one too small
  * becomes the nearest float32 (0 or a subnormal).
+ *
+ * Wherever a matrix or vector is read, a JSON object is taken as the
+ * contract's binary form, a tensor object (api/tensor.h): the same two
+ * steps, the shape from its `shape`, the values decoded from its `data`.
  */
 #ifndef API_MATRIX_H
 #define API_MATRIX_H
@@ -29,18 +33,20 @@ int api_number_read(const json_t *v, const char *name, const char *path, float *
                     api_error *err);
 
 /* Checks that v is an array of rows >= 1, each an array of the same width
- * >= 1; sets *rows and *cols. Does not look at the cells. A tensor object
- * (the binary form of the contract) is a 400 wrong_type for now. */
+ * >= 1, or a tensor object of shape [rows >= 1, cols >= 1]; sets *rows and
+ * *cols. Does not look at the cells (or decode the data). */
 int api_matrix_shape(const json_t *v, const char *name, const char *path, size_t *rows,
                      size_t *cols, api_error *err);
 
 /* Copies the cells of a matrix api_matrix_shape accepted into
- * dst[r * ld + c] (dst caller-owned, ld >= cols). */
+ * dst[r * ld + c] (dst caller-owned, ld >= cols); for a tensor object,
+ * decodes its data there (checked against its shape, every value finite). */
 int api_matrix_read(const json_t *v, const char *name, const char *path, float *dst, size_t ld,
                     api_error *err);
 
-/* Reads a vector of exactly `expect` numbers into dst (caller-owned);
- * `expect_what` names the expected length in the message ("d_head"). */
+/* Reads a vector of exactly `expect` numbers, or a tensor object of shape
+ * [expect], into dst (caller-owned); `expect_what` names the expected length
+ * in the message ("d_head"). */
 int api_vector_read(const json_t *v, const char *name, const char *path, size_t expect,
                     const char *expect_what, float *dst, api_error *err);
 

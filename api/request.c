@@ -12,7 +12,10 @@
  * The jansson tree lives only during decode, except the `tokens` array,
  * which the request keeps a reference to so that it is echoed exactly.
  * Status and code of every failure follow the catalogue in api/error.h:
- * 400 for the shape of the JSON, 422 for values that disagree.
+ * 400 for the shape of the JSON, 422 for values that disagree. Every
+ * matrix or vector (embeddings, weights, biases) may be nested arrays or a
+ * tensor object; matrix.c reads both, the limits are checked from the
+ * shape before the data is decoded.
  */
 #include "api/request_internal.h"
 
@@ -117,17 +120,17 @@ static int decode_model(api_request *req, const json_t *model, api_error *err)
     return 0;
 }
 
-static int decode_encoding(const json_t *enc, api_error *err)
+static int decode_encoding(api_request *req, const json_t *enc, api_error *err)
 {
     if (enc == NULL || json_string_is(enc, "float")) return 0;
     if (!json_is_string(enc))
         return api_error_set(err, 400, "wrong_type", "/encoding",
                              "encoding is %s, expected \"float\" or \"base64\"",
                              api_json_type_name(enc));
-    if (json_string_is(enc, "base64"))
-        return api_error_set(err, 400, "invalid_value", "/encoding",
-                             "encoding \"base64\" is not supported by this server yet; "
-                             "use \"float\"");
+    if (json_string_is(enc, "base64")) {
+        req->base64 = 1;
+        return 0;
+    }
     return api_error_set(err, 400, "invalid_value", "/encoding",
                          "encoding must be \"float\" or \"base64\"");
 }
@@ -362,7 +365,7 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
         return api_error_set(err, 400, "wrong_type", "/weights",
                              "weights is %s, expected an object with heads, w_o, b_o",
                              api_json_type_name(weights));
-    if (decode_encoding(json_object_get(root, "encoding"), err) < 0 ||
+    if (decode_encoding(req, json_object_get(root, "encoding"), err) < 0 ||
         decode_return(req, json_object_get(root, "return"), err) < 0 ||
         decode_scale(req, json_object_get(root, "scale"), err) < 0 ||
         decode_select_heads(req, json_object_get(root, "select_heads"), err) < 0 ||

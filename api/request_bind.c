@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "api/base64.h"
 #include "api/json_path.h"
 
 /* Numbers of output `bit` for hs heads; -1 when it overflows. */
@@ -82,7 +83,9 @@ static int bind_select_heads(api_request *req, size_t h, api_error *err)
  * An upper bound of the 200 body's length: the fixed fields, the heads list,
  * the echoed tokens, and for every output asked for its key, 16 bytes a
  * number (15 for the longest float32 text, one for its comma) and 3 a row
- * and a matrix for the brackets and commas. -1 when it overflows.
+ * and a matrix for the brackets and commas. With "encoding": "base64" an
+ * output is instead a tensor object: API_TENSOR_FIXED_BYTES and the base64
+ * text of its 4 bytes a number, 4·ceil(4·count/3). -1 when it overflows.
  */
 static int response_bytes_bound(const api_request *req, const attn_weights *w, size_t hs,
                                 size_t *bytes)
@@ -94,8 +97,16 @@ static int response_bytes_bound(const api_request *req, const attn_weights *w, s
         size_t count, rows;
         if (!(req->returns & bit)) continue;
         int per_head = bit != API_RETURN_DELTA && bit != API_RETURN_EMBEDDINGS;
-        if (output_count(bit, hs, w, req->n_tokens, &count) < 0 ||
-            api_size_mul(per_head ? hs : 1, req->n_tokens + 1, &rows) < 0 ||
+        if (output_count(bit, hs, w, req->n_tokens, &count) < 0) return -1;
+        if (req->base64) {
+            if (api_size_mul(count, sizeof(float), &count) < 0 ||
+                api_base64_encoded_length(count, &count) < 0 ||
+                api_size_add(total, count, &total) < 0 ||
+                api_size_add(total, API_TENSOR_FIXED_BYTES, &total) < 0)
+                return -1;
+            continue;
+        }
+        if (api_size_mul(per_head ? hs : 1, req->n_tokens + 1, &rows) < 0 ||
             api_size_mul(count, 16, &count) < 0 || api_size_mul(rows, 3, &rows) < 0 ||
             api_size_add(total, count, &total) < 0 || api_size_add(total, rows, &total) < 0 ||
             api_size_add(total, 32, &total) < 0)

@@ -32,6 +32,11 @@ enum {
  * model name, sizes, mask word, scale, and the keys and punctuation. */
 #define API_RESPONSE_FIXED_BYTES 256
 
+/* An output as a tensor object, apart from its base64 text, at most: the
+ * key (`,"head_outputs":`, 16), `{"dtype":"float32","shape":[` (28), three
+ * sizes of up to 20 digits and their commas (62), `],"data":"` (10), `"}`. */
+#define API_TENSOR_FIXED_BYTES 128
+
 struct api_request {
     char *model;              /* the name, or NULL for inline weights */
     json_t *tokens;           /* a reference to the request's array, or NULL */
@@ -48,6 +53,7 @@ struct api_request {
     float scale;
 
     unsigned returns;         /* API_RETURN_* bits */
+    int base64;               /* "encoding": "base64": outputs as tensor objects */
 
     int select_given;         /* 0: every head, in order */
     double *select;           /* the select_heads values as sent (integers), checked at bind */

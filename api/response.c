@@ -12,10 +12,17 @@
  * selected heads, in the order of `heads`; a masked score (−∞) is null.
  * Numbers use api_float_format: shortest float32 round-trip text.
  *
+ * With "encoding": "base64" each output is instead one tensor object
+ * (json_write.h) of shape [hs, n, width], or [n, d_model] for delta and
+ * embeddings, encoded straight from the output buffer; a masked score is
+ * −∞ there, its bit pattern.
+ *
  * Finite inputs can still overflow float32 inside the computation (scores of
  * embeddings around 1e20); JSON cannot carry the NaN or infinity that
  * follows, so the first one met fails the whole answer with a 422 that
- * names the output and the cell.
+ * names the output and the cell. The base64 form could carry them but
+ * keeps the same rule, so that both encodings answer alike: every output is
+ * scanned before it is encoded.
  */
 #include "api/response.h"
 
@@ -47,6 +54,45 @@ static void append_per_head(api_buffer *b, const float *m, const size_t *heads, 
         api_write_matrix(b, m + i * rows * cols, rows, cols, cols, null_masked, &bad->at);
     }
     api_buffer_append(b, "]", 1);
+}
+
+/* Index of the first value of m[0..count) that is NaN or ±inf — other than
+ * −∞ when `masked_ok` — or count. One branch-free pass in the common case. */
+static size_t first_unsendable(const float *m, size_t count, int masked_ok)
+{
+    const uint32_t masked = masked_ok ? 0xff800000u : 0; /* −∞; 0 is finite, never matches */
+    uint32_t any = 0;
+    size_t i;
+
+    for (i = 0; i < count; i++) {
+        uint32_t u;
+        memcpy(&u, &m[i], sizeof u);
+        any |= ((u & 0x7f800000u) == 0x7f800000u) & (u != masked);
+    }
+    if (!any) return count;
+    for (i = 0; i < count; i++) {
+        uint32_t u;
+        memcpy(&u, &m[i], sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u && u != masked) break;
+    }
+    return i;
+}
+
+/* One output as a tensor object: [hs, rows, cols] per head, else [rows, cols]. */
+static void append_tensor(api_buffer *b, const float *m, const size_t *heads, size_t hs,
+                          int per_head, size_t rows, size_t cols, int masked_ok,
+                          overflow_at *bad)
+{
+    size_t shape[3] = {hs, rows, cols}, count = rows * cols * (per_head ? hs : 1);
+    size_t i = m ? first_unsendable(m, count, masked_ok) : count;
+
+    if (i < count) {
+        size_t per = rows * cols;
+        bad->at = (api_nonfinite){1, i % per / cols, i % cols};
+        bad->head = per_head ? heads[i / per] : SIZE_MAX;
+        return;
+    }
+    api_write_tensor(b, m, per_head ? shape : shape + 1, per_head ? 3 : 2);
 }
 
 static const char *mask_word(attn_mask_kind kind)
@@ -124,7 +170,10 @@ char *api_response_encode(const api_request *req, size_t *len, api_error *err)
         api_buffer_append_str(&b, outputs[i].key);
         bad.output = outputs[i].key + 2; /* past ,\" */
         bad.head = SIZE_MAX;
-        if (outputs[i].per_head)
+        if (req->base64)
+            append_tensor(&b, outputs[i].data, req->heads, hs, outputs[i].per_head, n,
+                          outputs[i].cols, outputs[i].bit == API_RETURN_SCORES, &bad);
+        else if (outputs[i].per_head)
             append_per_head(&b, outputs[i].data, req->heads, hs, n, outputs[i].cols,
                             outputs[i].bit == API_RETURN_SCORES, &bad);
         else
