@@ -10,7 +10,7 @@ SANITIZE ?=
 override CFLAGS  += $(SANITIZE) -std=c11 -Wall -Wextra -D_GNU_SOURCE -I. -MMD -MP
 override LDFLAGS += $(SANITIZE)
 
-PKGS        := libmicrohttpd jansson openblas
+PKGS        := libmicrohttpd jansson openblas sleef
 PKG_CFLAGS  := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
@@ -20,7 +20,7 @@ LIBS        := $(PKG_LIBS) -lpthread -lm
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PACKAGES := build-essential pkg-config libmicrohttpd-dev libjansson-dev \
-                libopenblas-dev check libcurl4-openssl-dev curl
+                libopenblas-dev libsleef-dev check libcurl4-openssl-dev curl
 
 BUILD ?= build
 

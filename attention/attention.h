@@ -139,7 +139,10 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
  */
 double attn_flops(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head, int has_w_o);
 
-/* Bytes of workspace one computation of this size needs (saturating). */
+/* Bytes of workspace one computation of this size needs (saturating): an
+ * upper bound for any set of outputs. Linear in n: n × 3hd (Q, K, V),
+ * n × hd (Z, with w_o), one block of query rows × n and a small tile; the
+ * n × n scores and patterns live only in the caller's outputs. */
 size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head);
 
 #endif

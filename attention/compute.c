@@ -1,14 +1,31 @@
 /*
  * compute.c — attn_compute: the attention block as a handful of GEMMs.
  *
- * Data flow of one call (letters as in attention.h, ld = 3hd):
+ * Data flow of one call (letters as in attention.h, ld = 3hd, B = ATTN_BLOCK_Q
+ * query rows, K = ATTN_BLOCK_K keys):
  *
- *   QKV = E · w_qkv + b_qkv         n × 3hd   ONE sgemm for all heads
- *   per head i, reading Q_i, K_i, V_i in place out of QKV (stride 3hd):
- *     S_i = scale · Q_i · K_iᵀ      n × n     sgemm, alpha = scale
- *     mask (−inf), stable softmax   n × n     kernels.c, in place when it can
- *     Z[:, i·dh …] = P_i · V_i      n × hd    sgemm, ldc = hd
- *   ΔE  = Z · w_o + b_o             n × dm    one sgemm (w_o NULL: ΔE = Z)
+ *   QKV = E · w_qkv + b_qkv          n × 3hd   ONE sgemm for all heads
+ *   per head i, reading Q_i, K_i, V_i in place out of QKV (stride 3hd), by
+ *   blocks of B query rows r0 … r1, one of two paths:
+ *
+ *   full (scores or patterns are shown: then every head, so that ΔE does
+ *        not depend on which heads are listed)
+ *     S_i[r0:r1, 0:kend] = scale · Q_i[r0:r1] · K_i[0:kend]ᵀ    sgemm, straight
+ *         into the caller's scores/patterns rows (kend = r1 when causal:
+ *         the blocks above the diagonal are all masked, never computed)
+ *     mask (−inf), fused row softmax (vexp.c) into patterns or a B × n scratch
+ *     Z[r0:r1] = P_i[r0:r1, 0:kend] · V_i[0:kend]                sgemm
+ *
+ *   online (neither scores nor patterns: only Z is needed)
+ *     per key block k0 … k1 (causal: only blocks with k0 < r1):
+ *       T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ    B × K tile, sgemm
+ *       mask; online softmax: running row max m and sum l; when m grows,
+ *       l and the row of Z already accumulated are rescaled by exp(m_old − m)
+ *       Z[r0:r1] += T · V_i[k0:k1]                             sgemm, beta 1
+ *     Z[r0:r1] /= l (rows with nothing allowed stay exactly 0)
+ *     Scratch: one B × K tile, never n × n: memory is linear in n.
+ *
+ *   ΔE  = Z · w_o + b_o              n × dm    one sgemm (w_o NULL: ΔE = Z)
  *   E'  = E + ΔE
  *
  * Work not asked for is not done. A plan (attn_plan) is derived from which
@@ -16,20 +33,20 @@
  * projected and attended (each needed Q/K/V block by its own sgemm, reading
  * the block's columns of w_qkv in place); with only q/k/v nothing past the
  * projection runs; without patterns and head outputs nothing past the
- * scores runs. Scores and patterns are written straight into the caller's
- * buffers when asked for (softmax in place when scores are not wanted);
- * otherwise one n × n scratch serves every head in turn. When w_o is NULL,
- * Z is written directly into delta (or embeddings) and no Z scratch exists.
+ * scores runs. When w_o is NULL, Z is written directly into delta (or
+ * embeddings) and no Z scratch exists.
  *
  * Memory: everything lives in the caller's workspace, one block carved by a
  * table of slice sizes (WS_*), each size computed with overflow checks.
- * A head listed twice in in->heads is computed once and copied.
+ * No slice is n × n. A head listed twice in in->heads is computed once and
+ * copied.
  *
  * Threads: no globals, no static state. OpenBLAS's own thread count is the
  * server's business (see bench/README.md); this file never sets it.
  */
 #include <cblas.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -37,10 +54,21 @@
 #include "attention/kernels.h"
 #include "attention/workspace.h"
 
+/* Query rows per block (both paths) and keys per tile (online path). The
+ * tile (B × K floats, 128 KiB) and the Z rows it updates (B × dh) stay in
+ * L2; tuned on the GPT-2 shape (bench/README.md). */
+#ifndef ATTN_BLOCK_Q
+#define ATTN_BLOCK_Q 128
+#endif
+#ifndef ATTN_BLOCK_K
+#define ATTN_BLOCK_K 256
+#endif
+
 /* The slices of one call's scratch, carved in this order. */
 enum {
     WS_QKV,  /* n × 3hd floats: Q, K, V of every head side by side */
-    WS_NN,   /* n × n floats: scores/patterns of a head nobody asked to see */
+    WS_ROWS, /* B × n floats: P rows of a head whose scores (only) are shown */
+    WS_TILE, /* B × K + 2B floats: online tile, running max and sum */
     WS_Z,    /* n × hd floats: [Z_1 … Z_h], only when w_o is applied */
     WS_SLOT, /* h size_t: first position of head i in in->heads, or SIZE_MAX */
     WS_COUNT
@@ -51,6 +79,7 @@ typedef struct attn_plan {
     int ph_q, ph_k, ph_v, ph_s, ph_p, ph_z; /* per-head outputs wanted (and hs > 0) */
     int want_all;                           /* delta or embeddings: every head, and ΔE */
     int want_s, want_p, want_z;             /* scores, softmax, P·V needed at all */
+    int full;                               /* every head on the full path, else online */
     int need_q, need_k, need_v;             /* projections needed */
     size_t bytes[WS_COUNT];                 /* slice sizes; 0 = slice not needed */
 } attn_plan;
@@ -60,7 +89,10 @@ typedef struct attn_ctx {
     const attn_input *in;
     const attn_weights *w;
     size_t n, dm, h, dh, hd, ld; /* ld = 3hd, the stride of QKV and w_qkv */
+    int causal;
     float *qkv;                  /* n × 3hd */
+    float *rows;                 /* B × n, or NULL */
+    float *tile;                 /* B × K, then m: B, l: B; or NULL */
 } attn_ctx;
 
 /* ---- sizes, overflow-checked ------------------------------------------ */
@@ -84,15 +116,21 @@ static int floats_bytes(size_t *bytes, size_t rows, size_t cols) {
     return size_mul(bytes, count, sizeof(float));
 }
 
-/* Fills the slice table for the slices switched on; -1 on overflow. */
-static int slice_sizes(size_t bytes[WS_COUNT], size_t n, size_t h, size_t dh, int qkv, int nn,
-                       int z, int slot) {
-    size_t hd, ld;
+static size_t min_size(size_t a, size_t b) {
+    return a < b ? a : b;
+}
+
+/* Fills the slice table for the slices switched on; -1 on overflow. Blocks
+ * are clamped to n so that a tiny call carves a tiny workspace. */
+static int slice_sizes(size_t bytes[WS_COUNT], size_t n, size_t h, size_t dh, int qkv, int rows,
+                       int tile, int z, int slot) {
+    size_t hd, ld, bq = min_size(ATTN_BLOCK_Q, n), bk = min_size(ATTN_BLOCK_K, n);
     if (size_mul(&hd, h, dh) || size_mul(&ld, hd, 3)) return -1;
     for (int s = 0; s < WS_COUNT; s++)
         bytes[s] = 0;
     if (qkv && floats_bytes(&bytes[WS_QKV], n, ld)) return -1;
-    if (nn && floats_bytes(&bytes[WS_NN], n, n)) return -1;
+    if (rows && floats_bytes(&bytes[WS_ROWS], bq, n)) return -1;
+    if (tile) bytes[WS_TILE] = (bq * bk + 2 * bq) * sizeof(float); /* small constants */
     if (z && floats_bytes(&bytes[WS_Z], n, hd)) return -1;
     if (slot && size_mul(&bytes[WS_SLOT], h, sizeof(size_t))) return -1;
     return 0;
@@ -129,12 +167,16 @@ static int plan_make(attn_plan *pl, const attn_output *out, const attn_input *in
     pl->need_q = pl->ph_q || pl->want_s;
     pl->need_k = pl->ph_k || pl->want_s;
     pl->need_v = pl->ph_v || pl->want_z;
-    /* A listed head needs the scratch only when its P is computed but not
-     * shown; heads outside the list (delta/embeddings) always use it. */
-    int nn = pl->want_s && (pl->want_all || (pl->want_p && !pl->ph_p));
+    /* When scores or patterns are shown, every head takes the full path, so
+     * that ΔE is bit for bit the same whichever heads are listed; P needs
+     * rows of scratch for a head whose patterns are not shown but whose Z
+     * is needed. Otherwise every head takes the online path. */
+    int full = pl->full = out->scores || out->patterns; /* even with no head listed */
+    int rows = full && pl->want_z && (!pl->ph_p || pl->want_all);
+    int tile = pl->want_z && !full;
     int z = pl->want_all && w->w_o != NULL;
     int qkv = pl->need_q || pl->need_k || pl->need_v;
-    return slice_sizes(pl->bytes, in->n_tokens, w->n_heads, w->d_head, qkv, nn, z, hs);
+    return slice_sizes(pl->bytes, in->n_tokens, w->n_heads, w->d_head, qkv, rows, tile, z, hs);
 }
 
 /* ---- the GEMMs ---------------------------------------------------------- */
@@ -158,24 +200,71 @@ static void project_block(const attn_ctx *c, size_t col) {
 }
 
 /*
- * One head i. s: n × n, p: n × n or NULL (may equal s), z: n × dh with
- * stride ldz or NULL. Reads Q_i = qkv[:, i·dh], K_i = qkv[:, hd + i·dh],
- * V_i = qkv[:, 2hd + i·dh], each n × dh with stride 3hd.
+ * One head i on the full path. s: n × n (caller's scores) or NULL,
+ * p: n × n (caller's patterns) or NULL; z: n × dh with stride ldz, or NULL.
+ * S goes to s, else into p (softmax in place), else into c->rows (B × n);
+ * P goes to p, else into c->rows. Reads Q_i = qkv[:, i·dh],
+ * K_i = qkv[:, hd + i·dh], V_i = qkv[:, 2hd + i·dh], each n × dh (stride 3hd).
  */
-static int head_attend(float *s, float *p, float *z, size_t ldz, const attn_ctx *c, size_t i) {
+static int head_full(float *s, float *p, float *z, size_t ldz, const attn_ctx *c, size_t i) {
     const float *q = c->qkv + i * c->dh;
     const float *k = c->qkv + c->hd + i * c->dh;
     const float *v = c->qkv + 2 * c->hd + i * c->dh;
-    /* S_i = scale · Q_i · K_iᵀ;  (m, n, k) = (n, n, dh) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->n, (int)c->n, (int)c->dh,
-                c->in->scale, q, (int)c->ld, k, (int)c->ld, 0.0f, s, (int)c->n);
-    if (attn_mask_apply(s, &c->in->mask, c->n)) return ATTN_ERR_NONFINITE;
-    if (!p) return 0;
-    attn_softmax_rows(p, s, c->n, c->in->mask.kind == ATTN_MASK_CAUSAL);
-    if (!z) return 0;
-    /* Z_i = P_i · V_i;  (m, n, k) = (n, dh, n) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, (int)c->dh, (int)c->n, 1.0f,
-                p, (int)c->n, v, (int)c->ld, 0.0f, z, (int)ldz);
+    const size_t n = c->n;
+    for (size_t r0 = 0; r0 < n; r0 += ATTN_BLOCK_Q) {
+        size_t rb = min_size(ATTN_BLOCK_Q, n - r0);
+        size_t kend = c->causal ? r0 + rb : n; /* keys past kend: masked for all rb rows */
+        float *sd = s ? s + r0 * n : p ? p + r0 * n : c->rows;
+        /* S[r0:r1, 0:kend] = scale · Q_i[r0:r1] · K_i[0:kend]ᵀ;  (m, n, k) = (rb, kend, dh) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kend, (int)c->dh,
+                    c->in->scale, q + r0 * c->ld, (int)c->ld, k, (int)c->ld, 0.0f, sd, (int)n);
+        /* The caller's rows get −inf up to n; scratch rows only need kend. */
+        size_t scols = sd == c->rows ? kend : n;
+        if (attn_mask_tile(sd, n, &c->in->mask, n, r0, rb, 0, scols)) return ATTN_ERR_NONFINITE;
+        if (!p && !z) continue;
+        float *pd = p ? p + r0 * n : c->rows;
+        attn_softmax_block(pd, n, sd, n, rb, p ? n : kend, r0, c->causal);
+        if (!z) continue;
+        /* Z[r0:r1] = P[r0:r1, 0:kend] · V_i[0:kend];  (m, n, k) = (rb, dh, kend) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)c->dh, (int)kend,
+                    1.0f, pd, (int)n, v, (int)c->ld, 0.0f, z + r0 * ldz, (int)ldz);
+    }
+    return 0;
+}
+
+/*
+ * One head i on the online path: z (n × dh, stride ldz) = Z_i, with one
+ * B × K tile of scratch (c->tile) and the running max and sum of B rows.
+ */
+static int head_online(float *z, size_t ldz, const attn_ctx *c, size_t i) {
+    const float *q = c->qkv + i * c->dh;
+    const float *k = c->qkv + c->hd + i * c->dh;
+    const float *v = c->qkv + 2 * c->hd + i * c->dh;
+    const size_t n = c->n, ldt = min_size(ATTN_BLOCK_K, n);
+    float *t = c->tile, *m = t + min_size(ATTN_BLOCK_Q, n) * ldt, *l = m + min_size(ATTN_BLOCK_Q, n);
+    for (size_t r0 = 0; r0 < n; r0 += ATTN_BLOCK_Q) {
+        size_t rb = min_size(ATTN_BLOCK_Q, n - r0);
+        size_t kend = c->causal ? r0 + rb : n; /* key blocks past the diagonal: all masked */
+        float *zr = z + r0 * ldz;
+        for (size_t x = 0; x < rb; x++)
+            m[x] = -INFINITY, l[x] = 0.0f;
+        for (size_t k0 = 0; k0 < kend; k0 += ATTN_BLOCK_K) {
+            size_t kb = min_size(ATTN_BLOCK_K, kend - k0);
+            /* T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ;  (m, n, k) = (rb, kb, dh) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kb, (int)c->dh,
+                        c->in->scale, q + r0 * c->ld, (int)c->ld, k + k0 * c->ld, (int)c->ld, 0.0f,
+                        t, (int)ldt);
+            if (attn_mask_tile(t, ldt, &c->in->mask, n, r0, rb, k0, kb)) return ATTN_ERR_NONFINITE;
+            /* Rescales the rows of zr whose max grew, before T·V adds to them. */
+            attn_softmax_online(t, ldt, m, l, zr, ldz, c->dh, rb, kb, r0, k0, c->causal);
+            /* Z[r0:r1] (+)= T · V_i[k0:k1];  (m, n, k) = (rb, dh, kb); the first
+             * key block overwrites what the caller's buffer held. */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)c->dh, (int)kb,
+                        1.0f, t, (int)ldt, v + k0 * c->ld, (int)c->ld, k0 == 0 ? 0.0f : 1.0f, zr,
+                        (int)ldz);
+        }
+        attn_online_finish(zr, ldz, l, rb, c->dh);
+    }
     return 0;
 }
 
@@ -195,8 +284,13 @@ static void copy_slot(float *buf, size_t to, size_t from, size_t size) {
 
 int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in) {
     const attn_weights *w = in->weights;
-    attn_ctx c = {
-        .in = in, .w = w, .n = in->n_tokens, .dm = w->d_model, .h = w->n_heads, .dh = w->d_head};
+    attn_ctx c = {.in = in,
+                  .w = w,
+                  .n = in->n_tokens,
+                  .dm = w->d_model,
+                  .h = w->n_heads,
+                  .dh = w->d_head,
+                  .causal = in->mask.kind == ATTN_MASK_CAUSAL};
     const size_t n = c.n, hs = in->n_heads_out;
     attn_plan pl;
     size_t total;
@@ -217,9 +311,10 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
         off += (pl.bytes[s] + ATTN_WS_ALIGN - 1) / ATTN_WS_ALIGN * ATTN_WS_ALIGN;
     }
     c.qkv = slice[WS_QKV];
-    float *nn = slice[WS_NN];
+    c.rows = slice[WS_ROWS];
+    c.tile = slice[WS_TILE];
     size_t *slot = (size_t *)(void *)slice[WS_SLOT];
-    const size_t nsq = n * n, ndh = n * c.dh; /* fit: out buffers of that size exist */
+    const size_t ndh = n * c.dh;
 
     /* slot[i]: first position of head i in the list; later ones copy it. */
     size_t distinct = 0;
@@ -250,6 +345,7 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
         if (pl.ph_v) attn_copy_block(out->v + j * ndh, c.dh, qi + 2 * c.hd, c.ld, n, c.dh);
     }
     if (!pl.want_s) return 0;
+    const int full = pl.full;
 
     /* Where [Z_1 … Z_h] goes when ΔE is wanted: with no w_o, ΔE = Z, so
      * straight into the caller's delta (or embeddings, finished in place). */
@@ -259,29 +355,37 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
     /* The listed heads, their outputs straight in the caller's buffers. */
     for (size_t j = 0; j < hs; j++) {
         size_t i = in->heads[j], first = slot[i];
+        const size_t nsq = n * n; /* fits: scores/patterns of that size exist when used */
         if (first != j) { /* listed before: copy what was shown there */
             if (pl.ph_s) copy_slot(out->scores, j, first, nsq);
             if (pl.ph_p) copy_slot(out->patterns, j, first, nsq);
             if (pl.ph_z) copy_slot(out->head_outputs, j, first, ndh);
             continue;
         }
-        float *p = !pl.want_p ? NULL : pl.ph_p ? out->patterns + j * nsq : nn;
-        float *s = pl.ph_s ? out->scores + j * nsq : p; /* softmax in place */
         float *z = NULL;
         size_t ldz = c.dh;
         if (zall)
             z = zall + i * c.dh, ldz = c.hd;
         else if (pl.ph_z)
             z = out->head_outputs + j * ndh;
-        if (head_attend(s, p, z, ldz, &c, i)) return ATTN_ERR_NONFINITE;
+        int rc = 0;
+        if (full)
+            rc = head_full(pl.ph_s ? out->scores + j * nsq : NULL,
+                           pl.ph_p ? out->patterns + j * nsq : NULL, z, ldz, &c, i);
+        else if (z)
+            rc = head_online(z, ldz, &c, i);
+        if (rc) return rc;
         if (zall && pl.ph_z) attn_copy_block(out->head_outputs + j * ndh, c.dh, z, c.hd, n, c.dh);
     }
     if (!pl.want_all) return 0;
 
-    /* The heads nobody asked to see still feed ΔE. */
-    for (size_t i = 0; i < c.h; i++)
-        if ((hs == 0 || slot[i] == SIZE_MAX) && head_attend(nn, nn, zall + i * c.dh, c.hd, &c, i))
-            return ATTN_ERR_NONFINITE;
+    /* The heads nobody asked to see still feed ΔE, by the same path. */
+    for (size_t i = 0; i < c.h; i++) {
+        if (hs > 0 && slot[i] != SIZE_MAX) continue;
+        int rc = full ? head_full(NULL, NULL, zall + i * c.dh, c.hd, &c, i)
+                      : head_online(zall + i * c.dh, c.hd, &c, i);
+        if (rc) return rc;
+    }
 
     float *d = out->delta ? out->delta : out->embeddings;
     if (w->w_o) project_out(d, zall, &c);
@@ -302,10 +406,12 @@ double attn_flops(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head
     return f;
 }
 
+/* Every slice at once: an upper bound for any output set. Linear in n:
+ * no path keeps an n × n buffer (the caller's scores/patterns excepted). */
 size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head) {
     (void)d_model; /* ΔE is written into the caller's buffer, never scratch */
     size_t bytes[WS_COUNT], total;
-    if (slice_sizes(bytes, n_tokens, n_heads, d_head, 1, 1, 1, 1)) return SIZE_MAX;
+    if (slice_sizes(bytes, n_tokens, n_heads, d_head, 1, 1, 1, 1, 1)) return SIZE_MAX;
     if (slice_total(&total, bytes)) return SIZE_MAX;
     return total;
 }

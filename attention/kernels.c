@@ -1,8 +1,9 @@
 /*
  * kernels.c — the element-wise kernels of the attention block (see
  * kernels.h). Everything between the GEMMs lives here: bias rows, strided
- * copies, the mask and the stable softmax. No -ffast-math anywhere: the mask
- * is made of real infinities and the code relies on expf(-inf) == 0 and on
+ * copies, the mask and the stable softmax (whole rows, and the online form
+ * over key tiles; exp on SLEEF through vexp.c). No -ffast-math anywhere: the
+ * mask is made of real infinities and the code relies on exp(-inf) == 0 and on
  * comparisons with -INFINITY behaving as IEEE says.
  */
 #include <float.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "attention/kernels.h"
+#include "attention/vexp.h"
 
 /* x: rows × cols (stride ldx), b: cols */
 void attn_add_bias_rows(float *x, const float *b, size_t rows, size_t cols, size_t ldx) {
@@ -42,61 +44,97 @@ static int any_not_finite(const float *x, size_t count) {
     return bad != 0;
 }
 
-/* s: n × n */
-int attn_mask_apply(float *s, const attn_mask *mask, size_t n) {
+/* Allowed keys of query q in a tile starting at key k0, cols wide, for the
+ * causal mask: columns 0 … len-1. */
+static size_t causal_len(size_t q, size_t k0, size_t cols) {
+    if (q < k0) return 0;
+    return q - k0 + 1 < cols ? q - k0 + 1 : cols;
+}
+
+/* s: rows × cols (stride lds) */
+int attn_mask_tile(float *s, size_t lds, const attn_mask *mask, size_t n, size_t q0, size_t rows,
+                   size_t k0, size_t cols) {
     int bad = 0;
-    for (size_t q = 0; q < n; q++) {
-        float *sr = s + q * n;
+    for (size_t r = 0; r < rows; r++) {
+        float *sr = s + r * lds;
+        size_t q = q0 + r;
         switch (mask->kind) {
         case ATTN_MASK_NONE:
-            bad |= any_not_finite(sr, n);
+            bad |= any_not_finite(sr, cols);
             break;
-        case ATTN_MASK_CAUSAL:
-            bad |= any_not_finite(sr, q + 1);
-            for (size_t k = q + 1; k < n; k++)
-                sr[k] = -INFINITY;
+        case ATTN_MASK_CAUSAL: {
+            size_t len = causal_len(q, k0, cols);
+            bad |= any_not_finite(sr, len);
+            for (size_t c = len; c < cols; c++)
+                sr[c] = -INFINITY;
             break;
-        case ATTN_MASK_CUSTOM:
-            for (size_t k = 0; k < n; k++) {
-                if (!mask->allowed[q * n + k])
-                    sr[k] = -INFINITY;
+        }
+        case ATTN_MASK_CUSTOM: {
+            const unsigned char *ok = mask->allowed + q * n + k0;
+            for (size_t c = 0; c < cols; c++) {
+                if (!ok[c])
+                    sr[c] = -INFINITY;
                 else
-                    bad |= !(fabsf(sr[k]) <= FLT_MAX);
+                    bad |= !(fabsf(sr[c]) <= FLT_MAX);
             }
             break;
+        }
         }
     }
     return bad ? -1 : 0;
 }
 
-/* p, s: n × n; p may equal s */
-void attn_softmax_rows(float *p, const float *s, size_t n, int causal) {
-    for (size_t q = 0; q < n; q++) {
-        const float *sr = s + q * n;
-        float *pr = p + q * n;
-        size_t len = causal ? q + 1 : n; /* keys past len are masked */
+/* p: rows × cols (stride ldp), s: rows × cols (stride lds); p may equal s */
+void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t rows, size_t cols,
+                        size_t q0, int causal) {
+    for (size_t r = 0; r < rows; r++) {
+        const float *sr = s + r * lds;
+        float *pr = p + r * ldp;
+        size_t len = causal ? causal_len(q0 + r, 0, cols) : cols; /* keys past len: masked */
 
-        /* Subtract the row max over allowed keys so that expf cannot
+        /* Subtract the row max over allowed keys so that exp cannot
          * overflow; masked entries are -inf and never win the max. */
-        float max = -INFINITY;
-        for (size_t k = 0; k < len; k++)
-            if (sr[k] > max) max = sr[k];
+        float max = attn_vmax(sr, len);
         if (max == -INFINITY) { /* no allowed key: all zeros, not 0/0 */
-            memset(pr, 0, n * sizeof(float));
+            memset(pr, 0, cols * sizeof(float));
             continue;
         }
-        float sum = 0.0f;
-        for (size_t k = 0; k < len; k++) {
-            /* expf(-inf - max) is exactly 0: masked weights stay 0. */
-            float e = sr[k] == -INFINITY ? 0.0f : expf(sr[k] - max);
-            pr[k] = e;
-            sum += e;
-        }
-        for (size_t k = len; k < n; k++)
-            pr[k] = 0.0f;
-        /* sum >= 1 here (the max contributes expf(0) == 1). */
-        float inv = 1.0f / sum;
-        for (size_t k = 0; k < len; k++)
-            pr[k] *= inv;
+        /* exp(-inf - max) is exactly 0: masked weights stay 0. The sum is
+         * >= 1 (the max contributes exp(0) == 1). */
+        float sum = attn_vexp_shift_sum(pr, sr, max, len);
+        memset(pr + len, 0, (cols - len) * sizeof(float));
+        attn_vscale(pr, 1.0f / sum, len);
     }
+}
+
+/* t: rows × cols (stride ldt), m, l: rows, z: rows × dh (stride ldz) */
+void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz,
+                         size_t dh, size_t rows, size_t cols, size_t q0, size_t k0, int causal) {
+    for (size_t r = 0; r < rows; r++) {
+        float *tr = t + r * ldt;
+        size_t len = causal ? causal_len(q0 + r, k0, cols) : cols;
+        float tmax = attn_vmax(tr, len);
+        if (tmax == -INFINITY) { /* nothing allowed in this tile: weights 0 */
+            memset(tr, 0, cols * sizeof(float));
+            continue;
+        }
+        if (tmax > m[r]) {
+            /* The weights so far were taken against a smaller max: bring
+             * them, and what they put in z, to the new one. */
+            if (m[r] != -INFINITY) {
+                float f = expf(m[r] - tmax);
+                l[r] *= f;
+                attn_vscale(z + r * ldz, f, dh);
+            }
+            m[r] = tmax;
+        }
+        l[r] += attn_vexp_shift_sum(tr, tr, m[r], len);
+        memset(tr + len, 0, (cols - len) * sizeof(float));
+    }
+}
+
+/* z: rows × dh (stride ldz), l: rows */
+void attn_online_finish(float *z, size_t ldz, const float *l, size_t rows, size_t dh) {
+    for (size_t r = 0; r < rows; r++)
+        if (l[r] > 0.0f) attn_vscale(z + r * ldz, 1.0f / l[r], dh);
 }

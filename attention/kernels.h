@@ -23,20 +23,41 @@ void attn_copy_block(float *dst, size_t ldd, const float *src, size_t lds, size_
 void attn_add(float *out, const float *a, const float *b, size_t count);
 
 /*
- * s: n × n scores. Writes −INFINITY where query q may not attend to key k.
- * Returns 0, or -1 when an allowed score is not finite (the scores overflowed
- * float32): −INFINITY must mean "masked" and nothing else downstream.
+ * s: rows × cols tile of scores (stride lds), s[r][c] the score of query
+ * q0 + r and key k0 + c, in a problem of n tokens. Writes −INFINITY where
+ * the query may not attend to the key (causal: k > q). Returns 0, or -1 when
+ * an allowed score is not finite (the scores overflowed float32): −INFINITY
+ * must mean "masked" and nothing else downstream.
  */
-int attn_mask_apply(float *s, const attn_mask *mask, size_t n);
+int attn_mask_tile(float *s, size_t lds, const attn_mask *mask, size_t n, size_t q0, size_t rows,
+                   size_t k0, size_t cols);
 
 /*
- * p, s: n × n (p may be s: in place). Row-wise softmax of masked scores:
- * p[q][k] = exp(s[q][k] − m_q) / Σ_k' exp(s[q][k'] − m_q), m_q the row's
- * maximum over the row's allowed entries. Entries equal to −INFINITY are
+ * p: rows × cols (stride ldp), s: rows × cols (stride lds); p may be s (in
+ * place). Row-wise softmax of masked scores, row r being query q0 + r and
+ * column c key c: p[r][c] = exp(s[r][c] − m_r) / Σ_c' exp(s[r][c'] − m_r), m_r
+ * the row's maximum over its allowed entries. Entries equal to −INFINITY are
  * masked and come out exactly 0; a row with no allowed entry comes out all
- * 0 (not NaN). With `causal` set, keys k > q are known masked: they are not
+ * 0 (not NaN). With `causal` set, keys c > q are known masked: they are not
  * read and come out 0.
  */
-void attn_softmax_rows(float *p, const float *s, size_t n, int causal);
+void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t rows, size_t cols,
+                        size_t q0, int causal);
+
+/*
+ * One step of the online softmax over a tile of keys k0 … k0+cols.
+ * t: rows × cols (stride ldt), masked scores in, unnormalised weights
+ * exp(t − m_r) out (masked: exactly 0; causal: keys past q not read, 0).
+ * m, l: rows, the running max and sum of each row (start at −INFINITY, 0);
+ * z: rows × dh (stride ldz), the accumulated Σ weights · V, rescaled here by
+ * exp(m_old − m_new) in the rows whose max grows (rows whose max is still
+ * −INFINITY are not read). The caller then adds t · V_tile to z.
+ */
+void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz,
+                         size_t dh, size_t rows, size_t cols, size_t q0, size_t k0, int causal);
+
+/* z: rows × dh (stride ldz), l: rows. z[r] /= l[r]; rows with l[r] == 0 (no
+ * allowed key) are left as they are (their accumulated sum is 0). */
+void attn_online_finish(float *z, size_t ldz, const float *l, size_t rows, size_t dh);
 
 #endif

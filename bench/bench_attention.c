@@ -1,20 +1,28 @@
 /*
- * bench_attention.c — how fast attn_compute is, and how the server should
- * split the 2 cores between its workers and OpenBLAS's threads.
+ * bench_attention.c — how fast attn_compute is, where its time goes beside
+ * the GEMMs, how much scratch it needs, and how the server should split the
+ * 2 cores between its workers and OpenBLAS's threads.
  *
- * Three measurements, each a median of several repetitions:
+ * Four measurements, each a median of several repetitions:
  *
- *   latency     one request at a time, OpenBLAS threads 1 and 2; beside it,
- *               the block's GEMMs alone at their real shapes (E·w_qkv, per
- *               head Q_i·K_iᵀ and P_i·V_i, Z·w_o) by raw cblas_sgemm, and
- *               our time as a ratio to theirs; the naive reference once.
+ *   latency     one request at a time, OpenBLAS threads 1 and 2, two output
+ *               sets: the API's default (patterns + embeddings: the full
+ *               path) and embeddings only (the online path). Beside them the
+ *               block's GEMMs alone at their real shapes (E·w_qkv, per head
+ *               the full n × n Q_i·K_iᵀ and P_i·V_i, Z·w_o) by raw
+ *               cblas_sgemm, and our time as a ratio to theirs.
+ *   softmax     the softmax kernel alone on the full path's causal rows of
+ *               every head (attn_softmax_block over h × n × n), as a share of
+ *               the default request's time.
+ *   workspace   bytes of scratch one n = 8192 request without patterns grows
+ *               the workspace to, against attn_workspace_need and n × n.
  *   throughput  a stream of requests served by W worker threads, each with
  *               its own workspace and outputs (as the server's pool), with
- *               OpenBLAS set to B threads: (W, B) = (2, 1), (1, 2), (2, 2).
+ *               OpenBLAS set to B threads: (W, B) = (2, 1), (1, 2), (2, 2), (1, 1).
  *
- * Every request asks for the API's default outputs, patterns and
- * embeddings, for every head. openblas_set_num_threads is process-global,
- * so it is called from the main thread between measurements only.
+ * Every request: causal mask, every head. openblas_set_num_threads is
+ * process-global, so it is called from the main thread between
+ * measurements only. Configurations are interleaved sample by sample.
  *
  * Usage: bench_attention [--quick]   (--quick: fewer repetitions)
  * Prints markdown tables on stdout, ready for bench/README.md.
@@ -30,7 +38,9 @@
 #include <time.h>
 
 #include "attention/attention.h"
+#include "attention/kernels.h"
 #include "attention/naive.h"
+#include "attention/vexp.h"
 
 /* ---- timing ---------------------------------------------------------------- */
 
@@ -141,9 +151,10 @@ static float *floats_aligned(size_t count) {
     return p;
 }
 
-static void request_out_make(request_out *r, const problem *p) {
+/* patterns: also ask for patterns (the API's default), else embeddings only */
+static void request_out_make(request_out *r, const problem *p, int patterns) {
     memset(r, 0, sizeof(*r));
-    r->out.patterns = floats_aligned(p->s.h * p->s.n * p->s.n);
+    if (patterns) r->out.patterns = floats_aligned(p->s.h * p->s.n * p->s.n);
     r->out.embeddings = floats_aligned(p->s.n * p->s.dm);
 }
 
@@ -190,17 +201,19 @@ static int inner_calls(double seconds_per_call) {
  * outputs, and the raw GEMMs' buffers. */
 typedef struct lat_ctx {
     const problem *p;
+    int patterns;
     attn_workspace *ws;
     request_out r;
     gemm_bufs g;
     int inner_compute, inner_gemms;
 } lat_ctx;
 
-static void lat_ctx_make(lat_ctx *c, const problem *p) {
+static void lat_ctx_make(lat_ctx *c, const problem *p, int patterns) {
     size_t n = p->s.n, hd = p->s.h * p->s.dh;
     c->p = p;
+    c->patterns = patterns;
     c->ws = attn_workspace_create();
-    request_out_make(&c->r, p);
+    request_out_make(&c->r, p, patterns);
     c->g = (gemm_bufs){xmalloc(n * 3 * hd * sizeof(float)), xmalloc(n * n * sizeof(float)),
                        xmalloc(n * hd * sizeof(float)), xmalloc(n * p->s.dm * sizeof(float))};
     double t0 = now(); /* warm-up: the workspace grows, pages are touched */
@@ -234,7 +247,7 @@ static double lat_sample(lat_ctx *c, int gemms) {
 
 static double measure_naive(const problem *p) {
     request_out r;
-    request_out_make(&r, p);
+    request_out_make(&r, p, 1);
     float *scratch =
         xmalloc(attn_naive_scratch_floats(p->s.n, p->s.dm, p->s.h, p->s.dh) * sizeof(float));
     double t0 = now();
@@ -252,6 +265,7 @@ static double measure_naive(const problem *p) {
 
 typedef struct stream {
     const problem *p;
+    int patterns;
     atomic_int next; /* next request number to take */
     int requests;
     pthread_barrier_t go; /* workers + main */
@@ -287,15 +301,15 @@ static void *worker_main(void *arg) {
 
 /* One run of a stream: requests per second, and the mean seconds a request
  * spent inside attn_compute (*latency); *blas the thread count the workers saw. */
-static double stream_run(const problem *p, int workers, double *latency, int *blas) {
+static double stream_run(const problem *p, int patterns, int workers, double *latency, int *blas) {
     worker wk[8] = {0};
     pthread_t th[8];
-    stream st = {.p = p, .requests = p->s.requests};
+    stream st = {.p = p, .patterns = patterns, .requests = p->s.requests};
     atomic_init(&st.next, 0);
     pthread_barrier_init(&st.go, NULL, (unsigned)workers + 1);
     for (int w = 0; w < workers; w++) {
         wk[w] = (worker){.st = &st, .ws = attn_workspace_create()};
-        request_out_make(&wk[w].r, p);
+        request_out_make(&wk[w].r, p, patterns);
         pthread_create(&th[w], NULL, worker_main, &wk[w]);
     }
     pthread_barrier_wait(&st.go);
@@ -316,6 +330,33 @@ static double stream_run(const problem *p, int workers, double *latency, int *bl
     }
     pthread_barrier_destroy(&st.go);
     return served / wall;
+}
+
+/* ---- the softmax alone -------------------------------------------------------------- */
+
+/* Seconds of attn_softmax_block over the causal rows of all h heads, as the
+ * full path runs it (in place, blocks of 128 rows), on scores like the
+ * engine's. Median of `reps`. */
+static double measure_softmax(const problem *p, int reps) {
+    size_t n = p->s.n;
+    float *s = floats_aligned(n * n), *w = floats_aligned(n * n);
+    uint64_t st = 7;
+    fill(s, n * n, 3.0f, &st);
+    double t[32];
+    for (int k = 0; k < reps; k++) {
+        t[k] = 0.0;
+        for (size_t i = 0; i < p->s.h; i++) {
+            memcpy(w, s, n * n * sizeof(float)); /* fresh scores for each head, not timed */
+            double t0 = now();
+            for (size_t r0 = 0; r0 < n; r0 += 128) {
+                size_t rb = n - r0 < 128 ? n - r0 : 128;
+                attn_softmax_block(w + r0 * n, n, w + r0 * n, n, rb, n, r0, 1);
+            }
+            t[k] += now() - t0;
+        }
+    }
+    free(s), free(w);
+    return median(t, reps);
 }
 
 /* ---- main ---------------------------------------------------------------------------- */
@@ -339,46 +380,56 @@ int main(int argc, char **argv) {
         {"teaching 3×4, 1 head", 3, 4, 1, 4, 0, 15, 40000},
         {"GPT-2 n=128", 128, 768, 12, 64, 1, 15, 100},
         {"GPT-2 n=1024", 1024, 768, 12, 64, 1, 9, 10},
+        {"GPT-2 n=4096", 4096, 768, 12, 64, 1, 3, 0},
     };
     enum { NSHAPES = sizeof shapes / sizeof shapes[0], MAXREP = 32 };
     int runs = quick ? 1 : 5;
     if (quick)
         for (int s = 0; s < NSHAPES; s++)
-            shapes[s].reps = 3, shapes[s].requests /= 4;
+            shapes[s].reps = shapes[s].reps > 3 ? 3 : shapes[s].reps, shapes[s].requests /= 4;
     problem p[NSHAPES];
     for (int s = 0; s < NSHAPES; s++)
         problem_make(&p[s], shapes[s]);
 
-    printf("OpenBLAS: %s; core %s; parallel mode %d (1 = pthreads); %d procs\n",
+    printf("OpenBLAS: %s; core %s; parallel mode %d (1 = pthreads); %d procs; softmax exp: "
+           "SLEEF %s\n",
            openblas_get_config(), openblas_get_corename(), openblas_get_parallel(),
-           openblas_get_num_procs());
-    printf("Every request: causal mask, b_qkv and b_o, outputs patterns + embeddings, all "
-           "heads. GPT-2 shapes: d_model 768, 12 heads of 64, with w_o.\n"
-           "Configurations are interleaved sample by sample, so that noise from other "
-           "processes falls on all of them alike.\n\n");
+           openblas_get_num_procs(), attn_vexp_path());
+    printf("Every request: causal mask, b_qkv and b_o, all heads. GPT-2 shapes: d_model 768, "
+           "12 heads of 64, with w_o.\nOutputs: \"default\" = patterns + embeddings (full path), "
+           "\"emb\" = embeddings only (online path).\nConfigurations are interleaved sample by "
+           "sample, so that noise from other processes falls on all of them alike.\n\n");
 
-    printf("## (a) Latency, one request at a time (median of %d / %d / %d samples)\n\n",
-           shapes[0].reps, shapes[1].reps, shapes[2].reps);
-    printf("| shape | BLAS threads | attn_compute | GEMMs alone | ratio | GFLOP/s "
-           "(attn_flops / time) |\n|---|---|---|---|---|---|\n");
+    printf("## (a) Latency, one request at a time (median of %d / %d / %d / %d samples)\n\n",
+           shapes[0].reps, shapes[1].reps, shapes[2].reps, shapes[3].reps);
+    printf("| shape | outputs | BLAS threads | attn_compute | GEMMs alone (full n×n) | ratio | "
+           "GFLOP/s (attn_flops / time) |\n|---|---|---|---|---|---|---|\n");
     for (int s = 0; s < NSHAPES; s++) {
-        double t[2][2][MAXREP]; /* [BLAS threads − 1][gemms][rep] */
-        lat_ctx c;
-        lat_ctx_make(&c, &p[s]);
+        double t[2][3][MAXREP]; /* [BLAS threads − 1][output set, or 2: GEMMs][rep] */
+        lat_ctx c[2];
+        int np = s == NSHAPES - 1 ? 1 : 2; /* n = 4096: patterns would be 805 MB; emb only */
+        for (int o = 0; o < np; o++)
+            lat_ctx_make(&c[o], &p[s], np == 2 && o == 0);
         for (int k = 0; k < shapes[s].reps; k++)
             for (int b = 0; b < 2; b++) {
                 openblas_set_num_threads(b + 1);
-                t[b][0][k] = lat_sample(&c, 0);
-                t[b][1][k] = lat_sample(&c, 1);
+                for (int o = 0; o < np; o++)
+                    t[b][o][k] = lat_sample(&c[o], 0);
+                t[b][2][k] = lat_sample(&c[0], 1);
             }
-        lat_ctx_free(&c);
+        for (int o = 0; o < np; o++)
+            lat_ctx_free(&c[o]);
         double f = attn_flops(shapes[s].n, shapes[s].dm, shapes[s].h, shapes[s].dh, shapes[s].w_o);
         for (int b = 0; b < 2; b++) {
-            double mc = median(t[b][0], shapes[s].reps), mg = median(t[b][1], shapes[s].reps);
-            printf("| %s | %d |", shapes[s].name, b + 1);
-            print_ms(mc);
-            print_ms(mg);
-            printf(" %.2f | %.1f |\n", mc / mg, f / mc * 1e-9);
+            double mg = median(t[b][2], shapes[s].reps);
+            for (int o = 0; o < np; o++) {
+                double mc = median(t[b][o], shapes[s].reps);
+                int patterns = np == 2 && o == 0;
+                printf("| %s | %s | %d |", shapes[s].name, patterns ? "default" : "emb", b + 1);
+                print_ms(mc);
+                print_ms(mg);
+                printf(" %.2f | %.1f |\n", mc / mg, f / mc * 1e-9);
+            }
         }
         fflush(stdout);
     }
@@ -389,20 +440,61 @@ int main(int argc, char **argv) {
     }
     printf("\n\n");
 
+    printf("## (b) The softmax's share (1 BLAS thread): attn_softmax_block alone over the "
+           "causal rows of all 12 heads\n\n| shape | softmax alone | default request | share |\n"
+           "|---|---|---|---|\n");
+    openblas_set_num_threads(1);
+    for (int s = 1; s < 3; s++) {
+        lat_ctx c;
+        lat_ctx_make(&c, &p[s], 1);
+        double tc[MAXREP];
+        for (int k = 0; k < shapes[s].reps; k++)
+            tc[k] = lat_sample(&c, 0);
+        lat_ctx_free(&c);
+        double sm = measure_softmax(&p[s], shapes[s].reps), mc = median(tc, shapes[s].reps);
+        printf("| %s |", shapes[s].name);
+        print_ms(sm);
+        print_ms(mc);
+        printf(" %.1f %% |\n", 100.0 * sm / mc);
+        fflush(stdout);
+    }
+
+    printf("\n## (c) Workspace, GPT-2 n=8192, embeddings only (1 BLAS thread)\n\n");
+    {
+        bshape big = {"GPT-2 n=8192", 8192, 768, 12, 64, 1, 1, 0};
+        problem pb;
+        problem_make(&pb, big);
+        request_out r;
+        request_out_make(&r, &pb, 0);
+        attn_workspace *ws = attn_workspace_create();
+        double t0 = now();
+        int rc = attn_compute(&r.out, ws, &pb.in);
+        double t1 = now() - t0;
+        size_t n = big.n, qkv = n * 3 * 768 * sizeof(float), z = n * 768 * sizeof(float);
+        printf("attn_compute %s in %.2f s; workspace %.1f MB (attn_workspace_need %.1f MB; of "
+               "which QKV %.1f MB, Z %.1f MB); one n × n float buffer would be %.1f MB\n\n",
+               rc ? "FAILED" : "ok", t1, attn_workspace_bytes(ws) / 1e6,
+               attn_workspace_need(n, 768, 12, 64) / 1e6, qkv / 1e6, z / 1e6,
+               (double)n * n * 4 / 1e6);
+        attn_workspace_destroy(ws);
+        request_out_free(&r);
+        problem_free(&pb);
+    }
+
     static const int configs[][2] = {{2, 1}, {1, 2}, {2, 2}, {1, 1}};
     enum { NCONF = sizeof configs / sizeof configs[0] };
-    printf("## (b) Throughput, a stream of requests (median of %d runs; %d / %d / %d "
+    printf("## (d) Throughput, a stream of default requests (median of %d runs; %d / %d / %d "
            "requests a run)\n\n",
            runs, shapes[0].requests, shapes[1].requests, shapes[2].requests);
     printf("| shape | workers × BLAS threads | requests/s (median) | min – max | "
            "mean time in attn_compute |\n|---|---|---|---|---|\n");
-    for (int s = 0; s < NSHAPES; s++) {
+    for (int s = 0; s < 3; s++) {
         double rate[NCONF][MAXREP], lat[NCONF][MAXREP];
         int seen[NCONF] = {0};
         for (int run = 0; run < runs; run++)
             for (int c = 0; c < NCONF; c++) {
                 openblas_set_num_threads(configs[c][1]);
-                rate[c][run] = stream_run(&p[s], configs[c][0], &lat[c][run], &seen[c]);
+                rate[c][run] = stream_run(&p[s], 1, configs[c][0], &lat[c][run], &seen[c]);
             }
         for (int c = 0; c < NCONF; c++) {
             double lo, hi;

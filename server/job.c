@@ -36,6 +36,7 @@ srv_worker *srv_worker_create(store *models) {
         return NULL;
     }
     w->models = models;
+    w->keep_workspace_bytes = SRV_JOB_KEEP_WORKSPACE_BYTES;
     return w;
 }
 
@@ -69,13 +70,19 @@ static const store_set *worker_models(srv_worker *w) {
     return w->set;
 }
 
-/* The model `name` of the worker's set, or NULL with a 404 in *err. */
-static const store_model *find_model(srv_worker *w, const char *name, api_error *err) {
+/* The model `name` of the worker's set, or NULL with a 404 in *err: at
+ * `path` of the request body, or with path "" (and the name not echoed)
+ * when the name came from the URL. */
+static const store_model *find_model(srv_worker *w, const char *name, const char *path,
+                                     api_error *err) {
     const store_set *set = worker_models(w);
     const store_model *m = set ? store_set_find(set, name) : NULL;
-    if (!m)
-        api_error_set(err, 404, "unknown_model", "/model",
+    if (!m && path)
+        api_error_set(err, 404, "unknown_model", path,
                       "no model named \"%s\" is loaded; GET /v1/models lists them", name);
+    else if (!m)
+        api_error_set(err, 404, "unknown_model", NULL,
+                      "no model of this name is loaded; GET /v1/models lists them");
     return m;
 }
 
@@ -94,7 +101,7 @@ static void job_model_weights(srv_job *job, srv_worker *w) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     job->queue_ms = srv_ms_between(&job->submitted, &t0);
-    const store_model *m = find_model(w, job->model_name, &err);
+    const store_model *m = find_model(w, job->model_name, NULL, &err);
     if (m) {
         api_model_info info = {m->name, m->description, m->mask, &m->weights};
         job->response =
@@ -110,9 +117,9 @@ static void job_model_weights(srv_job *job, srv_worker *w) {
 }
 
 /* Frees the request and gives large memory back (see the top comment). */
-static void job_release(const srv_job *job, api_request *req, attn_workspace *ws) {
+static void job_release(const srv_job *job, api_request *req, srv_worker *w) {
     api_request_free(req);
-    attn_workspace_trim(ws, SRV_JOB_KEEP_WORKSPACE_BYTES);
+    attn_workspace_trim(w->ws, w->keep_workspace_bytes);
     if (job->body_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
 }
 
@@ -128,6 +135,9 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     job->decode_ms = job->compute_ms = job->encode_ms = 0;
     job->response = NULL;
     job->response_len = 0;
+    /* Every job, named model or not, lets go of a set a reload replaced, so
+     * that its files are unmapped once the last worker has moved on. */
+    worker_models(w);
     if (job->kind == SRV_JOB_MODEL_WEIGHTS) {
         job_model_weights(job, w);
         return;
@@ -142,7 +152,7 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     if (name) {
         /* The worker's set stays retained until its next job, so the
          * weights outlive the request. */
-        const store_model *m = find_model(w, name, &err);
+        const store_model *m = find_model(w, name, "/model", &err);
         if (!m || api_request_bind(req, &m->weights, m->mask, job->limits, &err) != 0) goto fail;
     }
 
@@ -166,10 +176,10 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     job->encode_ms = srv_ms_between(&t2, &t3);
     if (!job->response) goto fail;
     job->status = 200;
-    job_release(job, req, ws);
+    job_release(job, req, w);
     return;
 
 fail:
-    job_release(job, req, ws);
+    job_release(job, req, w);
     job_fail(job, &err);
 }

@@ -52,6 +52,7 @@ typedef struct srv_job {
 /* One worker's own state. */
 typedef struct srv_worker {
     attn_workspace *ws;
+    size_t keep_workspace_bytes; /* trimmed above this after a job (tests lower it) */
     store *models;       /* the server's store, or NULL for none */
     store_set *set;      /* retained: the set this worker computes with, or NULL */
     uint64_t generation; /* of `set` in the store */

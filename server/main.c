@@ -24,7 +24,8 @@
  *
  * Order. The main thread:
  *
- *   1. waits for the first TERM or INT on the pipe, reloading on each HUP;
+ *   1. waits for the first TERM or INT, reloading once for each burst of
+ *      HUPs (a TERM that comes during a reload is acted on right after it);
  *   2. starts a small watcher thread that logs any further signal and
  *      otherwise ignores it — a second SIGTERM during the drain must not
  *      cut the in-flight requests short;
@@ -41,6 +42,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,13 +60,21 @@
 
 extern char **environ;
 
-/* The self-pipe: [0] read by the main thread, [1] written by the handler. */
+/* The self-pipe: [0] read by the main thread, [1] written by the handler.
+ * The byte only wakes the reader; what happened is in the two flags, so
+ * that a burst of SIGHUPs is one reload and a full pipe loses no SIGTERM. */
 static int sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t sig_stop;   /* the first SIGTERM or SIGINT */
+static volatile sig_atomic_t sig_reload; /* a SIGHUP not yet acted on */
 
 static void on_signal(int sig) {
     int saved = errno;
+    if (sig == SIGHUP)
+        sig_reload = 1;
+    else if (!sig_stop)
+        sig_stop = sig;
     unsigned char b = (unsigned char)sig;
-    /* Non-blocking: with the pipe full, a signal is already pending. */
+    /* Non-blocking: with the pipe full, a wake-up is already pending. */
     ssize_t w = write(sig_pipe[1], &b, 1);
     (void)w;
     errno = saved;
@@ -72,8 +82,7 @@ static void on_signal(int sig) {
 
 /* Installs on_signal for SIGTERM, SIGINT and SIGHUP. Returns 0 or -1. */
 static int sig_install(void) {
-    if (pipe2(sig_pipe, O_CLOEXEC) != 0) return -1;
-    if (fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK) != 0) return -1;
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -86,14 +95,27 @@ static int sig_install(void) {
     return 0;
 }
 
-/* The next signal number from the pipe (0: the watcher should stop). */
+/* The next byte from the pipe, waiting for one: a signal number, or 0
+ * when the watcher should stop. */
 static int sig_next(void) {
     for (;;) {
         unsigned char b;
         ssize_t r = read(sig_pipe[0], &b, 1);
         if (r == 1) return b;
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+            struct pollfd p = {.fd = sig_pipe[0], .events = POLLIN};
+            poll(&p, 1, -1);
+            continue;
+        }
         return 0; /* cannot happen: we hold the write end */
+    }
+}
+
+/* Waits for a wake-up, then empties the pipe: the flags say what to do. */
+static void sig_wait(void) {
+    sig_next();
+    unsigned char b[256];
+    while (read(sig_pipe[0], b, sizeof b) > 0) {
     }
 }
 
@@ -223,10 +245,15 @@ int main(int argc, char **argv) {
     srv_log_info("listening bind=%s port=%u workers=%zu io_threads=%zu queue_depth=%zu", cfg.bind,
                  srv_http_port(http), cfg.workers, cfg.io_threads, cfg.queue_depth);
 
-    int sig;
-    while ((sig = sig_next()) == SIGHUP)
-        models_reload(&cfg, models);
-    srv_log_info("signal %d: draining", sig);
+    /* Until TERM or INT: one reload for however many HUPs came meanwhile. */
+    while (!sig_stop) {
+        sig_wait();
+        if (sig_reload && !sig_stop) {
+            sig_reload = 0;
+            models_reload(&cfg, models);
+        }
+    }
+    srv_log_info("signal %d: draining", (int)sig_stop);
     pthread_t watcher;
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     int watching = pthread_create(&watcher, NULL, sig_watch, NULL) == 0;

@@ -262,7 +262,10 @@ int store_file_open(store_file **out, const char *path, store_error *err) {
         return store_error_set(err, path, "out of memory");
     }
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO named *.safetensors must not wait for a
+     * writer (the main thread would then never see SIGTERM); it is refused
+     * as not a regular file just below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         store_error_set(err, path, "cannot open: %s", strerror(errno));
         goto fail;

@@ -26,6 +26,7 @@
 
 #include "attention/attention.h"
 #include "attention/naive.h"
+#include "attention/vexp.h"
 
 #define RTOL 1e-5
 
@@ -62,15 +63,17 @@ static void close_check(const char *what, const float *got, const double *ref, s
     for (size_t i = 0; i < count; i++)
         if (isfinite(ref[i]) && fabs(ref[i]) > scale) scale = fabs(ref[i]);
     for (size_t i = 0; i < count; i++) {
+        /* ck_assert only on failure: check records every passing assert
+         * (a write to its log), which large outputs make slow. */
         if (isinf(ref[i])) {
-            ck_assert_msg(got[i] == (float)ref[i], "%s[%zu]: got %.9g, want %g", what, i,
-                          (double)got[i], ref[i]);
+            if (got[i] != (float)ref[i])
+                ck_abort_msg("%s[%zu]: got %.9g, want %g", what, i, (double)got[i], ref[i]);
             continue;
         }
         double err = fabs((double)got[i] - ref[i]);
-        ck_assert_msg(err <= RTOL * fabs(ref[i]) + RTOL * scale,
-                      "%s[%zu]: got %.9g, want %.9g (err %.3g, scale %.3g)", what, i,
-                      (double)got[i], ref[i], err, scale);
+        if (!(err <= RTOL * fabs(ref[i]) + RTOL * scale))
+            ck_abort_msg("%s[%zu]: got %.9g, want %.9g (err %.3g, scale %.3g)", what, i,
+                         (double)got[i], ref[i], err, scale);
     }
 }
 
@@ -314,16 +317,17 @@ static void pattern_rules(const outputs *o, const attn_input *in) {
             const float *s = o->buf[O_S] + j * n * n + q * n, *p = o->buf[O_P] + j * n * n + q * n;
             double sum = 0.0;
             int any = 0;
-            for (size_t k = 0; k < n; k++) {
-                ck_assert(!isnan(p[k]) && !isnan(s[k]));
+            for (size_t k = 0; k < n; k++) { /* ck_ only on failure, as in close_check */
+                if (isnan(p[k]) || isnan(s[k])) ck_abort_msg("NaN at [%zu][%zu]", q, k);
                 if (mask_allows(&in->mask, n, q, k)) {
                     any = 1;
-                    ck_assert(isfinite(s[k]));
-                    ck_assert(p[k] >= 0.0f);
+                    if (!isfinite(s[k]) || !(p[k] >= 0.0f))
+                        ck_abort_msg("allowed [%zu][%zu]: s %g p %g", q, k, (double)s[k],
+                                     (double)p[k]);
                 } else {
-                    ck_assert_msg(s[k] == -INFINITY, "score [%zu][%zu] not -inf", q, k);
-                    ck_assert_msg(p[k] == 0.0f, "masked weight [%zu][%zu] = %g", q, k,
-                                  (double)p[k]);
+                    if (s[k] != -INFINITY) ck_abort_msg("score [%zu][%zu] not -inf", q, k);
+                    if (p[k] != 0.0f)
+                        ck_abort_msg("masked weight [%zu][%zu] = %g", q, k, (double)p[k]);
                 }
                 sum += p[k];
             }
@@ -685,20 +689,22 @@ START_TEST(test_null_outputs) {
 }
 END_TEST
 
-/* Scratch reveals the work: no n × n scratch when only q/k/v are wanted or
- * when scores and patterns both go to the caller; one n × n buffer, never
- * one per head, otherwise. n is large so that n × n floats dominate. */
+/* Scratch reveals the work: no scratch past QKV when only q/k/v are wanted
+ * or when scores and patterns both go to the caller; and never an n × n
+ * buffer, whatever is asked (rows of B × n or a B × K tile at most). n is
+ * large so that n × n floats would dominate. */
 START_TEST(test_work_not_asked) {
     problem p;
-    shape s = {.n = 256, .dm = 8, .h = 4, .dh = 2, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    shape s = {.n = 1024, .dm = 8, .h = 4, .dh = 2, .b_qkv = 1, .w_o = 1, .b_o = 1};
     problem_make(&p, s, ATTN_MASK_CAUSAL, 71);
     p.in.n_heads_out = 2;
     outputs o;
     outputs_make(&o, &p.in);
     const size_t nn = s.n * s.n * sizeof(float);
+    const size_t qkv = s.n * 3 * s.h * s.dh * sizeof(float);
     struct {
         unsigned want;
-        int nn_scratch;
+        int scratch; /* beyond QKV and the slot table */
     } cases[] = {
         {1u << O_Q, 0},
         {(1u << O_Q) | (1u << O_K) | (1u << O_V), 0},
@@ -715,14 +721,15 @@ START_TEST(test_work_not_asked) {
         attn_output view = outputs_view(&o, cases[c].want);
         ck_assert_int_eq(attn_compute(&view, ws, &p.in), 0);
         size_t bytes = attn_workspace_bytes(ws);
-        if (cases[c].nn_scratch)
-            ck_assert_msg(bytes >= nn && bytes < 2 * nn, "want %#x: %zu bytes", cases[c].want,
-                          bytes);
+        if (cases[c].scratch)
+            ck_assert_msg(bytes > qkv + 1024 && bytes < nn / 4, "want %#x: %zu bytes",
+                          cases[c].want, bytes);
         else
-            ck_assert_msg(bytes < nn, "want %#x: %zu bytes", cases[c].want, bytes);
+            ck_assert_msg(bytes <= qkv + 1024, "want %#x: %zu bytes", cases[c].want, bytes);
         ck_assert_uint_le(bytes, attn_workspace_need(s.n, s.dm, s.h, s.dh));
         attn_workspace_destroy(ws);
     }
+    ck_assert_uint_lt(attn_workspace_need(s.n, s.dm, s.h, s.dh), nn / 4);
     outputs_free(&o);
     problem_free(&p);
 }
@@ -842,7 +849,10 @@ START_TEST(test_sizes) {
     ck_assert_uint_ge(need, (3 * 12 + 9 + 3 * 4) * sizeof(float) + sizeof(size_t));
     ck_assert_uint_eq(attn_workspace_need(SIZE_MAX / 2, 4, 1, 4), SIZE_MAX);
     ck_assert_uint_eq(attn_workspace_need(1 << 20, 4, SIZE_MAX / 4, 4), SIZE_MAX);
-    ck_assert_uint_eq(attn_workspace_need((size_t)1 << 33, 4, 1, 4), SIZE_MAX); /* n² · 4 */
+    /* linear in n: no n × n scratch, so n = 2³³ (n² · 4 overflows) is sized */
+    size_t huge = attn_workspace_need((size_t)1 << 33, 4, 1, 4);
+    ck_assert_uint_lt(huge, SIZE_MAX);
+    ck_assert_uint_le(huge, ((size_t)1 << 33) * 4 * (12 + 4 + 128 + 1));
 
     /* A size that overflows makes attn_compute fail cleanly, touching nothing. */
     float dummy = canary, w_qkv[12] = {0};
@@ -913,6 +923,243 @@ START_TEST(test_overflowing_scores) {
 }
 END_TEST
 
+/* ---- 10. the vector exp ---------------------------------------------------------------- */
+
+/* Distance in float ulps between got and the double `want` (rounded): 0
+ * when equal, counted on the ordered integer line so that denormals and
+ * the step to 0 count as they should. */
+static double ulps(float got, double want) {
+    float w = (float)want;
+    if (got == w) return 0.0;
+    if (isinf(w) || isinf(got)) return INFINITY;
+    int32_t a, b;
+    memcpy(&a, &got, 4), memcpy(&b, &w, 4);
+    double d = fabs((double)a - (double)b); /* both >= 0 here: exp is positive */
+    /* (float)want is itself up to ½ ulp off: judge against the exact value */
+    double ulp = (double)nextafterf(w, INFINITY) - (double)w;
+    return fmin(d, fabs((double)got - want) / ulp + 0.5);
+}
+
+START_TEST(test_vexp) {
+    enum { N = 20000 };
+    static float x[N], y[N], z[N];
+    size_t count = 0;
+    static const float special[] = {-INFINITY, -1e30f, -1000.0f, -104.0f, -103.9f, -100.0f,
+                                    -87.4f, -87.0f, -20.0f, -1.0f, -1e-7f, -0.0f, 0.0f, 1e-30f,
+                                    1e-7f, 0.5f, 1.0f, 10.0f, 88.0f, 88.72f, 88.7228f, 89.0f,
+                                    1000.0f, INFINITY};
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
+        x[count++] = special[k];
+    uint64_t st = 3;
+    while (count < N / 2) /* a sweep over the whole useful range */
+        x[count++] = (float)(-110.0 + 200.0 * (rnd(&st) + 1.0) / 2.0);
+    while (count < N) /* and densely where the softmax lives */
+        x[count++] = (float)(-20.0 * (rnd(&st) + 1.0) / 2.0);
+    /* odd lengths and offsets: every tail size of every SIMD width */
+    for (size_t len = 0; len < 40; len++) {
+        attn_vexp(y, x + len, len);
+        for (size_t k = 0; k < len; k++)
+            if (!(ulps(y[k], exp((double)x[len + k])) <= 1.0))
+                ck_abort_msg("len %zu: exp(%a) = %a", len, (double)x[len + k], (double)y[k]);
+    }
+    attn_vexp(y, x, N);
+    double worst = 0.0;
+    for (size_t k = 0; k < N; k++) {
+        double want = exp((double)x[k]);
+        double e = ulps(y[k], want);
+        if (!(e <= 1.0))
+            ck_abort_msg("exp(%a) = %a, want %a (%g ulp, path %s)", (double)x[k], (double)y[k],
+                         want, e, attn_vexp_path());
+        float ef = expf(x[k]);
+        if (y[k] != ef && !(fabs((double)y[k] - (double)ef) <=
+                            2.0 * ((double)nextafterf(ef, INFINITY) - (double)ef)))
+            ck_abort_msg("exp(%a): %a vs expf %a", (double)x[k], (double)y[k], (double)ef);
+        if (e > worst) worst = e;
+    }
+    ck_assert(y[0] == 0.0f);                          /* exp(−inf) is exactly 0 */
+    ck_assert(y[11] == 1.0f && y[12] == 1.0f);        /* exp(±0) == 1 */
+    ck_assert(isinf(y[sizeof special / sizeof special[0] - 1])); /* overflow: inf */
+    /* the fused form: exp(x − shift) and its sum */
+    for (size_t k = 0; k < 37; k++)
+        z[k] = -0.25f * (float)k;
+    z[5] = -INFINITY;
+    double sum = 0.0;
+    for (size_t k = 0; k < 37; k++)
+        sum += exp((double)z[k] - 1.5);
+    float got = attn_vexp_shift_sum(y, z, 1.5f, 37);
+    ck_assert(y[5] == 0.0f);
+    ck_assert_msg(fabs(got - sum) <= 1e-6 * sum, "sum %.9g want %.9g", (double)got, sum);
+    ck_assert(attn_vmax(z, 37) == 0.0f && attn_vmax(z, 0) == -INFINITY);
+    fprintf(stderr, "vexp: path %s, worst %.3f ulp over %d values\n", attn_vexp_path(), worst, N);
+}
+END_TEST
+
+/* ---- 11. blocked and online paths ------------------------------------------------------- */
+
+/*
+ * n larger than a block and not a multiple of one (blocks of 128 query rows
+ * and 256 keys): every mask, with and without w_o, with a head list. The
+ * custom mask has fully masked rows inside a row block and at a block edge,
+ * rows whose only allowed keys are in a later key tile (the running max
+ * starts at −inf for a whole tile) or in the first only, and a band of rows
+ * with a whole key tile masked. Checked: the full path (patterns shown), the
+ * online path (no scores, no patterns) and the float64 reference, which the
+ * two must each match; the online Z against the full Z.
+ */
+static void mask_rows_edge(problem *p, size_t n) {
+    unsigned char *a = p->allowed;
+    memset(a + 3 * n, 0, n);   /* nothing allowed, inside the first row block */
+    memset(a + 127 * n, 0, n); /* at the last row of a block */
+    memset(a + 128 * n, 0, n); /* and the first of the next */
+    memset(a + 5 * n, 0, n);   /* only a key in the second key tile */
+    a[5 * n + n - 2] = 1;
+    memset(a + 200 * n, 0, n); /* only key 0 */
+    a[200 * n] = 1;
+    for (size_t q = 140; q < 180; q++) /* the whole first key tile masked */
+        memset(a + q * n, 0, 256);
+}
+
+static void online_case(shape s, attn_mask_kind mask, float scale_mul, const size_t *heads,
+                        size_t hs, uint64_t seed) {
+    problem p;
+    problem_make(&p, s, mask, seed);
+    if (mask == ATTN_MASK_CUSTOM) mask_rows_edge(&p, s.n);
+    p.in.scale *= scale_mul; /* larger scores: the running max moves more */
+    memcpy(p.heads, heads, hs * sizeof(size_t));
+    p.in.n_heads_out = hs;
+    ref64 r;
+    ref_compute(&r, &p.in);
+    outputs full, onl;
+    outputs_make(&full, &p.in), outputs_make(&onl, &p.in);
+    attn_workspace *ws = attn_workspace_create();
+    attn_output vf = outputs_view(&full, WANT_ALL);
+    ck_assert_int_eq(attn_compute(&vf, ws, &p.in), 0);
+    outputs_check("full", &full, &r, WANT_ALL);
+    pattern_rules(&full, &p.in);
+    unsigned want = WANT_ALL & ~(1u << O_S) & ~(1u << O_P);
+    attn_output vo = outputs_view(&onl, want);
+    ck_assert_int_eq(attn_compute(&vo, ws, &p.in), 0);
+    outputs_check("online", &onl, &r, want);
+    /* head outputs only: online, per-block projections */
+    outputs_free(&onl);
+    outputs_make(&onl, &p.in);
+    vo = outputs_view(&onl, 1u << O_Z);
+    ck_assert_int_eq(attn_compute(&vo, ws, &p.in), 0);
+    outputs_check("online Z only", &onl, &r, 1u << O_Z);
+    /* online against full, and masked rows exactly 0 */
+    double *zf = xcalloc(full.count[O_Z], sizeof(double));
+    for (size_t x = 0; x < full.count[O_Z]; x++)
+        zf[x] = full.buf[O_Z][x];
+    close_check("online vs full Z", onl.buf[O_Z], zf, full.count[O_Z]);
+    free(zf);
+    if (mask == ATTN_MASK_CUSTOM)
+        for (size_t j = 0; j < hs; j++)
+            for (size_t c = 0; c < s.dh; c++) {
+                ck_assert(onl.buf[O_Z][j * s.n * s.dh + 3 * s.dh + c] == 0.0f);
+                ck_assert(onl.buf[O_Z][j * s.n * s.dh + 128 * s.dh + c] == 0.0f);
+            }
+    attn_workspace_destroy(ws);
+    outputs_free(&full), outputs_free(&onl);
+    ref_free(&r);
+    problem_free(&p);
+}
+
+START_TEST(test_online_blocks) {
+    static const size_t lists[][3] = {{0, 1, 2}, {2, 0, 2}, {1}};
+    static const size_t counts[] = {3, 3, 1};
+    shape s = {.n = 300, .dm = 24, .h = 3, .dh = 8, .b_qkv = 1, .w_o = _i & 1, .b_o = 1};
+    for (int m = 0; m < 3; m++)
+        online_case(s, mask_kinds[m], _i >= 2 ? 6.0f : 1.0f, lists[(_i + m) % 3],
+                    counts[(_i + m) % 3], 101 + (uint64_t)(_i * 3 + m));
+}
+END_TEST
+
+/* n a multiple of the blocks, and n below one block (one tile, clamped). */
+START_TEST(test_online_sizes) {
+    static const size_t ns[] = {256, 512, 129, 17};
+    static const size_t all[2] = {0, 1};
+    shape s = {.n = ns[_i], .dm = 16, .h = 2, .dh = 8, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    for (int m = 0; m < 2; m++) /* causal, none (custom rows need n > 200) */
+        online_case(s, mask_kinds[m], 1.0f, all, 2, 131 + (uint64_t)_i);
+}
+END_TEST
+
+/*
+ * Linear memory: n = 4096, d_model 64, 2 heads, embeddings only. The
+ * workspace is QKV (n × 3hd) and Z (n × hd) plus a small tile, far below one
+ * n × n float buffer (64 MiB); it doubles, not quadruples, with n; and
+ * attn_workspace_need bounds it. The GPT-2 block at n = 8192 needs well
+ * under 200 MB.
+ */
+START_TEST(test_linear_memory) {
+    const size_t n = 4096;
+    shape s = {.n = n, .dm = 64, .h = 2, .dh = 32, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    problem p;
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 141);
+    p.in.n_heads_out = 0;
+    float *emb = xcalloc(n * s.dm, sizeof(float));
+    attn_output out = {.embeddings = emb};
+    attn_workspace *ws = attn_workspace_create();
+    size_t bytes[2];
+    for (int half = 1; half >= 0; half--) { /* n/2, then n: grows 2× */
+        p.in.n_tokens = half ? n / 2 : n;
+        ck_assert_int_eq(attn_compute(&out, ws, &p.in), 0);
+        bytes[half] = attn_workspace_bytes(ws);
+        ck_assert_uint_le(bytes[half], attn_workspace_need(p.in.n_tokens, s.dm, s.h, s.dh));
+    }
+    size_t nn = n * n * sizeof(float);
+    size_t expect = n * (3 + 1) * s.h * s.dh * sizeof(float); /* QKV and Z */
+    ck_assert_msg(bytes[0] < nn / 8, "%zu bytes at n = %zu", bytes[0], n);
+    ck_assert_msg(bytes[0] <= expect + 256 * 1024, "%zu bytes, QKV + Z = %zu", bytes[0], expect);
+    ck_assert_msg(bytes[0] < 2 * bytes[1] + 256 * 1024, "n/2: %zu, n: %zu", bytes[1], bytes[0]);
+    ck_assert_uint_lt(attn_workspace_need(n, s.dm, s.h, s.dh), nn / 8);
+    ck_assert_uint_lt(attn_workspace_need(8192, 768, 12, 64), (size_t)200 * 1000 * 1000);
+    /* spot-check rows against float64: the last (attends to every key) and 0 */
+    for (size_t q = 0; q < n; q += n - 1) {
+        size_t hd = s.h * s.dh, ld = 3 * hd;
+        double *qkv = xcalloc(n * ld, sizeof(double)), zrow[64] = {0};
+        for (size_t t = 0; t < n; t++)
+            for (size_t c = 0; c < ld; c++) {
+                double a = p.b_qkv[c];
+                for (size_t x = 0; x < s.dm; x++)
+                    a += (double)p.E[t * s.dm + x] * p.w_qkv[x * ld + c];
+                qkv[t * ld + c] = a;
+            }
+        for (size_t i = 0; i < s.h; i++) {
+            double max = -INFINITY, sum = 0.0, *e = xcalloc(q + 1, sizeof(double));
+            for (size_t k = 0; k <= q; k++) {
+                double d = 0.0;
+                for (size_t c = 0; c < s.dh; c++)
+                    d += qkv[q * ld + i * s.dh + c] * qkv[k * ld + hd + i * s.dh + c];
+                e[k] = d * p.in.scale;
+                max = e[k] > max ? e[k] : max;
+            }
+            for (size_t k = 0; k <= q; k++)
+                sum += e[k] = exp(e[k] - max);
+            for (size_t c = 0; c < s.dh; c++) {
+                double z = 0.0;
+                for (size_t k = 0; k <= q; k++)
+                    z += e[k] / sum * qkv[k * ld + 2 * hd + i * s.dh + c];
+                zrow[i * s.dh + c] = z;
+            }
+            free(e);
+        }
+        double want[64];
+        for (size_t c = 0; c < s.dm; c++) {
+            double d = p.b_o[c];
+            for (size_t x = 0; x < hd; x++)
+                d += zrow[x] * p.w_o[x * s.dm + c];
+            want[c] = p.E[q * s.dm + c] + d;
+        }
+        close_check("n = 4096 row", emb + q * s.dm, want, s.dm);
+        free(qkv);
+    }
+    attn_workspace_destroy(ws);
+    free(emb);
+    problem_free(&p);
+}
+END_TEST
+
 static Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("engine");
@@ -932,6 +1179,10 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, test_workspace_grows);
     tcase_add_test(tc, test_sizes);
     tcase_add_test(tc, test_overflowing_scores);
+    tcase_add_test(tc, test_vexp);
+    tcase_add_loop_test(tc, test_online_blocks, 0, 4);
+    tcase_add_loop_test(tc, test_online_sizes, 0, 4);
+    tcase_add_test(tc, test_linear_memory);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -880,6 +880,23 @@ START_TEST(test_set_empty_and_missing) {
 }
 END_TEST
 
+/* A FIFO named like a model is refused at once, not waited on: a load that
+ * blocks would hold the main thread, and with it the handling of SIGTERM. */
+START_TEST(test_fifo_refused) {
+    const char *dir = tsubdir("fifo");
+    char path[512];
+    snprintf(path, sizeof path, "%s/pipe.safetensors", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    store_file *f = NULL;
+    store_error err;
+    ck_assert_int_eq(store_file_open(&f, path, &err), -1);
+    assert_message(err.message, path, "not a regular file");
+    store_set *s = NULL;
+    ck_assert_int_eq(store_set_load(&s, dir, NULL, &err), -1);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(test_set_duplicate_names) {
     const char *dir = tsubdir("dups");
     write_good(dir, "a.safetensors", "same");
@@ -1323,6 +1340,7 @@ static Suite *store_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_set_load);
     tcase_add_test(tc, test_set_empty_and_missing);
+    tcase_add_test(tc, test_fifo_refused);
     tcase_add_test(tc, test_set_duplicate_names);
     tcase_add_test(tc, test_set_skip_bad);
     tcase_add_test(tc, test_set_refcount_and_replace);

@@ -1,0 +1,183 @@
+/*
+ * vexp.c — the softmax's row primitives on SLEEF's vector exp (vexp.h).
+ *
+ * Three paths, chosen per call by CPU feature (no global state of ours):
+ *
+ *   avx2     8 lanes: Sleef_expf8_u10avx2 called directly, max/sum/scale
+ *            by AVX intrinsics. Compiled with a target attribute (the rest
+ *            of the project stays baseline x86-64), entered only after
+ *            __builtin_cpu_supports says avx2 and fma.
+ *   sse      4 lanes: SLEEF's own dispatcher Sleef_expf4_u10 (SSE2 or
+ *            SSE4.1 inside), plain C for the rest.
+ *   scalar   not x86: Sleef_expf_u10 per element.
+ *
+ * A row's tail (count not a multiple of the width) goes through a small
+ * buffer padded with −INFINITY: exp(−inf) == 0 adds nothing to the sum and
+ * −inf never wins a max, so the tail needs no separate scalar code.
+ * Every path is the same u10 algorithm (≤ 1 ulp); results may differ in the
+ * last bit between paths, never by more than the bound.
+ */
+#include <math.h>
+#include <sleef.h>
+#include <string.h>
+
+#include "attention/vexp.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define ATTN_VEXP_X86 1
+#endif
+
+/* ---- avx2 + fma ---------------------------------------------------------- */
+
+#ifdef ATTN_VEXP_X86
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+/* sleef.h declares the 256-bit functions only when AVX is on for the whole
+ * file; this is its prototype, seen under the same target as its callers. */
+__m256 Sleef_expf8_u10avx2(__m256);
+
+static float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+static float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* x: count floats; the tail x[k0 …] copied into an 8-float pad of −inf */
+static __m256 load_tail8(const float *x, size_t rem) {
+    float pad[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                    -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    memcpy(pad, x, rem * sizeof(float));
+    return _mm256_loadu_ps(pad);
+}
+
+static void store_tail8(float *y, __m256 v, size_t rem) {
+    float pad[8];
+    _mm256_storeu_ps(pad, v);
+    memcpy(y, pad, rem * sizeof(float));
+}
+
+static float vmax_avx2(const float *x, size_t count) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    size_t k = 0;
+    for (; k + 16 <= count; k += 16) {
+        m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + k));
+        m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + k + 8));
+    }
+    for (; k + 8 <= count; k += 8)
+        m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + k));
+    if (k < count) m1 = _mm256_max_ps(m1, load_tail8(x + k, count - k));
+    return hmax8(_mm256_max_ps(m0, m1));
+}
+
+static float vexp_shift_sum_avx2(float *y, const float *x, float shift, size_t count) {
+    const __m256 sh = _mm256_set1_ps(shift);
+    __m256 acc = _mm256_setzero_ps();
+    size_t k = 0;
+    for (; k + 8 <= count; k += 8) {
+        __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_loadu_ps(x + k), sh));
+        _mm256_storeu_ps(y + k, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (k < count) {
+        __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(load_tail8(x + k, count - k), sh));
+        store_tail8(y + k, e, count - k);
+        acc = _mm256_add_ps(acc, e); /* the pad's lanes are exp(−inf) == 0 */
+    }
+    return hsum8(acc);
+}
+
+static void vscale_avx2(float *y, float a, size_t count) {
+    const __m256 va = _mm256_set1_ps(a);
+    size_t k = 0;
+    for (; k + 8 <= count; k += 8)
+        _mm256_storeu_ps(y + k, _mm256_mul_ps(_mm256_loadu_ps(y + k), va));
+    for (; k < count; k++)
+        y[k] *= a;
+}
+
+#pragma GCC pop_options
+
+static int have_avx2(void) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* ---- sse (SLEEF's 4-wide dispatcher) -------------------------------------- */
+
+static float vexp_shift_sum_sse(float *y, const float *x, float shift, size_t count) {
+    const __m128 sh = _mm_set1_ps(shift);
+    __m128 acc = _mm_setzero_ps();
+    size_t k = 0;
+    for (; k + 4 <= count; k += 4) {
+        __m128 e = Sleef_expf4_u10(_mm_sub_ps(_mm_loadu_ps(x + k), sh));
+        _mm_storeu_ps(y + k, e);
+        acc = _mm_add_ps(acc, e);
+    }
+    if (k < count) {
+        float pad[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        memcpy(pad, x + k, (count - k) * sizeof(float));
+        __m128 e = Sleef_expf4_u10(_mm_sub_ps(_mm_loadu_ps(pad), sh));
+        _mm_storeu_ps(pad, e);
+        memcpy(y + k, pad, (count - k) * sizeof(float));
+        acc = _mm_add_ps(acc, e);
+    }
+    float lanes[4];
+    _mm_storeu_ps(lanes, acc);
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+#endif /* ATTN_VEXP_X86 */
+
+/* ---- the entry points ------------------------------------------------------- */
+
+float attn_vmax(const float *x, size_t count) {
+#ifdef ATTN_VEXP_X86
+    if (have_avx2()) return vmax_avx2(x, count);
+#endif
+    float m = -INFINITY;
+    for (size_t k = 0; k < count; k++)
+        m = x[k] > m ? x[k] : m;
+    return m;
+}
+
+float attn_vexp_shift_sum(float *y, const float *x, float shift, size_t count) {
+#ifdef ATTN_VEXP_X86
+    if (have_avx2()) return vexp_shift_sum_avx2(y, x, shift, count);
+    return vexp_shift_sum_sse(y, x, shift, count);
+#else
+    float sum = 0.0f;
+    for (size_t k = 0; k < count; k++)
+        sum += y[k] = Sleef_expf_u10(x[k] - shift);
+    return sum;
+#endif
+}
+
+void attn_vscale(float *y, float a, size_t count) {
+#ifdef ATTN_VEXP_X86
+    if (have_avx2()) {
+        vscale_avx2(y, a, count);
+        return;
+    }
+#endif
+    for (size_t k = 0; k < count; k++)
+        y[k] *= a;
+}
+
+void attn_vexp(float *y, const float *x, size_t count) {
+    (void)attn_vexp_shift_sum(y, x, 0.0f, count);
+}
+
+const char *attn_vexp_path(void) {
+#ifdef ATTN_VEXP_X86
+    return have_avx2() ? "avx2" : "sse";
+#else
+    return "scalar";
+#endif
+}
