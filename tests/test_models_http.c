@@ -388,6 +388,35 @@ START_TEST(sighup_under_load_drops_nothing) {
 }
 END_TEST
 
+/* A flood of SIGHUPs is a few reloads, not one each, and a SIGTERM in the
+ * middle of it is acted on at once. */
+START_TEST(sighup_flood_then_sigterm) {
+    char dir[64];
+    const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, NULL);
+    for (int i = 0; i < 2000; i++)
+        hs_signal(&s, SIGHUP);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    hs_signal(&s, SIGTERM);
+    ck_assert_int_eq(hs_wait(&s, 20), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    char *text = hs_log(&s);
+    size_t reloads = 0;
+    for (const char *p = text; (p = strstr(p, "models: reloaded")) != NULL; p++)
+        reloads++;
+    free(text);
+    /* one reload per burst the main thread saw, far fewer than the signals */
+    ck_assert_msg(reloads < 100, "%zu reloads for 2000 SIGHUPs", reloads);
+    ck_assert_msg(secs < 10, "SIGTERM took %.1f s behind the reloads", secs);
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     Suite *suite = suite_create("models_http");
@@ -398,6 +427,7 @@ int main(void) {
     tcase_add_test(tc, bad_model_at_start);
     tcase_add_test(tc, sighup_reloads);
     tcase_add_test(tc, sighup_under_load_drops_nothing);
+    tcase_add_test(tc, sighup_flood_then_sigterm);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
