@@ -98,7 +98,8 @@ test: deps
 check-all: all $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do \
 	    echo "== $$t"; ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) \
-	        ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) $$t; \
+	        ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) \
+	        ATTN_TOOLS_DIR=$(abspath $(BUILD)/tools) $$t; \
 	done
 
 # Every test again on a build with AddressSanitizer and

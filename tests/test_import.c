@@ -44,7 +44,14 @@
 
 enum { D = 8, H = 2, DH = D / H, LAYERS = 2, N_TOK = 5 };
 
-static const char *const TOOL = "build/tools/import_checkpoint";
+/* The tool of the build under test: make passes $ATTN_TOOLS_DIR (so that
+ * the sanitizer build runs its own tools). */
+static char TOOL[4096] = "build/tools/import_checkpoint";
+
+__attribute__((constructor)) static void tool_path(void) {
+    const char *dir = getenv("ATTN_TOOLS_DIR");
+    if (dir) snprintf(TOOL, sizeof TOOL, "%s/import_checkpoint", dir);
+}
 
 /* ---- fixture: one temporary directory per test --------------------------- */
 
