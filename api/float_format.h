@@ -12,10 +12,17 @@
 /*
  * Writes into buf (API_FLOAT_TEXT_MAX bytes, caller-owned) a JSON number
  * that strtof reads back as exactly f, with at most 9 significant digits
- * and as few as the search finds (1 → "1", 0.5 → "0.5", 1e-7 → "1e-7").
+ * and as few as possible (1 → "1", 0.5 → "0.5", 1e-7 → "1e-7").
  * −0 is written "-0". A NaN or an infinity, which JSON cannot carry, is
  * written "null". Returns the length of the text, without the NUL.
  */
 size_t api_float_format(char *buf, float f);
+
+/*
+ * The slow reference kept beside the fast path, for tests and benchmarks:
+ * the same contract and layout, found by snprintf and strtof (about 20
+ * times slower), and now and then one digit longer than api_float_format.
+ */
+size_t api_float_format_naive(char *buf, float f);
 
 #endif
