@@ -1281,7 +1281,7 @@ START_TEST(test_make_models_binary) {
         return;
     }
     const char *dir = tpath("out");
-    char cmd[1200];
+    char cmd[8400];
     snprintf(cmd, sizeof cmd, "%s %s >/dev/null", bin, dir);
     ck_assert_int_eq(run(cmd), 0);
     const char *ref = tsubdir("ref");
