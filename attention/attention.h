@@ -133,6 +133,37 @@ enum {
 int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in);
 
 /*
+ * An optional way to run independent tasks on several threads, given by the
+ * caller (the server backs it with its worker pool). run(ctx, task, arg,
+ * count) calls task(arg, index, ws) exactly once for every index in
+ * 0 … count-1, on any threads, in any order, and returns only when all have
+ * returned. `ws` is the workspace of the thread running the task: the
+ * caller's own (the one given to attn_compute_with) on the calling thread,
+ * another, not in use by anyone else meanwhile, on any other thread. A
+ * runner that runs every task in turn on the calling thread with the
+ * caller's workspace is valid.
+ */
+typedef void (*attn_task_fn)(void *arg, size_t index, attn_workspace *ws);
+typedef struct attn_runner {
+    void (*run)(void *ctx, attn_task_fn task, void *arg, size_t count);
+    void *ctx;
+} attn_runner;
+
+/*
+ * attn_compute, with the per-head work (the n × n part: every head's
+ * scores, softmax and P·V) handed to `runner` as one task per head. The
+ * projection and Z · w_o stay on the calling thread. NULL runner:
+ * attn_compute. The results are bit for bit those of attn_compute (each
+ * head runs the same kernels in the same order and writes only its own
+ * columns of Z and its own output slots); the return codes are the same,
+ * except that when several heads fail, which error is returned is not
+ * fixed. Each other workspace a task runs on grows by at most one block of
+ * query rows × n floats and one tile.
+ */
+int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_input *in,
+                      const attn_runner *runner);
+
+/*
  * Floating-point operations one computation of n tokens takes with these
  * dimensions (multiply-adds counted as 2), for limits and benchmarks.
  * A double, so that no size can overflow it.

@@ -43,10 +43,22 @@
  *
  * Threads: no globals, no static state. OpenBLAS's own thread count is the
  * server's business (see bench/README.md); this file never sets it.
+ *
+ * Heads as tasks: the per-head step (full or online, then the copy of Z_i
+ * into head_outputs) is one task per distinct head, in a fixed order (the
+ * listed heads as listed, then the others); attn_compute runs them in
+ * turn, attn_compute_with hands them to the caller's runner. A task reads
+ * QKV and writes only its head's columns of Z and its own output slots, so
+ * tasks need no lock; its B × n rows and B × K tile are carved from the
+ * workspace of the thread that runs it (the caller's slices on the calling
+ * thread). A failing task stores its code in one atomic int (the first
+ * stored wins) and the tasks after it skip their work. Repeated heads are
+ * copied, and ΔE computed, only after every task has returned.
  */
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -70,7 +82,8 @@ enum {
     WS_ROWS, /* B × n floats: P rows of a head whose scores (only) are shown */
     WS_TILE, /* B × K + 2B floats: online tile, running max and sum */
     WS_Z,    /* n × hd floats: [Z_1 … Z_h], only when w_o is applied */
-    WS_SLOT, /* h size_t: first position of head i in in->heads, or SIZE_MAX */
+    WS_SLOT, /* 2h size_t: slot[i], the first position of head i in in->heads
+              * (or SIZE_MAX); then order[t], the head of task t */
     WS_COUNT
 };
 
@@ -132,8 +145,13 @@ static int slice_sizes(size_t bytes[WS_COUNT], size_t n, size_t h, size_t dh, in
     if (rows && floats_bytes(&bytes[WS_ROWS], bq, n)) return -1;
     if (tile) bytes[WS_TILE] = (bq * bk + 2 * bq) * sizeof(float); /* small constants */
     if (z && floats_bytes(&bytes[WS_Z], n, hd)) return -1;
-    if (slot && size_mul(&bytes[WS_SLOT], h, sizeof(size_t))) return -1;
+    if (slot && size_mul(&bytes[WS_SLOT], h, 2 * sizeof(size_t))) return -1;
     return 0;
+}
+
+/* bytes rounded up to ATTN_WS_ALIGN, for a slice slice_total accepted. */
+static size_t slice_round(size_t bytes) {
+    return (bytes + ATTN_WS_ALIGN - 1) / ATTN_WS_ALIGN * ATTN_WS_ALIGN;
 }
 
 /* Sum of the slices, each rounded up to ATTN_WS_ALIGN; -1 on overflow. */
@@ -176,7 +194,8 @@ static int plan_make(attn_plan *pl, const attn_output *out, const attn_input *in
     int tile = pl->want_z && !full;
     int z = pl->want_all && w->w_o != NULL;
     int qkv = pl->need_q || pl->need_k || pl->need_v;
-    return slice_sizes(pl->bytes, in->n_tokens, w->n_heads, w->d_head, qkv, rows, tile, z, hs);
+    return slice_sizes(pl->bytes, in->n_tokens, w->n_heads, w->d_head, qkv, rows, tile, z,
+                       hs || pl->want_s);
 }
 
 /* ---- the GEMMs ---------------------------------------------------------- */
@@ -255,7 +274,8 @@ static int head_online(float *z, size_t ldz, const attn_ctx *c, size_t i) {
                         c->in->scale, q + r0 * c->ld, (int)c->ld, k + k0 * c->ld, (int)c->ld, 0.0f,
                         t, (int)ldt);
             if (attn_mask_tile(t, ldt, &c->in->mask, n, r0, rb, k0, kb)) return ATTN_ERR_NONFINITE;
-            /* Rescales the rows of zr whose max grew, before T·V adds to them. */
+            /* Turns T into weights over the running sum and rescales zr to it,
+             * before T·V adds to it. */
             attn_softmax_online(t, ldt, m, l, zr, ldz, c->dh, rb, kb, r0, k0, c->causal);
             /* Z[r0:r1] (+)= T · V_i[k0:k1];  (m, n, k) = (rb, dh, kb); the first
              * key block overwrites what the caller's buffer held. */
@@ -263,7 +283,6 @@ static int head_online(float *z, size_t ldz, const attn_ctx *c, size_t i) {
                         1.0f, t, (int)ldt, v + k0 * c->ld, (int)c->ld, k0 == 0 ? 0.0f : 1.0f, zr,
                         (int)ldz);
         }
-        attn_online_finish(zr, ldz, l, rb, c->dh);
     }
     return 0;
 }
@@ -280,9 +299,74 @@ static void copy_slot(float *buf, size_t to, size_t from, size_t size) {
     memcpy(buf + to * size, buf + from * size, size * sizeof(float));
 }
 
+/* ---- the per-head tasks ---------------------------------------------------- */
+
+/* What every task of one call shares; read-only but for rc. */
+typedef struct attn_heads {
+    const attn_ctx *c;       /* rows and tile: the caller's slices */
+    const attn_plan *pl;
+    const attn_output *out;
+    attn_workspace *ws;      /* the caller's */
+    const size_t *slot;      /* head → first position in in->heads, or SIZE_MAX */
+    const size_t *order;     /* task → head */
+    float *zall;             /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
+    size_t rows_bytes;       /* B × n rows, rounded up to ATTN_WS_ALIGN; 0: none */
+    size_t tile_bytes;       /* B × K tile and 2B; 0: none */
+    atomic_int rc;           /* 0, or the first error a task stored */
+} attn_heads;
+
+/* Head i, listed first at position j (SIZE_MAX: not listed, only feeds ΔE),
+ * with the rows and tile of c. */
+static int head_run(const attn_heads *hp, const attn_ctx *c, size_t i, size_t j) {
+    const attn_plan *pl = hp->pl;
+    const attn_output *out = hp->out;
+    const size_t n = c->n, nsq = n * n, ndh = n * c->dh;
+    const int listed = j != SIZE_MAX;
+    float *z = NULL;
+    size_t ldz = c->dh;
+    if (hp->zall)
+        z = hp->zall + i * c->dh, ldz = c->hd;
+    else if (listed && pl->ph_z)
+        z = out->head_outputs + j * ndh;
+    int rc = 0;
+    if (pl->full)
+        rc = head_full(listed && pl->ph_s ? out->scores + j * nsq : NULL,
+                       listed && pl->ph_p ? out->patterns + j * nsq : NULL, z, ldz, c, i);
+    else if (z)
+        rc = head_online(z, ldz, c, i);
+    if (rc) return rc;
+    if (hp->zall && listed && pl->ph_z)
+        attn_copy_block(out->head_outputs + j * ndh, c->dh, z, c->hd, n, c->dh);
+    return 0;
+}
+
+/* attn_task_fn: task t of the call `arg` (an attn_heads), on workspace ws. */
+static void head_task(void *arg, size_t t, attn_workspace *ws) {
+    attn_heads *hp = arg;
+    if (atomic_load_explicit(&hp->rc, memory_order_relaxed)) return; /* the call fails anyway */
+    attn_ctx c = *hp->c;
+    int rc = 0;
+    if (ws != hp->ws && hp->rows_bytes + hp->tile_bytes > 0) {
+        /* Another thread's workspace: only its own rows and tile live there. */
+        unsigned char *block = attn_workspace_reserve(ws, hp->rows_bytes + hp->tile_bytes);
+        if (!block) rc = ATTN_ERR_NOMEM;
+        c.rows = block && hp->rows_bytes ? (float *)(void *)block : NULL;
+        c.tile = block && hp->tile_bytes ? (float *)(void *)(block + hp->rows_bytes) : NULL;
+    }
+    size_t i = hp->order[t];
+    if (!rc) rc = head_run(hp, &c, i, hp->slot[i]);
+    int none = 0;
+    if (rc) atomic_compare_exchange_strong(&hp->rc, &none, rc);
+}
+
 /* ---- the call ------------------------------------------------------------ */
 
 int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in) {
+    return attn_compute_with(out, ws, in, NULL);
+}
+
+int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_input *in,
+                      const attn_runner *runner) {
     const attn_weights *w = in->weights;
     attn_ctx c = {.in = in,
                   .w = w,
@@ -308,7 +392,7 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
     size_t off = 0; /* the same rounding as slice_total, so within total */
     for (int s = 0; s < WS_COUNT; s++) {
         slice[s] = pl.bytes[s] ? (float *)(void *)(block + off) : NULL;
-        off += (pl.bytes[s] + ATTN_WS_ALIGN - 1) / ATTN_WS_ALIGN * ATTN_WS_ALIGN;
+        off += slice_round(pl.bytes[s]);
     }
     c.qkv = slice[WS_QKV];
     c.rows = slice[WS_ROWS];
@@ -318,7 +402,7 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
 
     /* slot[i]: first position of head i in the list; later ones copy it. */
     size_t distinct = 0;
-    if (hs > 0) {
+    if (slot) {
         for (size_t i = 0; i < c.h; i++)
             slot[i] = SIZE_MAX;
         for (size_t j = 0; j < hs; j++)
@@ -345,47 +429,49 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
         if (pl.ph_v) attn_copy_block(out->v + j * ndh, c.dh, qi + 2 * c.hd, c.ld, n, c.dh);
     }
     if (!pl.want_s) return 0;
-    const int full = pl.full;
 
     /* Where [Z_1 … Z_h] goes when ΔE is wanted: with no w_o, ΔE = Z, so
      * straight into the caller's delta (or embeddings, finished in place). */
     float *zall = NULL;
     if (pl.want_all) zall = w->w_o ? slice[WS_Z] : out->delta ? out->delta : out->embeddings;
 
-    /* The listed heads, their outputs straight in the caller's buffers. */
+    /* The tasks: the listed heads as listed, their outputs straight in the
+     * caller's buffers; then, when ΔE is wanted, the heads nobody asked to
+     * see, by the same path. */
+    attn_heads hp = {.c = &c,
+                     .pl = &pl,
+                     .out = out,
+                     .ws = ws,
+                     .slot = slot,
+                     .order = slot + c.h,
+                     .zall = zall,
+                     .rows_bytes = slice_round(pl.bytes[WS_ROWS]),
+                     .tile_bytes = slice_round(pl.bytes[WS_TILE])};
+    atomic_init(&hp.rc, 0);
+    size_t *order = slot + c.h, count = 0;
+    for (size_t j = 0; j < hs; j++)
+        if (slot[in->heads[j]] == j) order[count++] = in->heads[j];
+    for (size_t i = 0; pl.want_all && i < c.h; i++)
+        if (slot[i] == SIZE_MAX) order[count++] = i;
+    if (runner && count > 1) {
+        runner->run(runner->ctx, head_task, &hp, count);
+    } else {
+        for (size_t t = 0; t < count && !atomic_load(&hp.rc); t++)
+            head_task(&hp, t, ws);
+    }
+    int rc = atomic_load(&hp.rc);
+    if (rc) return rc;
+
+    /* A head listed again: a copy of what its first position shows. */
     for (size_t j = 0; j < hs; j++) {
-        size_t i = in->heads[j], first = slot[i];
+        size_t first = slot[in->heads[j]];
         const size_t nsq = n * n; /* fits: scores/patterns of that size exist when used */
-        if (first != j) { /* listed before: copy what was shown there */
-            if (pl.ph_s) copy_slot(out->scores, j, first, nsq);
-            if (pl.ph_p) copy_slot(out->patterns, j, first, nsq);
-            if (pl.ph_z) copy_slot(out->head_outputs, j, first, ndh);
-            continue;
-        }
-        float *z = NULL;
-        size_t ldz = c.dh;
-        if (zall)
-            z = zall + i * c.dh, ldz = c.hd;
-        else if (pl.ph_z)
-            z = out->head_outputs + j * ndh;
-        int rc = 0;
-        if (full)
-            rc = head_full(pl.ph_s ? out->scores + j * nsq : NULL,
-                           pl.ph_p ? out->patterns + j * nsq : NULL, z, ldz, &c, i);
-        else if (z)
-            rc = head_online(z, ldz, &c, i);
-        if (rc) return rc;
-        if (zall && pl.ph_z) attn_copy_block(out->head_outputs + j * ndh, c.dh, z, c.hd, n, c.dh);
+        if (first == j) continue;
+        if (pl.ph_s) copy_slot(out->scores, j, first, nsq);
+        if (pl.ph_p) copy_slot(out->patterns, j, first, nsq);
+        if (pl.ph_z) copy_slot(out->head_outputs, j, first, ndh);
     }
     if (!pl.want_all) return 0;
-
-    /* The heads nobody asked to see still feed ΔE, by the same path. */
-    for (size_t i = 0; i < c.h; i++) {
-        if (hs > 0 && slot[i] != SIZE_MAX) continue;
-        int rc = full ? head_full(NULL, NULL, zall + i * c.dh, c.hd, &c, i)
-                      : head_online(zall + i * c.dh, c.hd, &c, i);
-        if (rc) return rc;
-    }
 
     float *d = out->delta ? out->delta : out->embeddings;
     if (w->w_o) project_out(d, zall, &c);

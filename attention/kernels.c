@@ -118,23 +118,21 @@ void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, siz
             memset(tr, 0, cols * sizeof(float));
             continue;
         }
+        /* The weights so far were taken against the old max: f brings them
+         * to the new one. */
+        float f = 1.0f;
         if (tmax > m[r]) {
-            /* The weights so far were taken against a smaller max: bring
-             * them, and what they put in z, to the new one. */
-            if (m[r] != -INFINITY) {
-                float f = expf(m[r] - tmax);
-                l[r] *= f;
-                attn_vscale(z + r * ldz, f, dh);
-            }
+            if (m[r] != -INFINITY) f = expf(m[r] - tmax);
             m[r] = tmax;
         }
-        l[r] += attn_vexp_shift_sum(tr, tr, m[r], len);
+        float l_old = l[r] * f;
+        float l_new = l_old + attn_vexp_shift_sum(tr, tr, m[r], len);
+        /* z stays the weighted average of the V rows seen so far (weights
+         * summing to 1), so it never grows past max |V| on its way, as an
+         * unnormalised Σ exp · V could (n · max |V| overflows first). */
+        if (l_old > 0.0f) attn_vscale(z + r * ldz, l_old / l_new, dh);
+        attn_vscale(tr, 1.0f / l_new, len);
+        l[r] = l_new;
         memset(tr + len, 0, (cols - len) * sizeof(float));
     }
-}
-
-/* z: rows × dh (stride ldz), l: rows */
-void attn_online_finish(float *z, size_t ldz, const float *l, size_t rows, size_t dh) {
-    for (size_t r = 0; r < rows; r++)
-        if (l[r] > 0.0f) attn_vscale(z + r * ldz, 1.0f / l[r], dh);
 }

@@ -46,18 +46,15 @@ void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t
 
 /*
  * One step of the online softmax over a tile of keys k0 … k0+cols.
- * t: rows × cols (stride ldt), masked scores in, unnormalised weights
- * exp(t − m_r) out (masked: exactly 0; causal: keys past q not read, 0).
- * m, l: rows, the running max and sum of each row (start at −INFINITY, 0);
- * z: rows × dh (stride ldz), the accumulated Σ weights · V, rescaled here by
- * exp(m_old − m_new) in the rows whose max grows (rows whose max is still
- * −INFINITY are not read). The caller then adds t · V_tile to z.
+ * t: rows × cols (stride ldt), masked scores in, weights out: exp(t − m_r)
+ * divided by the running sum including this tile (masked: exactly 0;
+ * causal: keys past q not read, 0). m, l: rows, the running max and sum of
+ * each row (start at −INFINITY, 0). z: rows × dh (stride ldz), the average
+ * of the V rows so far, scaled here by l_old / l_new (rows with nothing
+ * allowed yet are not read). The caller then adds t · V_tile to z, which
+ * leaves z the average over every key seen: no final division.
  */
 void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz,
                          size_t dh, size_t rows, size_t cols, size_t q0, size_t k0, int causal);
-
-/* z: rows × dh (stride ldz), l: rows. z[r] /= l[r]; rows with l[r] == 0 (no
- * allowed key) are left as they are (their accumulated sum is 0). */
-void attn_online_finish(float *z, size_t ldz, const float *l, size_t rows, size_t dh);
 
 #endif

@@ -30,21 +30,23 @@
 /* ---- avx2 + fma ---------------------------------------------------------- */
 
 #ifdef ATTN_VEXP_X86
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+/* Each AVX2 function carries the target itself (an attribute, which gcc and
+ * clang both honour; clang ignores `#pragma GCC target`), so the rest of the
+ * file stays baseline x86-64 and runs anywhere. */
+#define AVX2_FMA __attribute__((target("avx2,fma")))
 
 /* sleef.h declares the 256-bit functions only when AVX is on for the whole
- * file; this is its prototype, seen under the same target as its callers. */
-__m256 Sleef_expf8_u10avx2(__m256);
+ * file; this is its prototype, under the same target as its callers. */
+AVX2_FMA __m256 Sleef_expf8_u10avx2(__m256);
 
-static float hmax8(__m256 v) {
+AVX2_FMA static float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
     return _mm_cvtss_f32(m);
 }
 
-static float hsum8(__m256 v) {
+AVX2_FMA static float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
@@ -52,20 +54,20 @@ static float hsum8(__m256 v) {
 }
 
 /* x: count floats; the tail x[k0 …] copied into an 8-float pad of −inf */
-static __m256 load_tail8(const float *x, size_t rem) {
+AVX2_FMA static __m256 load_tail8(const float *x, size_t rem) {
     float pad[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                     -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     memcpy(pad, x, rem * sizeof(float));
     return _mm256_loadu_ps(pad);
 }
 
-static void store_tail8(float *y, __m256 v, size_t rem) {
+AVX2_FMA static void store_tail8(float *y, __m256 v, size_t rem) {
     float pad[8];
     _mm256_storeu_ps(pad, v);
     memcpy(y, pad, rem * sizeof(float));
 }
 
-static float vmax_avx2(const float *x, size_t count) {
+AVX2_FMA static float vmax_avx2(const float *x, size_t count) {
     __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
     size_t k = 0;
     for (; k + 16 <= count; k += 16) {
@@ -78,7 +80,7 @@ static float vmax_avx2(const float *x, size_t count) {
     return hmax8(_mm256_max_ps(m0, m1));
 }
 
-static float vexp_shift_sum_avx2(float *y, const float *x, float shift, size_t count) {
+AVX2_FMA static float vexp_shift_sum_avx2(float *y, const float *x, float shift, size_t count) {
     const __m256 sh = _mm256_set1_ps(shift);
     __m256 acc = _mm256_setzero_ps();
     size_t k = 0;
@@ -95,7 +97,7 @@ static float vexp_shift_sum_avx2(float *y, const float *x, float shift, size_t c
     return hsum8(acc);
 }
 
-static void vscale_avx2(float *y, float a, size_t count) {
+AVX2_FMA static void vscale_avx2(float *y, float a, size_t count) {
     const __m256 va = _mm256_set1_ps(a);
     size_t k = 0;
     for (; k + 8 <= count; k += 8)
@@ -103,8 +105,6 @@ static void vscale_avx2(float *y, float a, size_t count) {
     for (; k < count; k++)
         y[k] *= a;
 }
-
-#pragma GCC pop_options
 
 static int have_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

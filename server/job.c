@@ -12,6 +12,11 @@
  * give those pages back. The workspace only grows; once it is larger than
  * SRV_JOB_KEEP_WORKSPACE_BYTES it is freed after the job, so one huge
  * request does not pin its scratch for the worker's whole life.
+ *
+ * Splitting: a computation whose per-head part is large goes through
+ * attn_compute_with and the pool runner of split.c, which borrows only the
+ * workers idle at that moment; everything else is attn_compute on this
+ * worker. The results are bit for bit the same either way.
  */
 #include "server/job.h"
 
@@ -22,12 +27,13 @@
 #include "api/error.h"
 #include "api/models.h"
 #include "api/response.h"
+#include "server/split.h"
 
 double srv_ms_between(const struct timespec *a, const struct timespec *b) {
     return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
 }
 
-srv_worker *srv_worker_create(store *models) {
+srv_worker *srv_worker_create(store *models, pool *workers) {
     srv_worker *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->ws = attn_workspace_create();
@@ -37,6 +43,8 @@ srv_worker *srv_worker_create(store *models) {
     }
     w->models = models;
     w->keep_workspace_bytes = SRV_JOB_KEEP_WORKSPACE_BYTES;
+    w->pool = workers;
+    w->split_flops = SRV_JOB_SPLIT_FLOPS;
     return w;
 }
 
@@ -47,8 +55,8 @@ void srv_worker_destroy(srv_worker *w) {
     free(w);
 }
 
-void *srv_job_worker_init(void *ctx) {
-    return srv_worker_create(ctx);
+void *srv_job_worker_init(pool *p, void *ctx) {
+    return srv_worker_create(ctx, p);
 }
 
 void srv_job_worker_fini(void *worker_ctx, void *ctx) {
@@ -116,6 +124,20 @@ static void job_model_weights(srv_job *job, srv_worker *w) {
     if (job->response_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
 }
 
+/* Computes `in` on the worker's workspace, split over idle workers when
+ * the per-head part is large enough (see the top comment). */
+static int job_compute(srv_worker *w, const attn_output *out, const attn_input *in) {
+    const attn_weights *wt = in->weights;
+    double n = (double)in->n_tokens, hd = (double)wt->n_heads * (double)wt->d_head;
+    if (!w->pool || wt->n_heads < 2 || 4.0 * n * n * hd < w->split_flops)
+        return attn_compute(out, w->ws, in);
+    srv_split split = {.pool = w->pool, .ws = w->ws};
+    attn_runner runner = srv_split_runner(&split);
+    int rc = attn_compute_with(out, w->ws, in, &runner);
+    if (split.helpers) w->splits++;
+    return rc;
+}
+
 /* Frees the request and gives large memory back (see the top comment). */
 static void job_release(const srv_job *job, api_request *req, srv_worker *w) {
     api_request_free(req);
@@ -125,7 +147,6 @@ static void job_release(const srv_job *job, api_request *req, srv_worker *w) {
 
 void srv_job_run(srv_job *job, srv_worker *w) {
     struct timespec t0, t1, t2, t3;
-    attn_workspace *ws = w->ws;
     api_error err;
     memset(&err, 0, sizeof err);
     api_request *req = NULL;
@@ -156,7 +177,7 @@ void srv_job_run(srv_job *job, srv_worker *w) {
         if (!m || api_request_bind(req, &m->weights, m->mask, job->limits, &err) != 0) goto fail;
     }
 
-    rc = attn_compute(api_request_output(req), ws, api_request_input(req));
+    rc = job_compute(w, api_request_output(req), api_request_input(req));
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);
     if (rc == ATTN_ERR_NONFINITE) {

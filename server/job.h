@@ -11,12 +11,18 @@
  * computes with. The set is swapped only between jobs, when the store's
  * generation moved (a SIGHUP reload), so a job runs start to end on the
  * weights it started with, and the steady request path takes no lock.
+ *
+ * A large computation (per-head work of at least split_flops, two heads or
+ * more) is split by heads over the pool's idle workers (split.h); a worker
+ * helping runs heads on its own workspace. Smaller ones, and any when no
+ * worker is idle, stay on the worker that took the request.
  */
 #ifndef SRV_JOB_H
 #define SRV_JOB_H
 
 #include "api/request.h"
 #include "attention/attention.h"
+#include "server/pool.h"
 #include "store/store.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -49,17 +55,27 @@ typedef struct srv_job {
 #define SRV_JOB_TRIM_BODY_BYTES ((size_t)1 << 20)
 #define SRV_JOB_KEEP_WORKSPACE_BYTES ((size_t)64 << 20)
 
+/* A computation is offered to idle workers when its per-head part (scores
+ * and P·V of every head, 4 · n² · h · dh flops, causal or not) reaches this:
+ * ~1 ms of work on one core, against tens of µs to hand a helper its job.
+ * GPT-2's shape reaches it from n ≈ 180. */
+#define SRV_JOB_SPLIT_FLOPS 1e8
+
 /* One worker's own state. */
 typedef struct srv_worker {
     attn_workspace *ws;
     size_t keep_workspace_bytes; /* trimmed above this after a job (tests lower it) */
+    pool *pool;                  /* the worker's pool, for helpers; NULL: never split */
+    double split_flops;          /* SRV_JOB_SPLIT_FLOPS (tests lower it) */
+    uint64_t splits;             /* computations split so far (tests read it) */
     store *models;       /* the server's store, or NULL for none */
     store_set *set;      /* retained: the set this worker computes with, or NULL */
     uint64_t generation; /* of `set` in the store */
 } srv_worker;
 
-/* A worker over `models` (may be NULL); NULL when out of memory. */
-srv_worker *srv_worker_create(store *models);
+/* A worker over `models` (may be NULL) in `workers` (may be NULL: it never
+ * asks for help); NULL when out of memory. */
+srv_worker *srv_worker_create(store *models, pool *workers);
 void srv_worker_destroy(srv_worker *w);
 
 /*
@@ -74,7 +90,7 @@ void srv_job_run(srv_job *job, srv_worker *w);
 
 /* Pool worker context hooks (pool.h): `ctx` is the server's store (or NULL);
  * each worker makes its srv_worker on start and destroys it on stop. */
-void *srv_job_worker_init(void *ctx);
+void *srv_job_worker_init(pool *p, void *ctx);
 void srv_job_worker_fini(void *worker_ctx, void *ctx);
 
 /* Milliseconds from a to b (CLOCK_MONOTONIC). */

@@ -11,9 +11,16 @@
  * refused at once (the caller answers 503), rather than letting latency and
  * memory grow without limit. Jobs being run do not count against the bound.
  *
+ * Helpers (pool_try_help) have a list of their own. One is accepted only
+ * when the request queue is empty and a worker is idle that no earlier
+ * helper was promised to (busy + helpers waiting < workers), so that a
+ * helper takes a free core and never the place of a request. A worker that
+ * wakes takes a queued request first, then a helper.
+ *
  * Shutdown: pool_destroy sets `stopping` and broadcasts. Workers keep taking
- * jobs until the queue is empty and only then leave, so every accepted job
- * runs exactly once. Each worker frees its own context on its own thread.
+ * jobs until the queue and the helper list are empty and only then leave,
+ * so every accepted job runs exactly once. Each worker frees its own
+ * context on its own thread.
  */
 #include "server/pool.h"
 
@@ -30,7 +37,8 @@ struct pool {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* a job was queued, or stopping was set */
     pool_job *head, *tail;
-    size_t queued, busy, max_queued;
+    pool_job *helpers; /* accepted by pool_try_help, not started; LIFO */
+    size_t queued, busy, max_queued, helping;
     int stopping;
 
     pool_init_fn init;
@@ -47,7 +55,7 @@ struct pool {
 
 static void *pool_worker(void *arg) {
     pool *p = arg;
-    void *wctx = p->init ? p->init(p->ctx) : NULL;
+    void *wctx = p->init ? p->init(p, p->ctx) : NULL;
     int ok = !p->init || wctx != NULL;
 
     pthread_mutex_lock(&p->mu);
@@ -59,13 +67,19 @@ static void *pool_worker(void *arg) {
 
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->head && !p->stopping)
+        while (!p->head && !p->helpers && !p->stopping)
             pthread_cond_wait(&p->cv, &p->mu);
         pool_job *job = p->head;
-        if (!job) break; /* stopping and drained */
-        p->head = job->next;
-        if (!p->head) p->tail = NULL;
-        p->queued--;
+        if (job) {
+            p->head = job->next;
+            if (!p->head) p->tail = NULL;
+            p->queued--;
+        } else if ((job = p->helpers) != NULL) {
+            p->helpers = job->next;
+            p->helping--;
+        } else {
+            break; /* stopping and drained */
+        }
         p->busy++;
         pthread_mutex_unlock(&p->mu);
 
@@ -150,6 +164,28 @@ int pool_submit(pool *p, pool_fn fn, void *arg) {
             p->head = job;
         p->tail = job;
         p->queued++;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+
+    if (rc != POOL_OK) free(job);
+    return rc;
+}
+
+int pool_try_help(pool *p, pool_fn fn, void *arg) {
+    pool_job *job = malloc(sizeof *job);
+    if (!job) return POOL_NOMEM;
+    job->fn = fn;
+    job->arg = arg;
+
+    pthread_mutex_lock(&p->mu);
+    int rc = p->stopping                                        ? POOL_STOPPED
+             : p->queued == 0 && p->busy + p->helping < p->n_threads ? POOL_OK
+                                                                : POOL_FULL;
+    if (rc == POOL_OK) {
+        job->next = p->helpers;
+        p->helpers = job;
+        p->helping++;
         pthread_cond_signal(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);

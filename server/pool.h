@@ -5,6 +5,10 @@
  * attention workspace), made by `init` on the worker's own thread and freed
  * by `fini` when it stops. A job is a function and an argument; the pool
  * never looks at the argument and never frees it.
+ *
+ * Besides queued jobs, a job may ask for help: pool_try_help hands a helper
+ * job to a worker that is idle right now, or refuses at once. Helpers
+ * never wait in the queue, so they never delay a request.
  */
 #ifndef SRV_POOL_H
 #define SRV_POOL_H
@@ -15,8 +19,10 @@ typedef struct pool pool;
 
 /* Runs on a worker thread; `worker_ctx` is that worker's context. */
 typedef void (*pool_fn)(void *arg, void *worker_ctx);
-/* Makes a worker's context; NULL means failure (pool_create then fails). */
-typedef void *(*pool_init_fn)(void *ctx);
+/* Makes a worker's context, on the worker's thread; `p` is the pool the
+ * worker belongs to (its jobs may call pool_try_help on it). NULL means
+ * failure (pool_create then fails). */
+typedef void *(*pool_init_fn)(pool *p, void *ctx);
 typedef void (*pool_fini_fn)(void *worker_ctx, void *ctx);
 
 /* Results of pool_submit. */
@@ -38,7 +44,18 @@ pool *pool_create(size_t n_workers, size_t max_queued, pool_init_fn init, pool_f
  */
 int pool_submit(pool *p, pool_fn fn, void *arg);
 
-/* Jobs waiting and workers running a job, right now. */
+/*
+ * Hands fn(arg) to a worker that is idle now, and returns POOL_OK; or
+ * refuses at once: POOL_FULL when no worker is idle (every one busy, or a
+ * job queued or a helper already promised to each idle one), POOL_STOPPED
+ * after pool_destroy began, POOL_NOMEM. When refused, fn will never run.
+ * A helper job, once accepted, runs exactly once, before any queued job
+ * that came after it only if a worker was idle for it; pool_destroy runs
+ * the helpers accepted before it, like queued jobs.
+ */
+int pool_try_help(pool *p, pool_fn fn, void *arg);
+
+/* Jobs waiting and workers running a job (a helper counts), right now. */
 void pool_stats(pool *p, size_t *queued, size_t *busy);
 
 /* Refuses new jobs, runs every job already queued, joins the workers, frees

@@ -19,6 +19,7 @@
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1160,6 +1161,277 @@ START_TEST(test_linear_memory) {
 }
 END_TEST
 
+/* ---- 12. attn_compute_with: heads as tasks on other threads ------------------------------ */
+
+/*
+ * A runner for tests: `threads` threads (the caller and threads-1 others,
+ * each with its own workspace) claim tasks from a shared counter; with one
+ * thread the tasks run on the caller, last first. Counts how often each
+ * task ran and on which workspace.
+ */
+enum { RUN_MAX_THREADS = 4, RUN_MAX_TASKS = 16 };
+
+typedef struct test_runner {
+    int threads;
+    attn_workspace *caller_ws;
+    attn_workspace *ws[RUN_MAX_THREADS]; /* [0] unused: the caller's */
+    size_t runs;                         /* calls of run */
+    atomic_int ran[RUN_MAX_TASKS];       /* per task, in the last run */
+    atomic_int other_ws;                 /* tasks run on another workspace, all runs */
+    /* one run */
+    attn_task_fn task;
+    void *arg;
+    size_t count;
+    atomic_size_t next;
+} test_runner;
+
+typedef struct runner_thread {
+    test_runner *r;
+    attn_workspace *ws;
+} runner_thread;
+
+static void runner_claim(test_runner *r, attn_workspace *ws) {
+    for (size_t t; (t = atomic_fetch_add(&r->next, 1)) < r->count;) {
+        atomic_fetch_add(&r->ran[t], 1);
+        if (ws != r->caller_ws) atomic_fetch_add(&r->other_ws, 1);
+        r->task(r->arg, t, ws);
+    }
+}
+
+static void *runner_thread_main(void *arg) {
+    runner_thread *rt = arg;
+    runner_claim(rt->r, rt->ws);
+    return NULL;
+}
+
+static void test_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
+    test_runner *r = ctx;
+    ck_assert_uint_le(count, RUN_MAX_TASKS);
+    r->runs++;
+    for (size_t t = 0; t < RUN_MAX_TASKS; t++)
+        atomic_store(&r->ran[t], 0);
+    if (r->threads == 1) {
+        for (size_t t = count; t-- > 0;) {
+            atomic_fetch_add(&r->ran[t], 1);
+            task(arg, t, r->caller_ws);
+        }
+        return;
+    }
+    r->task = task, r->arg = arg, r->count = count;
+    atomic_store(&r->next, 0);
+    pthread_t th[RUN_MAX_THREADS];
+    runner_thread rt[RUN_MAX_THREADS];
+    for (int k = 1; k < r->threads; k++) {
+        rt[k] = (runner_thread){.r = r, .ws = r->ws[k]};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, runner_thread_main, &rt[k]), 0);
+    }
+    runner_claim(r, r->caller_ws);
+    for (int k = 1; k < r->threads; k++)
+        pthread_join(th[k], NULL);
+}
+
+static void test_runner_init(test_runner *r, int threads, attn_workspace *caller_ws) {
+    memset(r, 0, sizeof *r);
+    r->threads = threads;
+    r->caller_ws = caller_ws;
+    for (int k = 1; k < threads; k++)
+        ck_assert_ptr_nonnull(r->ws[k] = attn_workspace_create());
+    for (size_t t = 0; t < RUN_MAX_TASKS; t++)
+        atomic_init(&r->ran[t], 0);
+    atomic_init(&r->other_ws, 0);
+    atomic_init(&r->next, 0);
+}
+
+static void test_runner_free(test_runner *r) {
+    for (int k = 1; k < r->threads; k++)
+        attn_workspace_destroy(r->ws[k]);
+}
+
+/* Output sets: the full path (scores or patterns shown) and the online one. */
+static const unsigned with_wants[] = {
+    WANT_ALL,
+    WANT_ALL & ~(1u << O_S) & ~(1u << O_P),      /* online, every output else */
+    1u << O_E,                                   /* online, ΔE only */
+    (1u << O_P) | (1u << O_E),                   /* the API's default */
+    (1u << O_S) | (1u << O_Z),                   /* full, scores in rows scratch */
+    1u << O_Z,                                   /* online, listed heads only */
+    (1u << O_S) | (1u << O_P) | (1u << O_Z),     /* full, no ΔE */
+};
+
+/* attn_compute_with on 1, 2 and 4 threads: bit for bit attn_compute, every
+ * task run once, for every output set and the mask kind _i % 3, with and
+ * without w_o, for several head lists. */
+START_TEST(test_runner_bitwise) {
+    static const size_t lists[][5] = {{0, 1, 2, 3}, {2, 0, 2}, {3}, {0}, {1, 3, 1, 0, 2}};
+    static const size_t counts[] = {4, 3, 1, 0, 5};
+    attn_mask_kind mask = mask_kinds[_i % 3];
+    int w_o = _i < 3;
+    /* n spans three blocks of query rows and two key tiles; no w_o: hd == dm */
+    shape s = {.n = 300, .dm = 32, .h = 4, .dh = 8, .b_qkv = 1, .w_o = w_o, .b_o = 1};
+    problem p;
+    problem_make(&p, s, mask, 151 + (uint64_t)_i);
+    if (mask == ATTN_MASK_CUSTOM) mask_rows_edge(&p, s.n);
+    attn_workspace *ws = attn_workspace_create(), *ws_with = attn_workspace_create();
+    for (size_t l = 0; l < sizeof counts / sizeof counts[0]; l++) {
+        memcpy(p.heads, lists[l], counts[l] * sizeof(size_t));
+        p.in.n_heads_out = counts[l];
+        for (size_t wi = 0; wi < sizeof with_wants / sizeof with_wants[0]; wi++) {
+            outputs serial;
+            outputs_make(&serial, &p.in);
+            attn_output vs = outputs_view(&serial, with_wants[wi]);
+            ck_assert_int_eq(attn_compute(&vs, ws, &p.in), 0);
+            static const int thread_counts[] = {1, 2, 4};
+            for (int k = 0; k < 3; k++) {
+                test_runner r;
+                test_runner_init(&r, thread_counts[k], ws_with);
+                attn_runner runner = {.run = test_run, .ctx = &r};
+                outputs o;
+                outputs_make(&o, &p.in);
+                for (int b = 0; b < O_COUNT; b++) /* what a serial run would leave */
+                    memset(o.buf[b], 0x7f, o.count[b] * sizeof(float));
+                attn_output vo = outputs_view(&o, with_wants[wi]);
+                ck_assert_int_eq(attn_compute_with(&vo, ws_with, &p.in, &runner), 0);
+                for (int b = 0; b < O_COUNT; b++)
+                    if ((with_wants[wi] >> b) & 1)
+                        ck_assert_msg(!memcmp(o.buf[b], serial.buf[b], o.count[b] * sizeof(float)),
+                                      "list %zu, want %#x, %d threads: %s differs", l,
+                                      with_wants[wi], thread_counts[k], o_name[b]);
+                for (size_t t = 0; r.runs && t < RUN_MAX_TASKS; t++)
+                    ck_assert_int_le(atomic_load(&r.ran[t]), 1);
+                outputs_free(&o);
+                test_runner_free(&r);
+            }
+            outputs_free(&serial);
+        }
+    }
+    attn_workspace_destroy(ws), attn_workspace_destroy(ws_with);
+    problem_free(&p);
+}
+END_TEST
+
+/* The tasks the runner gets: one per distinct head needed, each exactly
+ * once; none for a single head (the engine runs it itself). Other threads'
+ * workspaces grow by rows and a tile only, far below QKV. */
+START_TEST(test_runner_tasks) {
+    shape s = {.n = 512, .dm = 64, .h = 4, .dh = 16, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    problem p;
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 171);
+    attn_workspace *ws = attn_workspace_create();
+    test_runner r;
+    test_runner_init(&r, 4, ws);
+    attn_runner runner = {.run = test_run, .ctx = &r};
+    outputs o;
+    outputs_make(&o, &p.in);
+
+    p.in.n_heads_out = 0; /* ΔE only: every head */
+    attn_output v = outputs_view(&o, 1u << O_E);
+    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
+    ck_assert_uint_eq(r.runs, 1);
+    ck_assert_uint_eq(r.count, 4);
+    for (size_t t = 0; t < 4; t++)
+        ck_assert_int_eq(atomic_load(&r.ran[t]), 1);
+    size_t qkv = s.n * 3 * s.h * s.dh * sizeof(float);
+    for (int k = 1; k < 4; k++)
+        ck_assert_uint_lt(attn_workspace_bytes(r.ws[k]), qkv / 2);
+
+    static const size_t dup[3] = {2, 2, 1}; /* patterns of heads 2, 2, 1: two tasks */
+    memcpy(p.heads, dup, sizeof dup);
+    p.in.n_heads_out = 3;
+    v = outputs_view(&o, 1u << O_P);
+    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
+    ck_assert_uint_eq(r.runs, 2);
+    ck_assert_uint_eq(r.count, 2);
+    ck_assert(!memcmp(o.buf[O_P], o.buf[O_P] + s.n * s.n, s.n * s.n * sizeof(float)));
+
+    p.in.n_heads_out = 1; /* one head: no runner */
+    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
+    ck_assert_uint_eq(r.runs, 2);
+    v = outputs_view(&o, 1u << O_Q); /* nothing past the projection: no runner */
+    p.in.n_heads_out = 3;
+    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
+    ck_assert_uint_eq(r.runs, 2);
+
+    outputs_free(&o);
+    test_runner_free(&r);
+    attn_workspace_destroy(ws);
+    problem_free(&p);
+}
+END_TEST
+
+/* One head of three overflows (S[1][1] = 1e40): every runner reports it,
+ * on the full path and the online one, listed or only feeding ΔE. */
+START_TEST(test_runner_nonfinite) {
+    float e[2] = {1.0f, 1e20f};
+    /* w_qkv: 1 × 9, [q0 q1 q2 | k0 k1 k2 | v0 v1 v2]; head 1 overflows */
+    float w_qkv[9] = {1e-30f, 1.0f, 1e-30f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    float w_o[3] = {1, 1, 1};
+    attn_weights w = {.d_model = 1, .n_heads = 3, .d_head = 1, .w_qkv = w_qkv, .w_o = w_o};
+    size_t heads[3] = {0, 1, 2};
+    attn_input in = {.weights = &w, .embeddings = e, .n_tokens = 2, .scale = 1.0f,
+                     .mask = {ATTN_MASK_NONE, NULL}, .heads = heads, .n_heads_out = 3};
+    float patterns[3 * 4], z[3 * 2], emb[2];
+    attn_output full = {.patterns = patterns, .embeddings = emb};
+    attn_output onl = {.head_outputs = z, .embeddings = emb};
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(&full, ws, &in), ATTN_ERR_NONFINITE);
+    ck_assert_int_eq(attn_compute(&onl, ws, &in), ATTN_ERR_NONFINITE);
+    static const int thread_counts[] = {1, 2, 4};
+    for (int k = 0; k < 3; k++) {
+        test_runner r;
+        test_runner_init(&r, thread_counts[k], ws);
+        attn_runner runner = {.run = test_run, .ctx = &r};
+        in.n_heads_out = 3;
+        ck_assert_int_eq(attn_compute_with(&full, ws, &in, &runner), ATTN_ERR_NONFINITE);
+        ck_assert_int_eq(attn_compute_with(&onl, ws, &in, &runner), ATTN_ERR_NONFINITE);
+        in.n_heads_out = 0;
+        ck_assert_int_eq(attn_compute_with(&onl, ws, &in, &runner), ATTN_ERR_NONFINITE);
+        ck_assert_uint_eq(r.runs, 3);
+        test_runner_free(&r);
+    }
+    /* heads 0 and 2 alone are fine */
+    heads[0] = 2, heads[1] = 0;
+    in.n_heads_out = 2;
+    attn_output zonly = {.head_outputs = z};
+    test_runner r;
+    test_runner_init(&r, 2, ws);
+    attn_runner runner = {.run = test_run, .ctx = &r};
+    ck_assert_int_eq(attn_compute_with(&zonly, ws, &in, &runner), ATTN_OK);
+    test_runner_free(&r);
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
+/*
+ * The online path keeps Z a weighted average of V rows as it goes, so it
+ * cannot overflow where the full path does not: n identical rows with V
+ * near FLT_MAX / n would make an unnormalised Σ exp · V reach n · max|V|.
+ */
+START_TEST(test_online_no_overflow) {
+    enum { N = 1000 };
+    static float e[N * 2];
+    for (size_t t = 0; t < N; t++)
+        e[2 * t] = 1e36f, e[2 * t + 1] = 1.0f;
+    /* w_q = w_k = 0 (all scores 0, uniform weights), w_v = I */
+    float w_qkv[2 * 6] = {0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1};
+    attn_weights w = {.d_model = 2, .n_heads = 1, .d_head = 2, .w_qkv = w_qkv};
+    size_t head0 = 0;
+    attn_input in = {.weights = &w, .embeddings = e, .n_tokens = N, .scale = 1.0f,
+                     .mask = {ATTN_MASK_NONE, NULL}, .heads = &head0, .n_heads_out = 1};
+    static float z_full[N * 2], z_online[N * 2], patterns[N * N];
+    attn_output full = {.patterns = patterns, .head_outputs = z_full};
+    attn_output online = {.head_outputs = z_online};
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(&full, ws, &in), ATTN_OK);
+    ck_assert_int_eq(attn_compute(&online, ws, &in), ATTN_OK);
+    for (size_t i = 0; i < 2 * N; i++) {
+        ck_assert_msg(isfinite(z_online[i]), "online z[%zu] = %g", i, (double)z_online[i]);
+        ck_assert_msg(fabsf(z_online[i] - z_full[i]) <= 1e-5f * fabsf(z_full[i]),
+                      "z[%zu]: online %g, full %g", i, (double)z_online[i], (double)z_full[i]);
+    }
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
 static Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("engine");
@@ -1179,10 +1451,14 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, test_workspace_grows);
     tcase_add_test(tc, test_sizes);
     tcase_add_test(tc, test_overflowing_scores);
+    tcase_add_test(tc, test_online_no_overflow);
     tcase_add_test(tc, test_vexp);
     tcase_add_loop_test(tc, test_online_blocks, 0, 4);
     tcase_add_loop_test(tc, test_online_sizes, 0, 4);
     tcase_add_test(tc, test_linear_memory);
+    tcase_add_loop_test(tc, test_runner_bitwise, 0, 6);
+    tcase_add_test(tc, test_runner_tasks);
+    tcase_add_test(tc, test_runner_nonfinite);
     suite_add_tcase(s, tc);
     return s;
 }

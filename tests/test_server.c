@@ -1,7 +1,7 @@
 /*
  * test_server.c — unit tests of server/: configuration, the worker pool,
- * metrics rendering, request ids, the small HTTP parsers and routing, and
- * the job's error paths. No sockets; test_http.c covers the running server.
+ * metrics rendering, request ids, the small HTTP parsers and routing, the
+ * pool runner that splits a computation (split.c), and the job's paths. No sockets; test_http.c covers the running server.
  */
 #include <check.h>
 #include <pthread.h>
@@ -19,6 +19,7 @@
 #include "server/pool.h"
 #include "server/reqid.h"
 #include "server/route.h"
+#include "server/split.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -418,8 +419,8 @@ END_TEST
 
 static atomic_int inits, finis;
 
-static void *ctx_init(void *ctx) {
-    (void)ctx;
+static void *ctx_init(pool *p, void *ctx) {
+    (void)p, (void)ctx;
     int *c = malloc(sizeof *c);
     *c = atomic_fetch_add(&inits, 1);
     return c;
@@ -431,7 +432,8 @@ static void ctx_fini(void *wctx, void *ctx) {
     atomic_fetch_add(&finis, 1);
 }
 
-static void *failing_init(void *ctx) {
+static void *failing_init(pool *p, void *ctx) {
+    (void)p;
     atomic_int *n = ctx;
     return atomic_fetch_add(n, 1) == 2 ? NULL : malloc(1); /* the third worker fails */
 }
@@ -465,6 +467,176 @@ START_TEST(pool_worker_contexts) {
     ck_assert_ptr_null(pool_create(4, 10, failing_init, free_fini, &calls));
     ck_assert_ptr_null(pool_create(0, 10, NULL, NULL, NULL));
     ck_assert_ptr_null(pool_create(1, 0, NULL, NULL, NULL));
+}
+END_TEST
+
+/* pool_try_help: accepted only for a worker idle right now, one helper per
+ * idle worker; never when every worker is busy. */
+START_TEST(pool_help_only_when_idle) {
+    gate g;
+    gate_init(&g);
+    pool *p = pool_create(2, 4, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(pool_try_help(p, gated_job, &g), POOL_OK);
+    ck_assert_int_eq(pool_try_help(p, gated_job, &g), POOL_OK);
+    ck_assert_int_eq(pool_try_help(p, gated_job, &g), POOL_FULL); /* both promised */
+    wait_busy(p, 2);
+    ck_assert_int_eq(pool_try_help(p, gated_job, &g), POOL_FULL);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK); /* requests still queue */
+    size_t queued = 0;
+    pool_stats(p, &queued, NULL);
+    ck_assert_uint_eq(queued, 1);
+    gate_open(&g);
+    pool_destroy(p);
+    ck_assert_int_eq(atomic_load(&g.ran), 3);
+
+    /* one worker busy, one idle: one helper */
+    gate g2;
+    gate_init(&g2);
+    p = pool_create(2, 4, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g2), POOL_OK);
+    wait_busy(p, 1);
+    ck_assert_int_eq(pool_try_help(p, gated_job, &g2), POOL_OK);
+    ck_assert_int_eq(pool_try_help(p, gated_job, &g2), POOL_FULL);
+    gate_open(&g2);
+    pool_destroy(p);
+    ck_assert_int_eq(atomic_load(&g2.ran), 2);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- split */
+
+enum { SPLIT_TASKS = 24 };
+
+typedef struct split_probe {
+    atomic_int ran[SPLIT_TASKS];
+    atomic_int on_caller;     /* tasks run with the caller's workspace */
+    atomic_int caller_thread; /* ... and on the caller's thread */
+    pthread_t caller;
+    attn_workspace *caller_ws;
+    useconds_t sleep_us;
+} split_probe;
+
+static void probe_init(split_probe *pr, attn_workspace *ws, useconds_t sleep_us) {
+    for (int t = 0; t < SPLIT_TASKS; t++)
+        atomic_init(&pr->ran[t], 0);
+    atomic_init(&pr->on_caller, 0);
+    atomic_init(&pr->caller_thread, 0);
+    pr->caller = pthread_self();
+    pr->caller_ws = ws;
+    pr->sleep_us = sleep_us;
+}
+
+static void probe_task(void *arg, size_t index, attn_workspace *ws) {
+    split_probe *pr = arg;
+    ck_assert_uint_lt(index, SPLIT_TASKS);
+    atomic_fetch_add(&pr->ran[index], 1);
+    if (ws == pr->caller_ws) {
+        atomic_fetch_add(&pr->on_caller, 1);
+        if (pthread_equal(pthread_self(), pr->caller)) atomic_fetch_add(&pr->caller_thread, 1);
+    }
+    if (pr->sleep_us) usleep(pr->sleep_us);
+}
+
+static void probe_check_once(split_probe *pr, int count) {
+    for (int t = 0; t < SPLIT_TASKS; t++)
+        ck_assert_int_eq(atomic_load(&pr->ran[t]), t < count);
+    /* the caller's workspace only ever on the caller's thread */
+    ck_assert_int_eq(atomic_load(&pr->on_caller), atomic_load(&pr->caller_thread));
+}
+
+/* Idle workers help: every task once, some on helpers. */
+START_TEST(split_idle_workers_help) {
+    pool *p = pool_create(2, 4, srv_job_worker_init, srv_job_worker_fini, NULL);
+    ck_assert_ptr_nonnull(p);
+    attn_workspace *ws = attn_workspace_create();
+    split_probe pr;
+    probe_init(&pr, ws, 2000);
+    srv_split split = {.pool = p, .ws = ws};
+    attn_runner r = srv_split_runner(&split);
+    r.run(r.ctx, probe_task, &pr, SPLIT_TASKS);
+    probe_check_once(&pr, SPLIT_TASKS);
+    ck_assert_uint_ge(split.helpers, 1);
+    ck_assert_uint_le(split.helpers, 2);
+    ck_assert_int_lt(atomic_load(&pr.on_caller), SPLIT_TASKS); /* helpers took some */
+    ck_assert_int_gt(atomic_load(&pr.on_caller), 0);
+    pool_destroy(p);
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
+/* Every worker busy: no helper, the caller runs every task. */
+START_TEST(split_busy_pool_caller_does_all) {
+    gate g;
+    gate_init(&g);
+    pool *p = pool_create(2, 4, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK);
+    wait_busy(p, 2);
+    attn_workspace *ws = attn_workspace_create();
+    split_probe pr;
+    probe_init(&pr, ws, 0);
+    srv_split split = {.pool = p, .ws = ws};
+    attn_runner r = srv_split_runner(&split);
+    r.run(r.ctx, probe_task, &pr, SPLIT_TASKS);
+    probe_check_once(&pr, SPLIT_TASKS);
+    ck_assert_uint_eq(split.helpers, 0);
+    ck_assert_int_eq(atomic_load(&pr.caller_thread), SPLIT_TASKS);
+    gate_open(&g);
+    pool_destroy(p);
+    ck_assert_int_eq(atomic_load(&g.ran), 2);
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
+/* The pool destroyed right after a run, helpers perhaps still in flight or
+ * not yet started (they hold the shared state); and a run inside a pool job
+ * while pool_destroy begins (helpers refused: the job does all). Leaks and
+ * races show under the sanitizers. */
+typedef struct split_in_job {
+    pool *p;
+    split_probe pr;
+    atomic_int done;
+} split_in_job;
+
+static void split_job(void *arg, void *wctx) {
+    split_in_job *sj = arg;
+    srv_worker *w = wctx;
+    probe_init(&sj->pr, w->ws, 100);
+    srv_split split = {.pool = sj->p, .ws = w->ws};
+    attn_runner r = srv_split_runner(&split);
+    r.run(r.ctx, probe_task, &sj->pr, SPLIT_TASKS);
+    atomic_store(&sj->done, 1);
+}
+
+START_TEST(split_shutdown_with_helpers) {
+    for (int it = 0; it < 50; it++) {
+        pool *p = pool_create(3, 4, srv_job_worker_init, srv_job_worker_fini, NULL);
+        ck_assert_ptr_nonnull(p);
+        attn_workspace *ws = attn_workspace_create();
+        split_probe pr;
+        probe_init(&pr, ws, it % 2 ? 0 : 50);
+        srv_split split = {.pool = p, .ws = ws};
+        attn_runner r = srv_split_runner(&split);
+        int count = it % 3 ? SPLIT_TASKS : 2;
+        r.run(r.ctx, probe_task, &pr, (size_t)count);
+        pool_destroy(p);
+        attn_workspace_destroy(ws);
+        probe_check_once(&pr, count);
+    }
+    for (int it = 0; it < 20; it++) {
+        split_in_job sj;
+        atomic_init(&sj.done, 0);
+        sj.p = pool_create(2, 4, srv_job_worker_init, srv_job_worker_fini, NULL);
+        ck_assert_ptr_nonnull(sj.p);
+        ck_assert_int_eq(pool_submit(sj.p, split_job, &sj), POOL_OK);
+        if (it % 2) usleep(200);
+        pool_destroy(sj.p);
+        ck_assert_int_eq(atomic_load(&sj.done), 1);
+        probe_check_once(&sj.pr, SPLIT_TASKS);
+    }
 }
 END_TEST
 
@@ -664,7 +836,7 @@ static void run_job(const char *body, int *status, char **response) {
     job.body_len = strlen(body);
     job.limits = &limits;
     clock_gettime(CLOCK_MONOTONIC, &job.submitted);
-    srv_worker *w = srv_worker_create(NULL);
+    srv_worker *w = srv_worker_create(NULL, NULL);
     ck_assert_ptr_nonnull(w);
     srv_job_run(&job, w);
     srv_worker_destroy(w);
@@ -723,7 +895,7 @@ START_TEST(job_trims_large_workspace) {
     const char *small = "{\"embeddings\":[[1,0]],\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],"
                         "\"w_k\":[[1],[0]],\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]}}";
 
-    srv_worker *w = srv_worker_create(NULL);
+    srv_worker *w = srv_worker_create(NULL, NULL);
     ck_assert_ptr_nonnull(w);
     const char *bodies[] = {small, small, big};
     for (int i = 0; i < 3; i++) {
@@ -750,6 +922,80 @@ START_TEST(job_trims_large_workspace) {
 }
 END_TEST
 
+/* A request body of n tokens, d_model 4, 2 heads of 2, with w_o; `ret` is
+ * the "return" list or NULL for the default. */
+static char *two_head_body(int n, const char *ret) {
+    char *body = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&body, &len);
+    fputs("{\"embeddings\":[", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s[%g,%g,%g,%g]", i ? "," : "", (i % 7) / 8.0, (i % 5) / -4.0, (i % 3) / 2.0,
+                (i % 11) / 16.0);
+    fputs("],\"weights\":{\"heads\":[", f);
+    static const char *const names[] = {"w_q", "w_k", "w_v"};
+    for (int h = 0; h < 2; h++) {
+        fputs(h ? ",{" : "{", f);
+        for (int m = 0; m < 3; m++) {
+            fprintf(f, "%s\"%s\":[", m ? "," : "", names[m]);
+            for (int r = 0; r < 4; r++)
+                fprintf(f, "%s[%g,%g]", r ? "," : "", (r + m + h) % 3 - 0.75,
+                        (r * m + h) % 4 / 3.0);
+            fputs("]", f);
+        }
+        fputs("}", f);
+    }
+    fputs("],\"w_o\":[", f);
+    for (int r = 0; r < 4; r++)
+        fprintf(f, "%s[%g,%g,%g,%g]", r ? "," : "", r / 4.0, -0.5, (r % 2) * 0.25, 1.0);
+    fputs("]}", f);
+    if (ret) fprintf(f, ",\"return\":%s", ret);
+    fputs("}", f);
+    fclose(f);
+    return body;
+}
+
+/* A job split over idle workers answers byte for byte what one worker
+ * answers, on the full path (default outputs) and the online one. */
+START_TEST(job_split_same_answer) {
+    static const api_limits limits = {.max_tokens = 256,
+                                      .max_heads = 8,
+                                      .max_d_model = 64,
+                                      .max_flops = 1e10,
+                                      .max_response_bytes = 1 << 24,
+                                      .max_workspace_bytes = 1 << 26};
+    pool *p = pool_create(2, 4, srv_job_worker_init, srv_job_worker_fini, NULL);
+    ck_assert_ptr_nonnull(p);
+    srv_worker *alone = srv_worker_create(NULL, NULL);
+    srv_worker *split = srv_worker_create(NULL, p);
+    ck_assert_ptr_nonnull(alone);
+    ck_assert_ptr_nonnull(split);
+    split->split_flops = 0; /* every computation of 2 heads */
+    const char *rets[] = {NULL, "[\"embeddings\"]", "[\"scores\",\"head_outputs\",\"delta\"]"};
+    for (int k = 0; k < 3; k++) {
+        char *body = two_head_body(200, rets[k]);
+        char *answer[2];
+        for (int s = 0; s < 2; s++) {
+            srv_job job;
+            memset(&job, 0, sizeof job);
+            job.body = body;
+            job.body_len = strlen(body);
+            job.limits = &limits;
+            clock_gettime(CLOCK_MONOTONIC, &job.submitted);
+            srv_job_run(&job, s ? split : alone);
+            ck_assert_msg(job.status == 200, "status %d: %.300s", job.status, job.response);
+            answer[s] = job.response;
+        }
+        ck_assert_str_eq(answer[0], answer[1]);
+        free(answer[0]), free(answer[1]), free(body);
+    }
+    ck_assert_uint_eq(alone->splits, 0);
+    ck_assert_uint_ge(split->splits, 1); /* the pool's two workers were idle */
+    srv_worker_destroy(alone), srv_worker_destroy(split);
+    pool_destroy(p);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- suite */
 
 static Suite *server_suite(void) {
@@ -771,6 +1017,10 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, pool_runs_every_job);
     tcase_add_test(tc, pool_drains_on_destroy);
     tcase_add_test(tc, pool_worker_contexts);
+    tcase_add_test(tc, pool_help_only_when_idle);
+    tcase_add_test(tc, split_idle_workers_help);
+    tcase_add_test(tc, split_busy_pool_caller_does_all);
+    tcase_add_test(tc, split_shutdown_with_helpers);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("metrics");
@@ -788,6 +1038,7 @@ static Suite *server_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, job_error_paths);
     tcase_add_test(tc, job_trims_large_workspace);
+    tcase_add_test(tc, job_split_same_answer);
     suite_add_tcase(s, tc);
     return s;
 }

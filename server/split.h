@@ -1,0 +1,31 @@
+/*
+ * split.h — one computation spread over the pool's idle workers: an
+ * attn_runner (attention.h) backed by pool_try_help.
+ *
+ * The worker running a large request calls attn_compute_with with this
+ * runner; the engine hands it one task per head. The runner asks the pool
+ * for helpers only among the workers idle right now, then takes tasks
+ * itself until none are left, and returns once every task has returned.
+ * With no idle worker it runs every task itself: a busy server computes
+ * each request on one worker, as before.
+ */
+#ifndef SRV_SPLIT_H
+#define SRV_SPLIT_H
+
+#include "attention/attention.h"
+#include "server/pool.h"
+#include <stddef.h>
+
+/* One call's runner context, the caller's (on its stack, say). */
+typedef struct srv_split {
+    pool *pool;         /* where helpers come from */
+    attn_workspace *ws; /* the calling thread's workspace */
+    size_t helpers;     /* out: helpers the pool accepted, summed over runs */
+} srv_split;
+
+/* The attn_runner over `s`, which must outlive the runner's use. Helpers
+ * run on pool workers whose context is a srv_worker (job.h), on that
+ * worker's workspace; a NULL context gives the tasks a NULL workspace. */
+attn_runner srv_split_runner(srv_split *s);
+
+#endif
