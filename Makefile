@@ -73,9 +73,10 @@ $(MODELS_STAMP): $(BUILD)/tools/make_models
 	@touch $@
 
 # Each tests/test_<module>.c is one check suite; it links every module
-# (unused objects cost nothing), the HTTP harness that starts the built
-# server (tests/http_harness.c), plus check and libcurl.
-TEST_HELPER_OBJ := $(BUILD)/tests/http_harness.o
+# (unused objects cost nothing), the test helpers (tests/http_harness.c
+# starts the built server, tests/json_edit.c edits requests by path), plus
+# check and libcurl.
+TEST_HELPER_OBJ := $(BUILD)/tests/http_harness.o $(BUILD)/tests/json_edit.o
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $(filter %.o,$^) -o $@ $(LIBS) $(CHECK_LIBS) $(CURL_LIBS)

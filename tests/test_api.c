@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tests/json_edit.h"
 #include "api/error.h"
 #include "api/float_format.h"
 #include "api/request.h"
@@ -78,42 +79,6 @@ static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh)
 static json_t *base_request(void)
 {
     return request_with(3, 4, 2, 2);
-}
-
-/* The value at a slash path of plain keys and indices (test paths only). */
-static json_t *at(json_t *root, const char *path)
-{
-    char buf[256], *save = NULL;
-    json_t *v = root;
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *tok = strtok_r(buf, "/", &save); tok && v; tok = strtok_r(NULL, "/", &save)) {
-        if (json_is_array(v)) v = json_array_get(v, strtoul(tok, NULL, 10));
-        else v = json_object_get(v, tok);
-    }
-    return v;
-}
-
-/* Replaces the value at `path` (its parent must exist) with `value` (stolen). */
-static void put(json_t *root, const char *path, json_t *value)
-{
-    char parent[256];
-    const char *last = strrchr(path, '/');
-    json_t *p;
-    snprintf(parent, sizeof parent, "%.*s", (int)(last - path), path);
-    p = parent[0] ? at(root, parent) : root;
-    ck_assert_msg(p != NULL, "no parent for %s", path);
-    if (json_is_array(p)) json_array_set_new(p, strtoul(last + 1, NULL, 10), value);
-    else json_object_set_new(p, last + 1, value);
-}
-
-static void del(json_t *root, const char *path)
-{
-    char parent[256];
-    const char *last = strrchr(path, '/');
-    snprintf(parent, sizeof parent, "%.*s", (int)(last - path), path);
-    json_t *p = parent[0] ? at(root, parent) : root;
-    if (json_is_array(p)) json_array_remove(p, strtoul(last + 1, NULL, 10));
-    else json_object_del(p, last + 1);
 }
 
 static char *dump(const json_t *j)
@@ -256,9 +221,9 @@ START_TEST(test_error_to_json)
     text = api_error_to_json(&err, &len);
     j = json_loads(text, 0, NULL);
     ck_assert_ptr_nonnull(j);
-    ck_assert_str_eq(json_string_value(at(j, "error/path")), "");
-    ck_assert_str_eq(json_string_value(at(j, "error/code")), "invalid_json");
-    ck_assert_str_eq(json_string_value(at(j, "error/message")), "bad \"quote\"\n\ttab \\ back");
+    ck_assert_str_eq(json_string_value(tj_at(j, "error/path")), "");
+    ck_assert_str_eq(json_string_value(tj_at(j, "error/code")), "invalid_json");
+    ck_assert_str_eq(json_string_value(tj_at(j, "error/message")), "bad \"quote\"\n\ttab \\ back");
     json_decref(j);
     free(text);
 }
@@ -442,7 +407,7 @@ END_TEST
 START_TEST(test_unknown_fields)
 {
     json_t *r = base_request();
-    put(r, "/colour", json_string("red"));
+    tj_put(r, "/colour", json_string("red"));
     expect_error(r, NULL, 400, "unknown_field", "/colour", NULL);
 
     r = base_request();
@@ -450,12 +415,12 @@ START_TEST(test_unknown_fields)
     expect_error(r, NULL, 400, "unknown_field", "/a~0b~1c", NULL);
 
     r = base_request();
-    json_t *h0 = at(r, "weights/heads/0");
+    json_t *h0 = tj_at(r, "weights/heads/0");
     json_object_set(h0, "W_q", json_object_get(h0, "w_q"));
     expect_error(r, NULL, 400, "unknown_field", "/weights/heads/0/W_q", NULL);
 
     r = base_request();
-    put(r, "/weights/bias", json_true());
+    tj_put(r, "/weights/bias", json_true());
     expect_error(r, NULL, 400, "unknown_field", "/weights/bias", NULL);
 }
 END_TEST
@@ -463,23 +428,23 @@ END_TEST
 START_TEST(test_missing_and_both)
 {
     json_t *r = base_request();
-    del(r, "/embeddings");
+    tj_del(r, "/embeddings");
     expect_error(r, NULL, 400, "missing_field", "/embeddings", NULL);
 
     r = base_request();
-    del(r, "/weights");
+    tj_del(r, "/weights");
     expect_error(r, NULL, 400, "missing_field", "", NULL);
 
     r = base_request();
-    put(r, "/model", json_string("tiny"));
+    tj_put(r, "/model", json_string("tiny"));
     expect_error(r, NULL, 400, "invalid_value", "", NULL);
 
     r = base_request();
-    del(r, "/weights/heads/1/w_k");
+    tj_del(r, "/weights/heads/1/w_k");
     expect_error(r, NULL, 400, "missing_field", "/weights/heads/1/w_k", NULL);
 
     r = base_request();
-    del(r, "/weights/heads");
+    tj_del(r, "/weights/heads");
     expect_error(r, NULL, 400, "missing_field", "/weights/heads", NULL);
 }
 END_TEST
@@ -528,19 +493,19 @@ START_TEST(test_wrong_types)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         r = base_request();
-        put(r, cases[i].path, cases[i].value);
-        if (strcmp(cases[i].path, "/model") == 0) del(r, "/weights");
+        tj_put(r, cases[i].path, cases[i].value);
+        if (strcmp(cases[i].path, "/model") == 0) tj_del(r, "/weights");
         expect_error(r, NULL, 400, "wrong_type", cases[i].expect_path, NULL);
     }
 
     r = base_request();
-    put(r, "/tokens", json_pack("[s,i,s]", "a", 1, "c"));
+    tj_put(r, "/tokens", json_pack("[s,i,s]", "a", 1, "c"));
     expect_error(r, NULL, 400, "wrong_type", "/tokens/1", NULL);
 
     /* a matrix of the wrong type says both forms it may take (tensor objects:
      * tests/test_binary.c) */
     r = base_request();
-    put(r, "/embeddings", json_string("E"));
+    tj_put(r, "/embeddings", json_string("E"));
     expect_error(r, NULL, 400, "wrong_type", "/embeddings", &err);
     ck_assert_msg(strstr(err.message, "nested arrays") && strstr(err.message, "tensor object"),
                   "%s", err.message);
@@ -553,7 +518,7 @@ START_TEST(test_invalid_values)
 {
     api_error err;
     json_t *r = base_request();
-    put(r, "/return", json_pack("[s,s]", "q", "attention"));
+    tj_put(r, "/return", json_pack("[s,s]", "q", "attention"));
     expect_error(r, NULL, 400, "invalid_value", "/return/1", NULL);
 
     r = base_request(); /* a NUL inside a name does not sneak through */
@@ -561,19 +526,19 @@ START_TEST(test_invalid_values)
     expect_error(r, NULL, 400, "invalid_value", "/return/0", NULL);
 
     r = base_request();
-    put(r, "/mask", json_string("diagonal"));
+    tj_put(r, "/mask", json_string("diagonal"));
     expect_error(r, NULL, 400, "invalid_value", "/mask", NULL);
 
     r = base_request(); /* only the exact words: not "Base64", not "base64\0" */
-    put(r, "/encoding", json_string("Base64"));
+    tj_put(r, "/encoding", json_string("Base64"));
     expect_error(r, NULL, 400, "invalid_value", "/encoding", &err);
     ck_assert_msg(strstr(err.message, "\"base64\""), "%s", err.message);
     r = base_request();
-    put(r, "/encoding", json_stringn("base64\0", 7));
+    tj_put(r, "/encoding", json_stringn("base64\0", 7));
     expect_error(r, NULL, 400, "invalid_value", "/encoding", NULL);
 
     r = base_request();
-    put(r, "/encoding", json_string("xml"));
+    tj_put(r, "/encoding", json_string("xml"));
     expect_error(r, NULL, 400, "invalid_value", "/encoding", NULL);
 
     const char *bad_names[] = {"", "a b", "../etc/passwd", "名前",
@@ -592,29 +557,29 @@ START_TEST(test_dimension_mismatch)
     api_error err;
     json_t *r = base_request();
 
-    json_array_append_new(at(r, "embeddings/1"), json_real(1));
+    json_array_append_new(tj_at(r, "embeddings/1"), json_real(1));
     expect_error(r, NULL, 422, "dimension_mismatch", "/embeddings/1", NULL);
 
     r = base_request();
-    put(r, "/embeddings", json_array());
+    tj_put(r, "/embeddings", json_array());
     expect_error(r, NULL, 422, "dimension_mismatch", "/embeddings", NULL);
 
     r = base_request();
-    put(r, "/embeddings", json_pack("[[]]"));
+    tj_put(r, "/embeddings", json_pack("[[]]"));
     expect_error(r, NULL, 422, "dimension_mismatch", "/embeddings/0", NULL);
 
     /* the contract's own example */
     r = base_request();
-    json_array_remove(at(r, "weights/heads/1/w_k"), 3);
+    json_array_remove(tj_at(r, "weights/heads/1/w_k"), 3);
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/1/w_k", &err);
     ck_assert_str_eq(err.message, "weights.heads[1].w_k has 3 rows, expected d_model = 4");
 
     r = base_request(); /* d_head differs between heads */
-    put(r, "/weights/heads/1/w_v", matrix(4, 3, 5));
+    tj_put(r, "/weights/heads/1/w_v", matrix(4, 3, 5));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/1/w_v", NULL);
 
     r = base_request(); /* … and within a head */
-    put(r, "/weights/heads/0/w_k", matrix(4, 1, 5));
+    tj_put(r, "/weights/heads/0/w_k", matrix(4, 1, 5));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/0/w_k", NULL);
 
     r = request_with(3, 4, 1, 2); /* no w_o and h·dh = 2 != 4 */
@@ -622,33 +587,33 @@ START_TEST(test_dimension_mismatch)
     ck_assert_msg(strstr(err.message, "identity"), "%s", err.message);
 
     r = request_with(3, 4, 1, 2); /* w_o with the wrong rows, then columns */
-    put(r, "/weights/w_o", matrix(4, 4, 3));
+    tj_put(r, "/weights/w_o", matrix(4, 4, 3));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/w_o", NULL);
     r = request_with(3, 4, 1, 2);
-    put(r, "/weights/w_o", matrix(2, 3, 3));
+    tj_put(r, "/weights/w_o", matrix(2, 3, 3));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/w_o", NULL);
     r = request_with(3, 4, 1, 2);
-    put(r, "/weights/w_o", matrix(2, 4, 3));
-    put(r, "/weights/b_o", vector(3, 3));
+    tj_put(r, "/weights/w_o", matrix(2, 4, 3));
+    tj_put(r, "/weights/b_o", vector(3, 3));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/b_o", NULL);
 
     r = base_request();
-    put(r, "/weights/heads/1/b_k", vector(3, 1));
+    tj_put(r, "/weights/heads/1/b_k", vector(3, 1));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/1/b_k", NULL);
 
     r = base_request();
-    put(r, "/weights/heads", json_array());
+    tj_put(r, "/weights/heads", json_array());
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads", NULL);
 
     r = base_request();
-    put(r, "/mask", matrix(2, 3, 0));
+    tj_put(r, "/mask", matrix(2, 3, 0));
     expect_error(r, NULL, 422, "dimension_mismatch", "/mask", NULL);
     r = base_request();
-    put(r, "/mask", json_pack("[[b,b,b],[b,b],[b,b,b]]", 1, 0, 0, 1, 1, 1, 1, 1));
+    tj_put(r, "/mask", json_pack("[[b,b,b],[b,b],[b,b,b]]", 1, 0, 0, 1, 1, 1, 1, 1));
     expect_error(r, NULL, 422, "dimension_mismatch", "/mask/1", NULL);
 
     r = base_request();
-    put(r, "/tokens", json_pack("[s,s]", "a", "b"));
+    tj_put(r, "/tokens", json_pack("[s,s]", "a", "b"));
     expect_error(r, NULL, 422, "dimension_mismatch", "/tokens", NULL);
 }
 END_TEST
@@ -683,10 +648,10 @@ START_TEST(test_non_finite)
 
     /* in the weights */
     json_t *r = base_request();
-    put(r, "/weights/heads/1/w_v/2/0", json_real(-1e39));
+    tj_put(r, "/weights/heads/1/w_v/2/0", json_real(-1e39));
     expect_error(r, NULL, 422, "non_finite_number", "/weights/heads/1/w_v/2/0", NULL);
     r = base_request();
-    put(r, "/weights/heads/0/b_v", json_pack("[f,f]", 0.0, 1e300));
+    tj_put(r, "/weights/heads/0/b_v", json_pack("[f,f]", 0.0, 1e300));
     expect_error(r, NULL, 422, "non_finite_number", "/weights/heads/0/b_v/1", NULL);
     char *text = dump(r = base_request());
     json_decref(r);
@@ -702,9 +667,9 @@ START_TEST(test_tiny_and_edge_numbers)
 {
     /* 1e-50 reads as 0; FLT_MAX itself and 1e-45 (a subnormal) are fine */
     json_t *r = base_request();
-    put(r, "/embeddings/0/0", json_real(1e-50));
-    put(r, "/embeddings/0/1", json_real(3.4028234e38));
-    put(r, "/embeddings/0/2", json_real(1e-45));
+    tj_put(r, "/embeddings/0/0", json_real(1e-50));
+    tj_put(r, "/embeddings/0/1", json_real(3.4028234e38));
+    tj_put(r, "/embeddings/0/2", json_real(1e-45));
     api_request *req = decode_ok(r);
     const attn_input *in = api_request_input(req);
     ck_assert(in->embeddings[0] == 0.0f);
@@ -740,7 +705,7 @@ START_TEST(test_out_of_range)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         r = base_request();
-        put(r, cases[i].field, cases[i].value);
+        tj_put(r, cases[i].field, cases[i].value);
         expect_error(r, NULL, 422, "out_of_range", cases[i].path, NULL);
     }
 }
@@ -802,7 +767,7 @@ START_TEST(test_limits)
 
     /* d_head over the d_model limit on its own: one head of width 5 with w_o */
     json_t *r = request_with(3, 4, 1, 5);
-    put(r, "/weights/w_o", matrix(5, 4, 9));
+    tj_put(r, "/weights/w_o", matrix(5, 4, 9));
     at = over = big_limits;
     at.max_d_model = 5, over.max_d_model = 4;
     limit_pair(r, at, over, "/weights/heads/0/w_q");
@@ -822,14 +787,14 @@ START_TEST(test_limits)
     r = base_request();
     response_limit_pair(r);
     r = base_request();
-    put(r, "/return", json_pack("[s,s,s,s,s,s,s,s]", "q", "k", "v", "scores", "patterns",
+    tj_put(r, "/return", json_pack("[s,s,s,s,s,s,s,s]", "q", "k", "v", "scores", "patterns",
                                 "head_outputs", "delta", "embeddings"));
-    put(r, "/select_heads", json_pack("[i]", 1));
+    tj_put(r, "/select_heads", json_pack("[i]", 1));
     response_limit_pair(r);
     r = base_request();
     char ctl[301];
     memset(ctl, 1, 300), ctl[300] = '\0';
-    put(r, "/tokens", json_pack("[s,s,s]", ctl, ctl, "x"));
+    tj_put(r, "/tokens", json_pack("[s,s,s]", ctl, ctl, "x"));
     response_limit_pair(r);
 
     /* NULL limits: none */
@@ -843,7 +808,7 @@ START_TEST(test_weights_packing)
 {
     json_t *r = base_request();
     json_t *copy = json_deep_copy(r);
-    put(r, "/weights/heads/1/b_k", vector(2, 50));
+    tj_put(r, "/weights/heads/1/b_k", vector(2, 50));
     api_request *req = decode_ok(r);
     const attn_weights *w = api_request_input(req)->weights;
     size_t dm = 4, dh = 2, h = 2, hd = 4;
@@ -858,7 +823,7 @@ START_TEST(test_weights_packing)
         for (size_t p = 0; p < 3; p++) {
             char path[64];
             snprintf(path, sizeof path, "weights/heads/%zu/%s", i, names[p]);
-            json_t *m = at(copy, path);
+            json_t *m = tj_at(copy, path);
             for (size_t r_ = 0; r_ < dm; r_++)
                 for (size_t c = 0; c < dh; c++)
                     ck_assert(w->w_qkv[r_ * 3 * hd + p * hd + i * dh + c] ==
@@ -952,7 +917,7 @@ static double ref_proj(json_t *body, size_t head_i, const char *w, size_t t, siz
     json_t *e = json_array_get(json_object_get(body, "embeddings"), t);
     snprintf(path, sizeof path, "weights/heads/%zu/%s", head_i, w);
     for (size_t j = 0; j < 4; j++)
-        s += num(json_array_get(e, j)) * num(json_array_get(json_array_get(at(body, path), j), c));
+        s += num(json_array_get(e, j)) * num(json_array_get(json_array_get(tj_at(body, path), j), c));
     return s;
 }
 
@@ -979,7 +944,7 @@ START_TEST(test_return_each_alone)
 {
     for (size_t o = 0; o < 8; o++) {
         json_t *r = base_request();
-        put(r, "/return", json_pack("[s]", output_names[o]));
+        tj_put(r, "/return", json_pack("[s]", output_names[o]));
         json_t *resp = respond_body(r, NULL);
         for (size_t k = 0; k < 8; k++)
             ck_assert_msg((json_object_get(resp, output_names[k]) != NULL) == (k == o),
@@ -1036,7 +1001,7 @@ START_TEST(test_response_defaults)
 
     /* an empty return list: no outputs at all */
     json_t *r = base_request();
-    put(r, "/return", json_array());
+    tj_put(r, "/return", json_array());
     resp = respond_body(r, NULL);
     for (size_t k = 0; k < 8; k++) ck_assert_ptr_null(json_object_get(resp, output_names[k]));
     json_decref(resp);
@@ -1047,9 +1012,9 @@ START_TEST(test_response_numbers)
 {
     json_t *r = base_request();
     json_t *body = json_deep_copy(r);
-    put(r, "/return", json_pack("[s,s,s,s,s,s]", "q", "k", "scores", "patterns", "delta",
+    tj_put(r, "/return", json_pack("[s,s,s,s,s,s]", "q", "k", "scores", "patterns", "delta",
                                 "embeddings"));
-    put(r, "/scale", json_real(0.75));
+    tj_put(r, "/scale", json_real(0.75));
     json_t *resp = respond_body(r, NULL);
     json_t *q = json_object_get(resp, "q"), *k = json_object_get(resp, "k");
     json_t *scores = json_object_get(resp, "scores");
@@ -1091,11 +1056,11 @@ END_TEST
 START_TEST(test_select_heads_order)
 {
     json_t *r = base_request();
-    put(r, "/return", json_pack("[s,s]", "q", "patterns"));
+    tj_put(r, "/return", json_pack("[s,s]", "q", "patterns"));
     json_t *all = respond_body(json_deep_copy(r), NULL);
-    put(r, "/select_heads", json_pack("[i,i]", 1, 0));
+    tj_put(r, "/select_heads", json_pack("[i,i]", 1, 0));
     json_t *swapped = respond_body(json_deep_copy(r), NULL);
-    put(r, "/select_heads", json_array());
+    tj_put(r, "/select_heads", json_array());
     json_t *none = respond_body(r, NULL);
 
     dump_eq(json_object_get(swapped, "heads"), "[1,0]");
@@ -1148,8 +1113,8 @@ START_TEST(test_custom_mask)
 {
     json_t *r = base_request();
     /* booleans and 0/1 mixed; row 1 allows nothing: all zeros, not NaN */
-    put(r, "/mask", json_pack("[[b,i,b],[i,b,i],[f,b,b]]", 1, 0, 0, 0, 0, 0, 1.0, 1, 1));
-    put(r, "/return", json_pack("[s,s]", "scores", "patterns"));
+    tj_put(r, "/mask", json_pack("[[b,i,b],[i,b,i],[f,b,b]]", 1, 0, 0, 0, 0, 0, 1.0, 1, 1));
+    tj_put(r, "/return", json_pack("[s,s]", "scores", "patterns"));
     json_t *resp = respond_body(r, NULL);
     json_t *p = json_array_get(json_object_get(resp, "patterns"), 0);
     json_t *s = json_array_get(json_object_get(resp, "scores"), 1);
@@ -1163,8 +1128,8 @@ START_TEST(test_custom_mask)
     json_decref(resp);
 
     r = base_request();
-    put(r, "/mask", json_string("none"));
-    put(r, "/return", json_pack("[s]", "scores"));
+    tj_put(r, "/mask", json_string("none"));
+    tj_put(r, "/return", json_pack("[s]", "scores"));
     resp = respond_body(r, NULL);
     ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "none");
     check_per_head_shape(json_object_get(resp, "scores"), 2, 3, 3, 0);
@@ -1239,9 +1204,9 @@ START_TEST(test_biases_and_w_o)
     double p00 = 1 / (1 + exp(-4.5)), p10 = 1 / (1 + exp(-10.5));
     double z0 = p00 * 2 + (1 - p00) * 1, z1 = p10 * 2 + (1 - p10) * 1;
     json_t *d = json_object_get(resp, "delta");
-    ck_assert(fabs(num(at(d, "0/0")) - (2 * z0 + 0.25)) < 1e-5);
-    ck_assert(fabs(num(at(d, "0/1")) - (-z0)) < 1e-5);
-    ck_assert(fabs(num(at(d, "1/0")) - (2 * z1 + 0.25)) < 1e-5);
+    ck_assert(fabs(num(tj_at(d, "0/0")) - (2 * z0 + 0.25)) < 1e-5);
+    ck_assert(fabs(num(tj_at(d, "0/1")) - (-z0)) < 1e-5);
+    ck_assert(fabs(num(tj_at(d, "1/0")) - (2 * z1 + 0.25)) < 1e-5);
     json_decref(resp);
     api_request_free(req);
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tests/json_edit.h"
 #include "api/base64.h"
 #include "api/error.h"
 #include "api/request.h"
@@ -121,32 +122,6 @@ static json_t *full_request(void)
     return r;
 }
 
-/* The value at a slash path of plain keys and indices (test paths only). */
-static json_t *at(json_t *root, const char *path)
-{
-    char buf[256], *save = NULL;
-    json_t *v = root;
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *tok = strtok_r(buf, "/", &save); tok && v; tok = strtok_r(NULL, "/", &save)) {
-        if (json_is_array(v)) v = json_array_get(v, strtoul(tok, NULL, 10));
-        else v = json_object_get(v, tok);
-    }
-    return v;
-}
-
-/* Replaces the value at `path` (its parent must exist) with `value` (stolen). */
-static void put(json_t *root, const char *path, json_t *value)
-{
-    char parent[256];
-    const char *last = strrchr(path, '/');
-    json_t *p;
-    snprintf(parent, sizeof parent, "%.*s", (int)(last - path), path);
-    p = parent[0] ? at(root, parent) : root;
-    ck_assert_msg(p != NULL, "no parent for %s", path);
-    if (json_is_array(p)) json_array_set_new(p, strtoul(last + 1, NULL, 10), value);
-    else json_object_set_new(p, last + 1, value);
-}
-
 static char *dump(const json_t *j)
 {
     char *s = json_dumps(j, JSON_COMPACT);
@@ -229,24 +204,24 @@ static json_t *to_tensor(const json_t *nested)
 /* Replaces the nested arrays at `path` by their tensor object. */
 static void tensorize(json_t *r, const char *path)
 {
-    json_t *nested = at(r, path);
+    json_t *nested = tj_at(r, path);
     ck_assert_msg(nested != NULL, "no %s", path);
-    put(r, path, to_tensor(nested));
+    tj_put(r, path, to_tensor(nested));
 }
 
 /* The paths of every matrix and vector of a request. */
 static size_t tensor_paths(json_t *r, char paths[][64], size_t cap)
 {
     static const char *const fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
-    json_t *heads = at(r, "/weights/heads");
+    json_t *heads = tj_at(r, "/weights/heads");
     size_t n = 0;
     snprintf(paths[n++], 64, "/embeddings");
     for (size_t i = 0; i < json_array_size(heads); i++)
         for (size_t f = 0; f < 6; f++)
             if (json_object_get(json_array_get(heads, i), fields[f]) && n < cap)
                 snprintf(paths[n++], 64, "/weights/heads/%zu/%s", i, fields[f]);
-    if (at(r, "/weights/w_o") && n < cap) snprintf(paths[n++], 64, "/weights/w_o");
-    if (at(r, "/weights/b_o") && n < cap) snprintf(paths[n++], 64, "/weights/b_o");
+    if (tj_at(r, "/weights/w_o") && n < cap) snprintf(paths[n++], 64, "/weights/w_o");
+    if (tj_at(r, "/weights/b_o") && n < cap) snprintf(paths[n++], 64, "/weights/b_o");
     return n;
 }
 
@@ -566,17 +541,17 @@ START_TEST(test_inputs_random_and_large)
     char paths[32][64];
     uint32_t state = 7;
     json_t *r = request_with(5, 64, 2, 32);
-    json_t *heads = at(r, "/weights/heads");
+    json_t *heads = tj_at(r, "/weights/heads");
     static const char *const fields[] = {"w_q", "w_k", "w_v"};
 
-    put(r, "/embeddings", rnd_matrix(5, 64, &state));
+    tj_put(r, "/embeddings", rnd_matrix(5, 64, &state));
     for (size_t i = 0; i < 2; i++)
         for (size_t f = 0; f < 3; f++)
             json_object_set_new(json_array_get(heads, i), fields[f], rnd_matrix(64, 32, &state));
     json_t *row = rnd_matrix(1, 32, &state);
     json_object_set_new(json_array_get(heads, 1), "b_v", json_incref(json_array_get(row, 0)));
     json_decref(row);
-    json_object_set_new(at(r, "/weights"), "w_o", rnd_matrix(64, 64, &state));
+    json_object_set_new(tj_at(r, "/weights"), "w_o", rnd_matrix(64, 64, &state));
     json_object_set_new(r, "return", json_loads(all_returns, 0, NULL));
     size_t n = tensor_paths(r, paths, 32);
     same_as_nested(json_deep_copy(r), paths, n);
@@ -934,26 +909,26 @@ START_TEST(test_malformed_tensors)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *r = full_request();
-        put(r, cases[i].field, tensor_obj(cases[i].dtype, cases[i].shape, cases[i].data));
+        tj_put(r, cases[i].field, tensor_obj(cases[i].dtype, cases[i].shape, cases[i].data));
         expect_error(r, NULL, cases[i].status, cases[i].code, cases[i].path, NULL);
     }
 
     /* exactly three keys: a fourth is refused, whatever its name */
     static const char *const extra[] = {"Data", "byteorder", "", "shape "};
     for (size_t i = 0; i < 4; i++) {
-        json_t *r = full_request(), *t = to_tensor(at(r, "/weights/heads/1/w_k"));
+        json_t *r = full_request(), *t = to_tensor(tj_at(r, "/weights/heads/1/w_k"));
         char path[64];
         json_object_set_new(t, extra[i], json_true());
-        put(r, "/weights/heads/1/w_k", t);
+        tj_put(r, "/weights/heads/1/w_k", t);
         snprintf(path, sizeof path, "/weights/heads/1/w_k/%s", extra[i]);
         expect_error(r, NULL, 400, "unknown_field", path, NULL);
     }
     /* a tensor where no matrix is read stays what it was: a mask, tokens */
     json_t *r = base_request();
-    put(r, "/mask", to_tensor(at(r, "/embeddings")));
+    tj_put(r, "/mask", to_tensor(tj_at(r, "/embeddings")));
     expect_error(r, NULL, 400, "wrong_type", "/mask", NULL);
     r = base_request();
-    put(r, "/tokens", tensor_obj("\"float32\"", "[3]", "\"\""));
+    tj_put(r, "/tokens", tensor_obj("\"float32\"", "[3]", "\"\""));
     expect_error(r, NULL, 400, "wrong_type", "/tokens", NULL);
 }
 END_TEST
@@ -963,7 +938,7 @@ START_TEST(test_error_messages)
 {
     api_error err;
     json_t *r = base_request();
-    put(r, "/embeddings", tensor_obj("\"float32\"", "[3,4]",
+    tj_put(r, "/embeddings", tensor_obj("\"float32\"", "[3,4]",
                                       "\"AAAAAAAAgD8AAADAAACAPgAAQEAAAAA/AACAvwAAIEEAA!AAAAAAAAAAAD4AAIA/\""));
     expect_error(r, NULL, 422, "invalid_tensor", "/embeddings/data", &err);
     ck_assert_msg(strstr(err.message, "'!' at offset 45"), "%s", err.message);
@@ -973,23 +948,23 @@ START_TEST(test_error_messages)
     r = base_request();
     char nl[80];
     snprintf(nl, sizeof nl, "%.65s\\n\"", data12);
-    put(r, "/embeddings", tensor_obj("\"float32\"", "[3,4]", nl));
+    tj_put(r, "/embeddings", tensor_obj("\"float32\"", "[3,4]", nl));
     expect_error(r, NULL, 422, "invalid_tensor", "/embeddings/data", &err);
     ck_assert_msg(strstr(err.message, "0x0a at offset 64"), "%s", err.message);
 
     r = base_request();
-    put(r, "/embeddings", tensor_obj("\"float32\"", "[3,4]", "\"AAAA\""));
+    tj_put(r, "/embeddings", tensor_obj("\"float32\"", "[3,4]", "\"AAAA\""));
     expect_error(r, NULL, 422, "dimension_mismatch", "/embeddings/data", &err);
     ck_assert_msg(strstr(err.message, "3 bytes") && strstr(err.message, "[3, 4] needs 48"), "%s",
                   err.message);
 
     r = base_request();
-    put(r, "/embeddings", tensor_obj("\"bfloat16\"", "[3,4]", data12));
+    tj_put(r, "/embeddings", tensor_obj("\"bfloat16\"", "[3,4]", data12));
     expect_error(r, NULL, 422, "invalid_tensor", "/embeddings/dtype", &err);
     ck_assert_msg(strstr(err.message, "float32"), "%s", err.message);
 
     r = base_request();
-    put(r, "/weights/heads/0/w_q", tensor_obj("\"float32\"", "[4,2,1]", "\"\""));
+    tj_put(r, "/weights/heads/0/w_q", tensor_obj("\"float32\"", "[4,2,1]", "\"\""));
     expect_error(r, NULL, 400, "wrong_type", "/weights/heads/0/w_q/shape", &err);
     ck_assert_msg(strstr(err.message, "weights.heads[0].w_q") && strstr(err.message, "needs 2"),
                   "%s", err.message);
@@ -1009,7 +984,7 @@ START_TEST(test_non_finite_data)
         size_t shape[2] = {3, 4};
         for (size_t i = 0; i < 12; i++) e[i] = (float)val(i);
         memcpy(&e[9], &patterns[p], 4);
-        put(r, "/embeddings", tensor(e, shape, 2));
+        tj_put(r, "/embeddings", tensor(e, shape, 2));
         api_error err;
         expect_error(r, NULL, 422, "non_finite_number", "/embeddings", &err);
         ck_assert_msg(strstr(err.message, "[2][1]") && strstr(err.message, words[p]), "%s",
@@ -1020,7 +995,7 @@ START_TEST(test_non_finite_data)
         float b[2] = {0.5f, 0};
         size_t bshape[1] = {2};
         memcpy(&b[1], &patterns[p], 4);
-        put(r, "/weights/heads/1/b_v", tensor(b, bshape, 1));
+        tj_put(r, "/weights/heads/1/b_v", tensor(b, bshape, 1));
         expect_error(r, NULL, 422, "non_finite_number", "/weights/heads/1/b_v", &err);
         ck_assert_msg(strstr(err.message, "[1]") && strstr(err.message, words[p]), "%s",
                       err.message);
@@ -1033,7 +1008,7 @@ START_TEST(test_non_finite_data)
     size_t shape[2] = {64, 32};
     for (size_t i = 0; i < 64 * 32; i++) w[i] = (float)val(i);
     w[1600] = NAN; /* row 50, column 0 */
-    put(r, "/weights/heads/1/w_q", tensor(w, shape, 2));
+    tj_put(r, "/weights/heads/1/w_q", tensor(w, shape, 2));
     api_error err;
     expect_error(r, NULL, 422, "non_finite_number", "/weights/heads/1/w_q", &err);
     ck_assert_msg(strstr(err.message, "[50][0]") && strstr(err.message, "1600"), "%s",
@@ -1046,7 +1021,7 @@ START_TEST(test_non_finite_data)
     char *text = strdup(json_string_value(json_object_get(t, "data")));
     text[5000] = '*';
     json_object_set_new(t, "data", json_string(text));
-    put(r, "/weights/heads/0/w_k", t);
+    tj_put(r, "/weights/heads/0/w_k", t);
     expect_error(r, NULL, 422, "invalid_tensor", "/weights/heads/0/w_k/data", &err);
     ck_assert_msg(strstr(err.message, "offset 5000"), "%s", err.message);
     /* and padding in the middle of it */
@@ -1054,7 +1029,7 @@ START_TEST(test_non_finite_data)
     t = tensor(w, shape, 2);
     text[5000] = '=';
     json_object_set_new(t, "data", json_string(text));
-    put(r, "/weights/heads/0/w_v", t);
+    tj_put(r, "/weights/heads/0/w_v", t);
     expect_error(r, NULL, 422, "invalid_tensor", "/weights/heads/0/w_v/data", &err);
     ck_assert_msg(strstr(err.message, "offset 5000"), "%s", err.message);
     free(text);
@@ -1082,7 +1057,7 @@ START_TEST(test_limits_from_shape)
         static const char *const datas[] = {"\"\"", "\"AAAA\"", "\"not base64!\"", data12};
         for (size_t d = 0; d < 4; d++) {
             json_t *r = base_request();
-            put(r, cases[i].field, tensor_obj("\"float32\"", cases[i].shape, datas[d]));
+            tj_put(r, cases[i].field, tensor_obj("\"float32\"", cases[i].shape, datas[d]));
             api_error err;
             expect_error(r, &small, 422, "limit_exceeded", cases[i].path, &err);
             ck_assert_msg(strstr(err.message, "max_"), "%s", err.message);
