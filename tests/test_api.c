@@ -1,6 +1,6 @@
 /*
  * test_api.c — the check suite of api/: decoding and validating requests,
- * encoding responses and errors, formatting floats.
+ * encoding responses and errors (float formatting: test_float_format.c).
  *
  * Requests are built as jansson trees from one small valid request
  * (base_request: 3 tokens, d_model 4, 2 heads of width 2, no w_o) and
@@ -27,7 +27,6 @@
 
 #include "tests/json_edit.h"
 #include "api/error.h"
-#include "api/float_format.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
@@ -257,119 +256,6 @@ START_TEST(test_error_utf8)
     text = api_error_to_json(&err, NULL);
     ck_assert_ptr_nonnull(text);
     free(text);
-}
-END_TEST
-
-/* ---- float formatting ---------------------------------------------------- */
-
-/* JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static int json_number_syntax(const char *s)
-{
-    if (*s == '-') s++;
-    if (*s == '0') s++;
-    else if (*s >= '1' && *s <= '9') while (*s >= '0' && *s <= '9') s++;
-    else return 0;
-    if (*s == '.') {
-        s++;
-        if (!(*s >= '0' && *s <= '9')) return 0;
-        while (*s >= '0' && *s <= '9') s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        s++;
-        if (*s == '+' || *s == '-') s++;
-        if (!(*s >= '0' && *s <= '9')) return 0;
-        while (*s >= '0' && *s <= '9') s++;
-    }
-    return *s == '\0';
-}
-
-static int significant_digits(const char *s)
-{
-    char digits[64];
-    size_t n = 0;
-    for (; *s && *s != 'e' && *s != 'E'; s++)
-        if (*s >= '0' && *s <= '9') digits[n++] = *s;
-    size_t a = 0;
-    while (a < n && digits[a] == '0') a++;
-    while (n > a && digits[n - 1] == '0') n--;
-    return (int)(n - a);
-}
-
-static void check_float(float f)
-{
-    char buf[API_FLOAT_TEXT_MAX];
-    size_t len = api_float_format(buf, f);
-    float back;
-
-    ck_assert_uint_eq(len, strlen(buf));
-    ck_assert_msg(json_number_syntax(buf), "not a JSON number: %s (%a)", buf, f);
-    back = strtof(buf, NULL);
-    ck_assert_msg(memcmp(&back, &f, sizeof f) == 0, "%s does not read back as %a", buf, f);
-    ck_assert_msg(significant_digits(buf) <= 9, "%s has more than 9 digits", buf);
-}
-
-START_TEST(test_float_format_cases)
-{
-    static const struct {
-        float f;
-        const char *text;
-    } exact[] = {
-        {1.0f, "1"},   {0.5f, "0.5"},  {0.1f, "0.1"},  {-2.0f, "-2"},        {0.0f, "0"},
-        {-0.0f, "-0"}, {100.0f, "100"}, {1e-7f, "1e-7"}, {0.25f, "0.25"},   {3.4028235e38f, "3.4028235e38"},
-        {1e-45f, "1e-45"},
-    };
-    char buf[API_FLOAT_TEXT_MAX];
-    const float edge[] = {FLT_MAX,  -FLT_MAX, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN,
-                          FLT_EPSILON, 1.0f + FLT_EPSILON, 16777216.0f, 16777217.0f, 1e7f,
-                          9999999.0f, 123456789.0f, 0.3f, 2.0f / 3.0f, (float)M_PI, 1e15f, 1e16f,
-                          1e-5f, 1e-6f, 9.999999e-6f, 0x1.fffffep-127f, 0x1p-126f, 0x1p-149f};
-
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
-        api_float_format(buf, exact[i].f);
-        ck_assert_str_eq(buf, exact[i].text);
-        check_float(exact[i].f);
-    }
-    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
-        check_float(edge[i]);
-        check_float(-edge[i]);
-    }
-    for (int e = -45; e <= 38; e++) { /* powers of ten */
-        char t[16];
-        float p;
-        snprintf(t, sizeof t, "1e%d", e);
-        p = strtof(t, NULL);
-        check_float(p);
-        if (e >= -37) {
-            api_float_format(buf, p);
-            ck_assert_int_eq(significant_digits(buf), 1);
-        }
-    }
-    api_float_format(buf, INFINITY);
-    ck_assert_str_eq(buf, "null");
-    api_float_format(buf, NAN);
-    ck_assert_str_eq(buf, "null");
-}
-END_TEST
-
-START_TEST(test_float_format_random)
-{
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < 300000; i++) {
-        uint32_t bits;
-        float f;
-        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-        bits = (uint32_t)((x * 2685821657736338717ull) >> 32);
-        memcpy(&f, &bits, sizeof f);
-        if (!isfinite(f)) continue;
-        check_float(f);
-    }
-    /* every float from 1 up in a small run, and around each power of two */
-    for (int e = -149; e < 128; e++) {
-        float p = ldexpf(1.0f, e);
-        check_float(p);
-        check_float(nextafterf(p, 0));
-        check_float(nextafterf(p, INFINITY));
-    }
 }
 END_TEST
 
@@ -1343,16 +1229,12 @@ static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
     TCase *errors = tcase_create("errors");
-    TCase *floats = tcase_create("float_format");
     TCase *decode = tcase_create("decode");
     TCase *encode = tcase_create("encode");
     TCase *cases = tcase_create("cases");
 
     tcase_add_test(errors, test_error_to_json);
     tcase_add_test(errors, test_error_utf8);
-    tcase_add_test(floats, test_float_format_cases);
-    tcase_add_test(floats, test_float_format_random);
-    tcase_set_timeout(floats, 60);
     tcase_add_test(decode, test_invalid_json);
     tcase_add_test(decode, test_unknown_fields);
     tcase_add_test(decode, test_missing_and_both);
@@ -1375,7 +1257,6 @@ static Suite *api_suite(void)
     tcase_add_test(encode, test_overflow_in_result);
     tcase_add_test(cases, test_cases_dir);
     suite_add_tcase(s, errors);
-    suite_add_tcase(s, floats);
     suite_add_tcase(s, decode);
     suite_add_tcase(s, encode);
     suite_add_tcase(s, cases);
