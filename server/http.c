@@ -4,7 +4,10 @@
  * Threads. libmicrohttpd runs --io-threads polling threads (its internal
  * thread pool, epoll on Linux); each connection stays on one of them. They
  * only parse, route, copy bodies and send answers. Decoding and computing
- * happen on the worker pool (pool.c) and never on a polling thread.
+ * happen on the worker pool (pool.c) and never on a polling thread; so does
+ * writing a model's weights (GET /v1/models/{name}?weights=true), which
+ * goes through the same suspend / job / resume steps (x_submit) as a POST.
+ * The model list and a model's summary are cheap and answered here.
  *
  * The life of a request. The access handler is called several times for
  * one request; its state, an `exchange`, hangs on *con_cls:
