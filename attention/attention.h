@@ -150,15 +150,15 @@ typedef struct attn_runner {
 } attn_runner;
 
 /*
- * attn_compute, with the per-head work (the n × n part: every head's
- * scores, softmax and P·V) handed to `runner` as one task per head. The
- * projection and Z · w_o stay on the calling thread. NULL runner:
- * attn_compute. The results are bit for bit those of attn_compute (each
- * head runs the same kernels in the same order and writes only its own
- * columns of Z and its own output slots); the return codes are the same,
- * except that when several heads fail, which error is returned is not
- * fixed. Each other workspace a task runs on grows by at most one block of
- * query rows × n floats and one tile.
+ * attn_compute, with its work handed to `runner` as tasks, so that one
+ * computation can use several threads: the projection's tiles, then one
+ * task per (head, block of 128 query rows) — a single head is split too —
+ * then ΔE's tiles, each phase one call of run. NULL runner: attn_compute.
+ * The results are bit for bit those of attn_compute (the tasks depend on
+ * the shape alone and each writes only its own part); the return codes are
+ * the same, except that when several tasks fail, which error is returned
+ * is not fixed. Each other workspace a task runs on grows by at most one
+ * block of query rows × n floats and one tile.
  */
 int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_input *in,
                       const attn_runner *runner);

@@ -4,9 +4,9 @@
  * Data flow of one call (letters as in attention.h, ld = 3hd, B = ATTN_BLOCK_Q
  * query rows, K = ATTN_BLOCK_K keys):
  *
- *   QKV = E · w_qkv + b_qkv          n × 3hd   ONE sgemm for all heads
- *   per head i, reading Q_i, K_i, V_i in place out of QKV (stride 3hd), by
- *   blocks of B query rows r0 … r1, one of two paths:
+ *   QKV = E · w_qkv + b_qkv          n × 3hd   sgemm by tiles (see below)
+ *   per head i and block of B query rows r0 … r1, reading Q_i, K_i, V_i in
+ *   place out of QKV (stride 3hd), one of two paths:
  *
  *   full (scores or patterns are shown: then every head, so that ΔE does
  *        not depend on which heads are listed)
@@ -25,8 +25,8 @@
  *     Z[r0:r1] /= l (rows with nothing allowed stay exactly 0)
  *     Scratch: one B × K tile, never n × n: memory is linear in n.
  *
- *   ΔE  = Z · w_o + b_o              n × dm    one sgemm (w_o NULL: ΔE = Z)
- *   E'  = E + ΔE
+ *   ΔE  = Z · w_o + b_o              n × dm    sgemm by tiles (w_o NULL: ΔE = Z)
+ *   E'  = E + ΔE                               in the same tiles
  *
  * Work not asked for is not done. A plan (attn_plan) is derived from which
  * outputs are non-NULL: without delta/embeddings only the listed heads are
@@ -44,16 +44,20 @@
  * Threads: no globals, no static state. OpenBLAS's own thread count is the
  * server's business (see bench/README.md); this file never sets it.
  *
- * Heads as tasks: the per-head step (full or online, then the copy of Z_i
- * into head_outputs) is one task per distinct head, in a fixed order (the
- * listed heads as listed, then the others); attn_compute runs them in
- * turn, attn_compute_with hands them to the caller's runner. A task reads
- * QKV and writes only its head's columns of Z and its own output slots, so
- * tasks need no lock; its B × n rows and B × K tile are carved from the
- * workspace of the thread that runs it (the caller's slices on the calling
- * thread). A failing task stores its code in one atomic int (the first
- * stored wins) and the tasks after it skip their work. Repeated heads are
- * copied, and ΔE computed, only after every task has returned.
+ * Tasks: a call runs in three phases, each a set of independent tasks:
+ * the tiles of the projection, then (head, block of B query rows) pairs,
+ * then the tiles of ΔE. attn_compute runs every phase's tasks in turn;
+ * attn_compute_with hands each phase to the caller's runner, which returns
+ * only when the phase is done. The tiling (tiling_make) and the blocks
+ * depend on the shape alone, so both make the very same sgemm calls on the
+ * very same data, and the results are bit for bit equal whatever the
+ * threads. A task writes only its own tile, or its head's rows of Z and of
+ * its output slots, so tasks need no lock; a head task's B × n rows and
+ * B × K tile are carved from the workspace of the thread that runs it (the
+ * caller's slices on the calling thread). A failing task stores its code
+ * in one atomic int (the first stored wins) and the tasks after it skip
+ * their work. Heads come in a fixed order (the listed heads as listed,
+ * then the others); repeated heads are copied after the head phase.
  */
 #include <cblas.h>
 #include <limits.h>
@@ -200,12 +204,166 @@ static int plan_make(attn_plan *pl, const attn_output *out, const attn_input *in
 
 /* ---- the GEMMs ---------------------------------------------------------- */
 
-/* qkv: n × 3hd  ←  E: n × dm,  w_qkv: dm × 3hd,  b_qkv: 3hd */
-static void project_all(const attn_ctx *c) {
-    /* (m, n, k) = (n, 3hd, dm) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, (int)c->ld, (int)c->dm, 1.0f,
-                c->in->embeddings, (int)c->dm, c->w->w_qkv, (int)c->ld, 0.0f, c->qkv, (int)c->ld);
-    if (c->w->b_qkv) attn_add_bias_rows(c->qkv, c->w->b_qkv, c->n, c->ld, c->ld);
+/*
+ * Rows r0 … r0+rb of head i on the full path. s: n × n (caller's scores)
+ * or NULL, p: n × n (caller's patterns) or NULL; z: n × dh with stride ldz,
+ * or NULL; all three the whole head's, written only in rows r0 … r0+rb.
+ * S goes to s, else into p (softmax in place), else into c->rows (B × n);
+ * P goes to p, else into c->rows. Reads Q_i = qkv[:, i·dh],
+ * K_i = qkv[:, hd + i·dh], V_i = qkv[:, 2hd + i·dh], each n × dh (stride 3hd).
+ */
+static int head_full(float *s, float *p, float *z, size_t ldz, const attn_ctx *c, size_t i,
+                     size_t r0, size_t rb) {
+    const float *q = c->qkv + i * c->dh;
+    const float *k = c->qkv + c->hd + i * c->dh;
+    const float *v = c->qkv + 2 * c->hd + i * c->dh;
+    const size_t n = c->n;
+    size_t kend = c->causal ? r0 + rb : n; /* keys past kend: masked for all rb rows */
+    float *sd = s ? s + r0 * n : p ? p + r0 * n : c->rows;
+    /* S[r0:r1, 0:kend] = scale · Q_i[r0:r1] · K_i[0:kend]ᵀ;  (m, n, k) = (rb, kend, dh) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kend, (int)c->dh,
+                c->in->scale, q + r0 * c->ld, (int)c->ld, k, (int)c->ld, 0.0f, sd, (int)n);
+    /* The caller's rows get −inf up to n; scratch rows only need kend. */
+    size_t scols = sd == c->rows ? kend : n;
+    if (attn_mask_tile(sd, n, &c->in->mask, n, r0, rb, 0, scols)) return ATTN_ERR_NONFINITE;
+    if (!p && !z) return 0;
+    float *pd = p ? p + r0 * n : c->rows;
+    attn_softmax_block(pd, n, sd, n, rb, p ? n : kend, r0, c->causal);
+    if (!z) return 0;
+    /* Z[r0:r1] = P[r0:r1, 0:kend] · V_i[0:kend];  (m, n, k) = (rb, dh, kend) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)c->dh, (int)kend, 1.0f,
+                pd, (int)n, v, (int)c->ld, 0.0f, z + r0 * ldz, (int)ldz);
+    return 0;
+}
+
+/*
+ * Rows r0 … r0+rb of head i on the online path: z (n × dh, stride ldz, the
+ * whole head's) gets Z_i in those rows, with one B × K tile of scratch
+ * (c->tile) and the running max and sum of the block's rows.
+ */
+static int head_online(float *z, size_t ldz, const attn_ctx *c, size_t i, size_t r0, size_t rb) {
+    const float *q = c->qkv + i * c->dh;
+    const float *k = c->qkv + c->hd + i * c->dh;
+    const float *v = c->qkv + 2 * c->hd + i * c->dh;
+    const size_t n = c->n, ldt = min_size(ATTN_BLOCK_K, n);
+    float *t = c->tile, *m = t + min_size(ATTN_BLOCK_Q, n) * ldt, *l = m + min_size(ATTN_BLOCK_Q, n);
+    size_t kend = c->causal ? r0 + rb : n; /* key blocks past the diagonal: all masked */
+    float *zr = z + r0 * ldz;
+    for (size_t x = 0; x < rb; x++)
+        m[x] = -INFINITY, l[x] = 0.0f;
+    for (size_t k0 = 0; k0 < kend; k0 += ATTN_BLOCK_K) {
+        size_t kb = min_size(ATTN_BLOCK_K, kend - k0);
+        /* T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ;  (m, n, k) = (rb, kb, dh) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kb, (int)c->dh,
+                    c->in->scale, q + r0 * c->ld, (int)c->ld, k + k0 * c->ld, (int)c->ld, 0.0f, t,
+                    (int)ldt);
+        if (attn_mask_tile(t, ldt, &c->in->mask, n, r0, rb, k0, kb)) return ATTN_ERR_NONFINITE;
+        /* Turns T into weights over the running sum and rescales zr to it,
+         * before T·V adds to it. */
+        attn_softmax_online(t, ldt, m, l, zr, ldz, c->dh, rb, kb, r0, k0, c->causal);
+        /* Z[r0:r1] (+)= T · V_i[k0:k1];  (m, n, k) = (rb, dh, kb); the first
+         * key block overwrites what the caller's buffer held. */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)c->dh, (int)kb, 1.0f,
+                    t, (int)ldt, v + k0 * c->ld, (int)c->ld, k0 == 0 ? 0.0f : 1.0f, zr, (int)ldz);
+    }
+    return 0;
+}
+
+/* buf: slots of `size` floats; slot `to` ← slot `from` */
+static void copy_slot(float *buf, size_t to, size_t from, size_t size) {
+    memcpy(buf + to * size, buf + from * size, size * sizeof(float));
+}
+
+/* ---- tasks ----------------------------------------------------------------- */
+
+/*
+ * A rows × cols result cut into tiles, each one task. The cut depends on
+ * the shape alone, so attn_compute and every runner make the very same
+ * sgemm calls. Tiles start at ATTN_TILE × ATTN_TILE and are halved
+ * (columns first, down to ATTN_TILE_MIN) until there are ATTN_TILES_MIN of
+ * them, enough to keep two to four threads busy to the end; tiny results
+ * stay one tile.
+ */
+#ifndef ATTN_TILE
+#define ATTN_TILE 256
+#endif
+#define ATTN_TILE_MIN 64
+#define ATTN_TILES_MIN 12
+
+typedef struct attn_tiling {
+    size_t rows, cols; /* the whole result */
+    size_t rb, cb;     /* rows and columns of a tile (the last ones smaller) */
+    size_t nr, nc;     /* tiles down and across */
+} attn_tiling;
+
+static size_t div_up(size_t a, size_t b) {
+    return a / b + (a % b != 0);
+}
+
+static attn_tiling tiling_make(size_t rows, size_t cols) {
+    attn_tiling g = {rows, cols, min_size(rows, ATTN_TILE), min_size(cols, ATTN_TILE), 0, 0};
+    for (;;) {
+        g.nr = div_up(rows, g.rb), g.nc = div_up(cols, g.cb);
+        if (g.nr * g.nc >= ATTN_TILES_MIN) break;
+        if (g.cb >= 2 * ATTN_TILE_MIN && g.cb >= g.rb)
+            g.cb = div_up(g.cb / 2, 16) * 16; /* a multiple of the kernels' widths */
+        else if (g.rb >= 2 * ATTN_TILE_MIN)
+            g.rb /= 2;
+        else
+            break;
+    }
+    return g;
+}
+
+/* Tile t of g: rows *r0 … *r0+*rb, columns *c0 … *c0+*cb. */
+static void tiling_tile(const attn_tiling *g, size_t t, size_t *r0, size_t *rb, size_t *c0,
+                        size_t *cb) {
+    *r0 = t / g->nc * g->rb;
+    *c0 = t % g->nc * g->cb;
+    *rb = min_size(g->rb, g->rows - *r0);
+    *cb = min_size(g->cb, g->cols - *c0);
+}
+
+/* What every task of one call shares; read-only but for rc. */
+typedef struct attn_tasks {
+    const attn_ctx *c;       /* rows and tile: the caller's slices */
+    const attn_plan *pl;
+    const attn_output *out;
+    attn_workspace *ws;      /* the caller's */
+    const size_t *slot;      /* head → first position in in->heads, or SIZE_MAX */
+    const size_t *order;     /* the heads, in task order */
+    size_t blocks;           /* blocks of B query rows per head */
+    float *zall;             /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
+    float *d;                /* n × dm: ΔE (delta, or embeddings finished in place) */
+    attn_tiling tiles;       /* of the projection, or of ΔE */
+    size_t rows_bytes;       /* B × n rows, rounded up to ATTN_WS_ALIGN; 0: none */
+    size_t tile_bytes;       /* B × K tile and 2B; 0: none */
+    atomic_int rc;           /* 0, or the first error a task stored */
+} attn_tasks;
+
+/* Runs task(arg, t, ws) for t in 0 … count-1: by the runner, or in turn. */
+static void run_tasks(const attn_runner *runner, attn_task_fn task, attn_tasks *tp, size_t count) {
+    if (runner && count > 1) {
+        runner->run(runner->ctx, task, tp, count);
+        return;
+    }
+    for (size_t t = 0; t < count && !atomic_load(&tp->rc); t++)
+        task(tp, t, tp->ws);
+}
+
+/* attn_task_fn, tile t of QKV = E · w_qkv + b_qkv. */
+static void project_task(void *arg, size_t t, attn_workspace *ws) {
+    (void)ws;
+    const attn_tasks *tp = arg;
+    const attn_ctx *c = tp->c;
+    size_t r0, rb, c0, cb;
+    tiling_tile(&tp->tiles, t, &r0, &rb, &c0, &cb);
+    float *dst = c->qkv + r0 * c->ld + c0;
+    /* (m, n, k) = (rb, cb, dm) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)c->dm, 1.0f,
+                c->in->embeddings + r0 * c->dm, (int)c->dm, c->w->w_qkv + c0, (int)c->ld, 0.0f,
+                dst, (int)c->ld);
+    if (c->w->b_qkv) attn_add_bias_rows(dst, c->w->b_qkv + c0, rb, cb, c->ld);
 }
 
 /* qkv[:, col … col+dh]: n × dh (stride 3hd)  ←  E: n × dm,
@@ -218,145 +376,71 @@ static void project_block(const attn_ctx *c, size_t col) {
     if (c->w->b_qkv) attn_add_bias_rows(c->qkv + col, c->w->b_qkv + col, c->n, c->dh, c->ld);
 }
 
-/*
- * One head i on the full path. s: n × n (caller's scores) or NULL,
- * p: n × n (caller's patterns) or NULL; z: n × dh with stride ldz, or NULL.
- * S goes to s, else into p (softmax in place), else into c->rows (B × n);
- * P goes to p, else into c->rows. Reads Q_i = qkv[:, i·dh],
- * K_i = qkv[:, hd + i·dh], V_i = qkv[:, 2hd + i·dh], each n × dh (stride 3hd).
- */
-static int head_full(float *s, float *p, float *z, size_t ldz, const attn_ctx *c, size_t i) {
-    const float *q = c->qkv + i * c->dh;
-    const float *k = c->qkv + c->hd + i * c->dh;
-    const float *v = c->qkv + 2 * c->hd + i * c->dh;
-    const size_t n = c->n;
-    for (size_t r0 = 0; r0 < n; r0 += ATTN_BLOCK_Q) {
-        size_t rb = min_size(ATTN_BLOCK_Q, n - r0);
-        size_t kend = c->causal ? r0 + rb : n; /* keys past kend: masked for all rb rows */
-        float *sd = s ? s + r0 * n : p ? p + r0 * n : c->rows;
-        /* S[r0:r1, 0:kend] = scale · Q_i[r0:r1] · K_i[0:kend]ᵀ;  (m, n, k) = (rb, kend, dh) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kend, (int)c->dh,
-                    c->in->scale, q + r0 * c->ld, (int)c->ld, k, (int)c->ld, 0.0f, sd, (int)n);
-        /* The caller's rows get −inf up to n; scratch rows only need kend. */
-        size_t scols = sd == c->rows ? kend : n;
-        if (attn_mask_tile(sd, n, &c->in->mask, n, r0, rb, 0, scols)) return ATTN_ERR_NONFINITE;
-        if (!p && !z) continue;
-        float *pd = p ? p + r0 * n : c->rows;
-        attn_softmax_block(pd, n, sd, n, rb, p ? n : kend, r0, c->causal);
-        if (!z) continue;
-        /* Z[r0:r1] = P[r0:r1, 0:kend] · V_i[0:kend];  (m, n, k) = (rb, dh, kend) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)c->dh, (int)kend,
-                    1.0f, pd, (int)n, v, (int)c->ld, 0.0f, z + r0 * ldz, (int)ldz);
-    }
-    return 0;
-}
-
-/*
- * One head i on the online path: z (n × dh, stride ldz) = Z_i, with one
- * B × K tile of scratch (c->tile) and the running max and sum of B rows.
- */
-static int head_online(float *z, size_t ldz, const attn_ctx *c, size_t i) {
-    const float *q = c->qkv + i * c->dh;
-    const float *k = c->qkv + c->hd + i * c->dh;
-    const float *v = c->qkv + 2 * c->hd + i * c->dh;
-    const size_t n = c->n, ldt = min_size(ATTN_BLOCK_K, n);
-    float *t = c->tile, *m = t + min_size(ATTN_BLOCK_Q, n) * ldt, *l = m + min_size(ATTN_BLOCK_Q, n);
-    for (size_t r0 = 0; r0 < n; r0 += ATTN_BLOCK_Q) {
-        size_t rb = min_size(ATTN_BLOCK_Q, n - r0);
-        size_t kend = c->causal ? r0 + rb : n; /* key blocks past the diagonal: all masked */
-        float *zr = z + r0 * ldz;
-        for (size_t x = 0; x < rb; x++)
-            m[x] = -INFINITY, l[x] = 0.0f;
-        for (size_t k0 = 0; k0 < kend; k0 += ATTN_BLOCK_K) {
-            size_t kb = min_size(ATTN_BLOCK_K, kend - k0);
-            /* T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ;  (m, n, k) = (rb, kb, dh) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kb, (int)c->dh,
-                        c->in->scale, q + r0 * c->ld, (int)c->ld, k + k0 * c->ld, (int)c->ld, 0.0f,
-                        t, (int)ldt);
-            if (attn_mask_tile(t, ldt, &c->in->mask, n, r0, rb, k0, kb)) return ATTN_ERR_NONFINITE;
-            /* Turns T into weights over the running sum and rescales zr to it,
-             * before T·V adds to it. */
-            attn_softmax_online(t, ldt, m, l, zr, ldz, c->dh, rb, kb, r0, k0, c->causal);
-            /* Z[r0:r1] (+)= T · V_i[k0:k1];  (m, n, k) = (rb, dh, kb); the first
-             * key block overwrites what the caller's buffer held. */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)c->dh, (int)kb,
-                        1.0f, t, (int)ldt, v + k0 * c->ld, (int)c->ld, k0 == 0 ? 0.0f : 1.0f, zr,
-                        (int)ldz);
-        }
-    }
-    return 0;
-}
-
-/* d: n × dm  ←  z: n × hd,  w_o: hd × dm */
-static void project_out(float *d, const float *z, const attn_ctx *c) {
-    /* (m, n, k) = (n, dm, hd) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->n, (int)c->dm, (int)c->hd, 1.0f,
-                z, (int)c->hd, c->w->w_o, (int)c->dm, 0.0f, d, (int)c->dm);
-}
-
-/* buf: slots of `size` floats; slot `to` ← slot `from` */
-static void copy_slot(float *buf, size_t to, size_t from, size_t size) {
-    memcpy(buf + to * size, buf + from * size, size * sizeof(float));
-}
-
-/* ---- the per-head tasks ---------------------------------------------------- */
-
-/* What every task of one call shares; read-only but for rc. */
-typedef struct attn_heads {
-    const attn_ctx *c;       /* rows and tile: the caller's slices */
-    const attn_plan *pl;
-    const attn_output *out;
-    attn_workspace *ws;      /* the caller's */
-    const size_t *slot;      /* head → first position in in->heads, or SIZE_MAX */
-    const size_t *order;     /* task → head */
-    float *zall;             /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
-    size_t rows_bytes;       /* B × n rows, rounded up to ATTN_WS_ALIGN; 0: none */
-    size_t tile_bytes;       /* B × K tile and 2B; 0: none */
-    atomic_int rc;           /* 0, or the first error a task stored */
-} attn_heads;
-
 /* Head i, listed first at position j (SIZE_MAX: not listed, only feeds ΔE),
- * with the rows and tile of c. */
-static int head_run(const attn_heads *hp, const attn_ctx *c, size_t i, size_t j) {
-    const attn_plan *pl = hp->pl;
-    const attn_output *out = hp->out;
+ * rows r0 … r0+rb, with the rows and tile of c. */
+static int head_run(const attn_tasks *tp, const attn_ctx *c, size_t i, size_t j, size_t r0,
+                    size_t rb) {
+    const attn_plan *pl = tp->pl;
+    const attn_output *out = tp->out;
     const size_t n = c->n, nsq = n * n, ndh = n * c->dh;
     const int listed = j != SIZE_MAX;
     float *z = NULL;
     size_t ldz = c->dh;
-    if (hp->zall)
-        z = hp->zall + i * c->dh, ldz = c->hd;
+    if (tp->zall)
+        z = tp->zall + i * c->dh, ldz = c->hd;
     else if (listed && pl->ph_z)
         z = out->head_outputs + j * ndh;
     int rc = 0;
     if (pl->full)
         rc = head_full(listed && pl->ph_s ? out->scores + j * nsq : NULL,
-                       listed && pl->ph_p ? out->patterns + j * nsq : NULL, z, ldz, c, i);
+                       listed && pl->ph_p ? out->patterns + j * nsq : NULL, z, ldz, c, i, r0, rb);
     else if (z)
-        rc = head_online(z, ldz, c, i);
+        rc = head_online(z, ldz, c, i, r0, rb);
     if (rc) return rc;
-    if (hp->zall && listed && pl->ph_z)
-        attn_copy_block(out->head_outputs + j * ndh, c->dh, z, c->hd, n, c->dh);
+    if (tp->zall && listed && pl->ph_z)
+        attn_copy_block(out->head_outputs + j * ndh + r0 * c->dh, c->dh, z + r0 * ldz, c->hd, rb,
+                        c->dh);
     return 0;
 }
 
-/* attn_task_fn: task t of the call `arg` (an attn_heads), on workspace ws. */
+/* attn_task_fn, task t: block t % blocks of head order[t / blocks]. */
 static void head_task(void *arg, size_t t, attn_workspace *ws) {
-    attn_heads *hp = arg;
-    if (atomic_load_explicit(&hp->rc, memory_order_relaxed)) return; /* the call fails anyway */
-    attn_ctx c = *hp->c;
+    attn_tasks *tp = arg;
+    if (atomic_load_explicit(&tp->rc, memory_order_relaxed)) return; /* the call fails anyway */
+    attn_ctx c = *tp->c;
     int rc = 0;
-    if (ws != hp->ws && hp->rows_bytes + hp->tile_bytes > 0) {
+    if (ws != tp->ws && tp->rows_bytes + tp->tile_bytes > 0) {
         /* Another thread's workspace: only its own rows and tile live there. */
-        unsigned char *block = attn_workspace_reserve(ws, hp->rows_bytes + hp->tile_bytes);
+        unsigned char *block = attn_workspace_reserve(ws, tp->rows_bytes + tp->tile_bytes);
         if (!block) rc = ATTN_ERR_NOMEM;
-        c.rows = block && hp->rows_bytes ? (float *)(void *)block : NULL;
-        c.tile = block && hp->tile_bytes ? (float *)(void *)(block + hp->rows_bytes) : NULL;
+        c.rows = block && tp->rows_bytes ? (float *)(void *)block : NULL;
+        c.tile = block && tp->tile_bytes ? (float *)(void *)(block + tp->rows_bytes) : NULL;
     }
-    size_t i = hp->order[t];
-    if (!rc) rc = head_run(hp, &c, i, hp->slot[i]);
+    size_t i = tp->order[t / tp->blocks], r0 = t % tp->blocks * ATTN_BLOCK_Q;
+    if (!rc) rc = head_run(tp, &c, i, tp->slot[i], r0, min_size(ATTN_BLOCK_Q, c.n - r0));
     int none = 0;
-    if (rc) atomic_compare_exchange_strong(&hp->rc, &none, rc);
+    if (rc) atomic_compare_exchange_strong(&tp->rc, &none, rc);
+}
+
+/* attn_task_fn, tile t of ΔE = Z · w_o + b_o (Z already in d without w_o),
+ * then E' = E + ΔE. */
+static void out_task(void *arg, size_t t, attn_workspace *ws) {
+    (void)ws;
+    const attn_tasks *tp = arg;
+    const attn_ctx *c = tp->c;
+    size_t r0, rb, c0, cb;
+    tiling_tile(&tp->tiles, t, &r0, &rb, &c0, &cb);
+    float *d = tp->d + r0 * c->dm + c0;
+    if (c->w->w_o) /* (m, n, k) = (rb, cb, hd) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)c->hd, 1.0f,
+                    tp->zall + r0 * c->hd, (int)c->hd, c->w->w_o + c0, (int)c->dm, 0.0f, d,
+                    (int)c->dm);
+    if (c->w->b_o) attn_add_bias_rows(d, c->w->b_o + c0, rb, cb, c->dm);
+    float *e = tp->out->embeddings;
+    if (!e) return;
+    for (size_t r = r0; r < r0 + rb; r++)
+        attn_add(e + r * c->dm + c0, c->in->embeddings + r * c->dm + c0, tp->d + r * c->dm + c0,
+                 cb);
 }
 
 /* ---- the call ------------------------------------------------------------ */
@@ -409,10 +493,22 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
             if (slot[in->heads[j]] == SIZE_MAX) slot[in->heads[j]] = j, distinct++;
     }
 
-    /* Projection: one GEMM when (nearly) all of it is used, else only the
-     * blocks of the listed heads. */
+    attn_tasks tp = {.c = &c,
+                     .pl = &pl,
+                     .out = out,
+                     .ws = ws,
+                     .slot = slot,
+                     .order = slot ? slot + c.h : NULL,
+                     .blocks = div_up(n, ATTN_BLOCK_Q),
+                     .rows_bytes = slice_round(pl.bytes[WS_ROWS]),
+                     .tile_bytes = slice_round(pl.bytes[WS_TILE])};
+    atomic_init(&tp.rc, 0);
+
+    /* Projection: all of it in tiles when (nearly) all of it is used, else
+     * only the blocks of the listed heads. */
     if (pl.want_all || (distinct == c.h && pl.need_q && pl.need_k && pl.need_v)) {
-        project_all(&c);
+        tp.tiles = tiling_make(n, c.ld);
+        run_tasks(runner, project_task, &tp, tp.tiles.nr * tp.tiles.nc);
     } else {
         for (size_t j = 0; j < hs; j++) {
             size_t i = in->heads[j];
@@ -432,34 +528,21 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
 
     /* Where [Z_1 … Z_h] goes when ΔE is wanted: with no w_o, ΔE = Z, so
      * straight into the caller's delta (or embeddings, finished in place). */
-    float *zall = NULL;
-    if (pl.want_all) zall = w->w_o ? slice[WS_Z] : out->delta ? out->delta : out->embeddings;
-
-    /* The tasks: the listed heads as listed, their outputs straight in the
-     * caller's buffers; then, when ΔE is wanted, the heads nobody asked to
-     * see, by the same path. */
-    attn_heads hp = {.c = &c,
-                     .pl = &pl,
-                     .out = out,
-                     .ws = ws,
-                     .slot = slot,
-                     .order = slot + c.h,
-                     .zall = zall,
-                     .rows_bytes = slice_round(pl.bytes[WS_ROWS]),
-                     .tile_bytes = slice_round(pl.bytes[WS_TILE])};
-    atomic_init(&hp.rc, 0);
-    size_t *order = slot + c.h, count = 0;
-    for (size_t j = 0; j < hs; j++)
-        if (slot[in->heads[j]] == j) order[count++] = in->heads[j];
-    for (size_t i = 0; pl.want_all && i < c.h; i++)
-        if (slot[i] == SIZE_MAX) order[count++] = i;
-    if (runner && count > 1) {
-        runner->run(runner->ctx, head_task, &hp, count);
-    } else {
-        for (size_t t = 0; t < count && !atomic_load(&hp.rc); t++)
-            head_task(&hp, t, ws);
+    if (pl.want_all) {
+        tp.d = out->delta ? out->delta : out->embeddings;
+        tp.zall = w->w_o ? slice[WS_Z] : tp.d;
     }
-    int rc = atomic_load(&hp.rc);
+
+    /* The head tasks: the listed heads as listed, their outputs straight in
+     * the caller's buffers; then, when ΔE is wanted, the heads nobody asked
+     * to see, by the same path; each head by blocks of query rows. */
+    size_t *order = slot + c.h, heads = 0;
+    for (size_t j = 0; j < hs; j++)
+        if (slot[in->heads[j]] == j) order[heads++] = in->heads[j];
+    for (size_t i = 0; pl.want_all && i < c.h; i++)
+        if (slot[i] == SIZE_MAX) order[heads++] = i;
+    run_tasks(runner, head_task, &tp, heads * tp.blocks);
+    int rc = atomic_load(&tp.rc);
     if (rc) return rc;
 
     /* A head listed again: a copy of what its first position shows. */
@@ -473,10 +556,8 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
     }
     if (!pl.want_all) return 0;
 
-    float *d = out->delta ? out->delta : out->embeddings;
-    if (w->w_o) project_out(d, zall, &c);
-    if (w->b_o) attn_add_bias_rows(d, w->b_o, n, c.dm, c.dm);
-    if (out->embeddings) attn_add(out->embeddings, in->embeddings, d, n * c.dm);
+    tp.tiles = tiling_make(n, c.dm);
+    run_tasks(runner, out_task, &tp, tp.tiles.nr * tp.tiles.nc);
     return 0;
 }
 

@@ -13,10 +13,10 @@
  * SRV_JOB_KEEP_WORKSPACE_BYTES it is freed after the job, so one huge
  * request does not pin its scratch for the worker's whole life.
  *
- * Splitting: a computation whose per-head part is large goes through
- * attn_compute_with and the pool runner of split.c, which borrows only the
- * workers idle at that moment; everything else is attn_compute on this
- * worker. The results are bit for bit the same either way.
+ * Splitting: a large computation goes through attn_compute_with and the
+ * pool runner of split.c, which borrows only the workers idle at that
+ * moment; everything else is attn_compute on this worker. The results are
+ * bit for bit the same either way.
  */
 #include "server/job.h"
 
@@ -125,12 +125,11 @@ static void job_model_weights(srv_job *job, srv_worker *w) {
 }
 
 /* Computes `in` on the worker's workspace, split over idle workers when
- * the per-head part is large enough (see the top comment). */
+ * it is large enough (see the top comment). */
 static int job_compute(srv_worker *w, const attn_output *out, const attn_input *in) {
     const attn_weights *wt = in->weights;
-    double n = (double)in->n_tokens, hd = (double)wt->n_heads * (double)wt->d_head;
-    if (!w->pool || wt->n_heads < 2 || 4.0 * n * n * hd < w->split_flops)
-        return attn_compute(out, w->ws, in);
+    double flops = attn_flops(in->n_tokens, wt->d_model, wt->n_heads, wt->d_head, wt->w_o != NULL);
+    if (!w->pool || flops < w->split_flops) return attn_compute(out, w->ws, in);
     srv_split split = {.pool = w->pool, .ws = w->ws};
     attn_runner runner = srv_split_runner(&split);
     int rc = attn_compute_with(out, w->ws, in, &runner);

@@ -12,10 +12,11 @@
  * generation moved (a SIGHUP reload), so a job runs start to end on the
  * weights it started with, and the steady request path takes no lock.
  *
- * A large computation (per-head work of at least split_flops, two heads or
- * more) is split by heads over the pool's idle workers (split.h); a worker
- * helping runs heads on its own workspace. Smaller ones, and any when no
- * worker is idle, stay on the worker that took the request.
+ * A large computation (at least split_flops) is split over the pool's idle
+ * workers (split.h): its projection and ΔE by tiles, its heads by blocks
+ * of query rows; a worker helping runs tasks on its own workspace. Smaller
+ * ones, and any when no worker is idle, stay on the worker that took the
+ * request.
  */
 #ifndef SRV_JOB_H
 #define SRV_JOB_H
@@ -55,10 +56,10 @@ typedef struct srv_job {
 #define SRV_JOB_TRIM_BODY_BYTES ((size_t)1 << 20)
 #define SRV_JOB_KEEP_WORKSPACE_BYTES ((size_t)64 << 20)
 
-/* A computation is offered to idle workers when its per-head part (scores
- * and P·V of every head, 4 · n² · h · dh flops, causal or not) reaches this:
- * ~1 ms of work on one core, against tens of µs to hand a helper its job.
- * GPT-2's shape reaches it from n ≈ 180. */
+/* A computation is offered to idle workers when its work (attn_flops,
+ * causal or not) reaches this: ~1 ms on one core, against tens of µs to
+ * hand helpers the three phases' tasks. GPT-2's shape reaches it from
+ * n ≈ 22, the teaching sizes never do. */
 #define SRV_JOB_SPLIT_FLOPS 1e8
 
 /* One worker's own state. */

@@ -1,5 +1,5 @@
 /*
- * split.c — the per-head tasks of one computation over the idle workers.
+ * split.c — the tasks of one computation over the idle workers.
  *
  * One run: the calling thread allocates a shared state (the task, its
  * argument, the count, an atomic next-task index and a done counter) and

@@ -3,9 +3,10 @@
  * attn_runner (attention.h) backed by pool_try_help.
  *
  * The worker running a large request calls attn_compute_with with this
- * runner; the engine hands it one task per head. The runner asks the pool
- * for helpers only among the workers idle right now, then takes tasks
- * itself until none are left, and returns once every task has returned.
+ * runner; the engine hands it each phase's tasks (tiles of a GEMM, or
+ * blocks of query rows of the heads). The runner asks the pool for helpers
+ * only among the workers idle right now, then takes tasks itself until
+ * none are left, and returns once every task has returned.
  * With no idle worker it runs every task itself: a busy server computes
  * each request on one worker, as before.
  */

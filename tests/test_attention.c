@@ -1169,13 +1169,14 @@ END_TEST
  * thread the tasks run on the caller, last first. Counts how often each
  * task ran and on which workspace.
  */
-enum { RUN_MAX_THREADS = 4, RUN_MAX_TASKS = 16 };
+enum { RUN_MAX_THREADS = 4, RUN_MAX_TASKS = 64, RUN_MAX_RUNS = 8 };
 
 typedef struct test_runner {
     int threads;
     attn_workspace *caller_ws;
     attn_workspace *ws[RUN_MAX_THREADS]; /* [0] unused: the caller's */
     size_t runs;                         /* calls of run */
+    size_t counts[RUN_MAX_RUNS];         /* tasks of each run */
     atomic_int ran[RUN_MAX_TASKS];       /* per task, in the last run */
     atomic_int other_ws;                 /* tasks run on another workspace, all runs */
     /* one run */
@@ -1207,6 +1208,7 @@ static void *runner_thread_main(void *arg) {
 static void test_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
     test_runner *r = ctx;
     ck_assert_uint_le(count, RUN_MAX_TASKS);
+    if (r->runs < RUN_MAX_RUNS) r->counts[r->runs] = count;
     r->runs++;
     for (size_t t = 0; t < RUN_MAX_TASKS; t++)
         atomic_store(&r->ran[t], 0);
@@ -1215,7 +1217,7 @@ static void test_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
             atomic_fetch_add(&r->ran[t], 1);
             task(arg, t, r->caller_ws);
         }
-        return;
+        goto check;
     }
     r->task = task, r->arg = arg, r->count = count;
     atomic_store(&r->next, 0);
@@ -1228,6 +1230,9 @@ static void test_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
     runner_claim(r, r->caller_ws);
     for (int k = 1; k < r->threads; k++)
         pthread_join(th[k], NULL);
+check: /* every task exactly once */
+    for (size_t t = 0; t < count; t++)
+        ck_assert_int_eq(atomic_load(&r->ran[t]), 1);
 }
 
 static void test_runner_init(test_runner *r, int threads, attn_workspace *caller_ws) {
@@ -1309,11 +1314,14 @@ START_TEST(test_runner_bitwise) {
 }
 END_TEST
 
-/* The tasks the runner gets: one per distinct head needed, each exactly
- * once; none for a single head (the engine runs it itself). Other threads'
- * workspaces grow by rows and a tile only, far below QKV. */
+/* The tasks the runner gets, each run exactly once: the projection's and
+ * ΔE's tiles, and one per block of 128 query rows of each distinct head
+ * needed (a single head too); no runner for a projection of listed heads
+ * only, and none when nothing past the projection is asked for. Other
+ * threads' workspaces grow by rows and a tile only, far below QKV. */
 START_TEST(test_runner_tasks) {
     shape s = {.n = 512, .dm = 64, .h = 4, .dh = 16, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    const size_t blocks = 4; /* 512 / 128 */
     problem p;
     problem_make(&p, s, ATTN_MASK_CAUSAL, 171);
     attn_workspace *ws = attn_workspace_create();
@@ -1326,30 +1334,31 @@ START_TEST(test_runner_tasks) {
     p.in.n_heads_out = 0; /* ΔE only: every head */
     attn_output v = outputs_view(&o, 1u << O_E);
     ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
-    ck_assert_uint_eq(r.runs, 1);
-    ck_assert_uint_eq(r.count, 4);
-    for (size_t t = 0; t < 4; t++)
-        ck_assert_int_eq(atomic_load(&r.ran[t]), 1);
+    ck_assert_uint_eq(r.runs, 3);
+    ck_assert_uint_ge(r.counts[0], 8); /* projection tiles: enough for 4 threads */
+    ck_assert_uint_eq(r.counts[1], s.h * blocks);
+    ck_assert_uint_ge(r.counts[2], 8); /* ΔE tiles */
     size_t qkv = s.n * 3 * s.h * s.dh * sizeof(float);
     for (int k = 1; k < 4; k++)
         ck_assert_uint_lt(attn_workspace_bytes(r.ws[k]), qkv / 2);
 
-    static const size_t dup[3] = {2, 2, 1}; /* patterns of heads 2, 2, 1: two tasks */
+    static const size_t dup[3] = {2, 2, 1}; /* patterns of heads 2, 2, 1: two heads */
     memcpy(p.heads, dup, sizeof dup);
     p.in.n_heads_out = 3;
     v = outputs_view(&o, 1u << O_P);
     ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
-    ck_assert_uint_eq(r.runs, 2);
-    ck_assert_uint_eq(r.count, 2);
+    ck_assert_uint_eq(r.runs, 4);
+    ck_assert_uint_eq(r.counts[3], 2 * blocks);
     ck_assert(!memcmp(o.buf[O_P], o.buf[O_P] + s.n * s.n, s.n * s.n * sizeof(float)));
 
-    p.in.n_heads_out = 1; /* one head: no runner */
+    p.in.n_heads_out = 1; /* one head: still split, by query rows */
     ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
-    ck_assert_uint_eq(r.runs, 2);
+    ck_assert_uint_eq(r.runs, 5);
+    ck_assert_uint_eq(r.counts[4], blocks);
     v = outputs_view(&o, 1u << O_Q); /* nothing past the projection: no runner */
     p.in.n_heads_out = 3;
     ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
-    ck_assert_uint_eq(r.runs, 2);
+    ck_assert_uint_eq(r.runs, 5);
 
     outputs_free(&o);
     test_runner_free(&r);

@@ -970,7 +970,7 @@ START_TEST(job_split_same_answer) {
     srv_worker *split = srv_worker_create(NULL, p);
     ck_assert_ptr_nonnull(alone);
     ck_assert_ptr_nonnull(split);
-    split->split_flops = 0; /* every computation of 2 heads */
+    split->split_flops = 0; /* every computation */
     const char *rets[] = {NULL, "[\"embeddings\"]", "[\"scores\",\"head_outputs\",\"delta\"]"};
     for (int k = 0; k < 3; k++) {
         char *body = two_head_body(200, rets[k]);
