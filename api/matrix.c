@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "api/json_path.h"
 #include "api/tensor.h"
@@ -69,11 +70,25 @@ static int tensor_matrix_shape(const json_t *v, const char *name, const char *pa
     return 0;
 }
 
-int api_matrix_shape(const json_t *v, const char *name, const char *path, size_t *rows,
-                     size_t *cols, api_error *err)
+/* The array lifted at path with this rank, or NULL. */
+static const api_array *lifted_at(const api_arrays *lifted, const char *path, int rank)
+{
+    const api_array *a = api_arrays_find(lifted, path);
+    return a && a->rank == rank ? a : NULL;
+}
+
+int api_matrix_shape(const json_t *v, const api_arrays *lifted, const char *name,
+                     const char *path, size_t *rows, size_t *cols, api_error *err)
 {
     char row_path[API_PATH_MAX];
     size_t n, width = 0;
+    const api_array *a = lifted_at(lifted, path, 2);
+
+    if (a) {
+        *rows = a->rows;
+        *cols = a->cols;
+        return 0;
+    }
 
     if (api_tensor_is(v)) {
         api_tensor t;
@@ -113,11 +128,18 @@ int api_matrix_shape(const json_t *v, const char *name, const char *path, size_t
     return 0;
 }
 
-int api_matrix_read(const json_t *v, const char *name, const char *path, float *dst, size_t ld,
-                    api_error *err)
+int api_matrix_read(const json_t *v, const api_arrays *lifted, const char *name, const char *path,
+                    float *dst, size_t ld, api_error *err)
 {
     char row_path[API_PATH_MAX], cell_path[API_PATH_MAX], cell_name[300];
     size_t n = json_array_size(v);
+    const api_array *a = lifted_at(lifted, path, 2);
+
+    if (a) { /* checked when lifted: every number finite */
+        for (size_t r = 0; r < a->rows; r++)
+            memcpy(dst + r * ld, a->data + r * a->cols, a->cols * sizeof(float));
+        return 0;
+    }
 
     if (api_tensor_is(v)) {
         api_tensor t;
@@ -143,11 +165,22 @@ int api_matrix_read(const json_t *v, const char *name, const char *path, float *
     return 0;
 }
 
-int api_vector_read(const json_t *v, const char *name, const char *path, size_t expect,
-                    const char *expect_what, float *dst, api_error *err)
+int api_vector_read(const json_t *v, const api_arrays *lifted, const char *name,
+                    const char *path, size_t expect, const char *expect_what, float *dst,
+                    api_error *err)
 {
     char cell_path[API_PATH_MAX], cell_name[300];
     size_t n;
+    const api_array *a = lifted_at(lifted, path, 1);
+
+    if (a) {
+        if (a->cols != expect)
+            return api_error_set(err, 422, "dimension_mismatch", path,
+                                 "%s has %zu numbers, expected %s = %zu", name, a->cols,
+                                 expect_what, expect);
+        memcpy(dst, a->data, expect * sizeof(float));
+        return 0;
+    }
 
     if (api_tensor_is(v)) {
         api_tensor t;

@@ -15,6 +15,10 @@
  * Wherever a matrix or vector is read, a JSON object is taken as the
  * contract's binary form, a tensor object (api/tensor.h): the same two
  * steps, the shape from its `shape`, the values decoded from its `data`.
+ *
+ * `lifted` (may be NULL) holds the arrays read straight from the body text
+ * (arrays.h): when it has one at `path`, that is the value, and `v` is only
+ * the `[]` left in its place.
  */
 #ifndef API_MATRIX_H
 #define API_MATRIX_H
@@ -22,6 +26,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "api/arrays.h"
 #include "api/error.h"
 
 /* "a string", "an object", "null", … for messages. Static text. */
@@ -35,19 +40,20 @@ int api_number_read(const json_t *v, const char *name, const char *path, float *
 /* Checks that v is an array of rows >= 1, each an array of the same width
  * >= 1, or a tensor object of shape [rows >= 1, cols >= 1]; sets *rows and
  * *cols. Does not look at the cells (or decode the data). */
-int api_matrix_shape(const json_t *v, const char *name, const char *path, size_t *rows,
-                     size_t *cols, api_error *err);
+int api_matrix_shape(const json_t *v, const api_arrays *lifted, const char *name,
+                     const char *path, size_t *rows, size_t *cols, api_error *err);
 
 /* Copies the cells of a matrix api_matrix_shape accepted into
  * dst[r * ld + c] (dst caller-owned, ld >= cols); for a tensor object,
  * decodes its data there (checked against its shape, every value finite). */
-int api_matrix_read(const json_t *v, const char *name, const char *path, float *dst, size_t ld,
-                    api_error *err);
+int api_matrix_read(const json_t *v, const api_arrays *lifted, const char *name, const char *path,
+                    float *dst, size_t ld, api_error *err);
 
 /* Reads a vector of exactly `expect` numbers, or a tensor object of shape
  * [expect], into dst (caller-owned); `expect_what` names the expected length
  * in the message ("d_head"). */
-int api_vector_read(const json_t *v, const char *name, const char *path, size_t expect,
-                    const char *expect_what, float *dst, api_error *err);
+int api_vector_read(const json_t *v, const api_arrays *lifted, const char *name,
+                    const char *path, size_t expect, const char *expect_what, float *dst,
+                    api_error *err);
 
 #endif

@@ -9,8 +9,10 @@
  * weights decode reads them (request_weights.c) and binds at once, so both
  * paths run the same checks.
  *
- * The jansson tree lives only during decode, except the `tokens` array,
- * which the request keeps a reference to so that it is echoed exactly.
+ * The large arrays of numbers (embeddings, inline weights) are read straight
+ * from the text first (arrays.h), so jansson's tree holds only the rest.
+ * The tree lives only during decode, except the `tokens` array, which the
+ * request keeps a reference to so that it is echoed exactly.
  * Status and code of every failure follow the catalogue in api/error.h:
  * 400 for the shape of the JSON, 422 for values that disagree. Every
  * matrix or vector (embeddings, weights, biases) may be nested arrays or a
@@ -219,7 +221,7 @@ static int decode_embeddings(api_request *req, const json_t *emb, const api_limi
     if (emb == NULL)
         return api_error_set(err, 400, "missing_field", "/embeddings",
                              "embeddings (n × d_model numbers) is required");
-    if (api_matrix_shape(emb, "embeddings", "/embeddings", &n, &dm, err) < 0) return -1;
+    if (api_matrix_shape(emb, req->arrays, "embeddings", "/embeddings", &n, &dm, err) < 0) return -1;
     if (limits && n > limits->max_tokens)
         return api_error_set(err, 422, "limit_exceeded", "/embeddings",
                              "embeddings has %zu rows (tokens), over the limit max_tokens = %zu",
@@ -233,7 +235,7 @@ static int decode_embeddings(api_request *req, const json_t *emb, const api_limi
         return api_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
     req->n_tokens = n;
     req->d_model = dm;
-    return api_matrix_read(emb, "embeddings", "/embeddings", req->embeddings, dm, err);
+    return api_matrix_read(emb, req->arrays, "embeddings", "/embeddings", req->embeddings, dm, err);
 }
 
 static int decode_tokens(api_request *req, const json_t *tokens, api_error *err)
@@ -378,33 +380,66 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
     return api_request_bind(req, &req->inline_weights, ATTN_MASK_CAUSAL, limits, err);
 }
 
+/* api_arrays_rank_fn: the matrices and vectors of a request, lifted from
+ * the text (arrays.h) before jansson parses the rest. */
+static int request_array_rank(const char *path)
+{
+    static const char heads[] = "/weights/heads/";
+    if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
+    if (!strcmp(path, "/weights/b_o")) return 1;
+    if (strncmp(path, heads, sizeof heads - 1)) return 0;
+    const char *p = path + sizeof heads - 1;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (!strcmp(p, "/w_q") || !strcmp(p, "/w_k") || !strcmp(p, "/w_v")) return 2;
+    if (!strcmp(p, "/b_q") || !strcmp(p, "/b_k") || !strcmp(p, "/b_v")) return 1;
+    return 0;
+}
+
 int api_request_decode(const char *body, size_t len, const api_limits *limits,
                        api_request **out, api_error *err)
 {
     json_error_t jerr;
     json_t *root;
     api_request *req;
+    api_arrays *arrays;
+    const char *text;
+    size_t text_len;
+    int rc;
 
     *out = NULL;
-    root = json_loadb(body, len, PARSE_FLAGS, &jerr);
-    if (root == NULL) return decode_parse_error(body, len, &jerr, err);
+    if (api_arrays_lift(&arrays, body, len, request_array_rank) < 0)
+        return api_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
+    text = api_arrays_text(arrays, &text_len);
+    root = json_loadb(text, text_len, PARSE_FLAGS, &jerr);
+    if (root == NULL) {
+        api_arrays_fix_error(arrays, body, len, &jerr);
+        api_arrays_free(arrays);
+        return decode_parse_error(body, len, &jerr, err);
+    }
     if (!json_is_object(root)) {
         api_error_set(err, 400, "invalid_json", "", "the body must be a JSON object, not %s",
                       api_json_type_name(root));
         json_decref(root);
+        api_arrays_free(arrays);
         return -1;
     }
     req = calloc(1, sizeof *req);
     if (req == NULL) {
         json_decref(root);
+        api_arrays_free(arrays);
         return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     }
-    if (decode_fields(req, root, limits, err) < 0) {
-        json_decref(root);
+    req->arrays = arrays;
+    rc = decode_fields(req, root, limits, err);
+    req->arrays = NULL;
+    api_arrays_free(arrays);
+    json_decref(root);
+    if (rc < 0) {
         api_request_free(req);
         return -1;
     }
-    json_decref(root);
     *out = req;
     return 0;
 }

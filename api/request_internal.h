@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "api/arrays.h"
 #include "api/request.h"
 
 /* The `return` names, one bit each, in the order of the response. */
@@ -38,6 +39,7 @@ enum {
 #define API_TENSOR_FIXED_BYTES 128
 
 struct api_request {
+    const api_arrays *arrays; /* during decode: the arrays read from the text */
     char *model;              /* the name, or NULL for inline weights */
     json_t *tokens;           /* a reference to the request's array, or NULL */
     size_t tokens_json_bytes; /* the most their echo can take (6 bytes a byte: \u00XX) */

@@ -59,8 +59,8 @@ static void head_field_names(size_t i, const char *field, char *name, size_t nam
 
 /* Pass 1 for one head: its type, fields and the shapes of w_q, w_k, w_v.
  * *dh is 0 on entry for head 0, which fixes it. */
-static int check_head(const json_t *head, size_t i, size_t dm, size_t *dh,
-                      const api_limits *limits, int *has_bias, api_error *err)
+static int check_head(const api_arrays *lifted, const json_t *head, size_t i, size_t dm,
+                      size_t *dh, const api_limits *limits, int *has_bias, api_error *err)
 {
     char name[96], path[API_PATH_MAX];
     static const char *const projections[] = {"w_q", "w_k", "w_v"};
@@ -79,7 +79,7 @@ static int check_head(const json_t *head, size_t i, size_t dm, size_t *dh,
         head_field_names(i, projections[p], name, sizeof name, path, sizeof path);
         if (m == NULL)
             return api_error_set(err, 400, "missing_field", path, "%s is required", name);
-        if (api_matrix_shape(m, name, path, &rows, &cols, err) < 0) return -1;
+        if (api_matrix_shape(m, lifted, name, path, &rows, &cols, err) < 0) return -1;
         if (rows != dm)
             return api_error_set(err, 422, "dimension_mismatch", path,
                                  "%s has %zu rows, expected d_model = %zu", name, rows, dm);
@@ -103,7 +103,8 @@ static int check_head(const json_t *head, size_t i, size_t dm, size_t *dh,
     return 0;
 }
 
-static int check_w_o(const json_t *w_o, size_t h, size_t dh, size_t dm, api_error *err)
+static int check_w_o(const api_arrays *lifted, const json_t *w_o, size_t h, size_t dh, size_t dm,
+                     api_error *err)
 {
     size_t rows, cols, hd = h * dh; /* bounded by the limits, or by memory: checked by caller */
 
@@ -115,7 +116,7 @@ static int check_w_o(const json_t *w_o, size_t h, size_t dh, size_t dm, api_erro
                                  h, dh, hd, dm);
         return 0;
     }
-    if (api_matrix_shape(w_o, "weights.w_o", "/weights/w_o", &rows, &cols, err) < 0) return -1;
+    if (api_matrix_shape(w_o, lifted, "weights.w_o", "/weights/w_o", &rows, &cols, err) < 0) return -1;
     if (rows != hd)
         return api_error_set(err, 422, "dimension_mismatch", "/weights/w_o",
                              "weights.w_o has %zu rows, expected n_heads · d_head = %zu · %zu = "
@@ -140,12 +141,12 @@ static int read_head(api_request *req, const json_t *head, size_t i, size_t hd, 
         size_t col = p * hd + i * dh;
         const json_t *bias = json_object_get(head, b[p]);
         head_field_names(i, w[p], name, sizeof name, path, sizeof path);
-        if (api_matrix_read(json_object_get(head, w[p]), name, path, req->w_qkv + col, ld, err) <
-            0)
+        if (api_matrix_read(json_object_get(head, w[p]), req->arrays, name, path, req->w_qkv + col,
+                            ld, err) < 0)
             return -1;
         if (bias == NULL) continue;
         head_field_names(i, b[p], name, sizeof name, path, sizeof path);
-        if (api_vector_read(bias, name, path, dh, "d_head", req->b_qkv + col, err) < 0)
+        if (api_vector_read(bias, req->arrays, name, path, dh, "d_head", req->b_qkv + col, err) < 0)
             return -1;
     }
     return 0;
@@ -179,14 +180,14 @@ int api_weights_decode(api_request *req, const json_t *weights, const api_limits
                              "weights.heads has %zu heads, over the limit max_heads = %zu", h,
                              limits->max_heads);
     for (size_t i = 0; i < h; i++)
-        if (check_head(json_array_get(heads, i), i, dm, &dh, limits, &has_bias, err) < 0)
+        if (check_head(req->arrays, json_array_get(heads, i), i, dm, &dh, limits, &has_bias, err) < 0)
             return -1;
     if (api_size_mul(h, dh, &hd) < 0 || api_size_mul(hd, 3, &qkv_cols) < 0 ||
         api_size_mul(dm, qkv_cols, &qkv_count) < 0 || api_size_mul(hd, dm, &o_count) < 0 ||
         qkv_count > SIZE_MAX / sizeof(float) || o_count > SIZE_MAX / sizeof(float))
         return api_error_set(err, 503, "out_of_memory", "/weights",
                              "the weights are too large to hold in memory");
-    if (check_w_o(w_o, h, dh, dm, err) < 0) return -1;
+    if (check_w_o(req->arrays, w_o, h, dh, dm, err) < 0) return -1;
 
     req->w_qkv = malloc(qkv_count * sizeof(float));
     if (has_bias) req->b_qkv = calloc(qkv_cols, sizeof(float));
@@ -198,10 +199,11 @@ int api_weights_decode(api_request *req, const json_t *weights, const api_limits
 
     for (size_t i = 0; i < h; i++)
         if (read_head(req, json_array_get(heads, i), i, hd, dh, err) < 0) return -1;
-    if (w_o && api_matrix_read(w_o, "weights.w_o", "/weights/w_o", req->w_o, dm, err) < 0)
+    if (w_o && api_matrix_read(w_o, req->arrays, "weights.w_o", "/weights/w_o", req->w_o, dm,
+                               err) < 0)
         return -1;
-    if (b_o && api_vector_read(b_o, "weights.b_o", "/weights/b_o", dm, "d_model", req->b_o, err) <
-                   0)
+    if (b_o && api_vector_read(b_o, req->arrays, "weights.b_o", "/weights/b_o", dm, "d_model",
+                               req->b_o, err) < 0)
         return -1;
 
     req->inline_weights = (attn_weights){

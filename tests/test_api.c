@@ -568,6 +568,29 @@ START_TEST(test_tiny_and_edge_numbers)
     const char *t = "{\"embeddings\":[[1e-400, -0.0, 1E2, 2e+0]],\"model\":\"m\"}";
     ck_assert_int_eq(api_request_decode(t, strlen(t), &big_limits, &req, &err), 0);
     api_request_free(req);
+
+    /* Each decimal rounds once, straight to float32: this one, just below
+     * the overflow midpoint, is FLT_MAX (through a double it rounded up to
+     * the midpoint, then to infinity, and was refused); 0.1 + 2^-28 and
+     * its neighbours of 17 digits come out as strtof reads them. */
+    static const char *const once[] = {"340282356779733661637539395458142568447",
+                                       "1.0000000596046447", "0.30000001192092896",
+                                       "8.340712987038313e+23", "5.223202460911125e-04"};
+    r = base_request();
+    char *text = dump(r);
+    json_decref(r);
+    char *first = strstr(text, "\"embeddings\":[[") + 15;
+    for (size_t i = 0; i < sizeof once / sizeof once[0]; i++) {
+        char body[8192];
+        snprintf(body, sizeof body, "%.*s%s%s", (int)(first - text), text, once[i],
+                 first + strcspn(first, ",]")); /* in place of the first number */
+        req = NULL;
+        ck_assert_int_eq(api_request_decode(body, strlen(body), &big_limits, &req, &err), 0);
+        ck_assert_msg(api_request_input(req)->embeddings[0] == strtof(once[i], NULL), "%s",
+                      once[i]);
+        api_request_free(req);
+    }
+    free(text);
 }
 END_TEST
 

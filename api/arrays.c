@@ -1,0 +1,514 @@
+/*
+ * arrays.c — lifting arrays of numbers out of a JSON text (see arrays.h).
+ *
+ * One pass over the text with a small stack of containers, tracking the
+ * JSON Pointer of the value at hand, but checking only what it needs to
+ * know where values start; the strict checking of the whole text stays
+ * jansson's. Where an array starts at a wanted path, lift_array tries to
+ * read it under the grammar jansson's lexer applies (RFC 8259 numbers,
+ * whitespace of space, tab, CR, LF; commas, brackets); on any surprise it
+ * gives up on that array, which then stays in the text. When the scan
+ * itself meets something that is not JSON, it stops lifting: jansson will
+ * refuse the body at or before that point anyway, and the text before it
+ * is the same but for whole arrays.
+ *
+ * Numbers: a decimal of at most 19 significant digits whose value is
+ * m · 10^e with m < 2^53 and |e| <= 22 is one correctly rounded double
+ * operation (Clinger's fast path); its cast to float32 is then correct
+ * unless the double landed exactly on a float32 midpoint, or in the
+ * subnormal range, where strtof decides. Everything else goes to strtof,
+ * under the C locale whatever the process's.
+ */
+#include "api/arrays.h"
+
+#include <float.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/json_path.h"
+
+/* Containers deeper than this end the scan: wanted paths are shallow. */
+#define SCAN_MAX_DEPTH 32
+
+/* Where a lifted array was, for moving error positions back. */
+typedef struct span {
+    size_t text_at; /* its `[]` in the text */
+    size_t body_at; /* its first byte in the body */
+    size_t body_len;
+} span;
+
+typedef struct item {
+    char *path;
+    int rank;
+    size_t rows, cols;
+    size_t first; /* index of its first number in floats */
+} item;
+
+struct api_arrays {
+    item *items;       /* in text order while scanning, by path after */
+    span *spans;       /* in text order */
+    api_array *found;  /* the public view, sorted by path */
+    size_t count, cap;
+    float *floats;     /* every lifted number */
+    size_t n_floats, floats_cap;
+    char *text;        /* the body with spans replaced, or NULL: none */
+    size_t text_len;
+    const char *body;
+    size_t body_len;
+};
+
+/* ---- numbers ------------------------------------------------------------ */
+
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void c_locale_make(void) {
+    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+}
+
+static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static int is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+static int is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static const char *skip_space(const char *p, const char *end) {
+    while (p < end && is_space(*p))
+        p++;
+    return p;
+}
+
+/* Clinger's fast path, or 0 when it cannot decide (see the top). */
+static int number_fast(uint64_t m, int e, int negative, float *out) {
+    if (m >> 53 || e < -22 || e > 22) return 0;
+    double d = e >= 0 ? (double)m * pow10_exact[e] : (double)m / pow10_exact[-e];
+    if (d == 0.0) {
+        *out = negative ? -0.0f : 0.0f;
+        return 1;
+    }
+    if (!(d >= FLT_MIN && d <= FLT_MAX)) return 0;
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    if ((bits & 0x1fffffffu) == 0x10000000u) return 0; /* a float32 midpoint: ambiguous */
+    *out = negative ? -(float)d : (float)d;
+    return 1;
+}
+
+/*
+ * Reads the number at s[0, end) as jansson's lexer would accept it, into
+ * *out; returns the bytes it takes, or 0 when it is not a JSON number or
+ * not finite as a float32. The byte after it is the caller's to check.
+ */
+static size_t number_read(const char *s, const char *end, float *out) {
+    const char *p = s;
+    int negative = 0;
+    uint64_t m = 0;
+    int digits = 0, exp10 = 0, truncated = 0;
+
+    if (p < end && *p == '-') negative = 1, p++;
+    if (p >= end || !is_digit(*p)) return 0;
+    if (*p == '0') {
+        p++; /* a digit after a leading zero fails the delimiter check below */
+    } else {
+        for (; p < end && is_digit(*p); p++) {
+            if (digits < 19)
+                m = m * 10 + (uint64_t)(*p - '0'), digits += m != 0;
+            else
+                exp10++, truncated |= *p != '0';
+        }
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || !is_digit(*p)) return 0;
+        for (; p < end && is_digit(*p); p++) {
+            if (digits < 19) {
+                m = m * 10 + (uint64_t)(*p - '0'), exp10--;
+                digits += m != 0;
+            } else {
+                truncated |= *p != '0';
+            }
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        int sign = 1, e = 0;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) sign = *p == '-' ? -1 : 1, p++;
+        if (p >= end || !is_digit(*p)) return 0;
+        for (; p < end && is_digit(*p); p++)
+            if (e < 100000) e = e * 10 + (*p - '0');
+        exp10 += sign * e;
+    }
+    /* A number ends at whitespace, a comma or a bracket, inside the text:
+     * so strtof, which needs no terminator, stops where the grammar did. */
+    if (p >= end || !(is_space(*p) || *p == ',' || *p == ']')) return 0;
+    size_t taken = (size_t)(p - s);
+    if (!truncated && number_fast(m, exp10, negative, out)) return taken;
+    pthread_once(&c_locale_once, c_locale_make);
+    if (c_locale == (locale_t)0) return 0; /* leave it to jansson */
+    float f = strtof_l(s, NULL, c_locale);
+    if (!isfinite(f)) return 0;
+    *out = f;
+    return taken;
+}
+
+/* ---- lifting one array ------------------------------------------------------ */
+
+/* Room for `more` floats; -1 when memory ran out. */
+static int floats_reserve(api_arrays *a, size_t more) {
+    if (a->n_floats + more <= a->floats_cap) return 0;
+    size_t cap = a->floats_cap ? a->floats_cap : 1024;
+    while (cap < a->n_floats + more)
+        cap *= 2;
+    float *f = realloc(a->floats, cap * sizeof(float));
+    if (!f) return -1;
+    a->floats = f, a->floats_cap = cap;
+    return 0;
+}
+
+/* Numbers of one row `[n, n, …]` at *pp, appended to the floats; their
+ * count, or 0 (the floats appended so far are the caller's to drop);
+ * -1 when memory ran out. */
+static long row_read(api_arrays *a, const char **pp, const char *end) {
+    const char *p = *pp;
+    long count = 0;
+    if (p >= end || *p != '[') return 0;
+    p = skip_space(p + 1, end);
+    for (;;) {
+        if (a->n_floats == a->floats_cap && floats_reserve(a, 1) < 0) return -1;
+        size_t taken = number_read(p, end, &a->floats[a->n_floats]);
+        if (!taken) return 0;
+        a->n_floats++, count++;
+        p = skip_space(p + taken, end);
+        if (p >= end) return 0;
+        if (*p == ']') break;
+        if (*p != ',') return 0;
+        p = skip_space(p + 1, end);
+    }
+    *pp = p + 1;
+    return count;
+}
+
+/* The array of `rank` at *pp: on success appends an item (with a copy of
+ * `path`) and returns 1, *pp past it; 0 when it is not one to lift (the
+ * floats are as before); -1 when memory ran out. */
+static int lift_array(api_arrays *a, const char **pp, const char *end, int rank,
+                      const char *path) {
+    const char *p = *pp;
+    size_t first = a->n_floats, rows = 1, cols;
+    long got;
+    if (rank == 1) {
+        got = row_read(a, &p, end);
+        if (got <= 0) goto refuse;
+        cols = (size_t)got;
+    } else {
+        p = skip_space(p + 1, end); /* past the outer '[' */
+        got = row_read(a, &p, end);
+        if (got <= 0) goto refuse;
+        cols = (size_t)got;
+        for (;;) {
+            p = skip_space(p, end);
+            if (p >= end) goto refuse;
+            if (*p == ']') break;
+            if (*p != ',') goto refuse;
+            p = skip_space(p + 1, end);
+            got = row_read(a, &p, end);
+            if (got <= 0 || (size_t)got != cols) goto refuse;
+            rows++;
+        }
+        p++;
+    }
+    if (a->count == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        item *it = realloc(a->items, cap * sizeof *it);
+        if (it) a->items = it;
+        span *sp = it ? realloc(a->spans, cap * sizeof *sp) : NULL;
+        if (sp) a->spans = sp;
+        if (!it || !sp) return -1;
+        a->cap = cap;
+    }
+    char *copy = strdup(path);
+    if (!copy) return -1;
+    a->items[a->count] = (item){copy, rank, rows, cols, first};
+    a->spans[a->count] = (span){0, (size_t)(*pp - a->body), (size_t)(p - *pp)};
+    a->count++;
+    *pp = p;
+    return 1;
+refuse:
+    a->n_floats = first;
+    return got < 0 ? -1 : 0;
+}
+
+/* ---- the scan ------------------------------------------------------------------ */
+
+typedef struct frame {
+    char kind;       /* '{' or '[' */
+    int known;       /* the container's path is exact */
+    size_t path_len; /* its path's length */
+    size_t index;    /* arrays: the element at hand */
+} frame;
+
+typedef struct scan {
+    api_arrays *a;
+    api_arrays_rank_fn rank;
+    const char *end;
+    char path[API_PATH_MAX];
+    size_t path_len;
+    int known; /* path is the exact pointer of the value at hand */
+    frame stack[SCAN_MAX_DEPTH];
+    size_t depth;
+} scan;
+
+/* The path of the next member: the top container's + "/" + index. */
+static void path_index(scan *sc) {
+    frame *f = &sc->stack[sc->depth - 1];
+    char base[API_PATH_MAX];
+    memcpy(base, sc->path, f->path_len);
+    base[f->path_len] = '\0';
+    api_path_index(sc->path, sizeof sc->path, base, f->index);
+    sc->path_len = strlen(sc->path);
+    sc->known = f->known && sc->path_len < sizeof sc->path - 1;
+}
+
+/* The string at *pp (its opening quote): *pp past its closing one; a key
+ * (NULL: not wanted) gets the path of its member. 0, or -1 if unterminated. */
+static int string_skip(scan *sc, const char **pp, int key) {
+    const char *p = *pp + 1, *start = p;
+    int escaped = 0;
+    for (;;) {
+        const char *q = memchr(p, '"', (size_t)(sc->end - p));
+        if (!q) return -1;
+        const char *b = memchr(p, '\\', (size_t)(q - p));
+        if (!b) {
+            p = q;
+            break;
+        }
+        escaped = 1;
+        p = b + 2; /* the escaped byte is never the closing quote */
+        if (p > sc->end) return -1;
+    }
+    *pp = p + 1;
+    if (!key) return 0;
+    frame *f = &sc->stack[sc->depth - 1];
+    size_t klen = (size_t)(p - start);
+    sc->known = f->known && !escaped;
+    if (!sc->known) return 0;
+    char base[API_PATH_MAX], name[API_PATH_MAX];
+    if (klen >= sizeof name) {
+        sc->known = 0;
+        return 0;
+    }
+    memcpy(base, sc->path, f->path_len);
+    base[f->path_len] = '\0';
+    memcpy(name, start, klen);
+    name[klen] = '\0';
+    api_path_key(sc->path, sizeof sc->path, base, name);
+    sc->path_len = strlen(sc->path);
+    sc->known = sc->path_len < sizeof sc->path - 1; /* else it may have been cut */
+    return 0;
+}
+
+/* Copies body bytes before the span of item k into the text, then `[]`. */
+static void text_put(api_arrays *a, size_t k, size_t *copied) {
+    span *s = &a->spans[k];
+    size_t before = s->body_at - *copied;
+    memcpy(a->text + a->text_len, a->body + *copied, before);
+    a->text_len += before;
+    s->text_at = a->text_len;
+    memcpy(a->text + a->text_len, "[]", 2);
+    a->text_len += 2;
+    *copied = s->body_at + s->body_len;
+}
+
+enum { S_VALUE, S_AFTER, S_KEY, S_FIRST_MEMBER, S_FIRST_ELEMENT };
+
+/* The scan (see the top); -1 only when memory ran out. */
+static int scan_run(scan *sc, const char *body) {
+    const char *p = body, *end = sc->end;
+    int state = S_VALUE;
+    for (;;) {
+        p = skip_space(p, end);
+        if (p >= end) return 0;
+        char c = *p;
+        switch (state) {
+        case S_VALUE:
+            if (c == '[' && sc->known) {
+                int rank = sc->rank(sc->path);
+                if (rank) {
+                    int rc = lift_array(sc->a, &p, end, rank, sc->path);
+                    if (rc < 0) return -1;
+                    if (rc > 0) {
+                        state = S_AFTER;
+                        break;
+                    }
+                }
+            }
+            if (c == '[' || c == '{') {
+                if (sc->depth == SCAN_MAX_DEPTH) return 0;
+                sc->stack[sc->depth++] = (frame){c, sc->known, sc->path_len, 0};
+                p++;
+                state = c == '[' ? S_FIRST_ELEMENT : S_FIRST_MEMBER;
+            } else if (c == '"') {
+                if (string_skip(sc, &p, 0) < 0) return 0;
+                state = S_AFTER;
+            } else { /* a number or a literal: up to the next delimiter */
+                const char *q = p;
+                while (q < end && !is_space(*q) && *q != ',' && *q != ']' && *q != '}')
+                    q++;
+                if (q == p) return 0;
+                p = q;
+                state = S_AFTER;
+            }
+            break;
+        case S_FIRST_ELEMENT:
+            if (c == ']') {
+                sc->depth--;
+                p++;
+                state = S_AFTER;
+            } else {
+                path_index(sc);
+                state = S_VALUE;
+            }
+            break;
+        case S_FIRST_MEMBER:
+            if (c == '}') {
+                sc->depth--;
+                p++;
+                state = S_AFTER;
+                break;
+            }
+            /* fall through */
+        case S_KEY:
+            if (c != '"' || string_skip(sc, &p, 1) < 0) return 0;
+            p = skip_space(p, end);
+            if (p >= end || *p != ':') return 0;
+            p++;
+            state = S_VALUE;
+            break;
+        case S_AFTER: {
+            if (sc->depth == 0) return 0;
+            frame *f = &sc->stack[sc->depth - 1];
+            if (c == ',') {
+                p++;
+                if (f->kind == '[') {
+                    f->index++;
+                    path_index(sc);
+                    state = S_VALUE;
+                } else {
+                    state = S_KEY;
+                }
+            } else if ((c == ']' && f->kind == '[') || (c == '}' && f->kind == '{')) {
+                sc->depth--;
+                p++;
+                /* back to the path of the container itself */
+                sc->path_len = f->path_len;
+                sc->path[sc->path_len] = '\0';
+            } else {
+                return 0;
+            }
+            break;
+        }
+        }
+    }
+}
+
+static int item_by_path(const void *x, const void *y) {
+    return strcmp(((const api_array *)x)->path, ((const api_array *)y)->path);
+}
+
+int api_arrays_lift(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank) {
+    *out = NULL;
+    api_arrays *a = calloc(1, sizeof *a);
+    if (!a) return -1;
+    a->body = body, a->body_len = len;
+    scan *sc = calloc(1, sizeof *sc);
+    if (!sc) goto fail;
+    sc->a = a, sc->rank = rank, sc->end = body + len, sc->known = 1;
+    /* A NUL byte is never valid JSON, and jansson's positions skip it in
+     * places: such a body is left to jansson whole, so that its error
+     * positions map back exactly. */
+    int rc = memchr(body, '\0', len) ? 0 : scan_run(sc, body);
+    free(sc);
+    if (rc < 0) goto fail;
+    if (a->count) {
+        a->text = malloc(len + 1); /* each span of >= 3 bytes becomes 2 */
+        a->found = malloc(a->count * sizeof *a->found);
+        if (!a->text || !a->found) goto fail;
+        size_t copied = 0;
+        for (size_t k = 0; k < a->count; k++) {
+            text_put(a, k, &copied);
+            const item *it = &a->items[k];
+            a->found[k] = (api_array){it->path, it->rank, it->rows, it->cols, a->floats + it->first};
+        }
+        memcpy(a->text + a->text_len, body + copied, len - copied);
+        a->text_len += len - copied;
+        a->text[a->text_len] = '\0';
+        qsort(a->found, a->count, sizeof *a->found, item_by_path);
+    }
+    *out = a;
+    return 0;
+fail:
+    api_arrays_free(a);
+    return -1;
+}
+
+const char *api_arrays_text(const api_arrays *a, size_t *len) {
+    if (!a->text) {
+        *len = a->body_len;
+        return a->body;
+    }
+    *len = a->text_len;
+    return a->text;
+}
+
+const api_array *api_arrays_find(const api_arrays *a, const char *path) {
+    if (!a || !a->count) return NULL;
+    api_array key = {.path = path};
+    return bsearch(&key, a->found, a->count, sizeof key, item_by_path);
+}
+
+size_t api_arrays_numbers(const api_arrays *a) {
+    return a ? a->n_floats : 0;
+}
+
+/* Is c the first byte of a character, as jansson counts columns? */
+static int utf8_first(unsigned char c) {
+    return c < 0x80 || (c >= 0xc2 && c <= 0xf4);
+}
+
+void api_arrays_fix_error(const api_arrays *a, const char *body, size_t len, json_error_t *jerr) {
+    if (!a || !a->text || jerr->position < 0) return;
+    size_t pos = (size_t)jerr->position, shift = 0;
+    for (size_t k = 0; k < a->count && a->spans[k].text_at < pos; k++)
+        shift += a->spans[k].body_len - 2;
+    pos += shift;
+    if (pos > len) pos = len;
+    int line = 1, column = 0;
+    for (size_t i = 0; i < pos; i++) {
+        unsigned char c = (unsigned char)body[i];
+        if (c == '\n')
+            line++, column = 0;
+        else if (utf8_first(c))
+            column++;
+    }
+    jerr->position = (int)pos;
+    jerr->line = line;
+    jerr->column = column;
+}
+
+void api_arrays_free(api_arrays *a) {
+    if (!a) return;
+    for (size_t k = 0; k < a->count; k++)
+        free(a->items[k].path);
+    free(a->items), free(a->spans), free(a->found), free(a->floats), free(a->text);
+    free(a);
+}

@@ -1,0 +1,68 @@
+/*
+ * arrays.h — the large arrays of numbers of a request body, read straight
+ * from its text before jansson sees it.
+ *
+ * jansson would make one json_t per number (about 40 bytes of tree per
+ * number, and a double read by strtod). Instead api_arrays_lift scans the
+ * body once, and every array at a path the caller names (embeddings,
+ * weight matrices, biases) that is, exactly as jansson reads JSON, a
+ * non-empty rectangular array of numbers of the rank asked for, each
+ * finite as a float32, is read into floats and replaced by `[]` in a copy
+ * of the text, which jansson then parses as usual. Anything else — an
+ * empty or ragged array, a string among the numbers, a number jansson
+ * would refuse or that overflows float32, broken JSON — is left in the
+ * text untouched, so jansson and the usual checks meet it and answer as
+ * they always did. Lifting therefore never changes which bodies are
+ * accepted, nor the error a refused one gets (api_arrays_fix_error puts
+ * jansson's error position back on the original text); it changes only
+ * how the numbers are read: each decimal is rounded once, straight to the
+ * nearest float32 (strtof's rounding), where jansson's double and the cast
+ * after it round twice.
+ *
+ * Paths are JSON Pointers (RFC 6901) as api/json_path.h builds them; an
+ * array under a key written with escapes is never lifted.
+ */
+#ifndef API_ARRAYS_H
+#define API_ARRAYS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* One lifted array: rank 1 (cols numbers, rows = 1) or 2 (rows × cols),
+ * row-major. */
+typedef struct api_array {
+    const char *path;
+    int rank;
+    size_t rows, cols;
+    const float *data;
+} api_array;
+
+typedef struct api_arrays api_arrays;
+
+/* The rank of the array wanted at `path` (1 or 2), or 0: not lifted. */
+typedef int (*api_arrays_rank_fn)(const char *path);
+
+/*
+ * Scans body[0, len) and lifts the arrays `rank` names (see the top).
+ * Returns 0 and a table in *out (free with api_arrays_free), or -1 when
+ * memory ran out (*out NULL).
+ */
+int api_arrays_lift(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank);
+
+/* The text to give jansson: the body with the lifted arrays replaced by
+ * `[]`, or the body itself when nothing was lifted. */
+const char *api_arrays_text(const api_arrays *a, size_t *len);
+
+/* The array lifted at `path`, or NULL. `a` may be NULL (nothing lifted). */
+const api_array *api_arrays_find(const api_arrays *a, const char *path);
+
+/* Numbers lifted in all. */
+size_t api_arrays_numbers(const api_arrays *a);
+
+/* Moves the position, line and column of an error jansson reported on
+ * api_arrays_text back onto the body they came from. */
+void api_arrays_fix_error(const api_arrays *a, const char *body, size_t len, json_error_t *jerr);
+
+void api_arrays_free(api_arrays *a);
+
+#endif

@@ -1,0 +1,511 @@
+/*
+ * test_arrays.c — the check suite of api/arrays.c: lifting arrays of
+ * numbers out of the text must change nothing jansson decides.
+ *
+ * Differential, against jansson on the original text:
+ *   - numbers: for millions of decimals (random floats written 6 to 17
+ *     digits, random digit strings and exponents, subnormals, the overflow
+ *     edge, the midpoints between floats, malformed ones), a one-number
+ *     array is lifted exactly when jansson reads it as a number finite as a
+ *     float32 once rounded correctly, and its value is strtof's, bit for
+ *     bit; where that differs from jansson's double cast to float32 (double
+ *     rounding), the case is counted and checked to be one.
+ *   - documents: valid request bodies and hundreds of thousands of random
+ *     mutations of them (bytes deleted, inserted, replaced with JSON's own
+ *     characters): jansson on the lifted text accepts exactly what it
+ *     accepts on the original, with the same error text, line, column and
+ *     position; and when it accepts, the trees are equal once each lifted
+ *     array is put back, and the lifted numbers are the original ones.
+ * And directly: which paths are lifted, and which arrays are not (ragged,
+ * empty, mixed, under an escaped key, overflowing).
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/arrays.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SCALE 8
+#else
+#define SCALE 1
+#endif
+
+/* In the hot loops: check's ck_assert records every location it passes
+ * (a write to a file each), which would be most of the run's time. */
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) ck_abort_msg(__VA_ARGS__);                                                    \
+    } while (0)
+
+#define FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* The paths of a request's matrices and vectors (as api/request.c's). */
+static int rank_of(const char *path)
+{
+    if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
+    if (!strcmp(path, "/weights/b_o")) return 1;
+    if (!strncmp(path, "/weights/heads/", 15)) {
+        const char *p = path + 15;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (!strcmp(p, "/w_q") || !strcmp(p, "/w_k") || !strcmp(p, "/w_v")) return 2;
+        if (!strcmp(p, "/b_q") || !strcmp(p, "/b_k") || !strcmp(p, "/b_v")) return 1;
+    }
+    return 0;
+}
+
+/* ---- numbers ---------------------------------------------------------------- */
+
+typedef struct number_stats {
+    size_t tried, lifted, double_rounded;
+} number_stats;
+
+/* One decimal text `x`, in {"embeddings":[[x]]}. */
+static void check_number(const char *x, number_stats *st)
+{
+    char body[512];
+    snprintf(body, sizeof body, "{\"embeddings\":[[%s]]}", x);
+    size_t len = strlen(body);
+
+    /* What jansson makes of it, and what strtof does. */
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, FLAGS, &jerr);
+    int is_number = 0;
+    double d = 0;
+    if (root) {
+        json_t *cell = json_array_get(json_array_get(json_object_get(root, "embeddings"), 0), 0);
+        is_number = json_is_number(cell);
+        d = json_number_value(cell);
+    }
+    int overflow = !root && json_error_code(&jerr) == json_error_numeric_overflow;
+    float f = strtof(x, NULL);
+    int expect = (is_number || overflow) && isfinite(f);
+
+    api_arrays *a;
+    CHECK(api_arrays_lift(&a, body, len, rank_of) == 0, "lift failed");
+    const api_array *got = api_arrays_find(a, "/embeddings");
+    CHECK(!!got == expect, "%s: lifted %d, expected %d", x, !!got, expect);
+    st->tried++;
+    if (got) {
+        st->lifted++;
+        CHECK(got->rows == 1 && got->cols == 1, "%s: shape", x);
+        uint32_t gb, fb;
+        memcpy(&gb, got->data, 4), memcpy(&fb, &f, 4);
+        CHECK(gb == fb, "%s: read %a, strtof %a", x, (double)got->data[0], (double)f);
+        float via_double = (float)d;
+        if (!overflow && memcmp(&via_double, &f, 4)) {
+            /* Only double rounding may part them: one ulp, and the double
+             * then sits exactly on the midpoint between the two floats. */
+            st->double_rounded++;
+            float lo = fminf(f, via_double), hi = fmaxf(f, via_double);
+            CHECK(nextafterf(lo, INFINITY) == hi || isinf(via_double),
+                          "%s: strtof %a, via double %a", x, (double)f, (double)via_double);
+        }
+    }
+    api_arrays_free(a);
+    json_decref(root);
+}
+
+/* Random decimal strings of every kind. */
+static void random_decimal(char *s, size_t cap)
+{
+    uint64_t r = rng();
+    switch (r % 8) {
+    case 0: { /* a random float's bits, written with 6 … 17 digits */
+        uint32_t bits = (uint32_t)(r >> 32);
+        float f;
+        memcpy(&f, &bits, 4);
+        if (!isfinite(f)) f = 1.5f;
+        snprintf(s, cap, "%.*g", 6 + (int)((r >> 8) % 12), (double)f);
+        break;
+    }
+    case 1: { /* a uniform value, as a client's float32 would be */
+        float f = (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        snprintf(s, cap, "%.9g", (double)f);
+        break;
+    }
+    case 2: { /* a digit string with a point and an exponent */
+        size_t n = 1 + (r >> 8) % 30, p = 0;
+        if ((r >> 40) & 1) s[p++] = '-';
+        s[p++] = (char)('1' + rng() % 9);
+        for (size_t i = 1; i < n && p < cap - 16; i++) {
+            if (i == 1 + (r >> 16) % n && (r >> 44) & 1) s[p++] = '.';
+            s[p++] = (char)('0' + rng() % 10);
+        }
+        if ((r >> 45) & 1) p += (size_t)snprintf(s + p, cap - p, "e%d", (int)(rng() % 100) - 60);
+        s[p] = '\0';
+        break;
+    }
+    case 3: { /* near the float32 overflow edge */
+        double base = 3.4028234663852886e38 + (double)(int64_t)(rng() % 2000000 - 1000000) * 1e25;
+        snprintf(s, cap, "%.*e", 6 + (int)(rng() % 30), base);
+        break;
+    }
+    case 4: { /* subnormal and underflowing */
+        double v = ldexp((double)(rng() % 1000000), -150 - (int)(rng() % 30));
+        snprintf(s, cap, "%.*e", 1 + (int)(rng() % 20), v);
+        break;
+    }
+    case 5: { /* between two floats: exactly, a hair either side, or rounded */
+        uint32_t bits = (uint32_t)(rng() % 0x7f000000u);
+        float f, g;
+        memcpy(&f, &bits, 4);
+        g = nextafterf(f, INFINITY);
+        double mid = ((double)f + (double)g) / 2;
+        int k = (int)(rng() % 5);
+        if (k == 1) mid = nextafter(mid, 0);
+        if (k == 2) mid = nextafter(mid, INFINITY);
+        /* k 3, 4: 16 or 15 digits, short enough for the fast path, and
+         * often read as the midpoint's double though not the midpoint */
+        snprintf(s, cap, "%.*e", k == 3 ? 15 : k == 4 ? 14 : 40, mid);
+        break;
+    }
+    case 6: /* an integer */
+        snprintf(s, cap, "%lld", (long long)(rng() >> (rng() % 64)));
+        break;
+    default: { /* malformed, or almost */
+        static const char *const bad[] = {"01", "-", "1.", ".5", "+1", "1e", "1e+", "-01.5",
+                                          "0x10", "1.5.2", "Infinity", "NaN", "1_0", "00",
+                                          "-0", "0e0", "1E+2", "1e-0", "-0.0e-0", "1e400",
+                                          "-1e400", "2e-400", "1 2", "1,"};
+        snprintf(s, cap, "%s", bad[rng() % (sizeof bad / sizeof bad[0])]);
+        break;
+    }
+    }
+}
+
+START_TEST(numbers_as_jansson_reads_them)
+{
+    static const char *const named[] = {
+        "0", "-0", "1", "-1", "0.1", "1e-45", "7e-46", "1.4e-45", "1.17549435e-38",
+        "3.4028235e38", "3.4028236e38", "-3.4028235e38", "340282356779733661637539395458142568447",
+        "340282356779733661637539395458142568448", "1e38", "1e39", "123456789012345678901234567890",
+        "0.000000000000000000000000000000000000000000001", "9007199254740993", "1e22", "1e23",
+        "16777217", "0.30000001192092896", "2.5e-324", "1e-400", "1.00000005960464477539062500",
+    };
+    number_stats st = {0};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        check_number(named[i], &st);
+    char s[128];
+    for (size_t i = 0; i < 2000000 / SCALE; i++) {
+        random_decimal(s, sizeof s);
+        check_number(s, &st);
+    }
+    printf("numbers: %zu tried, %zu lifted, %zu where jansson's double rounds twice\n", st.tried,
+           st.lifted, st.double_rounded);
+    ck_assert_uint_gt(st.lifted, st.tried / 2);
+    ck_assert_uint_gt(st.double_rounded, 0); /* the midpoint cases found some */
+}
+END_TEST
+
+/* ---- documents ----------------------------------------------------------------- */
+
+/* Sets the value at a JSON Pointer of plain keys and indices in root. */
+static void put_at(json_t *root, const char *path, json_t *value)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *parent = root;
+    char *seg = buf + 1, *next;
+    for (;;) {
+        next = strchr(seg, '/');
+        if (next) *next = '\0';
+        if (!next) break;
+        parent = json_is_array(parent) ? json_array_get(parent, strtoul(seg, NULL, 10))
+                                       : json_object_get(parent, seg);
+        CHECK(parent != NULL, "no parent for %s", path);
+        seg = next + 1;
+    }
+    if (json_is_array(parent))
+        CHECK(json_array_set_new(parent, strtoul(seg, NULL, 10), value) == 0, "set %s", path);
+    else
+        CHECK(json_object_set_new(parent, seg, value) == 0, "set %s", path);
+}
+
+static json_t *get_at(json_t *root, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *v = root;
+    for (char *seg = strtok(buf, "/"); seg && v; seg = strtok(NULL, "/"))
+        v = json_is_array(v) ? json_array_get(v, strtoul(seg, NULL, 10)) : json_object_get(v, seg);
+    return v;
+}
+
+typedef struct doc_stats {
+    size_t docs, accepted, lifted_docs, arrays;
+} doc_stats;
+
+/* jansson on the body, against jansson on the lifted text (see the top). */
+static void check_document(const char *body, size_t len, doc_stats *st)
+{
+    json_error_t e1, e2;
+    json_t *orig = json_loadb(body, len, FLAGS, &e1);
+    api_arrays *a;
+    CHECK(api_arrays_lift(&a, body, len, rank_of) == 0, "lift failed");
+    size_t tlen;
+    const char *text = api_arrays_text(a, &tlen);
+    json_t *lift = json_loadb(text, tlen, FLAGS, &e2);
+    st->docs++;
+    CHECK(!orig == !lift, "accepted %d vs %d: %.*s", !!orig, !!lift, (int)len, body);
+    if (!orig) {
+        api_arrays_fix_error(a, body, len, &e2);
+        CHECK(!strcmp(e1.text, e2.text) && e1.line == e2.line &&
+                          e1.column == e2.column && e1.position == e2.position,
+                      "error %s %d:%d@%d vs %s %d:%d@%d in %.*s", e1.text, e1.line, e1.column,
+                      e1.position, e2.text, e2.line, e2.column, e2.position, (int)len, body);
+    } else {
+        st->accepted++;
+        st->lifted_docs += api_arrays_numbers(a) > 0;
+        /* Put every lifted array back, from the original tree, into the
+         * lifted one, checking its numbers on the way. */
+        static const char *const paths[] = {
+            "/embeddings",          "/weights/w_o",         "/weights/b_o",
+            "/weights/heads/0/w_q", "/weights/heads/0/w_k", "/weights/heads/0/w_v",
+            "/weights/heads/0/b_q", "/weights/heads/1/w_q", "/weights/heads/1/w_k",
+            "/weights/heads/1/w_v", "/weights/heads/1/b_v"};
+        for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+            const api_array *got = api_arrays_find(a, paths[k]);
+            if (!got) continue;
+            st->arrays++;
+            json_t *o = get_at(orig, paths[k]);
+            CHECK(o != NULL, "%s missing", paths[k]);
+            CHECK(json_is_array(get_at(lift, paths[k])) &&
+                              json_array_size(get_at(lift, paths[k])) == 0,
+                          "%s is not [] in the lifted text", paths[k]);
+            for (size_t r = 0; r < got->rows; r++)
+                for (size_t c = 0; c < got->cols; c++) {
+                    json_t *cell = got->rank == 2 ? json_array_get(json_array_get(o, r), c)
+                                                  : json_array_get(o, c);
+                    CHECK(json_is_number(cell), "%s: not a number", paths[k]);
+                    CHECK((float)json_number_value(cell) == got->data[r * got->cols + c],
+                                  "%s[%zu][%zu]", paths[k], r, c);
+                }
+            put_at(lift, paths[k], json_incref(o));
+        }
+        CHECK(json_equal(orig, lift), "trees differ: %.*s", (int)len, body);
+    }
+    json_decref(orig);
+    json_decref(lift);
+    api_arrays_free(a);
+}
+
+/* A valid body with inline weights, numbers written in several styles. */
+static char *valid_body(void)
+{
+    char *buf;
+    size_t size;
+    FILE *f = open_memstream(&buf, &size);
+    const char *sp[] = {"", " ", "\n", "\t", "\r\n  "};
+#define SP sp[rng() % 5]
+#define NUM()                                                                                      \
+    do {                                                                                           \
+        float v = (float)((double)(rng() >> 11) / 9007199254740992.0 * 4.0 - 2.0);               \
+        switch (rng() % 4) {                                                                       \
+        case 0: fprintf(f, "%.9g", (double)v); break;                                              \
+        case 1: fprintf(f, "%.3e", (double)v); break;                                              \
+        case 2: fprintf(f, "%d", (int)(v * 3)); break;                                             \
+        default: fprintf(f, "%.2f", (double)v); break;                                             \
+        }                                                                                          \
+    } while (0)
+    fprintf(f, "{%s\"tokens\":%s[\"我\",\"爱\",\"你\"],%s\"embeddings\":%s[", SP, SP, SP, SP);
+    for (int r = 0; r < 3; r++) {
+        fprintf(f, "%s%s[", r ? "," : "", SP);
+        for (int c = 0; c < 4; c++) {
+            if (c) fprintf(f, "%s,%s", SP, SP);
+            NUM();
+        }
+        fprintf(f, "]%s", SP);
+    }
+    fprintf(f, "],%s\"weights\":{\"heads\":[", SP);
+    for (int h = 0; h < 2; h++) {
+        fprintf(f, "%s{", h ? "," : "");
+        const char *names[] = {"w_q", "w_k", "w_v"};
+        for (int m = 0; m < 3; m++) {
+            fprintf(f, "%s\"%s\":%s[", m ? "," : "", names[m], SP);
+            for (int r = 0; r < 4; r++) {
+                fprintf(f, "%s[", r ? "," : "");
+                for (int c = 0; c < 2; c++) {
+                    if (c) fprintf(f, ",%s", SP);
+                    NUM();
+                }
+                fprintf(f, "]");
+            }
+            fprintf(f, "]");
+        }
+        fprintf(f, ",%s\"%s\":[", SP, h ? "b_v" : "b_q");
+        NUM();
+        fprintf(f, ",");
+        NUM();
+        fprintf(f, "]}");
+    }
+    fprintf(f, "],\"w_o\":[");
+    for (int r = 0; r < 4; r++) {
+        fprintf(f, "%s[", r ? "," : "");
+        for (int c = 0; c < 4; c++) {
+            if (c) fprintf(f, ",");
+            NUM();
+        }
+        fprintf(f, "]");
+    }
+    fprintf(f, "],%s\"b_o\":%s[", SP, SP);
+    for (int c = 0; c < 4; c++) {
+        if (c) fprintf(f, ",");
+        NUM();
+    }
+    fprintf(f, "]},\"mask\":[[1,0,0],[1,1,0],[1,1,1]],\"scale\":0.5%s}%s", SP, SP);
+#undef NUM
+#undef SP
+    fclose(f);
+    return buf;
+}
+
+/* Mutates body (of *len bytes, room for 8 more) in place: delete, insert
+ * or replace one byte, drawn from JSON's own characters mostly. */
+static void mutate(char *body, size_t *len)
+{
+    static const char chars[] = "[]{},:\" \n\t0123456789.eE+-\\/abtnrfu\x80\xc3\xa9";
+    size_t at = rng() % (*len + 1);
+    char c = (rng() % 16) ? chars[rng() % (sizeof chars - 1)] : (char)(rng() & 0xff);
+    switch (rng() % 3) {
+    case 0:
+        if (at < *len) memmove(body + at, body + at + 1, *len - at - 1), (*len)--;
+        break;
+    case 1:
+        memmove(body + at + 1, body + at, *len - at), body[at] = c, (*len)++;
+        break;
+    default:
+        if (at < *len) body[at] = c;
+        break;
+    }
+}
+
+START_TEST(documents_as_jansson_reads_them)
+{
+    doc_stats st = {0};
+    for (int d = 0; d < 4000 / SCALE; d++) {
+        char *base = valid_body();
+        size_t base_len = strlen(base);
+        check_document(base, base_len, &st);
+        char *body = malloc(base_len + 64);
+        for (int m = 0; m < 100; m++) {
+            size_t len = base_len;
+            memcpy(body, base, base_len);
+            int edits = 1 + (int)(rng() % 3);
+            for (int e = 0; e < edits; e++)
+                mutate(body, &len);
+            check_document(body, len, &st);
+        }
+        free(body);
+        free(base);
+    }
+    printf("documents: %zu checked, %zu accepted by jansson, %zu with arrays lifted, %zu arrays\n",
+           st.docs, st.accepted, st.lifted_docs, st.arrays);
+    ck_assert_uint_gt(st.accepted, st.docs / 20);
+    ck_assert_uint_gt(st.arrays, st.accepted * 5);
+}
+END_TEST
+
+/* ---- what is lifted ---------------------------------------------------------------- */
+
+static int lifted_n(const char *body, size_t len, const char *path)
+{
+    api_arrays *a;
+    ck_assert_int_eq(api_arrays_lift(&a, body, len, rank_of), 0);
+    int found = api_arrays_find(a, path) != NULL;
+    api_arrays_free(a);
+    return found;
+}
+
+static int lifted(const char *body, const char *path)
+{
+    return lifted_n(body, strlen(body), path);
+}
+
+START_TEST(which_arrays)
+{
+    ck_assert(lifted("{\"embeddings\":[[1,2],[3,4]]}", "/embeddings"));
+    ck_assert(lifted("{\"weights\":{\"heads\":[{},{\"w_k\":[[1]]}]}}", "/weights/heads/1/w_k"));
+    ck_assert(lifted("{\"weights\":{\"b_o\":[1,2]}}", "/weights/b_o"));
+    ck_assert(lifted(" { \"embeddings\" : [ [ 1 , 2 ] ] } ", "/embeddings"));
+    /* not the rank asked for, not rectangular, not all numbers, empty */
+    ck_assert(!lifted("{\"embeddings\":[1,2]}", "/embeddings"));
+    ck_assert(!lifted("{\"weights\":{\"b_o\":[[1]]}}", "/weights/b_o"));
+    ck_assert(!lifted("{\"embeddings\":[[1,2],[3]]}", "/embeddings"));
+    ck_assert(!lifted("{\"embeddings\":[[1,\"2\"]]}", "/embeddings"));
+    ck_assert(!lifted("{\"embeddings\":[[1,null]]}", "/embeddings"));
+    ck_assert(!lifted("{\"embeddings\":[[]]}", "/embeddings"));
+    ck_assert(!lifted("{\"embeddings\":[]}", "/embeddings"));
+    ck_assert(!lifted("{\"embeddings\":[[1e39]]}", "/embeddings")); /* not finite as float32 */
+    ck_assert(!lifted("{\"embeddings\":[[1,]]}", "/embeddings"));
+    ck_assert(!lifted("{\"embeddings\":[[1]", "/embeddings")); /* cut short */
+    /* not at a wanted path, or under a key spelled with escapes */
+    ck_assert(!lifted("{\"scale\":[[1]]}", "/scale"));
+    ck_assert(!lifted("{\"emb\\u0065ddings\":[[1]]}", "/embeddings"));
+    ck_assert(!lifted("{\"x\":{\"embeddings\":[[1]]}}", "/x/embeddings"));
+    ck_assert(!lifted("[{\"embeddings\":[[1]]}]", "/0/embeddings"));
+    /* broken before the array: the scan stops, jansson will refuse it */
+    ck_assert(!lifted("{\"a\" 1, \"embeddings\":[[1]]}", "/embeddings"));
+    /* a NUL byte anywhere (never valid JSON): jansson alone decides */
+    static const char nul[] = "{\"embeddings\":[[1]],\"t\":\"\0\"}";
+    ck_assert(lifted_n(nul, 19, "/embeddings"));
+    ck_assert(!lifted_n(nul, sizeof nul - 1, "/embeddings"));
+    /* strings with brackets and escaped quotes before it do not confuse the scan */
+    ck_assert(lifted("{\"t\":[\"[\\\"]\",\"{\"],\"embeddings\":[[1]]}", "/embeddings"));
+}
+END_TEST
+
+/* A body cut anywhere is never read past its end (ASan watches). */
+START_TEST(cut_bodies)
+{
+    const char *full = "{\"embeddings\":[[1.5e30,2,3.25],[4,5,6e-20]],\"weights\":{\"b_o\":[1]}}";
+    size_t n = strlen(full), complete = (size_t)(strstr(full, "]],") - full) + 2;
+    for (size_t len = 0; len <= n; len++) {
+        char *body = malloc(len ? len : 1);
+        memcpy(body, full, len);
+        api_arrays *a;
+        ck_assert_int_eq(api_arrays_lift(&a, body, len, rank_of), 0);
+        ck_assert(!!api_arrays_find(a, "/embeddings") == (len >= complete));
+        api_arrays_free(a);
+        free(body);
+    }
+}
+END_TEST
+
+static Suite *arrays_suite(void)
+{
+    Suite *s = suite_create("arrays");
+    TCase *tc = tcase_create("lift");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, which_arrays);
+    tcase_add_test(tc, cut_bodies);
+    tcase_add_test(tc, numbers_as_jansson_reads_them);
+    tcase_add_test(tc, documents_as_jansson_reads_them);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(arrays_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
