@@ -70,6 +70,9 @@ static const cfg_option cfg_table[] = {
      "widest d_model (and d_head)"},
     {"max-flops", "ATTN_MAX_FLOPS", CFG_DOUBLE, 1, 1e18, "1e12", F(max_flops),
      "most floating-point operations in one request"},
+    {"inline-max-flops", "ATTN_INLINE_MAX_FLOPS", CFG_DOUBLE, 0, 1e9, "1e6", F(inline_max_flops),
+     "a request of at most 4 KiB and at most this much work is answered on its polling "
+     "thread, without the hand-off to a worker; 0 = never"},
     {"max-response-bytes", "ATTN_MAX_RESPONSE_BYTES", CFG_SIZE, 1, 1099511627776.0, "256m",
      F(max_response_bytes), "largest response body, estimated before computing"},
     {"max-workspace-bytes", "ATTN_MAX_WORKSPACE_BYTES", CFG_SIZE, 1, 1099511627776.0, "1g",

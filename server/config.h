@@ -26,6 +26,7 @@ typedef struct cfg_config {
     size_t max_heads;
     size_t max_d_model;
     double max_flops;
+    double inline_max_flops;   /* tiny requests answered on the polling thread (http.c) */
     size_t max_response_bytes;
     size_t max_workspace_bytes;
     size_t connection_timeout; /* seconds */

@@ -3,11 +3,21 @@
  *
  * Threads. libmicrohttpd runs --io-threads polling threads (its internal
  * thread pool, epoll on Linux); each connection stays on one of them. They
- * only parse, route, copy bodies and send answers. Decoding and computing
- * happen on the worker pool (pool.c) and never on a polling thread; so does
- * writing a model's weights (GET /v1/models/{name}?weights=true), which
- * goes through the same suspend / job / resume steps (x_submit) as a POST.
- * The model list and a model's summary are cheap and answered here.
+ * parse, route, copy bodies and send answers. Decoding and computing
+ * happen on the worker pool (pool.c); so does writing a model's weights
+ * (GET /v1/models/{name}?weights=true), which goes through the same
+ * suspend / job / resume steps (x_submit) as a POST. The model list and a
+ * model's summary are cheap and answered here.
+ *
+ * Tiny requests are the one exception: a body of at most
+ * SRV_HTTP_INLINE_MAX_BODY bytes whose computation takes at most
+ * --inline-max-flops (a teaching example: a few microseconds to decode,
+ * compute and encode) is run on its polling thread (x_try_inline), with a
+ * srv_worker of that thread's own, and answered at once. Handing it to a
+ * worker would cost more than running it: a suspend and a resume, a queue
+ * and two thread switches. A small body with more work than that is
+ * decoded, found too large and then queued as any other, so a polling
+ * thread never spends more than about the cap's worth of computation.
  *
  * The life of a request. The access handler is called several times for
  * one request; its state, an `exchange`, hangs on *con_cls:
@@ -99,6 +109,9 @@
 #include "server/reqid.h"
 #include "server/route.h"
 
+/* The largest body x_try_inline considers: decoding it takes microseconds. */
+#define SRV_HTTP_INLINE_MAX_BODY 4096
+
 struct srv_http {
     struct MHD_Daemon *daemon;
     const cfg_config *cfg;
@@ -108,6 +121,9 @@ struct srv_http {
     store *models; /* may be NULL: no models */
     unsigned port;
     MHD_socket listen_fd; /* returned by MHD_quiesce_daemon; closed after stop */
+
+    pthread_key_t inline_key; /* each polling thread's srv_worker for tiny requests */
+    int inline_key_made;
 
     atomic_int draining;
     atomic_size_t body_bytes; /* reserved by all exchanges, <= cfg->max_inflight_bytes */
@@ -457,21 +473,72 @@ static void x_append(exchange *x, const char *data, size_t n) {
     x->len += n;
 }
 
-static void x_run(void *arg, void *worker_ctx) {
-    exchange *x = arg;
-    srv_job_run(&x->job, worker_ctx);
+static void x_count_phases(const exchange *x) {
     srv_metrics *m = x->h->metrics;
     srv_metrics_add_phase(m, SRV_PHASE_QUEUE, x->job.queue_ms / 1e3);
     srv_metrics_add_phase(m, SRV_PHASE_DECODE, x->job.decode_ms / 1e3);
     srv_metrics_add_phase(m, SRV_PHASE_COMPUTE, x->job.compute_ms / 1e3);
     srv_metrics_add_phase(m, SRV_PHASE_ENCODE, x->job.encode_ms / 1e3);
+}
+
+static void x_run(void *arg, void *worker_ctx) {
+    exchange *x = arg;
+    srv_job_run(&x->job, worker_ctx);
+    x_count_phases(x);
     x->state = X_DONE;
     /* Last touch of x on this thread: after resume the polling thread may
      * send the answer and free the exchange at any moment. */
     MHD_resume_connection(x->conn);
 }
 
-/* The whole body is here: queue the job and suspend. */
+/* Sends a finished job's answer. */
+static enum MHD_Result x_job_reply(exchange *x) {
+    srv_job *j = &x->job;
+    if (!j->response)
+        return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
+    char *body = j->response;
+    j->response = NULL; /* moved into libmicrohttpd */
+    return x_send(x, (unsigned)j->status, body, j->response_len, 1, "application/json");
+}
+
+/* This polling thread's srv_worker for tiny requests, made on first use
+ * (freed by the key's destructor when the thread ends); NULL when it
+ * cannot be had, and the request then goes to the pool. */
+static srv_worker *x_inline_worker(srv_http *h) {
+    srv_worker *w = pthread_getspecific(h->inline_key);
+    if (w) return w;
+    w = srv_worker_create(h->models, NULL); /* never splits: no pool */
+    if (w && pthread_setspecific(h->inline_key, w) != 0) {
+        srv_worker_destroy(w);
+        w = NULL;
+    }
+    return w;
+}
+
+static void x_inline_worker_free(void *w) {
+    srv_worker_destroy(w);
+}
+
+/* A tiny request, run here: 1 when answered, 0 when its work is over the
+ * cap (or no worker could be made) and it must go to the pool. */
+static int x_try_inline(exchange *x) {
+    srv_http *h = x->h;
+    if (h->cfg->inline_max_flops <= 0 || x->len > SRV_HTTP_INLINE_MAX_BODY) return 0;
+    srv_worker *w = x_inline_worker(h);
+    if (!w) return 0;
+    x->job.limits = h->limits;
+    x->job.max_flops_here = h->cfg->inline_max_flops;
+    clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
+    srv_job_run(&x->job, w);
+    x->job.max_flops_here = 0;
+    if (x->job.deferred) return 0;
+    x_count_phases(x);
+    x->state = X_DONE;
+    return 1;
+}
+
+/* The whole body is here: answer a tiny request at once, else queue the
+ * job and suspend. */
 static enum MHD_Result x_attention_submit(exchange *x) {
     srv_http *h = x->h;
     if (x->body_state == BODY_TOO_LARGE)
@@ -484,6 +551,7 @@ static enum MHD_Result x_attention_submit(exchange *x) {
     x->job.kind = SRV_JOB_ATTENTION;
     x->job.body = x->body ? x->body : "";
     x->job.body_len = x->len;
+    if (x_try_inline(x)) return x_job_reply(x);
     return x_submit(x);
 }
 
@@ -511,16 +579,6 @@ static enum MHD_Result x_submit(exchange *x) {
         MHD_resume_connection(x->conn);
     }
     return MHD_YES;
-}
-
-/* Sends a finished job's answer. */
-static enum MHD_Result x_job_reply(exchange *x) {
-    srv_job *j = &x->job;
-    if (!j->response)
-        return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
-    char *body = j->response;
-    j->response = NULL; /* moved into libmicrohttpd */
-    return x_send(x, (unsigned)j->status, body, j->response_len, 1, "application/json");
 }
 
 /* ---- libmicrohttpd callbacks ---- */
@@ -681,6 +739,12 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
     h->listen_fd = MHD_INVALID_SOCKET;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->idle, NULL);
+    if (pthread_key_create(&h->inline_key, x_inline_worker_free) != 0) {
+        snprintf(err, errlen, "no thread-specific key for the polling threads");
+        srv_http_stop(h);
+        return NULL;
+    }
+    h->inline_key_made = 1;
 
     struct sockaddr_in v4;
     struct sockaddr_in6 v6;
@@ -751,6 +815,8 @@ void srv_http_stop(srv_http *h) {
     /* After a quiesce the listening socket is ours, and may be closed only
      * once the daemon's threads are gone. */
     if (h->listen_fd != MHD_INVALID_SOCKET) close(h->listen_fd);
+    /* The polling threads have ended, each freeing its inline worker. */
+    if (h->inline_key_made) pthread_key_delete(h->inline_key);
     pthread_cond_destroy(&h->idle);
     pthread_mutex_destroy(&h->mu);
     free(h);

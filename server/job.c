@@ -153,6 +153,7 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     job->queue_ms = srv_ms_between(&job->submitted, &t0);
     job->decode_ms = job->compute_ms = job->encode_ms = 0;
+    job->deferred = 0;
     job->response = NULL;
     job->response_len = 0;
     /* Every job, named model or not, lets go of a set a reload replaced, so
@@ -176,6 +177,16 @@ void srv_job_run(srv_job *job, srv_worker *w) {
         if (!m || api_request_bind(req, &m->weights, m->mask, job->limits, &err) != 0) goto fail;
     }
 
+    if (job->max_flops_here > 0) {
+        const attn_input *in = api_request_input(req);
+        const attn_weights *wt = in->weights;
+        if (attn_flops(in->n_tokens, wt->d_model, wt->n_heads, wt->d_head, wt->w_o != NULL) >
+            job->max_flops_here) {
+            job->deferred = 1;
+            job_release(job, req, w);
+            return;
+        }
+    }
     rc = job_compute(w, api_request_output(req), api_request_input(req));
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);

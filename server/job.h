@@ -42,12 +42,14 @@ typedef struct srv_job {
     const char *model_name; /* SRV_JOB_MODEL_WEIGHTS */
     const api_limits *limits;
     struct timespec submitted; /* CLOCK_MONOTONIC, when queued */
+    double max_flops_here;     /* > 0: defer a computation of more work than this */
 
     /* results, written by srv_job_run */
     int status;     /* HTTP status of the answer */
     char *response; /* malloc'd body (JSON); the reader frees it */
     size_t response_len;
     double queue_ms, decode_ms, compute_ms, encode_ms;
+    int deferred; /* 1: not run, its work is over max_flops_here (no response) */
 } srv_job;
 
 /* After a body larger than this, the worker returns freed heap pages to the
@@ -86,6 +88,10 @@ void srv_worker_destroy(srv_worker *w);
  * leaves a status and a JSON body — the contract's error body on failure.
  * `response` is NULL only when even the error body could not be allocated
  * (status is then 503).
+ *
+ * With max_flops_here set, a valid attention request whose computation
+ * would take more work than that is not computed: the job comes back
+ * `deferred`, with no response, to be run again elsewhere without the cap.
  */
 void srv_job_run(srv_job *job, srv_worker *w);
 
