@@ -111,8 +111,13 @@ test-asan: deps
 	+$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
 	    SANITIZE='$(ASAN_FLAGS)' check-all
 
-bench: deps
-	$(MAKE) -C bench
+# The benchmarks (bench/README.md, about 5 minutes): the server and its
+# models first (the HTTP benchmark runs them), then bench/'s whole suite.
+# wrk and /usr/bin/time are the benchmarks' own packages.
+bench:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) wrk time'
+	+$(MAKE) --no-print-directory all
+	+$(MAKE) --no-print-directory -C bench
 
 # Installs the Debian packages that are missing (as root, or through sudo).
 deps:

@@ -1,195 +1,39 @@
 /*
- * bench_attention.c — how fast attn_compute is, where its time goes beside
- * the GEMMs, how much scratch it needs, and how the server should split the
- * 2 cores between its workers and OpenBLAS's threads.
+ * bench_attention.c — how close the engine comes to the GEMMs it is made
+ * of, in the server's threading; how the server should share the cores
+ * between workers and OpenBLAS threads; and what one large computation
+ * holds in memory.
  *
- * Four measurements, each a median of several repetitions:
+ * Latency (the default run, first table): for each shape, sample by
+ * sample interleaved,
+ *   - the engine as the server runs it: a pool of 2 workers × 1 OpenBLAS
+ *     thread, the computation split over the idle worker by server/split.c
+ *     when it reaches SRV_JOB_SPLIT_FLOPS (server_pool.c);
+ *   - the engine on 1 worker (never split), for reference;
+ *   - the block's GEMMs alone (problem.c) on 2 and on 1 OpenBLAS threads;
+ *   - one 2048³ cblas_sgemm on 2 threads: the FLOP limit of this row is
+ *     attn_flops / that sgemm's GFLOP/s, in the same samples.
+ * Split results are compared bit for bit with the 1-worker ones.
  *
- *   latency     one request at a time, OpenBLAS threads 1 and 2, two output
- *               sets: the API's default (patterns + embeddings: the full
- *               path) and embeddings only (the online path). Beside them the
- *               block's GEMMs alone at their real shapes (E·w_qkv, per head
- *               the full n × n Q_i·K_iᵀ and P_i·V_i, Z·w_o) by raw
- *               cblas_sgemm, and our time as a ratio to theirs.
- *   softmax     the softmax kernel alone on the full path's causal rows of
- *               every head (attn_softmax_block over h × n × n), as a share of
- *               the default request's time.
- *   workspace   bytes of scratch one n = 8192 request without patterns grows
- *               the workspace to, against attn_workspace_need and n × n.
- *   throughput  a stream of requests served by W worker threads, each with
- *               its own workspace and outputs (as the server's pool), with
- *               OpenBLAS set to B threads: (W, B) = (2, 1), (1, 2), (2, 2), (1, 1).
+ * Throughput (second table): a queue of default requests served by W pool
+ * workers with OpenBLAS at B threads, (W, B) = (2, 1), (1, 2), (2, 2), (1, 1),
+ * interleaved run by run.
  *
- * Every request: causal mask, every head. openblas_set_num_threads is
- * process-global, so it is called from the main thread between
- * measurements only. Configurations are interleaved sample by sample.
- *
- * Usage: bench_attention [--quick]   (--quick: fewer repetitions)
- * Prints markdown tables on stdout, ready for bench/README.md.
+ * Usage: bench_attention [--quick]           both tables (--quick: fewer samples)
+ *        bench_attention --rss N patterns|emb  one GPT-2-shape computation of n = N
+ *            on 1 worker, then its memory accounting on one line (for
+ *            /usr/bin/time -v; bench/rss.sh)
  */
 #include <cblas.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "attention/attention.h"
-#include "attention/kernels.h"
-#include "attention/naive.h"
 #include "attention/vexp.h"
+#include "bench/problem.h"
+#include "bench/server_pool.h"
 
-/* ---- timing ---------------------------------------------------------------- */
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int count) {
-    qsort(v, (size_t)count, sizeof(double), cmp_double);
-    return count % 2 ? v[count / 2] : 0.5 * (v[count / 2 - 1] + v[count / 2]);
-}
-
-static void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "bench: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-/* ---- one benchmark problem ------------------------------------------------------ */
-
-typedef struct bshape {
-    const char *name;
-    size_t n, dm, h, dh;
-    int w_o;
-    int reps;     /* latency samples */
-    int requests; /* requests in one throughput stream */
-} bshape;
-
-typedef struct problem {
-    bshape s;
-    attn_weights w;
-    attn_input in;
-    float *w_qkv, *b_qkv, *w_o, *b_o, *E;
-    size_t *heads;
-} problem;
-
-static void fill(float *x, size_t count, float amp, uint64_t *st) {
-    for (size_t i = 0; i < count; i++) {
-        *st = *st * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = amp * ((float)(*st >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
-    }
-}
-
-static void problem_make(problem *p, bshape s) {
-    uint64_t st = 42;
-    size_t hd = s.h * s.dh;
-    memset(p, 0, sizeof(*p));
-    p->s = s;
-    p->w_qkv = xmalloc(s.dm * 3 * hd * sizeof(float));
-    p->b_qkv = xmalloc(3 * hd * sizeof(float));
-    p->b_o = xmalloc(s.dm * sizeof(float));
-    p->E = xmalloc(s.n * s.dm * sizeof(float));
-    fill(p->w_qkv, s.dm * 3 * hd, 1.0f / sqrtf((float)s.dm), &st);
-    fill(p->b_qkv, 3 * hd, 0.1f, &st);
-    fill(p->b_o, s.dm, 0.1f, &st);
-    fill(p->E, s.n * s.dm, 1.0f, &st);
-    if (s.w_o) {
-        p->w_o = xmalloc(hd * s.dm * sizeof(float));
-        fill(p->w_o, hd * s.dm, 1.0f / sqrtf((float)hd), &st);
-    }
-    p->heads = xmalloc(s.h * sizeof(size_t));
-    for (size_t i = 0; i < s.h; i++)
-        p->heads[i] = i;
-    p->w = (attn_weights){.d_model = s.dm,
-                          .n_heads = s.h,
-                          .d_head = s.dh,
-                          .w_qkv = p->w_qkv,
-                          .b_qkv = p->b_qkv,
-                          .w_o = p->w_o,
-                          .b_o = p->b_o};
-    p->in = (attn_input){.weights = &p->w,
-                         .embeddings = p->E,
-                         .n_tokens = s.n,
-                         .mask = {.kind = ATTN_MASK_CAUSAL},
-                         .scale = 1.0f / sqrtf((float)s.dh),
-                         .heads = p->heads,
-                         .n_heads_out = s.h};
-}
-
-static void problem_free(problem *p) {
-    free(p->w_qkv), free(p->b_qkv), free(p->w_o), free(p->b_o), free(p->E), free(p->heads);
-}
-
-/* The default outputs of the API: patterns (h × n × n) and embeddings. */
-typedef struct request_out {
-    attn_output out;
-} request_out;
-
-/* Output buffers on their own cache lines: tiny outputs of two workers
- * must not share a line (false sharing would be the benchmark's own). */
-static float *floats_aligned(size_t count) {
-    size_t bytes = (count * sizeof(float) + 127) / 128 * 128;
-    float *p = aligned_alloc(128, bytes);
-    if (!p) {
-        fprintf(stderr, "bench: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-/* patterns: also ask for patterns (the API's default), else embeddings only */
-static void request_out_make(request_out *r, const problem *p, int patterns) {
-    memset(r, 0, sizeof(*r));
-    if (patterns) r->out.patterns = floats_aligned(p->s.h * p->s.n * p->s.n);
-    r->out.embeddings = floats_aligned(p->s.n * p->s.dm);
-}
-
-static void request_out_free(request_out *r) {
-    free(r->out.patterns), free(r->out.embeddings);
-}
-
-/* ---- the GEMMs alone ----------------------------------------------------------- */
-
-/* Buffers for the raw GEMM sequence: the same shapes and strides as the
- * engine's (QKV n × 3hd, S n × n, Z n × hd, D n × dm). */
-typedef struct gemm_bufs {
-    float *qkv, *s, *z, *d;
-} gemm_bufs;
-
-static void gemms_run(gemm_bufs *g, const problem *p) {
-    const int n = (int)p->s.n, dm = (int)p->s.dm, dh = (int)p->s.dh;
-    const int hd = (int)(p->s.h * p->s.dh), ld = 3 * hd;
-    /* (m, n, k) = (n, 3hd, dm) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, ld, dm, 1.0f, p->E, dm, p->w_qkv, ld,
-                0.0f, g->qkv, ld);
-    for (int i = 0; i < (int)p->s.h; i++) {
-        /* (m, n, k) = (n, n, dh) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, p->in.scale, g->qkv + i * dh,
-                    ld, g->qkv + hd + i * dh, ld, 0.0f, g->s, n);
-        /* (m, n, k) = (n, dh, n) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, g->s, n,
-                    g->qkv + 2 * hd + i * dh, ld, 0.0f, g->z + i * dh, hd);
-    }
-    if (p->w_o) /* (m, n, k) = (n, dm, hd) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dm, hd, 1.0f, g->z, hd, p->w_o,
-                    dm, 0.0f, g->d, dm);
-}
-
-/* ---- latency --------------------------------------------------------------------- */
+enum { MAXREP = 32, PEAK_M = 2048 };
 
 /* Calls per timed sample, so that a sample lasts >= ~20 ms. */
 static int inner_calls(double seconds_per_call) {
@@ -197,316 +41,352 @@ static int inner_calls(double seconds_per_call) {
     return k < 1 ? 1 : k > 100000 ? 100000 : (int)k;
 }
 
-/* One request's buffers for both timings: the engine's workspace and
- * outputs, and the raw GEMMs' buffers. */
-typedef struct lat_ctx {
-    const problem *p;
-    int patterns;
-    attn_workspace *ws;
-    request_out r;
-    gemm_bufs g;
-    int inner_compute, inner_gemms;
-} lat_ctx;
-
-static void lat_ctx_make(lat_ctx *c, const problem *p, int patterns) {
-    size_t n = p->s.n, hd = p->s.h * p->s.dh;
-    c->p = p;
-    c->patterns = patterns;
-    c->ws = attn_workspace_create();
-    request_out_make(&c->r, p, patterns);
-    c->g = (gemm_bufs){xmalloc(n * 3 * hd * sizeof(float)), xmalloc(n * n * sizeof(float)),
-                       xmalloc(n * hd * sizeof(float)), xmalloc(n * p->s.dm * sizeof(float))};
-    double t0 = now(); /* warm-up: the workspace grows, pages are touched */
-    if (attn_compute(&c->r.out, c->ws, &p->in)) {
-        fprintf(stderr, "bench: attn_compute failed\n");
-        exit(1);
-    }
-    c->inner_compute = inner_calls(now() - t0);
-    t0 = now();
-    gemms_run(&c->g, p);
-    c->inner_gemms = inner_calls(now() - t0);
-}
-
-static void lat_ctx_free(lat_ctx *c) {
-    free(c->g.qkv), free(c->g.s), free(c->g.z), free(c->g.d);
-    request_out_free(&c->r);
-    attn_workspace_destroy(c->ws);
-}
-
-/* Seconds per call of attn_compute (gemms = 0) or of the raw GEMMs alone. */
-static double lat_sample(lat_ctx *c, int gemms) {
-    int inner = gemms ? c->inner_gemms : c->inner_compute;
-    double t0 = now();
-    for (int k = 0; k < inner; k++)
-        if (gemms)
-            gemms_run(&c->g, c->p);
-        else
-            attn_compute(&c->r.out, c->ws, &c->p->in);
-    return (now() - t0) / inner;
-}
-
-static double measure_naive(const problem *p) {
-    request_out r;
-    request_out_make(&r, p, 1);
-    float *scratch =
-        xmalloc(attn_naive_scratch_floats(p->s.n, p->s.dm, p->s.h, p->s.dh) * sizeof(float));
-    double t0 = now();
-    int calls = 0;
-    do
-        attn_compute_naive(&r.out, scratch, &p->in), calls++;
-    while (now() - t0 < 0.05);
-    double t = (now() - t0) / calls;
-    free(scratch);
-    request_out_free(&r);
-    return t;
-}
-
-/* ---- throughput ------------------------------------------------------------------- */
-
-typedef struct stream {
-    const problem *p;
-    int patterns;
-    atomic_int next; /* next request number to take */
-    int requests;
-    pthread_barrier_t go; /* workers + main */
-} stream;
-
-/* Aligned so that two workers' counters never share a cache line: the
- * benchmark must not add false sharing the server would not have. */
-typedef struct worker {
-    _Alignas(128) stream *st;
-    attn_workspace *ws;
-    request_out r;
-    double busy;       /* seconds inside attn_compute */
-    double start, end; /* this worker's first take and last finish */
-    int served, blas_threads_seen;
-} worker;
-
-static void *worker_main(void *arg) {
-    worker *wk = arg;
-    stream *st = wk->st;
-    wk->blas_threads_seen = openblas_get_num_threads();
-    attn_compute(&wk->r.out, wk->ws, &st->p->in); /* warm-up, outside the clock */
-    pthread_barrier_wait(&st->go);
-    wk->start = wk->end = now();
-    while (atomic_fetch_add(&st->next, 1) < st->requests) {
-        double t0 = now();
-        attn_compute(&wk->r.out, wk->ws, &st->p->in);
-        wk->end = now();
-        wk->busy += wk->end - t0;
-        wk->served++;
-    }
-    return NULL;
-}
-
-/* One run of a stream: requests per second, and the mean seconds a request
- * spent inside attn_compute (*latency); *blas the thread count the workers saw. */
-static double stream_run(const problem *p, int patterns, int workers, double *latency, int *blas) {
-    worker wk[8] = {0};
-    pthread_t th[8];
-    stream st = {.p = p, .patterns = patterns, .requests = p->s.requests};
-    atomic_init(&st.next, 0);
-    pthread_barrier_init(&st.go, NULL, (unsigned)workers + 1);
-    for (int w = 0; w < workers; w++) {
-        wk[w] = (worker){.st = &st, .ws = attn_workspace_create()};
-        request_out_make(&wk[w].r, p, patterns);
-        pthread_create(&th[w], NULL, worker_main, &wk[w]);
-    }
-    pthread_barrier_wait(&st.go);
-    double busy = 0.0, first = 0.0, last = 0.0;
-    int served = 0;
-    for (int w = 0; w < workers; w++) {
-        pthread_join(th[w], NULL);
-        busy += wk[w].busy, served += wk[w].served;
-        if (w == 0 || wk[w].start < first) first = wk[w].start;
-        if (w == 0 || wk[w].end > last) last = wk[w].end;
-    }
-    double wall = last - first; /* measured by the workers themselves */
-    *latency = busy / served;
-    *blas = wk[0].blas_threads_seen;
-    for (int w = 0; w < workers; w++) {
-        request_out_free(&wk[w].r);
-        attn_workspace_destroy(wk[w].ws);
-    }
-    pthread_barrier_destroy(&st.go);
-    return served / wall;
-}
-
-/* ---- the softmax alone -------------------------------------------------------------- */
-
-/* Seconds of attn_softmax_block over the causal rows of all h heads, as the
- * full path runs it (in place, blocks of 128 rows), on scores like the
- * engine's. Median of `reps`. */
-static double measure_softmax(const problem *p, int reps) {
-    size_t n = p->s.n;
-    float *s = floats_aligned(n * n), *w = floats_aligned(n * n);
-    uint64_t st = 7;
-    fill(s, n * n, 3.0f, &st);
-    double t[32];
-    for (int k = 0; k < reps; k++) {
-        t[k] = 0.0;
-        for (size_t i = 0; i < p->s.h; i++) {
-            memcpy(w, s, n * n * sizeof(float)); /* fresh scores for each head, not timed */
-            double t0 = now();
-            for (size_t r0 = 0; r0 < n; r0 += 128) {
-                size_t rb = n - r0 < 128 ? n - r0 : 128;
-                attn_softmax_block(w + r0 * n, n, w + r0 * n, n, rb, n, r0, 1);
-            }
-            t[k] += now() - t0;
-        }
-    }
-    free(s), free(w);
-    return median(t, reps);
-}
-
-/* ---- main ---------------------------------------------------------------------------- */
-
-static void print_ms(double seconds) {
-    if (seconds < 1e-3)
-        printf(" %.2f µs |", seconds * 1e6);
+static void print_time(double seconds) {
+    if (seconds < 1e-6)
+        printf(" %.2f ns", seconds * 1e9);
+    else if (seconds < 1e-3)
+        printf(" %.2f µs", seconds * 1e6);
+    else if (seconds < 10.0)
+        printf(" %.2f ms", seconds * 1e3);
     else
-        printf(" %.2f ms |", seconds * 1e3);
+        printf(" %.2f s", seconds);
 }
 
-static void spread(double *v, int count, double *lo, double *hi) {
-    *lo = *hi = v[0];
-    for (int k = 1; k < count; k++)
-        *lo = v[k] < *lo ? v[k] : *lo, *hi = v[k] > *hi ? v[k] : *hi;
+/* ---- the sgemm peak -------------------------------------------------------------- */
+
+typedef struct peak_bufs {
+    float *a, *b, *c;
+} peak_bufs;
+
+static void peak_make(peak_bufs *pk) {
+    size_t count = (size_t)PEAK_M * PEAK_M;
+    pk->a = bench_floats(count), pk->b = bench_floats(count), pk->c = bench_floats(count);
+    for (size_t i = 0; i < count; i++)
+        pk->a[i] = (float)(i % 7) * 0.25f - 0.75f, pk->b[i] = (float)(i % 5) * 0.25f - 0.5f;
+}
+
+static double peak_gflops(peak_bufs *pk) {
+    double s = bench_sgemm_square(pk->c, pk->a, pk->b, PEAK_M);
+    return 2.0 * PEAK_M * PEAK_M * PEAK_M / s * 1e-9;
+}
+
+/* ---- latency ------------------------------------------------------------------------- */
+
+/* Configurations of one latency row. */
+enum { C_SERVER, C_ONE, C_GEMMS2, C_GEMMS1, C_COUNT };
+
+typedef struct lat_shape {
+    bench_shape s;
+    int emb_only; /* the default output set is not measured: its patterns would be too large */
+    int target;   /* one of the shapes the 15 % target is stated for */
+} lat_shape;
+
+typedef struct lat_row {
+    const char *name;
+    int patterns, target;
+    double t[C_COUNT]; /* medians, seconds per call */
+    double peak;       /* GFLOP/s of the 2048³ sgemm on 2 threads, same samples */
+    double flops;
+    double helpers;    /* accepted per split call */
+    int same;          /* split bits == 1-worker bits */
+} lat_row;
+
+/* Measures one shape: appends one row per output set to rows. */
+static int latency_shape(lat_row *rows, const lat_shape *ls, server_pool *sp, peak_bufs *pk,
+                         double *peaks, int *npeaks) {
+    problem p;
+    problem_make(&p, ls->s);
+    int sets = ls->emb_only ? 1 : 2, reps = ls->s.reps;
+    attn_output out[2][2]; /* [output set][C_SERVER, C_ONE] */
+    problem_gemms g;
+    problem_gemms_make(&g, &p);
+    for (int o = 0; o < sets; o++)
+        for (int c = 0; c < 2; c++)
+            problem_outputs_make(&out[o][c], &p, !ls->emb_only && o == 0);
+
+    /* Warm-up: workspaces grow and pages are touched; sizes the samples. */
+    openblas_set_num_threads(1);
+    int inner[2], inner_gemms;
+    for (int o = 0; o < sets; o++) {
+        server_pool_time(sp, &p.in, &out[o][C_SERVER], SPLIT_AS_SERVER, 1, NULL);
+        inner[o] = inner_calls(server_pool_time(sp, &p.in, &out[o][C_ONE], SPLIT_NEVER, 1, NULL));
+    }
+    double t0 = bench_now();
+    problem_gemms_run(&g, &p);
+    inner_gemms = inner_calls(bench_now() - t0);
+
+    double t[2][C_COUNT][MAXREP], pk_gf[MAXREP];
+    size_t helpers[2] = {0, 0};
+    for (int k = 0; k < reps; k++) {
+        openblas_set_num_threads(1);
+        for (int o = 0; o < sets; o++) {
+            t[o][C_SERVER][k] = server_pool_time(sp, &p.in, &out[o][C_SERVER], SPLIT_AS_SERVER,
+                                                 inner[o], &helpers[o]);
+            t[o][C_ONE][k] =
+                server_pool_time(sp, &p.in, &out[o][C_ONE], SPLIT_NEVER, inner[o], NULL);
+        }
+        t0 = bench_now();
+        for (int i = 0; i < inner_gemms; i++)
+            problem_gemms_run(&g, &p);
+        t[0][C_GEMMS1][k] = (bench_now() - t0) / inner_gemms;
+        openblas_set_num_threads(2);
+        t0 = bench_now();
+        for (int i = 0; i < inner_gemms; i++)
+            problem_gemms_run(&g, &p);
+        t[0][C_GEMMS2][k] = (bench_now() - t0) / inner_gemms;
+        pk_gf[k] = peaks[(*npeaks)++] = peak_gflops(pk);
+    }
+    openblas_set_num_threads(1);
+
+    double gemms1 = bench_median(t[0][C_GEMMS1], reps), gemms2 = bench_median(t[0][C_GEMMS2], reps);
+    double peak = bench_median(pk_gf, reps);
+    for (int o = 0; o < sets; o++) {
+        lat_row *r = &rows[o];
+        int pat = !ls->emb_only && o == 0;
+        size_t emb = p.s.n * p.s.dm * sizeof(float);
+        r->name = ls->s.name;
+        r->patterns = pat;
+        r->target = ls->target;
+        r->t[C_SERVER] = bench_median(t[o][C_SERVER], reps);
+        r->t[C_ONE] = bench_median(t[o][C_ONE], reps);
+        r->t[C_GEMMS1] = gemms1, r->t[C_GEMMS2] = gemms2;
+        r->peak = peak;
+        r->flops = problem_flops(&p);
+        r->helpers = (double)helpers[o] / ((double)reps * inner[o]);
+        r->same = !memcmp(out[o][C_SERVER].embeddings, out[o][C_ONE].embeddings, emb) &&
+                  (!pat || !memcmp(out[o][C_SERVER].patterns, out[o][C_ONE].patterns,
+                                   problem_patterns_bytes(&p)));
+        for (int c = 0; c < 2; c++)
+            problem_outputs_free(&out[o][c]);
+    }
+    problem_gemms_free(&g);
+    problem_free(&p);
+    return sets;
+}
+
+static void print_latency(const lat_row *rows, int nrows, const lat_shape *shapes, int nshapes,
+                          const double *peaks, int npeaks, double peak1, double peak2) {
+    double all[1024];
+    memcpy(all, peaks, (size_t)npeaks * sizeof(double));
+    double lo = all[0], hi = all[0];
+    for (int i = 1; i < npeaks; i++)
+        lo = all[i] < lo ? all[i] : lo, hi = all[i] > hi ? all[i] : hi;
+    printf("## (a) Latency: the engine against its GEMMs alone and the sgemm FLOP limit\n\n");
+    printf("FLOP limit: one %d³ cblas_sgemm on 2 OpenBLAS threads, %.1f GFLOP/s (median of %d "
+           "samples interleaved with the rows below, %.1f – %.1f); before them, 5 samples "
+           "interleaved: %.1f GFLOP/s on 1 thread, %.1f on 2.\n"
+           "Each row's limit is attn_flops / the median of the sgemm samples taken with that "
+           "row's samples.\nSamples per row:",
+           PEAK_M, bench_median(all, npeaks), npeaks, lo, hi, peak1, peak2);
+    for (int s = 0; s < nshapes; s++)
+        printf(" %s %d%s", shapes[s].s.name, shapes[s].s.reps, s + 1 < nshapes ? "," : ".\n\n");
+
+    printf("Times (GFLOP/s = attn_flops, full n × n, / time):\n\n"
+           "| shape n × d_model × heads | outputs | server: 2 workers × 1 BLAS thread, split | "
+           "1 worker × 1 BLAS thread | GEMMs alone, 2 BLAS threads | GEMMs alone, 1 BLAS thread "
+           "| FLOP limit (2 threads) |\n|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nrows; i++) {
+        const lat_row *r = &rows[i];
+        printf("| %s | %s |", r->name, r->patterns ? "default" : "emb");
+        for (int c = 0; c < C_COUNT; c++) {
+            print_time(r->t[c]);
+            printf(" (%.1f) |", r->flops / r->t[c] * 1e-9);
+        }
+        print_time(r->flops / (r->peak * 1e9));
+        printf(" (%.1f) |\n", r->peak);
+    }
+
+    printf("\nRatios of times (below 1: faster; the causal engine skips the blocks above the "
+           "diagonal that the GEMMs alone compute):\n\n"
+           "| shape | outputs | **server ÷ GEMMs alone, 2 threads** | server ÷ FLOP limit | "
+           "GEMMs alone 2 threads ÷ FLOP limit | 1 worker ÷ GEMMs alone, 1 thread | "
+           "1 worker ÷ server | helpers per call | split = 1 worker, bit for bit |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nrows; i++) {
+        const lat_row *r = &rows[i];
+        double limit = r->flops / (r->peak * 1e9);
+        printf("| %s | %s | **%.2f** | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", r->name,
+               r->patterns ? "default" : "emb", r->t[C_SERVER] / r->t[C_GEMMS2],
+               r->t[C_SERVER] / limit, r->t[C_GEMMS2] / limit, r->t[C_ONE] / r->t[C_GEMMS1],
+               r->t[C_ONE] / r->t[C_SERVER], r->helpers, r->same ? "yes" : "NO");
+    }
+    printf("\nTarget: server ÷ GEMMs alone (2 threads) ≤ 1.15 at GPT-2 n = 128, 1024, 4096:");
+    int met = 1;
+    const char *sep = " ";
+    for (int i = 0; i < nrows; i++) {
+        if (!rows[i].target) continue;
+        double ratio = rows[i].t[C_SERVER] / rows[i].t[C_GEMMS2];
+        met = met && ratio <= 1.15;
+        printf("%s%s %s %.2f%s", sep, rows[i].name, rows[i].patterns ? "default" : "emb", ratio,
+               ratio <= 1.15 ? "" : " (over)");
+        sep = "; ";
+    }
+    printf(" — **%s**.\n\n", met ? "met" : "not met");
+}
+
+/* ---- throughput ------------------------------------------------------------------------ */
+
+static void throughput(const bench_shape *shapes, const int *requests, int nshapes, int runs,
+                       server_pool *pools[2]) {
+    static const int conf[][2] = {{2, 1}, {1, 2}, {2, 2}, {1, 1}}; /* workers, BLAS threads */
+    enum { NCONF = sizeof conf / sizeof conf[0] };
+    printf("## Workers × BLAS threads: a queue of default requests (median of %d runs)\n\n"
+           "Requests queued at once on a pool of W workers (split as the server does, which a "
+           "full queue leaves no room for), OpenBLAS at B threads; wall time from the first "
+           "submit to the last finish.\n\n"
+           "| shape | requests a run | W workers × B BLAS threads | requests/s | min – max | "
+           "mean compute time |\n|---|---|---|---|---|---|\n",
+           runs);
+    for (int s = 0; s < nshapes; s++) {
+        problem p;
+        problem_make(&p, shapes[s]);
+        attn_output outs[2];
+        for (int w = 0; w < 2; w++)
+            problem_outputs_make(&outs[w], &p, 1);
+        double rate[NCONF][MAXREP], busy[NCONF][MAXREP], unused;
+        for (int c = 0; c < NCONF; c++) { /* warm-up: workspaces, pages */
+            openblas_set_num_threads(conf[c][1]);
+            server_pool_stream(pools[conf[c][0] - 1], &p.in, outs, 2, SPLIT_AS_SERVER, &unused);
+        }
+        for (int run = 0; run < runs; run++)
+            for (int c = 0; c < NCONF; c++) {
+                openblas_set_num_threads(conf[c][1]);
+                rate[c][run] = server_pool_stream(pools[conf[c][0] - 1], &p.in, outs, requests[s],
+                                                  SPLIT_AS_SERVER, &busy[c][run]);
+            }
+        openblas_set_num_threads(1);
+        for (int c = 0; c < NCONF; c++) {
+            double lo = rate[c][0], hi = rate[c][0];
+            for (int run = 1; run < runs; run++)
+                lo = rate[c][run] < lo ? rate[c][run] : lo,
+                hi = rate[c][run] > hi ? rate[c][run] : hi;
+            printf("| %s | %d | %d × %d%s | %.1f | %.1f – %.1f |", shapes[s].name, requests[s],
+                   conf[c][0], conf[c][1], c == 0 ? " (server)" : "", bench_median(rate[c], runs),
+                   lo, hi);
+            print_time(bench_median(busy[c], runs));
+            printf(" |\n");
+        }
+        fflush(stdout);
+        for (int w = 0; w < 2; w++)
+            problem_outputs_free(&outs[w]);
+        problem_free(&p);
+    }
+    printf("\n");
+}
+
+/* ---- memory of one computation ------------------------------------------------------- */
+
+/* Resident set of this process now, in bytes (/proc/self/status), or 0. */
+static size_t rss_now(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %zu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* One computation on 1 worker (this thread, 1 OpenBLAS thread); prints
+ * its memory accounting as key=value pairs for bench/rss.sh. */
+static int rss_mode(size_t n, int patterns) {
+    openblas_set_num_threads(1);
+    size_t before = rss_now();
+    problem p;
+    problem_make(&p, (bench_shape){"GPT-2", n, 768, 12, 64, 1, 1});
+    attn_output out;
+    problem_outputs_make(&out, &p, patterns);
+    attn_workspace *ws = attn_workspace_create();
+    if (!ws) return 1;
+    double t0 = bench_now();
+    int rc = attn_compute(&out, ws, &p.in);
+    double secs = bench_now() - t0;
+    printf("rss n=%zu outputs=%s status=%d seconds=%.2f rss_before=%zu inputs_weights=%zu "
+           "embeddings=%zu patterns=%zu workspace=%zu workspace_need=%zu\n",
+           n, patterns ? "patterns" : "emb", rc, secs, before, problem_input_bytes(&p),
+           p.s.n * p.s.dm * sizeof(float), patterns ? problem_patterns_bytes(&p) : 0,
+           attn_workspace_bytes(ws), attn_workspace_need(n, 768, 12, 64));
+    attn_workspace_destroy(ws);
+    problem_outputs_free(&out);
+    problem_free(&p);
+    return rc ? 1 : 0;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+static int usage(const char *argv0) {
+    fprintf(stderr, "usage: %s [--quick]\n       %s --rss N patterns|emb\n", argv0, argv0);
+    return 2;
 }
 
 int main(int argc, char **argv) {
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
-    bshape shapes[] = {
-        {"teaching 3×4, 1 head", 3, 4, 1, 4, 0, 15, 40000},
-        {"GPT-2 n=128", 128, 768, 12, 64, 1, 15, 100},
-        {"GPT-2 n=1024", 1024, 768, 12, 64, 1, 9, 10},
-        {"GPT-2 n=4096", 4096, 768, 12, 64, 1, 3, 0},
+    if (argc == 4 && !strcmp(argv[1], "--rss")) {
+        long n = strtol(argv[2], NULL, 10);
+        int pat = !strcmp(argv[3], "patterns");
+        if (n < 1 || (!pat && strcmp(argv[3], "emb"))) return usage(argv[0]);
+        return rss_mode((size_t)n, pat);
+    }
+    int quick = argc == 2 && !strcmp(argv[1], "--quick");
+    if (argc > 1 && !quick) return usage(argv[0]);
+
+    lat_shape shapes[] = {
+        {{"3×4×1", 3, 4, 1, 4, 0, 15}, 0, 0},
+        {{"16×64×4", 16, 64, 4, 16, 1, 15}, 0, 0},
+        {{"128×768×12 (GPT-2)", 128, 768, 12, 64, 1, 15}, 0, 1},
+        {{"1024×768×12 (GPT-2)", 1024, 768, 12, 64, 1, 11}, 0, 1},
+        {{"4096×768×12 (GPT-2)", 4096, 768, 12, 64, 1, 7}, 1, 1}, /* patterns: 805 MB */
+        {{"128×12288×96 (GPT-3 width)", 128, 12288, 96, 128, 1, 5}, 0, 0},
     };
-    enum { NSHAPES = sizeof shapes / sizeof shapes[0], MAXREP = 32 };
-    int runs = quick ? 1 : 5;
-    if (quick)
-        for (int s = 0; s < NSHAPES; s++)
-            shapes[s].reps = shapes[s].reps > 3 ? 3 : shapes[s].reps, shapes[s].requests /= 4;
-    problem p[NSHAPES];
-    for (int s = 0; s < NSHAPES; s++)
-        problem_make(&p[s], shapes[s]);
-
-    printf("OpenBLAS: %s; core %s; parallel mode %d (1 = pthreads); %d procs; softmax exp: "
-           "SLEEF %s\n",
-           openblas_get_config(), openblas_get_corename(), openblas_get_parallel(),
-           openblas_get_num_procs(), attn_vexp_path());
-    printf("Every request: causal mask, b_qkv and b_o, all heads. GPT-2 shapes: d_model 768, "
-           "12 heads of 64, with w_o.\nOutputs: \"default\" = patterns + embeddings (full path), "
-           "\"emb\" = embeddings only (online path).\nConfigurations are interleaved sample by "
-           "sample, so that noise from other processes falls on all of them alike.\n\n");
-
-    printf("## (a) Latency, one request at a time (median of %d / %d / %d / %d samples)\n\n",
-           shapes[0].reps, shapes[1].reps, shapes[2].reps, shapes[3].reps);
-    printf("| shape | outputs | BLAS threads | attn_compute | GEMMs alone (full n×n) | ratio | "
-           "GFLOP/s (attn_flops / time) |\n|---|---|---|---|---|---|---|\n");
-    for (int s = 0; s < NSHAPES; s++) {
-        double t[2][3][MAXREP]; /* [BLAS threads − 1][output set, or 2: GEMMs][rep] */
-        lat_ctx c[2];
-        int np = s == NSHAPES - 1 ? 1 : 2; /* n = 4096: patterns would be 805 MB; emb only */
-        for (int o = 0; o < np; o++)
-            lat_ctx_make(&c[o], &p[s], np == 2 && o == 0);
-        for (int k = 0; k < shapes[s].reps; k++)
-            for (int b = 0; b < 2; b++) {
-                openblas_set_num_threads(b + 1);
-                for (int o = 0; o < np; o++)
-                    t[b][o][k] = lat_sample(&c[o], 0);
-                t[b][2][k] = lat_sample(&c[0], 1);
-            }
-        for (int o = 0; o < np; o++)
-            lat_ctx_free(&c[o]);
-        double f = attn_flops(shapes[s].n, shapes[s].dm, shapes[s].h, shapes[s].dh, shapes[s].w_o);
-        for (int b = 0; b < 2; b++) {
-            double mg = median(t[b][2], shapes[s].reps);
-            for (int o = 0; o < np; o++) {
-                double mc = median(t[b][o], shapes[s].reps);
-                int patterns = np == 2 && o == 0;
-                printf("| %s | %s | %d |", shapes[s].name, patterns ? "default" : "emb", b + 1);
-                print_ms(mc);
-                print_ms(mg);
-                printf(" %.2f | %.1f |\n", mc / mg, f / mc * 1e-9);
-            }
-        }
-        fflush(stdout);
+    enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
+    int nshapes = NSHAPES;
+    if (quick) { /* the GPT-3-width weights alone take ~10 s to fill and 2.4 GB */
+        nshapes = NSHAPES - 1;
+        for (int s = 0; s < nshapes; s++)
+            shapes[s].s.reps = s < 3 ? 3 : 1;
     }
-    printf("\nNaive float32 reference (attention/naive.c), for scale:");
-    for (int s = 0; s < 2; s++) {
-        printf(" %s", shapes[s].name);
-        print_ms(measure_naive(&p[s]));
-    }
-    printf("\n\n");
 
-    printf("## (b) The softmax's share (1 BLAS thread): attn_softmax_block alone over the "
-           "causal rows of all 12 heads\n\n| shape | softmax alone | default request | share |\n"
-           "|---|---|---|---|\n");
+    printf("OpenBLAS: %s; core %s; %d procs; softmax exp: SLEEF %s.\n", openblas_get_config(),
+           openblas_get_corename(), openblas_get_num_procs(), attn_vexp_path());
+    printf("Every computation: causal mask, b_qkv and b_o, every head; w_o except 3×4×1 (d_head "
+           "= d_model / heads). Outputs: \"default\" = patterns + embeddings, \"emb\" = "
+           "embeddings only.\nConfigurations are interleaved sample by sample, so that load "
+           "from other processes falls on all of them alike; medians are shown.\n\n");
+    fflush(stdout);
+
+    server_pool *pools[2] = {server_pool_create(1), server_pool_create(2)};
+    peak_bufs pk;
+    peak_make(&pk);
+    double peak1[MAXREP], peak2[MAXREP];
+    for (int k = 0; k < 5; k++) { /* the 1-thread figure, for scale */
+        openblas_set_num_threads(1);
+        peak1[k] = peak_gflops(&pk);
+        openblas_set_num_threads(2);
+        peak2[k] = peak_gflops(&pk);
+    }
     openblas_set_num_threads(1);
-    for (int s = 1; s < 3; s++) {
-        lat_ctx c;
-        lat_ctx_make(&c, &p[s], 1);
-        double tc[MAXREP];
-        for (int k = 0; k < shapes[s].reps; k++)
-            tc[k] = lat_sample(&c, 0);
-        lat_ctx_free(&c);
-        double sm = measure_softmax(&p[s], shapes[s].reps), mc = median(tc, shapes[s].reps);
-        printf("| %s |", shapes[s].name);
-        print_ms(sm);
-        print_ms(mc);
-        printf(" %.1f %% |\n", 100.0 * sm / mc);
-        fflush(stdout);
-    }
 
-    printf("\n## (c) Workspace, GPT-2 n=8192, embeddings only (1 BLAS thread)\n\n");
-    {
-        bshape big = {"GPT-2 n=8192", 8192, 768, 12, 64, 1, 1, 0};
-        problem pb;
-        problem_make(&pb, big);
-        request_out r;
-        request_out_make(&r, &pb, 0);
-        attn_workspace *ws = attn_workspace_create();
-        double t0 = now();
-        int rc = attn_compute(&r.out, ws, &pb.in);
-        double t1 = now() - t0;
-        size_t n = big.n, qkv = n * 3 * 768 * sizeof(float), z = n * 768 * sizeof(float);
-        printf("attn_compute %s in %.2f s; workspace %.1f MB (attn_workspace_need %.1f MB; of "
-               "which QKV %.1f MB, Z %.1f MB); one n × n float buffer would be %.1f MB\n\n",
-               rc ? "FAILED" : "ok", t1, attn_workspace_bytes(ws) / 1e6,
-               attn_workspace_need(n, 768, 12, 64) / 1e6, qkv / 1e6, z / 1e6,
-               (double)n * n * 4 / 1e6);
-        attn_workspace_destroy(ws);
-        request_out_free(&r);
-        problem_free(&pb);
+    lat_row rows[2 * NSHAPES];
+    double peaks[NSHAPES * MAXREP];
+    int nrows = 0, npeaks = 0;
+    for (int s = 0; s < nshapes; s++) {
+        double t0 = bench_now();
+        nrows += latency_shape(rows + nrows, &shapes[s], pools[1], &pk, peaks, &npeaks);
+        fprintf(stderr, "bench_attention: %s measured in %.0f s\n", shapes[s].s.name,
+                bench_now() - t0);
     }
+    print_latency(rows, nrows, shapes, nshapes, peaks, npeaks, bench_median(peak1, 5),
+                  bench_median(peak2, 5));
+    fflush(stdout);
 
-    static const int configs[][2] = {{2, 1}, {1, 2}, {2, 2}, {1, 1}};
-    enum { NCONF = sizeof configs / sizeof configs[0] };
-    printf("## (d) Throughput, a stream of default requests (median of %d runs; %d / %d / %d "
-           "requests a run)\n\n",
-           runs, shapes[0].requests, shapes[1].requests, shapes[2].requests);
-    printf("| shape | workers × BLAS threads | requests/s (median) | min – max | "
-           "mean time in attn_compute |\n|---|---|---|---|---|\n");
-    for (int s = 0; s < 3; s++) {
-        double rate[NCONF][MAXREP], lat[NCONF][MAXREP];
-        int seen[NCONF] = {0};
-        for (int run = 0; run < runs; run++)
-            for (int c = 0; c < NCONF; c++) {
-                openblas_set_num_threads(configs[c][1]);
-                rate[c][run] = stream_run(&p[s], 1, configs[c][0], &lat[c][run], &seen[c]);
-            }
-        for (int c = 0; c < NCONF; c++) {
-            double lo, hi;
-            spread(rate[c], runs, &lo, &hi);
-            printf("| %s | %d × %d (seen %d) | %.1f | %.1f – %.1f |", shapes[s].name, configs[c][0],
-                   configs[c][1], seen[c], median(rate[c], runs), lo, hi);
-            print_ms(median(lat[c], runs));
-            printf("\n");
-        }
-        fflush(stdout);
-    }
-    for (int s = 0; s < NSHAPES; s++)
-        problem_free(&p[s]);
-    return 0;
+    bench_shape tp[] = {shapes[2].s, shapes[3].s};
+    int requests[] = {quick ? 16 : 60, quick ? 4 : 10};
+    throughput(tp, requests, 2, quick ? 1 : 5, pools);
+
+    int same = 1;
+    for (int i = 0; i < nrows; i++)
+        same = same && rows[i].same;
+    server_pool_destroy(pools[0]);
+    server_pool_destroy(pools[1]);
+    free(pk.a), free(pk.b), free(pk.c);
+    return same ? 0 : 1;
 }

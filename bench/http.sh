@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Request overhead, measured side by side: wrk posts the 我爱你 request on
-# demo-4d to attention-server, and the same body to bench/bare_server (a
-# libmicrohttpd server that reads the body and answers a fixed one), on
-# 127.0.0.1, alternating three rounds each; prints the medians and the ratio.
+# Request overhead, measured side by side: wrk --latency posts the 我爱你
+# request on demo-4d to attention-server, and the same body to
+# bench/bare_server (a libmicrohttpd server that reads the body and answers
+# a fixed one), on 127.0.0.1, alternating three rounds each; prints
+# requests/s, p50 and p99 latency per round, their medians, and the ratios.
 #
-#   bench/http.sh [SECONDS] [CONNECTIONS]      (from the top of the tree)
+#   bench/http.sh [SECONDS] [CONNECTIONS]      (run from anywhere)
 set -euo pipefail
 secs=${1:-5}
 conns=${2:-32}
@@ -15,9 +16,10 @@ models=$top/build/models
 command -v wrk >/dev/null || { echo "http.sh: wrk is needed (apt-get install wrk)" >&2; exit 2; }
 [ -x "$server" ] && [ -x "$bare" ] && [ -d "$models" ] || { echo "http.sh: build first (make, make -C bench)" >&2; exit 2; }
 
-lua=$(mktemp --suffix=.lua)
-trap 'rm -f "$lua"; kill $spid $bpid 2>/dev/null || true' EXIT
-cat > "$lua" <<'LUA'
+tmp=$(mktemp -d)
+spid=; bpid=
+trap 'rm -rf "$tmp"; kill $spid $bpid 2>/dev/null || true' EXIT
+cat > "$tmp/post.lua" <<'LUA'
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"model":"demo-4d","tokens":["我","爱","你"],"embeddings":[[0.1,-0.2,0.3,0.1],[-0.1,0.2,0.2,-0.3],[0.2,0.1,-0.1,0.2]]}'
@@ -29,14 +31,40 @@ sport=$(free_port); bport=$(free_port)
 "$bare" "$bport" 2 & bpid=$!
 sleep 1
 
-rps() { wrk -t2 -c"$conns" -d"${secs}s" -s "$lua" "http://127.0.0.1:$1/v1/attention" | awk '/Requests\/sec/ {print $2}'; }
-ours=(); base=()
-for round in 1 2 3; do
-    ours+=("$(rps "$sport")")
-    base+=("$(rps "$bport")")
+# One round: "requests/s p50_ms p99_ms" (wrk prints latencies in us, ms or s).
+round() {
+    wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$tmp/post.lua" "http://127.0.0.1:$1/v1/attention" |
+        awk 'function ms(v) {
+                 if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0;
+                 if (v ~ /m$/) return v * 60000; return v * 1000 }
+             /^ +50%/ { p50 = ms($2) } /^ +99%/ { p99 = ms($2) }
+             /Requests\/sec/ { rps = $2 }
+             /Non-2xx/ { bad = $NF }
+             END { if (bad) { print "http.sh: " bad " non-2xx answers" > "/dev/stderr"; exit 1 }
+                   printf "%.0f %.3f %.3f\n", rps, p50, p99 }'
+}
+: > "$tmp/ours"; : > "$tmp/base"
+for _ in 1 2 3; do
+    round "$sport" >> "$tmp/ours"
+    round "$bport" >> "$tmp/base"
 done
-median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
-mo=$(median "${ours[@]}"); mb=$(median "${base[@]}")
-echo "attention-server (demo-4d, 我爱你): ${ours[*]} req/s, median $mo"
-echo "bare libmicrohttpd server:         ${base[*]} req/s, median $mb"
-awk -v a="$mo" -v b="$mb" 'BEGIN { printf "ratio: %.2f of the bare server\n", a / b }'
+
+# Median of column $1 of a 3-line file.
+med() { awk -v c="$1" '{print $c}' "$2" | sort -g | sed -n 2p; }
+list() { awk -v c="$1" '{printf "%s%s", (NR > 1 ? ", " : ""), $c}' "$2"; }
+echo "## (b) HTTP: attention-server against a bare libmicrohttpd server"
+echo
+echo "wrk -t2 -c$conns -d${secs}s --latency, POST of the 我爱你 request on demo-4d, 127.0.0.1, three alternating rounds each."
+echo
+echo "| server | requests/s (rounds) | requests/s median | p50 (rounds) | p50 median | p99 (rounds) | p99 median |"
+echo "|---|---|---|---|---|---|---|"
+for s in ours base; do
+    name=$([ $s = ours ] && echo attention-server || echo "bare libmicrohttpd")
+    echo "| $name | $(list 1 "$tmp/$s") | $(med 1 "$tmp/$s") | $(list 2 "$tmp/$s") ms | $(med 2 "$tmp/$s") ms | $(list 3 "$tmp/$s") ms | $(med 3 "$tmp/$s") ms |"
+done
+echo
+awk -v a="$(med 1 "$tmp/ours")" -v b="$(med 1 "$tmp/base")" \
+    -v a50="$(med 2 "$tmp/ours")" -v b50="$(med 2 "$tmp/base")" \
+    -v a99="$(med 3 "$tmp/ours")" -v b99="$(med 3 "$tmp/base")" \
+    'BEGIN { printf "Ratio attention-server ÷ bare: requests/s %.2f, p50 latency %.2f, p99 latency %.2f\n",
+             a / b, a50 / b50, a99 / b99 }'

@@ -1,0 +1,276 @@
+/*
+ * bench_decode.c — how fast request bodies of megabytes are decoded.
+ *
+ * Two GPT-2-shaped bodies, numbers written as clients write float32 (the
+ * shortest text that reads back, as our own responses are written):
+ *
+ *   embeddings  n = 1024 × d_model 768 embeddings and a named model
+ *               (about 9 MB)
+ *   weights     n = 128 embeddings and inline weights of 12 heads of 64,
+ *               w_q, w_k, w_v, biases and w_o (about 30 MB)
+ *
+ * For each, interleaved run by run, medians of RUNS:
+ *   request     api_request_decode, the server's whole decode: arrays
+ *               lifted from the text (api/arrays.c), jansson for the
+ *               rest, every check, the numbers copied into the request
+ *   lift        api_arrays_lift alone
+ *   jansson     json_loadb of the whole body into a tree, then every number
+ *               read out of it as a float32: what decoding cost before
+ *   strtof      a bare strtof loop over the same number texts, from a
+ *               list of their offsets (no grammar, no structure): a floor
+ * in MB/s of body text, and the peak heap the jansson tree takes.
+ *
+ * Usage: bench_decode [--quick]
+ */
+#include <jansson.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/arrays.h"
+#include "api/error.h"
+#include "api/float_format.h"
+#include "api/request.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static uint64_t rng_state = 42;
+
+static float rnd(float amp)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return amp * ((float)(rng_state >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
+}
+
+/* A growing text, and the offsets of the numbers written into it. */
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+    size_t *at;
+    size_t count, at_cap;
+} text;
+
+static void put(text *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        t->cap = (t->len + n + 1) * 2;
+        t->buf = realloc(t->buf, t->cap);
+        if (!t->buf) abort();
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
+static void puts_(text *t, const char *s)
+{
+    put(t, s, strlen(s));
+}
+
+static void put_number(text *t, float f)
+{
+    char b[32];
+    size_t n = api_float_format(b, f);
+    if (t->count == t->at_cap) {
+        t->at_cap = t->at_cap ? 2 * t->at_cap : 1024;
+        t->at = realloc(t->at, t->at_cap * sizeof *t->at);
+        if (!t->at) abort();
+    }
+    t->at[t->count++] = t->len;
+    put(t, b, n);
+}
+
+static void put_matrix(text *t, size_t rows, size_t cols, float amp)
+{
+    puts_(t, "[");
+    for (size_t r = 0; r < rows; r++) {
+        puts_(t, r ? ",[" : "[");
+        for (size_t c = 0; c < cols; c++) {
+            if (c) puts_(t, ",");
+            put_number(t, rnd(amp));
+        }
+        puts_(t, "]");
+    }
+    puts_(t, "]");
+}
+
+static void put_vector(text *t, size_t n, float amp)
+{
+    puts_(t, "[");
+    for (size_t c = 0; c < n; c++) {
+        if (c) puts_(t, ",");
+        put_number(t, rnd(amp));
+    }
+    puts_(t, "]");
+}
+
+enum { DM = 768, H = 12, DH = 64 };
+
+static void body_embeddings(text *t)
+{
+    puts_(t, "{\"model\":\"gpt2-small-shape\",\"embeddings\":");
+    put_matrix(t, 1024, DM, 1.0f);
+    puts_(t, "}");
+}
+
+static void body_weights(text *t)
+{
+    puts_(t, "{\"embeddings\":");
+    put_matrix(t, 128, DM, 1.0f);
+    puts_(t, ",\"weights\":{\"heads\":[");
+    for (int h = 0; h < H; h++) {
+        puts_(t, h ? ",{" : "{");
+        const char *m[] = {"w_q", "w_k", "w_v"}, *b[] = {"b_q", "b_k", "b_v"};
+        for (int p = 0; p < 3; p++) {
+            puts_(t, p ? ",\"" : "\"");
+            puts_(t, m[p]);
+            puts_(t, "\":");
+            put_matrix(t, DM, DH, 0.036f);
+            puts_(t, ",\"");
+            puts_(t, b[p]);
+            puts_(t, "\":");
+            put_vector(t, DH, 0.1f);
+        }
+        puts_(t, "}");
+    }
+    puts_(t, "],\"w_o\":");
+    put_matrix(t, H * DH, DM, 0.036f);
+    puts_(t, ",\"b_o\":");
+    put_vector(t, DM, 0.1f);
+    puts_(t, "},\"return\":[\"embeddings\"]}");
+}
+
+/* ---- the old way: a jansson tree, every number read out of it ------------- */
+
+static size_t numbers_in(const json_t *v, float *sink)
+{
+    size_t n = 0;
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++)
+            n += numbers_in(json_array_get(v, i), sink);
+    } else if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x) n += numbers_in(x, sink);
+    } else if (json_is_number(v)) {
+        *sink += (float)json_number_value(v);
+        n = 1;
+    }
+    return n;
+}
+
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+static const api_limits limits = {.max_tokens = 8192,
+                                  .max_heads = 128,
+                                  .max_d_model = 16384,
+                                  .max_flops = 1e13,
+                                  .max_response_bytes = (size_t)1 << 32,
+                                  .max_workspace_bytes = (size_t)1 << 32};
+
+static int rank_of(const char *path)
+{
+    if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
+    if (!strcmp(path, "/weights/b_o")) return 1;
+    if (strncmp(path, "/weights/heads/", 15)) return 0;
+    const char *p = path + 15;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (!strcmp(p, "/w_q") || !strcmp(p, "/w_k") || !strcmp(p, "/w_v")) return 2;
+    if (!strcmp(p, "/b_q") || !strcmp(p, "/b_k") || !strcmp(p, "/b_v")) return 1;
+    return 0;
+}
+
+enum { M_REQUEST, M_LIFT, M_JANSSON, M_STRTOF, M_COUNT };
+static const char *const m_name[M_COUNT] = {
+    "api_request_decode (lifted arrays + jansson for the rest)", "api_arrays_lift alone",
+    "jansson json_loadb + reading every number", "strtof loop over the numbers alone"};
+
+static void run(const char *name, text *t, int runs)
+{
+    double sec[M_COUNT][16];
+    float sink = 0;
+    size_t tree_bytes = 0;
+    for (int r = 0; r < runs; r++) {
+        for (int m = 0; m < M_COUNT; m++) {
+            double t0 = now();
+            if (m == M_REQUEST) {
+                api_request *req;
+                api_error err;
+                if (api_request_decode(t->buf, t->len, &limits, &req, &err) != 0) {
+                    fprintf(stderr, "bench_decode: %s refused: %s\n", name, err.message);
+                    exit(1);
+                }
+                api_request_free(req);
+            } else if (m == M_LIFT) {
+                api_arrays *a;
+                if (api_arrays_lift(&a, t->buf, t->len, rank_of) != 0) exit(1);
+                sink += (float)api_arrays_numbers(a);
+                api_arrays_free(a);
+            } else if (m == M_JANSSON) {
+                size_t before = heap_in_use();
+                json_t *root = json_loadb(t->buf, t->len, JSON_DECODE_INT_AS_REAL, NULL);
+                if (!root) exit(1);
+                size_t after = heap_in_use();
+                if (after > before && after - before > tree_bytes) tree_bytes = after - before;
+                if (numbers_in(root, &sink) != t->count) exit(1);
+                json_decref(root);
+            } else {
+                for (size_t i = 0; i < t->count; i++)
+                    sink += strtof(t->buf + t->at[i], NULL);
+            }
+            sec[m][r] = now() - t0;
+        }
+        malloc_trim(0);
+    }
+    double mb = (double)t->len / 1e6, base = median(sec[M_JANSSON], runs);
+    printf("\n%s: %.1f MB of JSON, %zu numbers (%.1f bytes a number); median of %d runs\n\n",
+           name, mb, t->count, (double)t->len / (double)t->count, runs);
+    printf("| method | ms | MB/s | vs jansson |\n|---|---|---|---|\n");
+    for (int m = 0; m < M_COUNT; m++) {
+        double s = median(sec[m], runs);
+        printf("| %s | %.1f | %.0f | %.2f× |\n", m_name[m], s * 1e3, mb / s, base / s);
+    }
+    printf("\njansson's tree: %.0f MB of heap for %.1f MB of text (%.0f×); the lifted numbers "
+           "take 4 bytes each (%.0f MB)%s\n",
+           (double)tree_bytes / 1e6, mb, (double)tree_bytes / (double)t->len,
+           4.0 * (double)t->count / 1e6, sink == 12345.0f ? " " : "");
+}
+
+int main(int argc, char **argv)
+{
+    int runs = argc > 1 && !strcmp(argv[1], "--quick") ? 3 : 7;
+    text e = {0}, w = {0};
+    body_embeddings(&e);
+    body_weights(&w);
+    printf("## JSON decoding of large bodies\n");
+    run("embeddings (GPT-2, n = 1024, model by name)", &e, runs);
+    run("inline weights (GPT-2 shape, 12 heads, n = 128)", &w, runs);
+    free(e.buf), free(e.at), free(w.buf), free(w.at);
+    return 0;
+}
