@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/buffer.h"
 #include "api/json_path.h"
 
 /* Containers deeper than this end the scan: wanted paths are shallow. */
@@ -171,6 +172,7 @@ static int floats_reserve(api_arrays *a, size_t more) {
         cap *= 2;
     float *f = realloc(a->floats, cap * sizeof(float));
     if (!f) return -1;
+    api_advise_huge_pages(f, cap * sizeof(float));
     a->floats = f, a->floats_cap = cap;
     return 0;
 }

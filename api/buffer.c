@@ -7,6 +7,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void api_advise_huge_pages(void *p, size_t bytes)
+{
+    if (p == NULL || bytes < API_HUGE_PAGE_MIN_BYTES) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = ((uintptr_t)p + page - 1) / page * page;
+    uintptr_t end = ((uintptr_t)p + bytes) / page * page;
+    if (end > start) madvise((void *)start, end - start, MADV_HUGEPAGE);
+}
 
 void api_buffer_init(api_buffer *b, size_t hint)
 {
@@ -29,6 +40,7 @@ int api_buffer_reserve(api_buffer *b, size_t more)
     while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
     grown = realloc(b->data, cap);
     if (grown == NULL) goto fail;
+    api_advise_huge_pages(grown, cap);
     b->data = grown;
     b->cap = cap;
     b->data[b->len] = '\0';

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/buffer.h"
 #include "api/json_path.h"
 #include "api/matrix.h"
 
@@ -233,6 +234,7 @@ static int decode_embeddings(api_request *req, const json_t *emb, const api_limi
                              dm, limits->max_d_model);
     if (api_size_mul(n, dm, &count) < 0 || (req->embeddings = malloc(count * sizeof(float))) == NULL)
         return api_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
+    api_advise_huge_pages(req->embeddings, count * sizeof(float));
     req->n_tokens = n;
     req->d_model = dm;
     return api_matrix_read(emb, req->arrays, "embeddings", "/embeddings", req->embeddings, dm, err);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "api/base64.h"
+#include "api/buffer.h"
 #include "api/json_path.h"
 
 /* Numbers of output `bit` for hs heads; -1 when it overflows. */
@@ -172,6 +173,7 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, api_
         req->out_buffers[i] = calloc(count, sizeof(float));
         if (req->out_buffers[i] == NULL)
             return api_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
+        api_advise_huge_pages(req->out_buffers[i], count * sizeof(float));
         *slots[i] = req->out_buffers[i];
     }
     return 0;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/buffer.h"
 #include "api/json_path.h"
 #include "api/matrix.h"
 
@@ -196,6 +197,8 @@ int api_weights_decode(api_request *req, const json_t *weights, const api_limits
     if (req->w_qkv == NULL || (has_bias && req->b_qkv == NULL) || (w_o && req->w_o == NULL) ||
         (b_o && req->b_o == NULL))
         return api_error_set(err, 503, "out_of_memory", "", "no memory for the weights");
+    api_advise_huge_pages(req->w_qkv, qkv_count * sizeof(float));
+    if (w_o) api_advise_huge_pages(req->w_o, o_count * sizeof(float));
 
     for (size_t i = 0; i < h; i++)
         if (read_head(req, json_array_get(heads, i), i, hd, dh, err) < 0) return -1;

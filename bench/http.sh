@@ -68,3 +68,36 @@ awk -v a="$(med 1 "$tmp/ours")" -v b="$(med 1 "$tmp/base")" \
     -v a99="$(med 3 "$tmp/ours")" -v b99="$(med 3 "$tmp/base")" \
     'BEGIN { printf "Ratio attention-server ÷ bare: requests/s %.2f, p50 latency %.2f, p99 latency %.2f\n",
              a / b, a50 / b50, a99 / b99 }'
+
+# The server's own compute figure for large requests: Server-Timing's
+# compute of one GPT-2 request at a time on gpt2-small-shape (embeddings as
+# a base64 tensor, so that JSON does not dominate), to set beside table (a)'s
+# "server" column. Five requests each, the median.
+echo
+echo "Server-Timing compute, one request at a time on gpt2-small-shape (causal), median of 5:"
+echo
+echo "| n | outputs | compute (Server-Timing) |"
+echo "|---|---|---|"
+for n in 128 1024; do
+    for ret in default emb; do
+        python3 - "$n" "$ret" > "$tmp/big.json" <<'PY'
+import base64, json, random, struct, sys
+n, ret = int(sys.argv[1]), sys.argv[2]
+random.seed(n)
+data = struct.pack("<%df" % (n * 768), *(random.uniform(-1, 1) for _ in range(n * 768)))
+body = {"model": "gpt2-small-shape", "encoding": "base64",
+        "embeddings": {"dtype": "float32", "shape": [n, 768],
+                       "data": base64.b64encode(data).decode()}}
+if ret == "emb":
+    body["return"] = ["embeddings"]
+print(json.dumps(body))
+PY
+        : > "$tmp/compute"
+        for _ in 1 2 3 4 5; do
+            curl -s -o /dev/null -D - -H 'Content-Type: application/json' --data-binary @"$tmp/big.json" \
+                "http://127.0.0.1:$sport/v1/attention" |
+                sed -n 's/.*compute;dur=\([0-9.]*\).*/\1/p' >> "$tmp/compute"
+        done
+        echo "| $n | $ret | $(sort -g "$tmp/compute" | sed -n 3p) ms |"
+    done
+done

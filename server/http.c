@@ -101,6 +101,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/buffer.h"
 #include "api/error.h"
 #include "api/models.h"
 #include "server/job.h"
@@ -466,6 +467,7 @@ static void x_append(exchange *x, const char *data, size_t n) {
             x_drop_body(x, BODY_NO_MEMORY);
             return;
         }
+        api_advise_huge_pages(b, cap);
         x->body = b;
         x->cap = cap;
     }
