@@ -287,8 +287,12 @@ static void copy_slot(float *buf, size_t to, size_t from, size_t size) {
 #ifndef ATTN_TILE
 #define ATTN_TILE 256
 #endif
+#ifndef ATTN_TILE_MIN
 #define ATTN_TILE_MIN 64
+#endif
+#ifndef ATTN_TILES_MIN
 #define ATTN_TILES_MIN 12
+#endif
 
 typedef struct attn_tiling {
     size_t rows, cols; /* the whole result */

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "attention/vexp.h"
 #include "bench/problem.h"
@@ -36,8 +37,13 @@
 enum { MAXREP = 32, PEAK_M = 2048 };
 
 /* Calls per timed sample, so that a sample lasts >= ~20 ms. */
+/* Calls per sample: enough for 0.1 s. On a VM, a vCPU that was idle is
+ * descheduled by the host, and the first hand-off to a worker on it waits
+ * milliseconds for the host to run it again; a server under steady load
+ * keeps its cores awake. A sample of many calls in a row measures that
+ * steady state, on every configuration alike. */
 static int inner_calls(double seconds_per_call) {
-    double k = 0.02 / (seconds_per_call > 1e-9 ? seconds_per_call : 1e-9);
+    double k = 0.1 / (seconds_per_call > 1e-9 ? seconds_per_call : 1e-9);
     return k < 1 ? 1 : k > 100000 ? 100000 : (int)k;
 }
 
@@ -117,24 +123,37 @@ static int latency_shape(lat_row *rows, const lat_shape *ls, server_pool *sp, pe
 
     double t[2][C_COUNT][MAXREP], pk_gf[MAXREP];
     size_t helpers[2] = {0, 0};
+    /* Each round: first everything on 2 OpenBLAS threads, then the GEMMs on
+     * 1 thread, then the pool's configurations. After a call on 2 threads,
+     * OpenBLAS's other thread spins for work for about 0.1 s (its
+     * THREAD_TIMEOUT, 2^28 cycles), holding a core: the 1-thread GEMMs
+     * need only one and run meanwhile (followed by a busy wait to 0.15 s when
+     * they are shorter), while the pool's two workers, timed after them,
+     * find both cores free and awake. (On a VM a vCPU left
+     * idle is descheduled by the host, and the first hand-off to a thread
+     * on it waits milliseconds: a server under steady load keeps its cores
+     * awake, and so does this order.) */
     for (int k = 0; k < reps; k++) {
-        openblas_set_num_threads(1);
-        for (int o = 0; o < sets; o++) {
-            t[o][C_SERVER][k] = server_pool_time(sp, &p.in, &out[o][C_SERVER], SPLIT_AS_SERVER,
-                                                 inner[o], &helpers[o]);
-            t[o][C_ONE][k] =
-                server_pool_time(sp, &p.in, &out[o][C_ONE], SPLIT_NEVER, inner[o], NULL);
-        }
-        t0 = bench_now();
-        for (int i = 0; i < inner_gemms; i++)
-            problem_gemms_run(&g, &p);
-        t[0][C_GEMMS1][k] = (bench_now() - t0) / inner_gemms;
         openblas_set_num_threads(2);
         t0 = bench_now();
         for (int i = 0; i < inner_gemms; i++)
             problem_gemms_run(&g, &p);
         t[0][C_GEMMS2][k] = (bench_now() - t0) / inner_gemms;
         pk_gf[k] = peaks[(*npeaks)++] = peak_gflops(pk);
+        double two_threads_end = bench_now();
+        openblas_set_num_threads(1);
+        t0 = bench_now();
+        for (int i = 0; i < inner_gemms; i++)
+            problem_gemms_run(&g, &p);
+        t[0][C_GEMMS1][k] = (bench_now() - t0) / inner_gemms;
+        while (bench_now() - two_threads_end < 0.15) /* busy, not asleep: see above */
+            ;
+        for (int o = 0; o < sets; o++) {
+            t[o][C_SERVER][k] = server_pool_time(sp, &p.in, &out[o][C_SERVER], SPLIT_AS_SERVER,
+                                                 inner[o], &helpers[o]);
+            t[o][C_ONE][k] =
+                server_pool_time(sp, &p.in, &out[o][C_ONE], SPLIT_NEVER, inner[o], NULL);
+        }
     }
     openblas_set_num_threads(1);
 
