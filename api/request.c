@@ -382,9 +382,7 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
     return api_request_bind(req, &req->inline_weights, ATTN_MASK_CAUSAL, limits, err);
 }
 
-/* api_arrays_rank_fn: the matrices and vectors of a request, lifted from
- * the text (arrays.h) before jansson parses the rest. */
-static int request_array_rank(const char *path)
+int api_request_array_rank(const char *path)
 {
     static const char heads[] = "/weights/heads/";
     if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
@@ -411,7 +409,7 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
     int rc;
 
     *out = NULL;
-    if (api_arrays_lift(&arrays, body, len, request_array_rank) < 0)
+    if (api_arrays_lift(&arrays, body, len, api_request_array_rank) < 0)
         return api_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
     text = api_arrays_text(arrays, &text_len);
     root = json_loadb(text, text_len, PARSE_FLAGS, &jerr);

@@ -47,6 +47,14 @@ typedef struct api_request api_request;
 int api_request_decode(const char *body, size_t len, const api_limits *limits,
                        api_request **out, api_error *err);
 
+/*
+ * The rank of the matrix (2) or vector (1) a request holds at the JSON
+ * Pointer `path` ("/embeddings", "/weights/heads/3/w_q", "/weights/b_o", …),
+ * or 0: the arrays api_request_decode reads straight from the text
+ * (api/arrays.h). An api_arrays_rank_fn.
+ */
+int api_request_array_rank(const char *path);
+
 /* The model the request names, or NULL when it carries inline weights.
  * Valid until api_request_free. */
 const char *api_request_model(const api_request *req);

@@ -193,19 +193,6 @@ static const api_limits limits = {.max_tokens = 8192,
                                   .max_response_bytes = (size_t)1 << 32,
                                   .max_workspace_bytes = (size_t)1 << 32};
 
-static int rank_of(const char *path)
-{
-    if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
-    if (!strcmp(path, "/weights/b_o")) return 1;
-    if (strncmp(path, "/weights/heads/", 15)) return 0;
-    const char *p = path + 15;
-    while (*p >= '0' && *p <= '9')
-        p++;
-    if (!strcmp(p, "/w_q") || !strcmp(p, "/w_k") || !strcmp(p, "/w_v")) return 2;
-    if (!strcmp(p, "/b_q") || !strcmp(p, "/b_k") || !strcmp(p, "/b_v")) return 1;
-    return 0;
-}
-
 enum { M_REQUEST, M_LIFT, M_JANSSON, M_STRTOF, M_COUNT };
 static const char *const m_name[M_COUNT] = {
     "api_request_decode (lifted arrays + jansson for the rest)", "api_arrays_lift alone",
@@ -229,7 +216,7 @@ static void run(const char *name, text *t, int runs)
                 api_request_free(req);
             } else if (m == M_LIFT) {
                 api_arrays *a;
-                if (api_arrays_lift(&a, t->buf, t->len, rank_of) != 0) exit(1);
+                if (api_arrays_lift(&a, t->buf, t->len, api_request_array_rank) != 0) exit(1);
                 sink += (float)api_arrays_numbers(a);
                 api_arrays_free(a);
             } else if (m == M_JANSSON) {

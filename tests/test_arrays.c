@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "api/arrays.h"
+#include "api/request.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SCALE 8
@@ -54,20 +55,10 @@ static uint64_t rng(void)
     return rng_state;
 }
 
-/* The paths of a request's matrices and vectors (as api/request.c's). */
+/* The paths of a request's matrices and vectors. */
 static int rank_of(const char *path)
 {
-    if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
-    if (!strcmp(path, "/weights/b_o")) return 1;
-    if (!strncmp(path, "/weights/heads/", 15)) {
-        const char *p = path + 15;
-        if (*p < '0' || *p > '9') return 0;
-        while (*p >= '0' && *p <= '9')
-            p++;
-        if (!strcmp(p, "/w_q") || !strcmp(p, "/w_k") || !strcmp(p, "/w_v")) return 2;
-        if (!strcmp(p, "/b_q") || !strcmp(p, "/b_k") || !strcmp(p, "/b_v")) return 1;
-    }
-    return 0;
+    return api_request_array_rank(path);
 }
 
 /* ---- numbers ---------------------------------------------------------------- */
