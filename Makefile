@@ -24,6 +24,9 @@ DEB_PACKAGES := build-essential pkg-config libmicrohttpd-dev libjansson-dev \
 
 BUILD ?= build
 
+# $$(FUZZ_SRC_%) in the fuzz rule.
+.SECONDEXPANSION:
+
 ATTN_SRC   := $(wildcard attention/*.c)
 STORE_SRC  := $(wildcard store/*.c)
 API_SRC    := $(wildcard api/*.c)
@@ -41,7 +44,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan bench clean deps
+.PHONY: all run test check-all test-asan fuzz fuzz-run bench clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -111,6 +114,42 @@ test-asan: deps
 	+$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
 	    SANITIZE='$(ASAN_FLAGS)' check-all
 
+# libFuzzer targets (tests/fuzz/), built with clang under AddressSanitizer
+# and UndefinedBehaviorSanitizer: the request decoder (and the array
+# lifting, checked against jansson on every input) and the model loader.
+# `make fuzz` first replays the seed corpus (tests/fuzz/corpus/<target>),
+# then fuzzes each target for FUZZ_SECONDS; new inputs go to
+# build-fuzz/corpus/, never into the source tree. A crash stops the run and
+# leaves its input as build-fuzz/crash-*: add it to the seed corpus once
+# fixed, so that every later run replays it.
+FUZZ_SECONDS ?= 60
+FUZZ_CC      := clang
+FUZZ_BUILD   := build-fuzz
+FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+                -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE -I. $(PKG_CFLAGS)
+FUZZ_TARGETS := request safetensors
+FUZZ_SRC_request     := tests/fuzz/fuzz_request.c $(API_SRC) $(ATTN_SRC)
+FUZZ_SRC_safetensors := tests/fuzz/fuzz_safetensors.c $(STORE_SRC) $(ATTN_SRC)
+
+fuzz: deps
+	+$(MAKE) --no-print-directory DEB_PACKAGES='clang libclang-rt-14-dev' deps
+	+$(MAKE) --no-print-directory fuzz-run
+
+fuzz-run: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	    echo "== fuzz_$$t: the seed corpus"; \
+	    $(FUZZ_BUILD)/fuzz_$$t -runs=0 tests/fuzz/corpus/$$t; \
+	    echo "== fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=20 \
+	        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/ \
+	        $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t; \
+	done
+
+$(FUZZ_BUILD)/fuzz_%: $$(FUZZ_SRC_%)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ $(LIBS)
+
 # The benchmarks (bench/README.md, about 5 minutes): the server and its
 # models first (the HTTP benchmark runs them), then bench/'s whole suite.
 # wrk and /usr/bin/time are the benchmarks' own packages.
@@ -131,6 +170,6 @@ deps:
 	fi
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,96 @@
+/*
+ * fuzz_request.c — libFuzzer target over the request decoder, validator,
+ * engine and encoder (make fuzz).
+ *
+ * Each input is a request body. Two things are checked on every one:
+ *
+ *   - the arrays read straight from the text (api/arrays.c) change nothing
+ *     jansson decides: jansson on the text with them lifted accepts exactly
+ *     what it accepts on the original, with the same error, line, column
+ *     and position (the differential test of tests/test_arrays.c, driven
+ *     by the fuzzer's coverage instead of random mutations);
+ *   - the whole path a worker runs — api_request_decode, bind (a request
+ *     naming a model gets a small built-in one), attn_compute,
+ *     api_response_encode — ends in an answer or an error body, never a
+ *     crash, a leak or undefined behaviour (ASan, UBSan).
+ *
+ * Limits are small so that one input cannot take long: a fuzzer's body is
+ * at most a few kB anyway.
+ */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/arrays.h"
+#include "api/error.h"
+#include "api/request.h"
+#include "api/response.h"
+#include "attention/attention.h"
+
+#define FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
+
+static void differential(const char *body, size_t len)
+{
+    json_error_t e1, e2;
+    api_arrays *a;
+    if (api_arrays_lift(&a, body, len, api_request_array_rank) != 0) return; /* no memory */
+    size_t tlen;
+    const char *text = api_arrays_text(a, &tlen);
+    json_t *orig = json_loadb(body, len, FLAGS, &e1);
+    json_t *lift = json_loadb(text, tlen, FLAGS, &e2);
+    if (!orig != !lift) abort();
+    if (!orig) {
+        api_arrays_fix_error(a, body, len, &e2);
+        if (strcmp(e1.text, e2.text) || e1.line != e2.line || e1.column != e2.column ||
+            e1.position != e2.position)
+            abort();
+    }
+    json_decref(orig);
+    json_decref(lift);
+    api_arrays_free(a);
+}
+
+/* A model of 4 dimensions, 2 heads of 2, with w_o and biases. */
+static float w_qkv[4 * 12], b_qkv[12], w_o[4 * 4], b_o[4];
+static const attn_weights model = {.d_model = 4, .n_heads = 2, .d_head = 2, .w_qkv = w_qkv,
+                                   .b_qkv = b_qkv, .w_o = w_o, .b_o = b_o};
+
+static const api_limits limits = {.max_tokens = 64,
+                                  .max_heads = 8,
+                                  .max_d_model = 64,
+                                  .max_flops = 1e7,
+                                  .max_response_bytes = 1 << 20,
+                                  .max_workspace_bytes = 1 << 24};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *body = (const char *)data;
+    static attn_workspace *ws;
+    if (!ws) {
+        for (size_t i = 0; i < sizeof w_qkv / sizeof w_qkv[0]; i++)
+            w_qkv[i] = (float)((int)(i % 7) - 3) / 4.0f;
+        for (size_t i = 0; i < 16; i++)
+            w_o[i] = (float)((int)(i % 5) - 2) / 2.0f;
+        ws = attn_workspace_create();
+        if (!ws) abort();
+    }
+
+    differential(body, size);
+
+    api_request *req = NULL;
+    api_error err;
+    if (api_request_decode(body, size, &limits, &req, &err) != 0) return 0;
+    if (api_request_model(req) &&
+        api_request_bind(req, &model, ATTN_MASK_CAUSAL, &limits, &err) != 0) {
+        api_request_free(req);
+        return 0;
+    }
+    if (attn_compute(api_request_output(req), ws, api_request_input(req)) == ATTN_OK) {
+        size_t len;
+        char *text = api_response_encode(req, &len, &err);
+        free(text);
+    }
+    api_request_free(req);
+    return 0;
+}
