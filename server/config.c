@@ -28,7 +28,8 @@ typedef enum {
     CFG_DOUBLE, /* a number */
     CFG_ADDR,   /* a numeric IPv4 or IPv6 address */
     CFG_PATH,   /* a file system path; "" for none */
-    CFG_BOOL    /* true/false, 1/0, yes/no; a bare flag means true */
+    CFG_BOOL,   /* true/false, 1/0, yes/no; a bare flag means true */
+    CFG_ORIGINS /* "*", or origins (scheme://host[:port]) separated by commas; "" for none */
 } cfg_kind;
 
 typedef struct cfg_option {
@@ -83,6 +84,12 @@ static const cfg_option cfg_table[] = {
      "log and skip model files that fail to load instead of refusing to start"},
     {"connection-timeout", "ATTN_CONNECTION_TIMEOUT", CFG_SIZE, 1, 86400, "30",
      F(connection_timeout), "seconds an idle connection is kept"},
+    {"api-keys-file", "ATTN_API_KEYS_FILE", CFG_PATH, 0, 0, "", F(api_keys_file),
+     "file of API keys, one per line, reloaded on SIGHUP; when set, every route but /healthz "
+     "and /readyz needs Authorization: Bearer KEY"},
+    {"cors-origin", "ATTN_CORS_ORIGIN", CFG_ORIGINS, 0, 0, "", F(cors_origin),
+     "origins browsers may call from (https://a.example,http://localhost:5173), or *; none "
+     "if empty"},
 };
 
 #define CFG_N (sizeof cfg_table / sizeof cfg_table[0])
@@ -132,6 +139,27 @@ static int cfg_parse_size(const char *s, double *out) {
     return 0;
 }
 
+/* 0 when `text` is "" or origins separated by commas, each "http://" or
+ * "https://" and a host (letters, digits, '.', '-', '[', ']', ':' for a
+ * port or an IPv6 address), nothing after it. */
+static int cfg_origins_valid(const char *text) {
+    for (const char *p = text; *p;) {
+        size_t scheme = !strncmp(p, "http://", 7) ? 7 : !strncmp(p, "https://", 8) ? 8 : 0;
+        if (!scheme) return -1;
+        p += scheme;
+        const char *host = p;
+        while (*p && *p != ',') {
+            char c = *p++;
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '-' || c == '[' || c == ']' || c == ':'))
+                return -1;
+        }
+        if (p == host) return -1;
+        if (*p == ',' && !*++p) return -1; /* a trailing comma */
+    }
+    return 0;
+}
+
 /* Sets one option from text. `source` names where the text came from. */
 static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const char *source,
                    char *err, size_t errlen) {
@@ -140,6 +168,18 @@ static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const
         if (strlen(text) >= sizeof cfg->models_dir)
             return cfg_fail(err, errlen, "--%s (%s): the path is longer than %zu bytes", o->name,
                             source, sizeof cfg->models_dir - 1);
+        strcpy(field, text);
+        return CFG_OK;
+    }
+    if (o->kind == CFG_ORIGINS) {
+        if (strlen(text) >= sizeof cfg->cors_origin)
+            return cfg_fail(err, errlen, "--%s (%s): longer than %zu bytes", o->name, source,
+                            sizeof cfg->cors_origin - 1);
+        if (strcmp(text, "*") != 0 && cfg_origins_valid(text) != 0)
+            return cfg_fail(err, errlen,
+                            "--%s (%s): \"%.64s\" is not * nor origins like "
+                            "https://host[:port] separated by commas",
+                            o->name, source, text);
         strcpy(field, text);
         return CFG_OK;
     }

@@ -32,6 +32,8 @@ typedef struct cfg_config {
     size_t connection_timeout; /* seconds */
     char models_dir[4096];     /* "" for none */
     int skip_bad_models;       /* 1: log a bad model file and go on */
+    char api_keys_file[4096];  /* "" for none: no key needed */
+    char cors_origin[1024];    /* "", "*", or origins separated by commas */
 } cfg_config;
 
 /* What cfg_load found. */

@@ -120,6 +120,7 @@ struct srv_http {
     pool *workers;
     srv_metrics *metrics;
     store *models; /* may be NULL: no models */
+    srv_keys *keys; /* may be NULL: no key needed */
     unsigned port;
     MHD_socket listen_fd; /* returned by MHD_quiesce_daemon; closed after stop */
 
@@ -149,6 +150,9 @@ typedef struct exchange {
     x_state state;
     char *request_id;
     char *method, *path; /* copies, for the access log */
+    char *origin;        /* the Origin header when --cors-origin allows it, else NULL */
+    int preflight;       /* a CORS preflight (OPTIONS) from an allowed origin */
+    int unauthorized;    /* an API key is needed and was not given */
     struct timespec start;
     int status;
     size_t bytes;
@@ -216,6 +220,24 @@ int srv_http_parse_length(const char *v, size_t *out) {
     return 0;
 }
 
+/* ---- CORS ---- */
+
+/* 1 when `origin` is allowed by the --cors-origin list: "*", or one of the
+ * origins separated by commas (compared without regard to case, as
+ * schemes and host names are). */
+static int cors_allows(const char *list, const char *origin) {
+    if (!*list) return 0;
+    if (strcmp(list, "*") == 0) return 1;
+    size_t len = strlen(origin);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncasecmp(p, origin, n) == 0) return 1;
+        p += n + (end != NULL);
+    }
+    return 0;
+}
+
 /* ---- sending ---- */
 
 /* Queues a response. `body` is moved into libmicrohttpd when must_free (and
@@ -233,6 +255,22 @@ static enum MHD_Result x_send(exchange *x, unsigned status, char *body, size_t l
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, srv_route_allow(x->route));
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (x->origin) {
+        int any = strcmp(x->h->cfg->cors_origin, "*") == 0;
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", any ? "*" : x->origin);
+        if (!any) MHD_add_response_header(r, "Vary", "Origin");
+        MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                                "X-Request-Id, Server-Timing, Retry-After");
+    }
+    if (x->preflight) {
+        char methods[64];
+        snprintf(methods, sizeof methods, "%s, OPTIONS", srv_route_allow(x->route));
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", methods);
+        MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                "Authorization, Content-Type, X-Request-Id");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    }
     if (x->route == SRV_ROUTE_ATTENTION) {
         /* Durations are zero for answers given before a job ran. */
         char timing[192];
@@ -597,10 +635,14 @@ static exchange *x_new(srv_http *h, struct MHD_Connection *conn, const char *url
         srv_reqid_choose(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id"));
     x->method = strdup(method ? method : "");
     x->path = strdup(url ? url : "");
-    if (!x->request_id || !x->method || !x->path) {
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    int keep_origin = origin && cors_allows(h->cfg->cors_origin, origin);
+    if (keep_origin) x->origin = strdup(origin);
+    if (!x->request_id || !x->method || !x->path || (keep_origin && !x->origin)) {
         free(x->request_id);
         free(x->method);
         free(x->path);
+        free(x->origin);
         free(x);
         return NULL;
     }
@@ -623,6 +665,10 @@ static int x_has_body(struct MHD_Connection *conn) {
 /* Answers every request but a POST to /v1/attention. */
 static enum MHD_Result x_route(exchange *x, const char *method) {
     if (x->route == SRV_ROUTE_OTHER) return x_fail(x, 404, "not_found", "no such path");
+    if (x->preflight) return x_send(x, 204, (char *)"", 0, 0, "text/plain");
+    if (x->unauthorized)
+        return x_fail(x, 401, "unauthorized",
+                      "this server needs an API key: send it as Authorization: Bearer KEY");
     if (!srv_route_allows(x->route, method))
         return x_fail(x, 405, "method_not_allowed", "method not allowed; allowed: %s",
                       srv_route_allow(x->route));
@@ -640,7 +686,19 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         x = x_new(h, conn, url, method);
         if (!x) return MHD_NO; /* out of memory: drop the connection */
         *con_cls = x;
-        if (x->route == SRV_ROUTE_ATTENTION && srv_route_allows(x->route, method))
+        /* A preflight asks, before the real request, whether an allowed
+         * origin may send it: answered without a key, as browsers send
+         * none. */
+        x->preflight = x->origin && strcmp(method, "OPTIONS") == 0 &&
+                       MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   "Access-Control-Request-Method");
+        x->unauthorized = !x->preflight && x->route != SRV_ROUTE_HEALTHZ &&
+                          x->route != SRV_ROUTE_READYZ && h->keys && srv_keys_required(h->keys) &&
+                          !srv_keys_allow(h->keys, MHD_lookup_connection_value(
+                                                       conn, MHD_HEADER_KIND,
+                                                       MHD_HTTP_HEADER_AUTHORIZATION));
+        if (x->route == SRV_ROUTE_ATTENTION && srv_route_allows(x->route, method) &&
+            !x->unauthorized)
             return x_attention_headers(x);
         /* An answer queued on this first call makes libmicrohttpd close the
          * connection afterwards, which is right when a body we do not want
@@ -707,6 +765,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(x->job.response); /* set only if never sent */
     free(x->body);
     free(x->request_id);
+    free(x->origin);
     free(x->method);
     free(x->path);
     free(x);
@@ -727,7 +786,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 /* ---- lifecycle ---- */
 
 srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
-                         store *models, srv_metrics *metrics, char *err, size_t errlen) {
+                         store *models, srv_metrics *metrics, srv_keys *keys, char *err,
+                         size_t errlen) {
     srv_http *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(err, errlen, "out of memory");
@@ -738,6 +798,7 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
     h->workers = workers;
     h->models = models;
     h->metrics = metrics;
+    h->keys = keys;
     h->listen_fd = MHD_INVALID_SOCKET;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->idle, NULL);

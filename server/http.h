@@ -13,6 +13,7 @@
 #include "api/request.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/keys.h"
 #include "server/pool.h"
 #include "store/store.h"
 #include <stddef.h>
@@ -20,12 +21,14 @@
 typedef struct srv_http srv_http;
 
 /*
- * Starts serving. cfg, limits, workers, models (NULL: none) and metrics are
- * borrowed and must outlive the srv_http. Returns NULL with a sentence in
- * err when the daemon could not start (bad address, port taken).
+ * Starts serving. cfg, limits, workers, models (NULL: none), metrics and
+ * keys (NULL, or a set that is empty: no key needed) are borrowed and must
+ * outlive the srv_http. Returns NULL with a sentence in err when the
+ * daemon could not start (bad address, port taken).
  */
 srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
-                         store *models, srv_metrics *metrics, char *err, size_t errlen);
+                         store *models, srv_metrics *metrics, srv_keys *keys, char *err,
+                         size_t errlen);
 
 /* The port actually bound (useful with port 0). */
 unsigned srv_http_port(const srv_http *h);

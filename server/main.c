@@ -20,7 +20,8 @@
  * set that loads replaces the old one atomically (workers pick it up
  * between jobs, requests already running finish on the weights they
  * started with); a directory that fails to load leaves the old set serving
- * and the reason in the log.
+ * and the reason in the log. The same SIGHUP reloads --api-keys-file
+ * (keys.h), with the same rule: a file that fails leaves the old keys.
  *
  * Order. The main thread:
  *
@@ -52,6 +53,7 @@
 #include "api/request.h"
 #include "server/config.h"
 #include "server/http.h"
+#include "server/keys.h"
 #include "server/job.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -152,6 +154,17 @@ static void models_log(const char *what, const store_set *set) {
                  store_set_count(set), mapped, owned);
 }
 
+/* SIGHUP: the key file's keys replace the set only when the whole file
+ * reads; the log gives their count, never a key. */
+static void keys_reload(const cfg_config *cfg, srv_keys *keys) {
+    char err[512];
+    long n = srv_keys_load(keys, cfg->api_keys_file, err, sizeof err);
+    if (n < 0)
+        srv_log_info("api keys: reload failed, the keys before stay in force: %s", err);
+    else
+        srv_log_info("api keys: reloaded, %ld key%s", n, n == 1 ? "" : "s");
+}
+
 /* SIGHUP: a new set replaces the old one only when it loads. */
 static void models_reload(const cfg_config *cfg, store *models) {
     if (!cfg->models_dir[0]) {
@@ -233,14 +246,30 @@ int main(int argc, char **argv) {
         store_destroy(models);
         return 1;
     }
-    srv_http *http = srv_http_start(&cfg, &limits, workers, models, metrics, err, sizeof err);
-    if (!http) {
-        fprintf(stderr, "attention-server: %s\n", err);
+    srv_keys *keys = srv_keys_create();
+    long n_keys = 0;
+    if (!keys || (cfg.api_keys_file[0] &&
+                  (n_keys = srv_keys_load(keys, cfg.api_keys_file, err, sizeof err)) < 0)) {
+        fprintf(stderr, "attention-server: %s\n", keys ? err : "out of memory");
+        srv_keys_destroy(keys);
         pool_destroy(workers);
         srv_metrics_destroy(metrics);
         store_destroy(models);
         return 1;
     }
+    srv_http *http =
+        srv_http_start(&cfg, &limits, workers, models, metrics, keys, err, sizeof err);
+    if (!http) {
+        fprintf(stderr, "attention-server: %s\n", err);
+        srv_keys_destroy(keys);
+        pool_destroy(workers);
+        srv_metrics_destroy(metrics);
+        store_destroy(models);
+        return 1;
+    }
+    if (cfg.api_keys_file[0])
+        srv_log_info("api keys: %ld loaded; required on every route but /healthz and /readyz",
+                     n_keys);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     srv_log_info("listening bind=%s port=%u workers=%zu io_threads=%zu queue_depth=%zu", cfg.bind,
                  srv_http_port(http), cfg.workers, cfg.io_threads, cfg.queue_depth);
@@ -251,6 +280,7 @@ int main(int argc, char **argv) {
         if (sig_reload && !sig_stop) {
             sig_reload = 0;
             models_reload(&cfg, models);
+            if (cfg.api_keys_file[0]) keys_reload(&cfg, keys);
         }
     }
     srv_log_info("signal %d: draining", (int)sig_stop);
@@ -264,6 +294,7 @@ int main(int argc, char **argv) {
     pool_destroy(workers);
     srv_metrics_destroy(metrics);
     store_destroy(models);
+    srv_keys_destroy(keys);
     if (watching) {
         unsigned char zero = 0;
         while (write(sig_pipe[1], &zero, 1) != 1 && (errno == EAGAIN || errno == EINTR))
