@@ -83,7 +83,8 @@ static const cfg_option cfg_table[] = {
     {"skip-bad-models", "ATTN_SKIP_BAD_MODELS", CFG_BOOL, 0, 0, "false", F(skip_bad_models),
      "log and skip model files that fail to load instead of refusing to start"},
     {"connection-timeout", "ATTN_CONNECTION_TIMEOUT", CFG_SIZE, 1, 86400, "30",
-     F(connection_timeout), "seconds an idle connection is kept"},
+     F(connection_timeout),
+     "seconds an idle connection is kept, and the most a request body may take to arrive"},
     {"api-keys-file", "ATTN_API_KEYS_FILE", CFG_PATH, 0, 0, "", F(api_keys_file),
      "file of API keys, one per line, reloaded on SIGHUP; when set, every route but /healthz "
      "and /readyz needs Authorization: Bearer KEY"},

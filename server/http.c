@@ -36,7 +36,11 @@
  *                 libmicrohttpd cannot send an answer in the middle of an
  *                 upload, and then answered 413). The copy grows with what
  *                 arrives (doubling from 64 KiB, capped by Content-Length),
- *                 never allocated whole from the client's word.
+ *                 never allocated whole from the client's word. A body
+ *                 still arriving --connection-timeout after its headers is
+ *                 dropped (logged 408): libmicrohttpd's own timeout ends
+ *                 only connections idle that long, and a client sending a
+ *                 byte a second is never idle.
  *   last upload   (upload_data_size 0) the connection is suspended FIRST
  *                 and the job queued SECOND, so the worker's resume always
  *                 follows the suspend. If the queue refuses the job, the
@@ -153,6 +157,7 @@ typedef struct exchange {
     char *origin;        /* the Origin header when --cors-origin allows it, else NULL */
     int preflight;       /* a CORS preflight (OPTIONS) from an allowed origin */
     int unauthorized;    /* an API key is needed and was not given */
+    int timed_out;       /* its body took longer than --connection-timeout: dropped */
     struct timespec start;
     int status;
     size_t bytes;
@@ -719,6 +724,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return x_route(x, method);
     case X_READING:
         if (*upload_data_size) {
+            /* libmicrohttpd's timeout only ends a connection idle that long;
+             * a body that trickles in must also arrive within it in all. */
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (srv_ms_between(&x->start, &now) > 1e3 * (double)h->cfg->connection_timeout) {
+                x->timed_out = 1;
+                return MHD_NO; /* closes the connection: no answer mid-upload */
+            }
             x_append(x, upload_data, *upload_data_size);
             *upload_data_size = 0;
             return MHD_YES;
@@ -751,8 +764,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     int status = x->status;
     size_t bytes = x->bytes;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-        status = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? SRV_STATUS_TIMEOUT
-                                                               : SRV_STATUS_CLIENT_CLOSED;
+        status = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED || x->timed_out
+                     ? SRV_STATUS_TIMEOUT
+                     : SRV_STATUS_CLIENT_CLOSED;
         bytes = 0;
     }
     struct timespec end;

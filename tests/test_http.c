@@ -1464,6 +1464,79 @@ START_TEST(client_gone) {
 }
 END_TEST
 
+/* Slow clients: one that connects and sends nothing, and one that sends
+ * its body a byte at a time (never idle long enough for libmicrohttpd's
+ * idle timeout), are both dropped after --connection-timeout, without a
+ * worker ever being taken; other clients are served meanwhile. */
+typedef struct trickler {
+    unsigned port;
+    double seconds; /* until the server dropped it, or -1 */
+} trickler;
+
+static void *trickle_thread(void *arg) {
+    trickler *t = arg;
+    t->seconds = -1;
+    int fd = hs_raw_open(t->port);
+    if (fd < 0) return NULL;
+    char *head = post_head("slow-trickle", 1000);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int broke = hs_raw_send(fd, head, strlen(head)) != 0;
+    free(head);
+    for (int i = 0; i < 40 && !broke; i++) { /* a byte every 0.25 s, 10 s at most */
+        usleep(250000);
+        broke = hs_raw_send(fd, " ", 1) != 0;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (broke) t->seconds = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+    close(fd);
+    return NULL;
+}
+
+START_TEST(slow_clients_dropped) {
+    hs_server s;
+    static const char *const args[] = {"--connection-timeout", "2", "--workers", "1", NULL};
+    ck_assert_int_eq(hs_start(&s, args), 0);
+    int silent = hs_raw_open(s.port);
+    ck_assert_int_ge(silent, 0);
+    trickler t = {.port = s.port};
+    pthread_t th;
+    pthread_create(&th, NULL, trickle_thread, &t);
+
+    /* served meanwhile, and no worker held by the slow ones */
+    problem p = problem_random(4, 8, 2, 4, 1, 0, 1, 11);
+    char *body = problem_json(&p, NULL);
+    for (int i = 0; i < 10; i++) {
+        hs_response r = post(s.port, body);
+        ck_assert_int_eq(r.status, 200);
+        hs_response_free(&r);
+        ck_assert_int_eq(wait_metric(s.port, "\nattn_workers_busy ", 0, 1), 0);
+        usleep(100000);
+    }
+    /* the silent one: closed by the server after about 2 s */
+    char *got = hs_raw_recv(silent, 6.0);
+    ck_assert_ptr_nonnull(got); /* "" once the server closed it */
+    free(got);
+    close(silent);
+    pthread_join(th, NULL);
+    ck_assert_msg(t.seconds > 1.5 && t.seconds < 6.0, "trickling client dropped after %.2f s",
+                  t.seconds);
+    char *log = hs_log(&s);
+    char *line = NULL;
+    for (int k = 0; k < 100 && !(line = access_line(log, "slow-trickle")); k++) {
+        free(log);
+        usleep(20000);
+        log = hs_log(&s);
+    }
+    ck_assert_msg(line && strstr(line, " 408 "), "access line: %s", line ? line : "(none)");
+    free(line), free(log);
+    assert_healthy(s.port);
+    free(body);
+    problem_free(&p);
+    finish(&s);
+}
+END_TEST
+
 /* After a large body the worker gives the decoded request's heap back: one
  * 40 MB body once left ~130 MB resident for good. */
 START_TEST(memory_returned_after_large_body) {
@@ -1516,6 +1589,7 @@ static Suite *http_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, overload_503);
     tcase_add_test(tc, tiny_requests_inline);
+    tcase_add_test(tc, slow_clients_dropped);
     tcase_add_test(tc, sigterm_drains);
     tcase_add_test(tc, second_sigterm_during_drain);
     tcase_add_test(tc, body_budget);
