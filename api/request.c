@@ -400,6 +400,12 @@ int api_request_array_rank(const char *path)
 int api_request_decode(const char *body, size_t len, const api_limits *limits,
                        api_request **out, api_error *err)
 {
+    return api_request_decode_with(body, len, limits, NULL, out, err);
+}
+
+int api_request_decode_with(const char *body, size_t len, const api_limits *limits,
+                            attn_workspace *outputs, api_request **out, api_error *err)
+{
     json_error_t jerr;
     json_t *root;
     api_request *req;
@@ -432,6 +438,7 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
         return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     }
     req->arrays = arrays;
+    req->out_ws = outputs;
     rc = decode_fields(req, root, limits, err);
     req->arrays = NULL;
     api_arrays_free(arrays);

@@ -48,6 +48,16 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
                        api_request **out, api_error *err);
 
 /*
+ * api_request_decode, with the output buffers (at bind) carved from
+ * `outputs` instead of allocated one by one: a block the caller keeps
+ * between requests, so that large outputs do not pay for fresh pages each
+ * time. They are zeroed as calloc's would be. `outputs` must not be used
+ * for anything else until api_request_free. NULL: api_request_decode.
+ */
+int api_request_decode_with(const char *body, size_t len, const api_limits *limits,
+                            attn_workspace *outputs, api_request **out, api_error *err);
+
+/*
  * The rank of the matrix (2) or vector (1) a request holds at the JSON
  * Pointer `path` ("/embeddings", "/weights/heads/3/w_q", "/weights/b_o", …),
  * or 0: the arrays api_request_decode reads straight from the text

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/base64.h"
 #include "api/buffer.h"
@@ -156,24 +157,48 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
     return 0;
 }
 
+/* Output buffers carved from req->out_ws start at multiples of this. */
+#define OUT_ALIGN 64
+
 static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, api_error *err)
 {
     float **slots[8] = {&req->output.q,        &req->output.k,      &req->output.v,
                         &req->output.scores,   &req->output.patterns,
                         &req->output.head_outputs, &req->output.delta,
                         &req->output.embeddings};
+    size_t bytes[8] = {0}, total = 0;
 
     for (unsigned i = 0; i < 8; i++) {
         size_t count;
         if (!(req->returns & (1u << i))) continue;
         if (output_count(1u << i, hs, w, req->n_tokens, &count) < 0 ||
-            count > SIZE_MAX / sizeof(float))
+            count > (SIZE_MAX - OUT_ALIGN) / sizeof(float) / 8)
             return api_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
-        if (count == 0) continue; /* no heads selected: nothing to compute */
-        req->out_buffers[i] = calloc(count, sizeof(float));
-        if (req->out_buffers[i] == NULL)
+        bytes[i] = count * sizeof(float); /* 0: no heads selected, nothing to compute */
+        total += (bytes[i] + OUT_ALIGN - 1) / OUT_ALIGN * OUT_ALIGN;
+    }
+    unsigned char *block = NULL;
+    if (req->out_ws && total > 0) {
+        /* The worker's block, kept between requests: its pages are already
+         * mapped. Zeroed, as calloc's would be, so that nothing of an
+         * earlier request can show. */
+        block = attn_workspace_reserve(req->out_ws, total);
+        if (block == NULL)
             return api_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
-        api_advise_huge_pages(req->out_buffers[i], count * sizeof(float));
+        api_advise_huge_pages(block, total);
+        memset(block, 0, total);
+    }
+    for (unsigned i = 0; i < 8; i++) {
+        if (bytes[i] == 0) continue;
+        if (block) {
+            req->out_buffers[i] = (float *)(void *)block;
+            block += (bytes[i] + OUT_ALIGN - 1) / OUT_ALIGN * OUT_ALIGN;
+        } else {
+            req->out_buffers[i] = calloc(bytes[i] / sizeof(float), sizeof(float));
+            if (req->out_buffers[i] == NULL)
+                return api_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
+            api_advise_huge_pages(req->out_buffers[i], bytes[i]);
+        }
         *slots[i] = req->out_buffers[i];
     }
     return 0;
@@ -244,6 +269,7 @@ void api_request_free(api_request *req)
     free(req->w_o);
     free(req->b_o);
     free(req->heads);
-    for (size_t i = 0; i < 8; i++) free(req->out_buffers[i]);
+    if (!req->out_ws)
+        for (size_t i = 0; i < 8; i++) free(req->out_buffers[i]);
     free(req);
 }

@@ -40,6 +40,7 @@ enum {
 
 struct api_request {
     const api_arrays *arrays; /* during decode: the arrays read from the text */
+    attn_workspace *out_ws;   /* the caller's block for the outputs, or NULL: calloc */
     char *model;              /* the name, or NULL for inline weights */
     json_t *tokens;           /* a reference to the request's array, or NULL */
     size_t tokens_json_bytes; /* the most their echo can take (6 bytes a byte: \u00XX) */

@@ -116,6 +116,16 @@ size_t attn_workspace_bytes(const attn_workspace *ws);
  * next call grows it again. */
 void attn_workspace_trim(attn_workspace *ws, size_t keep_bytes);
 
+/*
+ * Returns the workspace's block, grown to at least `bytes` (contents not
+ * kept across a growth; 64-byte aligned), or NULL when the allocation
+ * fails, the workspace then unchanged. The block stays owned by the
+ * workspace, valid until the next reserve, trim or destroy. attn_compute
+ * carves its scratch from it; a caller may also keep a workspace of its
+ * own as a block of memory reused from call to call.
+ */
+void *attn_workspace_reserve(attn_workspace *ws, size_t bytes);
+
 /* What attn_compute returns. */
 enum {
     ATTN_OK = 0,

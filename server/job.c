@@ -6,6 +6,11 @@
  * encoded and freed before the function returns, so the only thing that
  * leaves is the response buffer. Each phase is timed for Server-Timing.
  *
+ * Output buffers come from a block of the worker's (w->outputs), kept
+ * between jobs like the workspace: a large output would otherwise pay for
+ * fresh pages on every request, which on a VM costs more than computing
+ * it. Both blocks are trimmed above keep_workspace_bytes.
+ *
  * Memory after a job. A decoded body is many small jansson nodes, which
  * glibc keeps in the worker's arena after they are freed: after a large
  * body (over SRV_JOB_TRIM_BODY_BYTES) the worker calls malloc_trim(0) to
@@ -37,7 +42,10 @@ srv_worker *srv_worker_create(store *models, pool *workers) {
     srv_worker *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->ws = attn_workspace_create();
-    if (!w->ws) {
+    w->outputs = attn_workspace_create();
+    if (!w->ws || !w->outputs) {
+        attn_workspace_destroy(w->ws);
+        attn_workspace_destroy(w->outputs);
         free(w);
         return NULL;
     }
@@ -52,6 +60,7 @@ void srv_worker_destroy(srv_worker *w) {
     if (!w) return;
     store_set_release(w->set);
     attn_workspace_destroy(w->ws);
+    attn_workspace_destroy(w->outputs);
     free(w);
 }
 
@@ -141,6 +150,7 @@ static int job_compute(srv_worker *w, const attn_output *out, const attn_input *
 static void job_release(const srv_job *job, api_request *req, srv_worker *w) {
     api_request_free(req);
     attn_workspace_trim(w->ws, w->keep_workspace_bytes);
+    attn_workspace_trim(w->outputs, w->keep_workspace_bytes);
     if (job->body_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
 }
 
@@ -164,18 +174,18 @@ void srv_job_run(srv_job *job, srv_worker *w) {
         return;
     }
 
-    int rc = api_request_decode(job->body, job->body_len, job->limits, &req, &err);
+    int rc = api_request_decode_with(job->body, job->body_len, job->limits, w->outputs, &req,
+                                     &err);
+    if (rc == 0 && api_request_model(req)) {
+        /* The worker's set stays retained until its next job, so the
+         * weights outlive the request. */
+        const store_model *m = find_model(w, api_request_model(req), "/model", &err);
+        if (!m || api_request_bind(req, &m->weights, m->mask, job->limits, &err) != 0) rc = -1;
+    }
+    /* decode: the body to a bound request, its output buffers ready */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     job->decode_ms = srv_ms_between(&t0, &t1);
     if (rc != 0) goto fail;
-
-    const char *name = api_request_model(req);
-    if (name) {
-        /* The worker's set stays retained until its next job, so the
-         * weights outlive the request. */
-        const store_model *m = find_model(w, name, "/model", &err);
-        if (!m || api_request_bind(req, &m->weights, m->mask, job->limits, &err) != 0) goto fail;
-    }
 
     if (job->max_flops_here > 0) {
         const attn_input *in = api_request_input(req);

@@ -67,6 +67,7 @@ typedef struct srv_job {
 /* One worker's own state. */
 typedef struct srv_worker {
     attn_workspace *ws;
+    attn_workspace *outputs;     /* the output buffers' block, kept between jobs */
     size_t keep_workspace_bytes; /* trimmed above this after a job (tests lower it) */
     pool *pool;                  /* the worker's pool, for helpers; NULL: never split */
     double split_flops;          /* SRV_JOB_SPLIT_FLOPS (tests lower it) */

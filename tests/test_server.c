@@ -996,6 +996,44 @@ START_TEST(job_split_same_answer) {
 }
 END_TEST
 
+/* The output buffers live in a block the worker keeps between jobs: a job
+ * run after a larger one answers byte for byte what a fresh worker
+ * answers (nothing of the earlier job shows), and the block is kept. */
+START_TEST(job_outputs_block_reused) {
+    static const api_limits limits = {.max_tokens = 256,
+                                      .max_heads = 8,
+                                      .max_d_model = 64,
+                                      .max_flops = 1e10,
+                                      .max_response_bytes = 1 << 24,
+                                      .max_workspace_bytes = 1 << 26};
+    srv_worker *used = srv_worker_create(NULL, NULL), *fresh = srv_worker_create(NULL, NULL);
+    ck_assert_ptr_nonnull(used);
+    ck_assert_ptr_nonnull(fresh);
+    char *big = two_head_body(120, "[\"q\",\"k\",\"v\",\"scores\",\"patterns\",\"head_outputs\"]");
+    char *small = two_head_body(40, "[\"scores\",\"patterns\",\"head_outputs\",\"delta\","
+                                    "\"embeddings\"]");
+    char *answer[2];
+    for (int k = 0; k < 3; k++) {
+        srv_job job;
+        memset(&job, 0, sizeof job);
+        job.body = k == 0 ? big : small;
+        job.body_len = strlen(job.body);
+        job.limits = &limits;
+        clock_gettime(CLOCK_MONOTONIC, &job.submitted);
+        srv_job_run(&job, k == 2 ? fresh : used);
+        ck_assert_msg(job.status == 200, "status %d: %.300s", job.status, job.response);
+        if (k == 0)
+            free(job.response);
+        else
+            answer[k - 1] = job.response;
+    }
+    ck_assert_str_eq(answer[0], answer[1]);
+    ck_assert_uint_gt(attn_workspace_bytes(used->outputs), 0);
+    free(answer[0]), free(answer[1]), free(big), free(small);
+    srv_worker_destroy(used), srv_worker_destroy(fresh);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- suite */
 
 static Suite *server_suite(void) {
@@ -1039,6 +1077,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, job_error_paths);
     tcase_add_test(tc, job_trims_large_workspace);
     tcase_add_test(tc, job_split_same_answer);
+    tcase_add_test(tc, job_outputs_block_reused);
     suite_add_tcase(s, tc);
     return s;
 }
