@@ -26,14 +26,15 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/buffer.h"
 #include "api/json_path.h"
 
-/* Containers deeper than this end the scan: wanted paths are shallow. */
-#define SCAN_MAX_DEPTH 32
+/* Containers deeper than this end the scan (wanted paths are shallow). */
+#define SCAN_MAX_DEPTH API_ARRAYS_DEPTH_MAX
 
 /* Where a lifted array was, for moving error positions back. */
 typedef struct span {
@@ -60,6 +61,8 @@ struct api_arrays {
     size_t text_len;
     const char *body;
     size_t body_len;
+    api_arrays_limit violation;
+    char violation_path[API_PATH_MAX];
 };
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -268,7 +271,20 @@ typedef struct scan {
     int known; /* path is the exact pointer of the value at hand */
     frame stack[SCAN_MAX_DEPTH];
     size_t depth;
+    size_t max_depth, max_string; /* 0: no limit */
 } scan;
+
+/* Records the first limit run into, at the path at hand; ends the scan. */
+static int scan_violation(scan *sc, api_arrays_limit what) {
+    sc->a->violation = what;
+    snprintf(sc->a->violation_path, sizeof sc->a->violation_path, "%s", sc->known ? sc->path : "");
+    return 1;
+}
+
+/* Is the value at hand that of a "data" key (a tensor's base64)? */
+static int at_data(const scan *sc) {
+    return sc->known && sc->path_len >= 5 && !strcmp(sc->path + sc->path_len - 5, "/data");
+}
 
 /* The path of the next member: the top container's + "/" + index. */
 static void path_index(scan *sc) {
@@ -299,9 +315,20 @@ static int string_skip(scan *sc, const char **pp, int key) {
         if (p > sc->end) return -1;
     }
     *pp = p + 1;
+    size_t raw = (size_t)(p - start);
+    if (sc->max_string && raw > sc->max_string && (key || !at_data(sc))) {
+        if (key) { /* the key's object is where it is */
+            frame *f = &sc->stack[sc->depth - 1];
+            sc->path_len = f->path_len;
+            sc->path[sc->path_len] = '\0';
+            sc->known = f->known;
+        }
+        scan_violation(sc, API_ARRAYS_STRING_LONG);
+        return -1;
+    }
     if (!key) return 0;
     frame *f = &sc->stack[sc->depth - 1];
-    size_t klen = (size_t)(p - start);
+    size_t klen = raw;
     sc->known = f->known && !escaped;
     if (!sc->known) return 0;
     char base[API_PATH_MAX], name[API_PATH_MAX];
@@ -355,6 +382,10 @@ static int scan_run(scan *sc, const char *body) {
                 }
             }
             if (c == '[' || c == '{') {
+                if (sc->max_depth && sc->depth >= sc->max_depth) {
+                    scan_violation(sc, API_ARRAYS_TOO_DEEP);
+                    return 0;
+                }
                 if (sc->depth == SCAN_MAX_DEPTH) return 0;
                 sc->stack[sc->depth++] = (frame){c, sc->known, sc->path_len, 0};
                 p++;
@@ -428,6 +459,16 @@ static int item_by_path(const void *x, const void *y) {
 }
 
 int api_arrays_lift(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank) {
+    return api_arrays_lift_within(out, body, len, rank, 0, 0);
+}
+
+api_arrays_limit api_arrays_violation(const api_arrays *a, const char **path) {
+    if (path) *path = a ? a->violation_path : "";
+    return a ? a->violation : API_ARRAYS_WITHIN;
+}
+
+int api_arrays_lift_within(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank,
+                           size_t max_depth, size_t max_string) {
     *out = NULL;
     api_arrays *a = calloc(1, sizeof *a);
     if (!a) return -1;
@@ -435,6 +476,7 @@ int api_arrays_lift(api_arrays **out, const char *body, size_t len, api_arrays_r
     scan *sc = calloc(1, sizeof *sc);
     if (!sc) goto fail;
     sc->a = a, sc->rank = rank, sc->end = body + len, sc->known = 1;
+    sc->max_depth = max_depth, sc->max_string = max_string;
     /* A NUL byte is never valid JSON, and jansson's positions skip it in
      * places: such a body is left to jansson whole, so that its error
      * positions map back exactly. */

@@ -49,6 +49,29 @@ typedef int (*api_arrays_rank_fn)(const char *path);
  */
 int api_arrays_lift(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank);
 
+/*
+ * api_arrays_lift, checking two limits on the way, 0 for none: containers
+ * nested deeper than max_depth, and strings (keys too) longer than
+ * max_string bytes as written, but for the value of a "data" key (the
+ * base64 of a tensor object, bounded by the body's size). The first one
+ * over a limit ends the scan: api_arrays_violation says which, and where.
+ * The depth is counted to API_ARRAYS_DEPTH_MAX at most.
+ */
+#define API_ARRAYS_DEPTH_MAX 256
+int api_arrays_lift_within(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank,
+                           size_t max_depth, size_t max_string);
+
+/* What api_arrays_lift_within found over a limit. */
+typedef enum api_arrays_limit {
+    API_ARRAYS_WITHIN = 0,
+    API_ARRAYS_TOO_DEEP,     /* a container opened deeper than max_depth */
+    API_ARRAYS_STRING_LONG   /* a string longer than max_string */
+} api_arrays_limit;
+
+/* The limit the scan ran into, and the JSON Pointer of the value where it
+ * did (its container's for a key; "" where the path is not known). */
+api_arrays_limit api_arrays_violation(const api_arrays *a, const char **path);
+
 /* The text to give jansson: the body with the lifted arrays replaced by
  * `[]`, or the body itself when nothing was lifted. */
 const char *api_arrays_text(const api_arrays *a, size_t *len);

@@ -415,8 +415,29 @@ int api_request_decode_with(const char *body, size_t len, const api_limits *limi
     int rc;
 
     *out = NULL;
-    if (api_arrays_lift(&arrays, body, len, api_request_array_rank) < 0)
+    if (api_arrays_lift_within(&arrays, body, len, api_request_array_rank,
+                               limits ? limits->max_json_depth : 0,
+                               limits ? limits->max_string_bytes : 0) < 0)
         return api_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
+    /* Checked on the text, before jansson allocates a node. */
+    const char *where;
+    switch (api_arrays_violation(arrays, &where)) {
+    case API_ARRAYS_TOO_DEEP:
+        api_error_set(err, 422, "limit_exceeded", where,
+                      "the JSON nests arrays and objects deeper than the limit max_json_depth = "
+                      "%zu",
+                      limits->max_json_depth);
+        api_arrays_free(arrays);
+        return -1;
+    case API_ARRAYS_STRING_LONG:
+        api_error_set(err, 422, "limit_exceeded", where,
+                      "a string is longer than the limit max_string_bytes = %zu",
+                      limits->max_string_bytes);
+        api_arrays_free(arrays);
+        return -1;
+    case API_ARRAYS_WITHIN:
+        break;
+    }
     text = api_arrays_text(arrays, &text_len);
     root = json_loadb(text, text_len, PARSE_FLAGS, &jerr);
     if (root == NULL) {

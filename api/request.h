@@ -34,6 +34,8 @@ typedef struct api_limits {
     size_t max_response_bytes; /* worst-case JSON size of the requested outputs,
                                   counted as 16 bytes a number */
     size_t max_workspace_bytes; /* scratch one computation needs (attn_workspace_need) */
+    size_t max_json_depth;      /* nesting of arrays and objects; 0: jansson's own */
+    size_t max_string_bytes;    /* any string but a tensor's base64 "data"; 0: none */
 } api_limits;
 
 typedef struct api_request api_request;

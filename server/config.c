@@ -74,6 +74,11 @@ static const cfg_option cfg_table[] = {
     {"inline-max-flops", "ATTN_INLINE_MAX_FLOPS", CFG_DOUBLE, 0, 1e9, "1e6", F(inline_max_flops),
      "a request of at most 4 KiB and at most this much work is answered on its polling "
      "thread, without the hand-off to a worker; 0 = never"},
+    {"max-json-depth", "ATTN_MAX_JSON_DEPTH", CFG_SIZE, 8, 256, "32", F(max_json_depth),
+     "deepest nesting of arrays and objects in a request body"},
+    {"max-string-bytes", "ATTN_MAX_STRING_BYTES", CFG_SIZE, 64, 1099511627776.0, "64k",
+     F(max_string_bytes),
+     "longest string in a request body (a tensor's base64 data excepted)"},
     {"max-response-bytes", "ATTN_MAX_RESPONSE_BYTES", CFG_SIZE, 1, 1099511627776.0, "256m",
      F(max_response_bytes), "largest response body, estimated before computing"},
     {"max-workspace-bytes", "ATTN_MAX_WORKSPACE_BYTES", CFG_SIZE, 1, 1099511627776.0, "1g",

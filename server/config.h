@@ -26,6 +26,8 @@ typedef struct cfg_config {
     size_t max_heads;
     size_t max_d_model;
     double max_flops;
+    size_t max_json_depth;
+    size_t max_string_bytes;
     double inline_max_flops;   /* tiny requests answered on the polling thread (http.c) */
     size_t max_response_bytes;
     size_t max_workspace_bytes;

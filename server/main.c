@@ -232,6 +232,8 @@ int main(int argc, char **argv) {
         .max_heads = cfg.max_heads,
         .max_d_model = cfg.max_d_model,
         .max_flops = cfg.max_flops,
+        .max_json_depth = cfg.max_json_depth,
+        .max_string_bytes = cfg.max_string_bytes,
         .max_response_bytes = cfg.max_response_bytes,
         .max_workspace_bytes = cfg.max_workspace_bytes,
     };

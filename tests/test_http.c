@@ -1464,6 +1464,93 @@ START_TEST(client_gone) {
 }
 END_TEST
 
+/* Every limit on a request's size, just over it: 422 limit_exceeded,
+ * naming the limit; just at it, the request goes on (to 200, or to
+ * another error when the body is otherwise wrong). */
+static char *limits_body(int n, int dm, int heads, const char *tokens_json) {
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&b, &len);
+    fputs("{", f);
+    if (tokens_json) fprintf(f, "\"tokens\":%s,", tokens_json);
+    fputs("\"embeddings\":[", f);
+    for (int r = 0; r < n; r++) {
+        fputs(r ? ",[" : "[", f);
+        for (int c = 0; c < dm; c++)
+            fprintf(f, "%s%g", c ? "," : "", (r + c) % 3 * 0.5 - 0.5);
+        fputs("]", f);
+    }
+    fputs("],\"weights\":{\"heads\":[", f);
+    int dh = 1;
+    for (int h = 0; h < heads; h++) {
+        fputs(h ? ",{" : "{", f);
+        const char *m[] = {"w_q", "w_k", "w_v"};
+        for (int k = 0; k < 3; k++) {
+            fprintf(f, "%s\"%s\":[", k ? "," : "", m[k]);
+            for (int r = 0; r < dm; r++)
+                fprintf(f, "%s[%g]", r ? "," : "", (r + k + h) % 2 ? 0.5 : -0.25);
+            fputs("]", f);
+        }
+        fputs("}", f);
+    }
+    fputs("],\"w_o\":[", f);
+    for (int r = 0; r < heads * dh; r++) {
+        fputs(r ? ",[" : "[", f);
+        for (int c = 0; c < dm; c++)
+            fprintf(f, "%s%g", c ? "," : "", r == c ? 1.0 : 0.0);
+        fputs("]", f);
+    }
+    fputs("]}}", f);
+    fclose(f);
+    return b;
+}
+
+static void expect_limit(unsigned port, char *body, long status, const char *code,
+                         const char *mentions) {
+    hs_response r = post(port, body);
+    if (status == 200) {
+        ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
+        hs_response_free(&r);
+    } else {
+        json_t *e = assert_error(&r, status, code);
+        if (mentions) {
+            const char *msg = json_string_value(json_object_get(json_object_get(e, "error"),
+                                                                "message"));
+            ck_assert_msg(msg && strstr(msg, mentions), "message: %s", msg ? msg : "(none)");
+        }
+        json_decref(e);
+    }
+    free(body);
+}
+
+START_TEST(limits_just_over) {
+    hs_server s;
+    static const char *const args[] = {
+        "--max-tokens", "4", "--max-heads",      "2",  "--max-d-model",      "4",
+        "--max-flops",  "300", "--max-json-depth", "8", "--max-string-bytes", "64", NULL};
+    ck_assert_int_eq(hs_start(&s, args), 0);
+    unsigned port = s.port;
+    /* n = 2, d_model 4, 2 heads of 1: 176 flops */
+    expect_limit(port, limits_body(2, 4, 2, NULL), 200, NULL, NULL);
+    expect_limit(port, limits_body(5, 4, 2, NULL), 422, "limit_exceeded", "max_tokens");
+    expect_limit(port, limits_body(4, 4, 2, NULL), 422, "limit_exceeded", "max_flops");
+    expect_limit(port, limits_body(2, 4, 3, NULL), 422, "limit_exceeded", "max_heads");
+    expect_limit(port, limits_body(2, 5, 2, NULL), 422, "limit_exceeded", "max_d_model");
+    /* strings: 64 bytes pass, 65 do not */
+    char tokens[200];
+    snprintf(tokens, sizeof tokens, "[\"%064d\",\"b\"]", 7);
+    expect_limit(port, limits_body(2, 4, 2, tokens), 200, NULL, NULL);
+    snprintf(tokens, sizeof tokens, "[\"%065d\",\"b\"]", 7);
+    expect_limit(port, limits_body(2, 4, 2, tokens), 422, "limit_exceeded", "max_string_bytes");
+    /* nesting: 8 levels are read (and found the wrong type), 9 are not */
+    expect_limit(port, limits_body(2, 4, 2, "[[[[[[[\"a\"]]]]]]]"), 400, "wrong_type", NULL);
+    expect_limit(port, limits_body(2, 4, 2, "[[[[[[[[\"a\"]]]]]]]]"), 422, "limit_exceeded",
+                 "max_json_depth");
+    assert_healthy(port);
+    finish(&s);
+}
+END_TEST
+
 /* Slow clients: one that connects and sends nothing, and one that sends
  * its body a byte at a time (never idle long enough for libmicrohttpd's
  * idle timeout), are both dropped after --connection-timeout, without a
@@ -1590,6 +1677,7 @@ static Suite *http_suite(void) {
     tcase_add_test(tc, overload_503);
     tcase_add_test(tc, tiny_requests_inline);
     tcase_add_test(tc, slow_clients_dropped);
+    tcase_add_test(tc, limits_just_over);
     tcase_add_test(tc, sigterm_drains);
     tcase_add_test(tc, second_sigterm_during_drain);
     tcase_add_test(tc, body_budget);
