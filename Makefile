@@ -44,7 +44,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan fuzz fuzz-run loadtest bench clean deps
+.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest bench clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -113,6 +113,29 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 test-asan: deps
 	+$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
 	    SANITIZE='$(ASAN_FLAGS)' check-all
+
+# The suites that start the server, once more with the server under
+# valgrind's memcheck (tests/http_harness.c runs it under
+# $ATTN_SERVER_WRAPPER): any memory error or definite leak in the server
+# fails its exit status and the test. OpenBLAS is kept to AVX2 kernels,
+# which valgrind knows; check's timeouts are stretched. test_http runs its
+# "shared" case only (every endpoint, the contract's errors, the examples,
+# concurrent clients): its "lifecycle" case times heavy computations and
+# drains against the clock, which valgrind, 50 times slower and running
+# one thread at a time, cannot keep.
+VALGRIND        := valgrind --quiet --error-exitcode=99 --leak-check=full \
+                   --errors-for-leak-kinds=definite --show-leak-kinds=definite
+VALGRIND_SUITES := test_http test_access test_models_http test_readme
+test-valgrind: deps
+	+$(MAKE) --no-print-directory DEB_PACKAGES='valgrind' deps
+	+$(MAKE) --no-print-directory all $(VALGRIND_SUITES:%=$(BUILD)/tests/%)
+	@set -e; for t in $(VALGRIND_SUITES); do \
+	    echo "== $$t, the server under valgrind"; \
+	    only=; [ $$t = test_http ] && only=CK_RUN_CASE=shared; \
+	    env $$only ATTN_SERVER_WRAPPER='$(VALGRIND)' OPENBLAS_CORETYPE=Haswell CK_TIMEOUT_MULTIPLIER=10 \
+	        ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) \
+	        ATTN_TOOLS_DIR=$(abspath $(BUILD)/tools) $(BUILD)/tests/$$t; \
+	done
 
 # libFuzzer targets (tests/fuzz/), built with clang under AddressSanitizer
 # and UndefinedBehaviorSanitizer: the request decoder (and the array

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,7 +49,23 @@ char *hs_log(const hs_server *s) {
     return buf;
 }
 
+/* ATTN_SERVER_WRAPPER: a command the server runs under (valgrind's, for
+ * make test-valgrind), words separated by spaces; NULL when unset. */
+static const char *hs_wrapper(void) {
+    const char *w = getenv("ATTN_SERVER_WRAPPER");
+    return w && *w ? w : NULL;
+}
+
+/* How much longer than natively the server may take to start and stop. */
+static double hs_slowness(void) {
+    return hs_wrapper() ? 10.0 : 1.0;
+}
+
 int hs_start(hs_server *s, const char *const *extra) {
+    return hs_start_limited(s, extra, 0);
+}
+
+int hs_start_limited(hs_server *s, const char *const *extra, size_t address_space) {
     const char *bin = getenv("ATTN_SERVER_BIN");
     if (!bin || !*bin) bin = "build/attention-server";
     memset(s, 0, sizeof *s);
@@ -57,14 +74,20 @@ int hs_start(hs_server *s, const char *const *extra) {
     int fd = mkstemp(s->log_path);
     if (fd < 0) return -1;
 
-    const char *argv[64];
+    const char *argv[96];
     int argc = 0;
+    char wrapper[512] = "";
+    if (hs_wrapper()) {
+        snprintf(wrapper, sizeof wrapper, "%s", hs_wrapper());
+        for (char *w = strtok(wrapper, " "); w && argc < 24; w = strtok(NULL, " "))
+            argv[argc++] = w;
+    }
     argv[argc++] = bin;
     argv[argc++] = "--bind";
     argv[argc++] = "127.0.0.1";
     argv[argc++] = "--port";
     argv[argc++] = "0";
-    for (int i = 0; extra && extra[i] && argc < 63; i++)
+    for (int i = 0; extra && extra[i] && argc < 95; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;
 
@@ -78,14 +101,18 @@ int hs_start(hs_server *s, const char *const *extra) {
         close(fd);
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) dup2(devnull, 0);
-        execv(bin, (char *const *)argv);
-        fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+        if (address_space) {
+            struct rlimit lim = {address_space, address_space};
+            if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(126);
+        }
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     close(fd);
     s->pid = pid;
 
-    double deadline = hs_now() + 15;
+    double deadline = hs_now() + 15 * hs_slowness();
     while (hs_now() < deadline) {
         char *log = hs_log(s);
         const char *p = log ? strstr(log, " port=") : NULL;
@@ -148,7 +175,7 @@ int hs_wait(hs_server *s, double timeout_s) {
 
 int hs_stop(hs_server *s) {
     if (s->pid > 0) hs_signal(s, SIGTERM);
-    int rc = hs_wait(s, 20);
+    int rc = hs_wait(s, 20 * hs_slowness());
     if (s->log_path[0]) unlink(s->log_path);
     s->log_path[0] = 0;
     return rc;
@@ -166,7 +193,7 @@ const char *hs_log_problem(const char *log) {
 
 int hs_finish(hs_server *s, char *why, size_t whylen) {
     if (s->pid > 0) hs_signal(s, SIGTERM);
-    int rc = hs_wait(s, 20);
+    int rc = hs_wait(s, 20 * hs_slowness());
     char *log = hs_log(s);
     const char *bad = hs_log_problem(log);
     int ok = rc == 0 && !bad;

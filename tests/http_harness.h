@@ -22,9 +22,16 @@ typedef struct hs_server {
 } hs_server;
 
 /* Starts $ATTN_SERVER_BIN (default build/attention-server) with the given
- * extra arguments (NULL-terminated, may be NULL). Returns 0 once the port
- * is known, -1 (server killed) when it did not start within 15 s. */
+ * extra arguments (NULL-terminated, may be NULL), under the command in
+ * $ATTN_SERVER_WRAPPER when set (words separated by spaces: make
+ * test-valgrind's valgrind; start and stop may then take 10 times as
+ * long). Returns 0 once the port is known, -1 (server killed) when it did
+ * not start within 15 s (150 s wrapped). */
 int hs_start(hs_server *s, const char *const *extra_args);
+
+/* hs_start with the server's address space limited to `address_space`
+ * bytes (RLIMIT_AS; 0: no limit), so that a large allocation fails. */
+int hs_start_limited(hs_server *s, const char *const *extra_args, size_t address_space);
 
 /* Sends a signal to the server. */
 void hs_signal(const hs_server *s, int sig);

@@ -7,6 +7,8 @@
  *            near misses are refused; keys never reach the log; SIGHUP
  *            loads a new file, and a bad one leaves the old keys in force;
  *            a server whose key file cannot be read does not start.
+ *   reflect  nothing a request carries comes back in a header or goes to
+ *            the log, and no path reaches a file.
  *   cors     --cors-origin: an allowed Origin gets Access-Control-Allow-*
  *            headers on every answer and a 204 to its preflight (no key
  *            needed for the preflight); any other origin gets none, and a
@@ -225,6 +227,55 @@ START_TEST(keys_and_cors)
 }
 END_TEST
 
+/* What a request carries never comes back in a header nor goes to the log,
+ * and no path reaches a file: the server serves what it embeds only. */
+START_TEST(nothing_reflected)
+{
+    hs_server s;
+    ck_assert_int_eq(hs_start(&s, NULL), 0);
+    static const char marker[] = "BODY-MARKER-5f1c";
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"tokens\":[\"%s\",\"b\"],\"embeddings\":[[1,0],[0,1]],\"weights\":{\"heads\":[{"
+             "\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}]}}",
+             marker);
+    const char *headers[] = {"X-Request-Id: <script>HDR-MARKER</script>",
+                             "Origin: https://HDR-MARKER.example", NULL};
+    hs_response r;
+    hs_request(NULL, s.port, "POST", "/v1/attention", headers, body, strlen(body), &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, marker)); /* the tokens are echoed in the body */
+    ck_assert_ptr_null(strstr(r.headers, marker));
+    ck_assert_ptr_null(strstr(r.headers, "HDR-MARKER"));
+    hs_response_free(&r);
+    /* an error about the body names the field, not the content */
+    snprintf(body, sizeof body, "{\"tokens\":[\"%s\"],\"embeddings\":\"%s\"}", marker, marker);
+    hs_request(NULL, s.port, "POST", "/v1/attention", headers, body, strlen(body), &r);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_ptr_null(strstr(r.headers, marker));
+    hs_response_free(&r);
+
+    static const char *const paths[] = {"/../../../../etc/passwd", "/v1/../../etc/passwd",
+                                        "/%2e%2e/%2e%2e/etc/passwd", "/v1/openapi.yaml/../x",
+                                        "/v1/models/..%2f..%2fetc%2fpasswd", "//etc/passwd",
+                                        "/README.md", "/api/openapi.yaml"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        hs_request(NULL, s.port, "GET", paths[i], NULL, NULL, 0, &r);
+        ck_assert_msg(r.status == 404 || r.status == 400, "%s: %ld", paths[i], r.status);
+        ck_assert_msg(!strstr(r.body, "root:") && !strstr(r.body, "attention-server"),
+                      "%s served a file", paths[i]);
+        hs_response_free(&r);
+    }
+    char *log = hs_log(&s);
+    ck_assert_ptr_nonnull(log);
+    ck_assert_ptr_null(strstr(log, marker));
+    ck_assert_ptr_null(strstr(log, "HDR-MARKER"));
+    free(log);
+    char why[512];
+    ck_assert_msg(hs_finish(&s, why, sizeof why) == 0, "server: %s", why);
+}
+END_TEST
+
 static Suite *access_suite(void)
 {
     Suite *s = suite_create("access");
@@ -233,6 +284,7 @@ static Suite *access_suite(void)
     tcase_add_test(tc, api_keys);
     tcase_add_test(tc, cors);
     tcase_add_test(tc, keys_and_cors);
+    tcase_add_test(tc, nothing_reflected);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1554,6 +1554,74 @@ START_TEST(limits_just_over) {
 }
 END_TEST
 
+/* Out of memory on one request: with the server's address space limited,
+ * a request whose outputs and answer cannot be had gets 503
+ * out_of_memory, and the server goes on serving the next. Not under a
+ * sanitizer or valgrind, which reserve address space of their own. */
+static long vm_size_kb(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmSize:", 7) == 0) kb = strtol(line + 7, NULL, 10);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* n tokens of d_model 2, one head, its patterns asked for in base64:
+ * n² floats of output and 4/3 of that in answer. */
+static char *patterns_body(int n) {
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&b, &len);
+    fputs("{\"encoding\":\"base64\",\"return\":[\"patterns\"],\"embeddings\":[", f);
+    for (int r = 0; r < n; r++)
+        fprintf(f, "%s[%d,%d]", r ? "," : "", r % 3 - 1, r % 2);
+    fputs("],\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
+          "\"w_v\":[[1,0],[0,1]]}]}}",
+          f);
+    fclose(f);
+    return b;
+}
+
+START_TEST(out_of_memory_one_request) {
+#if defined(__SANITIZE_ADDRESS__)
+    return;
+#endif
+    if (getenv("ATTN_SERVER_WRAPPER")) return;
+    static const char *const args[] = {"--workers", "1", "--inline-max-flops", "0", NULL};
+    char *small = patterns_body(64), *big = patterns_body(6000); /* 144 MB + 192 MB */
+    /* the address space a served server takes, its threads' heaps made */
+    hs_server s;
+    ck_assert_int_eq(hs_start(&s, args), 0);
+    for (int i = 0; i < 4; i++) {
+        hs_response r = post(s.port, small);
+        ck_assert_int_eq(r.status, 200);
+        hs_response_free(&r);
+    }
+    long vsz = vm_size_kb(s.pid);
+    ck_assert_int_gt(vsz, 0);
+    finish(&s);
+
+    ck_assert_int_eq(hs_start_limited(&s, args, (size_t)(vsz + 160 * 1024) * 1024), 0);
+    for (int i = 0; i < 4; i++) {
+        hs_response r = post(s.port, small);
+        ck_assert_int_eq(r.status, 200);
+        hs_response_free(&r);
+    }
+    hs_response r = post(s.port, big);
+    json_decref(assert_error(&r, 503, "out_of_memory"));
+    hs_response_free(&r);
+    r = post(s.port, small);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+    assert_healthy(s.port);
+    free(small), free(big);
+    finish(&s);
+}
+END_TEST
+
 /* Slow clients: one that connects and sends nothing, and one that sends
  * its body a byte at a time (never idle long enough for libmicrohttpd's
  * idle timeout), are both dropped after --connection-timeout, without a
@@ -1681,6 +1749,7 @@ static Suite *http_suite(void) {
     tcase_add_test(tc, tiny_requests_inline);
     tcase_add_test(tc, slow_clients_dropped);
     tcase_add_test(tc, limits_just_over);
+    tcase_add_test(tc, out_of_memory_one_request);
     tcase_add_test(tc, sigterm_drains);
     tcase_add_test(tc, second_sigterm_during_drain);
     tcase_add_test(tc, body_budget);
