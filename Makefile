@@ -44,7 +44,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest bench clean deps
+.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test bench clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -181,6 +181,14 @@ loadtest:
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) wrk'
 	+$(MAKE) --no-print-directory all
 	bench/loadtest.sh
+
+# Real nginx with deploy/nginx/nginx.conf in front of two replicas
+# (tests/deploy/deploy_test.sh, about 25 s): a checked stream of requests,
+# one replica killed in the middle and restarted, X-Request-Id and gzip.
+deploy-test:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) nginx'
+	+$(MAKE) --no-print-directory all
+	tests/deploy/deploy_test.sh
 
 # The benchmarks (bench/README.md, about 5 minutes): the server and its
 # models first (the HTTP benchmark runs them), then bench/'s whole suite.
