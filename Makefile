@@ -182,11 +182,12 @@ loadtest:
 	+$(MAKE) --no-print-directory all
 	bench/loadtest.sh
 
-# Real nginx with deploy/nginx/nginx.conf in front of two replicas
+# deploy/'s manifests checked without kubectl or docker, then real nginx
+# with deploy/nginx/nginx.conf in front of two replicas
 # (tests/deploy/deploy_test.sh, about 25 s): a checked stream of requests,
 # one replica killed in the middle and restarted, X-Request-Id and gzip.
 deploy-test:
-	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) nginx'
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) nginx python3-yaml'
 	+$(MAKE) --no-print-directory all
 	tests/deploy/deploy_test.sh
 

@@ -12,12 +12,12 @@
  * refuse the body at or before that point anyway, and the text before it
  * is the same but for whole arrays.
  *
- * Numbers: a decimal of at most 19 significant digits whose value is
- * m · 10^e with m < 2^53 and |e| <= 22 is one correctly rounded double
- * operation (Clinger's fast path); its cast to float32 is then correct
- * unless the double landed exactly on a float32 midpoint, or in the
- * subnormal range, where strtof decides. Everything else goes to strtof,
- * under the C locale whatever the process's.
+ * Numbers are read as jansson reads them, to the bit: the nearest double
+ * (strtod's), then cast to float32, as matrix.c does with jansson's value.
+ * A decimal of at most 19 significant digits whose value is m · 10^e with
+ * m < 2^53 and |e| <= 22 is that double by one correctly rounded operation
+ * (Clinger's fast path); everything else goes to strtod, under the C
+ * locale whatever the process's.
  */
 #include "api/arrays.h"
 
@@ -32,6 +32,9 @@
 
 #include "api/buffer.h"
 #include "api/json_path.h"
+
+/* Doubles at or above this round to infinity as float32 (matrix.c's). */
+#define FLOAT32_OVERFLOW 0x1.ffffffp+127
 
 /* Containers deeper than this end the scan (wanted paths are shallow). */
 #define SCAN_MAX_DEPTH API_ARRAYS_DEPTH_MAX
@@ -92,19 +95,13 @@ static const char *skip_space(const char *p, const char *end) {
     return p;
 }
 
-/* Clinger's fast path, or 0 when it cannot decide (see the top). */
-static int number_fast(uint64_t m, int e, int negative, float *out) {
+/* The double nearest to m · 10^e by Clinger's fast path (one correctly
+ * rounded operation on exact operands, so strtod's own result), or 0 when
+ * it does not apply. */
+static int number_fast(uint64_t m, int e, int negative, double *out) {
     if (m >> 53 || e < -22 || e > 22) return 0;
     double d = e >= 0 ? (double)m * pow10_exact[e] : (double)m / pow10_exact[-e];
-    if (d == 0.0) {
-        *out = negative ? -0.0f : 0.0f;
-        return 1;
-    }
-    if (!(d >= FLT_MIN && d <= FLT_MAX)) return 0;
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    if ((bits & 0x1fffffffu) == 0x10000000u) return 0; /* a float32 midpoint: ambiguous */
-    *out = negative ? -(float)d : (float)d;
+    *out = negative ? -d : d;
     return 1;
 }
 
@@ -153,15 +150,19 @@ static size_t number_read(const char *s, const char *end, float *out) {
         exp10 += sign * e;
     }
     /* A number ends at whitespace, a comma or a bracket, inside the text:
-     * so strtof, which needs no terminator, stops where the grammar did. */
+     * so strtod, which needs no terminator, stops where the grammar did. */
     if (p >= end || !(is_space(*p) || *p == ',' || *p == ']')) return 0;
     size_t taken = (size_t)(p - s);
-    if (!truncated && number_fast(m, exp10, negative, out)) return taken;
-    pthread_once(&c_locale_once, c_locale_make);
-    if (c_locale == (locale_t)0) return 0; /* leave it to jansson */
-    float f = strtof_l(s, NULL, c_locale);
-    if (!isfinite(f)) return 0;
-    *out = f;
+    double d;
+    if (truncated || !number_fast(m, exp10, negative, &d)) {
+        pthread_once(&c_locale_once, c_locale_make);
+        if (c_locale == (locale_t)0) return 0; /* leave it to jansson */
+        d = strtod_l(s, NULL, c_locale);
+    }
+    /* matrix.c's test, on the same double: one that is not finite as a
+     * float32 is left to jansson and the usual error. */
+    if (!(fabs(d) < FLOAT32_OVERFLOW)) return 0;
+    *out = (float)d;
     return taken;
 }
 
@@ -454,6 +455,12 @@ static int scan_run(scan *sc, const char *body) {
     }
 }
 
+/* An api_arrays_rank_fn that lifts nothing. */
+static int rank_none(const char *path) {
+    (void)path;
+    return 0;
+}
+
 static int item_by_path(const void *x, const void *y) {
     return strcmp(((const api_array *)x)->path, ((const api_array *)y)->path);
 }
@@ -478,9 +485,12 @@ int api_arrays_lift_within(api_arrays **out, const char *body, size_t len, api_a
     sc->a = a, sc->rank = rank, sc->end = body + len, sc->known = 1;
     sc->max_depth = max_depth, sc->max_string = max_string;
     /* A NUL byte is never valid JSON, and jansson's positions skip it in
-     * places: such a body is left to jansson whole, so that its error
-     * positions map back exactly. */
-    int rc = memchr(body, '\0', len) ? 0 : scan_run(sc, body);
+     * places: such a body has nothing lifted, so that its error positions
+     * map back exactly, but the text before the NUL, which jansson reads,
+     * is still scanned for the limits. */
+    const char *nul = memchr(body, '\0', len);
+    if (nul) sc->end = nul, sc->rank = rank_none;
+    int rc = scan_run(sc, body);
     free(sc);
     if (rc < 0) goto fail;
     if (a->count) {

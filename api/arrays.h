@@ -14,10 +14,9 @@
  * text untouched, so jansson and the usual checks meet it and answer as
  * they always did. Lifting therefore never changes which bodies are
  * accepted, nor the error a refused one gets (api_arrays_fix_error puts
- * jansson's error position back on the original text); it changes only
- * how the numbers are read: each decimal is rounded once, straight to the
- * nearest float32 (strtof's rounding), where jansson's double and the cast
- * after it round twice.
+ * jansson's error position back on the original text), nor the numbers
+ * read: each is strtod's double cast to float32, as jansson's path reads
+ * it; only faster, and without a json_t per number.
  *
  * Paths are JSON Pointers (RFC 6901) as api/json_path.h builds them; an
  * array under a key written with escapes is never lifted.

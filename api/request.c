@@ -464,9 +464,9 @@ int api_request_decode_with(const char *body, size_t len, const api_limits *limi
     req->arrays = NULL;
     api_arrays_free(arrays);
     json_decref(root);
-    if (rc < 0) {
+    if (rc != 0) { /* -1, or API_REQUEST_DEFERRED from binding inline weights */
         api_request_free(req);
-        return -1;
+        return rc;
     }
     *out = req;
     return 0;

@@ -36,6 +36,8 @@ typedef struct api_limits {
     size_t max_workspace_bytes; /* scratch one computation needs (attn_workspace_need) */
     size_t max_json_depth;      /* nesting of arrays and objects; 0: jansson's own */
     size_t max_string_bytes;    /* any string but a tensor's base64 "data"; 0: none */
+    double defer_above_flops;   /* > 0: bind stops short of a request of more work
+                                 * (API_REQUEST_DEFERRED), before its outputs exist */
 } api_limits;
 
 typedef struct api_request api_request;
@@ -70,6 +72,12 @@ int api_request_array_rank(const char *path);
 /* The model the request names, or NULL when it carries inline weights.
  * Valid until api_request_free. */
 const char *api_request_model(const api_request *req);
+
+/* What api_request_decode(_with) and api_request_bind return, besides 0
+ * and -1, when the limits' defer_above_flops stopped them: the request is
+ * valid so far and was not refused, but its work is over that and nothing
+ * for its outputs was allocated; err is not set. */
+#define API_REQUEST_DEFERRED 1
 
 /*
  * Binds a named model's weights: checks embeddings, mask and select_heads

@@ -224,6 +224,10 @@ int api_request_bind(api_request *req, const attn_weights *weights,
     if (bind_select_heads(req, weights->n_heads, err) < 0) return -1;
     hs = req->input.n_heads_out;
     if (bind_limits(req, weights, hs, limits, err) < 0) return -1;
+    if (limits && limits->defer_above_flops > 0 &&
+        attn_flops(req->n_tokens, weights->d_model, weights->n_heads, weights->d_head,
+                   weights->w_o != NULL) > limits->defer_above_flops)
+        return API_REQUEST_DEFERRED; /* before any output is allocated */
     if (!req->mask_given) {
         if (default_mask == ATTN_MASK_CUSTOM)
             return api_error_set(err, 500, "internal_error", "",

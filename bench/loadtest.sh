@@ -122,9 +122,10 @@ run() {
 ( while sleep 0.5; do echo "$(answered) $(rss_kb)" >> "$tmp/samples"; done ) & sampler=$!
 run 64 "$long"
 kill $sampler 2>/dev/null; wait $sampler 2>/dev/null || true
-read -r at10 rss10 < <(awk '$1 >= 10000 {print; exit}' "$tmp/samples")
-read -r at100 rss100 < <(awk '$1 >= 100000 {print; exit}' "$tmp/samples")
-[ -n "${rss100:-}" ] || { echo "loadtest: FAILED: fewer than 100,000 requests in $long s" >&2; exit 1; }
+read -r at10 rss10 < <(awk '$1 >= 10000 {print; exit}' "$tmp/samples") || true
+read -r at100 rss100 < <(awk '$1 >= 100000 {print; exit}' "$tmp/samples") || true
+[ -n "${rss10:-}" ] && [ -n "${rss100:-}" ] ||
+    { echo "loadtest: FAILED: fewer than 100,000 requests in $long s" >&2; exit 1; }
 run 256 "$secs"
 rss_end=$(rss_kb)
 curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { echo "loadtest: /healthz does not answer" >&2; exit 1; }

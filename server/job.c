@@ -174,29 +174,32 @@ void srv_job_run(srv_job *job, srv_worker *w) {
         return;
     }
 
-    int rc = api_request_decode_with(job->body, job->body_len, job->limits, w->outputs, &req,
-                                     &err);
+    /* A cap on the work here (a tiny request on a polling thread): binding
+     * stops short of a request over it, before its outputs exist. */
+    api_limits capped;
+    const api_limits *limits = job->limits;
+    if (job->max_flops_here > 0) {
+        capped = *job->limits;
+        capped.defer_above_flops = job->max_flops_here;
+        limits = &capped;
+    }
+    int rc = api_request_decode_with(job->body, job->body_len, limits, w->outputs, &req, &err);
     if (rc == 0 && api_request_model(req)) {
         /* The worker's set stays retained until its next job, so the
          * weights outlive the request. */
         const store_model *m = find_model(w, api_request_model(req), "/model", &err);
-        if (!m || api_request_bind(req, &m->weights, m->mask, job->limits, &err) != 0) rc = -1;
+        rc = m ? api_request_bind(req, &m->weights, m->mask, limits, &err) : -1;
     }
     /* decode: the body to a bound request, its output buffers ready */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     job->decode_ms = srv_ms_between(&t0, &t1);
+    if (rc == API_REQUEST_DEFERRED) {
+        job->deferred = 1;
+        job_release(job, req, w);
+        return;
+    }
     if (rc != 0) goto fail;
 
-    if (job->max_flops_here > 0) {
-        const attn_input *in = api_request_input(req);
-        const attn_weights *wt = in->weights;
-        if (attn_flops(in->n_tokens, wt->d_model, wt->n_heads, wt->d_head, wt->w_o != NULL) >
-            job->max_flops_here) {
-            job->deferred = 1;
-            job_release(job, req, w);
-            return;
-        }
-    }
     rc = job_compute(w, api_request_output(req), api_request_input(req));
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);

@@ -33,7 +33,12 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static const api_limits big_limits = {4096, 64, 4096, 1e12, (size_t)1 << 30, (size_t)1 << 30};
+static const api_limits big_limits = {.max_tokens = 4096,
+                                      .max_heads = 64,
+                                      .max_d_model = 4096,
+                                      .max_flops = 1e12,
+                                      .max_response_bytes = (size_t)1 << 30,
+                                      .max_workspace_bytes = (size_t)1 << 30};
 
 /* Exactly representable pseudo-random values in [-1, 1): multiples of 1/8. */
 static double val(size_t i)
@@ -78,6 +83,17 @@ static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh)
 static json_t *base_request(void)
 {
     return request_with(3, 4, 2, 2);
+}
+
+static char *dump(const json_t *j);
+
+/* The base request (inline weights) as text. */
+static char *dump_base_request(void)
+{
+    json_t *r = base_request();
+    char *text = dump(r);
+    json_decref(r);
+    return text;
 }
 
 static char *dump(const json_t *j)
@@ -549,6 +565,27 @@ START_TEST(test_non_finite)
 }
 END_TEST
 
+/* defer_above_flops: a request over it comes back API_REQUEST_DEFERRED,
+ * from decode (inline weights, bound there) or from bind (a named model),
+ * with nothing made for its outputs; one under it is bound as usual. */
+START_TEST(test_defer_above_flops)
+{
+    api_limits lim = big_limits;
+    lim.defer_above_flops = 10;
+    char *text = dump_base_request();
+    api_request *req = (api_request *)1;
+    api_error err;
+    ck_assert_int_eq(api_request_decode(text, strlen(text), &lim, &req, &err),
+                     API_REQUEST_DEFERRED);
+    ck_assert_ptr_null(req);
+    lim.defer_above_flops = 1e12;
+    ck_assert_int_eq(api_request_decode(text, strlen(text), &lim, &req, &err), 0);
+    ck_assert_ptr_nonnull(api_request_output(req)->embeddings);
+    api_request_free(req);
+    free(text);
+}
+END_TEST
+
 START_TEST(test_tiny_and_edge_numbers)
 {
     /* 1e-50 reads as 0; FLT_MAX itself and 1e-45 (a subnormal) are fine */
@@ -569,27 +606,31 @@ START_TEST(test_tiny_and_edge_numbers)
     ck_assert_int_eq(api_request_decode(t, strlen(t), &big_limits, &req, &err), 0);
     api_request_free(req);
 
-    /* Each decimal rounds once, straight to float32: this one, just below
-     * the overflow midpoint, is FLT_MAX (through a double it rounded up to
-     * the midpoint, then to infinity, and was refused); 0.1 + 2^-28 and
-     * its neighbours of 17 digits come out as strtof reads them. */
-    static const char *const once[] = {"340282356779733661637539395458142568447",
-                                       "1.0000000596046447", "0.30000001192092896",
-                                       "8.340712987038313e+23", "5.223202460911125e-04"};
+    /* Numbers in an array read straight from the text (api/arrays.c) are
+     * jansson's, to the bit: strtod's double cast to float32, even where
+     * that rounds twice; this one, just below the float32 overflow
+     * midpoint, rounds up to infinity through the double and is refused
+     * the same way in either path. */
+    static const char *const twice[] = {"1.0000000596046447", "0.30000001192092896",
+                                        "8.340712987038313e+23", "5.223202460911125e-04"};
     r = base_request();
     char *text = dump(r);
     json_decref(r);
     char *first = strstr(text, "\"embeddings\":[[") + 15;
-    for (size_t i = 0; i < sizeof once / sizeof once[0]; i++) {
+    for (size_t i = 0; i < sizeof twice / sizeof twice[0]; i++) {
         char body[8192];
-        snprintf(body, sizeof body, "%.*s%s%s", (int)(first - text), text, once[i],
+        snprintf(body, sizeof body, "%.*s%s%s", (int)(first - text), text, twice[i],
                  first + strcspn(first, ",]")); /* in place of the first number */
         req = NULL;
         ck_assert_int_eq(api_request_decode(body, strlen(body), &big_limits, &req, &err), 0);
-        ck_assert_msg(api_request_input(req)->embeddings[0] == strtof(once[i], NULL), "%s",
-                      once[i]);
+        ck_assert_msg(api_request_input(req)->embeddings[0] == (float)strtod(twice[i], NULL),
+                      "%s", twice[i]);
         api_request_free(req);
     }
+    char body[8192];
+    snprintf(body, sizeof body, "%.*s%s%s", (int)(first - text), text,
+             "340282356779733661637539395458142568447", first + strcspn(first, ",]"));
+    expect_error_text(body, 422, "non_finite_number", "/embeddings/0/0");
     free(text);
 }
 END_TEST
@@ -1265,6 +1306,7 @@ static Suite *api_suite(void)
     tcase_add_test(decode, test_invalid_values);
     tcase_add_test(decode, test_dimension_mismatch);
     tcase_add_test(decode, test_non_finite);
+    tcase_add_test(decode, test_defer_above_flops);
     tcase_add_test(decode, test_tiny_and_edge_numbers);
     tcase_add_test(decode, test_out_of_range);
     tcase_add_test(decode, test_limits);

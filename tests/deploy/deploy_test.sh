@@ -7,7 +7,9 @@
 #     flight): no request fails, nginx retries on the other replica;
 #   - the replica restarted on its port: both serve again;
 #   - X-Request-Id passed through (and set by nginx when absent), gzip.
-# Everything on 127.0.0.1; exits non-zero on the first failure.
+# Before that, tests/deploy/validate_manifests.py checks deploy/'s Compose
+# and Kubernetes files. Everything on 127.0.0.1; exits non-zero on the
+# first failure.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 server=$top/build/attention-server
@@ -15,6 +17,9 @@ models=$top/build/models
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$server" ] && [ -d "$models" ] || { echo "deploy-test: build first (make)" >&2; exit 2; }
 [ -x "$nginx" ] || { echo "deploy-test: nginx is needed (apt-get install nginx)" >&2; exit 2; }
+
+# The manifests first: well-formed and consistent (no kubectl or docker here).
+python3 "$top/tests/deploy/validate_manifests.py" || { echo "deploy-test: FAILED: the manifests" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 pids=()
@@ -40,11 +45,12 @@ start_replica "$p2" "$tmp/r2.log"
 wait_up "$p1" && wait_up "$p2" || fail "the replicas did not start"
 
 # The project's configuration, ports rewritten; pid, logs and temp files in $tmp.
-sed -e "s/127\.0\.0\.1:8081/127.0.0.1:$p1/; s/127\.0\.0\.1:8082/127.0.0.1:$p2/" \
+sed -e "s/attention-1:8080/127.0.0.1:$p1/; s/attention-2:8080/127.0.0.1:$p2/" \
     -e "s/listen 8080;/listen 127.0.0.1:$pn;/" \
     -e "s|^http {|http {\n    access_log $tmp/access.log;\n    client_body_temp_path $tmp/body;\n    proxy_temp_path $tmp/proxy;\n    fastcgi_temp_path $tmp/fastcgi;\n    uwsgi_temp_path $tmp/uwsgi;\n    scgi_temp_path $tmp/scgi;|" \
     "$top/deploy/nginx/nginx.conf" > "$tmp/nginx.conf"
-grep -q "127.0.0.1:$p1" "$tmp/nginx.conf" && grep -q "listen 127.0.0.1:$pn;" "$tmp/nginx.conf" ||
+grep -q "127.0.0.1:$p1" "$tmp/nginx.conf" && grep -q "127.0.0.1:$p2" "$tmp/nginx.conf" &&
+    grep -q "listen 127.0.0.1:$pn;" "$tmp/nginx.conf" ||
     fail "could not rewrite the ports of deploy/nginx/nginx.conf"
 "$nginx" -t -q -p "$tmp" -e "$tmp/error.log" -c "$tmp/nginx.conf" -g "pid $tmp/nginx.pid; user root;" ||
     fail "nginx -t refuses the configuration"

@@ -61,7 +61,9 @@ static const api_limits limits = {.max_tokens = 64,
                                   .max_d_model = 64,
                                   .max_flops = 1e7,
                                   .max_response_bytes = 1 << 20,
-                                  .max_workspace_bytes = 1 << 24};
+                                  .max_workspace_bytes = 1 << 24,
+                                  .max_json_depth = 12,
+                                  .max_string_bytes = 512};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
