@@ -154,6 +154,13 @@ static const struct {
     {"--max-connections", "1", "--max-connections"}, /* below --io-threads */
     {"--bind", "localhost", "--bind"},
     {"--bind", "1.2.3.4.5", "--bind"},
+    {"--cors-origin", "ftp://a.example", "--cors-origin"},
+    {"--cors-origin", "https://a.example/path", "--cors-origin"},
+    {"--cors-origin", "https://a.example,", "--cors-origin"},
+    {"--cors-origin", "https://", "--cors-origin"},
+    {"--max-json-depth", "4", "--max-json-depth"},
+    {"--max-string-bytes", "10", "--max-string-bytes"},
+    {"--inline-max-flops", "-1", "--inline-max-flops"},
 };
 
 START_TEST(config_bad_values) {
@@ -823,28 +830,38 @@ END_TEST
 
 /* ------------------------------------------------------------------- job */
 
-static void run_job(const char *body, int *status, char **response) {
-    static const api_limits limits = {.max_tokens = 64,
-                                      .max_heads = 8,
-                                      .max_d_model = 64,
-                                      .max_flops = 1e9,
-                                      .max_response_bytes = 1 << 20,
-                                      .max_workspace_bytes = 1 << 24};
+/* Runs an attention job for `body` on worker w; its status and response
+ * (the caller frees it). */
+static void run_job_on(srv_worker *w, const api_limits *limits, const char *body, int *status,
+                       char **response) {
     srv_job job;
     memset(&job, 0, sizeof job);
     job.body = body;
     job.body_len = strlen(body);
-    job.limits = &limits;
+    job.limits = limits;
     clock_gettime(CLOCK_MONOTONIC, &job.submitted);
-    srv_worker *w = srv_worker_create(NULL, NULL);
-    ck_assert_ptr_nonnull(w);
     srv_job_run(&job, w);
-    srv_worker_destroy(w);
     ck_assert_ptr_nonnull(job.response);
     ck_assert_uint_eq(strlen(job.response), job.response_len);
     ck_assert(job.queue_ms >= 0 && job.decode_ms >= 0);
     *status = job.status;
     *response = job.response;
+}
+
+/* Limits for the jobs of these tests, small models all. */
+static const api_limits job_limits = {.max_tokens = 256,
+                                      .max_heads = 8,
+                                      .max_d_model = 64,
+                                      .max_flops = 1e10,
+                                      .max_response_bytes = 1 << 24,
+                                      .max_workspace_bytes = 1 << 26};
+
+/* run_job_on a fresh worker without models. */
+static void run_job(const char *body, int *status, char **response) {
+    srv_worker *w = srv_worker_create(NULL, NULL);
+    ck_assert_ptr_nonnull(w);
+    run_job_on(w, &job_limits, body, status, response);
+    srv_worker_destroy(w);
 }
 
 START_TEST(job_error_paths) {
@@ -958,12 +975,6 @@ static char *two_head_body(int n, const char *ret) {
 /* A job split over idle workers answers byte for byte what one worker
  * answers, on the full path (default outputs) and the online one. */
 START_TEST(job_split_same_answer) {
-    static const api_limits limits = {.max_tokens = 256,
-                                      .max_heads = 8,
-                                      .max_d_model = 64,
-                                      .max_flops = 1e10,
-                                      .max_response_bytes = 1 << 24,
-                                      .max_workspace_bytes = 1 << 26};
     pool *p = pool_create(2, 4, srv_job_worker_init, srv_job_worker_fini, NULL);
     ck_assert_ptr_nonnull(p);
     srv_worker *alone = srv_worker_create(NULL, NULL);
@@ -976,15 +987,9 @@ START_TEST(job_split_same_answer) {
         char *body = two_head_body(200, rets[k]);
         char *answer[2];
         for (int s = 0; s < 2; s++) {
-            srv_job job;
-            memset(&job, 0, sizeof job);
-            job.body = body;
-            job.body_len = strlen(body);
-            job.limits = &limits;
-            clock_gettime(CLOCK_MONOTONIC, &job.submitted);
-            srv_job_run(&job, s ? split : alone);
-            ck_assert_msg(job.status == 200, "status %d: %.300s", job.status, job.response);
-            answer[s] = job.response;
+            int status;
+            run_job_on(s ? split : alone, &job_limits, body, &status, &answer[s]);
+            ck_assert_msg(status == 200, "status %d: %.300s", status, answer[s]);
         }
         ck_assert_str_eq(answer[0], answer[1]);
         free(answer[0]), free(answer[1]), free(body);
@@ -1000,32 +1005,20 @@ END_TEST
  * run after a larger one answers byte for byte what a fresh worker
  * answers (nothing of the earlier job shows), and the block is kept. */
 START_TEST(job_outputs_block_reused) {
-    static const api_limits limits = {.max_tokens = 256,
-                                      .max_heads = 8,
-                                      .max_d_model = 64,
-                                      .max_flops = 1e10,
-                                      .max_response_bytes = 1 << 24,
-                                      .max_workspace_bytes = 1 << 26};
     srv_worker *used = srv_worker_create(NULL, NULL), *fresh = srv_worker_create(NULL, NULL);
     ck_assert_ptr_nonnull(used);
     ck_assert_ptr_nonnull(fresh);
     char *big = two_head_body(120, "[\"q\",\"k\",\"v\",\"scores\",\"patterns\",\"head_outputs\"]");
     char *small = two_head_body(40, "[\"scores\",\"patterns\",\"head_outputs\",\"delta\","
                                     "\"embeddings\"]");
-    char *answer[2];
-    for (int k = 0; k < 3; k++) {
-        srv_job job;
-        memset(&job, 0, sizeof job);
-        job.body = k == 0 ? big : small;
-        job.body_len = strlen(job.body);
-        job.limits = &limits;
-        clock_gettime(CLOCK_MONOTONIC, &job.submitted);
-        srv_job_run(&job, k == 2 ? fresh : used);
-        ck_assert_msg(job.status == 200, "status %d: %.300s", job.status, job.response);
-        if (k == 0)
-            free(job.response);
-        else
-            answer[k - 1] = job.response;
+    char *first, *answer[2];
+    int status;
+    run_job_on(used, &job_limits, big, &status, &first);
+    ck_assert_msg(status == 200, "status %d: %.300s", status, first);
+    free(first);
+    for (int k = 0; k < 2; k++) {
+        run_job_on(k ? fresh : used, &job_limits, small, &status, &answer[k]);
+        ck_assert_msg(status == 200, "status %d: %.300s", status, answer[k]);
     }
     ck_assert_str_eq(answer[0], answer[1]);
     ck_assert_uint_gt(attn_workspace_bytes(used->outputs), 0);
