@@ -44,7 +44,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test bench clean deps
+.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test bench clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -191,6 +191,15 @@ deploy-test:
 	+$(MAKE) --no-print-directory all
 	tests/deploy/deploy_test.sh
 
+# The Dockerfile without a Docker engine (tests/deploy/image_test.py, about
+# 1.5 minutes the first time): the build stage checked against .ci/run, the
+# runtime stage built in a debootstrap chroot of Debian 12 and run as a
+# container would be. Needs root.
+image-test:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) debootstrap iproute2 python3'
+	+$(MAKE) --no-print-directory all
+	python3 tests/deploy/image_test.py
+
 # The benchmarks (bench/README.md, about 5 minutes): the server and its
 # models first (the HTTP benchmark runs them), then bench/'s whole suite.
 # wrk and /usr/bin/time are the benchmarks' own packages.
@@ -213,4 +222,5 @@ deps:
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# build/image/ is a Debian root (make image-test), whose rc?.d are folders.
+-include $(shell find $(BUILD) -path $(BUILD)/image -prune -o -name '*.d' -type f -print 2>/dev/null)
