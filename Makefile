@@ -31,7 +31,7 @@ ATTN_SRC   := $(wildcard attention/*.c)
 STORE_SRC  := $(wildcard store/*.c)
 API_SRC    := $(wildcard api/*.c)
 SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
-EMBED_SRC  := $(BUILD)/gen/openapi_yaml.c
+EMBED_SRC  := $(BUILD)/gen/openapi_yaml.c $(BUILD)/gen/web_index_html.c
 
 ATTN_OBJ   := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 STORE_OBJ  := $(STORE_SRC:%.c=$(BUILD)/%.o)
@@ -44,7 +44,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test bench clean deps
+.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test test-ui bench clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -56,9 +56,14 @@ $(BUILD)/%.o: %.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 # The OpenAPI document is served from the binary: embed it as a C array.
-$(EMBED_SRC): api/openapi.yaml tools/embed.sh
+$(BUILD)/gen/openapi_yaml.c: api/openapi.yaml tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh api_openapi_yaml < $< > $@
+
+# So is the teaching page (web/README.md).
+$(BUILD)/gen/web_index_html.c: web/index.html tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh web_index_html < $< > $@
 
 LIB_OBJ    := $(SERVER_OBJ) $(API_OBJ) $(STORE_OBJ) $(ATTN_OBJ)
 
@@ -190,6 +195,22 @@ deploy-test:
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) nginx python3-yaml'
 	+$(MAKE) --no-print-directory all
 	tests/deploy/deploy_test.sh
+
+# The teaching page in a real browser (tests/ui/, about 40 s): Debian's
+# Chromium, headless, driven by the npm package playwright-core (pinned in
+# tests/ui/package-lock.json), against the built server on a loopback port.
+# A CJK font so that the screenshots in tests/ui/artifacts/ show 我爱你.
+# Node.js comes from Debian when the machine has none (playwright-core wants
+# Node.js 20 or later).
+UI_PACKAGES := chromium fonts-wqy-microhei
+test-ui:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) $(UI_PACKAGES)'
+	@command -v node >/dev/null && command -v npm >/dev/null || \
+	    $(MAKE) --no-print-directory deps DEB_PACKAGES='nodejs npm'
+	+$(MAKE) --no-print-directory all
+	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
+	cd tests/ui && ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) \
+	    ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) node --test --test-reporter=spec ui.test.mjs
 
 # The Dockerfile without a Docker engine (tests/deploy/image_test.py, about
 # 1.5 minutes the first time): the build stage checked against .ci/run, the

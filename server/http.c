@@ -91,6 +91,7 @@
 #include "server/http.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -111,6 +112,7 @@
 #include "server/job.h"
 #include "server/log.h"
 #include "server/openapi.h"
+#include "server/page.h"
 #include "server/reqid.h"
 #include "server/route.h"
 
@@ -127,6 +129,8 @@ struct srv_http {
     srv_keys *keys; /* may be NULL: no key needed */
     unsigned port;
     MHD_socket listen_fd; /* returned by MHD_quiesce_daemon; closed after stop */
+
+    char page_etag[24]; /* "<FNV-1a 64 of the page>", quotes included */
 
     pthread_key_t inline_key; /* each polling thread's srv_worker for tiny requests */
     int inline_key_made;
@@ -245,6 +249,21 @@ static int cors_allows(const char *list, const char *origin) {
 
 /* ---- sending ---- */
 
+/* The page may be cached but must be revalidated (no-cache), so a new
+ * server version is seen at once; its ETag makes that a 304. The policy
+ * lets it run its own inline script and style and talk to this origin
+ * only: no other script, frame, form target or connection. */
+static void x_page_headers(exchange *x, struct MHD_Response *r) {
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, x->h->page_etag);
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; "
+                            "style-src 'unsafe-inline'; connect-src 'self'; img-src data:; "
+                            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+}
+
 /* Queues a response. `body` is moved into libmicrohttpd when must_free (and
  * freed here if that fails); status and size are kept for the access log. */
 static enum MHD_Result x_send(exchange *x, unsigned status, char *body, size_t len, int must_free,
@@ -255,9 +274,12 @@ static enum MHD_Result x_send(exchange *x, unsigned status, char *body, size_t l
         if (must_free) free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(r, "X-Request-Id", x->request_id);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (x->route == SRV_ROUTE_PAGE && (status == 200 || status == 304))
+        x_page_headers(x, r);
+    else
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, srv_route_allow(x->route));
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
@@ -392,6 +414,32 @@ static enum MHD_Result x_model(exchange *x) {
     return x_send(x, 200, text, len, 1, "application/json");
 }
 
+/* 1 when an If-None-Match value names `etag`: "*", or a list of tags,
+ * compared weakly (a W/ prefix ignored), as RFC 9110 asks for GET. */
+static int etag_matches(const char *list, const char *etag) {
+    size_t len = strlen(etag);
+    for (const char *p = list; *p;) {
+        p += strspn(p, " \t,");
+        if (*p == '*') return 1;
+        if (strncmp(p, "W/", 2) == 0) p += 2;
+        size_t n = strcspn(p, ",");
+        while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+            n--;
+        if (n == len && memcmp(p, etag, n) == 0) return 1;
+        p += strcspn(p, ",");
+    }
+    return 0;
+}
+
+/* GET /: the teaching page, a constant of the binary. */
+static enum MHD_Result x_page(exchange *x) {
+    const char *tags =
+        MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    if (tags && etag_matches(tags, x->h->page_etag)) return x_send(x, 304, (char *)"", 0, 0, NULL);
+    return x_send(x, 200, (char *)web_index_html, web_index_html_len, 0,
+                  "text/html; charset=utf-8");
+}
+
 static enum MHD_Result x_get(exchange *x) {
     switch (x->route) {
     case SRV_ROUTE_MODELS:
@@ -409,6 +457,8 @@ static enum MHD_Result x_get(exchange *x) {
     case SRV_ROUTE_OPENAPI:
         return x_send(x, 200, (char *)api_openapi_yaml, api_openapi_yaml_len, 0,
                       "application/yaml");
+    case SRV_ROUTE_PAGE:
+        return x_page(x);
     default:
         return x_fail(x, 500, "internal_error", "no handler for this route");
     }
@@ -697,8 +747,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         x->preflight = x->origin && strcmp(method, "OPTIONS") == 0 &&
                        MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    "Access-Control-Request-Method");
+        /* The page holds no secret: it asks for the key when the API does. */
         x->unauthorized = !x->preflight && x->route != SRV_ROUTE_HEALTHZ &&
-                          x->route != SRV_ROUTE_READYZ && h->keys && srv_keys_required(h->keys) &&
+                          x->route != SRV_ROUTE_READYZ && x->route != SRV_ROUTE_PAGE && h->keys && srv_keys_required(h->keys) &&
                           !srv_keys_allow(h->keys, MHD_lookup_connection_value(
                                                        conn, MHD_HEADER_KIND,
                                                        MHD_HTTP_HEADER_AUTHORIZATION));
@@ -814,6 +865,10 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
     h->metrics = metrics;
     h->keys = keys;
     h->listen_fd = MHD_INVALID_SOCKET;
+    uint64_t hash = 0xcbf29ce484222325u; /* FNV-1a 64: a validator, not a defence */
+    for (size_t i = 0; i < web_index_html_len; i++)
+        hash = (hash ^ (unsigned char)web_index_html[i]) * 0x100000001b3u;
+    snprintf(h->page_etag, sizeof h->page_etag, "\"%016" PRIx64 "\"", hash);
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->idle, NULL);
     if (pthread_key_create(&h->inline_key, x_inline_worker_free) != 0) {

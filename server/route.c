@@ -21,6 +21,7 @@ static const route_row route_table[SRV_ROUTE_COUNT] = {
     [SRV_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "openapi", "GET, HEAD"},
     [SRV_ROUTE_MODELS] = {"/v1/models", "models", "GET, HEAD"},
     [SRV_ROUTE_MODEL] = {NULL, "model", "GET, HEAD"}, /* MODEL_PREFIX + name */
+    [SRV_ROUTE_PAGE] = {"/", "page", "GET, HEAD"},
     [SRV_ROUTE_OTHER] = {NULL, "other", ""},
 };
 

@@ -16,6 +16,7 @@ typedef enum srv_route {
     SRV_ROUTE_OPENAPI,   /* GET  /v1/openapi.yaml */
     SRV_ROUTE_MODELS,    /* GET  /v1/models */
     SRV_ROUTE_MODEL,     /* GET  /v1/models/{name} */
+    SRV_ROUTE_PAGE,      /* GET  /, the teaching page */
     SRV_ROUTE_OTHER,     /* anything else: 404 */
     SRV_ROUTE_COUNT
 } srv_route;

@@ -1,8 +1,9 @@
 /*
  * test_access.c — API keys and CORS, on the built server over real HTTP.
  *
- *   keys     --api-keys-file: every route but /healthz and /readyz answers
- *            401 unauthorized (with WWW-Authenticate: Bearer) unless the
+ *   keys     --api-keys-file: every route but /healthz, /readyz and the
+ *            teaching page (/: it holds no secret, and asks for the key)
+ *            answers 401 unauthorized (with WWW-Authenticate: Bearer) unless the
  *            request carries a key of the file as Authorization: Bearer;
  *            near misses are refused; keys never reach the log; SIGHUP
  *            loads a new file, and a bad one leaves the old keys in force;
@@ -77,6 +78,7 @@ START_TEST(api_keys)
 
     ck_assert_int_eq(status_with(s.port, "GET", "/healthz", NULL, NULL), 200);
     ck_assert_int_eq(status_with(s.port, "GET", "/readyz", NULL, NULL), 200);
+    ck_assert_int_eq(status_with(s.port, "GET", "/", NULL, NULL), 200);
 
     hs_response r;
     ck_assert_int_eq(status_with(s.port, "GET", "/metrics", NULL, &r), 401);

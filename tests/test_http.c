@@ -557,6 +557,76 @@ static const struct {
      422, "limit_exceeded"},
 };
 
+/* GET /: the teaching page, the bytes of web/index.html, cacheable only
+ * with revalidation, and fetching nothing from anywhere else. */
+START_TEST(teaching_page) {
+    unsigned port = shared.port;
+    hs_response r;
+    hs_request(NULL, port, "GET", "/", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    assert_header(&r, "Content-Type", "text/html; charset=utf-8");
+    assert_header(&r, "Cache-Control", "no-cache");
+    assert_header(&r, "X-Content-Type-Options", "nosniff");
+    assert_header(&r, "X-Request-Id", NULL);
+    char *csp = hs_header(&r, "Content-Security-Policy");
+    ck_assert_ptr_nonnull(csp);
+    ck_assert_ptr_nonnull(strstr(csp, "default-src 'none'"));
+    ck_assert_ptr_nonnull(strstr(csp, "connect-src 'self'"));
+    free(csp);
+    ck_assert(strncmp(r.body, "<!doctype html>", 15) == 0);
+    /* no CDN, font or script from elsewhere: no absolute URL at all */
+    ck_assert_msg(!strstr(r.body, "http://") && !strstr(r.body, "https://") && !strstr(r.body, "//cdn"),
+                  "the page names another site");
+    FILE *f = fopen("web/index.html", "rb");
+    if (f) { /* byte for byte the file in the tree, when the tests run there */
+        char *doc = malloc(r.len + 2);
+        size_t n = fread(doc, 1, r.len + 1, f);
+        fclose(f);
+        ck_assert_uint_eq(n, r.len);
+        ck_assert(memcmp(doc, r.body, r.len) == 0);
+        free(doc);
+    }
+    char *etag = hs_header(&r, "ETag");
+    ck_assert_ptr_nonnull(etag);
+    ck_assert_int_eq(etag[0], '"');
+    hs_response_free(&r);
+
+    /* revalidation: the same tag (alone, weak, or in a list) is a 304 without a body */
+    const char *forms[] = {"%s", "W/%s", "\"other\", %s", "*"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char line[128], value[96];
+        snprintf(value, sizeof value, forms[i], etag);
+        snprintf(line, sizeof line, "If-None-Match: %s", value);
+        const char *h[] = {line, NULL};
+        hs_request(NULL, port, "GET", "/", h, NULL, 0, &r);
+        ck_assert_msg(r.status == 304, "If-None-Match: %s gave %ld", value, r.status);
+        ck_assert_uint_eq(r.len, 0);
+        assert_header(&r, "ETag", etag);
+        hs_response_free(&r);
+    }
+    const char *stale[] = {"If-None-Match: \"0000000000000000\"", NULL};
+    hs_request(NULL, port, "GET", "/", stale, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_gt(r.len, 1000);
+    hs_response_free(&r);
+    free(etag);
+
+    hs_request(NULL, port, "HEAD", "/", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.len, 0);
+    hs_response_free(&r);
+    hs_request(NULL, port, "POST", "/", NULL, "{}", 2, &r);
+    ck_assert_int_eq(r.status, 405);
+    assert_header(&r, "Allow", "GET, HEAD");
+    assert_header(&r, "Cache-Control", "no-store");
+    hs_response_free(&r);
+    /* only the page itself lives there */
+    hs_request(NULL, port, "GET", "/index.html", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 404);
+    hs_response_free(&r);
+}
+END_TEST
+
 START_TEST(error_bodies) {
     hs_response r = post(shared.port, bad_bodies[_i].body);
     json_t *j = assert_error(&r, bad_bodies[_i].status, bad_bodies[_i].code);
@@ -1742,6 +1812,7 @@ static Suite *http_suite(void) {
     tcase_add_unchecked_fixture(tc, shared_start, shared_stop);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, endpoints);
+    tcase_add_test(tc, teaching_page);
     tcase_add_loop_test(tc, error_bodies, 0, sizeof bad_bodies / sizeof bad_bodies[0]);
     tcase_add_test(tc, error_routes);
     tcase_add_test(tc, json_content_types_accepted);

@@ -815,7 +815,13 @@ START_TEST(routes) {
     ck_assert_int_eq(srv_route_find("/v1/models/a/b"), SRV_ROUTE_OTHER);
     ck_assert_int_eq(srv_route_find("/v1/attention/"), SRV_ROUTE_OTHER);
     ck_assert_int_eq(srv_route_find("/V1/attention"), SRV_ROUTE_OTHER);
-    ck_assert_int_eq(srv_route_find("/"), SRV_ROUTE_OTHER);
+    ck_assert_int_eq(srv_route_find("/"), SRV_ROUTE_PAGE);
+    ck_assert_int_eq(srv_route_find(""), SRV_ROUTE_OTHER);
+    ck_assert_int_eq(srv_route_find("//"), SRV_ROUTE_OTHER);
+    ck_assert_int_eq(srv_route_find("/index.html"), SRV_ROUTE_OTHER);
+    ck_assert(srv_route_allows(SRV_ROUTE_PAGE, "HEAD"));
+    ck_assert(!srv_route_allows(SRV_ROUTE_PAGE, "POST"));
+    ck_assert_str_eq(srv_route_name(SRV_ROUTE_PAGE), "page");
     ck_assert_int_eq(srv_route_find(NULL), SRV_ROUTE_OTHER);
     ck_assert(srv_route_allows(SRV_ROUTE_ATTENTION, "POST"));
     ck_assert(!srv_route_allows(SRV_ROUTE_ATTENTION, "GET"));

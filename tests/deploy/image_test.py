@@ -17,8 +17,9 @@ by line, the way `docker build` and `docker run` would:
   PID namespaces, on a read-only root (as deploy/k8s/ runs it), as the
   image's USER, with the image's ENV and nothing else, the ENTRYPOINT in
   exec form. Then: /healthz on the EXPOSEd port; the HEALTHCHECK command
-  succeeds; the built-in models are listed and compute; STOPSIGNAL makes
-  the server exit 0; the HEALTHCHECK command then fails.
+  succeeds; the built-in models are listed and compute; the teaching page is
+  served; STOPSIGNAL makes the server exit 0; the HEALTHCHECK command then
+  fails.
 
 Needs root (debootstrap, chroot, namespaces) and Debian's mirror.
 """
@@ -272,6 +273,10 @@ def run_container(image):
         if status != 200 or json.loads(text)["n_tokens"] != 3:
             fail(f"POST /v1/attention on demo-4d: {status} {text[:200]!r}")
         say("the built-in models are listed and compute")
+        status, headers, text = http(port, "/")
+        if status != 200 or not headers.get("Content-Type", "").startswith("text/html"):
+            fail(f"GET /: {status} {headers.get('Content-Type')}")
+        say("the teaching page is served")
         server.send_signal(getattr(signal, image["stopsignal"]))
         try:
             rc = server.wait(timeout=15)
