@@ -288,6 +288,14 @@ test("an invalid edit shows the API's error message next to the cell", async () 
   await page.locator("#embeddings-error .message").waitFor({ state: "detached" });
   assert.equal(await cell.getAttribute("aria-invalid"), null);
   assert.equal(await page.locator(".stale-note").isVisible(), false);
+  // No tokens at all: the API's words, next to the sentence.
+  await page.fill("#sentence", "  ");
+  await page.press("#sentence", "Enter");
+  await page.locator("#tokens-error .message").waitFor();
+  const none = await apiPost({ model: "demo-4d", tokens: [], embeddings: [] });
+  assert.equal(none.status, 422);
+  assert.equal(await page.textContent("#tokens-error .message"), none.body.error.message);
+  assert.equal(await page.getAttribute("#sentence", "aria-invalid"), "true");
   await close();
 });
 
