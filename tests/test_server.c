@@ -15,6 +15,7 @@
 #include "server/config.h"
 #include "server/http.h"
 #include "server/job.h"
+#include "server/keys.h"
 #include "server/metrics.h"
 #include "server/pool.h"
 #include "server/reqid.h"
@@ -802,6 +803,67 @@ START_TEST(http_content_length) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ keys */
+
+/* Writes `text` to a new temporary file; its path in `path` (unlink it). */
+static void keys_file(char *path, const char *text) {
+    strcpy(path, "/tmp/attn-keys-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The file's refusals, each naming the line, and each leaving the keys
+ * already in force. */
+START_TEST(keys_file_refusals) {
+    srv_keys *k = srv_keys_create();
+    char path[32], err[256];
+    char key256[257], key257[258], long_line[1001];
+    memset(key256, 'k', 256), key256[256] = 0;
+    memset(key257, 'k', 257), key257[257] = 0;
+    memset(long_line, 'x', 1000), long_line[1000] = 0;
+
+    char text[1200];
+    snprintf(text, sizeof text, "# comment\r\n\n  \nfirst\r\n%s\n", key256);
+    keys_file(path, text);
+    ck_assert_int_eq(srv_keys_load(k, path, err, sizeof err), 2);
+    unlink(path);
+    ck_assert(srv_keys_allow(k, "Bearer first"));
+    char bearer[300];
+    snprintf(bearer, sizeof bearer, "Bearer %s", key256);
+    ck_assert(srv_keys_allow(k, bearer));
+
+    struct {
+        const char *text, *want;
+    } bad[] = {
+        {"ok\n%s\n", "line 2 is longer than 256 characters"},  /* key257 */
+        {"ok\n\n%s", "line 3 is longer than 256 characters"},  /* long_line, no newline */
+        {"ok\nk\xc3\xa9y\n", "line 2 holds a character that is not printable ASCII"},
+        {"ok\nin side\n", "line 2 holds a character that is not printable ASCII"},
+        {"ok\ntab\there\n", "line 2 holds a character"},
+        {"ok\nnul\x7f\n", "line 2 holds a character"},
+        {"# only a comment\n\n", "no key in the file"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, bad[i].text, i == 0 ? key257 : long_line);
+        keys_file(path, text);
+        err[0] = 0;
+        ck_assert_int_eq(srv_keys_load(k, path, err, sizeof err), -1);
+        unlink(path);
+        ck_assert_msg(strstr(err, bad[i].want), "case %zu: \"%s\"", i, err);
+        /* the keys before stay, and no key of the refused file got in */
+        ck_assert(srv_keys_allow(k, "Bearer first"));
+        ck_assert(!srv_keys_allow(k, "Bearer ok"));
+    }
+    ck_assert_int_eq(srv_keys_load(k, "/nonexistent/keys", err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "No such file"));
+    ck_assert(srv_keys_allow(k, "Bearer first"));
+    srv_keys_destroy(k);
+}
+END_TEST
+
 START_TEST(routes) {
     ck_assert_int_eq(srv_route_find("/v1/attention"), SRV_ROUTE_ATTENTION);
     ck_assert_int_eq(srv_route_find("/healthz"), SRV_ROUTE_HEALTHZ);
@@ -1069,6 +1131,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, http_content_types);
     tcase_add_test(tc, http_content_length);
     tcase_add_test(tc, routes);
+    tcase_add_test(tc, keys_file_refusals);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("job");
