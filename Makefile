@@ -200,13 +200,16 @@ deploy-test:
 # Chromium, headless, driven by the npm package playwright-core (pinned in
 # tests/ui/package-lock.json), against the built server on a loopback port.
 # A CJK font so that the screenshots in tests/ui/artifacts/ show 我爱你.
-# Node.js comes from Debian when the machine has none (playwright-core wants
-# Node.js 20 or later).
+# playwright-core needs Node.js 20 or later; Debian 12's own nodejs is 18, so
+# an older or missing Node.js stops the target with a message rather than
+# running a test tool on a version it does not support.
 UI_PACKAGES := chromium fonts-wqy-microhei
 test-ui:
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) $(UI_PACKAGES)'
-	@command -v node >/dev/null && command -v npm >/dev/null || \
-	    $(MAKE) --no-print-directory deps DEB_PACKAGES='nodejs npm'
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null && \
+	    command -v npm >/dev/null || { echo "make test-ui needs Node.js 20 or later with npm" \
+	    "(found: $$(node --version 2>/dev/null || echo none)); Debian 12's nodejs is 18:" \
+	    "install Node.js 20 from NodeSource or nvm" >&2; exit 2; }
 	+$(MAKE) --no-print-directory all
 	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
 	cd tests/ui && ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) \

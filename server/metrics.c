@@ -18,7 +18,7 @@
 /* Statuses the service sends, and the two it logs for exchanges that end
  * without an answer (408: timed out, 499: client closed, as nginx);
  * anything else is counted as "other". */
-static const int metrics_statuses[] = {200, 400, 401, 404, 405, 408, 413, 415, 422, 499, 500, 503};
+static const int metrics_statuses[] = {200, 204, 304, 400, 401, 404, 405, 408, 413, 415, 422, 499, 500, 503};
 #define N_STATUS (sizeof metrics_statuses / sizeof metrics_statuses[0])
 #define STATUS_OTHER N_STATUS
 

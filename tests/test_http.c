@@ -624,6 +624,16 @@ START_TEST(teaching_page) {
     hs_request(NULL, port, "GET", "/index.html", NULL, NULL, 0, &r);
     ck_assert_int_eq(r.status, 404);
     hs_response_free(&r);
+
+    /* the 304s are counted as such (a moment after the client has them) */
+    int counted = 0;
+    for (int i = 0; i < 100 && !counted; i++) {
+        hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
+        counted = strstr(r.body, "attn_http_requests_total{route=\"page\",code=\"304\"}") != NULL;
+        hs_response_free(&r);
+        if (!counted) usleep(10000);
+    }
+    ck_assert_msg(counted, "no 304 of route page in /metrics");
 }
 END_TEST
 

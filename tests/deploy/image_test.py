@@ -276,6 +276,12 @@ def run_container(image):
         status, headers, text = http(port, "/")
         if status != 200 or not headers.get("Content-Type", "").startswith("text/html"):
             fail(f"GET /: {status} {headers.get('Content-Type')}")
+        with open(os.path.join(TOP, "web", "index.html"), "rb") as f:
+            if text != f.read():
+                fail("GET / is not web/index.html")
+        for name in ("ETag", "Content-Security-Policy"):
+            if not headers.get(name):
+                fail(f"GET /: no {name} header")
         say("the teaching page is served")
         server.send_signal(getattr(signal, image["stopsignal"]))
         try:

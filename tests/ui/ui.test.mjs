@@ -282,10 +282,11 @@ test("an invalid edit shows the API's error message next to the cell", async () 
   await page.waitForFunction(() => document.querySelector("#embeddings-error .message")?.textContent.includes("string"));
   const api2 = await apiPost({ model: "demo-4d", embeddings: [[0.1, "abc", 0.3, 0.1], ...WOAINI.slice(1)] });
   assert.equal(await page.textContent("#embeddings-error .message"), api2.body.error.message);
-  // Mended, the error goes away and the pattern is drawn again.
+  // Mended, the error goes away and the pattern is drawn again, no longer dimmed.
   await cell.fill("-0.2");
   await cell.press("Enter");
-  await page.locator("#embeddings-error .message").waitFor({ state: "detached" });
+  await settle(page, () => document.querySelector("#status").textContent.startsWith("Computed"));
+  assert.equal(await page.locator("#embeddings-error .message").count(), 0);
   assert.equal(await cell.getAttribute("aria-invalid"), null);
   assert.equal(await page.locator(".stale-note").isVisible(), false);
   // No tokens at all: the API's words, next to the sentence.
@@ -326,6 +327,69 @@ test("usable with the keyboard: every control in reach, heatmaps and steps by ar
   await page.focus("#step");
   await page.keyboard.press("ArrowRight");
   assert.equal(await page.getAttribute("#step", "data-step"), "W");
+  // Choosing a step from the list keeps the keyboard on that list.
+  await page.focus("#step-list button[data-step=Q]");
+  await page.keyboard.press("Enter");
+  assert.equal(await page.getAttribute("#step", "data-step"), "Q");
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.step), "Q");
+  // Next on the last step: the button turns off, and the keyboard goes to the step itself.
+  await page.click("button[data-step=dE]");
+  await page.focus("#step-next");
+  await page.keyboard.press("Enter");
+  assert.equal(await page.evaluate(() => document.activeElement.id), "step");
+  // A click on a cell reads that cell, not the first.
+  await page.click('table.heatmap td[data-q="2"][data-k="1"]');
+  assert.equal(await page.textContent(".readout"), `query 你 → key 爱: ${api.body.patterns[0][2][1]}`);
+  await close();
+});
+
+test("tokens that name JavaScript's own properties are tokens like any other", async () => {
+  const { page, log, close } = await open();
+  await page.fill("#sentence", "a toString constructor __proto__ b");
+  await page.press("#sentence", "Enter");
+  await settle(page, () => document.querySelectorAll("table.heatmap tbody tr").length === 5);
+  const body = lastPatternsPost(log);
+  const sent = JSON.parse(body);
+  assert.deepEqual(sent.tokens, ["a", "toString", "constructor", "__proto__", "b"]);
+  assert.equal(sent.embeddings.length, 5);
+  for (const row of sent.embeddings) assert.equal(row.length, 4);
+  assert.deepEqual(await drawnPatterns(page), (await apiPost(body)).body.patterns);
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("answers that arrive out of order: the last request is the one drawn", async () => {
+  const { page, log, close } = await open();
+  // Hold every causal answer back 600 ms, so that it lands after the none that followed it.
+  await page.route("**/v1/attention", async (route) => {
+    if (JSON.parse(route.request().postData()).mask === "causal") await new Promise((r) => setTimeout(r, 600));
+    await route.continue();
+  });
+  await page.check("#mask-causal");
+  await page.check("#mask-none");
+  await page.waitForTimeout(900);
+  await settle(page);
+  const [P] = await drawnPatterns(page);
+  const api = await apiPost({ model: "demo-4d", embeddings: WOAINI, mask: "none" });
+  assert.deepEqual([P], api.body.patterns);
+  assert.equal(await page.locator("table.heatmap td.masked").count(), 0);
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("without the model's weights the walk-through says so, and claims nothing of W_o", async () => {
+  const { page, close } = await open();
+  await page.route("**/v1/models/demo-4d?weights=true", (route) =>
+    route.fulfill({ status: 503, contentType: "application/json", headers: { "Retry-After": "1" },
+      body: '{"error":{"code":"overloaded","message":"busy"}}' }));
+  await page.check("#mask-causal");
+  await settle(page, () => document.querySelectorAll("table.heatmap td.masked").length === 3);
+  await page.click("button[data-step=W]");
+  assert.match(await page.textContent("#step"), /could not be fetched/);
+  await page.click("button[data-step=dE]");
+  const text = await page.textContent("#step");
+  assert.doesNotMatch(text, /identity/);
+  assert.match(text, /could not be fetched/);
   await close();
 });
 
@@ -338,6 +402,17 @@ test("fits a 1280 × 800 screen and a phone-sized one", async () => {
     const box = await page.locator("table.heatmap").boundingBox();
     assert.ok(box.x >= 0 && box.x + box.width <= w, `${w}px: the heatmap is cut off`);
     await page.screenshot({ path: join(ARTIFACTS, name + ".png") });
+    // Every step of a 16-token walk-through too: its matrices scroll in their own boxes.
+    await page.fill("#sentence", "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen");
+    await page.press("#sentence", "Enter");
+    await settle(page, () => document.querySelectorAll("table.heatmap tbody tr").length === 16);
+    for (const step of ["E", "W", "Q", "K", "V", "KT", "QKT", "S", "P", "Z", "dE", "E2"]) {
+      await page.click(`button[data-step=${step}]`);
+      const [sw, cw] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+      assert.ok(sw <= cw, `${w}px, step ${step}: the page is ${sw}px wide`);
+    }
+    await page.click("button[data-step=QKT]");
+    await page.locator("#walkthrough").screenshot({ path: join(ARTIFACTS, name + "-16-tokens-qkt.png") });
     assert.deepEqual(log.errors, []);
     await close();
   }
@@ -351,10 +426,16 @@ test("on a server with API keys, the page asks for one and shows the API's 401 u
   const origin = `http://127.0.0.1:${port}`;
   const { page, close } = await open(1280, 800, origin);
   await page.locator("#key-error .message").waitFor();
+  // Examples wait for the model list.
+  assert.equal(await page.isDisabled("#example-fluffy"), true);
   const refused = await fetch(`${origin}/v1/models`);
   assert.equal(refused.status, 401);
   assert.equal(await page.textContent("#key-error .message"), (await refused.json()).error.message);
   assert.equal(await page.locator("#api-key").isVisible(), true);
+  // A key no header can carry is refused by the page itself (fetch could not send it).
+  await page.fill("#api-key", "clé-键");
+  await page.press("#api-key", "Enter");
+  assert.match(await page.textContent("#key-error"), /printable ASCII/);
   await page.fill("#api-key", "a-key-for-the-page");
   await page.press("#api-key", "Enter");
   await page.locator("table.heatmap td").first().waitFor();
