@@ -7,8 +7,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, openSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
@@ -22,40 +21,43 @@ const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 
 const WOAINI = [[0.1, -0.2, 0.3, 0.1], [-0.1, 0.2, 0.2, -0.3], [0.2, 0.1, -0.1, 0.2]];
 
-let server, base, browser;
+let base, browser;
 const servers = [];
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on("error", reject);
-    s.listen(0, "127.0.0.1", () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
 
 async function waitUp(url) {
   for (let i = 0; i < 100; i++) {
     try { if ((await fetch(url)).ok) return; } catch (_) { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   throw new Error(`the server did not answer ${url}`);
 }
 
-// The built server on `port`; its log (access lines included) goes to artifacts/NAME.log.
-async function startServer(name, port, extra = []) {
-  const log = openSync(join(ARTIFACTS, name + ".log"), "w");
-  const s = spawn(SERVER, ["--bind", "127.0.0.1", "--port", String(port), "--models-dir", MODELS, ...extra],
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The built server on a port of the kernel's choosing (--port 0), which its log names; the
+// log (access lines included) goes to artifacts/NAME.log. Returns the server's origin.
+async function startServer(name, extra = []) {
+  const path = join(ARTIFACTS, name + ".log");
+  const log = openSync(path, "w");
+  const s = spawn(SERVER, ["--bind", "127.0.0.1", "--port", "0", "--models-dir", MODELS, ...extra],
     { stdio: ["ignore", log, log] });
   servers.push(s);
-  await waitUp(`http://127.0.0.1:${port}/healthz`);
-  return s;
+  for (let i = 0; i < 150; i++) {
+    const m = / port=([0-9]+)\D/.exec(readFileSync(path, "utf8"));
+    if (m) {
+      const origin = `http://127.0.0.1:${m[1]}`;
+      await waitUp(`${origin}/healthz`);
+      return origin;
+    }
+    if (s.exitCode !== null) throw new Error(`the server exited with ${s.exitCode}; see ${path}`);
+    await sleep(100);
+  }
+  throw new Error(`the server named no port in ${path}`);
 }
 
 before(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  server = await startServer("server", port);
+  base = await startServer("server");
   // A new, empty profile each run (playwright's own), and Chromium's background traffic off:
   // this machine's network is closed.
   browser = await chromium.launch({
@@ -421,9 +423,7 @@ test("fits a 1280 × 800 screen and a phone-sized one", async () => {
 test("on a server with API keys, the page asks for one and shows the API's 401 until given", async () => {
   const keys = join(ARTIFACTS, "keys.txt");
   writeFileSync(keys, "a-key-for-the-page\n");
-  const port = await freePort();
-  await startServer("server-keys", port, ["--api-keys-file", keys]);
-  const origin = `http://127.0.0.1:${port}`;
+  const origin = await startServer("server-keys", ["--api-keys-file", keys]);
   const { page, close } = await open(1280, 800, origin);
   await page.locator("#key-error .message").waitFor();
   // Examples wait for the model list.
