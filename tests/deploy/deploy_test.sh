@@ -6,7 +6,8 @@
 #   - one replica killed in the middle of the stream (SIGKILL, requests in
 #     flight): no request fails, nginx retries on the other replica;
 #   - the replica restarted on its port: both serve again;
-#   - X-Request-Id passed through (and set by nginx when absent), gzip.
+#   - X-Request-Id passed through (and set by nginx when absent), gzip;
+#   - the teaching page whole through gzip, and a 304 for its (weakened) ETag.
 # Before that, tests/deploy/validate_manifests.py checks deploy/'s Compose
 # and Kubernetes files. Everything on 127.0.0.1; exits non-zero on the
 # first failure.
@@ -121,4 +122,16 @@ enc=$(curl -s -D - -o "$tmp/gz" -H 'Accept-Encoding: gzip' -H 'Content-Type: app
 [ "$enc" = gzip ] || fail "a JSON answer came back with Content-Encoding '$enc'"
 gunzip -c "$tmp/gz" | python3 -c 'import json, sys; json.load(sys.stdin)' || fail "the gzip answer is not JSON"
 echo "deploy-test: gzip for JSON answers"
+
+# The teaching page through the proxy: compressed, and revalidated with the
+# ETag nginx passes on (weakened by gzip) for a 304.
+hdr=$(curl -s -D - -o "$tmp/page.gz" -H 'Accept-Encoding: gzip' "http://127.0.0.1:$pn/")
+grep -qi '^content-type: text/html' <<<"$hdr" || fail "GET / through the proxy is not HTML"
+grep -qi '^content-encoding: gzip' <<<"$hdr" || fail "GET / through the proxy is not compressed"
+gunzip -c "$tmp/page.gz" | cmp -s - "$top/web/index.html" || fail "GET / through the proxy is not web/index.html"
+etag=$(sed -n 's/^[Ee][Tt][Aa][Gg]: *//p' <<<"$hdr" | tr -d '\r')
+[ -n "$etag" ] || fail "GET / through the proxy has no ETag"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Accept-Encoding: gzip' -H "If-None-Match: $etag" "http://127.0.0.1:$pn/")
+[ "$code" = 304 ] || fail "If-None-Match: $etag through the proxy gave $code, not 304"
+echo "deploy-test: the teaching page, gzip and a 304 for its ETag ($etag)"
 echo "deploy-test: passed"
