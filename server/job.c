@@ -73,27 +73,12 @@ void srv_job_worker_fini(void *worker_ctx, void *ctx) {
     srv_worker_destroy(worker_ctx);
 }
 
-/* The worker's model set, brought up to date between jobs: the generation
- * is read before the set, so a reload racing with this can only make the
- * next job refresh once more. */
-static const store_set *worker_models(srv_worker *w) {
-    if (!w->models) return NULL;
-    uint64_t generation = store_generation(w->models);
-    if (generation != w->generation || !w->set) {
-        store_set_release(w->set);
-        w->set = store_current(w->models);
-        w->generation = generation;
-    }
-    return w->set;
-}
-
 /* The model `name` of the worker's set, or NULL with a 404 in *err: at
  * `path` of the request body, or with path "" (and the name not echoed)
  * when the name came from the URL. */
 static const store_model *find_model(srv_worker *w, const char *name, const char *path,
                                      api_error *err) {
-    const store_set *set = worker_models(w);
-    const store_model *m = set ? store_set_find(set, name) : NULL;
+    const store_model *m = w->set ? store_set_find(w->set, name) : NULL;
     if (!m && path)
         api_error_set(err, 404, "unknown_model", path,
                       "no model named \"%s\" is loaded; GET /v1/models lists them", name);
@@ -154,7 +139,19 @@ static void job_release(const srv_job *job, api_request *req, srv_worker *w) {
     if (job->body_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
 }
 
+static void job_run(srv_job *job, srv_worker *w);
+
 void srv_job_run(srv_job *job, srv_worker *w) {
+    /* Held for this job only: a worker idle after a reload holds no set,
+     * so the old files are unmapped (and converted weights freed) as soon
+     * as the jobs that use them end, not at each worker's next job. */
+    w->set = w->models ? store_current(w->models) : NULL;
+    job_run(job, w);
+    store_set_release(w->set);
+    w->set = NULL;
+}
+
+static void job_run(srv_job *job, srv_worker *w) {
     struct timespec t0, t1, t2, t3;
     api_error err;
     memset(&err, 0, sizeof err);
@@ -166,9 +163,6 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     job->deferred = 0;
     job->response = NULL;
     job->response_len = 0;
-    /* Every job, named model or not, lets go of a set a reload replaced, so
-     * that its files are unmapped once the last worker has moved on. */
-    worker_models(w);
     if (job->kind == SRV_JOB_MODEL_WEIGHTS) {
         job_model_weights(job, w);
         return;
@@ -185,8 +179,8 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     }
     int rc = api_request_decode_with(job->body, job->body_len, limits, w->outputs, &req, &err);
     if (rc == 0 && api_request_model(req)) {
-        /* The worker's set stays retained until its next job, so the
-         * weights outlive the request. */
+        /* The job holds its set to the end, so the weights outlive the
+         * request. */
         const store_model *m = find_model(w, api_request_model(req), "/model", &err);
         rc = m ? api_request_bind(req, &m->weights, m->mask, limits, &err) : -1;
     }

@@ -72,9 +72,8 @@ typedef struct srv_worker {
     pool *pool;                  /* the worker's pool, for helpers; NULL: never split */
     double split_flops;          /* SRV_JOB_SPLIT_FLOPS (tests lower it) */
     uint64_t splits;             /* computations split so far (tests read it) */
-    store *models;       /* the server's store, or NULL for none */
-    store_set *set;      /* retained: the set this worker computes with, or NULL */
-    uint64_t generation; /* of `set` in the store */
+    store *models;  /* the server's store, or NULL for none */
+    store_set *set; /* held while a job runs: the set it computes with, or NULL */
 } srv_worker;
 
 /* A worker over `models` (may be NULL) in `workers` (may be NULL: it never

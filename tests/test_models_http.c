@@ -312,6 +312,63 @@ START_TEST(sighup_reloads) {
 }
 END_TEST
 
+/* Lines of the server's /proc/PID/maps naming a deleted file of `dir`. */
+static int deleted_mappings(pid_t pid, const char *dir) {
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, dir) && strstr(line, "(deleted)");
+    fclose(f);
+    return n;
+}
+
+/* A model replaced by rename and reloaded is let go as soon as no request
+ * uses it: the workers and polling threads that computed with it before
+ * hold no set between requests, so the old file is unmapped at once, not
+ * at each one's next request. */
+START_TEST(replaced_model_let_go) {
+    char dir[64];
+    const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, "--workers=2");
+
+    /* every worker and polling thread computes with the first set */
+    char body[512];
+    snprintf(body, sizeof body, "{\"model\":\"demo-4d\",\"embeddings\":%s}", woaini_embeddings);
+    size_t big_len = 64 + 768 * 16;
+    char *big = malloc(big_len);
+    size_t at = (size_t)snprintf(big, big_len, "{\"model\":\"gpt2-small-shape\",\"embeddings\":[[");
+    for (int j = 0; j < 768; j++)
+        at += (size_t)snprintf(big + at, big_len - at, "%s0.01", j ? "," : "");
+    snprintf(big + at, big_len - at, "]]}");
+    for (int i = 0; i < 40; i++) {
+        json_decref(call(s.port, "POST", "/v1/attention", body, 200));
+        json_decref(call(s.port, "POST", "/v1/attention", big, 200));
+    }
+    ck_assert_int_eq(deleted_mappings(s.pid, dir), 0);
+
+    /* both files replaced by rename (same bytes, new files), then reloaded */
+    store_error err;
+    for (const char **n = names; *n; n++)
+        ck_assert_int_eq(store_builtin_write(store_builtin_find(*n), dir, NULL, &err), 0);
+    ck_assert_int_ge(deleted_mappings(s.pid, dir), 2);
+    hs_signal(&s, SIGHUP);
+    int left = -1;
+    for (int i = 0; i < 300 && left != 0; i++, usleep(10000))
+        left = deleted_mappings(s.pid, dir);
+    ck_assert_msg(left == 0, "%d mappings of replaced files remain after the reload", left);
+    /* and the new files serve */
+    json_decref(call(s.port, "POST", "/v1/attention", big, 200));
+    free(big);
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
+
 typedef struct load_client {
     unsigned port;
     const char *body;
@@ -426,6 +483,7 @@ int main(void) {
     tcase_add_test(tc, named_model_equals_inline_weights);
     tcase_add_test(tc, bad_model_at_start);
     tcase_add_test(tc, sighup_reloads);
+    tcase_add_test(tc, replaced_model_let_go);
     tcase_add_test(tc, sighup_under_load_drops_nothing);
     tcase_add_test(tc, sighup_flood_then_sigterm);
     suite_add_tcase(suite, tc);
