@@ -12,6 +12,12 @@
  * refuse the body at or before that point anyway, and the text before it
  * is the same but for whole arrays.
  *
+ * Strings are lifted too where they matter: the base64 `data` of a tensor
+ * object at a wanted path, when it is plain printable ASCII without a
+ * backslash (its value is then its text, byte for byte), and long enough
+ * to be worth it. It becomes `""` in the text, two bytes like `[]`, so
+ * error positions move back the same way.
+ *
  * Numbers are read as jansson reads them, to the bit: the nearest double
  * (strtod's), then cast to float32, as matrix.c does with jansson's value.
  * A decimal of at most 19 significant digits whose value is m · 10^e with
@@ -48,15 +54,25 @@ typedef struct span {
 
 typedef struct item {
     char *path;
-    int rank;
-    size_t rows, cols;
-    size_t first; /* index of its first number in floats */
+    int rank;          /* 1 or 2: an array of numbers; 0: a string */
+    size_t rows, cols; /* an array's shape; a string's length in cols */
+    size_t first;      /* an array: its first number's index in floats;
+                          a string: its first byte's offset in the body */
 } item;
+
+typedef struct lifted_string {
+    const char *path;
+    const char *text; /* in the body */
+    size_t len;
+} lifted_string;
 
 struct api_arrays {
     item *items;       /* in text order while scanning, by path after */
     span *spans;       /* in text order */
-    api_array *found;  /* the public view, sorted by path */
+    api_array *found;  /* the public view of the arrays, sorted by path */
+    size_t n_found;
+    lifted_string *strings; /* the lifted strings, sorted by path */
+    size_t n_strings;
     size_t count, cap;
     float *floats;     /* every lifted number */
     size_t n_floats, floats_cap;
@@ -204,6 +220,25 @@ static long row_read(api_arrays *a, const char **pp, const char *end) {
     return count;
 }
 
+/* Appends `it` with a copy of `path`, for the body's bytes [from, to);
+ * -1 when memory ran out. */
+static int item_add(api_arrays *a, item it, const char *path, const char *from, const char *to) {
+    if (a->count == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        item *items = realloc(a->items, cap * sizeof *items);
+        if (items) a->items = items;
+        span *sp = items ? realloc(a->spans, cap * sizeof *sp) : NULL;
+        if (sp) a->spans = sp;
+        if (!items || !sp) return -1;
+        a->cap = cap;
+    }
+    if (!(it.path = strdup(path))) return -1;
+    a->items[a->count] = it;
+    a->spans[a->count] = (span){0, (size_t)(from - a->body), (size_t)(to - from)};
+    a->count++;
+    return 0;
+}
+
 /* The array of `rank` at *pp: on success appends an item (with a copy of
  * `path`) and returns 1, *pp past it; 0 when it is not one to lift (the
  * floats are as before); -1 when memory ran out. */
@@ -233,25 +268,36 @@ static int lift_array(api_arrays *a, const char **pp, const char *end, int rank,
         }
         p++;
     }
-    if (a->count == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 16;
-        item *it = realloc(a->items, cap * sizeof *it);
-        if (it) a->items = it;
-        span *sp = it ? realloc(a->spans, cap * sizeof *sp) : NULL;
-        if (sp) a->spans = sp;
-        if (!it || !sp) return -1;
-        a->cap = cap;
-    }
-    char *copy = strdup(path);
-    if (!copy) return -1;
-    a->items[a->count] = (item){copy, rank, rows, cols, first};
-    a->spans[a->count] = (span){0, (size_t)(*pp - a->body), (size_t)(p - *pp)};
-    a->count++;
+    if (item_add(a, (item){NULL, rank, rows, cols, first}, path, *pp, p) < 0) return -1;
     *pp = p;
     return 1;
 refuse:
     a->n_floats = first;
     return got < 0 ? -1 : 0;
+}
+
+/* ---- lifting one string ----------------------------------------------------- */
+
+/* Shorter strings are not worth an item. */
+#define LIFT_STRING_MIN 64
+
+/* The string at *pp (its opening quote), when it is at least
+ * LIFT_STRING_MIN bytes of printable ASCII without a backslash: its value
+ * is then exactly its text, as jansson would read it. On success appends
+ * an item and returns 1, *pp past its closing quote; 0 when it is not one
+ * to lift; -1 when memory ran out. */
+static int lift_string(api_arrays *a, const char **pp, const char *end, const char *path) {
+    const char *s = *pp + 1, *q = s;
+    while (q < end && *q != '"') {
+        unsigned char c = (unsigned char)*q;
+        if (c < 0x20 || c > 0x7e || c == '\\') return 0;
+        q++;
+    }
+    if (q >= end || (size_t)(q - s) < LIFT_STRING_MIN) return 0;
+    item it = {NULL, 0, 1, (size_t)(q - s), (size_t)(s - a->body)};
+    if (item_add(a, it, path, *pp, q + 1) < 0) return -1;
+    *pp = q + 1;
+    return 1;
 }
 
 /* ---- the scan ------------------------------------------------------------------ */
@@ -285,6 +331,15 @@ static int scan_violation(scan *sc, api_arrays_limit what) {
 /* Is the value at hand that of a "data" key (a tensor's base64)? */
 static int at_data(const scan *sc) {
     return sc->known && sc->path_len >= 5 && !strcmp(sc->path + sc->path_len - 5, "/data");
+}
+
+/* Is it the "data" of a tensor object standing at a wanted path? */
+static int at_tensor_data(const scan *sc) {
+    if (!at_data(sc)) return 0;
+    char parent[API_PATH_MAX];
+    memcpy(parent, sc->path, sc->path_len - 5);
+    parent[sc->path_len - 5] = '\0';
+    return sc->rank(parent) != 0;
 }
 
 /* The path of the next member: the top container's + "/" + index. */
@@ -347,14 +402,15 @@ static int string_skip(scan *sc, const char **pp, int key) {
     return 0;
 }
 
-/* Copies body bytes before the span of item k into the text, then `[]`. */
+/* Copies body bytes before the span of item k into the text, then `[]`
+ * (an array) or `""` (a string): two bytes either way. */
 static void text_put(api_arrays *a, size_t k, size_t *copied) {
     span *s = &a->spans[k];
     size_t before = s->body_at - *copied;
     memcpy(a->text + a->text_len, a->body + *copied, before);
     a->text_len += before;
     s->text_at = a->text_len;
-    memcpy(a->text + a->text_len, "[]", 2);
+    memcpy(a->text + a->text_len, a->items[k].rank ? "[]" : "\"\"", 2);
     a->text_len += 2;
     *copied = s->body_at + s->body_len;
 }
@@ -392,7 +448,9 @@ static int scan_run(scan *sc, const char *body) {
                 p++;
                 state = c == '[' ? S_FIRST_ELEMENT : S_FIRST_MEMBER;
             } else if (c == '"') {
-                if (string_skip(sc, &p, 0) < 0) return 0;
+                int rc = at_tensor_data(sc) ? lift_string(sc->a, &p, end, sc->path) : 0;
+                if (rc < 0) return -1;
+                if (rc == 0 && string_skip(sc, &p, 0) < 0) return 0;
                 state = S_AFTER;
             } else { /* a number or a literal: up to the next delimiter */
                 const char *q = p;
@@ -465,6 +523,10 @@ static int item_by_path(const void *x, const void *y) {
     return strcmp(((const api_array *)x)->path, ((const api_array *)y)->path);
 }
 
+static int string_by_path(const void *x, const void *y) {
+    return strcmp(((const lifted_string *)x)->path, ((const lifted_string *)y)->path);
+}
+
 int api_arrays_lift(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank) {
     return api_arrays_lift_within(out, body, len, rank, 0, 0);
 }
@@ -496,17 +558,23 @@ int api_arrays_lift_within(api_arrays **out, const char *body, size_t len, api_a
     if (a->count) {
         a->text = malloc(len + 1); /* each span of >= 3 bytes becomes 2 */
         a->found = malloc(a->count * sizeof *a->found);
-        if (!a->text || !a->found) goto fail;
+        a->strings = malloc(a->count * sizeof *a->strings);
+        if (!a->text || !a->found || !a->strings) goto fail;
         size_t copied = 0;
         for (size_t k = 0; k < a->count; k++) {
             text_put(a, k, &copied);
             const item *it = &a->items[k];
-            a->found[k] = (api_array){it->path, it->rank, it->rows, it->cols, a->floats + it->first};
+            if (it->rank)
+                a->found[a->n_found++] =
+                    (api_array){it->path, it->rank, it->rows, it->cols, a->floats + it->first};
+            else
+                a->strings[a->n_strings++] = (lifted_string){it->path, body + it->first, it->cols};
         }
         memcpy(a->text + a->text_len, body + copied, len - copied);
         a->text_len += len - copied;
         a->text[a->text_len] = '\0';
-        qsort(a->found, a->count, sizeof *a->found, item_by_path);
+        qsort(a->found, a->n_found, sizeof *a->found, item_by_path);
+        qsort(a->strings, a->n_strings, sizeof *a->strings, string_by_path);
     }
     *out = a;
     return 0;
@@ -525,9 +593,18 @@ const char *api_arrays_text(const api_arrays *a, size_t *len) {
 }
 
 const api_array *api_arrays_find(const api_arrays *a, const char *path) {
-    if (!a || !a->count) return NULL;
+    if (!a || !a->n_found) return NULL;
     api_array key = {.path = path};
-    return bsearch(&key, a->found, a->count, sizeof key, item_by_path);
+    return bsearch(&key, a->found, a->n_found, sizeof key, item_by_path);
+}
+
+const char *api_arrays_find_string(const api_arrays *a, const char *path, size_t *len) {
+    if (!a || !a->n_strings) return NULL;
+    lifted_string key = {.path = path};
+    const lifted_string *s = bsearch(&key, a->strings, a->n_strings, sizeof key, string_by_path);
+    if (!s) return NULL;
+    *len = s->len;
+    return s->text;
 }
 
 size_t api_arrays_numbers(const api_arrays *a) {
@@ -563,6 +640,7 @@ void api_arrays_free(api_arrays *a) {
     if (!a) return;
     for (size_t k = 0; k < a->count; k++)
         free(a->items[k].path);
-    free(a->items), free(a->spans), free(a->found), free(a->floats), free(a->text);
+    free(a->items), free(a->spans), free(a->found), free(a->strings), free(a->floats),
+        free(a->text);
     free(a);
 }

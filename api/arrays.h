@@ -78,6 +78,17 @@ const char *api_arrays_text(const api_arrays *a, size_t *len);
 /* The array lifted at `path`, or NULL. `a` may be NULL (nothing lifted). */
 const api_array *api_arrays_find(const api_arrays *a, const char *path);
 
+/*
+ * The string lifted at `path`, or NULL; its length in *len. Strings are
+ * lifted too, by the same rule of changing nothing jansson decides: the
+ * value of a "data" key (a tensor's base64) in an object at a path the
+ * rank function wants, when it is at least 64 bytes of printable ASCII
+ * without a backslash, so that its value is exactly its text. The text
+ * then holds `""` in its place, and the string's bytes are the body's
+ * (valid as long as the body is).
+ */
+const char *api_arrays_find_string(const api_arrays *a, const char *path, size_t *len);
+
 /* Numbers lifted in all. */
 size_t api_arrays_numbers(const api_arrays *a);
 

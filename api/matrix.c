@@ -54,11 +54,24 @@ int api_number_read(const json_t *v, const char *name, const char *path, float *
     return 0;
 }
 
+/* A tensor's base64 lifted from the text (api/arrays.h) in place of the
+ * "" jansson read there. */
+static void tensor_data_lifted(api_tensor *t, const api_arrays *lifted, const char *path)
+{
+    char data_path[API_PATH_MAX];
+    size_t len;
+    if (t->data_len) return;
+    api_path_key(data_path, sizeof data_path, path, "data");
+    const char *text = api_arrays_find_string(lifted, data_path, &len);
+    if (text) t->data = text, t->data_len = len;
+}
+
 /* The shape of a tensor object standing for a matrix: two dimensions >= 1. */
-static int tensor_matrix_shape(const json_t *v, const char *name, const char *path,
-                               api_tensor *t, api_error *err)
+static int tensor_matrix_shape(const json_t *v, const api_arrays *lifted, const char *name,
+                               const char *path, api_tensor *t, api_error *err)
 {
     if (api_tensor_parse(v, 2, name, path, t, err) < 0) return -1;
+    tensor_data_lifted(t, lifted, path);
     if (t->shape[0] == 0)
         return api_error_set(err, 422, "dimension_mismatch", path,
                              "%s has no rows (shape [0, %zu])", name, t->shape[1]);
@@ -92,7 +105,7 @@ int api_matrix_shape(const json_t *v, const api_arrays *lifted, const char *name
 
     if (api_tensor_is(v)) {
         api_tensor t;
-        if (tensor_matrix_shape(v, name, path, &t, err) < 0) return -1;
+        if (tensor_matrix_shape(v, lifted, name, path, &t, err) < 0) return -1;
         *rows = t.shape[0];
         *cols = t.shape[1];
         return 0;
@@ -143,7 +156,7 @@ int api_matrix_read(const json_t *v, const api_arrays *lifted, const char *name,
 
     if (api_tensor_is(v)) {
         api_tensor t;
-        if (tensor_matrix_shape(v, name, path, &t, err) < 0) return -1;
+        if (tensor_matrix_shape(v, lifted, name, path, &t, err) < 0) return -1;
         return api_tensor_read(&t, name, path, dst, ld, err);
     }
     for (size_t r = 0; r < n; r++) {
@@ -185,6 +198,7 @@ int api_vector_read(const json_t *v, const api_arrays *lifted, const char *name,
     if (api_tensor_is(v)) {
         api_tensor t;
         if (api_tensor_parse(v, 1, name, path, &t, err) < 0) return -1;
+        tensor_data_lifted(&t, lifted, path);
         if (t.shape[0] != expect)
             return api_error_set(err, 422, "dimension_mismatch", path,
                                  "%s has shape [%zu], expected %s = %zu", name, t.shape[0],

@@ -9,8 +9,9 @@
  * weights decode reads them (request_weights.c) and binds at once, so both
  * paths run the same checks.
  *
- * The large arrays of numbers (embeddings, inline weights) are read straight
- * from the text first (arrays.h), so jansson's tree holds only the rest.
+ * The large arrays of numbers (embeddings, inline weights), and the base64
+ * of tensor objects, are read straight from the text first (arrays.h), so
+ * jansson's tree holds only the rest.
  * The tree lives only during decode, except the `tokens` array, which the
  * request keeps a reference to so that it is echoed exactly.
  * Status and code of every failure follow the catalogue in api/error.h:

@@ -20,6 +20,10 @@
  *               list of their offsets (no grammar, no structure): a floor
  * in MB/s of body text, and the peak heap the jansson tree takes.
  *
+ * A third body holds the same embeddings as a base64 tensor object (about
+ * 4 MB): api_request_decode against jansson's json_loadb alone and against
+ * api_base64_decode alone, the two things it must at least do.
+ *
  * Usage: bench_decode [--quick]
  */
 #include <jansson.h>
@@ -32,6 +36,7 @@
 #include <time.h>
 
 #include "api/arrays.h"
+#include "api/base64.h"
 #include "api/error.h"
 #include "api/float_format.h"
 #include "api/request.h"
@@ -249,6 +254,70 @@ static void run(const char *name, text *t, int runs)
            4.0 * (double)t->count / 1e6, sink == 12345.0f ? " " : "");
 }
 
+/* The embeddings of body_embeddings as {"dtype","shape","data"}; the
+ * floats in *values (caller frees). */
+static void body_base64(text *t, float **values)
+{
+    size_t n = (size_t)1024 * DM, len = 0;
+    float *v = malloc(n * sizeof *v);
+    if (!v || api_base64_encoded_length(n * sizeof *v, &len) != 0) exit(1);
+    for (size_t i = 0; i < n; i++)
+        v[i] = rnd(1.0f);
+    char *b64 = malloc(len);
+    if (!b64) exit(1);
+    api_base64_encode(b64, v, n * sizeof *v);
+    puts_(t, "{\"model\":\"gpt2-small-shape\",\"embeddings\":{\"dtype\":\"float32\",\"shape\":[1024,768],\"data\":\"");
+    put(t, b64, len);
+    puts_(t, "\"}}");
+    free(b64);
+    *values = v;
+}
+
+static void run_base64(text *t, int runs)
+{
+    enum { B_REQUEST, B_JANSSON, B_BASE64, B_COUNT };
+    static const char *const names[B_COUNT] = {
+        "api_request_decode", "jansson json_loadb alone (no number to read)",
+        "api_base64_decode of the data alone"};
+    double sec[B_COUNT][16];
+    const char *data = strstr(t->buf, "\"data\":\"") + 8;
+    size_t data_len = (size_t)(strrchr(t->buf, '"') - data);
+    float *out = malloc((size_t)1024 * DM * sizeof *out);
+    if (!out) exit(1);
+    for (int r = 0; r < runs; r++) {
+        for (int m = 0; m < B_COUNT; m++) {
+            double t0 = now();
+            if (m == B_REQUEST) {
+                api_request *req;
+                api_error err;
+                if (api_request_decode(t->buf, t->len, &limits, &req, &err) != 0) {
+                    fprintf(stderr, "bench_decode: base64 refused: %s\n", err.message);
+                    exit(1);
+                }
+                api_request_free(req);
+            } else if (m == B_JANSSON) {
+                json_t *root = json_loadb(t->buf, t->len, 0, NULL);
+                if (!root) exit(1);
+                json_decref(root);
+            } else {
+                size_t bad;
+                if (api_base64_decode(out, data, data_len, &bad) != 0) exit(1);
+            }
+            sec[m][r] = now() - t0;
+        }
+        malloc_trim(0);
+    }
+    double mb = (double)t->len / 1e6, base = median(sec[B_JANSSON], runs);
+    printf("\nembeddings as a base64 tensor (GPT-2, n = 1024, model by name): %.1f MB of JSON; "
+           "median of %d runs\n\n", mb, runs);
+    printf("| method | ms | MB/s | vs jansson |\n|---|---|---|---|\n");
+    for (int m = 0; m < B_COUNT; m++) {
+        double s = median(sec[m], runs);
+        printf("| %s | %.1f | %.0f | %.2f× |\n", names[m], s * 1e3, mb / s, base / s);
+    }
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     int runs = argc > 1 && !strcmp(argv[1], "--quick") ? 3 : 7;
@@ -258,6 +327,11 @@ int main(int argc, char **argv)
     printf("## JSON decoding of large bodies\n");
     run("embeddings (GPT-2, n = 1024, model by name)", &e, runs);
     run("inline weights (GPT-2 shape, 12 heads, n = 128)", &w, runs);
+    text b = {0};
+    float *values;
+    body_base64(&b, &values);
+    run_base64(&b, runs);
+    free(values), free(b.buf), free(b.at);
     free(e.buf), free(e.at), free(w.buf), free(w.at);
     return 0;
 }

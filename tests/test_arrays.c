@@ -236,7 +236,7 @@ static json_t *get_at(json_t *root, const char *path)
 }
 
 typedef struct doc_stats {
-    size_t docs, accepted, lifted_docs, arrays;
+    size_t docs, accepted, lifted_docs, arrays, strings;
 } doc_stats;
 
 /* jansson on the body, against jansson on the lifted text (see the top). */
@@ -285,6 +285,22 @@ static void check_document(const char *body, size_t len, doc_stats *st)
                                   "%s[%zu][%zu]", paths[k], r, c);
                 }
             put_at(lift, paths[k], json_incref(o));
+        }
+        /* And every lifted string: jansson's value, to the byte, was its text. */
+        for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+            char data_path[128];
+            snprintf(data_path, sizeof data_path, "%s/data", paths[k]);
+            size_t slen;
+            const char *got = api_arrays_find_string(a, data_path, &slen);
+            if (!got) continue;
+            st->strings++;
+            json_t *o = get_at(orig, data_path), *l = get_at(lift, data_path);
+            CHECK(json_is_string(o) && json_is_string(l) && json_string_length(l) == 0,
+                  "%s: not a string, or not \"\" in the lifted text", data_path);
+            CHECK(json_string_length(o) == slen && !memcmp(json_string_value(o), got, slen),
+                  "%s: lifted %.*s, jansson read %s", data_path, (int)slen, got,
+                  json_string_value(o));
+            put_at(lift, data_path, json_incref(o));
         }
         CHECK(json_equal(orig, lift), "trees differ: %.*s", (int)len, body);
     }
@@ -363,6 +379,56 @@ static char *valid_body(void)
     return buf;
 }
 
+/* A valid body whose embeddings (6 × 4) and first head's w_q (16 × 4) are
+ * tensor objects, members in any order, base64 of random bytes (128 and
+ * 344 characters: long enough to be lifted), and a top-level "data" of the
+ * same kind that is no tensor's (never lifted). */
+static char *tensor_body(void)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *buf;
+    size_t size;
+    FILE *f = open_memstream(&buf, &size);
+    const char *sp[] = {"", " ", "\n", "\t"};
+#define SP sp[rng() % 4]
+#define DATA(chars)                                                                                \
+    do {                                                                                           \
+        for (int i = 0; i < (chars); i++)                                                          \
+            fputc(b64[rng() % 64], f);                                                             \
+    } while (0)
+#define TENSOR(rows, cols, chars)                                                                  \
+    do {                                                                                           \
+        const char *order[][3] = {{"d", "s", "t"}, {"t", "d", "s"}, {"s", "t", "d"}};             \
+        int o = (int)(rng() % 3);                                                                  \
+        fputc('{', f);                                                                             \
+        for (int m = 0; m < 3; m++) {                                                              \
+            if (m) fprintf(f, ",%s", SP);                                                          \
+            if (*order[o][m] == 'd') {                                                             \
+                fprintf(f, "\"data\"%s:%s\"", SP, SP);                                             \
+                DATA(chars);                                                                       \
+                fputc('"', f);                                                                     \
+            } else if (*order[o][m] == 's') {                                                      \
+                fprintf(f, "\"shape\":[%d,%s%d]", rows, SP, cols);                                 \
+            } else {                                                                               \
+                fprintf(f, "\"dtype\":%s\"float32\"", SP);                                        \
+            }                                                                                      \
+        }                                                                                          \
+        fputc('}', f);                                                                             \
+    } while (0)
+    fprintf(f, "{%s\"model\":\"m\",%s\"embeddings\":%s", SP, SP, SP);
+    TENSOR(6, 4, 128);
+    fprintf(f, ",%s\"weights\":{\"heads\":[{\"w_q\":", SP);
+    TENSOR(16, 4, 344);
+    fprintf(f, "}]},%s\"data\":\"", SP);
+    DATA(100);
+    fprintf(f, "\"%s}", SP);
+#undef TENSOR
+#undef DATA
+#undef SP
+    fclose(f);
+    return buf;
+}
+
 /* Mutates body (of *len bytes, room for 8 more) in place: delete, insert
  * or replace one byte, drawn from JSON's own characters mostly. */
 static void mutate(char *body, size_t *len)
@@ -409,6 +475,33 @@ START_TEST(documents_as_jansson_reads_them)
 }
 END_TEST
 
+/* Tensors' base64 strings, lifted and mutated, against jansson. */
+START_TEST(tensor_strings_as_jansson_reads_them)
+{
+    doc_stats st = {0};
+    for (int d = 0; d < 2000 / SCALE; d++) {
+        char *base = tensor_body();
+        size_t base_len = strlen(base);
+        check_document(base, base_len, &st);
+        char *body = malloc(base_len + 64);
+        for (int m = 0; m < 50; m++) {
+            size_t len = base_len;
+            memcpy(body, base, base_len);
+            int edits = 1 + (int)(rng() % 3);
+            for (int e = 0; e < edits; e++)
+                mutate(body, &len);
+            check_document(body, len, &st);
+        }
+        free(body);
+        free(base);
+    }
+    printf("tensor documents: %zu checked, %zu accepted by jansson, %zu strings lifted\n",
+           st.docs, st.accepted, st.strings);
+    ck_assert_uint_gt(st.accepted, st.docs / 20);
+    ck_assert_uint_gt(st.strings, st.accepted);
+}
+END_TEST
+
 /* ---- what is lifted ---------------------------------------------------------------- */
 
 static int lifted_n(const char *body, size_t len, const char *path)
@@ -424,6 +517,58 @@ static int lifted(const char *body, const char *path)
 {
     return lifted_n(body, strlen(body), path);
 }
+
+static int string_lifted(const char *body, const char *path)
+{
+    api_arrays *a;
+    size_t len;
+    ck_assert_int_eq(api_arrays_lift(&a, body, strlen(body), rank_of), 0);
+    const char *s = api_arrays_find_string(a, path, &len);
+    int found = s != NULL;
+    if (s) { /* the body's own bytes, between the quotes */
+        ck_assert(s > body && s[-1] == '"' && s[len] == '"');
+        size_t tlen;
+        const char *text = api_arrays_text(a, &tlen);
+        ck_assert_uint_eq(tlen, strlen(body) - len); /* "" for the string */
+        ck_assert_ptr_nonnull(strstr(text, "\"\""));
+    }
+    api_arrays_free(a);
+    return found;
+}
+
+/* Which strings: a tensor's data at a wanted path, 64 bytes or more of
+ * printable ASCII without a backslash; nothing else. */
+START_TEST(which_strings)
+{
+    char b64[80], body[256];
+    memset(b64, 'A', 64), b64[64] = 0;
+    snprintf(body, sizeof body, "{\"embeddings\":{\"dtype\":\"float32\",\"shape\":[1,12],\"data\":\"%s\"}}", b64);
+    ck_assert(string_lifted(body, "/embeddings/data"));
+    snprintf(body, sizeof body, "{\"weights\":{\"heads\":[{\"b_q\":{\"data\":\"%s\"}}]}}", b64);
+    ck_assert(string_lifted(body, "/weights/heads/0/b_q/data"));
+    snprintf(body, sizeof body, "{\"embeddings\":{\"data\" : \"%s\" }}", b64);
+    ck_assert(string_lifted(body, "/embeddings/data"));
+    /* too short, escaped, not ASCII, a control byte, unterminated */
+    const char *bad[] = {"%.63s", "\\/%s", "%s\\u0041", "%s\xc3\xa9", "%s\x7f", "%s\t"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char data[96];
+        snprintf(data, sizeof data, bad[i], b64);
+        snprintf(body, sizeof body, "{\"embeddings\":{\"data\":\"%s\"}}", data);
+        ck_assert_msg(!string_lifted(body, "/embeddings/data"), "lifted: %s", body);
+    }
+    snprintf(body, sizeof body, "{\"embeddings\":{\"data\":\"%s", b64);
+    ck_assert(!string_lifted(body, "/embeddings/data"));
+    /* not a tensor's: a data key where no matrix is wanted, a key with an escape */
+    snprintf(body, sizeof body, "{\"data\":\"%s\"}", b64);
+    ck_assert(!string_lifted(body, "/data"));
+    snprintf(body, sizeof body, "{\"tokens\":{\"data\":\"%s\"}}", b64);
+    ck_assert(!string_lifted(body, "/tokens/data"));
+    snprintf(body, sizeof body, "{\"embeddings\":{\"d\\u0061ta\":\"%s\"}}", b64);
+    ck_assert(!string_lifted(body, "/embeddings/data"));
+    snprintf(body, sizeof body, "{\"embeddings\":{\"shape\":\"%s\"}}", b64);
+    ck_assert(!string_lifted(body, "/embeddings/shape"));
+}
+END_TEST
 
 START_TEST(which_arrays)
 {
@@ -492,9 +637,11 @@ static Suite *arrays_suite(void)
     TCase *tc = tcase_create("lift");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, which_arrays);
+    tcase_add_test(tc, which_strings);
     tcase_add_test(tc, cut_bodies);
     tcase_add_test(tc, numbers_as_jansson_reads_them);
     tcase_add_test(tc, documents_as_jansson_reads_them);
+    tcase_add_test(tc, tensor_strings_as_jansson_reads_them);
     suite_add_tcase(s, tc);
     return s;
 }

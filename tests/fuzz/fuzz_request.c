@@ -4,11 +4,13 @@
  *
  * Each input is a request body. Two things are checked on every one:
  *
- *   - the arrays read straight from the text (api/arrays.c) change nothing
- *     jansson decides: jansson on the text with them lifted accepts exactly
- *     what it accepts on the original, with the same error, line, column
- *     and position (the differential test of tests/test_arrays.c, driven
- *     by the fuzzer's coverage instead of random mutations);
+ *   - the arrays and tensor strings read straight from the text
+ *     (api/arrays.c) change nothing jansson decides: jansson on the text
+ *     with them lifted accepts exactly what it accepts on the original,
+ *     with the same error, line, column and position, and each string
+ *     lifted is the value jansson read (the differential test of
+ *     tests/test_arrays.c, driven by the fuzzer's coverage instead of
+ *     random mutations);
  *   - the whole path a worker runs — api_request_decode, bind (a request
  *     naming a model gets a small built-in one), attn_compute,
  *     api_response_encode — ends in an answer or an error body, never a
@@ -30,6 +32,37 @@
 
 #define FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
+/* The value at a JSON Pointer without escapes, or NULL. */
+static json_t *get_at(json_t *v, const char *path)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *save, *seg = strtok_r(buf, "/", &save); seg && v; seg = strtok_r(NULL, "/", &save))
+        v = json_is_array(v) ? json_array_get(v, strtoul(seg, NULL, 10)) : json_object_get(v, seg);
+    return v;
+}
+
+/* Every tensor string lifted is, to the byte, the value jansson read. */
+static void strings_as_jansson_reads_them(const api_arrays *a, json_t *orig)
+{
+    static const char *const fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
+    char path[128];
+    for (int k = -3; k < 8 * 6; k++) {
+        if (k < 0)
+            snprintf(path, sizeof path, "%s/data",
+                     k == -3 ? "/embeddings" : k == -2 ? "/weights/w_o" : "/weights/b_o");
+        else
+            snprintf(path, sizeof path, "/weights/heads/%d/%s/data", k / 6, fields[k % 6]);
+        size_t len;
+        const char *got = api_arrays_find_string(a, path, &len);
+        if (!got) continue;
+        json_t *v = get_at(orig, path);
+        if (!json_is_string(v) || json_string_length(v) != len ||
+            memcmp(json_string_value(v), got, len) != 0)
+            abort();
+    }
+}
+
 static void differential(const char *body, size_t len)
 {
     json_error_t e1, e2;
@@ -40,6 +73,7 @@ static void differential(const char *body, size_t len)
     json_t *orig = json_loadb(body, len, FLAGS, &e1);
     json_t *lift = json_loadb(text, tlen, FLAGS, &e2);
     if (!orig != !lift) abort();
+    if (orig) strings_as_jansson_reads_them(a, orig);
     if (!orig) {
         api_arrays_fix_error(a, body, len, &e2);
         if (strcmp(e1.text, e2.text) || e1.line != e2.line || e1.column != e2.column ||
