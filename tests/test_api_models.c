@@ -14,7 +14,12 @@
 #include "api/models.h"
 #include "api/request.h"
 
-static const api_limits limits = {64, 8, 64, 1e9, 1 << 20, 1 << 24};
+static const api_limits limits = {.max_tokens = 64,
+                                  .max_heads = 8,
+                                  .max_d_model = 64,
+                                  .max_flops = 1e9,
+                                  .max_response_bytes = 1 << 20,
+                                  .max_workspace_bytes = 1 << 24};
 
 /* Two heads of width 2 over d_model 4, biases and w_o, awkward numbers. */
 static const char *const inline_body =

@@ -33,7 +33,12 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static const api_limits big_limits = {4096, 64, 4096, 1e12, (size_t)1 << 30, (size_t)1 << 30};
+static const api_limits big_limits = {.max_tokens = 4096,
+                                      .max_heads = 64,
+                                      .max_d_model = 4096,
+                                      .max_flops = 1e12,
+                                      .max_response_bytes = (size_t)1 << 30,
+                                      .max_workspace_bytes = (size_t)1 << 30};
 
 static const char *const output_names[] = {"q",        "k",            "v",     "scores",
                                            "patterns", "head_outputs", "delta", "embeddings"};
