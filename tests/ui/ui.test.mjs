@@ -74,7 +74,7 @@ after(async () => {
 });
 
 // A page at the given size, recording console errors, page errors, requests and POST bodies.
-async function open(width = 1280, height = 800, origin = base) {
+async function open(width = 1280, height = 800, origin = base, hash = "") {
   const context = await browser.newContext({ viewport: { width, height } });
   const page = await context.newPage();
   const log = { errors: [], requests: [], posts: [] };
@@ -84,7 +84,7 @@ async function open(width = 1280, height = 800, origin = base) {
     log.requests.push(r.url());
     if (r.method() === "POST") log.posts.push(r.postData());
   });
-  await page.goto(origin + "/");
+  await page.goto(origin + "/" + hash);
   if (origin === base) {
     await page.locator("table.heatmap td").first().waitFor();
     await page.waitForFunction(() => !document.body.hasAttribute("aria-busy"));
@@ -393,6 +393,40 @@ test("without the model's weights the walk-through says so, and claims nothing o
   assert.doesNotMatch(text, /identity/);
   assert.match(text, /could not be fetched/);
   await close();
+});
+
+test("the address names what is on screen, and opens it again", async () => {
+  // A link to the causal pattern of 我爱你 at the scaled-scores step.
+  const link = "#" + new URLSearchParams({ model: "demo-4d", sentence: "我爱你", mask: "causal", step: "S" });
+  const first = await open(1280, 800, base, link);
+  await settle(first.page, () => document.querySelectorAll("table.heatmap td.masked").length === 3);
+  assert.equal(await first.page.getAttribute("#step", "data-step"), "S");
+  assert.equal(await first.page.locator("#mask-causal").isChecked(), true);
+  // An edit and a step change show in the address.
+  const cell = first.page.locator('#embeddings-editor input[data-i="2"][data-j="3"]');
+  await cell.fill("0.75");
+  await cell.press("Enter");
+  await settle(first.page, () => location.hash.includes("e="));
+  await first.page.click("button[data-step=Z]");
+  const hash = await first.page.evaluate(() => location.hash);
+  const p = new URLSearchParams(hash.slice(1));
+  assert.equal(p.get("step"), "Z");
+  assert.equal(JSON.parse(p.get("e"))[2][3], "0.75");
+  const drawn = await drawnPatterns(first.page);
+  await first.close();
+  // The same address elsewhere: the same state, the same numbers.
+  const again = await open(1280, 800, base, hash);
+  await settle(again.page, () => document.querySelectorAll("table.heatmap td.masked").length === 3);
+  assert.equal(await again.page.inputValue('#embeddings-editor input[data-i="2"][data-j="3"]'), "0.75");
+  assert.equal(await again.page.getAttribute("#step", "data-step"), "Z");
+  assert.deepEqual(await drawnPatterns(again.page), drawn);
+  assert.deepEqual(again.log.errors, []);
+  await again.close();
+  // A link to a model this server lacks opens on the worked example.
+  const other = await open(1280, 800, base, "#model=no-such-model&sentence=x");
+  assert.equal(await other.page.inputValue("#model"), "demo-4d");
+  assert.equal(await other.page.inputValue("#sentence"), "我爱你");
+  await other.close();
 });
 
 test("fits a 1280 × 800 screen and a phone-sized one", async () => {
