@@ -10,8 +10,8 @@
  * buffer and scattered; a part is a whole number of base64 groups and of
  * floats, so the parts decode exactly as the whole text would.
  *
- * Only the jansson tree and the caller's buffer are touched: nothing is
- * allocated here.
+ * Only the jansson tree (or the body's text, for a lifted base64 string)
+ * and the caller's buffer are touched: nothing is allocated here.
  */
 #include "api/tensor.h"
 

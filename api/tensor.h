@@ -40,7 +40,8 @@
 typedef struct api_tensor {
     size_t rank;      /* 1 or 2 */
     size_t shape[2];  /* rank 1: shape[0] only; a dimension over SIZE_MAX reads as SIZE_MAX */
-    const char *data; /* the base64 text, owned by the jansson tree */
+    const char *data; /* the base64 text: the jansson tree's, or the request
+                         body's when lifted from it (api/arrays.h) */
     size_t data_len;
 } api_tensor;
 

@@ -584,6 +584,7 @@ static void x_run(void *arg, void *worker_ctx) {
     /* Last touch of x on this thread: after resume the polling thread may
      * send the answer and free the exchange at any moment. */
     MHD_resume_connection(x->conn);
+    srv_worker_idle(worker_ctx);
 }
 
 /* Sends a finished job's answer. */
@@ -625,6 +626,7 @@ static int x_try_inline(exchange *x) {
     x->job.max_flops_here = h->cfg->inline_max_flops;
     clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
     srv_job_run(&x->job, w);
+    srv_worker_idle(w);
     x->job.max_flops_here = 0;
     if (x->job.deferred) return 0;
     x_count_phases(x);

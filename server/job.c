@@ -142,11 +142,12 @@ static void job_release(const srv_job *job, api_request *req, srv_worker *w) {
 static void job_run(srv_job *job, srv_worker *w);
 
 void srv_job_run(srv_job *job, srv_worker *w) {
-    /* Held for this job only: a worker idle after a reload holds no set,
-     * so the old files are unmapped (and converted weights freed) as soon
-     * as the jobs that use them end, not at each worker's next job. */
+    srv_worker_idle(w); /* a set still held from the job before */
     w->set = w->models ? store_current(w->models) : NULL;
     job_run(job, w);
+}
+
+void srv_worker_idle(srv_worker *w) {
     store_set_release(w->set);
     w->set = NULL;
 }

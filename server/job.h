@@ -8,9 +8,13 @@
  * result after the worker is done with it.
  *
  * Each worker has a srv_worker: its workspace, and the model set it
- * computes with. The set is swapped only between jobs, when the store's
- * generation moved (a SIGHUP reload), so a job runs start to end on the
- * weights it started with, and the steady request path takes no lock.
+ * computes with. A job takes the store's current set when it starts (one
+ * uncontended lock) and runs start to end on those weights, whatever a
+ * SIGHUP reload does meanwhile; the worker lets the set go when told it is
+ * idle (srv_worker_idle), after the answer is on its way. A worker waiting
+ * for work holds no set, so a replaced one is destroyed (its files
+ * unmapped, converted weights freed) as soon as the last job using it is
+ * answered, not at each worker's next job.
  *
  * A large computation (at least split_flops) is split over the pool's idle
  * workers (split.h): its projection and ΔE by tiles, its heads by blocks
@@ -94,6 +98,10 @@ void srv_worker_destroy(srv_worker *w);
  * `deferred`, with no response, to be run again elsewhere without the cap.
  */
 void srv_job_run(srv_job *job, srv_worker *w);
+
+/* The worker's last job is answered: it lets its model set go (which may
+ * destroy a set a reload replaced, hence after the answer, not in it). */
+void srv_worker_idle(srv_worker *w);
 
 /* Pool worker context hooks (pool.h): `ctx` is the server's store (or NULL);
  * each worker makes its srv_worker on start and destroys it on stop. */

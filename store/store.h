@@ -18,19 +18,14 @@
  * The holder `store` publishes one set at a time, for SIGHUP reloads:
  *
  *   worker, per request:                       reloader:
- *     g = store_generation(st)  (atomic)         s = store_set_load(...)
- *     if (g != cached_g) {                       store_replace(st, s)
- *         store_set_release(cached);
- *         cached = store_current(st);  (mutex)
- *         cached_g = g;
- *     }
- *     … use cached …
+ *     s = store_current(st)  (mutex, retains)    n = store_set_load(...)
+ *     … compute with s, answer …                 store_replace(st, n)
+ *     store_set_release(s)
  *
- * (cached = NULL and cached_g = 0 at first: generations start at 1.)
- * Read the generation BEFORE store_current: the set returned is then at
- * least as new as g, and a replace in between only costs one more refresh.
  * A replaced set lives on until its last holder releases it, so requests in
- * flight finish on the models they started with.
+ * flight finish on the models they started with, and is destroyed by that
+ * release. store_generation tells a reader whether the set moved without
+ * taking the lock.
  */
 #ifndef STORE_STORE_H
 #define STORE_STORE_H
