@@ -44,7 +44,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test test-ui bench clean deps
+.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test test-ui test-clang bench clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -118,6 +118,12 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 test-asan: deps
 	+$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
 	    SANITIZE='$(ASAN_FLAGS)' check-all
+
+# Every test again on a build with clang (build-clang/), warnings as
+# errors: its warnings and its code generation differ from gcc's.
+test-clang:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) clang'
+	+$(MAKE) --no-print-directory BUILD=build-clang CC=clang CFLAGS='-O2 -g -Werror' check-all
 
 # The suites that start the server, once more with the server under
 # valgrind's memcheck (tests/http_harness.c runs it under
@@ -244,7 +250,7 @@ deps:
 	fi
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-clang build-fuzz
 
 # build/image/ is a Debian root (make image-test), whose rc?.d are folders.
 -include $(shell find $(BUILD) -path $(BUILD)/image -prune -o -name '*.d' -type f -print 2>/dev/null)
