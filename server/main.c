@@ -270,11 +270,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (cfg.api_keys_file[0])
-        srv_log_info("api keys: %ld loaded; required on every route but /healthz and /readyz",
+        srv_log_info("api keys: %ld loaded; required on every route but /healthz, /readyz and /",
                      n_keys);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     srv_log_info("listening bind=%s port=%u workers=%zu io_threads=%zu queue_depth=%zu", cfg.bind,
                  srv_http_port(http), cfg.workers, cfg.io_threads, cfg.queue_depth);
+    /* Where a person on this machine opens the page (`make run` prints it). */
+    const char *host = strcmp(cfg.bind, "0.0.0.0") == 0 ? "127.0.0.1"
+                       : strcmp(cfg.bind, "::") == 0    ? "::1"
+                                                        : cfg.bind;
+    int v6 = strchr(host, ':') != NULL;
+    srv_log_info("the teaching page: http://%s%s%s:%u/", v6 ? "[" : "", host, v6 ? "]" : "",
+                 srv_http_port(http));
 
     /* Until TERM or INT: one reload for however many HUPs came meanwhile. */
     while (!sig_stop) {
