@@ -449,25 +449,32 @@ static void mutate(char *body, size_t *len)
     }
 }
 
-START_TEST(documents_as_jansson_reads_them)
+/* check_document on `bases` bodies made by `make`, each as it is and with
+ * `mutations` mutated copies (one to three edits each). */
+static void check_mutated(char *(*make)(void), int bases, int mutations, doc_stats *st)
 {
-    doc_stats st = {0};
-    for (int d = 0; d < 4000 / SCALE; d++) {
-        char *base = valid_body();
+    for (int d = 0; d < bases; d++) {
+        char *base = make();
         size_t base_len = strlen(base);
-        check_document(base, base_len, &st);
+        check_document(base, base_len, st);
         char *body = malloc(base_len + 64);
-        for (int m = 0; m < 100; m++) {
+        for (int m = 0; m < mutations; m++) {
             size_t len = base_len;
             memcpy(body, base, base_len);
             int edits = 1 + (int)(rng() % 3);
             for (int e = 0; e < edits; e++)
                 mutate(body, &len);
-            check_document(body, len, &st);
+            check_document(body, len, st);
         }
         free(body);
         free(base);
     }
+}
+
+START_TEST(documents_as_jansson_reads_them)
+{
+    doc_stats st = {0};
+    check_mutated(valid_body, 4000 / SCALE, 100, &st);
     printf("documents: %zu checked, %zu accepted by jansson, %zu with arrays lifted, %zu arrays\n",
            st.docs, st.accepted, st.lifted_docs, st.arrays);
     ck_assert_uint_gt(st.accepted, st.docs / 20);
@@ -479,22 +486,7 @@ END_TEST
 START_TEST(tensor_strings_as_jansson_reads_them)
 {
     doc_stats st = {0};
-    for (int d = 0; d < 2000 / SCALE; d++) {
-        char *base = tensor_body();
-        size_t base_len = strlen(base);
-        check_document(base, base_len, &st);
-        char *body = malloc(base_len + 64);
-        for (int m = 0; m < 50; m++) {
-            size_t len = base_len;
-            memcpy(body, base, base_len);
-            int edits = 1 + (int)(rng() % 3);
-            for (int e = 0; e < edits; e++)
-                mutate(body, &len);
-            check_document(body, len, &st);
-        }
-        free(body);
-        free(base);
-    }
+    check_mutated(tensor_body, 2000 / SCALE, 50, &st);
     printf("tensor documents: %zu checked, %zu accepted by jansson, %zu strings lifted\n",
            st.docs, st.accepted, st.strings);
     ck_assert_uint_gt(st.accepted, st.docs / 20);
