@@ -74,7 +74,9 @@ after(async () => {
 });
 
 // A page at the given size, recording console errors, page errors, requests and POST bodies.
-async function open(width = 1280, height = 800, origin = base, hash = "") {
+// Options: the viewport's width and height, the server's origin, a #hash to open, `prepare`
+// (run on the page before it loads: routes), and `drawn` (wait for the first heatmap).
+async function open({ width = 1280, height = 800, origin = base, hash = "", prepare, drawn = true } = {}) {
   const context = await browser.newContext({ viewport: { width, height } });
   const page = await context.newPage();
   const log = { errors: [], requests: [], posts: [] };
@@ -84,8 +86,9 @@ async function open(width = 1280, height = 800, origin = base, hash = "") {
     log.requests.push(r.url());
     if (r.method() === "POST") log.posts.push(r.postData());
   });
+  if (prepare) await prepare(page);
   await page.goto(origin + "/" + hash);
-  if (origin === base) {
+  if (drawn) {
     await page.locator("table.heatmap td").first().waitFor();
     await page.waitForFunction(() => !document.body.hasAttribute("aria-busy"));
   }
@@ -398,7 +401,7 @@ test("without the model's weights the walk-through says so, and claims nothing o
 test("the address names what is on screen, and opens it again", async () => {
   // A link to the causal pattern of 我爱你 at the scaled-scores step.
   const link = "#" + new URLSearchParams({ model: "demo-4d", sentence: "我爱你", mask: "causal", step: "S" });
-  const first = await open(1280, 800, base, link);
+  const first = await open({ hash: link });
   await settle(first.page, () => document.querySelectorAll("table.heatmap td.masked").length === 3);
   assert.equal(await first.page.getAttribute("#step", "data-step"), "S");
   assert.equal(await first.page.locator("#mask-causal").isChecked(), true);
@@ -415,7 +418,7 @@ test("the address names what is on screen, and opens it again", async () => {
   const drawn = await drawnPatterns(first.page);
   await first.close();
   // The same address elsewhere: the same state, the same numbers.
-  const again = await open(1280, 800, base, hash);
+  const again = await open({ hash });
   await settle(again.page, () => document.querySelectorAll("table.heatmap td.masked").length === 3);
   assert.equal(await again.page.inputValue('#embeddings-editor input[data-i="2"][data-j="3"]'), "0.75");
   assert.equal(await again.page.getAttribute("#step", "data-step"), "Z");
@@ -423,15 +426,44 @@ test("the address names what is on screen, and opens it again", async () => {
   assert.deepEqual(again.log.errors, []);
   await again.close();
   // A link to a model this server lacks opens on the worked example.
-  const other = await open(1280, 800, base, "#model=no-such-model&sentence=x");
+  const other = await open({ hash: "#model=no-such-model&sentence=x" });
   assert.equal(await other.page.inputValue("#model"), "demo-4d");
   assert.equal(await other.page.inputValue("#sentence"), "我爱你");
   await other.close();
 });
 
+test("a service out of reach: the model list is asked for again, the last results are marked", async () => {
+  // The first GET /v1/models fails, as when the server is still starting or overloaded.
+  let refused = 0;
+  const { page, log, close } = await open({
+    drawn: false,
+    prepare: (p) => p.route("**/v1/models", (route) => (refused++ === 0
+      ? route.fulfill({ status: 503, contentType: "application/json", headers: { "Retry-After": "1" },
+        body: '{"error":{"code":"overloaded","message":"the queue is full; retry later"}}' })
+      : route.continue())),
+  });
+  await page.locator("#general-error .message").waitFor();
+  assert.equal(await page.textContent("#general-error .message"), "the queue is full; retry later");
+  assert.equal(await page.locator("table.heatmap").count(), 0);
+  // Compute asks for the list again, and the worked example comes.
+  await page.click("#compute");
+  await page.locator("table.heatmap td").first().waitFor();
+  await settle(page);
+  assert.equal(await page.inputValue("#model"), "demo-4d");
+  assert.equal(await page.locator("#general-error .message").count(), 0);
+  // The connection fails: said so, and the patterns on screen are marked as the last ones.
+  await page.route("**/v1/attention", (route) => route.abort("connectionrefused"));
+  await page.check("#mask-causal");
+  await page.waitForFunction(() => document.querySelector("#general-error").textContent.includes("Could not reach"));
+  assert.equal(await page.locator(".stale-note").isVisible(), true);
+  assert.equal(await page.locator("table.heatmap td.masked").count(), 0);
+  await close();
+  assert.ok(log.requests.filter((u) => u.endsWith("/v1/models")).length >= 2);
+});
+
 test("fits a 1280 × 800 screen and a phone-sized one", async () => {
   for (const [w, h, name] of [[1280, 800, "08-desktop-1280x800"], [390, 844, "09-phone-390x844"]]) {
-    const { page, log, close } = await open(w, h);
+    const { page, log, close } = await open({ width: w, height: h });
     // No sideways scrolling of the page itself; wide matrices scroll in their own boxes.
     const [scrollW, clientW] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
     assert.ok(scrollW <= clientW, `${w}px: the page is ${scrollW}px wide`);
@@ -458,7 +490,7 @@ test("on a server with API keys, the page asks for one and shows the API's 401 u
   const keys = join(ARTIFACTS, "keys.txt");
   writeFileSync(keys, "a-key-for-the-page\n");
   const origin = await startServer("server-keys", ["--api-keys-file", keys]);
-  const { page, close } = await open(1280, 800, origin);
+  const { page, close } = await open({ origin, drawn: false });
   await page.locator("#key-error .message").waitFor();
   // Examples wait for the model list.
   assert.equal(await page.isDisabled("#example-fluffy"), true);
