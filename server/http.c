@@ -749,9 +749,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         x->preflight = x->origin && strcmp(method, "OPTIONS") == 0 &&
                        MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    "Access-Control-Request-Method");
-        /* The page holds no secret: it asks for the key when the API does. */
-        x->unauthorized = !x->preflight && x->route != SRV_ROUTE_HEALTHZ &&
-                          x->route != SRV_ROUTE_READYZ && x->route != SRV_ROUTE_PAGE && h->keys && srv_keys_required(h->keys) &&
+        x->unauthorized = !x->preflight && !srv_route_open(x->route) && h->keys &&
+                          srv_keys_required(h->keys) &&
                           !srv_keys_allow(h->keys, MHD_lookup_connection_value(
                                                        conn, MHD_HEADER_KIND,
                                                        MHD_HTTP_HEADER_AUTHORIZATION));

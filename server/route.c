@@ -10,18 +10,21 @@ typedef struct route_row {
     const char *path;
     const char *label;
     const char *allow;
+    int open; /* answered without an API key */
 } route_row;
 
 /* Indexed by srv_route. */
 static const route_row route_table[SRV_ROUTE_COUNT] = {
     [SRV_ROUTE_ATTENTION] = {"/v1/attention", "attention", "POST"},
-    [SRV_ROUTE_HEALTHZ] = {"/healthz", "healthz", "GET, HEAD"},
-    [SRV_ROUTE_READYZ] = {"/readyz", "readyz", "GET, HEAD"},
+    /* Probes carry no key; the page holds no secret and asks for the key
+     * when the API does. */
+    [SRV_ROUTE_HEALTHZ] = {"/healthz", "healthz", "GET, HEAD", 1},
+    [SRV_ROUTE_READYZ] = {"/readyz", "readyz", "GET, HEAD", 1},
     [SRV_ROUTE_METRICS] = {"/metrics", "metrics", "GET, HEAD"},
     [SRV_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "openapi", "GET, HEAD"},
     [SRV_ROUTE_MODELS] = {"/v1/models", "models", "GET, HEAD"},
     [SRV_ROUTE_MODEL] = {NULL, "model", "GET, HEAD"}, /* MODEL_PREFIX + name */
-    [SRV_ROUTE_PAGE] = {"/", "page", "GET, HEAD"},
+    [SRV_ROUTE_PAGE] = {"/", "page", "GET, HEAD", 1},
     [SRV_ROUTE_OTHER] = {NULL, "other", ""},
 };
 
@@ -49,6 +52,10 @@ const char *srv_route_name(srv_route r) {
 
 const char *srv_route_allow(srv_route r) {
     return r < SRV_ROUTE_COUNT ? route_table[r].allow : "";
+}
+
+int srv_route_open(srv_route r) {
+    return r < SRV_ROUTE_COUNT && route_table[r].open;
 }
 
 int srv_route_allows(srv_route r, const char *method) {

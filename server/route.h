@@ -33,6 +33,10 @@ const char *srv_route_name(srv_route r);
 /* The methods a route accepts, as the Allow header lists them. */
 const char *srv_route_allow(srv_route r);
 
+/* 1 when the route is answered without an API key (--api-keys-file):
+ * /healthz, /readyz and the page. */
+int srv_route_open(srv_route r);
+
 /* 1 when `method` is allowed on the route. HEAD is allowed wherever GET is. */
 int srv_route_allows(srv_route r, const char *method);
 

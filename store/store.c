@@ -16,8 +16,7 @@
  * The holder: a mutex guards the pointer to the current set while
  * store_current retains it and store_replace swaps it; the old set is
  * released outside the mutex (destroying a set unmaps files, which is not
- * work to do under a lock). The generation is an atomic counter bumped
- * under the mutex after the swap, read by workers without it.
+ * work to do under a lock).
  */
 #include "store/store.h"
 
@@ -38,7 +37,6 @@ struct store_set {
 struct store {
     pthread_mutex_t lock;
     store_set *current; /* guarded by lock */
-    atomic_uint_least64_t generation;
 };
 
 /* ---- the set ------------------------------------------------------------- */
@@ -249,7 +247,6 @@ store *store_create(store_set *initial) {
         return NULL;
     }
     st->current = initial;
-    atomic_init(&st->generation, 1);
     return st;
 }
 
@@ -267,15 +264,10 @@ store_set *store_current(store *st) {
     return s;
 }
 
-uint64_t store_generation(const store *st) {
-    return atomic_load_explicit(&((store *)st)->generation, memory_order_acquire);
-}
-
 void store_replace(store *st, store_set *new_set) {
     pthread_mutex_lock(&st->lock);
     store_set *old = st->current;
     st->current = new_set;
-    atomic_fetch_add_explicit(&st->generation, 1, memory_order_release);
     pthread_mutex_unlock(&st->lock);
     store_set_release(old);
 }

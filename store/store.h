@@ -24,8 +24,7 @@
  *
  * A replaced set lives on until its last holder releases it, so requests in
  * flight finish on the models they started with, and is destroyed by that
- * release. store_generation tells a reader whether the set moved without
- * taking the lock.
+ * release.
  */
 #ifndef STORE_STORE_H
 #define STORE_STORE_H
@@ -104,9 +103,6 @@ void store_destroy(store *st);
 /* The current set with one more reference (the caller releases it), or NULL
  * when none was published. Takes the holder's mutex briefly. */
 store_set *store_current(store *st);
-
-/* A counter that store_replace increments; an atomic load, no lock. */
-uint64_t store_generation(const store *st);
 
 /* Publishes new_set, taking the caller's reference to it, and releases the
  * holder's reference to the old set (destroyed once nobody holds it). */

@@ -884,6 +884,10 @@ START_TEST(routes) {
     ck_assert(srv_route_allows(SRV_ROUTE_PAGE, "HEAD"));
     ck_assert(!srv_route_allows(SRV_ROUTE_PAGE, "POST"));
     ck_assert_str_eq(srv_route_name(SRV_ROUTE_PAGE), "page");
+    ck_assert(srv_route_open(SRV_ROUTE_PAGE) && srv_route_open(SRV_ROUTE_HEALTHZ) &&
+              srv_route_open(SRV_ROUTE_READYZ));
+    ck_assert(!srv_route_open(SRV_ROUTE_ATTENTION) && !srv_route_open(SRV_ROUTE_MODELS) &&
+              !srv_route_open(SRV_ROUTE_METRICS) && !srv_route_open(SRV_ROUTE_OTHER));
     ck_assert_int_eq(srv_route_find(NULL), SRV_ROUTE_OTHER);
     ck_assert(srv_route_allows(SRV_ROUTE_ATTENTION, "POST"));
     ck_assert(!srv_route_allows(SRV_ROUTE_ATTENTION, "GET"));
