@@ -15,17 +15,17 @@ typedef struct route_row {
 
 /* Indexed by srv_route. */
 static const route_row route_table[SRV_ROUTE_COUNT] = {
-    [SRV_ROUTE_ATTENTION] = {"/v1/attention", "attention", "POST"},
+    [SRV_ROUTE_ATTENTION] = {"/v1/attention", "attention", "POST", 0},
     /* Probes carry no key; the page holds no secret and asks for the key
      * when the API does. */
     [SRV_ROUTE_HEALTHZ] = {"/healthz", "healthz", "GET, HEAD", 1},
     [SRV_ROUTE_READYZ] = {"/readyz", "readyz", "GET, HEAD", 1},
-    [SRV_ROUTE_METRICS] = {"/metrics", "metrics", "GET, HEAD"},
-    [SRV_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "openapi", "GET, HEAD"},
-    [SRV_ROUTE_MODELS] = {"/v1/models", "models", "GET, HEAD"},
-    [SRV_ROUTE_MODEL] = {NULL, "model", "GET, HEAD"}, /* MODEL_PREFIX + name */
+    [SRV_ROUTE_METRICS] = {"/metrics", "metrics", "GET, HEAD", 0},
+    [SRV_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "openapi", "GET, HEAD", 0},
+    [SRV_ROUTE_MODELS] = {"/v1/models", "models", "GET, HEAD", 0},
+    [SRV_ROUTE_MODEL] = {NULL, "model", "GET, HEAD", 0}, /* MODEL_PREFIX + name */
     [SRV_ROUTE_PAGE] = {"/", "page", "GET, HEAD", 1},
-    [SRV_ROUTE_OTHER] = {NULL, "other", ""},
+    [SRV_ROUTE_OTHER] = {NULL, "other", "", 0},
 };
 
 #define MODEL_PREFIX "/v1/models/"
