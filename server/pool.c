@@ -17,6 +17,10 @@
  * helper takes a free core and never the place of a request. A worker that
  * wakes takes a queued request first, then a helper.
  *
+ * pool_evict unlinks queued jobs a predicate picks (a request whose client
+ * has gone) under the mutex and hands them back after it, so that their
+ * places go to new requests.
+ *
  * An idle worker watches for work for a moment (pool_watch) before it
  * sleeps, so that the next phase of a split computation finds it awake.
  *
@@ -227,6 +231,40 @@ int pool_try_help(pool *p, pool_fn fn, void *arg) {
 
     if (rc != POOL_OK) free(job);
     return rc;
+}
+
+size_t pool_evict(pool *p, int (*gone)(void *arg), void (*drop)(void *arg)) {
+    pool_job *evicted = NULL, **last = &evicted;
+    size_t n = 0;
+    pthread_mutex_lock(&p->mu);
+    pool_job *prev = NULL;
+    for (pool_job *job = p->head; job;) {
+        pool_job *next = job->next;
+        if (gone(job->arg)) {
+            if (prev)
+                prev->next = next;
+            else
+                p->head = next;
+            if (p->tail == job) p->tail = prev;
+            p->queued--;
+            atomic_fetch_sub(&p->pending, 1);
+            job->next = NULL;
+            *last = job;
+            last = &job->next;
+            n++;
+        } else {
+            prev = job;
+        }
+        job = next;
+    }
+    pthread_mutex_unlock(&p->mu);
+    while (evicted) {
+        pool_job *next = evicted->next;
+        drop(evicted->arg);
+        free(evicted);
+        evicted = next;
+    }
+    return n;
 }
 
 void pool_stats(pool *p, size_t *queued, size_t *busy) {

@@ -55,6 +55,15 @@ int pool_submit(pool *p, pool_fn fn, void *arg);
  */
 int pool_try_help(pool *p, pool_fn fn, void *arg);
 
+/*
+ * Takes out of the queue every job for which gone(arg) returns 1 and calls
+ * drop(arg) for each, in queue order, after the queue's lock is let go;
+ * returns how many. For a full queue whose jobs' clients may have left:
+ * their places go to new jobs. `gone` runs under the queue's lock, so it
+ * must be quick and must not call the pool.
+ */
+size_t pool_evict(pool *p, int (*gone)(void *arg), void (*drop)(void *arg));
+
 /* Jobs waiting and workers running a job (a helper counts), right now. */
 void pool_stats(pool *p, size_t *queued, size_t *busy);
 

@@ -362,6 +362,61 @@ START_TEST(pool_refuses_when_full) {
 }
 END_TEST
 
+/* Jobs of a full queue whose `gone` flag is set leave it, in order, and
+ * their places are taken; the running job and the others stay. */
+typedef struct evictable {
+    gate *g;
+    int gone;
+    int dropped; /* order of drop(), from 1 */
+} evictable;
+
+static int evict_order;
+
+static void evictable_job(void *arg, void *wctx) {
+    gated_job(((evictable *)arg)->g, wctx);
+}
+
+static int evictable_gone(void *arg) {
+    return ((evictable *)arg)->gone;
+}
+
+static void evictable_drop(void *arg) {
+    ((evictable *)arg)->dropped = ++evict_order;
+}
+
+START_TEST(pool_evicts_gone_jobs) {
+    gate g;
+    gate_init(&g);
+    evict_order = 0;
+    pool *p = pool_create(1, 4, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    evictable running = {.g = &g, .gone = 1}, q[4];
+    ck_assert_int_eq(pool_submit(p, evictable_job, &running), POOL_OK);
+    wait_busy(p, 1);
+    for (int i = 0; i < 4; i++) {
+        q[i] = (evictable){.g = &g, .gone = i != 2};
+        ck_assert_int_eq(pool_submit(p, evictable_job, &q[i]), POOL_OK);
+    }
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_FULL);
+    ck_assert_uint_eq(pool_evict(p, evictable_gone, evictable_drop), 3);
+    ck_assert_int_eq(q[0].dropped, 1);
+    ck_assert_int_eq(q[1].dropped, 2);
+    ck_assert_int_eq(q[2].dropped, 0);
+    ck_assert_int_eq(q[3].dropped, 3);
+    ck_assert_int_eq(running.dropped, 0); /* running, not queued */
+    size_t queued = 0;
+    pool_stats(p, &queued, NULL);
+    ck_assert_uint_eq(queued, 1);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_OK);
+    ck_assert_int_eq(pool_submit(p, gated_job, &g), POOL_FULL);
+    ck_assert_uint_eq(pool_evict(p, evictable_gone, evictable_drop), 0);
+    gate_open(&g);
+    pool_destroy(p);
+    ck_assert_int_eq(atomic_load(&g.ran), 5); /* running, q[2] and the three */
+}
+END_TEST
+
 static void count_job(void *arg, void *wctx) {
     (void)wctx;
     atomic_fetch_add((atomic_int *)arg, 1);
@@ -1117,6 +1172,7 @@ static Suite *server_suite(void) {
     tc = tcase_create("pool");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, pool_refuses_when_full);
+    tcase_add_test(tc, pool_evicts_gone_jobs);
     tcase_add_test(tc, pool_runs_every_job);
     tcase_add_test(tc, pool_drains_on_destroy);
     tcase_add_test(tc, pool_worker_contexts);
