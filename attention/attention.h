@@ -130,7 +130,8 @@ void *attn_workspace_reserve(attn_workspace *ws, size_t bytes);
 enum {
     ATTN_OK = 0,
     ATTN_ERR_NOMEM = -1,    /* the workspace could not grow (or a size overflows) */
-    ATTN_ERR_NONFINITE = -2 /* an allowed score overflowed float32 (inf or NaN) */
+    ATTN_ERR_NONFINITE = -2, /* an allowed score overflowed float32 (inf or NaN) */
+    ATTN_ERR_STOPPED = -3    /* the runner's stop said so (attn_compute_with) */
 };
 
 /*
@@ -152,11 +153,17 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
  * another, not in use by anyone else meanwhile, on any other thread. A
  * runner that runs every task in turn on the calling thread with the
  * caller's workspace is valid.
+ *
+ * `stop` may be NULL; else it is asked before each phase, on the calling
+ * thread, and when it returns nonzero the computation ends there:
+ * attn_compute_with returns ATTN_ERR_STOPPED and the outputs are not
+ * complete. (The server stops the work of a client that has gone.)
  */
 typedef void (*attn_task_fn)(void *arg, size_t index, attn_workspace *ws);
 typedef struct attn_runner {
     void (*run)(void *ctx, attn_task_fn task, void *arg, size_t count);
     void *ctx;
+    int (*stop)(void *ctx);
 } attn_runner;
 
 /*

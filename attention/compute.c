@@ -347,6 +347,9 @@ typedef struct attn_tasks {
 
 /* Runs task(arg, t, ws) for t in 0 … count-1: by the runner, or in turn. */
 static void run_tasks(const attn_runner *runner, attn_task_fn task, attn_tasks *tp, size_t count) {
+    if (runner && runner->stop && runner->stop(runner->ctx))
+        atomic_store(&tp->rc, ATTN_ERR_STOPPED);
+    if (atomic_load(&tp->rc)) return;
     if (runner && count > 1) {
         runner->run(runner->ctx, task, tp, count);
         return;
@@ -513,6 +516,7 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
     if (pl.want_all || (distinct == c.h && pl.need_q && pl.need_k && pl.need_v)) {
         tp.tiles = tiling_make(n, c.ld);
         run_tasks(runner, project_task, &tp, tp.tiles.nr * tp.tiles.nc);
+        if (atomic_load(&tp.rc)) return atomic_load(&tp.rc);
     } else {
         for (size_t j = 0; j < hs; j++) {
             size_t i = in->heads[j];
@@ -562,7 +566,7 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
 
     tp.tiles = tiling_make(n, c.dm);
     run_tasks(runner, out_task, &tp, tp.tiles.nr * tp.tiles.nc);
-    return 0;
+    return atomic_load(&tp.rc);
 }
 
 /* ---- sizes for limits, metrics and benchmarks ---------------------------- */

@@ -92,6 +92,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -110,14 +111,19 @@
 #include "api/error.h"
 #include "api/models.h"
 #include "server/job.h"
+#include "server/framing.h"
 #include "server/log.h"
 #include "server/openapi.h"
 #include "server/page.h"
 #include "server/reqid.h"
 #include "server/route.h"
+#include "server/watch.h"
 
 /* The largest body x_try_inline considers: decoding it takes microseconds. */
 #define SRV_HTTP_INLINE_MAX_BODY 4096
+
+/* A body's copy starts at this size and doubles (x_append). */
+#define SRV_HTTP_FIRST_PIECE 65536
 
 struct srv_http {
     struct MHD_Daemon *daemon;
@@ -126,6 +132,7 @@ struct srv_http {
     pool *workers;
     srv_metrics *metrics;
     store *models; /* may be NULL: no models */
+    srv_watch *watch; /* deadlines on every connection */
     srv_keys *keys; /* may be NULL: no key needed */
     unsigned port;
     MHD_socket listen_fd; /* returned by MHD_quiesce_daemon; closed after stop */
@@ -136,6 +143,7 @@ struct srv_http {
     int inline_key_made;
 
     atomic_int draining;
+    atomic_size_t connections; /* open, counted by on_connection */
     atomic_size_t body_bytes; /* reserved by all exchanges, <= cfg->max_inflight_bytes */
     pthread_mutex_t mu;
     pthread_cond_t idle; /* in_flight reached 0 */
@@ -143,11 +151,13 @@ struct srv_http {
 };
 
 typedef enum {
+    X_NEW,      /* its request line is in (uri_log); the handler not yet called */
     X_HEADERS,  /* 1st call not finished */
     X_DEFERRED, /* routed; answered once the (empty) request is complete */
     X_READING,  /* reading a POST body */
     X_WAITING,  /* suspended, job queued */
     X_DONE,     /* job result ready to send */
+    X_GONE,     /* its client left while its job waited or ran: closed unanswered */
     X_REPLIED   /* a response is queued */
 } x_state;
 
@@ -161,7 +171,14 @@ typedef struct exchange {
     char *origin;        /* the Origin header when --cors-origin allows it, else NULL */
     int preflight;       /* a CORS preflight (OPTIONS) from an allowed origin */
     int unauthorized;    /* an API key is needed and was not given */
-    int timed_out;       /* its body took longer than --connection-timeout: dropped */
+    int late;            /* made after draining began: never suspended */
+    int gone;            /* its job was dropped: the client had left */
+    int close;           /* answer with Connection: close (a framing error) */
+    int nul_in_path;     /* the request target held %00 in its path */
+    int authorization_cut; /* its Authorization held a NUL: no key in force */
+    int nul_in_query;    /* ... or in its query */
+    int fd;              /* the connection's socket, to see whether its client left */
+    srv_watched *watched; /* the connection's deadline entry (watch.h), or NULL */
     struct timespec start;
     int status;
     size_t bytes;
@@ -306,7 +323,7 @@ static enum MHD_Result x_send(exchange *x, unsigned status, char *body, size_t l
                  x->job.queue_ms, x->job.decode_ms, x->job.compute_ms, x->job.encode_ms);
         MHD_add_response_header(r, "Server-Timing", timing);
     }
-    if (atomic_load(&x->h->draining))
+    if (atomic_load(&x->h->draining) || x->close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(x->conn, status, r);
     MHD_destroy_response(r);
@@ -354,6 +371,9 @@ static enum MHD_Result x_metrics(exchange *x) {
     g.in_flight = h->in_flight;
     pthread_mutex_unlock(&h->mu);
     g.body_bytes = atomic_load(&h->body_bytes);
+    g.connections = atomic_load(&h->connections);
+    g.connections_capacity = h->cfg->max_connections;
+    g.connections_timed_out = srv_watch_expired_total(h->watch);
     g.body_bytes_capacity = h->cfg->max_inflight_bytes;
     g.draining = atomic_load(&h->draining);
     size_t len = 0;
@@ -512,11 +532,18 @@ static enum MHD_Result x_attention_headers(exchange *x) {
     if (cl && srv_http_parse_length(cl, &declared) == 0 && declared > h->cfg->max_body_bytes)
         return x_fail(x, 413, "body_too_large", "the body is larger than the limit of %zu bytes",
                       h->cfg->max_body_bytes);
-    /* The whole declared body is reserved now, before a byte of it is read,
-     * so that a refusal can still be answered (and the body never read). */
-    if (declared && x_reserve(x, declared) != 0) return x_fail_overloaded(x);
+    /* Bytes are reserved as they arrive (x_append), not from the client's
+     * word: eight headers announcing 64 MiB each must not hold the budget
+     * with nothing sent. A budget already too full for the body's first
+     * piece is refused now, before a byte of it is read. */
+    size_t first = declared && declared < SRV_HTTP_FIRST_PIECE ? declared : SRV_HTTP_FIRST_PIECE;
+    if (first > h->cfg->max_inflight_bytes - atomic_load(&h->body_bytes))
+        return x_fail_overloaded(x);
     x->declared = declared;
     x->state = X_READING;
+    /* The body is due within --connection-timeout of its headers, whether
+     * or not bytes keep coming. */
+    srv_watch_deadline(h->watch, x->watched, (double)h->cfg->connection_timeout);
     return MHD_YES;
 }
 
@@ -545,12 +572,11 @@ static void x_append(exchange *x, const char *data, size_t n) {
          * past the limit, nor past the declared length), so a client that
          * announces a large body and sends little costs little. */
         size_t need = x->len + n;
-        size_t cap = x->cap ? x->cap : 65536;
+        size_t cap = x->cap ? x->cap : SRV_HTTP_FIRST_PIECE;
         while (cap < need)
             cap = cap > max / 2 ? max : cap * 2;
         if (x->declared >= need && cap > x->declared) cap = x->declared;
-        /* A declared body was reserved whole at the 1st call; one without
-         * Content-Length is reserved as it grows. */
+        /* Reserved as it grows, with or without Content-Length. */
         if (cap > x->reserved && x_reserve(x, cap - x->reserved) != 0) {
             x_drop_body(x, BODY_OVERLOADED);
             return;
@@ -576,9 +602,23 @@ static void x_count_phases(const exchange *x) {
     srv_metrics_add_phase(m, SRV_PHASE_ENCODE, x->job.encode_ms / 1e3);
 }
 
+/* srv_job's client_gone: the client has closed (or reset) its connection. */
+static int x_client_gone(void *arg) {
+    const exchange *x = arg;
+    return x->fd >= 0 && srv_watch_peer_gone(x->fd);
+}
+
 static void x_run(void *arg, void *worker_ctx) {
     exchange *x = arg;
     srv_job_run(&x->job, worker_ctx);
+    if (x->job.dropped) {
+        srv_metrics_count(x->h->metrics, SRV_EVENT_JOB_DROPPED);
+        x->gone = 1;
+        x->state = X_GONE;
+        MHD_resume_connection(x->conn);
+        srv_worker_idle(worker_ctx);
+        return;
+    }
     x_count_phases(x);
     x->state = X_DONE;
     /* Last touch of x on this thread: after resume the polling thread may
@@ -652,15 +692,38 @@ static enum MHD_Result x_attention_submit(exchange *x) {
     return x_submit(x);
 }
 
+/* pool_evict's predicate and drop, for a full queue: a queued job whose
+ * client has gone gives its place up, and its connection is resumed to be
+ * closed unanswered (logged 499). */
+static int x_evict_gone(void *arg) {
+    return x_client_gone(arg);
+}
+
+static void x_evict_drop(void *arg) {
+    exchange *x = arg;
+    srv_metrics_count(x->h->metrics, SRV_EVENT_JOB_DROPPED);
+    x->gone = 1;
+    x->state = X_GONE;
+    MHD_resume_connection(x->conn);
+}
+
 /* Queues x's job and suspends the connection; the worker resumes it. */
 static enum MHD_Result x_submit(exchange *x) {
     srv_http *h = x->h;
+    /* An exchange that began after the drain's count of them may outlive
+     * the drain: it must never be suspended when MHD_stop_daemon runs. */
+    if (x->late) return x_fail(x, 503, "shutting_down", "the server is shutting down");
     x->job.limits = h->limits;
+    x->job.client_gone = x_client_gone;
+    x->job.client = x;
     clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
     x->state = X_WAITING;
 
     MHD_suspend_connection(x->conn);
     int rc = pool_submit(h->workers, x_run, x);
+    /* A full queue may hold jobs whose clients left: they go first. */
+    if (rc == POOL_FULL && pool_evict(h->workers, x_evict_gone, x_evict_drop) > 0)
+        rc = pool_submit(h->workers, x_run, x);
     if (rc != POOL_OK) {
         api_error err;
         if (rc == POOL_FULL)
@@ -680,33 +743,68 @@ static enum MHD_Result x_submit(exchange *x) {
 
 /* ---- libmicrohttpd callbacks ---- */
 
-static exchange *x_new(srv_http *h, struct MHD_Connection *conn, const char *url,
-                       const char *method) {
+/* Counts an exchange in flight, or marks it late: the drain reads
+ * `draining` and waits for the count under the same mutex, so an exchange
+ * either is waited for or knows it came too late to be suspended. */
+static void x_count_in(exchange *x) {
+    srv_http *h = x->h;
+    pthread_mutex_lock(&h->mu);
+    h->in_flight++;
+    x->late = atomic_load(&h->draining);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* 1 when the path (before any '?') of a raw request target holds %00,
+ * which unescaping would turn into the end of the string; *in_query is set
+ * when the query holds one. */
+static int target_has_nul(const char *uri, int *in_query) {
+    const char *q = strchr(uri, '?');
+    *in_query = 0;
+    for (const char *p = strstr(uri, "%00"); p; p = strstr(p + 1, "%00")) {
+        if (q && p > q) *in_query = 1;
+        else return 1;
+    }
+    return 0;
+}
+
+/* The URI-log callback: the request line is in, the headers are not. The
+ * exchange is made here rather than on the handler's 1st call, so that
+ * every request libmicrohttpd parses, including one it refuses itself
+ * (431, a malformed header or chunk), reaches on_completed and the log. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+    srv_http *h = cls;
     exchange *x = calloc(1, sizeof *x);
-    if (!x) return NULL;
+    if (!x) return NULL; /* made again on the 1st call */
     x->h = h;
     x->conn = conn;
+    x->fd = -1;
+    x->state = X_NEW;
     clock_gettime(CLOCK_MONOTONIC, &x->start);
+    x->nul_in_path = target_has_nul(uri, &x->nul_in_query);
+    x->path = strdup(uri); /* the raw target, until the handler knows the path */
+    x_count_in(x);
+    return x;
+}
+
+/* The 1st call of the handler: the headers are in. Fills what needs them. */
+static int x_begin(exchange *x, struct MHD_Connection *conn, const char *url, const char *method) {
+    srv_http *h = x->h;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    x->fd = ci ? ci->connect_fd : -1;
+    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    x->watched = ci ? ci->socket_context : NULL;
+    x->state = X_HEADERS;
     x->route = srv_route_find(url);
     x->request_id =
         srv_reqid_choose(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id"));
+    free(x->path);
     x->method = strdup(method ? method : "");
     x->path = strdup(url ? url : "");
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     int keep_origin = origin && cors_allows(h->cfg->cors_origin, origin);
     if (keep_origin) x->origin = strdup(origin);
-    if (!x->request_id || !x->method || !x->path || (keep_origin && !x->origin)) {
-        free(x->request_id);
-        free(x->method);
-        free(x->path);
-        free(x->origin);
-        free(x);
-        return NULL;
-    }
-    pthread_mutex_lock(&h->mu);
-    h->in_flight++;
-    pthread_mutex_unlock(&h->mu);
-    return x;
+    return x->request_id && x->method && x->path && (!keep_origin || x->origin) ? 0 : -1;
 }
 
 /* 1 when the request announces a body. */
@@ -721,7 +819,8 @@ static int x_has_body(struct MHD_Connection *conn) {
 
 /* Answers every request but a POST to /v1/attention. */
 static enum MHD_Result x_route(exchange *x, const char *method) {
-    if (x->route == SRV_ROUTE_OTHER) return x_fail(x, 404, "not_found", "no such path");
+    if (x->route == SRV_ROUTE_OTHER || x->nul_in_path)
+        return x_fail(x, 404, "not_found", "no such path");
     if (x->preflight) return x_send(x, 204, (char *)"", 0, 0, "text/plain");
     if (x->unauthorized)
         return x_fail(x, 401, "unauthorized",
@@ -729,20 +828,46 @@ static enum MHD_Result x_route(exchange *x, const char *method) {
     if (!srv_route_allows(x->route, method))
         return x_fail(x, 405, "method_not_allowed", "method not allowed; allowed: %s",
                       srv_route_allow(x->route));
+    if (x->nul_in_query)
+        return x_fail(x, 400, "invalid_value", "the query holds a NUL byte (%%00)");
     return x_get(x);
+}
+
+/* A framing fault (framing.h), answered from the headers with the
+ * connection closed after the answer: where the next request begins is not
+ * known. MHD_YES with nothing sent when the framing is sound. */
+static enum MHD_Result x_framing(exchange *x, const char *method, const char *version) {
+    srv_framing_fault f = srv_framing_check(x->conn, method, version, &x->authorization_cut);
+    if (f == SRV_FRAMING_OK) return MHD_YES;
+    x->close = 1;
+    return x_fail(x, srv_framing_status(f), f == SRV_FRAMING_CODING ? "not_implemented" : "bad_request",
+                  "%s", srv_framing_message(f));
+}
+
+/* The request carries an API key in force. */
+static int x_authorized(srv_keys *keys, struct MHD_Connection *conn) {
+    return srv_keys_allow(keys, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                            MHD_HTTP_HEADER_AUTHORIZATION));
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
-    (void)version;
     srv_http *h = cls;
     exchange *x = *con_cls;
 
-    if (!x) {
-        x = x_new(h, conn, url, method);
+    if (!x) { /* the URI-log callback could not make it */
+        x = on_uri(h, url, conn);
         if (!x) return MHD_NO; /* out of memory: drop the connection */
         *con_cls = x;
+    }
+    if (x->state == X_NEW) {
+        if (x_begin(x, conn, url, method) != 0) return MHD_NO;
+        /* The headers are in: the deadline that held them is done with.
+         * A body sets its own (x_attention_headers). */
+        srv_watch_deadline(h->watch, x->watched, 0);
+        enum MHD_Result framing = x_framing(x, method, version);
+        if (x->state == X_REPLIED) return framing;
         /* A preflight asks, before the real request, whether an allowed
          * origin may send it: answered without a key, as browsers send
          * none. */
@@ -751,9 +876,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                                                    "Access-Control-Request-Method");
         x->unauthorized = !x->preflight && !srv_route_open(x->route) && h->keys &&
                           srv_keys_required(h->keys) &&
-                          !srv_keys_allow(h->keys, MHD_lookup_connection_value(
-                                                       conn, MHD_HEADER_KIND,
-                                                       MHD_HTTP_HEADER_AUTHORIZATION));
+                          (x->authorization_cut || !x_authorized(h->keys, conn));
         if (x->route == SRV_ROUTE_ATTENTION && srv_route_allows(x->route, method) &&
             !x->unauthorized)
             return x_attention_headers(x);
@@ -776,21 +899,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return x_route(x, method);
     case X_READING:
         if (*upload_data_size) {
-            /* libmicrohttpd's timeout only ends a connection idle that long;
-             * a body that trickles in must also arrive within it in all. */
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if (srv_ms_between(&x->start, &now) > 1e3 * (double)h->cfg->connection_timeout) {
-                x->timed_out = 1;
-                return MHD_NO; /* closes the connection: no answer mid-upload */
-            }
             x_append(x, upload_data, *upload_data_size);
             *upload_data_size = 0;
             return MHD_YES;
         }
+        srv_watch_deadline(h->watch, x->watched, 0); /* the body is in */
         return x_attention_submit(x);
     case X_DONE:
         return x_job_reply(x);
+    case X_GONE:
+        return MHD_NO; /* closes the connection: its client has left */
     default:
         /* Already answered (or, impossibly, suspended): drop further upload. */
         *upload_data_size = 0;
@@ -799,15 +917,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 }
 
 /* What the access log and the metrics call an exchange that ended without
- * its answer delivered: 408 when libmicrohttpd timed the connection out,
- * else 499 (nginx's "client closed request": the client hung up, or the
- * connection broke, before the whole answer was sent). */
+ * its answer delivered: 408 when its headers or body took too long
+ * (libmicrohttpd's idle timeout, or the watch's deadline), else 499
+ * (nginx's "client closed request": the client hung up, or the connection
+ * broke, before the whole answer was sent, or its job was dropped). */
 #define SRV_STATUS_TIMEOUT 408
 #define SRV_STATUS_CLIENT_CLOSED 499
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)conn;
     srv_http *h = cls;
     exchange *x = *con_cls;
     if (!x) return;
@@ -815,17 +933,34 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
     int status = x->status;
     size_t bytes = x->bytes;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    srv_watched *watched = ci ? ci->socket_context : NULL;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-        status = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED || x->timed_out
-                     ? SRV_STATUS_TIMEOUT
-                     : SRV_STATUS_CLIENT_CLOSED;
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+        if (!x->status && !x->gone && ci && ci->http_status) {
+            /* libmicrohttpd answered this request itself (a malformed
+             * chunk, a header block over its buffer): count its status. */
+            status = (int)ci->http_status;
+        } else {
+            status = !x->gone && (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ||
+                                  srv_watch_expired(h->watch, watched))
+                         ? SRV_STATUS_TIMEOUT
+                         : SRV_STATUS_CLIENT_CLOSED;
+        }
         bytes = 0;
+    } else {
+        /* The next request's headers are due within the timeout of this
+         * answer, as the first one's were of the accept. */
+        srv_watch_deadline(h->watch, watched, (double)h->cfg->connection_timeout);
     }
     struct timespec end;
     clock_gettime(CLOCK_MONOTONIC, &end);
     double ms = srv_ms_between(&x->start, &end);
-    srv_metrics_observe(h->metrics, x->route, status, ms / 1e3);
-    srv_log_access(x->method, x->path, status, bytes, ms, x->request_id);
+    srv_metrics_observe(h->metrics, x->state == X_NEW ? SRV_ROUTE_OTHER : x->route, status,
+                        ms / 1e3);
+    srv_log_access(x->method ? x->method : "-", x->path ? x->path : "-", status, bytes, ms,
+                   x->request_id ? x->request_id : "-");
 
     x_release(x);
     free(x->job.response); /* set only if never sent */
@@ -839,6 +974,35 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_lock(&h->mu);
     if (--h->in_flight == 0) pthread_cond_broadcast(&h->idle);
     pthread_mutex_unlock(&h->mu);
+}
+
+/* Every connection: counted, and watched from its accept (watch.h). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&h->connections, 1);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context =
+            ci ? srv_watch_add(h->watch, ci->connect_fd, (double)h->cfg->connection_timeout)
+               : NULL;
+    } else {
+        atomic_fetch_sub(&h->connections, 1);
+        srv_watch_remove(h->watch, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* The accept policy: a connection over --max-connections is closed at
+ * once, not left waiting in the kernel's backlog, which is what
+ * libmicrohttpd's own limit does (it stops accepting). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+    (void)addr, (void)addrlen;
+    srv_http *h = cls;
+    if (atomic_load(&h->connections) < h->cfg->max_connections) return MHD_YES;
+    srv_metrics_count(h->metrics, SRV_EVENT_CONNECTION_REFUSED);
+    return MHD_NO;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -878,6 +1042,12 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
         return NULL;
     }
     h->inline_key_made = 1;
+    h->watch = srv_watch_start();
+    if (!h->watch) {
+        snprintf(err, errlen, "no thread to watch connections");
+        srv_http_stop(h);
+        return NULL;
+    }
 
     struct sockaddr_in v4;
     struct sockaddr_in6 v6;
@@ -902,15 +1072,27 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
         return NULL;
     }
 
+    /* on_accept enforces --max-connections; libmicrohttpd's own limit,
+     * shared out among its polling threads, sits above it so that it
+     * never stops accepting first (a few accepts may race on_accept's
+     * count, one per polling thread). */
+    size_t limit = cfg->max_connections + 2 * cfg->io_threads;
+    unsigned int mhd_limit = limit > UINT_MAX ? UINT_MAX : (unsigned int)limit;
+    /* libmicrohttpd's idle timeout is a backstop a second behind the
+     * watch's deadlines, so that a late request gets the watch's 408 and
+     * not a silent close. */
+    unsigned int idle_timeout = (unsigned int)cfg->connection_timeout + 1;
     // clang-format off
     h->daemon = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, on_access, h,
+        flags, (uint16_t)cfg->port, on_accept, h, on_access, h,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, to catch every message */
         MHD_OPTION_SOCK_ADDR, addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->io_threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->connection_timeout,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
+        MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
         MHD_OPTION_END);
     // clang-format on
     if (!h->daemon) {
@@ -929,7 +1111,11 @@ unsigned srv_http_port(const srv_http *h) {
 }
 
 void srv_http_drain(srv_http *h) {
+    /* Under the mutex, so that an exchange counted after this point knows
+     * it is late (x_count_in). */
+    pthread_mutex_lock(&h->mu);
     atomic_store(&h->draining, 1);
+    pthread_mutex_unlock(&h->mu);
     if (h->daemon) h->listen_fd = MHD_quiesce_daemon(h->daemon);
     /* A quiesced socket still completes handshakes into its backlog, and
      * those clients would wait for the whole drain and then be reset.
@@ -945,6 +1131,7 @@ void srv_http_drain(srv_http *h) {
 void srv_http_stop(srv_http *h) {
     if (!h) return;
     if (h->daemon) MHD_stop_daemon(h->daemon);
+    srv_watch_stop(h->watch); /* every connection is closed, every entry removed */
     /* After a quiesce the listening socket is ours, and may be closed only
      * once the daemon's threads are gone. */
     if (h->listen_fd != MHD_INVALID_SOCKET) close(h->listen_fd);

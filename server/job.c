@@ -18,6 +18,11 @@
  * SRV_JOB_KEEP_WORKSPACE_BYTES it is freed after the job, so one huge
  * request does not pin its scratch for the worker's whole life.
  *
+ * A client that has gone. A job asks job->client_gone before it starts
+ * and, through the runner's stop, between the phases of a split
+ * computation; a dropped job leaves no response, and the HTTP layer closes
+ * the connection.
+ *
  * Splitting: a large computation goes through attn_compute_with and the
  * pool runner of split.c, which borrows only the workers idle at that
  * moment; everything else is attn_compute on this worker. The results are
@@ -118,16 +123,36 @@ static void job_model_weights(srv_job *job, srv_worker *w) {
     if (job->response_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
 }
 
+static int job_client_gone(const srv_job *job) {
+    return job->client_gone && job->client_gone(job->client);
+}
+
+/* A split computation's runner context: the split's, and the job whose
+ * client the runner's stop asks about. `split` comes first, so the
+ * runner's ctx (&split) is also this struct's address. */
+typedef struct job_split {
+    srv_split split;
+    const srv_job *job;
+} job_split;
+
+/* attn_runner's stop: the phases of a split computation end once its
+ * client has gone. A smaller one (~1 ms at most) runs to its end. */
+static int job_stop(void *ctx) {
+    return job_client_gone(((const job_split *)ctx)->job);
+}
+
 /* Computes `in` on the worker's workspace, split over idle workers when
  * it is large enough (see the top comment). */
-static int job_compute(srv_worker *w, const attn_output *out, const attn_input *in) {
+static int job_compute(const srv_job *job, srv_worker *w, const attn_output *out,
+                       const attn_input *in) {
     const attn_weights *wt = in->weights;
     double flops = attn_flops(in->n_tokens, wt->d_model, wt->n_heads, wt->d_head, wt->w_o != NULL);
     if (!w->pool || flops < w->split_flops) return attn_compute(out, w->ws, in);
-    srv_split split = {.pool = w->pool, .ws = w->ws};
-    attn_runner runner = srv_split_runner(&split);
+    job_split js = {.split = {.pool = w->pool, .ws = w->ws}, .job = job};
+    attn_runner runner = srv_split_runner(&js.split);
+    runner.stop = job_stop;
     int rc = attn_compute_with(out, w->ws, in, &runner);
-    if (split.helpers) w->splits++;
+    if (js.split.helpers) w->splits++;
     return rc;
 }
 
@@ -162,8 +187,13 @@ static void job_run(srv_job *job, srv_worker *w) {
     job->queue_ms = srv_ms_between(&job->submitted, &t0);
     job->decode_ms = job->compute_ms = job->encode_ms = 0;
     job->deferred = 0;
+    job->dropped = 0;
     job->response = NULL;
     job->response_len = 0;
+    if (job_client_gone(job)) {
+        job->dropped = 1;
+        return;
+    }
     if (job->kind == SRV_JOB_MODEL_WEIGHTS) {
         job_model_weights(job, w);
         return;
@@ -195,9 +225,14 @@ static void job_run(srv_job *job, srv_worker *w) {
     }
     if (rc != 0) goto fail;
 
-    rc = job_compute(w, api_request_output(req), api_request_input(req));
+    rc = job_compute(job, w, api_request_output(req), api_request_input(req));
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);
+    if (rc == ATTN_ERR_STOPPED) {
+        job->dropped = 1;
+        job_release(job, req, w);
+        return;
+    }
     if (rc == ATTN_ERR_NONFINITE) {
         api_error_set(&err, 422, "non_finite_number", NULL,
                       "the attention scores overflow float32; the embeddings or weights are "

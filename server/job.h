@@ -7,6 +7,9 @@
  * per-request state), fills the inputs, queues it on the pool and reads the
  * result after the worker is done with it.
  *
+ * A job whose client has gone (client_gone) is not run, or stops between
+ * the phases of a split computation, and comes back `dropped`.
+ *
  * Each worker has a srv_worker: its workspace, and the model set it
  * computes with. A job takes the store's current set when it starts (one
  * uncontended lock) and runs start to end on those weights, whatever a
@@ -47,6 +50,11 @@ typedef struct srv_job {
     const api_limits *limits;
     struct timespec submitted; /* CLOCK_MONOTONIC, when queued */
     double max_flops_here;     /* > 0: defer a computation of more work than this */
+    /* The client, asked before the job runs and between the phases of a
+     * split computation: client_gone(client) returns 1 once it has left,
+     * and the job then stops (dropped). NULL: never asked. */
+    int (*client_gone)(void *client);
+    void *client;
 
     /* results, written by srv_job_run */
     int status;     /* HTTP status of the answer */
@@ -54,6 +62,7 @@ typedef struct srv_job {
     size_t response_len;
     double queue_ms, decode_ms, compute_ms, encode_ms;
     int deferred; /* 1: not run, its work is over max_flops_here (no response) */
+    int dropped;  /* 1: its client had gone, so it was not run or not finished (no response) */
 } srv_job;
 
 /* After a body larger than this, the worker returns freed heap pages to the

@@ -18,7 +18,8 @@
 /* Statuses the service sends, and the two it logs for exchanges that end
  * without an answer (408: timed out, 499: client closed, as nginx);
  * anything else is counted as "other". */
-static const int metrics_statuses[] = {200, 204, 304, 400, 401, 404, 405, 408, 413, 415, 422, 499, 500, 503};
+static const int metrics_statuses[] = {200, 204, 304, 400, 401, 404, 405, 408, 413,
+                                     414, 415, 422, 431, 499, 500, 501, 503, 505};
 #define N_STATUS (sizeof metrics_statuses / sizeof metrics_statuses[0])
 #define STATUS_OTHER N_STATUS
 
@@ -34,6 +35,7 @@ struct srv_metrics {
     atomic_uint_fast64_t buckets[SRV_ROUTE_COUNT][N_BUCKET + 1]; /* last: +Inf only */
     atomic_uint_fast64_t duration_ns[SRV_ROUTE_COUNT];
     atomic_uint_fast64_t phase_ns[SRV_PHASE_COUNT];
+    atomic_uint_fast64_t events[SRV_EVENT_COUNT];
     double start_time; /* Unix seconds */
 };
 
@@ -65,6 +67,11 @@ void srv_metrics_observe(srv_metrics *m, srv_route route, int status, double sec
     atomic_fetch_add_explicit(&m->requests[route][s], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->buckets[route][b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->duration_ns[route], metrics_ns(seconds), memory_order_relaxed);
+}
+
+void srv_metrics_count(srv_metrics *m, srv_event event) {
+    if (event < SRV_EVENT_COUNT)
+        atomic_fetch_add_explicit(&m->events[event], 1, memory_order_relaxed);
 }
 
 void srv_metrics_add_phase(srv_metrics *m, srv_phase phase, double seconds) {
@@ -125,6 +132,28 @@ char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size
         fprintf(f, "attn_phase_seconds_total{phase=\"%s\"} %.9f\n", metrics_phases[p],
                 metrics_get(&m->phase_ns[p]) / 1e9);
 
+    fprintf(f,
+            "# HELP attn_jobs_dropped_total Jobs not run, or stopped, because their client had "
+            "gone.\n"
+            "# TYPE attn_jobs_dropped_total counter\n"
+            "attn_jobs_dropped_total %llu\n"
+            "# HELP attn_connections_refused_total Connections closed at accept: "
+            "--max-connections were open.\n"
+            "# TYPE attn_connections_refused_total counter\n"
+            "attn_connections_refused_total %llu\n"
+            "# HELP attn_connections_timed_out_total Connections closed because a request's "
+            "headers or body took longer than --connection-timeout.\n"
+            "# TYPE attn_connections_timed_out_total counter\n"
+            "attn_connections_timed_out_total %zu\n"
+            "# HELP attn_connections Open connections.\n"
+            "# TYPE attn_connections gauge\n"
+            "attn_connections %zu\n"
+            "# HELP attn_connections_capacity Connections that may be open at once.\n"
+            "# TYPE attn_connections_capacity gauge\n"
+            "attn_connections_capacity %zu\n",
+            (unsigned long long)metrics_get(&m->events[SRV_EVENT_JOB_DROPPED]),
+            (unsigned long long)metrics_get(&m->events[SRV_EVENT_CONNECTION_REFUSED]),
+            g->connections_timed_out, g->connections, g->connections_capacity);
     fprintf(f,
             "# HELP attn_queue_depth Jobs waiting for a worker.\n"
             "# TYPE attn_queue_depth gauge\n"

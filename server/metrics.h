@@ -23,11 +23,21 @@ typedef enum srv_phase {
     SRV_PHASE_COUNT
 } srv_phase;
 
+/* Things that happen to connections and jobs rather than to a request's
+ * answer, each a counter. */
+typedef enum srv_event {
+    SRV_EVENT_JOB_DROPPED,          /* a job whose client had gone: not run, or stopped */
+    SRV_EVENT_CONNECTION_REFUSED,   /* a connection over --max-connections, closed at accept */
+    SRV_EVENT_COUNT
+} srv_event;
+
 /* Point-in-time values the caller samples when rendering. */
 typedef struct srv_metrics_gauges {
     size_t queued, queue_capacity;
     size_t busy_workers, workers;
     size_t in_flight;
+    size_t connections, connections_capacity; /* open / --max-connections */
+    size_t connections_timed_out; /* so far: headers or body not in within the timeout */
     size_t body_bytes, body_bytes_capacity; /* request bodies held / allowed */
     int draining;
 } srv_metrics_gauges;
@@ -38,6 +48,9 @@ void srv_metrics_destroy(srv_metrics *m);
 
 /* One finished request: its route, status and duration in seconds. */
 void srv_metrics_observe(srv_metrics *m, srv_route route, int status, double seconds);
+
+/* One more of `event`. */
+void srv_metrics_count(srv_metrics *m, srv_event event);
 
 /* Time one computed request spent in a phase, in seconds. */
 void srv_metrics_add_phase(srv_metrics *m, srv_phase phase, double seconds);

@@ -387,3 +387,32 @@ char *hs_raw(unsigned port, const char *request, size_t len, double timeout_s) {
     close(fd);
     return answer;
 }
+
+long hs_metric_value(const char *text, const char *name) {
+    const char *p = strstr(text, name);
+    return p ? strtol(p + strlen(name), NULL, 10) : -1;
+}
+
+long hs_wait_metric(unsigned port, const char *name, long want, double timeout_s) {
+    long v = -1;
+    for (int i = 0; i < (int)(timeout_s * 100); i++) {
+        hs_response r;
+        hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
+        v = r.body ? hs_metric_value(r.body, name) : -1;
+        hs_response_free(&r);
+        if (v == want) break;
+        usleep(10000);
+    }
+    return v;
+}
+
+char *hs_access_line(const char *log, const char *id) {
+    char want[80];
+    snprintf(want, sizeof want, " id=%s\n", id);
+    const char *p = log ? strstr(log, want) : NULL;
+    if (!p) return NULL;
+    const char *start = p;
+    while (start > log && start[-1] != '\n')
+        start--;
+    return strndup(start, (size_t)(p - start) + strlen(want) - 1);
+}

@@ -107,4 +107,16 @@ char *hs_raw_recv(int fd, double timeout_s);
 /* Closes fd with a reset (SO_LINGER 0), as a client that gives up. */
 void hs_raw_reset(int fd);
 
+/* The value of the metric line starting with `name` in a /metrics text
+ * (give the name with its trailing space, or a leading "\n" to skip
+ * longer names), or -1. */
+long hs_metric_value(const char *text, const char *name);
+
+/* Polls /metrics until `name` reads `want` or timeout_s passes; returns
+ * the last value read. */
+long hs_wait_metric(unsigned port, const char *name, long want, double timeout_s);
+
+/* The access-log line of request id in log, or NULL; malloc'd. */
+char *hs_access_line(const char *log, const char *id);
+
 #endif

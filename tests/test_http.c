@@ -557,27 +557,6 @@ static const struct {
      422, "limit_exceeded"},
 };
 
-/* The value of the metric line starting with `name`, or -1. */
-static long metric_value(const char *text, const char *name) {
-    const char *p = strstr(text, name);
-    return p ? strtol(p + strlen(name), NULL, 10) : -1;
-}
-
-/* Polls /metrics until `name` (with its trailing space) reads `want`;
- * returns the last value read. */
-static long wait_metric(unsigned port, const char *name, long want, double timeout_s) {
-    long v = -1;
-    for (int i = 0; i < (int)(timeout_s * 100); i++) {
-        hs_response r;
-        hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
-        v = r.body ? metric_value(r.body, name) : -1;
-        hs_response_free(&r);
-        if (v == want) break;
-        usleep(10000);
-    }
-    return v;
-}
-
 /* GET /: the teaching page, the bytes of web/index.html, cacheable only
  * with revalidation, and fetching nothing from anywhere else. */
 START_TEST(teaching_page) {
@@ -648,7 +627,7 @@ START_TEST(teaching_page) {
 
     /* the four 304s are counted as such (a moment after the client has them) */
     ck_assert_int_eq(
-        wait_metric(port, "attn_http_requests_total{route=\"page\",code=\"304\"} ", 4, 1), 4);
+        hs_wait_metric(port, "attn_http_requests_total{route=\"page\",code=\"304\"} ", 4, 1), 4);
 }
 END_TEST
 
@@ -1199,7 +1178,7 @@ START_TEST(sigterm_drains) {
     long in_flight = 0;
     for (int i = 0; i < 500 && in_flight < N + 1; i++) {
         hs_request(ready, s.port, "GET", "/metrics", NULL, NULL, 0, &r);
-        in_flight = metric_value(r.body, "\nattn_http_requests_in_flight ");
+        in_flight = hs_metric_value(r.body, "\nattn_http_requests_in_flight ");
         hs_response_free(&r);
         if (in_flight < N + 1) usleep(10000);
     }
@@ -1249,7 +1228,7 @@ static void wait_in_flight(unsigned port, long n) {
     for (int i = 0; i < 1000 && v < n + 1; i++) {
         hs_response r;
         hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
-        v = metric_value(r.body, "\nattn_http_requests_in_flight ");
+        v = hs_metric_value(r.body, "\nattn_http_requests_in_flight ");
         hs_response_free(&r);
         if (v < n + 1) usleep(10000);
     }
@@ -1340,7 +1319,7 @@ START_TEST(body_budget) {
     static const char *const args[] = {
         "--workers", "1", "--max-body-bytes", "64k", "--max-inflight-bytes", "100k", NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_body_bytes_capacity ", BUDGET, 1), BUDGET);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_capacity ", BUDGET, 1), BUDGET);
     char *body = padded_body(SLOW_BODY);
 
     /* A slow upload within the budget holds its declared length... */
@@ -1350,7 +1329,7 @@ START_TEST(body_budget) {
     ck_assert_int_eq(hs_raw_send(a, head, strlen(head)), 0);
     free(head);
     ck_assert_int_eq(hs_raw_send(a, body, 1000), 0);
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_body_bytes_reserved ", SLOW_BODY, 10), SLOW_BODY);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", SLOW_BODY, 10), SLOW_BODY);
 
     /* ...so that concurrent slow uploads beyond it are refused at once,
      * from their headers, without waiting for their bodies. */
@@ -1387,7 +1366,7 @@ START_TEST(body_budget) {
     assert_raw_overloaded(raw);
     free(raw);
     close(c);
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_body_bytes_reserved ", SLOW_BODY, 5), SLOW_BODY);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", SLOW_BODY, 5), SLOW_BODY);
 
     /* The upload within the budget completes and is answered. */
     ck_assert_int_eq(hs_raw_send(a, body + 1000, SLOW_BODY - 1000), 0);
@@ -1398,7 +1377,7 @@ START_TEST(body_budget) {
     close(a);
 
     /* Afterwards the budget is whole again. */
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
     for (int i = 0; i < 2; i++) {
         hs_response r = post(s.port, body);
         ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
@@ -1406,7 +1385,7 @@ START_TEST(body_budget) {
     }
     /* and a chunked body within it is taken too, once the posts' bodies
      * are given back (their completion may come just after the answer) */
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
     c = hs_raw_open(s.port);
     head = post_head("chunked-d", (size_t)-1);
     static const char small[] = "{" E2 "," W2 "}";
@@ -1419,7 +1398,7 @@ START_TEST(body_budget) {
     ck_assert_msg(strncmp(raw, "HTTP/1.1 200", 12) == 0, "got: %.300s", raw);
     free(raw);
     close(c);
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
 
     hs_response r;
     hs_request(NULL, s.port, "GET", "/metrics", NULL, NULL, 0, &r);
@@ -1465,18 +1444,6 @@ START_TEST(connection_limit) {
 }
 END_TEST
 
-/* The access-log line of request id, or NULL; malloc'd. */
-static char *access_line(const char *log, const char *id) {
-    char want[80];
-    snprintf(want, sizeof want, " id=%s\n", id);
-    const char *p = log ? strstr(log, want) : NULL;
-    if (!p) return NULL;
-    const char *start = p;
-    while (start > log && start[-1] != '\n')
-        start--;
-    return strndup(start, (size_t)(p - start) + strlen(want) - 1);
-}
-
 /* Sends a heavy request with id on a raw connection; returns the socket. */
 static int send_heavy(unsigned port, const char *body, const char *id) {
     int fd = hs_raw_open(port);
@@ -1504,15 +1471,15 @@ START_TEST(client_gone) {
     ck_assert_int_eq(hs_raw_send(half, head, strlen(head)), 0);
     ck_assert_int_eq(hs_raw_send(half, body, strlen(body) / 2), 0);
     free(head);
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_body_bytes_reserved ", (long)strlen(body), 10),
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", (long)strlen(body), 10),
                      (long)strlen(body));
     hs_raw_reset(half);
     /* one whose job is running, one whose job is queued behind it */
     int running = send_heavy(s.port, body, "gone-running");
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_workers_busy ", 1, 10), 1);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 1, 10), 1);
     hs_raw_reset(running);
     int queued = send_heavy(s.port, body, "gone-queued");
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_queue_depth ", 1, 10), 1);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_queue_depth ", 1, 10), 1);
     hs_raw_reset(queued);
 
     poster ps = {.port = s.port, .body = body};
@@ -1527,7 +1494,7 @@ START_TEST(client_gone) {
         log = hs_log(&s);
         int all = 1;
         for (int i = 0; i < 3; i++) {
-            char *line = access_line(log, ids[i]);
+            char *line = hs_access_line(log, ids[i]);
             all &= line != NULL;
             free(line);
         }
@@ -1535,16 +1502,16 @@ START_TEST(client_gone) {
         usleep(10000);
     }
     for (int i = 0; i < 3; i++) {
-        char *line = access_line(log, ids[i]);
+        char *line = hs_access_line(log, ids[i]);
         ck_assert_msg(line, "no access line for %s; log:\n%s", ids[i], log);
         ck_assert_msg(strstr(line, "access POST /v1/attention 499 0B "), "%s", line);
         free(line);
     }
     free(log);
     ck_assert_int_eq(
-        wait_metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"499\"} ", 3, 5),
+        hs_wait_metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"499\"} ", 3, 5),
         3);
-    ck_assert_int_eq(wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
     free(body);
     finish(&s);
 }
@@ -1752,7 +1719,7 @@ START_TEST(slow_clients_dropped) {
         hs_response r = post(s.port, body);
         ck_assert_int_eq(r.status, 200);
         hs_response_free(&r);
-        ck_assert_int_eq(wait_metric(s.port, "\nattn_workers_busy ", 0, 1), 0);
+        ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 0, 1), 0);
         usleep(100000);
     }
     /* the silent one: closed by the server after about 2 s */
@@ -1765,7 +1732,7 @@ START_TEST(slow_clients_dropped) {
                   t.seconds);
     char *log = hs_log(&s);
     char *line = NULL;
-    for (int k = 0; k < 100 && !(line = access_line(log, "slow-trickle")); k++) {
+    for (int k = 0; k < 100 && !(line = hs_access_line(log, "slow-trickle")); k++) {
         free(log);
         usleep(20000);
         log = hs_log(&s);

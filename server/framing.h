@@ -1,0 +1,53 @@
+/*
+ * framing.h — the rules of RFC 9112 on how a request says where its body
+ * ends, where libmicrohttpd 0.9.75 is lax.
+ *
+ * libmicrohttpd takes the first of two different Content-Length headers,
+ * reads a chunked body that also has a Content-Length (and keeps the
+ * connection), waits for the end of a body in a transfer coding it does not
+ * know (gzip, "identity, chunked") until the timeout, serves HTTP/1.1
+ * without Host, and keeps header values whole only up to a NUL byte. Behind
+ * a proxy that reads the same bytes another way, the first two are request
+ * smuggling. srv_framing_check reads the headers once they are all in and
+ * names the first fault; the HTTP layer answers it and closes the
+ * connection, since where the next request begins is then not known.
+ */
+#ifndef SRV_FRAMING_H
+#define SRV_FRAMING_H
+
+#include <microhttpd.h>
+
+typedef enum srv_framing_fault {
+    SRV_FRAMING_OK,
+    SRV_FRAMING_NO_HOST,            /* HTTP/1.1 without Host, or more than one (400) */
+    SRV_FRAMING_LENGTHS_DIFFER,     /* Content-Length headers of different values (400) */
+    SRV_FRAMING_LENGTH_AND_CHUNKED, /* Content-Length and Transfer-Encoding both (400) */
+    SRV_FRAMING_CODING,             /* a transfer coding other than chunked alone (501) */
+    SRV_FRAMING_OLD_CODING,         /* Transfer-Encoding in an HTTP/1.0 request (400) */
+    SRV_FRAMING_NUL_IN_HEADER       /* a header holding a NUL byte, or folded (400) */
+} srv_framing_fault;
+
+/*
+ * The first framing fault of the request on conn, whose headers are all in;
+ * `method` and `version` are the strings libmicrohttpd gave the handler.
+ * A NUL in Authorization is not a fault here but sets *authorization_cut:
+ * the value libmicrohttpd gives is then not the one sent, and the HTTP
+ * layer takes it for a wrong key (401).
+ *
+ * A NUL byte in a header value is invisible through libmicrohttpd's API,
+ * whose values are C strings. It is found from the header block itself,
+ * which libmicrohttpd parses in place starting at `method`, over
+ * MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE bytes: each value must be
+ * followed by its line end (the CR and LF it overwrote with NULs) and then
+ * the next key, and nothing else. That holds for libmicrohttpd 0.9.75's
+ * parser; tests/test_hostile.c checks it, and every other test sends
+ * ordinary headers through it.
+ */
+srv_framing_fault srv_framing_check(struct MHD_Connection *conn, const char *method,
+                                    const char *version, int *authorization_cut);
+
+/* The status and the message of a fault other than SRV_FRAMING_OK. */
+int srv_framing_status(srv_framing_fault f);
+const char *srv_framing_message(srv_framing_fault f);
+
+#endif

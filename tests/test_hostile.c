@@ -1,0 +1,667 @@
+/*
+ * test_hostile.c — the built server against clients that break the rules,
+ * over raw sockets on 127.0.0.1.
+ *
+ *   framing   RFC 9112's faults libmicrohttpd lets through (two lengths,
+ *             a length with chunked, an unknown coding, no Host, NUL
+ *             bytes): the contract's JSON error, then the connection
+ *             closed, so no smuggled request behind is ever answered;
+ *             libmicrohttpd's own refusals counted by their real status.
+ *   slow      headers or a body sent a byte at a time, or never, end at
+ *             --connection-timeout with a 408; header-only POSTs announcing
+ *             64 MiB hold none of the body budget; connections over
+ *             --max-connections are refused at once.
+ *   gone      clients that leave while their jobs wait or run: the jobs
+ *             are dropped (499, attn_jobs_dropped_total), a full queue of
+ *             them gives its places to the next clients, and a load that
+ *             stops and starts again at 64 connections gets no 503.
+ *   drain     SIGTERM while 300 keep-alive connections ask for a model's
+ *             weights (which a worker writes): the server exits 0 each time.
+ *
+ * The heavy requests name the built-in gpt2-small-shape model, from
+ * $ATTN_TEST_MODELS_DIR (make test sets it).
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/http_harness.h"
+
+static const char tiny[] =
+    "{\"embeddings\":[[1,0],[0,1]],\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],"
+    "\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}]}}";
+
+static void start(hs_server *s, const char *const *extra) {
+    const char *dir = getenv("ATTN_TEST_MODELS_DIR");
+    const char *args[24] = {"--models-dir", dir ? dir : "build/models"};
+    size_t n = 2;
+    for (; extra && *extra && n < 23; extra++)
+        args[n++] = *extra;
+    args[n] = NULL;
+    ck_assert_int_eq(hs_start(s, args), 0);
+}
+
+static void finish(hs_server *s) {
+    char why[2048];
+    ck_assert_msg(hs_finish(s, why, sizeof why) == 0, "%s", why);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static long metric(unsigned port, const char *name) {
+    hs_response r;
+    hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
+    long v = r.body ? hs_metric_value(r.body, name) : -1;
+    hs_response_free(&r);
+    return v;
+}
+
+/* Polls /metrics until `name` reads at least `want`; returns the last value. */
+static long wait_at_least(unsigned port, const char *name, long want, double timeout_s) {
+    long v = -1;
+    for (double t0 = now_s(); now_s() - t0 < timeout_s; usleep(5000))
+        if ((v = metric(port, name)) >= want) break;
+    return v;
+}
+
+/* A POST /v1/attention head with the given extra header lines. */
+static char *post_head(const char *extra, size_t content_length) {
+    char *h = NULL;
+    if (asprintf(&h,
+                 "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\n%sContent-Length: %zu\r\n\r\n",
+                 extra, content_length) < 0)
+        return NULL;
+    return h;
+}
+
+/* Sends `req` and reads until the server closes (up to timeout_s): the
+ * whole exchange, every response in it. */
+static char *exchange_raw(unsigned port, const char *req, size_t len, double timeout_s) {
+    char *got = hs_raw(port, req, len, timeout_s);
+    ck_assert_ptr_nonnull(got);
+    return got;
+}
+
+/* Status lines in a stream of answers: "HTTP/1.1 " at its start or right
+ * after a body, not inside a message. */
+static int answers_in(const char *raw) {
+    int n = 0;
+    for (const char *p = strstr(raw, "HTTP/1.1 "); p; p = strstr(p + 1, "HTTP/1.1 "))
+        n += p == raw || p[-1] != ' ';
+    return n;
+}
+
+/* One JSON error answer, of status and code, with a request id, and the
+ * connection closed behind it (nothing more came). */
+static void assert_one_error(const char *raw, const char *status_line, const char *code) {
+    ck_assert_msg(strncmp(raw, status_line, strlen(status_line)) == 0, "got: %.400s", raw);
+    char want[80];
+    snprintf(want, sizeof want, "\"code\":\"%s\"", code);
+    ck_assert_msg(strstr(raw, want), "got: %.400s", raw);
+    ck_assert_msg(strstr(raw, "\r\nX-Request-Id: "), "got: %.400s", raw);
+    ck_assert_msg(strstr(raw, "\r\nContent-Type: application/json"), "got: %.400s", raw);
+    ck_assert_msg(answers_in(raw) == 1, "more than one answer: %.800s", raw);
+}
+
+/* ------------------------------------------------------------ framing */
+
+static const char smuggled[] = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+
+START_TEST(framing_refused) {
+    hs_server s;
+    start(&s, NULL);
+    char req[2048];
+    /* two lengths: the bytes past the first body must never be a request */
+    snprintf(req, sizeof req,
+             "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\nContent-Length: %zu\r\n\r\n%s%s",
+             strlen(tiny), strlen(tiny) + strlen(smuggled), tiny, smuggled);
+    char *raw = exchange_raw(s.port, req, strlen(req), 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    ck_assert_ptr_null(strstr(raw, "\"models\""));
+    free(raw);
+
+    /* the same length twice is one length */
+    snprintf(req, sizeof req,
+             "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+             strlen(tiny), strlen(tiny), tiny);
+    raw = exchange_raw(s.port, req, strlen(req), 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 200", 12) == 0, "got: %.300s", raw);
+    free(raw);
+
+    /* a length and chunked: refused, and the connection closed (RFC 9112 §6.1) */
+    snprintf(req, sizeof req,
+             "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n%s",
+             strlen(tiny), tiny, smuggled);
+    raw = exchange_raw(s.port, req, strlen(req), 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    ck_assert_ptr_nonnull(strstr(raw, "\r\nConnection: close"));
+    free(raw);
+
+    /* codings it does not read: 501 at once, not a wait for the timeout */
+    static const char *const codings[] = {"gzip", "identity, chunked", "chunked, gzip"};
+    for (size_t i = 0; i < sizeof codings / sizeof *codings; i++) {
+        snprintf(req, sizeof req,
+                 "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\nTransfer-Encoding: %s\r\n\r\nabc",
+                 codings[i]);
+        double t0 = now_s();
+        raw = exchange_raw(s.port, req, strlen(req), 5);
+        ck_assert_msg(now_s() - t0 < 2, "%s: answered after %.1f s", codings[i], now_s() - t0);
+        assert_one_error(raw, "HTTP/1.1 501", "not_implemented");
+        free(raw);
+    }
+    /* two Transfer-Encoding headers */
+    snprintf(req, sizeof req,
+             "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    raw = exchange_raw(s.port, req, strlen(req), 5);
+    assert_one_error(raw, "HTTP/1.1 501", "not_implemented");
+    free(raw);
+
+    /* HTTP/1.1 without Host, or with two; HTTP/1.0 without is fine */
+    static const char no_host[] = "GET /healthz HTTP/1.1\r\n\r\n";
+    raw = exchange_raw(s.port, no_host, strlen(no_host), 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    free(raw);
+    static const char two_hosts[] = "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n";
+    raw = exchange_raw(s.port, two_hosts, strlen(two_hosts), 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    free(raw);
+    static const char old[] = "GET /healthz HTTP/1.0\r\n\r\n";
+    raw = exchange_raw(s.port, old, strlen(old), 5);
+    ck_assert_msg(strstr(raw, " 200 OK\r\n"), "got: %.300s", raw);
+    free(raw);
+    /* Transfer-Encoding in HTTP/1.0 is faulty framing */
+    static const char old_chunked[] =
+        "POST /v1/attention HTTP/1.0\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    raw = exchange_raw(s.port, old_chunked, strlen(old_chunked), 5);
+    ck_assert_msg(strstr(raw, " 400 Bad Request\r\n") && strstr(raw, "\"bad_request\""),
+                  "got: %.300s", raw);
+    free(raw);
+
+    /* and the server serves as before */
+    ck_assert_int_eq(hs_wait_metric(s.port, "attn_http_requests_total{route=\"attention\","
+                                            "code=\"501\"} ", 4, 5), 4);
+    finish(&s);
+}
+END_TEST
+
+/* A NUL byte cuts nothing: "%00" in a path is no model of the name before
+ * it, and a key with a NUL in it is no key. */
+START_TEST(nul_bytes_refused) {
+    char keys[] = "/tmp/attn-hostile-keys-XXXXXX";
+    int kfd = mkstemp(keys);
+    ck_assert_int_ge(kfd, 0);
+    ck_assert_int_eq(write(kfd, "k2\n", 3), 3);
+    close(kfd);
+    hs_server s;
+    const char *const args[] = {"--api-keys-file", keys, NULL};
+    start(&s, args);
+
+    static const char ok[] =
+        "GET /v1/models/demo-4d HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k2\r\n"
+        "Connection: close\r\n\r\n";
+    char *raw = exchange_raw(s.port, ok, strlen(ok), 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 200", 12) == 0, "got: %.300s", raw);
+    free(raw);
+
+    static const char path_nul[] =
+        "GET /v1/models/demo-4d%00x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k2\r\n"
+        "Connection: close\r\n\r\n";
+    raw = exchange_raw(s.port, path_nul, strlen(path_nul), 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 404", 12) == 0 && strstr(raw, "\"not_found\""),
+                  "got: %.300s", raw);
+    ck_assert_ptr_null(strstr(raw, "\"d_model\""));
+    free(raw);
+
+    static const char query_nul[] =
+        "GET /v1/models/demo-4d?weights=true%00x HTTP/1.1\r\nHost: x\r\n"
+        "Authorization: Bearer k2\r\nConnection: close\r\n\r\n";
+    raw = exchange_raw(s.port, query_nul, strlen(query_nul), 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 400", 12) == 0, "got: %.300s", raw);
+    free(raw);
+
+    static const char key_nul[] = "GET /v1/models HTTP/1.1\r\nHost: x\r\n"
+                                  "Authorization: Bearer k2\0junk\r\nConnection: close\r\n\r\n";
+    raw = exchange_raw(s.port, key_nul, sizeof key_nul - 1, 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 401", 12) == 0 && strstr(raw, "\"unauthorized\""),
+                  "got: %.300s", raw);
+    free(raw);
+
+    static const char header_nul[] = "GET /v1/models HTTP/1.1\r\nHost: x\r\n"
+                                     "Authorization: Bearer k2\r\nX-Note: a\0b\r\n\r\n";
+    raw = exchange_raw(s.port, header_nul, sizeof header_nul - 1, 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    free(raw);
+    finish(&s);
+    unlink(keys);
+}
+END_TEST
+
+/* What libmicrohttpd answers itself (in HTML, see the README) is counted by
+ * its real status, not as a client that hung up. */
+START_TEST(library_errors_counted) {
+    hs_server s;
+    start(&s, NULL);
+    static const char bad_chunk[] =
+        "POST /v1/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n";
+    char *raw = exchange_raw(s.port, bad_chunk, strlen(bad_chunk), 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 400", 12) == 0, "got: %.300s", raw);
+    free(raw);
+    /* a header block larger than libmicrohttpd's buffer: 431 */
+    size_t big = 70000;
+    char *req = malloc(big + 200);
+    int n = snprintf(req, 200, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(req + n, 'a', big);
+    strcpy(req + n + big, "\r\n\r\n");
+    raw = exchange_raw(s.port, req, strlen(req), 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 431", 12) == 0, "got: %.300s", raw);
+    free(raw);
+    free(req);
+    ck_assert_int_eq(
+        hs_wait_metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"400\"} ", 1, 5),
+        1);
+    ck_assert_int_eq(
+        hs_wait_metric(s.port, "attn_http_requests_total{route=\"other\",code=\"431\"} ", 1, 5), 1);
+    ck_assert_int_eq(metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"499\"} "),
+                     -1);
+    finish(&s);
+}
+END_TEST
+
+/* --------------------------------------------------------------- slow */
+
+/* Sends data a byte every `gap` seconds for at most `total` seconds;
+ * returns the seconds until the server closed the connection (what it
+ * answered in *answer), or -1 if it never did. */
+static double trickle(unsigned port, const char *data, double gap, double total, char **answer) {
+    int fd = hs_raw_open(port);
+    ck_assert_int_ge(fd, 0);
+    double t0 = now_s();
+    size_t len = strlen(data), i = 0;
+    double closed = -1;
+    *answer = NULL;
+    while (now_s() - t0 < total) {
+        if (i < len && send(fd, data + i, 1, MSG_NOSIGNAL) != 1) break;
+        i++;
+        char buf[1];
+        if (recv(fd, buf, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 && (closed = now_s() - t0) >= 0) break;
+        usleep((useconds_t)(gap * 1e6));
+    }
+    if (closed < 0) closed = now_s() - t0 < total ? now_s() - t0 : -1;
+    *answer = hs_raw_recv(fd, 1.0);
+    close(fd);
+    return closed;
+}
+
+START_TEST(slow_headers_end) {
+    hs_server s;
+    static const char *const args[] = {"--connection-timeout", "2", NULL};
+    start(&s, args);
+    char *answer;
+    /* a request line and headers a byte every 0.2 s: never idle, but late */
+    double t = trickle(s.port,
+                       "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+                       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
+                       0.2, 8, &answer);
+    ck_assert_msg(t > 1.5 && t < 4, "closed after %.2f s", t);
+    ck_assert_msg(answer && strstr(answer, "HTTP/1.1 408") && strstr(answer, "\"request_timeout\""),
+                  "answer: %s", answer ? answer : "(none)");
+    free(answer);
+    /* the next request on a kept connection: its headers are due too */
+    int fd = hs_raw_open(s.port);
+    static const char get[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    ck_assert_int_eq(hs_raw_send(fd, get, strlen(get)), 0);
+    char *raw = hs_raw_recv(fd, 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 200", 12) == 0, "got: %.200s", raw);
+    free(raw);
+    double t0 = now_s();
+    for (int i = 0; i < 40; i++) {
+        if (send(fd, "G", 1, MSG_NOSIGNAL) != 1) break;
+        usleep(200000);
+    }
+    ck_assert_msg(now_s() - t0 < 5, "a trickled second request was kept %.1f s", now_s() - t0);
+    close(fd);
+    ck_assert_int_ge(hs_wait_metric(s.port, "\nattn_connections_timed_out_total ", 2, 5), 2);
+    finish(&s);
+}
+END_TEST
+
+/* --max-connections trickling clients hold every connection only until
+ * their deadline, and one over the limit is refused at once, not queued
+ * in the kernel's backlog. */
+START_TEST(connection_limit_and_slow_headers) {
+    hs_server s;
+    static const char *const args[] = {"--connection-timeout", "2", "--max-connections", "20",
+                                       "--io-threads", "2", NULL};
+    start(&s, args);
+    enum { N = 20 };
+    int fds[N];
+    for (int i = 0; i < N; i++) {
+        /* the metrics request is a connection too: read before the last,
+         * which is opened again until the metrics one is gone */
+        if (i == N - 1) ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_connections ", N, 5), N);
+        for (int tries = 0;; tries++) {
+            fds[i] = hs_raw_open(s.port);
+            ck_assert_int_ge(fds[i], 0);
+            ck_assert_int_eq(hs_raw_send(fds[i], "G", 1), 0);
+            char *early = i == N - 1 ? hs_raw_recv(fds[i], 0.2) : NULL;
+            int refused = early && early[0] == 0 && recv(fds[i], early, 1, MSG_DONTWAIT) == 0;
+            free(early);
+            if (!refused) break;
+            ck_assert_msg(tries < 20, "the last slow client was never taken");
+            close(fds[i]);
+            usleep(50000);
+        }
+    }
+    /* one over the limit is closed without an answer, at once */
+    double t0 = now_s();
+    char *raw = hs_raw(s.port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35, 3);
+    double took = now_s() - t0;
+    ck_assert_msg(raw == NULL || raw[0] == 0, "a connection over the limit was served: %s", raw);
+    ck_assert_msg(took < 1, "refusal took %.2f s", took);
+    free(raw);
+    /* the trickling ones go at their deadline, and others are served */
+    for (int i = 0; i < N; i++) {
+        char *raw = hs_raw_recv(fds[i], 6);
+        ck_assert_msg(raw && strstr(raw, "408"), "client %d got: %s", i, raw ? raw : "(none)");
+        free(raw);
+        close(fds[i]);
+    }
+    for (int i = 0; i < 100; i++) {
+        hs_response r;
+        hs_request(NULL, s.port, "GET", "/healthz", NULL, NULL, 0, &r);
+        long st = r.status;
+        hs_response_free(&r);
+        if (st == 200) break;
+        ck_assert_msg(i < 99, "not served after the slow clients went");
+        usleep(20000);
+    }
+    ck_assert_int_ge(metric(s.port, "\nattn_connections_refused_total "), 1);
+    finish(&s);
+}
+END_TEST
+
+/* POSTs announcing 64 MiB and sending nothing: they hold none of the body
+ * budget, so other POSTs go on, and they end at their deadline though no
+ * byte comes to wake anything. */
+START_TEST(header_only_posts) {
+    hs_server s;
+    static const char *const args[] = {"--connection-timeout", "2", "--max-inflight-bytes", "64m",
+                                       NULL};
+    start(&s, args);
+    enum { N = 8 };
+    int fds[N];
+    char *head = post_head("", (size_t)64 << 20);
+    for (int i = 0; i < N; i++) {
+        fds[i] = hs_raw_open(s.port);
+        ck_assert_int_eq(hs_raw_send(fds[i], head, strlen(head)), 0);
+    }
+    free(head);
+    usleep(200000);
+    ck_assert_int_eq(metric(s.port, "\nattn_body_bytes_reserved "), 0);
+    for (int i = 0; i < 3; i++) {
+        hs_response r;
+        hs_request(NULL, s.port, "POST", "/v1/attention", NULL, tiny, strlen(tiny), &r);
+        ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+        hs_response_free(&r);
+    }
+    double t0 = now_s();
+    for (int i = 0; i < N; i++) {
+        char *raw = hs_raw_recv(fds[i], 6);
+        ck_assert_msg(raw && strstr(raw, "HTTP/1.1 408"), "got: %s", raw ? raw : "(none)");
+        free(raw);
+        close(fds[i]);
+    }
+    ck_assert_msg(now_s() - t0 < 4, "ended after %.1f s", now_s() - t0);
+    /* one that sends a little and stops holds only what it sent, rounded
+     * up to a first piece, not the 64 MiB it announced */
+    int fd = hs_raw_open(s.port);
+    head = post_head("", (size_t)64 << 20);
+    ck_assert_int_eq(hs_raw_send(fd, head, strlen(head)), 0);
+    ck_assert_int_eq(hs_raw_send(fd, "{\"embeddings\": [", 16), 0);
+    free(head);
+    long reserved = -1;
+    for (int i = 0; i < 100 && reserved <= 0; i++, usleep(10000))
+        reserved = metric(s.port, "\nattn_body_bytes_reserved ");
+    ck_assert_msg(reserved > 0 && reserved <= 65536, "reserved %ld", reserved);
+    close(fd);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
+    finish(&s);
+}
+END_TEST
+
+/* --------------------------------------------------------------- gone */
+
+/* A body for gpt2-small-shape with n tokens of zeros: ~n × 1.5 KB. */
+static char *heavy_body(int n) {
+    size_t cap = (size_t)n * 768 * 2 + 256, len = 0;
+    char *b = malloc(cap);
+    len += (size_t)sprintf(b, "{\"model\":\"gpt2-small-shape\",\"return\":[\"embeddings\"],"
+                              "\"embeddings\":[");
+    for (int i = 0; i < n; i++) {
+        b[len++] = '[';
+        for (int j = 0; j < 768; j++) {
+            b[len++] = '0';
+            b[len++] = j < 767 ? ',' : ']';
+        }
+        b[len++] = i < n - 1 ? ',' : ']';
+    }
+    strcpy(b + len, "}");
+    return b;
+}
+
+static int send_post(unsigned port, const char *body, const char *id) {
+    int fd = hs_raw_open(port);
+    ck_assert_int_ge(fd, 0);
+    char extra[96];
+    snprintf(extra, sizeof extra, "X-Request-Id: %s\r\n", id);
+    char *head = post_head(extra, strlen(body));
+    ck_assert_int_eq(hs_raw_send(fd, head, strlen(head)), 0);
+    ck_assert_int_eq(hs_raw_send(fd, body, strlen(body)), 0);
+    free(head);
+    return fd;
+}
+
+/* The status of the one answer on fd. */
+static long answer_status(int fd, double timeout_s) {
+    char *raw = hs_raw_recv(fd, timeout_s);
+    long st = raw && strncmp(raw, "HTTP/1.1 ", 9) == 0 ? strtol(raw + 9, NULL, 10) : -1;
+    free(raw);
+    return st;
+}
+
+/* A full queue whose clients all left: the next clients are all served,
+ * and the ones that left are logged 499 and counted. */
+START_TEST(gone_clients_give_way) {
+    hs_server s;
+    static const char *const args[] = {"--workers", "1", "--queue-depth", "4", NULL};
+    start(&s, args);
+    char *body = heavy_body(768);
+    enum { Q = 5 };
+    int fds[Q];
+    for (int i = 0; i < Q; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "left-%d", i);
+        fds[i] = send_post(s.port, body, id);
+    }
+    ck_assert_int_eq(wait_at_least(s.port, "\nattn_queue_depth ", 4, 10), 4);
+    for (int i = 0; i < Q; i++)
+        close(fds[i]);
+    /* as many as the queue holds: the job that ran may not have stopped */
+    for (int i = 0; i < Q - 1; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "next-%d", i);
+        fds[i] = send_post(s.port, body, id);
+    }
+    for (int i = 0; i < Q - 1; i++) {
+        long st = answer_status(fds[i], 30);
+        ck_assert_msg(st == 200, "next client %d: status %ld", i, st);
+        close(fds[i]);
+    }
+    ck_assert_int_ge(hs_wait_metric(s.port, "\nattn_jobs_dropped_total ", 4, 5), 4);
+    char *log = hs_log(&s);
+    int gone = 0;
+    for (int i = 0; i < Q; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "left-%d", i);
+        char *line = hs_access_line(log, id);
+        gone += line && strstr(line, " 499 0B ");
+        free(line);
+    }
+    ck_assert_msg(gone >= 4, "%d of the clients that left logged 499:\n%s", gone, log);
+    free(log);
+    free(body);
+    finish(&s);
+}
+END_TEST
+
+/* A running computation whose client leaves stops between its phases. */
+START_TEST(gone_client_stops_running_job) {
+    hs_server s;
+    static const char *const args[] = {"--workers", "2", NULL};
+    start(&s, args);
+    char *body = heavy_body(4096);
+    int fd = send_post(s.port, body, "runner");
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 1, 20), 1);
+    close(fd);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_jobs_dropped_total ", 1, 20), 1);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 0, 5), 0);
+    char *log = NULL, *line = NULL;
+    for (int i = 0; i < 100 && !line; i++, usleep(20000)) {
+        free(log);
+        log = hs_log(&s);
+        line = hs_access_line(log, "runner");
+    }
+    ck_assert_msg(line && strstr(line, " 499 "), "%s", line ? line : "(no line)");
+    free(line);
+    free(log);
+    free(body);
+    finish(&s);
+}
+END_TEST
+
+/* A load of 64 connections that stops and starts again (a warm-up, then
+ * the measurement; or a proxy that timed out): with the default queue of
+ * 64, the second round gets no 503 from the first round's dead jobs. */
+START_TEST(load_restart_no_503) {
+    hs_server s;
+    start(&s, NULL);
+    char *body = heavy_body(256);
+    enum { C = 64 };
+    int fds[C];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < C; i++) {
+            char id[32];
+            snprintf(id, sizeof id, "round%d-%d", round, i);
+            fds[i] = send_post(s.port, body, id);
+        }
+        if (round == 0) {
+            ck_assert_int_ge(wait_at_least(s.port, "\nattn_queue_depth ", 50, 20), 50);
+            for (int i = 0; i < C; i++)
+                hs_raw_reset(fds[i]);
+        }
+    }
+    int ok = 0, refused = 0;
+    for (int i = 0; i < C; i++) {
+        long st = answer_status(fds[i], 60);
+        ok += st == 200;
+        refused += st == 503;
+        close(fds[i]);
+    }
+    ck_assert_msg(ok == C, "%d of %d served, %d refused 503", ok, C, refused);
+    free(body);
+    finish(&s);
+}
+END_TEST
+
+/* -------------------------------------------------------------- drain */
+
+/* SIGTERM as 300 keep-alive connections each ask for a model's weights: a
+ * request that arrives once the drain has counted what is in flight must
+ * be answered (503 shutting_down) and never suspended, or stopping the
+ * daemon aborts the process. */
+START_TEST(sigterm_with_keepalive_weights) {
+    enum { C = 300, RUNS = 6 };
+    static const char health[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char weights[] = "GET /v1/models/demo-4d?weights=true HTTP/1.1\r\nHost: x\r\n\r\n";
+    int *fds = malloc(C * sizeof *fds);
+    for (int run = 0; run < RUNS; run++) {
+        hs_server s;
+        start(&s, NULL);
+        for (int i = 0; i < C; i++) {
+            fds[i] = hs_raw_open(s.port);
+            ck_assert_int_ge(fds[i], 0);
+            ck_assert_int_eq(hs_raw_send(fds[i], health, strlen(health)), 0);
+        }
+        for (int i = 0; i < C; i++) {
+            long st = answer_status(fds[i], 10);
+            ck_assert_int_eq(st, 200);
+        }
+        hs_signal(&s, SIGTERM);
+        for (int i = 0; i < C; i++)
+            send(fds[i], weights, strlen(weights), MSG_NOSIGNAL);
+        for (int i = 0; i < C; i++) {
+            long st = answer_status(fds[i], 10);
+            ck_assert_msg(st == -1 || st == 200 || st == 503, "status %ld", st);
+            close(fds[i]);
+        }
+        int status = hs_wait(&s, 20);
+        ck_assert_msg(status == 0, "run %d: the server exited with %d", run, status);
+        finish(&s);
+    }
+    free(fds);
+}
+END_TEST
+
+static Suite *hostile_suite(void) {
+    Suite *s = suite_create("hostile");
+    TCase *tc = tcase_create("framing");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, framing_refused);
+    tcase_add_test(tc, nul_bytes_refused);
+    tcase_add_test(tc, library_errors_counted);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("slow");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, slow_headers_end);
+    tcase_add_test(tc, connection_limit_and_slow_headers);
+    tcase_add_test(tc, header_only_posts);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gone");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, gone_clients_give_way);
+    tcase_add_test(tc, gone_client_stops_running_job);
+    tcase_add_test(tc, load_restart_no_503);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("drain");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, sigterm_with_keepalive_weights);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    SRunner *sr = srunner_create(hostile_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    curl_global_cleanup();
+    return failed ? 1 : 0;
+}
