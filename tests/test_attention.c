@@ -827,6 +827,11 @@ START_TEST(test_workspace_grows) {
     ck_assert_uint_eq(attn_workspace_bytes(ws), b2);
     outputs_check("big after trim", &ob, &rb, WANT_ALL);
 
+    /* no workspace at all: an error, as a failed growth, never a fault */
+    ck_assert_ptr_null(attn_workspace_reserve(NULL, 64));
+    ck_assert_uint_eq(attn_workspace_bytes(NULL), 0);
+    ck_assert_int_eq(attn_compute(&vs, NULL, &small.in), ATTN_ERR_NOMEM);
+
     outputs_free(&os), outputs_free(&ob);
     ref_free(&rs), ref_free(&rb);
     problem_free(&small), problem_free(&big);
