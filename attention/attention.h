@@ -119,7 +119,8 @@ void attn_workspace_trim(attn_workspace *ws, size_t keep_bytes);
 /*
  * Returns the workspace's block, grown to at least `bytes` (contents not
  * kept across a growth; 64-byte aligned), or NULL when the allocation
- * fails, the workspace then unchanged. The block stays owned by the
+ * fails, the workspace then unchanged, or when ws is NULL (so that
+ * attn_compute on a NULL workspace is ATTN_ERR_NOMEM). The block stays owned by the
  * workspace, valid until the next reserve, trim or destroy. attn_compute
  * carves its scratch from it; a caller may also keep a workspace of its
  * own as a block of memory reused from call to call.

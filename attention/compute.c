@@ -20,9 +20,11 @@
  *     per key block k0 … k1 (causal: only blocks with k0 < r1):
  *       T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ    B × K tile, sgemm
  *       mask; online softmax: running row max m and sum l; when m grows,
- *       l and the row of Z already accumulated are rescaled by exp(m_old − m)
+ *       l and the row of Z already accumulated are rescaled by exp(m_old − m),
+ *       also when that underflows to 0 (a jump past exp's range)
  *       Z[r0:r1] += T · V_i[k0:k1]                             sgemm, beta 1
- *     Z[r0:r1] /= l (rows with nothing allowed stay exactly 0)
+ *     Z stays the average so far (T holds weights over l): no final
+ *     division; rows with nothing allowed stay exactly 0
  *     Scratch: one B × K tile, never n × n: memory is linear in n.
  *
  *   ΔE  = Z · w_o + b_o              n × dm    sgemm by tiles (w_o NULL: ΔE = Z)

@@ -119,18 +119,25 @@ void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, siz
             continue;
         }
         /* The weights so far were taken against the old max: f brings them
-         * to the new one. */
+         * to the new one. A row is "seen" once a tile had an allowed key;
+         * before that m is −inf, l is 0 and z holds nothing of ours. */
+        int seen = m[r] != -INFINITY;
         float f = 1.0f;
         if (tmax > m[r]) {
-            if (m[r] != -INFINITY) f = expf(m[r] - tmax);
+            if (seen) f = expf(m[r] - tmax);
             m[r] = tmax;
         }
         float l_old = l[r] * f;
+        /* l_new >= 1: this tile's max, or an earlier one, weighs exp(0). */
         float l_new = l_old + attn_vexp_shift_sum(tr, tr, m[r], len);
         /* z stays the weighted average of the V rows seen so far (weights
          * summing to 1), so it never grows past max |V| on its way, as an
-         * unnormalised Σ exp · V could (n · max |V| overflows first). */
-        if (l_old > 0.0f) attn_vscale(z + r * ldz, l_old / l_new, dh);
+         * unnormalised Σ exp · V could (n · max |V| overflows first).
+         * Rescaled whenever the row was seen, also when f (so l_old)
+         * underflowed to 0: a max that jumps by more than exp's range
+         * (~88) must wipe the old average, not leave it for T · V to add
+         * to. */
+        if (seen) attn_vscale(z + r * ldz, l_old / l_new, dh);
         attn_vscale(tr, 1.0f / l_new, len);
         l[r] = l_new;
         memset(tr + len, 0, (cols - len) * sizeof(float));

@@ -50,9 +50,10 @@ void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t
  * divided by the running sum including this tile (masked: exactly 0;
  * causal: keys past q not read, 0). m, l: rows, the running max and sum of
  * each row (start at −INFINITY, 0). z: rows × dh (stride ldz), the average
- * of the V rows so far, scaled here by l_old / l_new (rows with nothing
- * allowed yet are not read). The caller then adds t · V_tile to z, which
- * leaves z the average over every key seen: no final division.
+ * of the V rows so far, scaled here by l_old / l_new, which is 0 when the
+ * max grew by more than exp's range (rows with nothing allowed yet are not
+ * read). The caller then adds t · V_tile to z, which leaves z the average
+ * over every key seen: no final division.
  */
 void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz,
                          size_t dh, size_t rows, size_t cols, size_t q0, size_t k0, int causal);

@@ -44,6 +44,7 @@ void attn_workspace_trim(attn_workspace *ws, size_t keep_bytes) {
 }
 
 void *attn_workspace_reserve(attn_workspace *ws, size_t bytes) {
+    if (!ws) return NULL; /* as a failed growth: the caller's error path, not a fault */
     if (bytes <= ws->capacity) return ws->block;
     /* Round up to the alignment: posix_memalign wants nothing of it, but a
      * capacity that is a multiple keeps the slice arithmetic simple. */

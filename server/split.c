@@ -10,8 +10,9 @@
  * the condition variable until `done` (tasks returned, counted under the
  * mutex) reaches the count. A helper does the same claiming on its own
  * worker's workspace, adds what it ran to `done` and signals when it made
- * the count; a helper that starts after every task was claimed adds nothing
- * and leaves.
+ * the count; a helper that starts after every task was claimed, or whose
+ * worker has no workspace, adds nothing and leaves. Every task therefore
+ * runs on a workspace, never NULL.
  *
  * Lifetime: the state is reference-counted under its mutex, one reference
  * for the caller and one for each accepted helper; whoever drops the last
@@ -62,11 +63,13 @@ static size_t split_claim(split_state *st, attn_workspace *ws) {
     }
 }
 
-/* pool_fn: a helper, on an idle worker. */
+/* pool_fn: a helper, on an idle worker. A task needs a workspace of the
+ * thread that runs it (attn_runner), so a worker without one (a pool with
+ * no contexts) claims nothing: the caller runs what is left. */
 static void split_help(void *arg, void *worker_ctx) {
     split_state *st = arg;
     srv_worker *w = worker_ctx;
-    size_t ran = split_claim(st, w ? w->ws : NULL);
+    size_t ran = w && w->ws ? split_claim(st, w->ws) : 0;
     pthread_mutex_lock(&st->mu);
     st->done += ran;
     if (ran && st->done == st->count) pthread_cond_signal(&st->cv);

@@ -24,9 +24,11 @@ typedef struct srv_split {
     size_t helpers;     /* out: helpers the pool accepted, summed over runs */
 } srv_split;
 
-/* The attn_runner over `s`, which must outlive the runner's use. Helpers
- * run on pool workers whose context is a srv_worker (job.h), on that
- * worker's workspace; a NULL context gives the tasks a NULL workspace. */
+/* The attn_runner over `s`, which must outlive the runner's use; s->ws
+ * must not be NULL. Helpers run tasks on pool workers whose context is a
+ * srv_worker (job.h), on that worker's workspace; a worker with a NULL
+ * context takes no task (the caller does them): a task never gets a NULL
+ * workspace. */
 attn_runner srv_split_runner(srv_split *s);
 
 #endif

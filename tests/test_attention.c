@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/request.h"
 #include "attention/attention.h"
 #include "attention/naive.h"
 #include "attention/vexp.h"
@@ -826,6 +827,11 @@ START_TEST(test_workspace_grows) {
     ck_assert_uint_eq(attn_workspace_bytes(ws), b2);
     outputs_check("big after trim", &ob, &rb, WANT_ALL);
 
+    /* no workspace at all: an error, as a failed growth, never a fault */
+    ck_assert_ptr_null(attn_workspace_reserve(NULL, 64));
+    ck_assert_uint_eq(attn_workspace_bytes(NULL), 0);
+    ck_assert_int_eq(attn_compute(&vs, NULL, &small.in), ATTN_ERR_NOMEM);
+
     outputs_free(&os), outputs_free(&ob);
     ref_free(&rs), ref_free(&rb);
     problem_free(&small), problem_free(&big);
@@ -1020,6 +1026,48 @@ static void mask_rows_edge(problem *p, size_t n) {
         memset(a + q * n, 0, 256);
 }
 
+/* The checks of one problem, full path and online: see above. Rows with
+ * no allowed key must give a Z of exactly 0 on the online path. */
+static void online_check(const problem *p) {
+    const size_t n = p->in.n_tokens, dh = p->w.d_head, hs = p->in.n_heads_out;
+    ref64 r;
+    ref_compute(&r, &p->in);
+    outputs full, onl;
+    outputs_make(&full, &p->in), outputs_make(&onl, &p->in);
+    attn_workspace *ws = attn_workspace_create();
+    attn_output vf = outputs_view(&full, WANT_ALL);
+    ck_assert_int_eq(attn_compute(&vf, ws, &p->in), 0);
+    outputs_check("full", &full, &r, WANT_ALL);
+    pattern_rules(&full, &p->in);
+    unsigned want = WANT_ALL & ~(1u << O_S) & ~(1u << O_P);
+    attn_output vo = outputs_view(&onl, want);
+    ck_assert_int_eq(attn_compute(&vo, ws, &p->in), 0);
+    outputs_check("online", &onl, &r, want);
+    /* head outputs only: online, per-block projections */
+    outputs_free(&onl);
+    outputs_make(&onl, &p->in);
+    vo = outputs_view(&onl, 1u << O_Z);
+    ck_assert_int_eq(attn_compute(&vo, ws, &p->in), 0);
+    outputs_check("online Z only", &onl, &r, 1u << O_Z);
+    /* online against full, and masked rows exactly 0 */
+    double *zf = xcalloc(full.count[O_Z], sizeof(double));
+    for (size_t x = 0; x < full.count[O_Z]; x++)
+        zf[x] = full.buf[O_Z][x];
+    close_check("online vs full Z", onl.buf[O_Z], zf, full.count[O_Z]);
+    free(zf);
+    for (size_t q = 0; q < n && p->in.mask.kind == ATTN_MASK_CUSTOM; q++) {
+        if (memchr(p->in.mask.allowed + q * n, 1, n)) continue;
+        for (size_t j = 0; j < hs; j++)
+            for (size_t c = 0; c < dh; c++)
+                if (onl.buf[O_Z][j * n * dh + q * dh + c] != 0.0f)
+                    ck_abort_msg("dead row %zu: z = %g", q,
+                                 (double)onl.buf[O_Z][j * n * dh + q * dh + c]);
+    }
+    attn_workspace_destroy(ws);
+    outputs_free(&full), outputs_free(&onl);
+    ref_free(&r);
+}
+
 static void online_case(shape s, attn_mask_kind mask, float scale_mul, const size_t *heads,
                         size_t hs, uint64_t seed) {
     problem p;
@@ -1028,40 +1076,7 @@ static void online_case(shape s, attn_mask_kind mask, float scale_mul, const siz
     p.in.scale *= scale_mul; /* larger scores: the running max moves more */
     memcpy(p.heads, heads, hs * sizeof(size_t));
     p.in.n_heads_out = hs;
-    ref64 r;
-    ref_compute(&r, &p.in);
-    outputs full, onl;
-    outputs_make(&full, &p.in), outputs_make(&onl, &p.in);
-    attn_workspace *ws = attn_workspace_create();
-    attn_output vf = outputs_view(&full, WANT_ALL);
-    ck_assert_int_eq(attn_compute(&vf, ws, &p.in), 0);
-    outputs_check("full", &full, &r, WANT_ALL);
-    pattern_rules(&full, &p.in);
-    unsigned want = WANT_ALL & ~(1u << O_S) & ~(1u << O_P);
-    attn_output vo = outputs_view(&onl, want);
-    ck_assert_int_eq(attn_compute(&vo, ws, &p.in), 0);
-    outputs_check("online", &onl, &r, want);
-    /* head outputs only: online, per-block projections */
-    outputs_free(&onl);
-    outputs_make(&onl, &p.in);
-    vo = outputs_view(&onl, 1u << O_Z);
-    ck_assert_int_eq(attn_compute(&vo, ws, &p.in), 0);
-    outputs_check("online Z only", &onl, &r, 1u << O_Z);
-    /* online against full, and masked rows exactly 0 */
-    double *zf = xcalloc(full.count[O_Z], sizeof(double));
-    for (size_t x = 0; x < full.count[O_Z]; x++)
-        zf[x] = full.buf[O_Z][x];
-    close_check("online vs full Z", onl.buf[O_Z], zf, full.count[O_Z]);
-    free(zf);
-    if (mask == ATTN_MASK_CUSTOM)
-        for (size_t j = 0; j < hs; j++)
-            for (size_t c = 0; c < s.dh; c++) {
-                ck_assert(onl.buf[O_Z][j * s.n * s.dh + 3 * s.dh + c] == 0.0f);
-                ck_assert(onl.buf[O_Z][j * s.n * s.dh + 128 * s.dh + c] == 0.0f);
-            }
-    attn_workspace_destroy(ws);
-    outputs_free(&full), outputs_free(&onl);
-    ref_free(&r);
+    online_check(&p);
     problem_free(&p);
 }
 
@@ -1441,6 +1456,244 @@ START_TEST(test_online_no_overflow) {
 }
 END_TEST
 
+/* ---- 13. score gaps past exp's range on the online path ----------------------------- */
+
+/*
+ * The online softmax rescales what it accumulated by exp(m_old − m_new)
+ * when a key tile raises a row's max; past a gap of ~88 that factor is 0
+ * in float32 and the old average must go, not stay under the new one.
+ * Large-norm tokens make such gaps in real models (the first token of
+ * Llama-family models).
+ *
+ * The reproduction: 300 tokens, one head, d 2, W_q = W_k = W_v = I, tokens
+ * 280 and 299 = (12, 1), the others (0, 1), causal, scale 1. Row 299 sees
+ * scores 1 in the first key tile and 145 at keys 280 and 299 in the
+ * second (row 280 likewise at key 280): Z = (12, 1), on either path.
+ */
+enum { REPRO_N = 300 };
+
+static void repro_embeddings(float *e) {
+    for (size_t t = 0; t < REPRO_N; t++)
+        e[2 * t] = t == 280 || t == 299 ? 12.0f : 0.0f, e[2 * t + 1] = 1.0f;
+}
+
+START_TEST(test_online_gap_repro) {
+    static float e[REPRO_N * 2], z_full[REPRO_N * 2], z_online[REPRO_N * 2];
+    static float patterns[REPRO_N * REPRO_N];
+    repro_embeddings(e);
+    float w_qkv[2 * 6] = {1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1}; /* [I | I | I] */
+    attn_weights w = {.d_model = 2, .n_heads = 1, .d_head = 2, .w_qkv = w_qkv};
+    size_t head0 = 0;
+    attn_input in = {.weights = &w,
+                     .embeddings = e,
+                     .n_tokens = REPRO_N,
+                     .scale = 1.0f,
+                     .mask = {ATTN_MASK_CAUSAL, NULL},
+                     .heads = &head0,
+                     .n_heads_out = 1};
+    attn_output full = {.patterns = patterns, .head_outputs = z_full};
+    attn_output online = {.head_outputs = z_online};
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(&full, ws, &in), ATTN_OK);
+    ck_assert_int_eq(attn_compute(&online, ws, &in), ATTN_OK);
+    attn_workspace_destroy(ws);
+    for (size_t t = 280; t < REPRO_N; t += 19) /* the spike rows: keys 280 (and 299) win */
+        for (size_t c = 0; c < 2; c++) {
+            float want = c == 0 ? 12.0f : 1.0f;
+            ck_assert_msg(fabsf(z_full[2 * t + c] - want) <= 1e-5f, "full z[%zu][%zu] = %g", t, c,
+                          (double)z_full[2 * t + c]);
+            ck_assert_msg(fabsf(z_online[2 * t + c] - want) <= 1e-5f, "online z[%zu][%zu] = %g", t,
+                          c, (double)z_online[2 * t + c]);
+        }
+    ref64 r;
+    ref_compute(&r, &in);
+    close_check("online z", z_online, r.buf[O_Z], REPRO_N * 2);
+    close_check("full z", z_full, r.buf[O_Z], REPRO_N * 2);
+    ref_free(&r);
+}
+END_TEST
+
+/* The same request through api/ (decode with inline weights, compute, the
+ * request's head_outputs): what a client of POST /v1/attention gets. */
+START_TEST(test_online_gap_repro_api) {
+    static float e[REPRO_N * 2];
+    repro_embeddings(e);
+    size_t cap = 64 + REPRO_N * 16 + 512, len = 0;
+    char *body = xcalloc(cap, 1);
+    len += (size_t)snprintf(body + len, cap - len, "{\"embeddings\": [");
+    for (size_t t = 0; t < REPRO_N; t++)
+        len += (size_t)snprintf(body + len, cap - len, "%s[%g, %g]", t ? ", " : "",
+                                (double)e[2 * t], (double)e[2 * t + 1]);
+    len += (size_t)snprintf(body + len, cap - len,
+                            "], \"weights\": {\"heads\": [{\"w_q\": [[1, 0], [0, 1]], "
+                            "\"w_k\": [[1, 0], [0, 1]], \"w_v\": [[1, 0], [0, 1]]}]}, "
+                            "\"mask\": \"causal\", \"scale\": 1, \"return\": [\"head_outputs\"]}");
+    ck_assert_uint_lt(len, cap);
+    const api_limits limits = {.max_tokens = 4096,
+                               .max_heads = 64,
+                               .max_d_model = 4096,
+                               .max_flops = 1e12,
+                               .max_response_bytes = (size_t)1 << 30,
+                               .max_workspace_bytes = (size_t)1 << 30};
+    api_request *req = NULL;
+    api_error err;
+    ck_assert_msg(api_request_decode(body, len, &limits, &req, &err) == 0, "decode: %s at %s",
+                  err.message, err.path);
+    const attn_output *out = api_request_output(req);
+    ck_assert_ptr_nonnull(out->head_outputs);
+    ck_assert_ptr_null(out->patterns); /* the online path */
+    ck_assert_ptr_null(out->scores);
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(out, ws, api_request_input(req)), ATTN_OK);
+    attn_workspace_destroy(ws);
+    const float *z = out->head_outputs + 299 * 2;
+    ck_assert_msg(fabsf(z[0] - 12.0f) <= 1e-5f && fabsf(z[1] - 1.0f) <= 1e-5f,
+                  "z[299] = (%g, %g), want (12, 1)", (double)z[0], (double)z[1]);
+    api_request_free(req);
+    free(body);
+}
+END_TEST
+
+/*
+ * Spikes: tokens whose scores are hundreds apart from the rest, placed in
+ * every key tile (256 keys) and in several blocks of query rows (128), so
+ * that a later tile raises a row's max far past exp's range, or lies far
+ * below it. d_model 8, 2 heads of 4, scale 1. Embedding columns: 0 the
+ * spike s_t (0 for most tokens), 1 a constant 1, 2 a query term a_t, 3 a
+ * key term b_t (0 on spikes), 4-7 random (V only). Head i: Q = (c_i, a, 0,
+ * 0), K = (s, b, 0, 0) with c_0 = 1, c_1 = −1, so score(q, k) = c_i · s_k
+ * exactly on a spike and a_q · b_k (|·| <= 3) elsewhere: head 0 sees the
+ * spikes as given, head 1 mirrored (what was far above is far below). V
+ * reads every column (the spike scaled down), with a bias; W_o random or
+ * none. The spike scores are exact in float32, so the float64 reference
+ * and the engine agree to rounding even where two spikes tie.
+ */
+static const struct {
+    size_t pos;
+    float s;
+} spikes[] = {{5, 100},   {130, -200}, {280, 220}, {299, 220}, {300, 250},
+              {301, 250}, {600, -300}, {700, 400}, {900, 400}, {950, 150}};
+
+/* Custom-mask rows: dead ones, and rows whose only keys sit in late tiles
+ * or pit spikes of far-apart scores against each other across tiles. */
+static const size_t gap_dead[] = {3, 127, 128, 999};
+
+static void gap_mask_rows(unsigned char *a, size_t n) {
+    const size_t only[][4] = {
+        {5, 600, SIZE_MAX},        /* 100 then −300 (head 1: −100 then 300) */
+        {600, 950, SIZE_MAX},      /* −300 then 150: a jump of 450 in the last tile */
+        {700, 900, 950, SIZE_MAX}, /* 400 and 400 tie across tiles 2 and 3 */
+        {998, 997, SIZE_MAX},      /* only the last tile, no spike */
+        {5, 300, 620, SIZE_MAX},   /* 100, then 250, then an O(1) key far below */
+        {130, 299, 999, SIZE_MAX}, /* −200 then 220 (head 1: 200 then −220) */
+        {n - 1, SIZE_MAX},         /* only the last key */
+    };
+    for (size_t d = 0; d < sizeof gap_dead / sizeof gap_dead[0]; d++)
+        if (gap_dead[d] < n) memset(a + gap_dead[d] * n, 0, n);
+    for (size_t q = 140; q < 180 && n > 256; q++) /* the whole first key tile masked */
+        memset(a + q * n, 0, 256);
+    for (size_t x = 0; x < sizeof only / sizeof only[0]; x++) {
+        size_t q = 210 + 10 * x;
+        memset(a + q * n, 0, n);
+        for (size_t k = 0; k < 4 && only[x][k] != SIZE_MAX; k++)
+            if (only[x][k] < n) a[q * n + only[x][k]] = 1;
+    }
+}
+
+static void gap_problem_make(problem *p, size_t n, attn_mask_kind mask, int w_o, uint64_t seed) {
+    enum { DM = 8, H = 2, DH = 4, HD = H * DH, LD = 3 * HD };
+    shape s = {.n = n, .dm = DM, .h = H, .dh = DH, .b_qkv = 1, .w_o = w_o, .b_o = 1};
+    problem_make(p, s, mask, seed);
+    uint64_t st = seed * 0xD1B54A32D192ED03ull + 7;
+    float *w = p->w_qkv; /* DM × LD */
+    for (size_t x = 0; x < DM; x++)
+        for (size_t c = 0; c < 2 * HD; c++) /* Q and K: only the entries set below */
+            w[x * LD + c] = 0.0f;
+    for (size_t i = 0; i < H; i++) {
+        w[1 * LD + i * DH] = i == 0 ? 1.0f : -1.0f;          /* Q_i col 0 = c_i */
+        w[2 * LD + i * DH + 1] = 1.0f;                       /* Q_i col 1 = a */
+        w[0 * LD + HD + i * DH] = 1.0f;                      /* K_i col 0 = s */
+        w[3 * LD + HD + i * DH + 1] = i == 0 ? 1.0f : -1.0f; /* K_i col 1 = ±b */
+    }
+    for (size_t c = 2 * HD; c < LD; c++)
+        w[0 * LD + c] /= 256.0f; /* V: the spike scaled to O(1) */
+    for (size_t c = 0; c < 2 * HD; c++)
+        p->b_qkv[c] = 0.0f; /* exact scores: no Q or K bias */
+    for (size_t t = 0; t < n; t++) {
+        float *e = p->E + t * DM;
+        e[0] = 0.0f, e[1] = 1.0f;
+        e[2] = (float)(2.0 * rnd(&st)), e[3] = (float)(1.5 * rnd(&st));
+    }
+    for (size_t k = 0; k < sizeof spikes / sizeof spikes[0]; k++)
+        if (spikes[k].pos < n)
+            p->E[spikes[k].pos * DM] = spikes[k].s, p->E[spikes[k].pos * DM + 3] = 0.0f;
+    if (mask == ATTN_MASK_CUSTOM) gap_mask_rows(p->allowed, n);
+    p->in.scale = 1.0f;
+}
+
+/* The largest rise of a row's running max from one key tile (256 keys) to
+ * a later one, and the largest fall of a tile's max below it, over every
+ * row and head of p (from the formula above, in double): the gaps that
+ * test_online_gaps must exercise. */
+static void gap_extremes(float *up, float *down, const problem *p) {
+    const size_t n = p->in.n_tokens, dm = p->w.d_model;
+    double u = 0.0, d = 0.0;
+    for (size_t i = 0; i < 2; i++)
+        for (size_t q = 0; q < n; q++) {
+            double run = -INFINITY;
+            for (size_t k0 = 0; k0 < n; k0 += 256) {
+                double tmax = -INFINITY;
+                for (size_t k = k0; k < k0 + 256 && k < n; k++) {
+                    if (!mask_allows(&p->in.mask, n, q, k)) continue;
+                    const float *eq = p->E + q * dm, *ek = p->E + k * dm;
+                    double c = i == 0 ? 1.0 : -1.0;
+                    double sc = c * ek[0] + (double)eq[2] * c * ek[3];
+                    if (sc > tmax) tmax = sc;
+                }
+                if (tmax == -INFINITY) continue;
+                if (run != -INFINITY && tmax - run > u) u = tmax - run;
+                if (run != -INFINITY && run - tmax > d) d = run - tmax;
+                if (tmax > run) run = tmax;
+            }
+        }
+    *up = (float)u, *down = (float)d;
+}
+
+/* _i: n in {300, 640, 1000} × W_o or not; every mask kind each. Full and
+ * online paths against float64 and each other (online_check), then the
+ * online path on 3 threads, bit for bit the serial one. */
+START_TEST(test_online_gaps) {
+    static const size_t ns[] = {300, 640, 1000};
+    const size_t n = ns[_i / 2];
+    for (int m = 0; m < 3; m++) {
+        problem p;
+        gap_problem_make(&p, n, mask_kinds[m], _i & 1, 211 + (uint64_t)(_i * 3 + m));
+        float up, down;
+        gap_extremes(&up, &down, &p);
+        ck_assert_msg(up > 100.0f && down > 100.0f, "gaps only %g up, %g down", (double)up,
+                      (double)down);
+        online_check(&p);
+
+        outputs ser, par;
+        outputs_make(&ser, &p.in), outputs_make(&par, &p.in);
+        unsigned want = (1u << O_Z) | (1u << O_E);
+        attn_output vs = outputs_view(&ser, want), vp = outputs_view(&par, want);
+        attn_workspace *ws = attn_workspace_create();
+        ck_assert_int_eq(attn_compute(&vs, ws, &p.in), ATTN_OK);
+        test_runner r;
+        test_runner_init(&r, 3, ws);
+        attn_runner runner = {.run = test_run, .ctx = &r};
+        ck_assert_int_eq(attn_compute_with(&vp, ws, &p.in, &runner), ATTN_OK);
+        test_runner_free(&r);
+        ck_assert(memcmp(ser.buf[O_Z], par.buf[O_Z], ser.count[O_Z] * sizeof(float)) == 0);
+        ck_assert(memcmp(ser.buf[O_E], par.buf[O_E], ser.count[O_E] * sizeof(float)) == 0);
+        attn_workspace_destroy(ws);
+        outputs_free(&ser), outputs_free(&par);
+        problem_free(&p);
+    }
+}
+END_TEST
+
 static Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("engine");
@@ -1468,6 +1721,9 @@ static Suite *attention_suite(void) {
     tcase_add_loop_test(tc, test_runner_bitwise, 0, 6);
     tcase_add_test(tc, test_runner_tasks);
     tcase_add_test(tc, test_runner_nonfinite);
+    tcase_add_test(tc, test_online_gap_repro);
+    tcase_add_test(tc, test_online_gap_repro_api);
+    tcase_add_loop_test(tc, test_online_gaps, 0, 6);
     suite_add_tcase(s, tc);
     return s;
 }

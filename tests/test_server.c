@@ -576,6 +576,7 @@ typedef struct split_probe {
     atomic_int ran[SPLIT_TASKS];
     atomic_int on_caller;     /* tasks run with the caller's workspace */
     atomic_int caller_thread; /* ... and on the caller's thread */
+    atomic_int null_ws;       /* tasks given no workspace: never */
     pthread_t caller;
     attn_workspace *caller_ws;
     useconds_t sleep_us;
@@ -586,6 +587,7 @@ static void probe_init(split_probe *pr, attn_workspace *ws, useconds_t sleep_us)
         atomic_init(&pr->ran[t], 0);
     atomic_init(&pr->on_caller, 0);
     atomic_init(&pr->caller_thread, 0);
+    atomic_init(&pr->null_ws, 0);
     pr->caller = pthread_self();
     pr->caller_ws = ws;
     pr->sleep_us = sleep_us;
@@ -595,6 +597,7 @@ static void probe_task(void *arg, size_t index, attn_workspace *ws) {
     split_probe *pr = arg;
     ck_assert_uint_lt(index, SPLIT_TASKS);
     atomic_fetch_add(&pr->ran[index], 1);
+    if (!ws) atomic_fetch_add(&pr->null_ws, 1);
     if (ws == pr->caller_ws) {
         atomic_fetch_add(&pr->on_caller, 1);
         if (pthread_equal(pthread_self(), pr->caller)) atomic_fetch_add(&pr->caller_thread, 1);
@@ -607,6 +610,8 @@ static void probe_check_once(split_probe *pr, int count) {
         ck_assert_int_eq(atomic_load(&pr->ran[t]), t < count);
     /* the caller's workspace only ever on the caller's thread */
     ck_assert_int_eq(atomic_load(&pr->on_caller), atomic_load(&pr->caller_thread));
+    int null_ws = atomic_load(&pr->null_ws);
+    ck_assert_int_eq(null_ws, 0);
 }
 
 /* Idle workers help: every task once, some on helpers. */
@@ -624,6 +629,26 @@ START_TEST(split_idle_workers_help) {
     ck_assert_uint_le(split.helpers, 2);
     ck_assert_int_lt(atomic_load(&pr.on_caller), SPLIT_TASKS); /* helpers took some */
     ck_assert_int_gt(atomic_load(&pr.on_caller), 0);
+    pool_destroy(p);
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
+/* Workers with no context (a pool made without init) have no workspace to
+ * give a task: they are accepted as helpers but take nothing, and the
+ * caller runs every task on its own workspace. */
+START_TEST(split_workers_without_context) {
+    pool *p = pool_create(2, 4, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    attn_workspace *ws = attn_workspace_create();
+    split_probe pr;
+    probe_init(&pr, ws, 2000);
+    srv_split split = {.pool = p, .ws = ws};
+    attn_runner r = srv_split_runner(&split);
+    r.run(r.ctx, probe_task, &pr, SPLIT_TASKS);
+    probe_check_once(&pr, SPLIT_TASKS);
+    ck_assert_uint_ge(split.helpers, 1);
+    ck_assert_int_eq(atomic_load(&pr.caller_thread), SPLIT_TASKS);
     pool_destroy(p);
     attn_workspace_destroy(ws);
 }
@@ -1128,6 +1153,39 @@ START_TEST(job_split_same_answer) {
 }
 END_TEST
 
+/* A worker whose pool's workers have no context: its large jobs are still
+ * split (helpers accepted) and answer what a worker alone answers; their
+ * tasks, which carve scratch from the workspace they are given, all run on
+ * the job's worker. */
+START_TEST(job_split_workers_without_context) {
+    pool *p = pool_create(2, 4, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    srv_worker *alone = srv_worker_create(NULL, NULL);
+    srv_worker *split = srv_worker_create(NULL, p);
+    ck_assert_ptr_nonnull(alone);
+    ck_assert_ptr_nonnull(split);
+    split->split_flops = 0; /* every computation */
+    api_limits limits = job_limits;
+    limits.max_tokens = 600, limits.max_response_bytes = 1 << 26;
+    /* the online path (a tile per task), the full one (rows of scores) */
+    const char *rets[] = {"[\"head_outputs\"]", "[\"scores\",\"delta\"]"};
+    for (int k = 0; k < 2; k++) {
+        char *body = two_head_body(600, rets[k]); /* 5 blocks of rows a head */
+        char *answer[2];
+        for (int s = 0; s < 2; s++) {
+            int status;
+            run_job_on(s ? split : alone, &limits, body, &status, &answer[s]);
+            ck_assert_msg(status == 200, "status %d: %.300s", status, answer[s]);
+        }
+        ck_assert_str_eq(answer[0], answer[1]);
+        free(answer[0]), free(answer[1]), free(body);
+    }
+    ck_assert_uint_ge(split->splits, 1);
+    srv_worker_destroy(alone), srv_worker_destroy(split);
+    pool_destroy(p);
+}
+END_TEST
+
 /* The output buffers live in a block the worker keeps between jobs: a job
  * run after a larger one answers byte for byte what a fresh worker
  * answers (nothing of the earlier job shows), and the block is kept. */
@@ -1178,6 +1236,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, pool_worker_contexts);
     tcase_add_test(tc, pool_help_only_when_idle);
     tcase_add_test(tc, split_idle_workers_help);
+    tcase_add_test(tc, split_workers_without_context);
     tcase_add_test(tc, split_busy_pool_caller_does_all);
     tcase_add_test(tc, split_shutdown_with_helpers);
     suite_add_tcase(s, tc);
@@ -1199,6 +1258,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, job_error_paths);
     tcase_add_test(tc, job_trims_large_workspace);
     tcase_add_test(tc, job_split_same_answer);
+    tcase_add_test(tc, job_split_workers_without_context);
     tcase_add_test(tc, job_outputs_block_reused);
     suite_add_tcase(s, tc);
     return s;
