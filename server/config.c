@@ -10,7 +10,7 @@
  * Sizes accept a binary suffix (k, m, g: 1024, 1024², 1024³), so that
  * "64m" means 64 MiB. The bounds are checked after the suffix is applied.
  *
- * Each row carries its field's offset AND size (FIELD below takes both from
+ * Each row carries its field's offset AND size (F below takes both from
  * the field's name), so that a text is checked against the buffer it is
  * copied into and nothing else, and a number or flag is written only into
  * a field of its type's size (a mismatch is a broken table, refused at
