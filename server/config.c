@@ -9,6 +9,12 @@
  *
  * Sizes accept a binary suffix (k, m, g: 1024, 1024², 1024³), so that
  * "64m" means 64 MiB. The bounds are checked after the suffix is applied.
+ *
+ * Each row carries its field's offset AND size (F below takes both from
+ * the field's name), so that a text is checked against the buffer it is
+ * copied into and nothing else, and a number or flag is written only into
+ * a field of its type's size (a mismatch is a broken table, refused at
+ * start and caught by the tests).
  */
 #include "server/config.h"
 
@@ -39,10 +45,12 @@ typedef struct cfg_option {
     double min, max; /* inclusive bounds of CFG_SIZE and CFG_DOUBLE */
     const char *def; /* default, as text */
     size_t offset;   /* of the field in cfg_config */
+    size_t cap;      /* sizeof the field: a text holds at most cap - 1 bytes */
     const char *help;
 } cfg_option;
 
-#define F(field) offsetof(cfg_config, field)
+/* The offset and the size of one field: the two initializers of a row. */
+#define F(field) offsetof(cfg_config, field), sizeof(((cfg_config *)0)->field)
 
 static const cfg_option cfg_table[] = {
     {"bind", "ATTN_BIND", CFG_ADDR, 0, 0, "0.0.0.0", F(bind),
@@ -87,6 +95,10 @@ static const cfg_option cfg_table[] = {
      "directory of *.safetensors models loaded at start and on SIGHUP; none if empty"},
     {"skip-bad-models", "ATTN_SKIP_BAD_MODELS", CFG_BOOL, 0, 0, "false", F(skip_bad_models),
      "log and skip model files that fail to load instead of refusing to start"},
+    {"map-models", "ATTN_MAP_MODELS", CFG_BOOL, 0, 0, "false", F(map_models),
+     "map model files instead of reading them into memory (for models too large to copy); "
+     "a mapped file must then be replaced by rename, never rewritten or truncated in place, "
+     "which would change the weights served or kill the server (SIGBUS)"},
     {"connection-timeout", "ATTN_CONNECTION_TIMEOUT", CFG_SIZE, 1, 86400, "30",
      F(connection_timeout),
      "seconds an idle connection is kept, and the most a request body may take to arrive"},
@@ -166,27 +178,42 @@ static int cfg_origins_valid(const char *text) {
     return 0;
 }
 
+/* The size a field of kind k must have; 0 for text, whose size is its own. */
+static size_t cfg_kind_size(cfg_kind k) {
+    switch (k) {
+    case CFG_SIZE:
+        return sizeof(size_t);
+    case CFG_DOUBLE:
+        return sizeof(double);
+    case CFG_BOOL:
+        return sizeof(int);
+    default:
+        return 0;
+    }
+}
+
 /* Sets one option from text. `source` names where the text came from. */
 static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const char *source,
                    char *err, size_t errlen) {
     char *field = (char *)cfg + o->offset;
+    size_t want = cfg_kind_size(o->kind);
+    if (want ? o->cap != want : o->cap == 0)
+        return cfg_fail(err, errlen, "--%s: its field of %zu bytes does not fit its kind of value",
+                        o->name, o->cap);
+    if (!want && strlen(text) >= o->cap)
+        return cfg_fail(err, errlen, "--%s (%s): the value is longer than %zu bytes", o->name,
+                        source, o->cap - 1);
     if (o->kind == CFG_PATH) {
-        if (strlen(text) >= sizeof cfg->models_dir)
-            return cfg_fail(err, errlen, "--%s (%s): the path is longer than %zu bytes", o->name,
-                            source, sizeof cfg->models_dir - 1);
-        strcpy(field, text);
+        memcpy(field, text, strlen(text) + 1);
         return CFG_OK;
     }
     if (o->kind == CFG_ORIGINS) {
-        if (strlen(text) >= sizeof cfg->cors_origin)
-            return cfg_fail(err, errlen, "--%s (%s): longer than %zu bytes", o->name, source,
-                            sizeof cfg->cors_origin - 1);
         if (strcmp(text, "*") != 0 && cfg_origins_valid(text) != 0)
             return cfg_fail(err, errlen,
                             "--%s (%s): \"%.64s\" is not * nor origins like "
                             "https://host[:port] separated by commas",
                             o->name, source, text);
-        strcpy(field, text);
+        memcpy(field, text, strlen(text) + 1);
         return CFG_OK;
     }
     if (o->kind == CFG_BOOL) {
@@ -201,11 +228,10 @@ static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const
     }
     if (o->kind == CFG_ADDR) {
         unsigned char buf[sizeof(struct in6_addr)];
-        if (strlen(text) >= sizeof cfg->bind ||
-            (inet_pton(AF_INET, text, buf) != 1 && inet_pton(AF_INET6, text, buf) != 1))
+        if (inet_pton(AF_INET, text, buf) != 1 && inet_pton(AF_INET6, text, buf) != 1)
             return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not a numeric IP address",
                             o->name, source, text);
-        strcpy(field, text);
+        memcpy(field, text, strlen(text) + 1);
         return CFG_OK;
     }
     double v;

@@ -5,7 +5,8 @@
  * variable, bounds, default, help), in the manner of redis's config.c. The
  * table is read once at start: defaults first, then the environment, then
  * the command line, so a flag wins over its environment variable. Values are
- * validated against the row's bounds; nothing here exits the process.
+ * validated against the row's bounds, and a text value against the size of
+ * its own field; nothing here exits the process.
  */
 #ifndef SRV_CONFIG_H
 #define SRV_CONFIG_H
@@ -34,6 +35,7 @@ typedef struct cfg_config {
     size_t connection_timeout; /* seconds */
     char models_dir[4096];     /* "" for none */
     int skip_bad_models;       /* 1: log a bad model file and go on */
+    int map_models;            /* 1: map model files instead of reading them into memory */
     char api_keys_file[4096];  /* "" for none: no key needed */
     char cors_origin[1024];    /* "", "*", or origins separated by commas */
 } cfg_config;

@@ -15,7 +15,8 @@
  * SIGPIPE is ignored: a client that hangs up is an error return, not death.
  *
  * Models. The store (store/store.h) is loaded from --models-dir before the
- * server listens; a file that fails refuses the start unless
+ * server listens, each file read into memory (or mapped, with
+ * --map-models); a file that fails refuses the start unless
  * --skip-bad-models. SIGHUP reloads the directory on the main thread: a new
  * set that loads replaces the old one atomically (workers pick it up
  * between jobs, requests already running finish on the weights they
@@ -143,14 +144,14 @@ static int models_load(const cfg_config *cfg, store_set **out, store_error *err)
         *out = store_set_create_empty();
         return *out ? 0 : store_error_set(err, "models", "out of memory");
     }
-    store_load_options opt = {cfg->skip_bad_models, log_skipped_model, NULL};
+    store_load_options opt = {cfg->skip_bad_models, log_skipped_model, NULL, cfg->map_models};
     return store_set_load(out, cfg->models_dir, &opt, err);
 }
 
 static void models_log(const char *what, const store_set *set) {
     size_t mapped = 0, owned = 0;
     store_set_bytes(set, &mapped, &owned);
-    srv_log_info("models: %s %zu model(s), %zu bytes mapped, %zu bytes converted", what,
+    srv_log_info("models: %s %zu model(s), %zu bytes mapped, %zu bytes in memory", what,
                  store_set_count(set), mapped, owned);
 }
 

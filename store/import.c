@@ -18,9 +18,12 @@
  *   5. assemble w_qkv, b_qkv, w_o, b_o (BERT's nn.Linear weights are
  *      transposed, GPT-2's Conv1D weights copied) and write them.
  *
- * Memory: the checkpoint stays mapped (read-only) for the call; the
- * layer's tensors are read into heap buffers freed before returning. For
- * GPT-2 small that is 2 × 9.4 MB at most.
+ * Memory: the checkpoint stays mapped (read-only, STORE_READ_MAP) for the
+ * call, since one layer is a small part of a file that may be larger than
+ * memory; a checkpoint truncated during the import can fault only this
+ * one-shot call's process, never a server. The layer's tensors are read
+ * into heap buffers freed before returning. For GPT-2 small that is
+ * 2 × 9.4 MB at most.
  */
 #include "store/import.h"
 
@@ -452,7 +455,7 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
         return store_error_set(err, out_path, "is the checkpoint itself; write to another file");
 
     store_file *f;
-    if (store_file_open(&f, in_path, err) != 0) return -1;
+    if (store_file_open_mode(&f, in_path, STORE_READ_MAP, err) != 0) return -1;
     const arch_desc *a = NULL;
     const char *prefix = "";
     size_t n_layers = 0, d = 0;

@@ -14,9 +14,9 @@
  *   b_qkv [3hd]    w_o [hd, dm]    b_o [dm]
  *   no w_o: hd == dm
  *
- * Memory (see model.h): the store_model_memory owns the open file (mapping)
- * when a tensor is used in place, and a heap buffer per tensor converted or
- * copied.
+ * Memory (see model.h): the store_model_memory owns the open file (its
+ * buffer or mapping) when a tensor is used in place, and a heap buffer per
+ * tensor converted or copied.
  */
 #include "store/model.h"
 
@@ -33,7 +33,7 @@ enum { T_W_QKV, T_B_QKV, T_W_O, T_B_O, T_COUNT };
 static const char *const tensor_names[T_COUNT] = {"w_qkv", "b_qkv", "w_o", "b_o"};
 
 struct store_model_memory {
-    store_file *file;      /* NULL once unmapped */
+    store_file *file;      /* NULL once let go (no tensor in place) */
     float *owned[T_COUNT]; /* converted or copied tensors, or NULL */
     char *name;
     char *description;
@@ -270,13 +270,18 @@ static int model_fill(store_model *m, store_file *f, const char *path, store_err
 }
 
 int store_model_load(store_model **out, const char *path, store_error *err) {
+    return store_model_load_mode(out, path, STORE_READ_COPY, err);
+}
+
+int store_model_load_mode(store_model **out, const char *path, store_read_mode mode,
+                          store_error *err) {
     *out = NULL;
     store_model *m = calloc(1, sizeof *m);
     if (!m || !(m->memory = calloc(1, sizeof *m->memory)) || !(m->memory->path = strdup(path))) {
         store_model_destroy(m);
         return store_error_set(err, path, "out of memory");
     }
-    if (store_file_open(&m->memory->file, path, err) != 0) {
+    if (store_file_open_mode(&m->memory->file, path, mode, err) != 0) {
         store_model_destroy(m);
         return -1;
     }
@@ -285,8 +290,10 @@ int store_model_load(store_model **out, const char *path, store_error *err) {
         store_model_destroy(m);
         return -1;
     }
-    if (in_place) {
+    if (in_place && mode == STORE_READ_MAP) {
         m->bytes_mapped = store_file_bytes(m->memory->file);
+    } else if (in_place) {
+        m->bytes_owned += store_file_memory(m->memory->file);
     } else {
         store_file_close(m->memory->file); /* nothing points into it */
         m->memory->file = NULL;

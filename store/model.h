@@ -13,13 +13,16 @@
  * (default ""), mask ("causal" or "none", default "causal"). Other metadata
  * keys are ignored; any other tensor name is refused.
  *
- * Memory: F32 tensors whose bytes are 4-byte aligned in the file are used
- * in place, straight from the read-only mapping (the page cache holds them,
- * shared with any other process mapping the file); unaligned F32 tensors
- * are copied, and F16 / BF16 are converted to F32 once, into heap buffers
- * the model owns. When no tensor is used in place the file is unmapped at
- * the end of the load. Every value is checked finite at load, so a request
- * never meets a NaN in a weight.
+ * Memory: the file is read whole into a buffer the model owns
+ * (STORE_READ_COPY, the default), or mapped (STORE_READ_MAP; see
+ * safetensors.h for what a mapping risks). F32 tensors whose bytes are
+ * 4-byte aligned in the file are used in place, straight from that buffer
+ * or mapping; unaligned F32 tensors are copied, and F16 / BF16 are
+ * converted to F32 once, into heap buffers the model owns. When no tensor
+ * is used in place the file's buffer or mapping is let go at the end of
+ * the load. Every value is checked finite at load, so a request never
+ * meets a NaN in a weight. A copied model never changes after the load,
+ * whatever is done to its file; a mapped one is as its file is.
  *
  * A loaded model is immutable: any number of threads may read it at once
  * without a lock, until store_model_destroy.
@@ -31,6 +34,7 @@
 
 #include "attention/attention.h"
 #include "store/error.h"
+#include "store/safetensors.h"
 
 /* The most heads a model file may declare. */
 #define STORE_HEADS_MAX 65536
@@ -42,17 +46,23 @@ typedef struct store_model {
     const char *description;    /* UTF-8, "" when none */
     const char *path;           /* the file it was loaded from */
     attn_mask_kind mask;        /* the default mask: ATTN_MASK_CAUSAL or ATTN_MASK_NONE */
-    attn_weights weights;       /* pointers into the mapping or into owned buffers */
-    size_t bytes_mapped;        /* bytes of the file mapped (0 when unmapped after load) */
-    size_t bytes_owned;         /* bytes of heap buffers (converted or copied tensors) */
+    attn_weights weights;       /* pointers into the file's bytes or into owned buffers */
+    size_t bytes_mapped;        /* bytes of the file kept mapped (0 unless mapped, and in use) */
+    size_t bytes_owned;         /* bytes of heap buffers: the file's, when kept, and
+                                   converted or copied tensors */
     store_model_memory *memory; /* private: what owns the above */
 } store_model;
 
-/* Loads the model in `path`. Returns 0 and *out (free it with
- * store_model_destroy), or -1 with *out NULL and err "<path>: <fault>". */
+/* Loads the model in `path`, its file read as `mode` says. Returns 0 and
+ * *out (free it with store_model_destroy), or -1 with *out NULL and err
+ * "<path>: <fault>". */
+int store_model_load_mode(store_model **out, const char *path, store_read_mode mode,
+                          store_error *err);
+
+/* store_model_load_mode with STORE_READ_COPY. */
 int store_model_load(store_model **out, const char *path, store_error *err);
 
-/* Frees the model and unmaps its file; its weights die. NULL is a no-op. */
+/* Frees the model (and unmaps its file); its weights die. NULL is a no-op. */
 void store_model_destroy(store_model *m);
 
 /* 1 when `name` matches [A-Za-z0-9._-]{1,64}, else 0. */

@@ -12,12 +12,22 @@
  *              row-major, little-endian
  *
  * This module knows nothing of attention models (model.h gives the tensors
- * a meaning). Reading maps the file read-only (MAP_PRIVATE) and validates
- * the whole header before anything is handed out, so that every tensor's
- * bytes lie inside the mapping and no two tensors overlap; the data itself
- * is not read here. The mapping must not be truncated by someone else
- * while it is open (that would fault, as with any mmap); the server's model
- * directory is written by replacing files (rename), which is safe.
+ * a meaning). Reading takes the file's bytes in one of two ways
+ * (store_read_mode) and validates the whole header before anything is
+ * handed out, so that every tensor's bytes lie inside them and no two
+ * tensors overlap; the data itself is not looked at here.
+ *
+ *   STORE_READ_COPY (the default) reads the whole file into a buffer the
+ *   open file owns. Whatever happens to the file afterwards (rewritten in
+ *   place, truncated, deleted) changes nothing the reader sees. A file that
+ *   changes size or modification time while it is being read is refused,
+ *   since its bytes may be half old, half new.
+ *
+ *   STORE_READ_MAP maps the file read-only (MAP_PRIVATE): no copy, and the
+ *   page cache is shared with every process mapping the same file. But the
+ *   mapping IS the file: bytes rewritten in place show through, and a file
+ *   truncated below a page in use makes the next read of it fault (SIGBUS,
+ *   which ends the process). A mapped file may only be replaced by rename.
  *
  * Refused, with a message "<path>: <fault>": a file shorter than 8 bytes, a
  * header length past the end of the file or above 100 MiB, a header that is
@@ -80,20 +90,38 @@ typedef struct store_tensor {
     size_t rank;
     size_t shape[STORE_RANK_MAX];
     size_t count;     /* elements: the product of shape (1 for rank 0) */
-    const void *data; /* into the read-only mapping */
+    const void *data; /* into the file's bytes (buffer or mapping) */
     size_t bytes;     /* count · dtype size */
 } store_tensor;
 
 typedef struct store_file store_file;
 
-/* Opens, maps and validates `path`. On success *out is the file (close it
- * with store_file_close) and 0 is returned; on failure -1, *out is NULL and
- * err says why. */
+/* How an open file holds its bytes (see the top of this header). */
+typedef enum store_read_mode {
+    STORE_READ_COPY = 0, /* read into an owned buffer: immune to later changes */
+    STORE_READ_MAP = 1   /* mapped: no copy; replace the file by rename only */
+} store_read_mode;
+
+/* Opens, reads (mode) and validates `path`. On success *out is the file
+ * (close it with store_file_close) and 0 is returned; on failure -1, *out
+ * is NULL and err says why. */
+int store_file_open_mode(store_file **out, const char *path, store_read_mode mode,
+                         store_error *err);
+
+/* store_file_open_mode with STORE_READ_COPY. */
 int store_file_open(store_file **out, const char *path, store_error *err);
 
-/* Unmaps and frees; every pointer obtained from the file dies. NULL is a
- * no-op. */
+/* Frees the buffer or unmaps the file, and frees the rest; every pointer
+ * obtained from the file dies. NULL is a no-op. */
 void store_file_close(store_file *f);
+
+/* The mode the file was opened with. */
+store_read_mode store_file_mode(const store_file *f);
+
+/* Bytes of memory holding the file's bytes: the buffer as allocated (the
+ * file's size rounded up to its alignment) or the mapping (the file's
+ * size). */
+size_t store_file_memory(const store_file *f);
 
 /* The path given to store_file_open (owned by the file). */
 const char *store_file_path(const store_file *f);
@@ -108,7 +136,7 @@ const store_tensor *store_file_find(const store_file *f, const char *name);
 /* The __metadata__ value of `key`, or NULL when absent. Owned by the file. */
 const char *store_file_metadata(const store_file *f, const char *key);
 
-/* Bytes of the whole file (and of the mapping). */
+/* Bytes of the whole file. */
 size_t store_file_bytes(const store_file *f);
 
 /* ---- writing ----------------------------------------------------------- */

@@ -15,8 +15,8 @@
  *
  * The holder: a mutex guards the pointer to the current set while
  * store_current retains it and store_replace swaps it; the old set is
- * released outside the mutex (destroying a set unmaps files, which is not
- * work to do under a lock).
+ * released outside the mutex (destroying a set frees gigabytes or unmaps
+ * files, which is not work to do under a lock).
  */
 #include "store/store.h"
 
@@ -169,7 +169,7 @@ static void skip(const store_load_options *opt, const char *file, const store_er
 
 int store_set_load(store_set **out, const char *dir, const store_load_options *opt,
                    store_error *err) {
-    static const store_load_options strict = {0, NULL, NULL};
+    static const store_load_options strict = {0, NULL, NULL, 0};
     if (!opt) opt = &strict;
     *out = NULL;
 
@@ -187,7 +187,8 @@ int store_set_load(store_set **out, const char *dir, const store_load_options *o
     }
     for (size_t i = 0; i < n_files; i++) {
         store_error e;
-        if (store_model_load(&models[n].model, files[i], &e) == 0) {
+        store_read_mode mode = opt->map_files ? STORE_READ_MAP : STORE_READ_COPY;
+        if (store_model_load_mode(&models[n].model, files[i], mode, &e) == 0) {
             models[n++].file = i;
             continue;
         }

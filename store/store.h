@@ -7,7 +7,8 @@
  * name. It is immutable once loaded and reference-counted (atomically):
  * any number of threads may look models up and compute with their weights
  * at once, with no lock and no copy. The last store_set_release destroys
- * every model (unmaps the files, frees the buffers).
+ * every model (frees the buffers, unmaps mapped files). Each file is read
+ * into memory unless the options ask for mapping (model.h).
  *
  * Loading fails as a whole on the first bad file (in file-name order), or,
  * with skip_bad, leaves bad files out and reports each one to a callback.
@@ -48,6 +49,8 @@ typedef struct store_load_options {
     int skip_bad;          /* 0: the first bad file fails the load */
     store_skip_fn on_skip; /* may be NULL */
     void *ctx;             /* passed to on_skip */
+    int map_files;         /* 0: read each file into memory (STORE_READ_COPY); 1: map it
+                              (STORE_READ_MAP: files may then only be replaced by rename) */
 } store_load_options;
 
 /*
@@ -83,7 +86,7 @@ const store_model *store_set_at(const store_set *s, size_t index);
  * set, as above. */
 const store_model *store_set_find(const store_set *s, const char *name);
 
-/* Bytes the set's models take: mapped from files, and on the heap. */
+/* Bytes the set's models take: mapped from files, and in owned buffers. */
 void store_set_bytes(const store_set *s, size_t *mapped, size_t *owned);
 
 /* ---- the holder ------------------------------------------------------------ */

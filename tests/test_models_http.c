@@ -10,9 +10,12 @@
  * fails on a non-zero exit or a sanitizer report in its log.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,29 +315,35 @@ START_TEST(sighup_reloads) {
 }
 END_TEST
 
-/* Lines of the server's /proc/PID/maps naming a deleted file of `dir`. */
-static int deleted_mappings(pid_t pid, const char *dir) {
+/* Lines of the server's /proc/PID/maps naming a file of `dir`: any
+ * (only_deleted 0), or deleted ones. */
+static int dir_mappings(pid_t pid, const char *dir, int only_deleted) {
     char path[64], line[1024];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
     FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     int n = 0;
     while (fgets(line, sizeof line, f))
-        n += strstr(line, dir) && strstr(line, "(deleted)");
+        n += strstr(line, dir) && (!only_deleted || strstr(line, "(deleted)"));
     fclose(f);
     return n;
 }
 
-/* A model replaced by rename and reloaded is let go as soon as no request
- * uses it: the workers and polling threads that computed with it before
- * hold no set between requests, so the old file is unmapped at once, not
- * at each one's next request. */
+static int deleted_mappings(pid_t pid, const char *dir) {
+    return dir_mappings(pid, dir, 1);
+}
+
+/* With --map-models, a model replaced by rename and reloaded is let go as
+ * soon as no request uses it: the workers and polling threads that
+ * computed with it before hold no set between requests, so the old file is
+ * unmapped at once, not at each one's next request. */
 START_TEST(replaced_model_let_go) {
     char dir[64];
     const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
     models_dir(dir, sizeof dir, names);
     hs_server s;
-    start(&s, dir, "--workers=2");
+    const char *args[] = {"--models-dir", dir, "--workers=2", "--map-models", NULL};
+    ck_assert_int_eq(hs_start(&s, args), 0);
 
     /* every worker and polling thread computes with the first set */
     char body[512];
@@ -369,6 +378,124 @@ START_TEST(replaced_model_let_go) {
 }
 END_TEST
 
+/* Waits up to 5 s (50 under a wrapper) for the server's log to hold `text`
+ * at least `times` times. */
+static void await_log(const hs_server *s, const char *text, int times) {
+    int limit = getenv("ATTN_SERVER_WRAPPER") ? 5000 : 500;
+    int seen = 0;
+    for (int i = 0; i < limit && seen < times; i++) {
+        char *log = hs_log(s);
+        seen = 0;
+        for (const char *p = log; p && (p = strstr(p, text)) != NULL; p++)
+            seen++;
+        free(log);
+        if (seen < times) usleep(10000);
+    }
+    ck_assert_msg(seen >= times, "the log says \"%s\" %d times, want %d", text, seen, times);
+}
+
+/* The offset of a safetensors file's data section: 8 + its header length. */
+static off_t data_offset(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char len[8];
+    ck_assert_uint_eq(fread(len, 1, 8, f), 8);
+    fclose(f);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | len[i];
+    return (off_t)(8 + n);
+}
+
+/* By default the server reads each model into its own memory: a file
+ * rewritten in place (same size, other weights, as `cp` onto it) changes
+ * no answer until a SIGHUP reload, and after the reload the new weights
+ * are served. No model file is mapped. */
+START_TEST(rewritten_in_place_needs_reload) {
+    char dir[64];
+    const char *names[] = {"demo-4d", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, NULL);
+    ck_assert_int_eq(dir_mappings(s.pid, dir, 0), 0);
+
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"demo-4d\",\"embeddings\":%s,\"return\":[\"patterns\",\"embeddings\"]}",
+             woaini_embeddings);
+    json_t *before = call(s.port, "POST", "/v1/attention", body, 200);
+
+    /* w_qkv (4 × 12 floats, the only tensor) doubled, in place */
+    char path[128];
+    snprintf(path, sizeof path, "%s/demo-4d.safetensors", dir);
+    off_t at = data_offset(path);
+    float w[48];
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, w, sizeof w, at), (ssize_t)sizeof w);
+    for (int i = 0; i < 48; i++)
+        w[i] *= 2;
+    ck_assert_int_eq(pwrite(fd, w, sizeof w, at), (ssize_t)sizeof w);
+    ck_assert_int_eq(close(fd), 0);
+
+    json_t *after = call(s.port, "POST", "/v1/attention", body, 200);
+    ck_assert_msg(json_equal(before, after), "the answer changed without a reload");
+    json_decref(after);
+    json_t *shown = call(s.port, "GET", "/v1/models/demo-4d?weights=true", NULL, 200);
+    json_t *head = json_array_get(json_object_get(json_object_get(shown, "weights"), "heads"), 0);
+    char *w_q = json_dumps(json_object_get(head, "w_q"), JSON_COMPACT);
+    ck_assert_str_eq(w_q, "[[1,0,1,0],[0,1,0,1],[1,0,0,1],[0,1,1,0]]");
+    free(w_q);
+    json_decref(shown);
+
+    hs_signal(&s, SIGHUP);
+    await_log(&s, "models: reloaded", 1);
+    after = call(s.port, "POST", "/v1/attention", body, 200);
+    ck_assert_msg(!json_equal(before, after), "the reload did not serve the new weights");
+    json_decref(after);
+    shown = call(s.port, "GET", "/v1/models/demo-4d?weights=true", NULL, 200);
+    head = json_array_get(json_object_get(json_object_get(shown, "weights"), "heads"), 0);
+    w_q = json_dumps(json_object_get(head, "w_q"), JSON_COMPACT);
+    ck_assert_str_eq(w_q, "[[2,0,2,0],[0,2,0,2],[2,0,0,2],[0,2,2,0]]");
+    free(w_q);
+    json_decref(shown);
+    expect_same_as_inline(s.port, "demo-4d", woaini_embeddings, "none");
+    json_decref(before);
+    ck_assert_int_eq(dir_mappings(s.pid, dir, 0), 0);
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
+
+/* With --map-models the server still loads and serves: the files are
+ * mapped, and a named model answers as its weights sent inline. */
+START_TEST(mapped_models_serve) {
+    char dir[64];
+    const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, "--map-models");
+    ck_assert_int_ge(dir_mappings(s.pid, dir, 0), 2);
+    expect_same_as_inline(s.port, "demo-4d", woaini_embeddings, "none");
+    char e[8192];
+    int used = snprintf(e, sizeof e, "[");
+    for (int t = 0; t < 2; t++)
+        for (int c = 0; c < 768; c++)
+            used += snprintf(e + used, sizeof e - used, "%s%d", c ? "," : (t ? "],[" : "["),
+                             (t * 13 + c * 5) % 7 - 3);
+    snprintf(e + used, sizeof e - used, "]]");
+    expect_same_as_inline(s.port, "gpt2-small-shape", e, "causal");
+    char *text = hs_log(&s);
+    ck_assert_msg(strstr(text, "bytes mapped") && !strstr(text, " 0 bytes mapped"), "%s", text);
+    free(text);
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Answers counted over every load client (the truncation waits for some). */
+static atomic_int answered;
+
 typedef struct load_client {
     unsigned port;
     const char *body;
@@ -390,10 +517,69 @@ static void *load_run(void *arg) {
                          (int)r.rc, r.status, id_free ? id_free : "");
         }
         hs_response_free(&r);
+        atomic_fetch_add(&answered, 1);
     }
     curl_easy_cleanup(curl);
     return NULL;
 }
+
+/* A gpt2-small-shape request of three tokens, into buf. */
+static void gpt2_body(char *buf, size_t size) {
+    int used = snprintf(buf, size, "{\"model\":\"gpt2-small-shape\",\"embeddings\":[");
+    for (int t = 0; t < 3; t++)
+        for (int c = 0; c < 768; c++)
+            used += snprintf(buf + used, size - (size_t)used, "%s%d",
+                             c ? "," : (t ? "],[" : "["), (t * 31 + c * 17) % 11 - 5);
+    snprintf(buf + used, size - (size_t)used, "]]}");
+}
+
+/* A model file truncated in place while requests use it does not kill the
+ * server: every request, before and after, is answered as before (the
+ * weights are in the server's memory). A reload then refuses the short
+ * file and the old set keeps serving. */
+START_TEST(truncated_in_place_keeps_serving) {
+    char dir[64];
+    const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
+    models_dir(dir, sizeof dir, names);
+    hs_server s;
+    start(&s, dir, "--workers=2");
+
+    char gpt2[16384];
+    gpt2_body(gpt2, sizeof gpt2);
+    hs_response first;
+    hs_request(NULL, s.port, "POST", "/v1/attention", NULL, gpt2, strlen(gpt2), &first);
+    ck_assert_msg(first.status == 200, "%.300s", first.body);
+
+    load_client clients[3];
+    pthread_t threads[3];
+    atomic_store(&answered, 0);
+    for (int i = 0; i < 3; i++) {
+        clients[i] = (load_client){s.port, gpt2, first.body, 10, 0, ""};
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, load_run, &clients[i]), 0);
+    }
+    for (int i = 0; i < 3000 && atomic_load(&answered) < 3; i++)
+        usleep(1000);
+    char path[128];
+    snprintf(path, sizeof path, "%s/gpt2-small-shape.safetensors", dir);
+    ck_assert_int_eq(truncate(path, 4096), 0); /* the header and no weights */
+    for (int i = 0; i < 3; i++) {
+        pthread_join(threads[i], NULL);
+        ck_assert_msg(clients[i].failures == 0, "client %d: %d of %d failed, first: %s", i,
+                      clients[i].failures, clients[i].requests, clients[i].first_failure);
+    }
+
+    hs_signal(&s, SIGHUP);
+    await_log(&s, "reload failed", 1);
+    hs_response again;
+    hs_request(NULL, s.port, "POST", "/v1/attention", NULL, gpt2, strlen(gpt2), &again);
+    ck_assert_int_eq(again.status, 200);
+    ck_assert_str_eq(again.body, first.body);
+    hs_response_free(&again);
+    hs_response_free(&first);
+    finish(&s);
+    remove_dir(dir);
+}
+END_TEST
 
 /* Requests keep coming while the models are reloaded again and again:
  * none fails, and every answer is the one given before the first reload. */
@@ -484,6 +670,9 @@ int main(void) {
     tcase_add_test(tc, bad_model_at_start);
     tcase_add_test(tc, sighup_reloads);
     tcase_add_test(tc, replaced_model_let_go);
+    tcase_add_test(tc, rewritten_in_place_needs_reload);
+    tcase_add_test(tc, truncated_in_place_keeps_serving);
+    tcase_add_test(tc, mapped_models_serve);
     tcase_add_test(tc, sighup_under_load_drops_nothing);
     tcase_add_test(tc, sighup_flood_then_sigterm);
     suite_add_tcase(suite, tc);

@@ -113,6 +113,19 @@ START_TEST(config_models_options) {
     ck_assert_int_eq(c.skip_bad_models, 1);
     ck_assert_uint_eq(c.port, 1);
 
+    /* --map-models: off by default, a bare flag or the environment turns it on */
+    ck_assert_int_eq(load(&c, argv0, NULL, err), CFG_OK);
+    ck_assert_int_eq(c.map_models, 0);
+    char *argv_map[] = {"srv", "--map-models", NULL};
+    ck_assert_int_eq(load(&c, argv_map, NULL, err), CFG_OK);
+    ck_assert_int_eq(c.map_models, 1);
+    char *envp_map[] = {"ATTN_MAP_MODELS=true", NULL};
+    ck_assert_int_eq(load(&c, argv0, envp_map, err), CFG_OK);
+    ck_assert_int_eq(c.map_models, 1);
+    char *argv_nomap[] = {"srv", "--map-models=no", NULL};
+    ck_assert_int_eq(load(&c, argv_nomap, envp_map, err), CFG_OK);
+    ck_assert_int_eq(c.map_models, 0);
+
     char *argv3[] = {"srv", "--skip-bad-models=maybe", NULL};
     ck_assert_int_eq(load(&c, argv3, NULL, err), CFG_ERROR);
     ck_assert_ptr_nonnull(strstr(err, "--skip-bad-models"));
@@ -123,6 +136,70 @@ START_TEST(config_models_options) {
     char *argv4[] = {"srv", "--models-dir", long_path, NULL};
     ck_assert_int_eq(load(&c, argv4, NULL, err), CFG_ERROR);
     ck_assert_ptr_nonnull(strstr(err, "--models-dir"));
+}
+END_TEST
+
+/* Every text option is checked against its own field: a value one byte
+ * too long is refused with a message naming the option (from a flag and
+ * from the environment), and one exactly at the limit is taken whole.
+ * --bind's longest valid address is far below its limit, so at the limit
+ * it gets past the length check and is refused as an address. */
+static const struct {
+    const char *flag, *env;
+    size_t cap; /* sizeof the field */
+    size_t offset;
+    const char *prefix; /* the value: prefix, then 'a's to the length */
+    int valid_at_limit;
+} text_options[] = {
+    {"--bind", "ATTN_BIND", sizeof(((cfg_config *)0)->bind), offsetof(cfg_config, bind), "", 0},
+    {"--models-dir", "ATTN_MODELS_DIR", sizeof(((cfg_config *)0)->models_dir),
+     offsetof(cfg_config, models_dir), "/", 1},
+    {"--api-keys-file", "ATTN_API_KEYS_FILE", sizeof(((cfg_config *)0)->api_keys_file),
+     offsetof(cfg_config, api_keys_file), "/", 1},
+    {"--cors-origin", "ATTN_CORS_ORIGIN", sizeof(((cfg_config *)0)->cors_origin),
+     offsetof(cfg_config, cors_origin), "https://", 1},
+};
+
+/* "<prefix>aaa…" of exactly len bytes, malloc'd. */
+static char *text_of(const char *prefix, size_t len) {
+    char *v = malloc(len + 1);
+    size_t p = strlen(prefix);
+    memcpy(v, prefix, p);
+    memset(v + p, 'a', len - p);
+    v[len] = '\0';
+    return v;
+}
+
+START_TEST(config_text_limits) {
+    cfg_config c;
+    char err[256] = "";
+    size_t cap = text_options[_i].cap;
+    const char *flag = text_options[_i].flag;
+    char *argv[] = {"srv", (char *)flag, NULL, NULL};
+
+    char *over = text_of(text_options[_i].prefix, cap);
+    argv[2] = over;
+    ck_assert_int_eq(load(&c, argv, NULL, err), CFG_ERROR);
+    ck_assert_msg(strstr(err, flag) && strstr(err, "longer than"), "%s: \"%s\"", flag, err);
+    char *env = malloc(strlen(text_options[_i].env) + 1 + cap + 1);
+    sprintf(env, "%s=%s", text_options[_i].env, over);
+    char *envp[] = {env, NULL}, *argv0[] = {"srv", NULL};
+    ck_assert_int_eq(load(&c, argv0, envp, err), CFG_ERROR);
+    ck_assert_msg(strstr(err, flag) && strstr(err, text_options[_i].env), "%s", err);
+    free(env);
+    free(over);
+
+    char *at = text_of(text_options[_i].prefix, cap - 1);
+    argv[2] = at;
+    int rc = load(&c, argv, NULL, err);
+    if (text_options[_i].valid_at_limit) {
+        ck_assert_msg(rc == CFG_OK, "%s of %zu bytes: %s", flag, cap - 1, err);
+        ck_assert_str_eq((const char *)&c + text_options[_i].offset, at);
+    } else {
+        ck_assert_int_eq(rc, CFG_ERROR);
+        ck_assert_msg(strstr(err, flag) && !strstr(err, "longer than"), "%s", err);
+    }
+    free(at);
 }
 END_TEST
 
@@ -286,6 +363,10 @@ START_TEST(config_help) {
         "512m",
         "--max-connections",
         "ATTN_MAX_CONNECTIONS",
+        "--map-models",
+        "ATTN_MAP_MODELS",
+        "rename",
+        "SIGBUS",
         "--help",
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
@@ -1225,6 +1306,8 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, config_bad_env_and_args);
     tcase_add_test(tc, config_memory_and_connections);
     tcase_add_test(tc, config_help);
+    tcase_add_loop_test(tc, config_text_limits, 0,
+                        sizeof text_options / sizeof text_options[0]);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");

@@ -16,6 +16,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -165,6 +166,14 @@ static store_model *load_ok(const char *path) {
     store_model *m = NULL;
     store_error err = {{0}};
     ck_assert_msg(store_model_load(&m, path, &err) == 0, "load failed: %s", err.message);
+    return m;
+}
+
+static store_model *load_mode_ok(const char *path, store_read_mode mode) {
+    store_model *m = NULL;
+    store_error err = {{0}};
+    ck_assert_msg(store_model_load_mode(&m, path, mode, &err) == 0, "load failed: %s",
+                  err.message);
     return m;
 }
 
@@ -648,14 +657,24 @@ START_TEST(test_f32_in_place) {
     while (strlen(header) % 8 != 0)
         strcat(header, " ");
     write_st(p, header, values(), 200);
-    store_model *m = load_ok(p);
     struct stat sb;
     ck_assert_int_eq(stat(p, &sb), 0);
+    /* Mapped: w_qkv is read from the mapping, b_o (F16) was converted into
+     * an owned buffer. */
+    store_model *m = load_mode_ok(p, STORE_READ_MAP);
     ck_assert(in_file_mapping(m->weights.w_qkv, p));
     ck_assert_uint_eq(m->bytes_mapped, (size_t)sb.st_size);
-    /* b_o (F16) was converted into an owned buffer. */
     ck_assert(!in_file_mapping(m->weights.b_o, p));
     ck_assert_uint_gt(m->bytes_owned, 0);
+    ck_assert_uint_lt(m->bytes_owned, 4096);
+    ck_assert(memcmp(m->weights.w_qkv, values(), 192) == 0);
+    store_model_destroy(m);
+    /* Copied (the default): nothing is mapped; w_qkv is used in place in
+     * the file's buffer, which the model owns beside b_o's. */
+    m = load_ok(p);
+    ck_assert(!in_file_mapping(m->weights.w_qkv, p));
+    ck_assert_uint_eq(m->bytes_mapped, 0);
+    ck_assert_uint_ge(m->bytes_owned, (size_t)sb.st_size + 4 * sizeof(float));
     ck_assert(memcmp(m->weights.w_qkv, values(), 192) == 0);
     store_model_destroy(m);
 
@@ -665,11 +684,168 @@ START_TEST(test_f32_in_place) {
     store_metadata meta = {"n_heads", "1"};
     store_error err;
     ck_assert_int_eq(store_file_write(p, &meta, 1, &t, 1, NULL, &err), 0);
-    m = load_ok(p);
+    m = load_mode_ok(p, STORE_READ_MAP);
     ck_assert(in_file_mapping(m->weights.w_qkv, p));
     ck_assert_uint_eq(m->bytes_owned, 0);
     ck_assert(memcmp(m->weights.w_qkv, values(), 192) == 0);
     store_model_destroy(m);
+}
+END_TEST
+
+/* The bytes [at, at + n) of the file at path overwritten in place: the
+ * same inode and size, as `cp` onto it or an editor saving in place. */
+static void rewrite_in_place(const char *path, off_t at, const void *bytes, size_t n) {
+    int fd = open(path, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, bytes, n, at), (ssize_t)n);
+    ck_assert_int_eq(close(fd), 0);
+}
+
+/* The offset in its file of w_qkv's bytes (read from the header). */
+static off_t w_qkv_offset(const char *path) {
+    store_file *f;
+    store_error err;
+    ck_assert_msg(store_file_open(&f, path, &err) == 0, "%s", err.message);
+    FILE *in = fopen(path, "rb");
+    unsigned char len[8];
+    ck_assert_uint_eq(fread(len, 1, 8, in), 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | len[i];
+    char *header = malloc(n + 1);
+    ck_assert_uint_eq(fread(header, 1, n, in), n);
+    header[n] = '\0';
+    fclose(in);
+    const char *at = strstr(header, "\"w_qkv\"");
+    ck_assert_ptr_nonnull(at);
+    at = strstr(at, "\"data_offsets\":[");
+    ck_assert_ptr_nonnull(at);
+    off_t begin = (off_t)strtoull(at + strlen("\"data_offsets\":["), NULL, 10);
+    free(header);
+    store_file_close(f);
+    return (off_t)(8 + n) + begin;
+}
+
+/* A model file of the writer's layout, w_qkv [4, 12] from values(). */
+static void write_model_48(const char *p) {
+    size_t shape[2] = {4, 12};
+    store_write_tensor t = {"w_qkv", STORE_DTYPE_F32, 2, shape, values(), NULL, NULL};
+    store_metadata meta = {"n_heads", "1"};
+    store_error err;
+    ck_assert_msg(store_file_write(p, &meta, 1, &t, 1, NULL, &err) == 0, "%s", err.message);
+}
+
+/* A loaded model does not change when its file is rewritten in place (same
+ * size, other bytes): by default the file was read into memory. Loading
+ * again gives the new bytes. Mapped, the rewrite shows through: what
+ * --map-models risks, and why it says "replace by rename". */
+START_TEST(test_copy_ignores_rewrite) {
+    const char *p = tpath("rewritten.safetensors");
+    write_model_48(p);
+    off_t at = w_qkv_offset(p);
+    store_model *m = load_ok(p);
+    store_model *mapped = load_mode_ok(p, STORE_READ_MAP);
+    float twice[48];
+    for (int i = 0; i < 48; i++)
+        twice[i] = 2 * values()[i] + 1;
+    rewrite_in_place(p, at, twice, sizeof twice);
+
+    ck_assert(memcmp(m->weights.w_qkv, values(), sizeof twice) == 0);
+    store_model_destroy(m);
+    m = load_ok(p);
+    ck_assert(memcmp(m->weights.w_qkv, twice, sizeof twice) == 0);
+    store_model_destroy(m);
+
+    ck_assert(memcmp(mapped->weights.w_qkv, twice, sizeof twice) == 0);
+    store_model_destroy(mapped);
+}
+END_TEST
+
+/* A loaded model keeps its weights, readable, when its file is truncated in
+ * place (mapped, reading them would be SIGBUS); so does a whole set, and
+ * computing with it gives the answer of before. */
+START_TEST(test_copy_survives_truncate) {
+    const char *dir = tsubdir("trunc");
+    store_error err;
+    ck_assert_int_eq(store_builtin_write(store_builtin_find("gpt2-small-shape"), dir, NULL, &err),
+                     0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/gpt2-small-shape.safetensors", dir);
+    store_set *s;
+    ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
+    const store_model *g = store_set_find(s, "gpt2-small-shape");
+    ck_assert_ptr_nonnull(g);
+    ck_assert_uint_eq(g->bytes_mapped, 0);
+
+    enum { N = 4, DM = 768 };
+    static float e[N * DM], before[N * DM], after[N * DM];
+    for (size_t i = 0; i < N * DM; i++)
+        e[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    size_t heads[12];
+    for (size_t i = 0; i < 12; i++)
+        heads[i] = i;
+    attn_workspace *ws = attn_workspace_create();
+    attn_output o1 = {.embeddings = before}, o2 = {.embeddings = after};
+    attn_input in = {&g->weights, e, N, {ATTN_MASK_CAUSAL, NULL}, 0.125f, heads, 12};
+    ck_assert_int_eq(attn_compute(&o1, ws, &in), ATTN_OK);
+
+    ck_assert_int_eq(truncate(path, 4096), 0); /* the header survives, the data does not */
+    double sum = 0;
+    for (size_t i = 0; i < DM * 3 * DM; i++)
+        sum += g->weights.w_qkv[i];
+    for (size_t i = 0; i < DM * DM; i++)
+        sum += g->weights.w_o[i];
+    ck_assert(isfinite(sum));
+    ck_assert_int_eq(attn_compute(&o2, ws, &in), ATTN_OK);
+    ck_assert(memcmp(before, after, sizeof before) == 0);
+    attn_workspace_destroy(ws);
+    store_set_release(s);
+
+    /* the truncated file is now refused, as any short file */
+    ck_assert_int_eq(store_set_load(&s, dir, NULL, &err), -1);
+    assert_message(err.message, path, "run past the end of the data section");
+}
+END_TEST
+
+/* The set's option: map_files maps every file (the weights lie in the
+ * files' mappings), the default maps none. Both serve the same weights. */
+START_TEST(test_set_map_option) {
+    const char *dir = tsubdir("mapopt");
+    store_error err;
+    ck_assert_int_eq(store_builtin_write(store_builtin_find("gpt2-small-shape"), dir, NULL, &err),
+                     0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/gpt2-small-shape.safetensors", dir);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    store_load_options map = {0, NULL, NULL, 1};
+    store_set *copied, *mapped;
+    ck_assert_msg(store_set_load(&copied, dir, NULL, &err) == 0, "%s", err.message);
+    ck_assert_msg(store_set_load(&mapped, dir, &map, &err) == 0, "%s", err.message);
+    const store_model *c = store_set_at(copied, 0), *m = store_set_at(mapped, 0);
+    ck_assert(!in_file_mapping(c->weights.w_qkv, path));
+    ck_assert(in_file_mapping(m->weights.w_qkv, path));
+    ck_assert(in_file_mapping(m->weights.w_o, path));
+    size_t bytes_mapped, bytes_owned;
+    store_set_bytes(copied, &bytes_mapped, &bytes_owned);
+    ck_assert_uint_eq(bytes_mapped, 0);
+    /* the file's buffer only (nothing converted), rounded to 2 MiB */
+    ck_assert_uint_ge(bytes_owned, (size_t)sb.st_size);
+    ck_assert_uint_lt(bytes_owned, (size_t)sb.st_size + ((size_t)2 << 20));
+    ck_assert_uint_eq(bytes_owned % ((size_t)2 << 20), 0);
+    store_set_bytes(mapped, &bytes_mapped, &bytes_owned);
+    ck_assert_uint_eq(bytes_mapped, (size_t)sb.st_size);
+    ck_assert_uint_eq(bytes_owned, 0);
+    size_t n = 768 * 3 * 768;
+    ck_assert(memcmp(c->weights.w_qkv, m->weights.w_qkv, n * sizeof(float)) == 0);
+    ck_assert(memcmp(c->weights.b_o, m->weights.b_o, 768 * sizeof(float)) == 0);
+
+    /* The buffer keeps each tensor's alignment in the file up to 2 MiB, as a
+     * mapping keeps it up to a page. */
+    off_t at = w_qkv_offset(path);
+    ck_assert_uint_eq(((uintptr_t)c->weights.w_qkv - (uintptr_t)at) % ((size_t)2 << 20), 0);
+    store_set_release(copied);
+    store_set_release(mapped);
 }
 END_TEST
 
@@ -953,7 +1129,7 @@ START_TEST(test_set_skip_bad) {
     assert_message(err.message, bad, "metadata 'mask' is 'diagonal'");
 
     skips k = {0};
-    store_load_options opt = {1, on_skip, &k};
+    store_load_options opt = {1, on_skip, &k, 0};
     ck_assert_msg(store_set_load(&s, dir, &opt, &err) == 0, "%s", err.message);
     ck_assert_uint_eq(store_set_count(s), 1);
     ck_assert_str_eq(store_set_at(s, 0)->name, "good");
@@ -1188,7 +1364,9 @@ START_TEST(test_builtin_models) {
     ck_assert_ptr_nonnull(g->weights.b_qkv);
     ck_assert_ptr_nonnull(g->weights.w_o);
     ck_assert_ptr_nonnull(g->weights.b_o);
-    ck_assert_uint_eq(g->bytes_owned, 0); /* all F32, in place */
+    /* all F32, in place in the file's buffer: nothing converted */
+    ck_assert_uint_eq(g->bytes_mapped, 0);
+    ck_assert_uint_lt(g->bytes_owned, 9450008 + ((size_t)2 << 20));
 
     /* Patterns of random unit-scale tokens: causal, and neither uniform nor
      * one-hot. */
@@ -1326,6 +1504,8 @@ static Suite *store_suite(void) {
     tcase_add_test(tc, test_bf16_model);
     tcase_add_test(tc, test_f32_in_place);
     tcase_add_test(tc, test_f32_unaligned);
+    tcase_add_test(tc, test_copy_ignores_rewrite);
+    tcase_add_test(tc, test_copy_survives_truncate);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");
@@ -1337,6 +1517,7 @@ static Suite *store_suite(void) {
     tcase_add_test(tc, test_set_skip_bad);
     tcase_add_test(tc, test_set_refcount_and_replace);
     tcase_add_test(tc, test_store_threads);
+    tcase_add_test(tc, test_set_map_option);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("builtin");
