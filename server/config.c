@@ -70,7 +70,8 @@ static const cfg_option cfg_table[] = {
      "request-body bytes held at once, all connections (503 overloaded above); "
      "at least --max-body-bytes"},
     {"max-connections", "ATTN_MAX_CONNECTIONS", CFG_SIZE, 1, 1000000, "512", F(max_connections),
-     "open connections at once; more are refused; at least --io-threads"},
+     "open connections at once; more are closed as soon as they are accepted; at least "
+     "--io-threads"},
     {"max-tokens", "ATTN_MAX_TOKENS", CFG_SIZE, 1, 1048576, "8192", F(max_tokens),
      "most tokens in one request"},
     {"max-heads", "ATTN_MAX_HEADS", CFG_SIZE, 1, 65536, "128", F(max_heads),
@@ -101,7 +102,9 @@ static const cfg_option cfg_table[] = {
      "which would change the weights served or kill the server (SIGBUS)"},
     {"connection-timeout", "ATTN_CONNECTION_TIMEOUT", CFG_SIZE, 1, 86400, "30",
      F(connection_timeout),
-     "seconds an idle connection is kept, and the most a request body may take to arrive"},
+     "seconds a request's headers may take to arrive, counted from the connection's accept or "
+     "its previous answer, and its body, counted from its headers; late ones get 408 and the "
+     "connection is closed. An idle connection is closed a second after it"},
     {"api-keys-file", "ATTN_API_KEYS_FILE", CFG_PATH, 0, 0, "", F(api_keys_file),
      "file of API keys, one per line, reloaded on SIGHUP; when set, every route but /healthz "
      "and /readyz needs Authorization: Bearer KEY"},

@@ -393,14 +393,18 @@ long hs_metric_value(const char *text, const char *name) {
     return p ? strtol(p + strlen(name), NULL, 10) : -1;
 }
 
+long hs_metric(unsigned port, const char *name) {
+    hs_response r;
+    hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
+    long v = r.body ? hs_metric_value(r.body, name) : -1;
+    hs_response_free(&r);
+    return v;
+}
+
 long hs_wait_metric(unsigned port, const char *name, long want, double timeout_s) {
     long v = -1;
     for (int i = 0; i < (int)(timeout_s * 100); i++) {
-        hs_response r;
-        hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
-        v = r.body ? hs_metric_value(r.body, name) : -1;
-        hs_response_free(&r);
-        if (v == want) break;
+        if ((v = hs_metric(port, name)) == want) break;
         usleep(10000);
     }
     return v;

@@ -112,6 +112,9 @@ void hs_raw_reset(int fd);
  * longer names), or -1. */
 long hs_metric_value(const char *text, const char *name);
 
+/* GET /metrics once: the value of `name` (as hs_metric_value), or -1. */
+long hs_metric(unsigned port, const char *name);
+
 /* Polls /metrics until `name` reads `want` or timeout_s passes; returns
  * the last value read. */
 long hs_wait_metric(unsigned port, const char *name, long want, double timeout_s);

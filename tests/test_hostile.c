@@ -57,19 +57,11 @@ static double now_s(void) {
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static long metric(unsigned port, const char *name) {
-    hs_response r;
-    hs_request(NULL, port, "GET", "/metrics", NULL, NULL, 0, &r);
-    long v = r.body ? hs_metric_value(r.body, name) : -1;
-    hs_response_free(&r);
-    return v;
-}
-
 /* Polls /metrics until `name` reads at least `want`; returns the last value. */
 static long wait_at_least(unsigned port, const char *name, long want, double timeout_s) {
     long v = -1;
     for (double t0 = now_s(); now_s() - t0 < timeout_s; usleep(5000))
-        if ((v = metric(port, name)) >= want) break;
+        if ((v = hs_metric(port, name)) >= want) break;
     return v;
 }
 
@@ -278,7 +270,7 @@ START_TEST(library_errors_counted) {
         1);
     ck_assert_int_eq(
         hs_wait_metric(s.port, "attn_http_requests_total{route=\"other\",code=\"431\"} ", 1, 5), 1);
-    ck_assert_int_eq(metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"499\"} "),
+    ck_assert_int_eq(hs_metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"499\"} "),
                      -1);
     finish(&s);
 }
@@ -392,7 +384,7 @@ START_TEST(connection_limit_and_slow_headers) {
         ck_assert_msg(i < 99, "not served after the slow clients went");
         usleep(20000);
     }
-    ck_assert_int_ge(metric(s.port, "\nattn_connections_refused_total "), 1);
+    ck_assert_int_ge(hs_metric(s.port, "\nattn_connections_refused_total "), 1);
     finish(&s);
 }
 END_TEST
@@ -414,7 +406,7 @@ START_TEST(header_only_posts) {
     }
     free(head);
     usleep(200000);
-    ck_assert_int_eq(metric(s.port, "\nattn_body_bytes_reserved "), 0);
+    ck_assert_int_eq(hs_metric(s.port, "\nattn_body_bytes_reserved "), 0);
     for (int i = 0; i < 3; i++) {
         hs_response r;
         hs_request(NULL, s.port, "POST", "/v1/attention", NULL, tiny, strlen(tiny), &r);
@@ -438,7 +430,7 @@ START_TEST(header_only_posts) {
     free(head);
     long reserved = -1;
     for (int i = 0; i < 100 && reserved <= 0; i++, usleep(10000))
-        reserved = metric(s.port, "\nattn_body_bytes_reserved ");
+        reserved = hs_metric(s.port, "\nattn_body_bytes_reserved ");
     ck_assert_msg(reserved > 0 && reserved <= 65536, "reserved %ld", reserved);
     close(fd);
     ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 5), 0);
