@@ -263,11 +263,11 @@ static int decode_tokens(api_request *req, const json_t *tokens, api_error *err)
         return api_error_set(err, 422, "dimension_mismatch", "/tokens",
                              "tokens has %zu labels, expected one per embeddings row (%zu)",
                              json_array_size(tokens), req->n_tokens);
-    /* Worst case of the echo: every byte escaped as \u00XX, quotes and a comma. The
-     * strings came out of a body of bounded size, so this cannot overflow. */
-    req->tokens_json_bytes = 2;
-    for (size_t i = 0; i < json_array_size(tokens); i++)
-        req->tokens_json_bytes += 6 * json_string_length(json_array_get(tokens, i)) + 3;
+    /* The echo's exact length, for the response bound: jansson writes it
+     * (api_write_json's flags), and json_dumpb without a buffer counts it. */
+    req->tokens_json_bytes = json_dumpb(tokens, NULL, 0, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (req->tokens_json_bytes == 0)
+        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     req->tokens = json_incref((json_t *)tokens);
     return 0;
 }

@@ -27,6 +27,7 @@
 
 #include "tests/json_edit.h"
 #include "api/error.h"
+#include "api/float_format.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
@@ -752,6 +753,112 @@ START_TEST(test_limits)
 }
 END_TEST
 
+/* ---- the response limit at the byte -------------------------------------- */
+
+/* n × cols of one value. */
+static json_t *filled(size_t rows, size_t cols, double v)
+{
+    json_t *m = json_array();
+    for (size_t r = 0; r < rows; r++) {
+        json_t *row = json_array();
+        for (size_t c = 0; c < cols; c++) json_array_append_new(row, json_real(v));
+        json_array_append_new(m, row);
+    }
+    return m;
+}
+
+static json_t *filled_vector(size_t n, double a, double b)
+{
+    json_t *v = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(v, json_real(i % 2 ? a : b));
+    return v;
+}
+
+/* Decodes under `limits`, computes, encodes: the body's length. */
+static size_t response_length(json_t *body, const api_limits *limits, char **text_out)
+{
+    api_request *req = decode_ok_limits(body, limits);
+    attn_workspace *ws = attn_workspace_create();
+    api_error err;
+    size_t len = 0;
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    attn_workspace_destroy(ws);
+    char *text = api_response_encode(req, &len, &err);
+    ck_assert_msg(text != NULL, "encode failed: %s", err.message);
+    api_request_free(req);
+    if (text_out) *text_out = text;
+    else free(text);
+    return len;
+}
+
+/*
+ * A request whose outputs are all of the widest text a float32 gets (16
+ * characters: -123456790000000 and a 9-digit -0.0000ddddddddd): zero
+ * embeddings and projections, so q, k, v are their biases and delta and
+ * the new embeddings are b_o. Its body's length must be the bound itself:
+ * accepted with max_response_bytes at that length, the body within it,
+ * and refused one byte below. Likewise as base64 (exact by construction),
+ * and with the nulls of masked scores (shorter than the widest number, so
+ * the body may only be shorter than the bound).
+ */
+START_TEST(test_response_limit_exact)
+{
+    const size_t n = 16, dm = 32, dh = 32;
+    float small = -1.23456789e-5f;
+    char buf[64];
+    while (api_float_format(buf, small) != 16) /* API_FLOAT_TEXT_WIDEST */
+        small = nextafterf(small, -1.0f);
+    const double wide = -123456790000000.0, narrow = small;
+    api_float_format(buf, (float)wide);
+    ck_assert_str_eq(buf, "-123456790000000");
+
+    for (int form = 0; form < 3; form++) {
+        json_t *head = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "w_q", filled(dm, dh, 0), "w_k",
+                                 filled(dm, dh, 0), "w_v", filled(dm, dh, 0), "b_q",
+                                 filled_vector(dh, wide, narrow), "b_k",
+                                 filled_vector(dh, narrow, wide), "b_v",
+                                 filled_vector(dh, wide, wide));
+        json_t *r = json_pack("{s:o,s:{s:[o],s:o,s:o}}", "embeddings", filled(n, dm, 0),
+                              "weights", "heads", head, "w_o", filled(dh, dm, 0), "b_o",
+                              filled_vector(dm, narrow, wide));
+        json_t *tokens = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(tokens, json_string(i % 2 ? "\x01\"\\\xc3\xa9/" : "t"));
+        tj_put(r, "/tokens", tokens);
+        if (form == 2)
+            tj_put(r, "/return", json_pack("[s,s,s,s,s]", "q", "scores", "v", "delta", "embeddings"));
+        else
+            tj_put(r, "/return", json_pack("[s,s,s,s,s]", "q", "k", "v", "delta", "embeddings"));
+        if (form == 1) tj_put(r, "/encoding", json_string("base64"));
+
+        api_limits at = big_limits, over = big_limits;
+        char *text;
+        size_t len = response_length(json_deep_copy(r), &big_limits, &text);
+        if (form == 2) {
+            ck_assert_ptr_nonnull(strstr(text, "null")); /* masked scores */
+            /* the bound, from the message of a refusal */
+            api_limits tiny = big_limits;
+            api_error err;
+            size_t bound = 0;
+            tiny.max_response_bytes = 1;
+            expect_error(json_deep_copy(r), &tiny, 422, "limit_exceeded", "/return", &err);
+            ck_assert_int_eq(sscanf(strstr(err.message, "need up to "), "need up to %zu", &bound), 1);
+            ck_assert_uint_le(len, bound);
+            len = bound;
+        } else {
+            ck_assert_ptr_null(strstr(text, "e-")); /* every number plain, none shortened */
+        }
+        free(text);
+        at.max_response_bytes = len, over.max_response_bytes = len - 1;
+        size_t got = response_length(json_deep_copy(r), &at, NULL);
+        ck_assert_msg(got <= at.max_response_bytes, "form %d: a body of %zu bytes under a limit of %zu",
+                      form, got, at.max_response_bytes);
+        if (form < 2) ck_assert_uint_eq(got, len);
+        expect_error(r, &over, 422, "limit_exceeded", "/return", NULL);
+    }
+}
+END_TEST
+
 /* ---- packing of inline weights ------------------------------------------ */
 
 START_TEST(test_weights_packing)
@@ -1310,6 +1417,7 @@ static Suite *api_suite(void)
     tcase_add_test(decode, test_tiny_and_edge_numbers);
     tcase_add_test(decode, test_out_of_range);
     tcase_add_test(decode, test_limits);
+    tcase_add_test(decode, test_response_limit_exact);
     tcase_add_test(decode, test_weights_packing);
     tcase_add_test(decode, test_model_bind);
     tcase_add_test(encode, test_return_each_alone);
