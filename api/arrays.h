@@ -18,8 +18,15 @@
  * read: each is strtod's double cast to float32, as jansson's path reads
  * it; only faster, and without a json_t per number.
  *
- * Paths are JSON Pointers (RFC 6901) as api/json_path.h builds them; an
- * array under a key written with escapes is never lifted.
+ * Paths are JSON Pointers (RFC 6901) as api/json_path.h builds them, of
+ * keys as jansson reads them ("emb\u0065ddings" is /embeddings); under a
+ * key jansson would refuse, nothing is lifted.
+ *
+ * The same scan also holds the body to limits before jansson builds its
+ * tree (api_arrays_lift_within, api_arrays_lift_rules): nesting, string
+ * length, the length of arrays at given paths and that their elements are
+ * strings, and the number of values in all, so that what jansson is left
+ * with stays small whatever the body's shape.
  */
 #ifndef API_ARRAYS_H
 #define API_ARRAYS_H

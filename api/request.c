@@ -9,9 +9,12 @@
  * weights decode reads them (request_weights.c) and binds at once, so both
  * paths run the same checks.
  *
- * The large arrays of numbers (embeddings, inline weights), and the base64
- * of tensor objects, are read straight from the text first (arrays.h), so
- * jansson's tree holds only the rest.
+ * The large arrays of numbers (embeddings, inline weights, a custom mask),
+ * and the base64 of tensor objects, are read straight from the text first
+ * (arrays.h), so jansson's tree holds only the rest; and the same scan
+ * refuses, before jansson runs, a body whose rest could not be a request
+ * within the limits (array_max_elements, values_max): a tree of many small
+ * values costs up to 80 times their text.
  * The tree lives only during decode, except the `tokens` array, which the
  * request keeps a reference to so that it is echoed exactly.
  * Status and code of every failure follow the catalogue in api/error.h:
