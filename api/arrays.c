@@ -354,6 +354,11 @@ typedef struct scan {
     size_t depth;
     api_arrays_rules rules; /* zeros: no limit */
     size_t values;          /* values met so far */
+    /* The first element that is not a string where all must be: refused
+     * at the end of the scan, unless nesting or a string's length, the
+     * limits the scan held bodies to first, ends it before. */
+    const char *not_string;
+    char not_string_path[API_PATH_MAX];
 } scan;
 
 /* Records the first limit run into, at the path at hand; ends the scan. */
@@ -388,7 +393,7 @@ static const char *type_word(char c) {
 /* Entering element f->index of the top array: past its allowed count? */
 static int element_too_many(scan *sc) {
     const frame *f = &sc->stack[sc->depth - 1];
-    return f->max_elements && f->index >= f->max_elements &&
+    return !sc->not_string && f->max_elements && f->index >= f->max_elements &&
            scan_violation_container(sc, API_ARRAYS_TOO_LONG);
 }
 
@@ -574,12 +579,14 @@ static int scan_run(scan *sc, const char *body) {
         switch (state) {
         case S_VALUE: {
             const frame *top = sc->depth ? &sc->stack[sc->depth - 1] : NULL;
-            if (top && top->strings && c != '"') {
-                sc->a->violation_value = type_word(c);
-                scan_violation(sc, API_ARRAYS_NOT_STRING);
-                return 0;
+            if (top && top->strings && c != '"' && !sc->not_string) {
+                /* the body is refused: from here on only the first limits
+                 * are checked, none that counts */
+                sc->not_string = type_word(c);
+                snprintf(sc->not_string_path, sizeof sc->not_string_path, "%s",
+                         sc->known ? sc->path : "");
             }
-            if (sc->rules.max_values && ++sc->values > sc->rules.max_values) {
+            if (!sc->not_string && sc->rules.max_values && ++sc->values > sc->rules.max_values) {
                 scan_violation_container(sc, API_ARRAYS_TOO_MANY);
                 return 0;
             }
@@ -725,6 +732,10 @@ int api_arrays_lift_rules(api_arrays **out, const char *body, size_t len, api_ar
     const char *nul = memchr(body, '\0', len);
     if (nul) sc->end = nul, sc->rank = rank_none;
     int rc = scan_run(sc, body);
+    if (a->violation == API_ARRAYS_WITHIN && sc->not_string) {
+        a->violation = API_ARRAYS_NOT_STRING, a->violation_value = sc->not_string;
+        memcpy(a->violation_path, sc->not_string_path, sizeof a->violation_path);
+    }
     free(sc);
     if (rc < 0) goto fail;
     if (a->count) {

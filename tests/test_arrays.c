@@ -702,6 +702,19 @@ START_TEST(rules)
     ck_assert_int_eq(rule_violation("{\"s\":[\"a\",\"b\",\"c\",\"d\"]}", 0, where, NULL),
                      API_ARRAYS_TOO_LONG);
     ck_assert_str_eq(where, "/s");
+    /* past a non-string element nothing is counted (the body is refused):
+     * not the values, not the lengths; nesting and string length still are */
+    ck_assert_int_eq(rule_violation("{\"s\":[{},{},{},{},{},{},{}],\"a\":[1,2,3,4]}", 4, where, NULL),
+                     API_ARRAYS_NOT_STRING);
+    ck_assert_str_eq(where, "/s/0");
+    api_arrays_rules deep = {.max_depth = 3, .max_elements = rule_elements};
+    api_arrays *a;
+    const char *path;
+    static const char nested[] = "{\"s\":[[[\"a\"]]]}";
+    ck_assert_int_eq(api_arrays_lift_rules(&a, nested, strlen(nested), rank_of, &deep), 0);
+    ck_assert_int_eq(api_arrays_violation(a, &path), API_ARRAYS_TOO_DEEP);
+    ck_assert_str_eq(path, "/s/0/0");
+    api_arrays_free(a);
 }
 END_TEST
 
