@@ -82,6 +82,7 @@ struct api_arrays {
     size_t body_len;
     api_arrays_limit violation;
     char violation_path[API_PATH_MAX];
+    const char *violation_value; /* API_ARRAYS_NOT_STRING: what it is */
 };
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -123,10 +124,10 @@ static int number_fast(uint64_t m, int e, int negative, double *out) {
 
 /*
  * Reads the number at s[0, end) as jansson's lexer would accept it, into
- * *out; returns the bytes it takes, or 0 when it is not a JSON number or
- * not finite as a float32. The byte after it is the caller's to check.
+ * *out as jansson's double; returns the bytes it takes, or 0 when it is
+ * not a JSON number.
  */
-static size_t number_read(const char *s, const char *end, float *out) {
+static size_t number_read_double(const char *s, const char *end, double *out) {
     const char *p = s;
     int negative = 0;
     uint64_t m = 0;
@@ -175,10 +176,38 @@ static size_t number_read(const char *s, const char *end, float *out) {
         if (c_locale == (locale_t)0) return 0; /* leave it to jansson */
         d = strtod_l(s, NULL, c_locale);
     }
-    /* matrix.c's test, on the same double: one that is not finite as a
-     * float32 is left to jansson and the usual error. */
-    if (!(fabs(d) < FLOAT32_OVERFLOW)) return 0;
+    *out = d;
+    return taken;
+}
+
+/* number_read_double, for a number finite as a float32, cast to it; 0 for
+ * one that is not (matrix.c's test, on the same double), which is left to
+ * jansson and the usual error. */
+static size_t number_read(const char *s, const char *end, float *out) {
+    double d;
+    size_t taken = number_read_double(s, end, &d);
+    if (!taken || !(fabs(d) < FLOAT32_OVERFLOW)) return 0;
     *out = (float)d;
+    return taken;
+}
+
+/* A mask cell: true, false, or a number whose double is 0 or 1, as
+ * request.c's mask_cell accepts it from jansson; read as 1.0f or 0.0f. */
+static size_t cell_read(const char *s, const char *end, float *out) {
+    size_t taken = 0;
+    double d = -1;
+    if (end - s >= 4 && !memcmp(s, "true", 4)) {
+        taken = 4, d = 1;
+    } else if (end - s >= 5 && !memcmp(s, "false", 5)) {
+        taken = 5, d = 0;
+    } else {
+        taken = number_read_double(s, end, &d);
+        if (!taken) return 0;
+    }
+    const char *p = s + taken;
+    if (p >= end || !(is_space(*p) || *p == ',' || *p == ']')) return 0;
+    if (!(d == 0.0 || d == 1.0)) return 0;
+    *out = d == 1.0 ? 1.0f : 0.0f;
     return taken;
 }
 
@@ -197,17 +226,18 @@ static int floats_reserve(api_arrays *a, size_t more) {
     return 0;
 }
 
-/* Numbers of one row `[n, n, …]` at *pp, appended to the floats; their
- * count, or 0 (the floats appended so far are the caller's to drop);
- * -1 when memory ran out. */
-static long row_read(api_arrays *a, const char **pp, const char *end) {
+/* Numbers of one row `[n, n, …]` at *pp (mask cells with `cells`),
+ * appended to the floats; their count, or 0 (the floats appended so far
+ * are the caller's to drop); -1 when memory ran out. */
+static long row_read(api_arrays *a, const char **pp, const char *end, int cells) {
     const char *p = *pp;
     long count = 0;
     if (p >= end || *p != '[') return 0;
     p = skip_space(p + 1, end);
     for (;;) {
         if (a->n_floats == a->floats_cap && floats_reserve(a, 1) < 0) return -1;
-        size_t taken = number_read(p, end, &a->floats[a->n_floats]);
+        float *at = &a->floats[a->n_floats];
+        size_t taken = cells ? cell_read(p, end, at) : number_read(p, end, at);
         if (!taken) return 0;
         a->n_floats++, count++;
         p = skip_space(p + taken, end);
@@ -239,21 +269,22 @@ static int item_add(api_arrays *a, item it, const char *path, const char *from, 
     return 0;
 }
 
-/* The array of `rank` at *pp: on success appends an item (with a copy of
+/* The array of `rank` (1, 2 or API_ARRAYS_MASK) at *pp: on success appends an item (with a copy of
  * `path`) and returns 1, *pp past it; 0 when it is not one to lift (the
  * floats are as before); -1 when memory ran out. */
 static int lift_array(api_arrays *a, const char **pp, const char *end, int rank,
                       const char *path) {
     const char *p = *pp;
     size_t first = a->n_floats, rows = 1, cols;
+    int cells = rank == API_ARRAYS_MASK;
     long got;
     if (rank == 1) {
-        got = row_read(a, &p, end);
+        got = row_read(a, &p, end, 0);
         if (got <= 0) goto refuse;
         cols = (size_t)got;
     } else {
         p = skip_space(p + 1, end); /* past the outer '[' */
-        got = row_read(a, &p, end);
+        got = row_read(a, &p, end, cells);
         if (got <= 0) goto refuse;
         cols = (size_t)got;
         for (;;) {
@@ -262,13 +293,14 @@ static int lift_array(api_arrays *a, const char **pp, const char *end, int rank,
             if (*p == ']') break;
             if (*p != ',') goto refuse;
             p = skip_space(p + 1, end);
-            got = row_read(a, &p, end);
+            got = row_read(a, &p, end, cells);
             if (got <= 0 || (size_t)got != cols) goto refuse;
             rows++;
         }
         p++;
     }
-    if (item_add(a, (item){NULL, rank, rows, cols, first}, path, *pp, p) < 0) return -1;
+    if (item_add(a, (item){NULL, rank == 1 ? 1 : 2, rows, cols, first}, path, *pp, p) < 0)
+        return -1;
     *pp = p;
     return 1;
 refuse:
@@ -305,8 +337,10 @@ static int lift_string(api_arrays *a, const char **pp, const char *end, const ch
 typedef struct frame {
     char kind;       /* '{' or '[' */
     int known;       /* the container's path is exact */
+    int strings;     /* arrays: every element must be a string */
     size_t path_len; /* its path's length */
     size_t index;    /* arrays: the element at hand */
+    size_t max_elements; /* arrays: 0, or the most elements allowed */
 } frame;
 
 typedef struct scan {
@@ -318,7 +352,13 @@ typedef struct scan {
     int known; /* path is the exact pointer of the value at hand */
     frame stack[SCAN_MAX_DEPTH];
     size_t depth;
-    size_t max_depth, max_string; /* 0: no limit */
+    api_arrays_rules rules; /* zeros: no limit */
+    size_t values;          /* values met so far */
+    /* The first element that is not a string where all must be: refused
+     * at the end of the scan, unless nesting or a string's length, the
+     * limits the scan held bodies to first, ends it before. */
+    const char *not_string;
+    char not_string_path[API_PATH_MAX];
 } scan;
 
 /* Records the first limit run into, at the path at hand; ends the scan. */
@@ -326,6 +366,35 @@ static int scan_violation(scan *sc, api_arrays_limit what) {
     sc->a->violation = what;
     snprintf(sc->a->violation_path, sizeof sc->a->violation_path, "%s", sc->known ? sc->path : "");
     return 1;
+}
+
+/* The same, at the path of the innermost container ("" at the top). */
+static int scan_violation_container(scan *sc, api_arrays_limit what) {
+    const frame *f = sc->depth ? &sc->stack[sc->depth - 1] : NULL;
+    sc->a->violation = what;
+    snprintf(sc->a->violation_path, sizeof sc->a->violation_path, "%.*s",
+             f && f->known ? (int)f->path_len : 0, sc->path);
+    return 1;
+}
+
+/* A value's type from its first byte, in api_json_type_name's words. */
+static const char *type_word(char c) {
+    switch (c) {
+    case '{': return "an object";
+    case '[': return "an array";
+    case '"': return "a string";
+    case 't': return "true";
+    case 'f': return "false";
+    case 'n': return "null";
+    default: return "a number";
+    }
+}
+
+/* Entering element f->index of the top array: past its allowed count? */
+static int element_too_many(scan *sc) {
+    const frame *f = &sc->stack[sc->depth - 1];
+    return !sc->not_string && f->max_elements && f->index >= f->max_elements &&
+           scan_violation_container(sc, API_ARRAYS_TOO_LONG);
 }
 
 /* Is the value at hand that of a "data" key (a tensor's base64)? */
@@ -339,7 +408,8 @@ static int at_tensor_data(const scan *sc) {
     char parent[API_PATH_MAX];
     memcpy(parent, sc->path, sc->path_len - 5);
     parent[sc->path_len - 5] = '\0';
-    return sc->rank(parent) != 0;
+    int rank = sc->rank(parent);
+    return rank == 1 || rank == 2; /* a mask is never a tensor object */
 }
 
 /* The path of the next member: the top container's + "/" + index. */
@@ -351,6 +421,86 @@ static void path_index(scan *sc) {
     api_path_index(sc->path, sizeof sc->path, base, f->index);
     sc->path_len = strlen(sc->path);
     sc->known = f->known && sc->path_len < sizeof sc->path - 1;
+}
+
+static int hex4(const char *s, const char *end, unsigned *out) {
+    unsigned v = 0;
+    if (end - s < 4) return -1;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+        else return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/*
+ * The value of a key written with escapes, raw[0, len) between its
+ * quotes, into out (cap bytes, a NUL left to the caller): its length, or
+ * -1 when it does not fit or when jansson would refuse it (a bad escape, a
+ * lone surrogate, a NUL, which jansson does not take in a key). So that
+ * "emb\u0065ddings" is the path it names, as jansson reads it. The bytes
+ * that are not escapes are copied as they are; their UTF-8 is jansson's to
+ * check.
+ */
+static long key_unescape(char *out, size_t cap, const char *raw, size_t len) {
+    const char *p = raw, *end = raw + len;
+    size_t n = 0;
+    while (p < end) {
+        unsigned char c = (unsigned char)*p++;
+        unsigned u;
+        char buf[4];
+        size_t k = 0;
+        if (c != '\\') {
+            buf[k++] = (char)c;
+        } else {
+            if (p >= end) return -1;
+            switch (*p++) {
+            case '"': buf[k++] = '"'; break;
+            case '\\': buf[k++] = '\\'; break;
+            case '/': buf[k++] = '/'; break;
+            case 'b': buf[k++] = '\b'; break;
+            case 'f': buf[k++] = '\f'; break;
+            case 'n': buf[k++] = '\n'; break;
+            case 'r': buf[k++] = '\r'; break;
+            case 't': buf[k++] = '\t'; break;
+            case 'u':
+                if (hex4(p, end, &u) < 0) return -1;
+                p += 4;
+                if (u >= 0xdc00 && u <= 0xdfff) return -1;
+                if (u >= 0xd800 && u <= 0xdbff) {
+                    unsigned lo;
+                    if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, end, &lo) < 0 ||
+                        lo < 0xdc00 || lo > 0xdfff)
+                        return -1;
+                    p += 6;
+                    u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+                }
+                if (u == 0) return -1;
+                if (u < 0x80) {
+                    buf[k++] = (char)u;
+                } else if (u < 0x800) {
+                    buf[k++] = (char)(0xc0 | u >> 6), buf[k++] = (char)(0x80 | (u & 0x3f));
+                } else if (u < 0x10000) {
+                    buf[k++] = (char)(0xe0 | u >> 12), buf[k++] = (char)(0x80 | (u >> 6 & 0x3f));
+                    buf[k++] = (char)(0x80 | (u & 0x3f));
+                } else {
+                    buf[k++] = (char)(0xf0 | u >> 18), buf[k++] = (char)(0x80 | (u >> 12 & 0x3f));
+                    buf[k++] = (char)(0x80 | (u >> 6 & 0x3f)), buf[k++] = (char)(0x80 | (u & 0x3f));
+                }
+                break;
+            default: return -1;
+            }
+        }
+        if (n + k >= cap) return -1;
+        memcpy(out + n, buf, k);
+        n += k;
+    }
+    return (long)n;
 }
 
 /* The string at *pp (its opening quote): *pp past its closing one; a key
@@ -372,7 +522,7 @@ static int string_skip(scan *sc, const char **pp, int key) {
     }
     *pp = p + 1;
     size_t raw = (size_t)(p - start);
-    if (sc->max_string && raw > sc->max_string && (key || !at_data(sc))) {
+    if (sc->rules.max_string && raw > sc->rules.max_string && (key || !at_data(sc))) {
         if (key) { /* the key's object is where it is */
             frame *f = &sc->stack[sc->depth - 1];
             sc->path_len = f->path_len;
@@ -384,17 +534,18 @@ static int string_skip(scan *sc, const char **pp, int key) {
     }
     if (!key) return 0;
     frame *f = &sc->stack[sc->depth - 1];
-    size_t klen = raw;
-    sc->known = f->known && !escaped;
+    sc->known = f->known;
     if (!sc->known) return 0;
     char base[API_PATH_MAX], name[API_PATH_MAX];
-    if (klen >= sizeof name) {
+    long klen = raw < sizeof name ? (long)raw : -1;
+    if (klen >= 0 && escaped) klen = key_unescape(name, sizeof name, start, raw);
+    else if (klen >= 0) memcpy(name, start, raw);
+    if (klen < 0) { /* too long, or an escape jansson refuses: never a wanted name */
         sc->known = 0;
         return 0;
     }
     memcpy(base, sc->path, f->path_len);
     base[f->path_len] = '\0';
-    memcpy(name, start, klen);
     name[klen] = '\0';
     api_path_key(sc->path, sizeof sc->path, base, name);
     sc->path_len = strlen(sc->path);
@@ -426,7 +577,19 @@ static int scan_run(scan *sc, const char *body) {
         if (p >= end) return 0;
         char c = *p;
         switch (state) {
-        case S_VALUE:
+        case S_VALUE: {
+            const frame *top = sc->depth ? &sc->stack[sc->depth - 1] : NULL;
+            if (top && top->strings && c != '"' && !sc->not_string) {
+                /* the body is refused: from here on only the first limits
+                 * are checked, none that counts */
+                sc->not_string = type_word(c);
+                snprintf(sc->not_string_path, sizeof sc->not_string_path, "%s",
+                         sc->known ? sc->path : "");
+            }
+            if (!sc->not_string && sc->rules.max_values && ++sc->values > sc->rules.max_values) {
+                scan_violation_container(sc, API_ARRAYS_TOO_MANY);
+                return 0;
+            }
             if (c == '[' && sc->known) {
                 int rank = sc->rank(sc->path);
                 if (rank) {
@@ -439,12 +602,15 @@ static int scan_run(scan *sc, const char *body) {
                 }
             }
             if (c == '[' || c == '{') {
-                if (sc->max_depth && sc->depth >= sc->max_depth) {
+                if (sc->rules.max_depth && sc->depth >= sc->rules.max_depth) {
                     scan_violation(sc, API_ARRAYS_TOO_DEEP);
                     return 0;
                 }
                 if (sc->depth == SCAN_MAX_DEPTH) return 0;
-                sc->stack[sc->depth++] = (frame){c, sc->known, sc->path_len, 0};
+                frame f = {c, sc->known, 0, sc->path_len, 0, 0};
+                if (c == '[' && sc->known && sc->rules.max_elements)
+                    f.max_elements = sc->rules.max_elements(sc->rules.ctx, sc->path, &f.strings);
+                sc->stack[sc->depth++] = f;
                 p++;
                 state = c == '[' ? S_FIRST_ELEMENT : S_FIRST_MEMBER;
             } else if (c == '"') {
@@ -461,6 +627,7 @@ static int scan_run(scan *sc, const char *body) {
                 state = S_AFTER;
             }
             break;
+        }
         case S_FIRST_ELEMENT:
             if (c == ']') {
                 sc->depth--;
@@ -468,6 +635,7 @@ static int scan_run(scan *sc, const char *body) {
                 state = S_AFTER;
             } else {
                 path_index(sc);
+                if (element_too_many(sc)) return 0;
                 state = S_VALUE;
             }
             break;
@@ -494,6 +662,7 @@ static int scan_run(scan *sc, const char *body) {
                 if (f->kind == '[') {
                     f->index++;
                     path_index(sc);
+                    if (element_too_many(sc)) return 0;
                     state = S_VALUE;
                 } else {
                     state = S_KEY;
@@ -536,8 +705,18 @@ api_arrays_limit api_arrays_violation(const api_arrays *a, const char **path) {
     return a ? a->violation : API_ARRAYS_WITHIN;
 }
 
+const char *api_arrays_violation_value(const api_arrays *a) {
+    return a && a->violation_value ? a->violation_value : "";
+}
+
 int api_arrays_lift_within(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank,
                            size_t max_depth, size_t max_string) {
+    api_arrays_rules rules = {.max_depth = max_depth, .max_string = max_string};
+    return api_arrays_lift_rules(out, body, len, rank, &rules);
+}
+
+int api_arrays_lift_rules(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank,
+                          const api_arrays_rules *rules) {
     *out = NULL;
     api_arrays *a = calloc(1, sizeof *a);
     if (!a) return -1;
@@ -545,7 +724,7 @@ int api_arrays_lift_within(api_arrays **out, const char *body, size_t len, api_a
     scan *sc = calloc(1, sizeof *sc);
     if (!sc) goto fail;
     sc->a = a, sc->rank = rank, sc->end = body + len, sc->known = 1;
-    sc->max_depth = max_depth, sc->max_string = max_string;
+    if (rules) sc->rules = *rules;
     /* A NUL byte is never valid JSON, and jansson's positions skip it in
      * places: such a body has nothing lifted, so that its error positions
      * map back exactly, but the text before the NUL, which jansson reads,
@@ -553,6 +732,10 @@ int api_arrays_lift_within(api_arrays **out, const char *body, size_t len, api_a
     const char *nul = memchr(body, '\0', len);
     if (nul) sc->end = nul, sc->rank = rank_none;
     int rc = scan_run(sc, body);
+    if (a->violation == API_ARRAYS_WITHIN && sc->not_string) {
+        a->violation = API_ARRAYS_NOT_STRING, a->violation_value = sc->not_string;
+        memcpy(a->violation_path, sc->not_string_path, sizeof a->violation_path);
+    }
     free(sc);
     if (rc < 0) goto fail;
     if (a->count) {

@@ -18,8 +18,15 @@
  * read: each is strtod's double cast to float32, as jansson's path reads
  * it; only faster, and without a json_t per number.
  *
- * Paths are JSON Pointers (RFC 6901) as api/json_path.h builds them; an
- * array under a key written with escapes is never lifted.
+ * Paths are JSON Pointers (RFC 6901) as api/json_path.h builds them, of
+ * keys as jansson reads them ("emb\u0065ddings" is /embeddings); under a
+ * key jansson would refuse, nothing is lifted.
+ *
+ * The same scan also holds the body to limits before jansson builds its
+ * tree (api_arrays_lift_within, api_arrays_lift_rules): nesting, string
+ * length, the length of arrays at given paths and that their elements are
+ * strings, and the number of values in all, so that what jansson is left
+ * with stays small whatever the body's shape.
  */
 #ifndef API_ARRAYS_H
 #define API_ARRAYS_H
@@ -38,8 +45,14 @@ typedef struct api_array {
 
 typedef struct api_arrays api_arrays;
 
-/* The rank of the array wanted at `path` (1 or 2), or 0: not lifted. */
+/* The rank of the array wanted at `path` (1 or 2, or API_ARRAYS_MASK),
+ * or 0: not lifted. */
 typedef int (*api_arrays_rank_fn)(const char *path);
+
+/* A rank-2 array of mask cells: true, false, or a number whose double is 0
+ * or 1 (mask_cell's rule in request.c), lifted as 1.0f and 0.0f; found as
+ * an api_array of rank 2. Any other cell leaves it to jansson. */
+#define API_ARRAYS_MASK 3
 
 /*
  * Scans body[0, len) and lifts the arrays `rank` names (see the top).
@@ -60,16 +73,48 @@ int api_arrays_lift(api_arrays **out, const char *body, size_t len, api_arrays_r
 int api_arrays_lift_within(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank,
                            size_t max_depth, size_t max_string);
 
-/* What api_arrays_lift_within found over a limit. */
+/*
+ * What the scan holds a body to besides those two, so that jansson is
+ * never handed more than a request within the limits can need (0 or NULL:
+ * no limit):
+ *   max_values    values in all, containers and scalars, anywhere the
+ *                 scan reaches (a lifted array or string counts one: the
+ *                 `[]` or `""` jansson still reads); the most jansson's
+ *                 tree then holds is this many nodes and the strings'
+ *                 bytes, whatever the body's shape;
+ *   max_elements  for an array at a path (exact, as for lifting): the
+ *                 most elements it may have, 0 for any, and in *strings
+ *                 whether each of them must be a string.
+ */
+typedef struct api_arrays_rules {
+    size_t max_depth, max_string; /* as for api_arrays_lift_within */
+    size_t max_values;
+    size_t (*max_elements)(const void *ctx, const char *path, int *strings);
+    const void *ctx;
+} api_arrays_rules;
+
+int api_arrays_lift_rules(api_arrays **out, const char *body, size_t len, api_arrays_rank_fn rank,
+                          const api_arrays_rules *rules);
+
+/* What api_arrays_lift_within or _rules found over a limit. */
 typedef enum api_arrays_limit {
     API_ARRAYS_WITHIN = 0,
     API_ARRAYS_TOO_DEEP,     /* a container opened deeper than max_depth */
-    API_ARRAYS_STRING_LONG   /* a string longer than max_string */
+    API_ARRAYS_STRING_LONG,  /* a string longer than max_string */
+    API_ARRAYS_TOO_LONG,     /* an array with more than its max_elements */
+    API_ARRAYS_NOT_STRING,   /* an element that is not a string where all must be */
+    API_ARRAYS_TOO_MANY      /* more than max_values values */
 } api_arrays_limit;
 
-/* The limit the scan ran into, and the JSON Pointer of the value where it
- * did (its container's for a key; "" where the path is not known). */
+/* The limit the scan ran into, and the JSON Pointer where it did: of the
+ * value for TOO_DEEP, STRING_LONG (its container's for a key) and
+ * NOT_STRING; of the array for TOO_LONG; of the container holding the
+ * value one too many for TOO_MANY; "" where the path is not known. */
 api_arrays_limit api_arrays_violation(const api_arrays *a, const char **path);
+
+/* For API_ARRAYS_NOT_STRING: what the element is, in api_json_type_name's
+ * words ("an object", "a number", "null", …), read from its first byte. */
+const char *api_arrays_violation_value(const api_arrays *a);
 
 /* The text to give jansson: the body with the lifted arrays replaced by
  * `[]`, or the body itself when nothing was lifted. */

@@ -9,9 +9,12 @@
  * weights decode reads them (request_weights.c) and binds at once, so both
  * paths run the same checks.
  *
- * The large arrays of numbers (embeddings, inline weights), and the base64
- * of tensor objects, are read straight from the text first (arrays.h), so
- * jansson's tree holds only the rest.
+ * The large arrays of numbers (embeddings, inline weights, a custom mask),
+ * and the base64 of tensor objects, are read straight from the text first
+ * (arrays.h), so jansson's tree holds only the rest; and the same scan
+ * refuses, before jansson runs, a body whose rest could not be a request
+ * within the limits (array_max_elements, values_max): a tree of many small
+ * values costs up to 80 times their text.
  * The tree lives only during decode, except the `tokens` array, which the
  * request keeps a reference to so that it is echoed exactly.
  * Status and code of every failure follow the catalogue in api/error.h:
@@ -23,6 +26,7 @@
 #include "api/request_internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,11 +267,11 @@ static int decode_tokens(api_request *req, const json_t *tokens, api_error *err)
         return api_error_set(err, 422, "dimension_mismatch", "/tokens",
                              "tokens has %zu labels, expected one per embeddings row (%zu)",
                              json_array_size(tokens), req->n_tokens);
-    /* Worst case of the echo: every byte escaped as \u00XX, quotes and a comma. The
-     * strings came out of a body of bounded size, so this cannot overflow. */
-    req->tokens_json_bytes = 2;
-    for (size_t i = 0; i < json_array_size(tokens); i++)
-        req->tokens_json_bytes += 6 * json_string_length(json_array_get(tokens, i)) + 3;
+    /* The echo's exact length, for the response bound: jansson writes it
+     * (api_write_json's flags), and json_dumpb without a buffer counts it. */
+    req->tokens_json_bytes = json_dumpb(tokens, NULL, 0, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (req->tokens_json_bytes == 0)
+        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     req->tokens = json_incref((json_t *)tokens);
     return 0;
 }
@@ -309,6 +313,22 @@ static int decode_mask(api_request *req, const json_t *mask, api_error *err)
         return api_error_set(err, 400, "wrong_type", "/mask",
                              "mask is %s, expected \"causal\", \"none\" or an n × n matrix",
                              api_json_type_name(mask));
+    const api_array *lifted = api_arrays_find(req->arrays, "/mask");
+    if (lifted) { /* rows of valid cells, all as long as the first */
+        if (lifted->rows != n)
+            return api_error_set(err, 422, "dimension_mismatch", "/mask",
+                                 "mask has %zu rows, expected n_tokens = %zu", lifted->rows, n);
+        if (lifted->cols != n)
+            return api_error_set(err, 422, "dimension_mismatch", "/mask/0",
+                                 "mask[0] has %zu entries, expected n_tokens = %zu",
+                                 lifted->cols, n);
+        if (api_size_mul(n, n, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
+            return api_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
+        for (size_t i = 0; i < count; i++)
+            req->mask_allowed[i] = lifted->data[i] != 0.0f;
+        req->mask_kind = ATTN_MASK_CUSTOM;
+        return 0;
+    }
     /* Types before sizes, as everywhere: a flat [1, 0, 1, 1] is a wrong type
      * whatever its length. */
     for (size_t q = 0; q < json_array_size(mask); q++) {
@@ -386,6 +406,7 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
 int api_request_array_rank(const char *path)
 {
     static const char heads[] = "/weights/heads/";
+    if (!strcmp(path, "/mask")) return API_ARRAYS_MASK;
     if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
     if (!strcmp(path, "/weights/b_o")) return 1;
     if (strncmp(path, heads, sizeof heads - 1)) return 0;
@@ -395,6 +416,95 @@ int api_request_array_rank(const char *path)
         p++;
     if (!strcmp(p, "/w_q") || !strcmp(p, "/w_k") || !strcmp(p, "/w_v")) return 2;
     if (!strcmp(p, "/b_q") || !strcmp(p, "/b_k") || !strcmp(p, "/b_v")) return 1;
+    return 0;
+}
+
+/*
+ * The arrays the scan bounds by their length (an api_arrays_rules
+ * max_elements): those no accepted request has longer than a limit. tokens
+ * are one per embeddings row, and strings; select_heads names distinct
+ * heads of a model within max_heads; return names each output at most
+ * once if it is to be no longer than the list of outputs.
+ */
+static size_t array_max_elements(const void *ctx, const char *path, int *strings)
+{
+    const api_limits *limits = ctx;
+    *strings = 0;
+    if (!strcmp(path, "/tokens")) {
+        *strings = 1;
+        return limits->max_tokens;
+    }
+    if (!strcmp(path, "/select_heads") || !strcmp(path, "/weights/heads")) return limits->max_heads;
+    if (!strcmp(path, "/return")) return sizeof return_names / sizeof return_names[0];
+    return 0;
+}
+
+/*
+ * The most values (api_arrays_rules max_values) an accepted body has, for
+ * jansson to build: the top object and its 9 fields, 8 return names, a
+ * tensor object of 6 values (itself, dtype, shape and its 2 sizes, data)
+ * for embeddings, w_o and b_o, weights and heads; max_tokens tokens; per
+ * head its object, 6 tensor objects and its select_heads index: 38. Lifted
+ * arrays and strings count as the `[]` and `""` left for them. 40 a head
+ * and 64 in all leave room.
+ */
+static size_t values_max(const api_limits *limits)
+{
+    size_t per_heads, total;
+    if (api_size_mul(limits->max_heads, 40, &per_heads) < 0 ||
+        api_size_add(per_heads, limits->max_tokens, &total) < 0 ||
+        api_size_add(total, 64, &total) < 0)
+        return SIZE_MAX;
+    return total;
+}
+
+/* The error for what the scan refused before jansson ran; -1. */
+static int decode_violation(const api_arrays *arrays, const api_limits *limits, api_error *err)
+{
+    const char *where;
+    int strings;
+    switch (api_arrays_violation(arrays, &where)) {
+    case API_ARRAYS_TOO_DEEP:
+        return api_error_set(err, 422, "limit_exceeded", where,
+                             "the JSON nests arrays and objects deeper than the limit "
+                             "max_json_depth = %zu",
+                             limits->max_json_depth);
+    case API_ARRAYS_STRING_LONG:
+        return api_error_set(err, 422, "limit_exceeded", where,
+                             "a string is longer than the limit max_string_bytes = %zu",
+                             limits->max_string_bytes);
+    case API_ARRAYS_NOT_STRING: {
+        /* where is /tokens/i, as decode_tokens would name it */
+        const char *index = strrchr(where, '/');
+        return api_error_set(err, 400, "wrong_type", where, "tokens[%s] is %s, expected a string",
+                             index ? index + 1 : "?", api_arrays_violation_value(arrays));
+    }
+    case API_ARRAYS_TOO_LONG: {
+        size_t most = array_max_elements(limits, where, &strings);
+        if (!strcmp(where, "/tokens"))
+            return api_error_set(err, 422, "limit_exceeded", where,
+                                 "tokens has more than %zu labels, over the limit max_tokens = "
+                                 "%zu (one label per embeddings row)",
+                                 most, limits->max_tokens);
+        if (!strcmp(where, "/return"))
+            return api_error_set(err, 422, "limit_exceeded", where,
+                                 "return has more than %zu names; there are %zu outputs, each "
+                                 "named once",
+                                 most, most);
+        return api_error_set(err, 422, "limit_exceeded", where,
+                             "%s has more than %zu heads, over the limit max_heads = %zu",
+                             !strcmp(where, "/select_heads") ? "select_heads" : "weights.heads",
+                             most, limits->max_heads);
+    }
+    case API_ARRAYS_TOO_MANY:
+        return api_error_set(err, 422, "limit_exceeded", where,
+                             "the body holds more than %zu JSON values besides its number "
+                             "arrays, more than a request within the limits max_tokens = %zu "
+                             "and max_heads = %zu can have",
+                             values_max(limits), limits->max_tokens, limits->max_heads);
+    case API_ARRAYS_WITHIN:
+        break;
+    }
     return 0;
 }
 
@@ -416,28 +526,16 @@ int api_request_decode_with(const char *body, size_t len, const api_limits *limi
     int rc;
 
     *out = NULL;
-    if (api_arrays_lift_within(&arrays, body, len, api_request_array_rank,
-                               limits ? limits->max_json_depth : 0,
-                               limits ? limits->max_string_bytes : 0) < 0)
+    api_arrays_rules rules = {0};
+    if (limits)
+        rules = (api_arrays_rules){limits->max_json_depth, limits->max_string_bytes,
+                                   values_max(limits), array_max_elements, limits};
+    if (api_arrays_lift_rules(&arrays, body, len, api_request_array_rank, &rules) < 0)
         return api_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
     /* Checked on the text, before jansson allocates a node. */
-    const char *where;
-    switch (api_arrays_violation(arrays, &where)) {
-    case API_ARRAYS_TOO_DEEP:
-        api_error_set(err, 422, "limit_exceeded", where,
-                      "the JSON nests arrays and objects deeper than the limit max_json_depth = "
-                      "%zu",
-                      limits->max_json_depth);
+    if (limits && decode_violation(arrays, limits, err) < 0) {
         api_arrays_free(arrays);
         return -1;
-    case API_ARRAYS_STRING_LONG:
-        api_error_set(err, 422, "limit_exceeded", where,
-                      "a string is longer than the limit max_string_bytes = %zu",
-                      limits->max_string_bytes);
-        api_arrays_free(arrays);
-        return -1;
-    case API_ARRAYS_WITHIN:
-        break;
     }
     text = api_arrays_text(arrays, &text_len);
     root = json_loadb(text, text_len, PARSE_FLAGS, &jerr);

@@ -31,8 +31,8 @@ typedef struct api_limits {
     size_t max_heads;       /* h */
     size_t max_d_model;     /* dm, and dh */
     double max_flops;       /* attn_flops of one request */
-    size_t max_response_bytes; /* worst-case JSON size of the requested outputs,
-                                  counted as 16 bytes a number */
+    size_t max_response_bytes; /* worst-case size of the 200 body: every number
+                                  at its widest, 16 characters and a comma */
     size_t max_workspace_bytes; /* scratch one computation needs (attn_workspace_need) */
     size_t max_json_depth;      /* nesting of arrays and objects; 0: jansson's own */
     size_t max_string_bytes;    /* any string but a tensor's base64 "data"; 0: none */

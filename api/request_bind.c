@@ -11,7 +11,9 @@
  * bound is allocated.
  *
  * The response size limit holds for an upper bound of the body's length
- * (response_bytes_bound), computed before anything is allocated.
+ * (api_response_bytes_max, beside the encoder in response.c), computed
+ * before anything is allocated: the length itself when every number is as
+ * wide as a float32's text can be.
  */
 #include "api/request_internal.h"
 
@@ -20,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/base64.h"
 #include "api/buffer.h"
 #include "api/json_path.h"
 
@@ -81,45 +82,8 @@ static int bind_select_heads(api_request *req, size_t h, api_error *err)
     return 0;
 }
 
-/*
- * An upper bound of the 200 body's length: the fixed fields, the heads list,
- * the echoed tokens, and for every output asked for its key, 16 bytes a
- * number (15 for the longest float32 text, one for its comma) and 3 a row
- * and a matrix for the brackets and commas. With "encoding": "base64" an
- * output is instead a tensor object: API_TENSOR_FIXED_BYTES and the base64
- * text of its 4 bytes a number, 4·ceil(4·count/3). -1 when it overflows.
- */
-static int response_bytes_bound(const api_request *req, const attn_weights *w, size_t hs,
-                                size_t *bytes)
-{
-    size_t total = API_RESPONSE_FIXED_BYTES + req->tokens_json_bytes, part;
-
-    if (api_size_mul(hs, 21, &part) < 0 || api_size_add(total, part, &total) < 0) return -1;
-    for (unsigned bit = 1; bit <= API_RETURN_EMBEDDINGS; bit <<= 1) {
-        size_t count, rows;
-        if (!(req->returns & bit)) continue;
-        int per_head = bit != API_RETURN_DELTA && bit != API_RETURN_EMBEDDINGS;
-        if (output_count(bit, hs, w, req->n_tokens, &count) < 0) return -1;
-        if (req->base64) {
-            if (api_size_mul(count, sizeof(float), &count) < 0 ||
-                api_base64_encoded_length(count, &count) < 0 ||
-                api_size_add(total, count, &total) < 0 ||
-                api_size_add(total, API_TENSOR_FIXED_BYTES, &total) < 0)
-                return -1;
-            continue;
-        }
-        if (api_size_mul(per_head ? hs : 1, req->n_tokens + 1, &rows) < 0 ||
-            api_size_mul(count, 16, &count) < 0 || api_size_mul(rows, 3, &rows) < 0 ||
-            api_size_add(total, count, &total) < 0 || api_size_add(total, rows, &total) < 0 ||
-            api_size_add(total, 32, &total) < 0)
-            return -1;
-    }
-    *bytes = total;
-    return 0;
-}
-
 static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
-                       const api_limits *limits, api_error *err)
+                       attn_mask_kind default_mask, const api_limits *limits, api_error *err)
 {
     const char *where = req->model ? "/model" : "/weights/heads";
     size_t total = 0;
@@ -148,7 +112,9 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
                              "this request needs %zu bytes of scratch memory, over the limit "
                              "max_workspace_bytes = %zu",
                              scratch, limits->max_workspace_bytes);
-    if (response_bytes_bound(req, w, hs, &total) < 0) total = SIZE_MAX;
+    attn_mask_kind mask = req->mask_given ? req->mask_kind : default_mask;
+    float scale = req->scale_given ? req->scale : (float)(1.0 / sqrt((double)w->d_head));
+    if (api_response_bytes_max(req, w, hs, mask, scale, &total) < 0) total = SIZE_MAX;
     if (total > limits->max_response_bytes)
         return api_error_set(err, 422, "limit_exceeded", "/return",
                              "the outputs asked for need up to %zu bytes of JSON, over the limit "
@@ -223,7 +189,7 @@ int api_request_bind(api_request *req, const attn_weights *weights,
                              "the weights have no w_o, which needs n_heads · d_head = d_model");
     if (bind_select_heads(req, weights->n_heads, err) < 0) return -1;
     hs = req->input.n_heads_out;
-    if (bind_limits(req, weights, hs, limits, err) < 0) return -1;
+    if (bind_limits(req, weights, hs, default_mask, limits, err) < 0) return -1;
     if (limits && limits->defer_above_flops > 0 &&
         attn_flops(req->n_tokens, weights->d_model, weights->n_heads, weights->d_head,
                    weights->w_o != NULL) > limits->defer_above_flops)

@@ -29,21 +29,12 @@ enum {
     API_RETURN_EMBEDDINGS = 1 << 7,
 };
 
-/* The response's fields other than tokens, heads and outputs, at most:
- * model name, sizes, mask word, scale, and the keys and punctuation. */
-#define API_RESPONSE_FIXED_BYTES 256
-
-/* An output as a tensor object, apart from its base64 text, at most: the
- * key (`,"head_outputs":`, 16), `{"dtype":"float32","shape":[` (28), three
- * sizes of up to 20 digits and their commas (62), `],"data":"` (10), `"}`. */
-#define API_TENSOR_FIXED_BYTES 128
-
 struct api_request {
     const api_arrays *arrays; /* during decode: the arrays read from the text */
     attn_workspace *out_ws;   /* the caller's block for the outputs, or NULL: calloc */
     char *model;              /* the name, or NULL for inline weights */
     json_t *tokens;           /* a reference to the request's array, or NULL */
-    size_t tokens_json_bytes; /* the most their echo can take (6 bytes a byte: \u00XX) */
+    size_t tokens_json_bytes; /* their echo's length, as jansson writes it */
 
     float *embeddings;        /* n × dm */
     size_t n_tokens, d_model;
@@ -79,6 +70,16 @@ struct api_request {
  * d_head are checked before the weights are allocated. */
 int api_weights_decode(api_request *req, const json_t *weights, const api_limits *limits,
                        api_error *err);
+
+/*
+ * The most bytes api_response_encode (response.c) writes for `req` bound to
+ * `w` with hs heads selected (req->heads), the mask and scale it will have:
+ * every byte as it will be written, each number counted at
+ * API_FLOAT_TEXT_WIDEST characters, so the bound is exact when all of them
+ * are that wide. 0, or -1 when it does not fit size_t.
+ */
+int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
+                           attn_mask_kind mask, float scale, size_t *bytes);
 
 /* Checked size arithmetic: 0, or -1 when the result does not fit size_t. */
 static inline int api_size_mul(size_t a, size_t b, size_t *out)

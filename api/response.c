@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/base64.h"
 #include "api/buffer.h"
 #include "api/float_format.h"
 #include "api/json_write.h"
@@ -103,6 +104,104 @@ static const char *mask_word(attn_mask_kind kind)
     case ATTN_MASK_CUSTOM: return "custom";
     }
     return "custom";
+}
+
+/* ---- the size of the body, before it is written ------------------------------
+ *
+ * api_response_bytes_max follows api_response_encode field by field, so
+ * that the two cannot drift apart: every byte is counted as it will be
+ * written, but for the numbers, each counted at API_FLOAT_TEXT_WIDEST (a
+ * null, 4, is shorter). The bound is therefore the body's length exactly
+ * when every number is of the widest kind, and never below it.
+ */
+
+/* Characters of v in decimal. */
+static size_t decimal_width(size_t v)
+{
+    size_t n = 1;
+    while (v >= 10) v /= 10, n++;
+    return n;
+}
+
+/* Sums into *total, refusing overflow: every term is added with this. */
+static int size_add(size_t *total, size_t a)
+{
+    return api_size_add(*total, a, total);
+}
+
+/* [r0,r1,…] of `rows` rows of `cols` widest numbers each: 2 brackets a row,
+ * cols − 1 commas, rows − 1 commas, 2 brackets. */
+static int matrix_bytes(size_t rows, size_t cols, size_t *bytes)
+{
+    size_t row, all;
+    if (api_size_mul(cols, API_FLOAT_TEXT_WIDEST + 1, &row) < 0 || api_size_add(row, 1, &row) < 0 ||
+        (cols == 0 && api_size_add(row, 1, &row) < 0) ||
+        api_size_mul(rows, row + 1, &all) < 0 || api_size_add(all, rows ? 1 : 2, &all) < 0)
+        return -1;
+    *bytes = all;
+    return 0;
+}
+
+int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
+                           attn_mask_kind mask, float scale, size_t *bytes)
+{
+    size_t n = req->n_tokens, dm = req->d_model, dh = w->d_head, total = 0, part;
+    char num[API_FLOAT_TEXT_MAX];
+    const struct {
+        unsigned bit;
+        const char *key;
+        int per_head;
+        size_t cols;
+    } outputs[] = {
+        {API_RETURN_Q, ",\"q\":", 1, dh},
+        {API_RETURN_K, ",\"k\":", 1, dh},
+        {API_RETURN_V, ",\"v\":", 1, dh},
+        {API_RETURN_SCORES, ",\"scores\":", 1, n},
+        {API_RETURN_PATTERNS, ",\"patterns\":", 1, n},
+        {API_RETURN_HEAD_OUTPUTS, ",\"head_outputs\":", 1, dh},
+        {API_RETURN_DELTA, ",\"delta\":", 0, dm},
+        {API_RETURN_EMBEDDINGS, ",\"embeddings\":", 0, dm},
+    };
+
+    /* {"model":…,"n_tokens":…,"d_model":…,"n_heads":…,"d_head":…,"mask":"…","scale":… */
+    total = strlen("{\"model\":") + (req->model ? strlen(req->model) + 2 : 4) +
+            strlen(",\"n_tokens\":") + decimal_width(n) + strlen(",\"d_model\":") +
+            decimal_width(dm) + strlen(",\"n_heads\":") + decimal_width(w->n_heads) +
+            strlen(",\"d_head\":") + decimal_width(dh) + strlen(",\"mask\":\"") +
+            strlen(mask_word(mask)) + strlen("\",\"scale\":") + api_float_format(num, scale);
+    if (req->tokens &&
+        (size_add(&total, strlen(",\"tokens\":")) < 0 || size_add(&total, req->tokens_json_bytes) < 0))
+        return -1;
+    /* ,"heads":[i,j,…] and the closing brace */
+    if (size_add(&total, strlen(",\"heads\":[]}") + (hs ? hs - 1 : 0)) < 0) return -1;
+    for (size_t i = 0; i < hs; i++)
+        if (size_add(&total, decimal_width(req->heads[i])) < 0) return -1;
+
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        size_t count, heads = outputs[i].per_head ? hs : 1;
+        if (!(req->returns & outputs[i].bit)) continue;
+        if (size_add(&total, strlen(outputs[i].key)) < 0) return -1;
+        if (req->base64) {
+            /* {"dtype":"float32","shape":[hs,n,cols],"data":"…"} */
+            part = strlen("{\"dtype\":\"float32\",\"shape\":[") + decimal_width(n) + 1 +
+                   decimal_width(outputs[i].cols) + strlen("],\"data\":\"\"}");
+            if (outputs[i].per_head) part += decimal_width(hs) + 1;
+            if (size_add(&total, part) < 0 || api_size_mul(heads, n, &count) < 0 ||
+                api_size_mul(count, outputs[i].cols, &count) < 0 ||
+                api_size_mul(count, sizeof(float), &count) < 0 ||
+                api_base64_encoded_length(count, &count) < 0 || size_add(&total, count) < 0)
+                return -1;
+            continue;
+        }
+        if (matrix_bytes(n, outputs[i].cols, &part) < 0) return -1;
+        if (outputs[i].per_head) { /* [m0,m1,…] */
+            if (api_size_mul(hs, part + 1, &part) < 0 || api_size_add(part, hs ? 1 : 2, &part) < 0)
+                return -1;
+        }
+        if (size_add(&total, part) < 0) return -1;
+    }
+    *bytes = total;
+    return 0;
 }
 
 char *api_response_encode(const api_request *req, size_t *len, api_error *err)

@@ -27,6 +27,7 @@
 
 #include "tests/json_edit.h"
 #include "api/error.h"
+#include "api/float_format.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
@@ -752,6 +753,289 @@ START_TEST(test_limits)
 }
 END_TEST
 
+/* ---- the response limit at the byte -------------------------------------- */
+
+/* n × cols of one value. */
+static json_t *filled(size_t rows, size_t cols, double v)
+{
+    json_t *m = json_array();
+    for (size_t r = 0; r < rows; r++) {
+        json_t *row = json_array();
+        for (size_t c = 0; c < cols; c++) json_array_append_new(row, json_real(v));
+        json_array_append_new(m, row);
+    }
+    return m;
+}
+
+static json_t *filled_vector(size_t n, double a, double b)
+{
+    json_t *v = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(v, json_real(i % 2 ? a : b));
+    return v;
+}
+
+/* Decodes under `limits`, computes, encodes: the body's length. */
+static size_t response_length(json_t *body, const api_limits *limits, char **text_out)
+{
+    api_request *req = decode_ok_limits(body, limits);
+    attn_workspace *ws = attn_workspace_create();
+    api_error err;
+    size_t len = 0;
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    attn_workspace_destroy(ws);
+    char *text = api_response_encode(req, &len, &err);
+    ck_assert_msg(text != NULL, "encode failed: %s", err.message);
+    api_request_free(req);
+    if (text_out) *text_out = text;
+    else free(text);
+    return len;
+}
+
+/*
+ * A request whose outputs are all of the widest text a float32 gets (16
+ * characters: -123456790000000 and a 9-digit -0.0000ddddddddd): zero
+ * embeddings and projections, so q, k, v are their biases and delta and
+ * the new embeddings are b_o. Its body's length must be the bound itself:
+ * accepted with max_response_bytes at that length, the body within it,
+ * and refused one byte below. Likewise as base64 (exact by construction),
+ * and with the nulls of masked scores (shorter than the widest number, so
+ * the body may only be shorter than the bound).
+ */
+START_TEST(test_response_limit_exact)
+{
+    const size_t n = 16, dm = 32, dh = 32;
+    float small = -1.23456789e-5f;
+    char buf[64];
+    while (api_float_format(buf, small) != 16) /* API_FLOAT_TEXT_WIDEST */
+        small = nextafterf(small, -1.0f);
+    const double wide = -123456790000000.0, narrow = small;
+    api_float_format(buf, (float)wide);
+    ck_assert_str_eq(buf, "-123456790000000");
+
+    for (int form = 0; form < 3; form++) {
+        json_t *head = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "w_q", filled(dm, dh, 0), "w_k",
+                                 filled(dm, dh, 0), "w_v", filled(dm, dh, 0), "b_q",
+                                 filled_vector(dh, wide, narrow), "b_k",
+                                 filled_vector(dh, narrow, wide), "b_v",
+                                 filled_vector(dh, wide, wide));
+        json_t *r = json_pack("{s:o,s:{s:[o],s:o,s:o}}", "embeddings", filled(n, dm, 0),
+                              "weights", "heads", head, "w_o", filled(dh, dm, 0), "b_o",
+                              filled_vector(dm, narrow, wide));
+        json_t *tokens = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(tokens, json_string(i % 2 ? "\x01\"\\\xc3\xa9/" : "t"));
+        tj_put(r, "/tokens", tokens);
+        if (form == 2)
+            tj_put(r, "/return", json_pack("[s,s,s,s,s]", "q", "scores", "v", "delta", "embeddings"));
+        else
+            tj_put(r, "/return", json_pack("[s,s,s,s,s]", "q", "k", "v", "delta", "embeddings"));
+        if (form == 1) tj_put(r, "/encoding", json_string("base64"));
+
+        api_limits at = big_limits, over = big_limits;
+        char *text;
+        size_t len = response_length(json_deep_copy(r), &big_limits, &text);
+        if (form == 2) {
+            ck_assert_ptr_nonnull(strstr(text, "null")); /* masked scores */
+            /* the bound, from the message of a refusal */
+            api_limits tiny = big_limits;
+            api_error err;
+            size_t bound = 0;
+            tiny.max_response_bytes = 1;
+            expect_error(json_deep_copy(r), &tiny, 422, "limit_exceeded", "/return", &err);
+            ck_assert_int_eq(sscanf(strstr(err.message, "need up to "), "need up to %zu", &bound), 1);
+            ck_assert_uint_le(len, bound);
+            len = bound;
+        } else {
+            ck_assert_ptr_null(strstr(text, "e-")); /* every number plain, none shortened */
+        }
+        free(text);
+        at.max_response_bytes = len, over.max_response_bytes = len - 1;
+        size_t got = response_length(json_deep_copy(r), &at, NULL);
+        ck_assert_msg(got <= at.max_response_bytes, "form %d: a body of %zu bytes under a limit of %zu",
+                      form, got, at.max_response_bytes);
+        if (form < 2) ck_assert_uint_eq(got, len);
+        expect_error(r, &over, 422, "limit_exceeded", "/return", NULL);
+    }
+}
+END_TEST
+
+/* ---- bodies of many small values: refused on the text --------------------- */
+
+/* server/config.c's defaults */
+static const api_limits default_limits = {.max_tokens = 8192,
+                                          .max_heads = 128,
+                                          .max_d_model = 16384,
+                                          .max_flops = 1e12,
+                                          .max_response_bytes = (size_t)256 << 20,
+                                          .max_workspace_bytes = (size_t)1 << 30,
+                                          .max_json_depth = 32,
+                                          .max_string_bytes = 64 << 10};
+
+/* jansson's heap, through json_set_alloc_funcs: in use now, and its peak. */
+static size_t tree_now, tree_peak;
+
+static void *tree_malloc(size_t n)
+{
+    size_t *p = malloc(n + sizeof(size_t) * 2);
+    if (!p) return NULL;
+    p[0] = n;
+    tree_now += n;
+    if (tree_now > tree_peak) tree_peak = tree_now;
+    return p + 2;
+}
+
+static void tree_free(void *q)
+{
+    if (!q) return;
+    size_t *p = (size_t *)q - 2;
+    tree_now -= p[0];
+    free(p);
+}
+
+/* `head`, `item` joined by commas up to `size` bytes, `tail`. */
+static char *repeat_body(const char *head, const char *item, const char *tail, size_t size)
+{
+    size_t hl = strlen(head), il = strlen(item), tl = strlen(tail), len = hl;
+    char *b = malloc(size + il + tl + 2);
+    memcpy(b, head, hl);
+    for (int first = 1; len + il + 1 + tl <= size; first = 0) {
+        if (!first) b[len++] = ',';
+        memcpy(b + len, item, il), len += il;
+    }
+    memcpy(b + len, tail, tl + 1);
+    return b;
+}
+
+/*
+ * Each shape that leaves many small values to jansson, as a 4 MiB body:
+ * refused under the default limits with its status, code and path, and
+ * jansson's tree never over the body's size and a few MiB (the values a
+ * request within the limits can have), where it was 14 to 79 times the
+ * body before any of them was looked at on the text.
+ */
+START_TEST(test_small_values_refused)
+{
+    const size_t size = 4 << 20;
+    /* 13376 values in all under the defaults: root, model, embeddings and
+     * its [], x, then 445 items of 30 and 21 of the next */
+    const char *nested_at = "/x/445/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0";
+    static const struct {
+        const char *head, *item, *tail;
+        int status;
+        const char *code, *path;
+    } shapes[] = {
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tokens\":[", "{}", "]}", 400, "wrong_type",
+         "/tokens/0"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tokens\":[\"a\",", "[]", "]}", 400,
+         "wrong_type", "/tokens/1"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tok\\u0065ns\":[", "{}", "]}", 400,
+         "wrong_type", "/tokens/0"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tokens\":[", "\"\"", "]}", 422,
+         "limit_exceeded", "/tokens"},
+        {"{\"embeddings\":[[0]],\"weights\":{\"heads\":[", "{}", "]}}", 422, "limit_exceeded",
+         "/weights/heads"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"select_heads\":[", "0", "]}", 422,
+         "limit_exceeded", "/select_heads"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"return\":[", "\"q\"", "]}", 422,
+         "limit_exceeded", "/return"},
+        {"{\"embeddings\":[[0]],\"weights\":{\"heads\":[{", "\"a\":{}", "}]}}", 422,
+         "limit_exceeded", "/weights/heads/0"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"x\":[", "[]", "]}", 422, "limit_exceeded",
+         "/x"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"x\":[",
+         "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", "]}", 422, "limit_exceeded",
+         NULL},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"scale\":[", "\"\"", "]}", 422, "limit_exceeded",
+         "/scale"},
+        {"{\"model\":\"m\",\"embeddings\":[[", "0", "],[0]]}", 422, "limit_exceeded",
+         "/embeddings/0"},
+        {"{\"model\":\"m\",\"embeddings\":[[", "0,null", "]]}", 422, "limit_exceeded",
+         "/embeddings/0"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"mask\":[", "[1,0,2]", "]}", 422,
+         "limit_exceeded", "/mask"},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char *body = repeat_body(shapes[i].head, shapes[i].item, shapes[i].tail, size);
+        api_error err;
+        tree_now = tree_peak = 0;
+        json_set_alloc_funcs(tree_malloc, tree_free);
+        expect_error_len(body, strlen(body), &default_limits, shapes[i].status, shapes[i].code,
+                         shapes[i].path ? shapes[i].path : nested_at,
+                         &err);
+        json_set_alloc_funcs(malloc, free);
+        ck_assert_msg(tree_peak <= size + ((size_t)4 << 20),
+                      "%s…: jansson's tree took %zu bytes for a body of %zu", shapes[i].head,
+                      tree_peak, strlen(body));
+        ck_assert_msg(strstr(err.message, "max_") || strstr(err.message, "outputs") ||
+                          !strcmp(err.code, "wrong_type"),
+                      "%s", err.message);
+        free(body);
+    }
+}
+END_TEST
+
+/* The largest request the contract accepts of max_tokens tokens and
+ * max_heads heads passes the scan: every head's six matrices as tensor
+ * objects, select_heads of every head, return of 8 names (one repeated). */
+START_TEST(test_largest_accepted)
+{
+    const size_t n = default_limits.max_tokens, h = default_limits.max_heads, dm = h, dh = 1;
+    json_t *heads = json_array(), *tokens = json_array(), *sel = json_array();
+    static const char *const fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
+    for (size_t i = 0; i < h; i++) {
+        json_t *hd = json_object();
+        for (int f = 0; f < 6; f++) {
+            size_t count = f < 3 ? dm * dh : dh;
+            char *zeros = calloc(count * 4, 1), *b64 = malloc(count * 8 + 8);
+            static const char alphabet[] =
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            size_t k = 0;
+            for (size_t at = 0; at < count * 4; at += 3) { /* zeros: all 'A', '=' padded */
+                size_t left = count * 4 - at;
+                b64[k++] = alphabet[0], b64[k++] = alphabet[0];
+                b64[k++] = left > 1 ? 'A' : '=';
+                b64[k++] = left > 2 ? 'A' : '=';
+            }
+            b64[k] = '\0';
+            json_object_set_new(hd, fields[f],
+                                f < 3 ? json_pack("{s:s,s:[I,I],s:s}", "dtype", "float32", "shape",
+                                                  (json_int_t)dm, (json_int_t)dh, "data", b64)
+                                      : json_pack("{s:s,s:[I],s:s}", "dtype", "float32", "shape",
+                                                  (json_int_t)dh, "data", b64));
+            free(zeros), free(b64);
+        }
+        json_array_append_new(heads, hd);
+        json_array_append_new(sel, json_integer((json_int_t)(h - 1 - i)));
+    }
+    for (size_t i = 0; i < n; i++) {
+        char t[32];
+        snprintf(t, sizeof t, "t%zu", i);
+        json_array_append_new(tokens, json_string(t));
+    }
+    json_t *r = json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings",
+                          filled(n, dm, 0.5), "tokens", tokens, "select_heads", sel, "return", "q",
+                          "k", "v", "head_outputs", "delta", "embeddings", "q", "k", "mask",
+                          "causal", "weights", "heads", heads);
+    api_request *req = decode_ok_limits(json_deep_copy(r), &default_limits);
+    ck_assert_uint_eq(api_request_input(req)->n_tokens, n);
+    ck_assert_uint_eq(api_request_input(req)->weights->n_heads, h);
+    api_request_free(req);
+    /* one more token, head, selected head or name is refused on the text */
+    json_t *over = json_deep_copy(r);
+    json_array_append_new(json_object_get(over, "tokens"), json_string("x"));
+    expect_error(over, &default_limits, 422, "limit_exceeded", "/tokens", NULL);
+    over = json_deep_copy(r);
+    json_array_append_new(json_object_get(over, "return"), json_string("q"));
+    expect_error(over, &default_limits, 422, "limit_exceeded", "/return", NULL);
+    over = json_deep_copy(r);
+    json_array_append_new(json_object_get(over, "select_heads"), json_integer(0));
+    expect_error(over, &default_limits, 422, "limit_exceeded", "/select_heads", NULL);
+    json_t *wh = tj_at(r, "weights/heads");
+    json_array_append(wh, json_array_get(wh, 0));
+    expect_error(r, &default_limits, 422, "limit_exceeded", "/weights/heads", NULL);
+}
+END_TEST
+
 /* ---- packing of inline weights ------------------------------------------ */
 
 START_TEST(test_weights_packing)
@@ -1310,6 +1594,9 @@ static Suite *api_suite(void)
     tcase_add_test(decode, test_tiny_and_edge_numbers);
     tcase_add_test(decode, test_out_of_range);
     tcase_add_test(decode, test_limits);
+    tcase_add_test(decode, test_response_limit_exact);
+    tcase_add_test(decode, test_small_values_refused);
+    tcase_add_test(decode, test_largest_accepted);
     tcase_add_test(decode, test_weights_packing);
     tcase_add_test(decode, test_model_bind);
     tcase_add_test(encode, test_return_each_alone);

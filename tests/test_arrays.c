@@ -17,8 +17,11 @@
  *     accepts on the original, with the same error text, line, column and
  *     position; and when it accepts, the trees are equal once each lifted
  *     array is put back, and the lifted numbers are the original ones.
- * And directly: which paths are lifted, and which arrays are not (ragged,
- * empty, mixed, under an escaped key, overflowing).
+ * And directly: which paths are lifted (under keys with escapes too, as
+ * jansson reads them), which arrays are not (ragged, empty, mixed,
+ * overflowing, a mask cell other than 0, 1, true, false); and the rules
+ * the scan holds a body to before jansson (api_arrays_rules): what each
+ * refuses, where, and that a body just within them passes.
  */
 #include <check.h>
 #include <float.h>
@@ -29,6 +32,7 @@
 #include <string.h>
 
 #include "api/arrays.h"
+#include "api/json_path.h"
 #include "api/request.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -266,7 +270,7 @@ static void check_document(const char *body, size_t len, doc_stats *st)
             "/embeddings",          "/weights/w_o",         "/weights/b_o",
             "/weights/heads/0/w_q", "/weights/heads/0/w_k", "/weights/heads/0/w_v",
             "/weights/heads/0/b_q", "/weights/heads/1/w_q", "/weights/heads/1/w_k",
-            "/weights/heads/1/w_v", "/weights/heads/1/b_v"};
+            "/weights/heads/1/w_v", "/weights/heads/1/b_v", "/mask"};
         for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
             const api_array *got = api_arrays_find(a, paths[k]);
             if (!got) continue;
@@ -280,9 +284,10 @@ static void check_document(const char *body, size_t len, doc_stats *st)
                 for (size_t c = 0; c < got->cols; c++) {
                     json_t *cell = got->rank == 2 ? json_array_get(json_array_get(o, r), c)
                                                   : json_array_get(o, c);
-                    CHECK(json_is_number(cell), "%s: not a number", paths[k]);
-                    CHECK((float)json_number_value(cell) == got->data[r * got->cols + c],
-                                  "%s[%zu][%zu]", paths[k], r, c);
+                    double v = json_is_boolean(cell) ? json_is_true(cell) : json_number_value(cell);
+                    CHECK(json_is_number(cell) || (json_is_boolean(cell) && !strcmp(paths[k], "/mask")),
+                          "%s: not a number", paths[k]);
+                    CHECK((float)v == got->data[r * got->cols + c], "%s[%zu][%zu]", paths[k], r, c);
                 }
             put_at(lift, paths[k], json_incref(o));
         }
@@ -372,7 +377,7 @@ static char *valid_body(void)
         if (c) fprintf(f, ",");
         NUM();
     }
-    fprintf(f, "]},\"mask\":[[1,0,0],[1,1,0],[1,1,1]],\"scale\":0.5%s}%s", SP, SP);
+    fprintf(f, "]},\"mask\":[[1,0,0],[true,1.0,false],%s[1,1e0,1]],\"scale\":0.5%s}%s", SP, SP, SP);
 #undef NUM
 #undef SP
     fclose(f);
@@ -556,7 +561,9 @@ START_TEST(which_strings)
     snprintf(body, sizeof body, "{\"tokens\":{\"data\":\"%s\"}}", b64);
     ck_assert(!string_lifted(body, "/tokens/data"));
     snprintf(body, sizeof body, "{\"embeddings\":{\"d\\u0061ta\":\"%s\"}}", b64);
-    ck_assert(!string_lifted(body, "/embeddings/data"));
+    ck_assert(string_lifted(body, "/embeddings/data")); /* the key jansson reads */
+    snprintf(body, sizeof body, "{\"mask\":{\"data\":\"%s\"}}", b64);
+    ck_assert(!string_lifted(body, "/mask/data")); /* a mask is no tensor */
     snprintf(body, sizeof body, "{\"embeddings\":{\"shape\":\"%s\"}}", b64);
     ck_assert(!string_lifted(body, "/embeddings/shape"));
 }
@@ -581,7 +588,28 @@ START_TEST(which_arrays)
     ck_assert(!lifted("{\"embeddings\":[[1]", "/embeddings")); /* cut short */
     /* not at a wanted path, or under a key spelled with escapes */
     ck_assert(!lifted("{\"scale\":[[1]]}", "/scale"));
-    ck_assert(!lifted("{\"emb\\u0065ddings\":[[1]]}", "/embeddings"));
+    /* a key with escapes names what jansson reads; one jansson refuses, nothing */
+    ck_assert(lifted("{\"emb\\u0065ddings\":[[1]]}", "/embeddings"));
+    ck_assert(lifted("{\"w\\u0065ights\":{\"h\\u0065ads\":[{\"w\\u005fq\":[[1]]}]}}",
+                     "/weights/heads/0/w_q"));
+    ck_assert(lifted("{\"\\u00e9\\ud83d\\ude00\\n\\/\\\"\":1,\"embeddings\":[[1]]}", "/embeddings"));
+    ck_assert(!lifted("{\"embeddings\\u0000\":[[1]]}", "/embeddings"));
+    ck_assert(!lifted("{\"emb\\udc00eddings\":[[1]]}", "/embeddings"));
+    ck_assert(!lifted("{\"emb\\x65ddings\":[[1]]}", "/embeddings"));
+    ck_assert(!lifted("{\"emb\\u006\":[[1]]}", "/embeddings"));
+    /* a mask: 0, 1 (as jansson's double), true, false; nothing else */
+    ck_assert(lifted("{\"mask\":[[1,0],[true,false]]}", "/mask"));
+    ck_assert(lifted("{\"mask\":[[1.0,0e5,-0,1E0,10e-1]]}", "/mask"));
+    ck_assert(!lifted("{\"mask\":[[1,2]]}", "/mask"));
+    ck_assert(lifted("{\"mask\":[[1.0000000000000001]]}", "/mask")); /* 1 as a double */
+    ck_assert(!lifted("{\"mask\":[[1.00000001]]}", "/mask")); /* 1 as a float32 only */
+    ck_assert(!lifted("{\"mask\":[[truex]]}", "/mask"));
+    ck_assert(!lifted("{\"mask\":[[null]]}", "/mask"));
+    ck_assert(!lifted("{\"mask\":[[\"1\"]]}", "/mask"));
+    ck_assert(!lifted("{\"mask\":[1,0]}", "/mask"));
+    ck_assert(!lifted("{\"mask\":[[1],[1,0]]}", "/mask"));
+    ck_assert(!lifted("{\"mask\":[[true]", "/mask"));
+    ck_assert(!lifted("{\"mask\":[[tru", "/mask"));
     ck_assert(!lifted("{\"x\":{\"embeddings\":[[1]]}}", "/x/embeddings"));
     ck_assert(!lifted("[{\"embeddings\":[[1]]}]", "/0/embeddings"));
     /* broken before the array: the scan stops, jansson will refuse it */
@@ -603,6 +631,90 @@ START_TEST(which_arrays)
     api_arrays_free(a);
     /* strings with brackets and escaped quotes before it do not confuse the scan */
     ck_assert(lifted("{\"t\":[\"[\\\"]\",\"{\"],\"embeddings\":[[1]]}", "/embeddings"));
+}
+END_TEST
+
+/* ---- the rules of api_arrays_lift_rules ------------------------------------------- */
+
+static size_t rule_elements(const void *ctx, const char *path, int *strings)
+{
+    (void)ctx;
+    *strings = !strcmp(path, "/s");
+    return !strcmp(path, "/a") || *strings ? 3 : 0;
+}
+
+/* The violation api_arrays_lift_rules finds in body, its path in *where. */
+static api_arrays_limit rule_violation(const char *body, size_t max_values, char *where,
+                                       const char **value)
+{
+    api_arrays_rules rules = {.max_values = max_values, .max_elements = rule_elements};
+    api_arrays *a;
+    const char *path;
+    ck_assert_int_eq(api_arrays_lift_rules(&a, body, strlen(body), rank_of, &rules), 0);
+    api_arrays_limit v = api_arrays_violation(a, &path);
+    snprintf(where, API_PATH_MAX, "%s", path);
+    if (value) *value = api_arrays_violation_value(a);
+    api_arrays_free(a);
+    return v;
+}
+
+/* Each rule refuses one over its limit, at its path, and passes what is at
+ * it: the values in all (a lifted array counts as the [] left for it), an
+ * array's length, strings only. */
+START_TEST(rules)
+{
+    char where[API_PATH_MAX];
+    const char *value;
+    /* 1 object + a + 3 numbers = 5 values; the lifted embeddings 1 more */
+    ck_assert_int_eq(rule_violation("{\"a\":[1,2,3]}", 5, where, NULL), API_ARRAYS_WITHIN);
+    ck_assert_int_eq(rule_violation("{\"a\":[1,2,3]}", 4, where, NULL), API_ARRAYS_TOO_MANY);
+    ck_assert_str_eq(where, "/a");
+    ck_assert_int_eq(rule_violation("{\"x\":1,\"embeddings\":[[1,2],[3,4]]}", 3, where, NULL),
+                     API_ARRAYS_WITHIN);
+    ck_assert_int_eq(rule_violation("{\"x\":1,\"embeddings\":[[1,2],[3,4]]}", 2, where, NULL),
+                     API_ARRAYS_TOO_MANY);
+    ck_assert_str_eq(where, "");
+    ck_assert_int_eq(rule_violation("[[{}],[{\"k\":[]}]]", 5, where, NULL), API_ARRAYS_TOO_MANY);
+    ck_assert_str_eq(where, "/1/0");
+    /* lengths */
+    ck_assert_int_eq(rule_violation("{\"a\":[[1,2,3,4]]}", 0, where, NULL), API_ARRAYS_WITHIN);
+    ck_assert_int_eq(rule_violation("{\"a\":[1,2,3,4]}", 0, where, NULL), API_ARRAYS_TOO_LONG);
+    ck_assert_str_eq(where, "/a");
+    ck_assert_int_eq(rule_violation("{\"\\u0061\":[[],[],[],[]]}", 0, where, NULL),
+                     API_ARRAYS_TOO_LONG); /* the key jansson reads */
+    ck_assert_int_eq(rule_violation("{\"b\":[1,2,3,4],\"x\":{\"a\":[1,2,3,4]}}", 0, where, NULL),
+                     API_ARRAYS_WITHIN);
+    /* strings only: the first element that is not one, and what it is */
+    ck_assert_int_eq(rule_violation("{\"s\":[\"x\",\"\\\"]\",\"\"]}", 0, where, NULL),
+                     API_ARRAYS_WITHIN);
+    static const struct {
+        const char *body, *path, *value;
+    } bad[] = {
+        {"{\"s\":[{}]}", "/s/0", "an object"},     {"{\"s\":[\"x\",[\"y\"]]}", "/s/1", "an array"},
+        {"{\"s\":[\"x\",-1]}", "/s/1", "a number"}, {"{\"s\":[true]}", "/s/0", "true"},
+        {"{\"s\":[null,\"x\"]}", "/s/0", "null"},   {"{\"s\" : [ false ]}", "/s/0", "false"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(rule_violation(bad[i].body, 0, where, &value), API_ARRAYS_NOT_STRING);
+        ck_assert_str_eq(where, bad[i].path);
+        ck_assert_str_eq(value, bad[i].value);
+    }
+    ck_assert_int_eq(rule_violation("{\"s\":[\"a\",\"b\",\"c\",\"d\"]}", 0, where, NULL),
+                     API_ARRAYS_TOO_LONG);
+    ck_assert_str_eq(where, "/s");
+    /* past a non-string element nothing is counted (the body is refused):
+     * not the values, not the lengths; nesting and string length still are */
+    ck_assert_int_eq(rule_violation("{\"s\":[{},{},{},{},{},{},{}],\"a\":[1,2,3,4]}", 4, where, NULL),
+                     API_ARRAYS_NOT_STRING);
+    ck_assert_str_eq(where, "/s/0");
+    api_arrays_rules deep = {.max_depth = 3, .max_elements = rule_elements};
+    api_arrays *a;
+    const char *path;
+    static const char nested[] = "{\"s\":[[[\"a\"]]]}";
+    ck_assert_int_eq(api_arrays_lift_rules(&a, nested, strlen(nested), rank_of, &deep), 0);
+    ck_assert_int_eq(api_arrays_violation(a, &path), API_ARRAYS_TOO_DEEP);
+    ck_assert_str_eq(path, "/s/0/0");
+    api_arrays_free(a);
 }
 END_TEST
 
@@ -631,6 +743,7 @@ static Suite *arrays_suite(void)
     tcase_add_test(tc, which_arrays);
     tcase_add_test(tc, which_strings);
     tcase_add_test(tc, cut_bodies);
+    tcase_add_test(tc, rules);
     tcase_add_test(tc, numbers_as_jansson_reads_them);
     tcase_add_test(tc, documents_as_jansson_reads_them);
     tcase_add_test(tc, tensor_strings_as_jansson_reads_them);

@@ -181,7 +181,7 @@ static const char *check_one(float f, char *buf)
 
     memset(buf, 'x', API_FLOAT_TEXT_MAX);
     len = api_float_format(buf, f);
-    if (len >= API_FLOAT_TEXT_MAX || len != strlen(buf)) return "length";
+    if (len > API_FLOAT_TEXT_WIDEST || len != strlen(buf)) return "length";
     if (!json_number_ok(buf)) return "not a JSON number";
     if (bits_of(strtof(buf, NULL)) != bits_of(f)) return "does not read back";
     x = decimal_parse(buf);
@@ -466,6 +466,56 @@ START_TEST(test_random_bits)
 }
 END_TEST
 
+/*
+ * API_FLOAT_TEXT_WIDEST, by brute force where the widest texts are: every
+ * negative float of the binades holding 1e14 … 1e15 (the longest plain
+ * integers) and 1e-5 … 1e-4 (the longest 0.0000ddd), every subnormal, and
+ * the lowest and highest binades (two-digit exponents, 9 digits); all
+ * within the constant, and the constant reached in the first two.
+ */
+typedef struct widest_job {
+    uint32_t from, to, step; /* bits */
+    size_t longest;
+    uint32_t at;
+} widest_job;
+
+static void *widest_run(void *arg)
+{
+    widest_job *j = arg;
+    char buf[API_FLOAT_TEXT_MAX];
+    for (uint64_t b = j->from; b < j->to; b += j->step) {
+        size_t len = api_float_format(buf, float_of((uint32_t)b));
+        if (len > j->longest) j->longest = len, j->at = (uint32_t)b;
+    }
+    return NULL;
+}
+
+START_TEST(test_widest_text)
+{
+    const uint32_t neg = 0x80000000u;
+    /* [2^46, 2^50) and [2^-17, 2^-13): biased exponents 173–176, 110–113 */
+    widest_job jobs[] = {
+        {neg | 173u << 23, neg | 177u << 23, SCALE, 0, 0},
+        {neg | 110u << 23, neg | 114u << 23, SCALE, 0, 0},
+        {neg | 1u, neg | 1u << 23, SCALE, 0, 0},
+        {neg | 1u << 23, neg | 8u << 23, 7 * SCALE, 0, 0},
+        {neg | 247u << 23, neg | 255u << 23, 7 * SCALE, 0, 0},
+    };
+    enum { N = sizeof jobs / sizeof jobs[0] };
+    pthread_t th[N];
+    for (int t = 0; t < N; t++) ck_assert_int_eq(pthread_create(&th[t], NULL, widest_run, &jobs[t]), 0);
+    for (int t = 0; t < N; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < N; t++)
+        ck_assert_msg(jobs[t].longest <= API_FLOAT_TEXT_WIDEST, "%a is written in %zu characters",
+                      float_of(jobs[t].at), jobs[t].longest);
+    ck_assert_uint_eq(jobs[0].longest, API_FLOAT_TEXT_WIDEST);
+    ck_assert_uint_eq(jobs[1].longest, API_FLOAT_TEXT_WIDEST);
+    ck_assert_str_eq(fmt(-123456790000000.0f), "-123456790000000");
+    ck_assert_msg(!strncmp(fmt(float_of(jobs[1].at)), "-0.0000", 7), "%s", fmt(float_of(jobs[1].at)));
+    ck_assert(!strpbrk(fmt(float_of(jobs[0].at)), ".e"));
+}
+END_TEST
+
 /* The independent way: no snprintf("%.*e") of fewer digits reads back. */
 static void *sample_run(void *arg)
 {
@@ -555,6 +605,7 @@ static Suite *float_format_suite(void)
     tcase_add_test(bulk, test_exponent_sweep);
     tcase_add_test(bulk, test_random_bits);
     tcase_add_test(bulk, test_shortest_sample);
+    tcase_add_test(bulk, test_widest_text);
     tcase_set_timeout(exact, 30);
     tcase_set_timeout(bulk, 120);
     suite_add_tcase(s, exact);

@@ -10,7 +10,8 @@
  *     with the same error, line, column and position, and each string
  *     lifted is the value jansson read (the differential test of
  *     tests/test_arrays.c, driven by the fuzzer's coverage instead of
- *     random mutations);
+ *     random mutations), and the scan's check of `tokens` (strings only,
+ *     a bounded count) refuses exactly the element jansson's tree shows;
  *   - the whole path a worker runs — api_request_decode, bind (a request
  *     naming a model gets a small built-in one), attn_compute,
  *     api_response_encode — ends in an answer or an error body, never a
@@ -26,6 +27,7 @@
 
 #include "api/arrays.h"
 #include "api/error.h"
+#include "api/matrix.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
@@ -63,6 +65,46 @@ static void strings_as_jansson_reads_them(const api_arrays *a, json_t *orig)
     }
 }
 
+/* The tokens rule of the server's scan, with a small length. */
+#define TOKENS_MAX 4
+static size_t tokens_rule(const void *ctx, const char *path, int *strings)
+{
+    (void)ctx;
+    *strings = !strcmp(path, "/tokens");
+    return *strings ? TOKENS_MAX : 0;
+}
+
+/* The scan's verdict on `tokens` (every element a string, at most
+ * TOKENS_MAX of them) is jansson's, on every body jansson accepts: the
+ * same first element refused, and what it is. */
+static void tokens_as_jansson_reads_them(const char *body, size_t len, json_t *orig)
+{
+    api_arrays_rules rules = {.max_depth = API_ARRAYS_DEPTH_MAX, .max_elements = tokens_rule};
+    api_arrays *a;
+    const char *where;
+    if (api_arrays_lift_rules(&a, body, len, api_request_array_rank, &rules) != 0) return;
+    api_arrays_limit got = api_arrays_violation(a, &where);
+    if (got != API_ARRAYS_TOO_DEEP) {
+        json_t *t = json_is_object(orig) ? json_object_get(orig, "tokens") : NULL;
+        api_arrays_limit want = API_ARRAYS_WITHIN;
+        char path[64] = "";
+        for (size_t i = 0; json_is_array(t) && i < json_array_size(t); i++) {
+            if (i >= TOKENS_MAX) {
+                want = API_ARRAYS_TOO_LONG, snprintf(path, sizeof path, "/tokens");
+                break;
+            }
+            json_t *v = json_array_get(t, i);
+            if (!json_is_string(v)) {
+                want = API_ARRAYS_NOT_STRING, snprintf(path, sizeof path, "/tokens/%zu", i);
+                if (strcmp(api_arrays_violation_value(a), api_json_type_name(v))) abort();
+                break;
+            }
+        }
+        if (got != want || strcmp(where, path)) abort();
+    }
+    api_arrays_free(a);
+}
+
 /* Without the limits the server scans for: a body over one is refused
  * before jansson runs, so it has nothing to compare. */
 static void differential(const char *body, size_t len)
@@ -76,6 +118,7 @@ static void differential(const char *body, size_t len)
     json_t *lift = json_loadb(text, tlen, FLAGS, &e2);
     if (!orig != !lift) abort();
     if (orig) strings_as_jansson_reads_them(a, orig);
+    if (orig) tokens_as_jansson_reads_them(body, len, orig);
     if (!orig) {
         api_arrays_fix_error(a, body, len, &e2);
         if (strcmp(e1.text, e2.text) || e1.line != e2.line || e1.column != e2.column ||
