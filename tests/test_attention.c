@@ -1382,6 +1382,44 @@ START_TEST(test_runner_tasks) {
 }
 END_TEST
 
+/* The runner's stop ends a computation before the phase it says no to:
+ * ATTN_ERR_STOPPED, and no task of that phase or after runs. */
+typedef struct stopping_runner {
+    test_runner r;
+    size_t stop_at; /* the phase (0, 1, 2) at which stop says yes */
+    size_t asked;
+} stopping_runner;
+
+static int stop_at_phase(void *ctx) {
+    stopping_runner *sr = ctx;
+    return sr->asked++ == sr->stop_at;
+}
+
+START_TEST(test_runner_stop) {
+    shape s = {.n = 512, .dm = 64, .h = 4, .dh = 16, .b_qkv = 1, .w_o = 1, .b_o = 1};
+    problem p;
+    problem_make(&p, s, ATTN_MASK_CAUSAL, 172);
+    attn_workspace *ws = attn_workspace_create();
+    outputs o;
+    outputs_make(&o, &p.in);
+    p.in.n_heads_out = 0; /* ΔE only: three phases */
+    attn_output v = outputs_view(&o, 1u << O_E);
+    for (size_t at = 0; at < 4; at++) {
+        stopping_runner sr = {.stop_at = at};
+        test_runner_init(&sr.r, 2, ws);
+        /* sr.r is the struct's first member: one ctx serves run and stop */
+        attn_runner runner = {.run = test_run, .ctx = &sr, .stop = stop_at_phase};
+        int rc = attn_compute_with(&v, ws, &p.in, &runner);
+        ck_assert_int_eq(rc, at < 3 ? ATTN_ERR_STOPPED : ATTN_OK);
+        ck_assert_uint_eq(sr.r.runs, at < 3 ? at : 3);
+        test_runner_free(&sr.r);
+    }
+    outputs_free(&o);
+    attn_workspace_destroy(ws);
+    problem_free(&p);
+}
+END_TEST
+
 /* One head of three overflows (S[1][1] = 1e40): every runner reports it,
  * on the full path and the online one, listed or only feeding ΔE. */
 START_TEST(test_runner_nonfinite) {
@@ -1721,6 +1759,7 @@ static Suite *attention_suite(void) {
     tcase_add_loop_test(tc, test_runner_bitwise, 0, 6);
     tcase_add_test(tc, test_runner_tasks);
     tcase_add_test(tc, test_runner_nonfinite);
+    tcase_add_test(tc, test_runner_stop);
     tcase_add_test(tc, test_online_gap_repro);
     tcase_add_test(tc, test_online_gap_repro_api);
     tcase_add_loop_test(tc, test_online_gaps, 0, 6);
