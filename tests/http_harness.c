@@ -420,3 +420,15 @@ char *hs_access_line(const char *log, const char *id) {
         start--;
     return strndup(start, (size_t)(p - start) + strlen(want) - 1);
 }
+
+int hs_wait_served(unsigned port, const char *path, double timeout_s) {
+    for (int i = 0; i < (int)(timeout_s * 50); i++) {
+        hs_response r;
+        hs_request(NULL, port, "GET", path, NULL, NULL, 0, &r);
+        long st = r.status;
+        hs_response_free(&r);
+        if (st == 200) return 1;
+        usleep(20000);
+    }
+    return 0;
+}

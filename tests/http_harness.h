@@ -119,6 +119,10 @@ long hs_metric(unsigned port, const char *name);
  * the last value read. */
 long hs_wait_metric(unsigned port, const char *name, long want, double timeout_s);
 
+/* Polls GET path until it answers 200 or timeout_s passes; returns 1 once
+ * it has, else 0. */
+int hs_wait_served(unsigned port, const char *path, double timeout_s);
+
 /* The access-log line of request id in log, or NULL; malloc'd. */
 char *hs_access_line(const char *log, const char *id);
 

@@ -375,15 +375,7 @@ START_TEST(connection_limit_and_slow_headers) {
         free(raw);
         close(fds[i]);
     }
-    for (int i = 0; i < 100; i++) {
-        hs_response r;
-        hs_request(NULL, s.port, "GET", "/healthz", NULL, NULL, 0, &r);
-        long st = r.status;
-        hs_response_free(&r);
-        if (st == 200) break;
-        ck_assert_msg(i < 99, "not served after the slow clients went");
-        usleep(20000);
-    }
+    ck_assert_msg(hs_wait_served(s.port, "/healthz", 2), "not served after the slow clients went");
     ck_assert_int_ge(hs_metric(s.port, "\nattn_connections_refused_total "), 1);
     finish(&s);
 }
