@@ -413,13 +413,28 @@ static int at_tensor_data(const scan *sc) {
 }
 
 /* The path of the next member: the top container's + "/" + index. */
+/* The element's path: the array's (already the first path_len bytes of
+ * sc->path) and "/index", cut as api_path_index cuts. Written in place
+ * without snprintf: a refused body's scan goes on past a bad token through
+ * every element (for the limits that answer first), and formatting each
+ * index made that ~20× slower than the scan itself (60 MiB of `[1,1,…]`
+ * tokens: 4.8 s). */
 static void path_index(scan *sc) {
     frame *f = &sc->stack[sc->depth - 1];
-    char base[API_PATH_MAX];
-    memcpy(base, sc->path, f->path_len);
-    base[f->path_len] = '\0';
-    api_path_index(sc->path, sizeof sc->path, base, f->index);
-    sc->path_len = strlen(sc->path);
+    char num[24];
+    size_t k = sizeof num, i = f->index;
+    do
+        num[--k] = (char)('0' + i % 10);
+    while ((i /= 10) != 0);
+    num[--k] = '/';
+    size_t n = sizeof num - k, at = f->path_len;
+    if (at < sizeof sc->path - 1) {
+        if (n > sizeof sc->path - 1 - at) n = sizeof sc->path - 1 - at;
+        memcpy(sc->path + at, num + k, n);
+        at += n;
+    }
+    sc->path[at] = '\0';
+    sc->path_len = at;
     sc->known = f->known && sc->path_len < sizeof sc->path - 1;
 }
 

@@ -11,7 +11,8 @@ typedef struct framing_scan {
     const char *value_end;         /* the end of the last value seen */
     const char *last_key;          /* its key */
     int authorization_cut;         /* a NUL in Authorization */
-    unsigned hosts, lengths, codings;
+    unsigned hosts, lengths, codings, authorizations;
+    int bad_name; /* a header name that is not a token (a space before its colon) */
     const char *length;   /* the first Content-Length value */
     int lengths_differ;   /* a later one differs from it */
     int coding_not_chunked;
@@ -25,6 +26,18 @@ static int is_word(const char *v, const char *word) {
     while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
         n--;
     return n == strlen(word) && strncasecmp(v, word, n) == 0;
+}
+
+/* 1 when s is an RFC 9110 token (a field name): libmicrohttpd 0.9.75 keeps
+ * a space before the colon in the name, so "Content-Length : 5" would be
+ * an unknown header here and a length to a proxy. */
+static int is_token(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!strchr("!#$%&'*+-.^_`|~", *s) && !(*s >= '0' && *s <= '9') &&
+            !(*s >= 'a' && *s <= 'z') && !(*s >= 'A' && *s <= 'Z'))
+            return 0;
+    return 1;
 }
 
 /* 1 when [from, to) is a line end as libmicrohttpd leaves it: `min` to
@@ -63,7 +76,9 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
         sc->value_end = inside ? value + value_size : NULL;
         sc->last_key = key;
     }
+    if (!is_token(key)) sc->bad_name = 1;
     if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) sc->hosts++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0) sc->authorizations++;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
         if (sc->lengths++ == 0)
             sc->length = value;
@@ -72,7 +87,9 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
     }
     if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         sc->codings++;
-        if (!is_word(value, "chunked")) sc->coding_not_chunked = 1;
+        /* exactly as libmicrohttpd reads it: "chunked " is not chunked to
+         * it, and it would wait for the connection's end */
+        if (strcasecmp(value, "chunked") != 0) sc->coding_not_chunked = 1;
     }
     return MHD_YES;
 }
@@ -90,8 +107,12 @@ srv_framing_fault srv_framing_check(struct MHD_Connection *conn, const char *met
     /* after the last value: its line end and the empty line's */
     if (sc.value_end && !is_line_end(sc.value_end, sc.block_end, 2, 4)) framing_cut(&sc);
     *authorization_cut = sc.authorization_cut;
-    int http11 = version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
+    /* HTTP/1.x past 1.0 is read as 1.1 (RFC 9110 §2.5), Host and all */
+    int http11 = version && strncmp(version, "HTTP/1.", 7) == 0 &&
+                 strcmp(version, MHD_HTTP_VERSION_1_0) != 0;
     if (sc.nul) return SRV_FRAMING_NUL_IN_HEADER;
+    if (sc.bad_name) return SRV_FRAMING_BAD_NAME;
+    if (sc.authorizations > 1) return SRV_FRAMING_TWO_KEYS;
     if ((http11 && sc.hosts == 0) || sc.hosts > 1) return SRV_FRAMING_NO_HOST;
     if (sc.codings && !http11) return SRV_FRAMING_OLD_CODING;
     if (sc.codings && sc.lengths) return SRV_FRAMING_LENGTH_AND_CHUNKED;
@@ -118,7 +139,30 @@ const char *srv_framing_message(srv_framing_fault f) {
         return "an HTTP/1.0 request cannot have a Transfer-Encoding";
     case SRV_FRAMING_NUL_IN_HEADER:
         return "a header holds a NUL byte";
+    case SRV_FRAMING_BAD_NAME:
+        return "a header name holds a character a field name cannot (a space before the colon?)";
+    case SRV_FRAMING_TWO_KEYS:
+        return "the request has more than one Authorization header";
+    case SRV_FRAMING_NUL_IN_REQUEST_LINE:
+        return "the request line holds a NUL byte";
     default:
         return "the request's framing is sound";
     }
+}
+
+int srv_framing_target_cut(const char *raw_target) {
+    /* libmicrohttpd wrote a NUL over the space before the version: the
+     * target's string must end there, with the version right after. */
+    const char *end = raw_target + strlen(raw_target);
+    return strncmp(end + 1, "HTTP/", 5) != 0;
+}
+
+int srv_framing_method_cut(const char *method, const char *raw_target) {
+    /* the method ends at a NUL written over the first space; only spaces
+     * may follow it before the target */
+    const char *p = method + strlen(method) + 1;
+    if (p > raw_target) return 1;
+    for (; p < raw_target; p++)
+        if (*p != ' ') return 1;
+    return 0;
 }

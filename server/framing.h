@@ -24,7 +24,10 @@ typedef enum srv_framing_fault {
     SRV_FRAMING_LENGTH_AND_CHUNKED, /* Content-Length and Transfer-Encoding both (400) */
     SRV_FRAMING_CODING,             /* a transfer coding other than chunked alone (501) */
     SRV_FRAMING_OLD_CODING,         /* Transfer-Encoding in an HTTP/1.0 request (400) */
-    SRV_FRAMING_NUL_IN_HEADER       /* a header holding a NUL byte, or folded (400) */
+    SRV_FRAMING_NUL_IN_HEADER,      /* a header holding a NUL byte, or folded (400) */
+    SRV_FRAMING_BAD_NAME,           /* a header name that is not a token (400) */
+    SRV_FRAMING_TWO_KEYS,           /* more than one Authorization header (400) */
+    SRV_FRAMING_NUL_IN_REQUEST_LINE /* a NUL byte in the method or the target (400) */
 } srv_framing_fault;
 
 /*
@@ -45,6 +48,17 @@ typedef enum srv_framing_fault {
  */
 srv_framing_fault srv_framing_check(struct MHD_Connection *conn, const char *method,
                                     const char *version, int *authorization_cut);
+
+/*
+ * A NUL byte in the request line, which libmicrohttpd's strings end at
+ * ("GET /v1/models/demo-4d\0zz" read as demo-4d). Both read the line as
+ * libmicrohttpd 0.9.75 leaves it, parsed in place:
+ * srv_framing_target_cut takes the raw target the URI-log callback is
+ * given (before it is unescaped), srv_framing_method_cut the method the
+ * handler is given and that same raw target. 1 when cut.
+ */
+int srv_framing_target_cut(const char *raw_target);
+int srv_framing_method_cut(const char *method, const char *raw_target);
 
 /* The status and the message of a fault other than SRV_FRAMING_OK. */
 int srv_framing_status(srv_framing_fault f);

@@ -177,6 +177,8 @@ typedef struct exchange {
     int nul_in_path;     /* the request target held %00 in its path */
     int authorization_cut; /* its Authorization held a NUL: no key in force */
     int nul_in_query;    /* ... or in its query */
+    const char *raw_target; /* in libmicrohttpd's buffer, for the 1st call's checks */
+    int line_cut;        /* a NUL byte in the request line (framing.h) */
     int fd;              /* the connection's socket, to see whether its client left */
     srv_watched *watched; /* the connection's deadline entry (watch.h), or NULL */
     struct timespec start;
@@ -781,6 +783,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     x->state = X_NEW;
     clock_gettime(CLOCK_MONOTONIC, &x->start);
     x->nul_in_path = target_has_nul(uri, &x->nul_in_query);
+    x->raw_target = uri;
+    x->line_cut = srv_framing_target_cut(uri);
     x->path = strdup(uri); /* the raw target, until the handler knows the path */
     x_count_in(x);
     return x;
@@ -838,6 +842,8 @@ static enum MHD_Result x_route(exchange *x, const char *method) {
  * known. MHD_YES with nothing sent when the framing is sound. */
 static enum MHD_Result x_framing(exchange *x, const char *method, const char *version) {
     srv_framing_fault f = srv_framing_check(x->conn, method, version, &x->authorization_cut);
+    if (x->line_cut || (x->raw_target && srv_framing_method_cut(method, x->raw_target)))
+        f = SRV_FRAMING_NUL_IN_REQUEST_LINE;
     if (f == SRV_FRAMING_OK) return MHD_YES;
     x->close = 1;
     return x_fail(x, srv_framing_status(f), f == SRV_FRAMING_CODING ? "not_implemented" : "bad_request",
@@ -859,6 +865,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (!x) { /* the URI-log callback could not make it */
         x = on_uri(h, url, conn);
         if (!x) return MHD_NO; /* out of memory: drop the connection */
+        x->raw_target = NULL; /* url is unescaped already: not the raw line */
+        x->line_cut = 0;
         *con_cls = x;
     }
     if (x->state == X_NEW) {

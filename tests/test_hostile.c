@@ -185,9 +185,39 @@ START_TEST(framing_refused) {
                   "got: %.300s", raw);
     free(raw);
 
+    /* a space before the colon: not a length here, but one to a proxy */
+    snprintf(req, sizeof req,
+             "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Content-Length : %zu\r\n\r\n%s",
+             strlen(smuggled), smuggled);
+    raw = exchange_raw(s.port, req, strlen(req), 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    ck_assert_ptr_null(strstr(raw, "\"models\""));
+    free(raw);
+    /* "chunked " is not chunked to libmicrohttpd: refused, not waited on */
+    static const char spaced[] = "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Content-Type: application/json\r\nTransfer-Encoding: chunked \r\n"
+                                 "\r\n2\r\n{}\r\n0\r\n\r\n";
+    double t1 = now_s();
+    raw = exchange_raw(s.port, spaced, strlen(spaced), 5);
+    ck_assert_msg(now_s() - t1 < 2, "answered after %.1f s", now_s() - t1);
+    assert_one_error(raw, "HTTP/1.1 501", "not_implemented");
+    free(raw);
+    /* two Authorization headers: which one counts is not for a proxy to guess */
+    static const char two_keys[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n"
+                                   "Authorization: Bearer b\r\n\r\n";
+    raw = exchange_raw(s.port, two_keys, strlen(two_keys), 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    free(raw);
+    /* HTTP/1.2 is HTTP/1.1: Host is needed */
+    static const char v12[] = "GET /healthz HTTP/1.2\r\n\r\n";
+    raw = exchange_raw(s.port, v12, strlen(v12), 5);
+    ck_assert_msg(strstr(raw, " 400 ") && strstr(raw, "\"bad_request\""), "got: %.300s", raw);
+    free(raw);
+
     /* and the server serves as before */
     ck_assert_int_eq(hs_wait_metric(s.port, "attn_http_requests_total{route=\"attention\","
-                                            "code=\"501\"} ", 4, 5), 4);
+                                            "code=\"501\"} ", 5, 5), 5);
     finish(&s);
 }
 END_TEST
@@ -232,6 +262,25 @@ START_TEST(nul_bytes_refused) {
     raw = exchange_raw(s.port, key_nul, sizeof key_nul - 1, 5);
     ck_assert_msg(strncmp(raw, "HTTP/1.1 401", 12) == 0 && strstr(raw, "\"unauthorized\""),
                   "got: %.300s", raw);
+    free(raw);
+
+    /* a NUL in the request line: in the target, in the method */
+    static const char target_nul[] = "GET /v1/models/demo-4d\0zz HTTP/1.1\r\nHost: x\r\n"
+                                     "Authorization: Bearer k2\r\n\r\n";
+    raw = exchange_raw(s.port, target_nul, sizeof target_nul - 1, 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    ck_assert_ptr_null(strstr(raw, "\"d_model\""));
+    free(raw);
+    static const char method_nul[] = "GET\0X /v1/models HTTP/1.1\r\nHost: x\r\n"
+                                     "Authorization: Bearer k2\r\n\r\n";
+    raw = exchange_raw(s.port, method_nul, sizeof method_nul - 1, 5);
+    assert_one_error(raw, "HTTP/1.1 400", "bad_request");
+    free(raw);
+    /* spaces between method and target, or before the version, are fine */
+    static const char spaces[] = "GET  /v1/models/demo-4d HTTP/1.1\r\nHost: x\r\n"
+                                 "Authorization: Bearer k2\r\nConnection: close\r\n\r\n";
+    raw = exchange_raw(s.port, spaces, strlen(spaces), 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 200", 12) == 0, "got: %.300s", raw);
     free(raw);
 
     static const char header_nul[] = "GET /v1/models HTTP/1.1\r\nHost: x\r\n"
