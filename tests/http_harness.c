@@ -342,8 +342,12 @@ static int hs_complete(const hs_buf *b) {
     if (!b->p) return 0;
     const char *end = strstr(b->p, "\r\n\r\n");
     if (!end) return 0;
-    hs_response r = {.headers = b->p};
-    char *cl = hs_header(&r, "Content-Length");
+    /* the header block alone: hs_header reads to the string's end, and
+     * this runs on every piece of a body of megabytes */
+    char *head = strndup(b->p, (size_t)(end + 2 - b->p));
+    hs_response r = {.headers = head};
+    char *cl = head ? hs_header(&r, "Content-Length") : NULL;
+    free(head);
     if (!cl) return 0;
     size_t want = strtoul(cl, NULL, 10);
     free(cl);
@@ -360,7 +364,7 @@ static char *hs_recv_until(int fd, double timeout_s, int (*done)(const hs_buf *)
         if (left <= 0) break;
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
-        char chunk[4096];
+        char chunk[65536];
         ssize_t n = recv(fd, chunk, sizeof chunk, 0);
         if (n <= 0) break;
         hs_collect(chunk, 1, (size_t)n, &b);

@@ -481,9 +481,9 @@ END_TEST
 
 /* --------------------------------------------------------------- gone */
 
-/* A body for gpt2-small-shape with n tokens of zeros: ~n × 1.5 KB. */
+/* A body for gpt2-small-shape with n tokens of zeros: ~n × 1.5 KiB. */
 static char *heavy_body(int n) {
-    size_t cap = (size_t)n * 768 * 2 + 256, len = 0;
+    size_t cap = (size_t)n * (768 * 2 + 2) + 256, len = 0; /* a row: "[" 768 × "0," "," */
     char *b = malloc(cap);
     len += (size_t)sprintf(b, "{\"model\":\"gpt2-small-shape\",\"return\":[\"embeddings\"],"
                               "\"embeddings\":[");
