@@ -529,10 +529,12 @@ START_TEST(gone_clients_give_way) {
     char *body = heavy_body(2048);
     enum { Q = 5 };
     int fds[Q];
+    /* one running (taken by the worker before the others come), four queued */
     for (int i = 0; i < Q; i++) {
         char id[32];
         snprintf(id, sizeof id, "left-%d", i);
         fds[i] = send_post(s.port, body, id);
+        if (i == 0) ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 1, 10), 1);
     }
     ck_assert_int_eq(wait_at_least(s.port, "\nattn_queue_depth ", 4, 10), 4);
     for (int i = 0; i < Q; i++)
