@@ -22,14 +22,19 @@
  * The life of a request. The access handler is called several times for
  * one request; its state, an `exchange`, hangs on *con_cls:
  *
- *   1st call      headers only. The exchange is made, the route found, the
- *                 request id chosen. For POST /v1/attention whatever can be
- *                 refused from the headers is refused now, before a byte of
- *                 the body is read: 415, 413 from Content-Length, 503 while
- *                 draining, and 503 overloaded when the body budget (below)
- *                 cannot hold the declared length. Other requests are answered now if they carry a
- *                 body (it is then never read and the connection closes),
- *                 else on the 2nd call, which keeps the connection alive.
+ *   URI log       the request line only (on_uri): the exchange is made, so
+ *                 that even a request libmicrohttpd refuses itself reaches
+ *                 the completion callback.
+ *   1st call      headers only. The route is found, the request id chosen,
+ *                 the framing checked (framing.h: a fault is answered with
+ *                 the connection closed). For POST /v1/attention whatever
+ *                 can be refused from the headers is refused now, before a
+ *                 byte of the body is read: 415, 413 from Content-Length,
+ *                 503 while draining, and 503 overloaded when the body
+ *                 budget (below) cannot hold a first piece. Other requests
+ *                 are answered now if they carry a body (it is then never
+ *                 read and the connection closes), else on the 2nd call,
+ *                 which keeps the connection alive.
  *   next calls    a piece of the body each; copied and counted against
  *                 --max-body-bytes (bodies without Content-Length too; an
  *                 over-long one is read to its end and discarded, because
@@ -38,9 +43,7 @@
  *                 arrives (doubling from 64 KiB, capped by Content-Length),
  *                 never allocated whole from the client's word. A body
  *                 still arriving --connection-timeout after its headers is
- *                 dropped (logged 408): libmicrohttpd's own timeout ends
- *                 only connections idle that long, and a client sending a
- *                 byte a second is never idle.
+ *                 cut by the watch with a 408 (below).
  *   last upload   (upload_data_size 0) the connection is suspended FIRST
  *                 and the job queued SECOND, so the worker's resume always
  *                 follows the suspend. If the queue refuses the job, the
@@ -61,20 +64,32 @@
  * A client that hangs up while its connection is suspended. libmicrohttpd
  * does not watch a suspended connection: it neither notices the hang-up nor
  * times it out, and it must not be stopped while one is suspended. So the
- * job still runs (or waits its turn) and the worker still resumes; only
- * then does libmicrohttpd find the socket dead, and it calls the completion
- * callback once, with a termination code other than COMPLETED_OK. The
- * exchange is therefore freed once, after the worker is done with it.
+ * job asks (x_client_gone: a peek at the socket) before it runs and between
+ * the phases of a split computation, and a full queue gives up the places
+ * of such jobs (pool_evict, x_evict_drop). A dropped job resumes its
+ * connection in X_GONE, and the handler then closes it (logged 499). A job
+ * that ran to its end is resumed as usual; libmicrohttpd then finds the
+ * socket dead and calls the completion callback once, with a termination
+ * code other than COMPLETED_OK. Either way the exchange is freed once,
+ * after the worker is done with it.
  *
  * Memory. Request bodies held at once, over every connection, are bounded
- * by --max-inflight-bytes: an atomic count of reserved bytes. A body with a
- * Content-Length reserves all of it at the 1st call (or is refused 503
- * overloaded at once, unread); one without reserves as its copy grows (and
- * when the budget runs out it is read to its end, discarded and answered
- * 503 overloaded, as for 413). x_release gives the reservation back when the
- * copy is dropped and again in the completion callback; it zeroes what it
+ * by --max-inflight-bytes: an atomic count of reserved bytes. A body
+ * reserves its copy as the copy grows (a first piece of 64 KiB, then
+ * doubling, capped by Content-Length), never what Content-Length announces;
+ * a budget that cannot hold the first piece refuses the POST from its
+ * headers (503 overloaded, unread), and a body that outgrows what is left
+ * is read to its end, discarded and answered 503 overloaded, as for 413.
+ * x_release gives the reservation back when the copy is dropped, when the
+ * job's answer is queued, and in the completion callback; it zeroes what it
  * returned, so each byte is returned exactly once. --max-connections caps
- * the connections (suspended ones count), and so the per-connection state.
+ * the connections (suspended ones count), and so the per-connection state:
+ * on_accept closes one over it at once.
+ *
+ * Deadlines (watch.h): each connection's headers are due --connection-
+ * timeout after its accept or its previous answer, a body as long after
+ * its headers; on_connection registers the connection, the 1st call and
+ * the end of a body move or clear its deadline, on_completed sets the next.
  *
  * Ownership. The exchange owns the body copy, the request id and the
  * response buffer until it is handed to libmicrohttpd (MHD_RESPMEM_MUST_FREE
@@ -632,6 +647,14 @@ static void x_run(void *arg, void *worker_ctx) {
 /* Sends a finished job's answer. */
 static enum MHD_Result x_job_reply(exchange *x) {
     srv_job *j = &x->job;
+    /* The body has served its job: its share of the budget is given back
+     * before the answer leaves, so that a client's next request never
+     * finds it still held (the completion callback may run after the
+     * client has the answer). */
+    free(x->body);
+    x->body = NULL;
+    x->job.body = NULL;
+    x_release(x);
     if (!j->response)
         return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
     char *body = j->response;
