@@ -66,7 +66,7 @@
  * times it out, and it must not be stopped while one is suspended. So the
  * job asks (x_client_gone: a peek at the socket) before it runs and between
  * the phases of a split computation, and a full queue gives up the places
- * of such jobs (pool_evict, x_evict_drop). A dropped job resumes its
+ * of such jobs (pool_evict, x_drop). A dropped job resumes its
  * connection in X_GONE, and the handler then closes it (logged 499). A job
  * that ran to its end is resumed as usual; libmicrohttpd then finds the
  * socket dead and calls the completion callback once, with a termination
@@ -619,20 +619,29 @@ static void x_count_phases(const exchange *x) {
     srv_metrics_add_phase(m, SRV_PHASE_ENCODE, x->job.encode_ms / 1e3);
 }
 
-/* srv_job's client_gone: the client has closed (or reset) its connection. */
+/* srv_job's client_gone, and pool_evict's predicate for a full queue: the
+ * client has closed (or reset) its connection. */
 static int x_client_gone(void *arg) {
     const exchange *x = arg;
     return x->fd >= 0 && srv_watch_peer_gone(x->fd);
+}
+
+/* A job dropped because its client left, before it ran, while it ran, or
+ * from a full queue (pool_evict's drop): its connection is resumed to be
+ * closed unanswered (logged 499). Last touch of x on this thread. */
+static void x_drop(void *arg) {
+    exchange *x = arg;
+    srv_metrics_count(x->h->metrics, SRV_EVENT_JOB_DROPPED);
+    x->gone = 1;
+    x->state = X_GONE;
+    MHD_resume_connection(x->conn);
 }
 
 static void x_run(void *arg, void *worker_ctx) {
     exchange *x = arg;
     srv_job_run(&x->job, worker_ctx);
     if (x->job.dropped) {
-        srv_metrics_count(x->h->metrics, SRV_EVENT_JOB_DROPPED);
-        x->gone = 1;
-        x->state = X_GONE;
-        MHD_resume_connection(x->conn);
+        x_drop(x);
         srv_worker_idle(worker_ctx);
         return;
     }
@@ -717,21 +726,6 @@ static enum MHD_Result x_attention_submit(exchange *x) {
     return x_submit(x);
 }
 
-/* pool_evict's predicate and drop, for a full queue: a queued job whose
- * client has gone gives its place up, and its connection is resumed to be
- * closed unanswered (logged 499). */
-static int x_evict_gone(void *arg) {
-    return x_client_gone(arg);
-}
-
-static void x_evict_drop(void *arg) {
-    exchange *x = arg;
-    srv_metrics_count(x->h->metrics, SRV_EVENT_JOB_DROPPED);
-    x->gone = 1;
-    x->state = X_GONE;
-    MHD_resume_connection(x->conn);
-}
-
 /* Queues x's job and suspends the connection; the worker resumes it. */
 static enum MHD_Result x_submit(exchange *x) {
     srv_http *h = x->h;
@@ -747,7 +741,7 @@ static enum MHD_Result x_submit(exchange *x) {
     MHD_suspend_connection(x->conn);
     int rc = pool_submit(h->workers, x_run, x);
     /* A full queue may hold jobs whose clients left: they go first. */
-    if (rc == POOL_FULL && pool_evict(h->workers, x_evict_gone, x_evict_drop) > 0)
+    if (rc == POOL_FULL && pool_evict(h->workers, x_client_gone, x_drop) > 0)
         rc = pool_submit(h->workers, x_run, x);
     if (rc != POOL_OK) {
         api_error err;
@@ -822,7 +816,8 @@ static int x_begin(exchange *x, struct MHD_Connection *conn, const char *url, co
     ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     x->watched = ci ? ci->socket_context : NULL;
     x->state = X_HEADERS;
-    x->route = srv_route_find(url);
+    /* "%00" would end the unescaped path early: such a path names nothing */
+    x->route = x->nul_in_path ? SRV_ROUTE_OTHER : srv_route_find(url);
     x->request_id =
         srv_reqid_choose(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id"));
     free(x->path);
@@ -846,8 +841,7 @@ static int x_has_body(struct MHD_Connection *conn) {
 
 /* Answers every request but a POST to /v1/attention. */
 static enum MHD_Result x_route(exchange *x, const char *method) {
-    if (x->route == SRV_ROUTE_OTHER || x->nul_in_path)
-        return x_fail(x, 404, "not_found", "no such path");
+    if (x->route == SRV_ROUTE_OTHER) return x_fail(x, 404, "not_found", "no such path");
     if (x->preflight) return x_send(x, 204, (char *)"", 0, 0, "text/plain");
     if (x->unauthorized)
         return x_fail(x, 401, "unauthorized",

@@ -250,6 +250,13 @@ START_TEST(nul_bytes_refused) {
     ck_assert_ptr_null(strstr(raw, "\"d_model\""));
     free(raw);
 
+    static const char post_nul[] =
+        "POST /v1/attention%00x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k2\r\n"
+        "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+    raw = exchange_raw(s.port, post_nul, strlen(post_nul), 5);
+    ck_assert_msg(strncmp(raw, "HTTP/1.1 404", 12) == 0, "got: %.300s", raw);
+    free(raw);
+
     static const char query_nul[] =
         "GET /v1/models/demo-4d?weights=true%00x HTTP/1.1\r\nHost: x\r\n"
         "Authorization: Bearer k2\r\nConnection: close\r\n\r\n";
