@@ -2,7 +2,7 @@
  * json_path.h — JSON Pointers (RFC 6901) for error values.
  *
  * Paths are built in caller-owned buffers (API_PATH_MAX bytes, the size of
- * api_error.path); a path too long for its buffer is cut, never overrun.
+ * attn_error.path); a path too long for its buffer is cut, never overrun.
  */
 #ifndef API_JSON_PATH_H
 #define API_JSON_PATH_H

@@ -99,7 +99,7 @@ static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *b
 }
 
 char *api_model_encode(const api_model_info *model, int with_weights, size_t max_response_bytes,
-                       size_t *len, api_error *err)
+                       size_t *len, attn_error *err)
 {
     api_nonfinite bad = {0, 0, 0};
     api_buffer b;
@@ -107,7 +107,7 @@ char *api_model_encode(const api_model_info *model, int with_weights, size_t max
     if (with_weights) {
         size_t bound = weights_json_bound(model->weights);
         if (bound > max_response_bytes) {
-            api_error_set(err, 422, "limit_exceeded", "",
+            attn_error_set(err, 422, "limit_exceeded", "",
                           "the weights of %s need up to %zu bytes of JSON, over the limit "
                           "max_response_bytes = %zu",
                           model->name, bound, max_response_bytes);
@@ -127,7 +127,7 @@ char *api_model_encode(const api_model_info *model, int with_weights, size_t max
     char *text = api_buffer_finish(&b, len);
     if (!text || bad.found) {
         free(text);
-        api_error_set(err, bad.found ? 500 : 503, bad.found ? "internal_error" : "out_of_memory",
+        attn_error_set(err, bad.found ? 500 : 503, bad.found ? "internal_error" : "out_of_memory",
                       "", bad.found ? "a stored weight is not finite" : "no memory for the answer");
         return NULL;
     }

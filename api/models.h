@@ -32,7 +32,7 @@ char *api_models_encode_list(const api_model_info *models, size_t count, size_t 
  * max_response_bytes, 503 out_of_memory when memory runs out.
  */
 char *api_model_encode(const api_model_info *model, int with_weights, size_t max_response_bytes,
-                       size_t *len, api_error *err);
+                       size_t *len, attn_error *err);
 
 /* The value of ?weights=: 1 for "true" or "1", 0 for "false", "0" or NULL
  * (absent), -1 for anything else. */

@@ -62,26 +62,26 @@ static int json_string_is(const json_t *v, const char *word)
 }
 
 static int decode_parse_error(const char *body, size_t len, const json_error_t *jerr,
-                              api_error *err)
+                              attn_error *err)
 {
     enum json_error_code code = json_error_code(jerr);
 
     if (code == json_error_out_of_memory)
-        return api_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
     if (code == json_error_numeric_overflow) {
         char path[API_PATH_MAX];
         api_path_of_number_at(body, len, (size_t)jerr->position, path, sizeof path);
-        return api_error_set(err, 422, "non_finite_number", path,
+        return attn_error_set(err, 422, "non_finite_number", path,
                              "the number ending at line %d, column %d is not finite as a "
                              "float32 (%s)",
                              jerr->line, jerr->column, jerr->text);
     }
-    return api_error_set(err, 400, "invalid_json", "",
+    return attn_error_set(err, 400, "invalid_json", "",
                          "the body is not valid JSON: %s at line %d, column %d", jerr->text,
                          jerr->line, jerr->column);
 }
 
-static int decode_unknown_fields(const json_t *root, api_error *err)
+static int decode_unknown_fields(const json_t *root, attn_error *err)
 {
     const char *key;
     json_t *value;
@@ -92,7 +92,7 @@ static int decode_unknown_fields(const json_t *root, api_error *err)
         if (i == n) {
             char path[API_PATH_MAX];
             api_path_key(path, sizeof path, "", key);
-            return api_error_set(err, 400, "unknown_field", path,
+            return attn_error_set(err, 400, "unknown_field", path,
                                  "unknown field \"%s\"; the fields are embeddings, tokens, "
                                  "model, weights, mask, scale, return, select_heads, encoding",
                                  key);
@@ -114,36 +114,36 @@ static int model_name_valid(const char *s, size_t len)
     return 1;
 }
 
-static int decode_model(api_request *req, const json_t *model, api_error *err)
+static int decode_model(api_request *req, const json_t *model, attn_error *err)
 {
     if (!json_is_string(model))
-        return api_error_set(err, 400, "wrong_type", "/model", "model is %s, expected a string",
+        return attn_error_set(err, 400, "wrong_type", "/model", "model is %s, expected a string",
                              api_json_type_name(model));
     if (!model_name_valid(json_string_value(model), json_string_length(model)))
-        return api_error_set(err, 400, "invalid_value", "/model",
+        return attn_error_set(err, 400, "invalid_value", "/model",
                              "model name must match [A-Za-z0-9._-]{1,64}");
     req->model = strdup(json_string_value(model));
     if (req->model == NULL)
-        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     return 0;
 }
 
-static int decode_encoding(api_request *req, const json_t *enc, api_error *err)
+static int decode_encoding(api_request *req, const json_t *enc, attn_error *err)
 {
     if (enc == NULL || json_string_is(enc, "float")) return 0;
     if (!json_is_string(enc))
-        return api_error_set(err, 400, "wrong_type", "/encoding",
+        return attn_error_set(err, 400, "wrong_type", "/encoding",
                              "encoding is %s, expected \"float\" or \"base64\"",
                              api_json_type_name(enc));
     if (json_string_is(enc, "base64")) {
         req->base64 = 1;
         return 0;
     }
-    return api_error_set(err, 400, "invalid_value", "/encoding",
+    return attn_error_set(err, 400, "invalid_value", "/encoding",
                          "encoding must be \"float\" or \"base64\"");
 }
 
-static int decode_return(api_request *req, const json_t *ret, api_error *err)
+static int decode_return(api_request *req, const json_t *ret, attn_error *err)
 {
     char path[API_PATH_MAX];
     size_t i, n = sizeof return_names / sizeof return_names[0];
@@ -153,7 +153,7 @@ static int decode_return(api_request *req, const json_t *ret, api_error *err)
         return 0;
     }
     if (!json_is_array(ret))
-        return api_error_set(err, 400, "wrong_type", "/return",
+        return attn_error_set(err, 400, "wrong_type", "/return",
                              "return is %s, expected an array of names",
                              api_json_type_name(ret));
     req->returns = 0;
@@ -162,12 +162,12 @@ static int decode_return(api_request *req, const json_t *ret, api_error *err)
         size_t k;
         api_path_index(path, sizeof path, "/return", i);
         if (!json_is_string(name))
-            return api_error_set(err, 400, "wrong_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                  "return[%zu] is %s, expected a name", i,
                                  api_json_type_name(name));
         for (k = 0; k < n && !json_string_is(name, return_names[k].name); k++) continue;
         if (k == n)
-            return api_error_set(err, 400, "invalid_value", path,
+            return attn_error_set(err, 400, "invalid_value", path,
                                  "return[%zu] = \"%s\" is not an output; the outputs are q, k, "
                                  "v, scores, patterns, head_outputs, delta, embeddings",
                                  i, json_string_value(name));
@@ -176,12 +176,12 @@ static int decode_return(api_request *req, const json_t *ret, api_error *err)
     return 0;
 }
 
-static int decode_scale(api_request *req, const json_t *scale, api_error *err)
+static int decode_scale(api_request *req, const json_t *scale, attn_error *err)
 {
     if (scale == NULL) return 0;
     if (api_number_read(scale, "scale", "/scale", &req->scale, err) < 0) return -1;
     if (!(req->scale > 0.0f))
-        return api_error_set(err, 422, "out_of_range", "/scale",
+        return attn_error_set(err, 422, "out_of_range", "/scale",
                              "scale must be > 0 (as a float32), got %g",
                              json_number_value(scale));
     req->scale_given = 1;
@@ -189,26 +189,26 @@ static int decode_scale(api_request *req, const json_t *scale, api_error *err)
 }
 
 /* The indices are only type-checked here; their range needs the weights. */
-static int decode_select_heads(api_request *req, const json_t *sel, api_error *err)
+static int decode_select_heads(api_request *req, const json_t *sel, attn_error *err)
 {
     char path[API_PATH_MAX];
     size_t n;
 
     if (sel == NULL) return 0;
     if (!json_is_array(sel))
-        return api_error_set(err, 400, "wrong_type", "/select_heads",
+        return attn_error_set(err, 400, "wrong_type", "/select_heads",
                              "select_heads is %s, expected an array of head indices",
                              api_json_type_name(sel));
     n = json_array_size(sel);
     req->select = malloc((n ? n : 1) * sizeof *req->select);
     if (req->select == NULL)
-        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(sel, i);
         double d = json_is_number(v) ? json_number_value(v) : 0.5;
         if (!isfinite(d) || floor(d) != d) {
             api_path_index(path, sizeof path, "/select_heads", i);
-            return api_error_set(err, 400, "wrong_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                  "select_heads[%zu] is %s, expected a head index (an integer)", i,
                                  json_is_number(v) ? "not an integer" : api_json_type_name(v));
         }
@@ -220,58 +220,58 @@ static int decode_select_heads(api_request *req, const json_t *sel, api_error *e
 }
 
 static int decode_embeddings(api_request *req, const json_t *emb, const api_limits *limits,
-                             api_error *err)
+                             attn_error *err)
 {
     size_t n, dm, count;
 
     if (emb == NULL)
-        return api_error_set(err, 400, "missing_field", "/embeddings",
+        return attn_error_set(err, 400, "missing_field", "/embeddings",
                              "embeddings (n × d_model numbers) is required");
     if (api_matrix_shape(emb, req->arrays, "embeddings", "/embeddings", &n, &dm, err) < 0) return -1;
     if (limits && n > limits->max_tokens)
-        return api_error_set(err, 422, "limit_exceeded", "/embeddings",
+        return attn_error_set(err, 422, "limit_exceeded", "/embeddings",
                              "embeddings has %zu rows (tokens), over the limit max_tokens = %zu",
                              n, limits->max_tokens);
     if (limits && dm > limits->max_d_model)
-        return api_error_set(err, 422, "limit_exceeded", "/embeddings",
+        return attn_error_set(err, 422, "limit_exceeded", "/embeddings",
                              "embeddings rows have %zu numbers (d_model), over the limit "
                              "max_d_model = %zu",
                              dm, limits->max_d_model);
     if (api_size_mul(n, dm, &count) < 0 || (req->embeddings = malloc(count * sizeof(float))) == NULL)
-        return api_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
     api_advise_huge_pages(req->embeddings, count * sizeof(float));
     req->n_tokens = n;
     req->d_model = dm;
     return api_matrix_read(emb, req->arrays, "embeddings", "/embeddings", req->embeddings, dm, err);
 }
 
-static int decode_tokens(api_request *req, const json_t *tokens, api_error *err)
+static int decode_tokens(api_request *req, const json_t *tokens, attn_error *err)
 {
     char path[API_PATH_MAX];
 
     if (tokens == NULL) return 0;
     if (!json_is_array(tokens))
-        return api_error_set(err, 400, "wrong_type", "/tokens",
+        return attn_error_set(err, 400, "wrong_type", "/tokens",
                              "tokens is %s, expected an array of strings",
                              api_json_type_name(tokens));
     for (size_t i = 0; i < json_array_size(tokens); i++) {
         const json_t *t = json_array_get(tokens, i);
         if (!json_is_string(t)) {
             api_path_index(path, sizeof path, "/tokens", i);
-            return api_error_set(err, 400, "wrong_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                  "tokens[%zu] is %s, expected a string", i,
                                  api_json_type_name(t));
         }
     }
     if (json_array_size(tokens) != req->n_tokens)
-        return api_error_set(err, 422, "dimension_mismatch", "/tokens",
+        return attn_error_set(err, 422, "dimension_mismatch", "/tokens",
                              "tokens has %zu labels, expected one per embeddings row (%zu)",
                              json_array_size(tokens), req->n_tokens);
     /* The echo's exact length, for the response bound: jansson writes it
      * (api_write_json's flags), and json_dumpb without a buffer counts it. */
     req->tokens_json_bytes = json_dumpb(tokens, NULL, 0, JSON_ENCODE_ANY | JSON_COMPACT);
     if (req->tokens_json_bytes == 0)
-        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     req->tokens = json_incref((json_t *)tokens);
     return 0;
 }
@@ -290,7 +290,7 @@ static int mask_cell(const json_t *v, unsigned char *dst)
     return -1;
 }
 
-static int decode_mask(api_request *req, const json_t *mask, api_error *err)
+static int decode_mask(api_request *req, const json_t *mask, attn_error *err)
 {
     char row_path[API_PATH_MAX], cell_path[API_PATH_MAX];
     size_t n = req->n_tokens, count;
@@ -306,24 +306,24 @@ static int decode_mask(api_request *req, const json_t *mask, api_error *err)
         return 0;
     }
     if (json_is_string(mask))
-        return api_error_set(err, 400, "invalid_value", "/mask",
+        return attn_error_set(err, 400, "invalid_value", "/mask",
                              "mask must be \"causal\", \"none\" or an n × n matrix of 0/1 or "
                              "booleans");
     if (!json_is_array(mask))
-        return api_error_set(err, 400, "wrong_type", "/mask",
+        return attn_error_set(err, 400, "wrong_type", "/mask",
                              "mask is %s, expected \"causal\", \"none\" or an n × n matrix",
                              api_json_type_name(mask));
     const api_array *lifted = api_arrays_find(req->arrays, "/mask");
     if (lifted) { /* rows of valid cells, all as long as the first */
         if (lifted->rows != n)
-            return api_error_set(err, 422, "dimension_mismatch", "/mask",
+            return attn_error_set(err, 422, "dimension_mismatch", "/mask",
                                  "mask has %zu rows, expected n_tokens = %zu", lifted->rows, n);
         if (lifted->cols != n)
-            return api_error_set(err, 422, "dimension_mismatch", "/mask/0",
+            return attn_error_set(err, 422, "dimension_mismatch", "/mask/0",
                                  "mask[0] has %zu entries, expected n_tokens = %zu",
                                  lifted->cols, n);
         if (api_size_mul(n, n, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
-            return api_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
+            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
         for (size_t i = 0; i < count; i++)
             req->mask_allowed[i] = lifted->data[i] != 0.0f;
         req->mask_kind = ATTN_MASK_CUSTOM;
@@ -335,24 +335,24 @@ static int decode_mask(api_request *req, const json_t *mask, api_error *err)
         const json_t *row = json_array_get(mask, q);
         api_path_index(row_path, sizeof row_path, "/mask", q);
         if (!json_is_array(row))
-            return api_error_set(err, 400, "wrong_type", row_path,
+            return attn_error_set(err, 400, "wrong_type", row_path,
                                  "mask[%zu] is %s, expected an array of 0/1 or booleans", q,
                                  api_json_type_name(row));
     }
     if (json_array_size(mask) != n)
-        return api_error_set(err, 422, "dimension_mismatch", "/mask",
+        return attn_error_set(err, 422, "dimension_mismatch", "/mask",
                              "mask has %zu rows, expected n_tokens = %zu",
                              json_array_size(mask), n);
     for (size_t q = 0; q < n; q++) {
         const json_t *row = json_array_get(mask, q);
         api_path_index(row_path, sizeof row_path, "/mask", q);
         if (json_array_size(row) != n)
-            return api_error_set(err, 422, "dimension_mismatch", row_path,
+            return attn_error_set(err, 422, "dimension_mismatch", row_path,
                                  "mask[%zu] has %zu entries, expected n_tokens = %zu", q,
                                  json_array_size(row), n);
     }
     if (api_size_mul(n, n, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
-        return api_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
     for (size_t q = 0; q < n; q++) {
         const json_t *row = json_array_get(mask, q);
         for (size_t k = 0; k < n; k++) {
@@ -360,7 +360,7 @@ static int decode_mask(api_request *req, const json_t *mask, api_error *err)
             if (mask_cell(cell, &req->mask_allowed[q * n + k]) < 0) {
                 api_path_index(row_path, sizeof row_path, "/mask", q);
                 api_path_index(cell_path, sizeof cell_path, row_path, k);
-                return api_error_set(err, 400, "wrong_type", cell_path,
+                return attn_error_set(err, 400, "wrong_type", cell_path,
                                      "mask[%zu][%zu] is %s, expected 0, 1, true or false", q, k,
                                      json_is_number(cell) ? "a number other than 0 and 1"
                                                           : api_json_type_name(cell));
@@ -372,22 +372,22 @@ static int decode_mask(api_request *req, const json_t *mask, api_error *err)
 }
 
 static int decode_fields(api_request *req, const json_t *root, const api_limits *limits,
-                         api_error *err)
+                         attn_error *err)
 {
     const json_t *model = json_object_get(root, "model");
     const json_t *weights = json_object_get(root, "weights");
 
     if (decode_unknown_fields(root, err) < 0) return -1;
     if (model && weights)
-        return api_error_set(err, 400, "invalid_value", "",
+        return attn_error_set(err, 400, "invalid_value", "",
                              "the request gives both model and weights; give one of them");
     if (!model && !weights)
-        return api_error_set(err, 400, "missing_field", "",
+        return attn_error_set(err, 400, "missing_field", "",
                              "the request needs model (a preloaded model's name) or weights "
                              "(an inline weight set)");
     if (model && decode_model(req, model, err) < 0) return -1;
     if (weights && !json_is_object(weights))
-        return api_error_set(err, 400, "wrong_type", "/weights",
+        return attn_error_set(err, 400, "wrong_type", "/weights",
                              "weights is %s, expected an object with heads, w_o, b_o",
                              api_json_type_name(weights));
     if (decode_encoding(req, json_object_get(root, "encoding"), err) < 0 ||
@@ -459,45 +459,45 @@ static size_t values_max(const api_limits *limits)
 }
 
 /* The error for what the scan refused before jansson ran; -1. */
-static int decode_violation(const api_arrays *arrays, const api_limits *limits, api_error *err)
+static int decode_violation(const api_arrays *arrays, const api_limits *limits, attn_error *err)
 {
     const char *where;
     int strings;
     switch (api_arrays_violation(arrays, &where)) {
     case API_ARRAYS_TOO_DEEP:
-        return api_error_set(err, 422, "limit_exceeded", where,
+        return attn_error_set(err, 422, "limit_exceeded", where,
                              "the JSON nests arrays and objects deeper than the limit "
                              "max_json_depth = %zu",
                              limits->max_json_depth);
     case API_ARRAYS_STRING_LONG:
-        return api_error_set(err, 422, "limit_exceeded", where,
+        return attn_error_set(err, 422, "limit_exceeded", where,
                              "a string is longer than the limit max_string_bytes = %zu",
                              limits->max_string_bytes);
     case API_ARRAYS_NOT_STRING: {
         /* where is /tokens/i, as decode_tokens would name it */
         const char *index = strrchr(where, '/');
-        return api_error_set(err, 400, "wrong_type", where, "tokens[%s] is %s, expected a string",
+        return attn_error_set(err, 400, "wrong_type", where, "tokens[%s] is %s, expected a string",
                              index ? index + 1 : "?", api_arrays_violation_value(arrays));
     }
     case API_ARRAYS_TOO_LONG: {
         size_t most = array_max_elements(limits, where, &strings);
         if (!strcmp(where, "/tokens"))
-            return api_error_set(err, 422, "limit_exceeded", where,
+            return attn_error_set(err, 422, "limit_exceeded", where,
                                  "tokens has more than %zu labels, over the limit max_tokens = "
                                  "%zu (one label per embeddings row)",
                                  most, limits->max_tokens);
         if (!strcmp(where, "/return"))
-            return api_error_set(err, 422, "limit_exceeded", where,
+            return attn_error_set(err, 422, "limit_exceeded", where,
                                  "return has more than %zu names; there are %zu outputs, each "
                                  "named once",
                                  most, most);
-        return api_error_set(err, 422, "limit_exceeded", where,
+        return attn_error_set(err, 422, "limit_exceeded", where,
                              "%s has more than %zu heads, over the limit max_heads = %zu",
                              !strcmp(where, "/select_heads") ? "select_heads" : "weights.heads",
                              most, limits->max_heads);
     }
     case API_ARRAYS_TOO_MANY:
-        return api_error_set(err, 422, "limit_exceeded", where,
+        return attn_error_set(err, 422, "limit_exceeded", where,
                              "the body holds more than %zu JSON values besides its number "
                              "arrays, more than a request within the limits max_tokens = %zu "
                              "and max_heads = %zu can have",
@@ -509,13 +509,13 @@ static int decode_violation(const api_arrays *arrays, const api_limits *limits, 
 }
 
 int api_request_decode(const char *body, size_t len, const api_limits *limits,
-                       api_request **out, api_error *err)
+                       api_request **out, attn_error *err)
 {
     return api_request_decode_with(body, len, limits, NULL, out, err);
 }
 
 int api_request_decode_with(const char *body, size_t len, const api_limits *limits,
-                            attn_workspace *outputs, api_request **out, api_error *err)
+                            attn_workspace *outputs, api_request **out, attn_error *err)
 {
     json_error_t jerr;
     json_t *root;
@@ -531,7 +531,7 @@ int api_request_decode_with(const char *body, size_t len, const api_limits *limi
         rules = (api_arrays_rules){limits->max_json_depth, limits->max_string_bytes,
                                    values_max(limits), array_max_elements, limits};
     if (api_arrays_lift_rules(&arrays, body, len, api_request_array_rank, &rules) < 0)
-        return api_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
     /* Checked on the text, before jansson allocates a node. */
     if (limits && decode_violation(arrays, limits, err) < 0) {
         api_arrays_free(arrays);
@@ -545,7 +545,7 @@ int api_request_decode_with(const char *body, size_t len, const api_limits *limi
         return decode_parse_error(body, len, &jerr, err);
     }
     if (!json_is_object(root)) {
-        api_error_set(err, 400, "invalid_json", "", "the body must be a JSON object, not %s",
+        attn_error_set(err, 400, "invalid_json", "", "the body must be a JSON object, not %s",
                       api_json_type_name(root));
         json_decref(root);
         api_arrays_free(arrays);
@@ -555,7 +555,7 @@ int api_request_decode_with(const char *body, size_t len, const api_limits *limi
     if (req == NULL) {
         json_decref(root);
         api_arrays_free(arrays);
-        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     }
     req->arrays = arrays;
     req->out_ws = outputs;

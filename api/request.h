@@ -49,7 +49,7 @@ typedef struct api_request api_request;
  * code, message, JSON path) and leaves *out NULL.
  */
 int api_request_decode(const char *body, size_t len, const api_limits *limits,
-                       api_request **out, api_error *err);
+                       api_request **out, attn_error *err);
 
 /*
  * api_request_decode, with the output buffers (at bind) carved from
@@ -59,7 +59,7 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
  * for anything else until api_request_free. NULL: api_request_decode.
  */
 int api_request_decode_with(const char *body, size_t len, const api_limits *limits,
-                            attn_workspace *outputs, api_request **out, api_error *err);
+                            attn_workspace *outputs, api_request **out, attn_error *err);
 
 /*
  * The rank of the matrix (2) or vector (1) a request holds at the JSON
@@ -87,7 +87,7 @@ const char *api_request_model(const api_request *req);
  */
 int api_request_bind(api_request *req, const attn_weights *weights,
                      attn_mask_kind default_mask, const api_limits *limits,
-                     api_error *err);
+                     attn_error *err);
 
 /* Engine inputs and outputs of a bound request. */
 const attn_input *api_request_input(const api_request *req);

@@ -46,7 +46,7 @@ static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n
     }
 }
 
-static int bind_select_heads(api_request *req, size_t h, api_error *err)
+static int bind_select_heads(api_request *req, size_t h, attn_error *err)
 {
     char path[API_PATH_MAX];
     unsigned char *seen;
@@ -56,14 +56,14 @@ static int bind_select_heads(api_request *req, size_t h, api_error *err)
     seen = calloc(h, 1);
     if (req->heads == NULL || seen == NULL) {
         free(seen);
-        return api_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     }
     for (size_t i = 0; i < hs; i++) {
         double d = req->select_given ? req->select[i] : (double)i;
         api_path_index(path, sizeof path, "/select_heads", i);
         if (d < 0 || d >= (double)h) {
             free(seen);
-            return api_error_set(err, 422, "out_of_range", path,
+            return attn_error_set(err, 422, "out_of_range", path,
                                  "select_heads[%zu] = %.0f is not a head index; the model has "
                                  "heads 0 to %zu",
                                  i, d, h - 1);
@@ -71,7 +71,7 @@ static int bind_select_heads(api_request *req, size_t h, api_error *err)
         req->heads[i] = (size_t)d;
         if (seen[req->heads[i]]) {
             free(seen);
-            return api_error_set(err, 422, "out_of_range", path,
+            return attn_error_set(err, 422, "out_of_range", path,
                                  "select_heads[%zu] = %zu repeats an earlier index", i,
                                  req->heads[i]);
         }
@@ -83,7 +83,7 @@ static int bind_select_heads(api_request *req, size_t h, api_error *err)
 }
 
 static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
-                       attn_mask_kind default_mask, const api_limits *limits, api_error *err)
+                       attn_mask_kind default_mask, const api_limits *limits, attn_error *err)
 {
     const char *where = req->model ? "/model" : "/weights/heads";
     size_t total = 0;
@@ -91,16 +91,16 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
 
     if (limits == NULL) return 0;
     if (w->n_heads > limits->max_heads)
-        return api_error_set(err, 422, "limit_exceeded", where,
+        return attn_error_set(err, 422, "limit_exceeded", where,
                              "the weights have %zu heads, over the limit max_heads = %zu",
                              w->n_heads, limits->max_heads);
     if (w->d_head > limits->max_d_model)
-        return api_error_set(err, 422, "limit_exceeded", where,
+        return attn_error_set(err, 422, "limit_exceeded", where,
                              "the weights have d_head = %zu, over the limit max_d_model = %zu",
                              w->d_head, limits->max_d_model);
     flops = attn_flops(req->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL);
     if (flops > limits->max_flops)
-        return api_error_set(err, 422, "limit_exceeded", "",
+        return attn_error_set(err, 422, "limit_exceeded", "",
                              "this request needs %.4g floating-point operations, over the limit "
                              "max_flops = %.4g",
                              flops, limits->max_flops);
@@ -108,7 +108,7 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
      * work limit alone does not bound memory. */
     size_t scratch = attn_workspace_need(req->n_tokens, w->d_model, w->n_heads, w->d_head);
     if (scratch > limits->max_workspace_bytes)
-        return api_error_set(err, 422, "limit_exceeded", "",
+        return attn_error_set(err, 422, "limit_exceeded", "",
                              "this request needs %zu bytes of scratch memory, over the limit "
                              "max_workspace_bytes = %zu",
                              scratch, limits->max_workspace_bytes);
@@ -116,7 +116,7 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
     float scale = req->scale_given ? req->scale : (float)(1.0 / sqrt((double)w->d_head));
     if (api_response_bytes_max(req, w, hs, mask, scale, &total) < 0) total = SIZE_MAX;
     if (total > limits->max_response_bytes)
-        return api_error_set(err, 422, "limit_exceeded", "/return",
+        return attn_error_set(err, 422, "limit_exceeded", "/return",
                              "the outputs asked for need up to %zu bytes of JSON, over the limit "
                              "max_response_bytes = %zu; ask for fewer outputs or heads",
                              total, limits->max_response_bytes);
@@ -126,7 +126,7 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
 /* Output buffers carved from req->out_ws start at multiples of this. */
 #define OUT_ALIGN 64
 
-static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, api_error *err)
+static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn_error *err)
 {
     float **slots[8] = {&req->output.q,        &req->output.k,      &req->output.v,
                         &req->output.scores,   &req->output.patterns,
@@ -139,7 +139,7 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, api_
         if (!(req->returns & (1u << i))) continue;
         if (output_count(1u << i, hs, w, req->n_tokens, &count) < 0 ||
             count > (SIZE_MAX - OUT_ALIGN) / sizeof(float) / 8)
-            return api_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
+            return attn_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
         bytes[i] = count * sizeof(float); /* 0: no heads selected, nothing to compute */
         total += (bytes[i] + OUT_ALIGN - 1) / OUT_ALIGN * OUT_ALIGN;
     }
@@ -150,7 +150,7 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, api_
          * earlier request can show. */
         block = attn_workspace_reserve(req->out_ws, total);
         if (block == NULL)
-            return api_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
+            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
         api_advise_huge_pages(block, total);
         memset(block, 0, total);
     }
@@ -162,7 +162,7 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, api_
         } else {
             req->out_buffers[i] = calloc(bytes[i] / sizeof(float), sizeof(float));
             if (req->out_buffers[i] == NULL)
-                return api_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
+                return attn_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
             api_advise_huge_pages(req->out_buffers[i], bytes[i]);
         }
         *slots[i] = req->out_buffers[i];
@@ -171,21 +171,21 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, api_
 }
 
 int api_request_bind(api_request *req, const attn_weights *weights,
-                     attn_mask_kind default_mask, const api_limits *limits, api_error *err)
+                     attn_mask_kind default_mask, const api_limits *limits, attn_error *err)
 {
     size_t hs;
 
     if (req->bound)
-        return api_error_set(err, 500, "internal_error", "", "the request is already bound");
+        return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
     if (weights->d_model != req->d_model)
-        return api_error_set(err, 422, "dimension_mismatch", "/embeddings",
+        return attn_error_set(err, 422, "dimension_mismatch", "/embeddings",
                              "embeddings rows have %zu numbers, expected the model's d_model = "
                              "%zu",
                              req->d_model, weights->d_model);
     if (weights->n_heads == 0 || weights->d_head == 0)
-        return api_error_set(err, 500, "internal_error", "", "the weights have no heads");
+        return attn_error_set(err, 500, "internal_error", "", "the weights have no heads");
     if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
-        return api_error_set(err, 422, "dimension_mismatch", req->model ? "/model" : "/weights",
+        return attn_error_set(err, 422, "dimension_mismatch", req->model ? "/model" : "/weights",
                              "the weights have no w_o, which needs n_heads · d_head = d_model");
     if (bind_select_heads(req, weights->n_heads, err) < 0) return -1;
     hs = req->input.n_heads_out;
@@ -196,7 +196,7 @@ int api_request_bind(api_request *req, const attn_weights *weights,
         return API_REQUEST_DEFERRED; /* before any output is allocated */
     if (!req->mask_given) {
         if (default_mask == ATTN_MASK_CUSTOM)
-            return api_error_set(err, 500, "internal_error", "",
+            return attn_error_set(err, 500, "internal_error", "",
                                  "a model's default mask cannot be custom");
         req->mask_kind = default_mask;
     }

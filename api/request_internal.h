@@ -69,7 +69,7 @@ struct api_request {
  * req->inline_weights and the buffers behind it. The limits on heads and
  * d_head are checked before the weights are allocated. */
 int api_weights_decode(api_request *req, const json_t *weights, const api_limits *limits,
-                       api_error *err);
+                       attn_error *err);
 
 /*
  * The most bytes api_response_encode (response.c) writes for `req` bound to

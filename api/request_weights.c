@@ -32,7 +32,7 @@ static const char *const head_fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_
 /* Refuses a key of `obj` not in `known`. */
 static int check_fields(const json_t *obj, const char *const *known, size_t n_known,
                         const char *name, const char *path, const char *expected,
-                        api_error *err)
+                        attn_error *err)
 {
     const char *key;
     json_t *value;
@@ -43,7 +43,7 @@ static int check_fields(const json_t *obj, const char *const *known, size_t n_kn
         if (i == n_known) {
             char p[API_PATH_MAX];
             api_path_key(p, sizeof p, path, key);
-            return api_error_set(err, 400, "unknown_field", p,
+            return attn_error_set(err, 400, "unknown_field", p,
                                  "unknown field \"%s\" in %s; expected %s", key, name, expected);
         }
     }
@@ -61,7 +61,7 @@ static void head_field_names(size_t i, const char *field, char *name, size_t nam
 /* Pass 1 for one head: its type, fields and the shapes of w_q, w_k, w_v.
  * *dh is 0 on entry for head 0, which fixes it. */
 static int check_head(const api_arrays *lifted, const json_t *head, size_t i, size_t dm,
-                      size_t *dh, const api_limits *limits, int *has_bias, api_error *err)
+                      size_t *dh, const api_limits *limits, int *has_bias, attn_error *err)
 {
     char name[96], path[API_PATH_MAX];
     static const char *const projections[] = {"w_q", "w_k", "w_v"};
@@ -69,7 +69,7 @@ static int check_head(const api_arrays *lifted, const json_t *head, size_t i, si
     snprintf(name, sizeof name, "weights.heads[%zu]", i);
     snprintf(path, sizeof path, "/weights/heads/%zu", i);
     if (!json_is_object(head))
-        return api_error_set(err, 400, "wrong_type", path,
+        return attn_error_set(err, 400, "wrong_type", path,
                              "%s is %s, expected an object with w_q, w_k, w_v", name,
                              api_json_type_name(head));
     if (check_fields(head, head_fields, 6, name, path, "w_q, w_k, w_v, b_q, b_k, b_v", err) < 0)
@@ -79,20 +79,20 @@ static int check_head(const api_arrays *lifted, const json_t *head, size_t i, si
         size_t rows, cols;
         head_field_names(i, projections[p], name, sizeof name, path, sizeof path);
         if (m == NULL)
-            return api_error_set(err, 400, "missing_field", path, "%s is required", name);
+            return attn_error_set(err, 400, "missing_field", path, "%s is required", name);
         if (api_matrix_shape(m, lifted, name, path, &rows, &cols, err) < 0) return -1;
         if (rows != dm)
-            return api_error_set(err, 422, "dimension_mismatch", path,
+            return attn_error_set(err, 422, "dimension_mismatch", path,
                                  "%s has %zu rows, expected d_model = %zu", name, rows, dm);
         if (*dh == 0) {
             if (limits && cols > limits->max_d_model)
-                return api_error_set(err, 422, "limit_exceeded", path,
+                return attn_error_set(err, 422, "limit_exceeded", path,
                                      "%s has %zu columns (d_head), over the limit "
                                      "max_d_model = %zu",
                                      name, cols, limits->max_d_model);
             *dh = cols;
         } else if (cols != *dh) {
-            return api_error_set(err, 422, "dimension_mismatch", path,
+            return attn_error_set(err, 422, "dimension_mismatch", path,
                                  "%s has %zu columns, expected d_head = %zu (the width of "
                                  "weights.heads[0].w_q; all heads share d_head)",
                                  name, cols, *dh);
@@ -105,13 +105,13 @@ static int check_head(const api_arrays *lifted, const json_t *head, size_t i, si
 }
 
 static int check_w_o(const api_arrays *lifted, const json_t *w_o, size_t h, size_t dh, size_t dm,
-                     api_error *err)
+                     attn_error *err)
 {
     size_t rows, cols, hd = h * dh; /* bounded by the limits, or by memory: checked by caller */
 
     if (w_o == NULL) {
         if (hd != dm)
-            return api_error_set(err, 422, "dimension_mismatch", "/weights",
+            return attn_error_set(err, 422, "dimension_mismatch", "/weights",
                                  "weights has no w_o, so w_o is the identity, which needs "
                                  "n_heads · d_head = d_model; here %zu · %zu = %zu, d_model = %zu",
                                  h, dh, hd, dm);
@@ -119,19 +119,19 @@ static int check_w_o(const api_arrays *lifted, const json_t *w_o, size_t h, size
     }
     if (api_matrix_shape(w_o, lifted, "weights.w_o", "/weights/w_o", &rows, &cols, err) < 0) return -1;
     if (rows != hd)
-        return api_error_set(err, 422, "dimension_mismatch", "/weights/w_o",
+        return attn_error_set(err, 422, "dimension_mismatch", "/weights/w_o",
                              "weights.w_o has %zu rows, expected n_heads · d_head = %zu · %zu = "
                              "%zu",
                              rows, h, dh, hd);
     if (cols != dm)
-        return api_error_set(err, 422, "dimension_mismatch", "/weights/w_o",
+        return attn_error_set(err, 422, "dimension_mismatch", "/weights/w_o",
                              "weights.w_o has %zu columns, expected d_model = %zu", cols, dm);
     return 0;
 }
 
 /* Pass 2 for one head: copies its matrices and biases into the packed buffers. */
 static int read_head(api_request *req, const json_t *head, size_t i, size_t hd, size_t dh,
-                     api_error *err)
+                     attn_error *err)
 {
     static const char *const w[] = {"w_q", "w_k", "w_v"};
     static const char *const b[] = {"b_q", "b_k", "b_v"};
@@ -154,7 +154,7 @@ static int read_head(api_request *req, const json_t *head, size_t i, size_t hd, 
 }
 
 int api_weights_decode(api_request *req, const json_t *weights, const api_limits *limits,
-                       api_error *err)
+                       attn_error *err)
 {
     const json_t *heads = json_object_get(weights, "heads");
     const json_t *w_o = json_object_get(weights, "w_o");
@@ -166,18 +166,18 @@ int api_weights_decode(api_request *req, const json_t *weights, const api_limits
         0)
         return -1;
     if (heads == NULL)
-        return api_error_set(err, 400, "missing_field", "/weights/heads",
+        return attn_error_set(err, 400, "missing_field", "/weights/heads",
                              "weights.heads (an array of heads) is required");
     if (!json_is_array(heads))
-        return api_error_set(err, 400, "wrong_type", "/weights/heads",
+        return attn_error_set(err, 400, "wrong_type", "/weights/heads",
                              "weights.heads is %s, expected an array of heads",
                              api_json_type_name(heads));
     h = json_array_size(heads);
     if (h == 0)
-        return api_error_set(err, 422, "dimension_mismatch", "/weights/heads",
+        return attn_error_set(err, 422, "dimension_mismatch", "/weights/heads",
                              "weights.heads is empty; at least one head is needed");
     if (limits && h > limits->max_heads)
-        return api_error_set(err, 422, "limit_exceeded", "/weights/heads",
+        return attn_error_set(err, 422, "limit_exceeded", "/weights/heads",
                              "weights.heads has %zu heads, over the limit max_heads = %zu", h,
                              limits->max_heads);
     for (size_t i = 0; i < h; i++)
@@ -186,7 +186,7 @@ int api_weights_decode(api_request *req, const json_t *weights, const api_limits
     if (api_size_mul(h, dh, &hd) < 0 || api_size_mul(hd, 3, &qkv_cols) < 0 ||
         api_size_mul(dm, qkv_cols, &qkv_count) < 0 || api_size_mul(hd, dm, &o_count) < 0 ||
         qkv_count > SIZE_MAX / sizeof(float) || o_count > SIZE_MAX / sizeof(float))
-        return api_error_set(err, 503, "out_of_memory", "/weights",
+        return attn_error_set(err, 503, "out_of_memory", "/weights",
                              "the weights are too large to hold in memory");
     if (check_w_o(req->arrays, w_o, h, dh, dm, err) < 0) return -1;
 
@@ -196,7 +196,7 @@ int api_weights_decode(api_request *req, const json_t *weights, const api_limits
     if (b_o) req->b_o = malloc(dm * sizeof(float));
     if (req->w_qkv == NULL || (has_bias && req->b_qkv == NULL) || (w_o && req->w_o == NULL) ||
         (b_o && req->b_o == NULL))
-        return api_error_set(err, 503, "out_of_memory", "", "no memory for the weights");
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the weights");
     api_advise_huge_pages(req->w_qkv, qkv_count * sizeof(float));
     if (w_o) api_advise_huge_pages(req->w_o, o_count * sizeof(float));
 

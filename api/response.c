@@ -204,7 +204,7 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
     return 0;
 }
 
-char *api_response_encode(const api_request *req, size_t *len, api_error *err)
+char *api_response_encode(const api_request *req, size_t *len, attn_error *err)
 {
     const attn_weights *w = req->input.weights;
     const attn_output *o = &req->output;
@@ -282,7 +282,7 @@ char *api_response_encode(const api_request *req, size_t *len, api_error *err)
     api_buffer_append_str(&b, "}");
     char *text = api_buffer_finish(&b, len);
     if (!text) {
-        api_error_set(err, 503, "out_of_memory", "",
+        attn_error_set(err, 503, "out_of_memory", "",
                       "memory for the response could not be had; retry later");
         return NULL;
     }
@@ -290,12 +290,12 @@ char *api_response_encode(const api_request *req, size_t *len, api_error *err)
         free(text);
         int name_len = (int)strcspn(bad.output, "\"");
         if (bad.head != SIZE_MAX)
-            api_error_set(err, 422, "non_finite_number", "",
+            attn_error_set(err, 422, "non_finite_number", "",
                           "the result overflows float32: %.*s of head %zu, row %zu, column "
                           "%zu is not finite; the embeddings or weights are too large",
                           name_len, bad.output, bad.head, bad.at.row, bad.at.col);
         else
-            api_error_set(err, 422, "non_finite_number", "",
+            attn_error_set(err, 422, "non_finite_number", "",
                           "the result overflows float32: %.*s row %zu, column %zu is not "
                           "finite; the embeddings or weights are too large",
                           name_len, bad.output, bad.at.row, bad.at.col);

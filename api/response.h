@@ -17,6 +17,6 @@
  * float32 during the computation (422 non_finite_number), which JSON
  * cannot carry.
  */
-char *api_response_encode(const api_request *req, size_t *len, api_error *err);
+char *api_response_encode(const api_request *req, size_t *len, attn_error *err);
 
 #endif

@@ -59,14 +59,14 @@ static void from_little_endian(float *x, size_t n)
 }
 
 static int parse_shape(const json_t *shape, size_t rank, const char *name, const char *path,
-                       api_tensor *t, api_error *err)
+                       api_tensor *t, attn_error *err)
 {
     char p[API_PATH_MAX], q[API_PATH_MAX];
     size_t n;
 
     api_path_key(p, sizeof p, path, "shape");
     if (!json_is_array(shape))
-        return api_error_set(err, 400, "wrong_type", p,
+        return attn_error_set(err, 400, "wrong_type", p,
                              "%s.shape is %s, expected an array of non-negative integers", name,
                              api_json_type_name(shape));
     n = json_array_size(shape);
@@ -75,7 +75,7 @@ static int parse_shape(const json_t *shape, size_t rank, const char *name, const
         double d = json_is_number(e) ? json_number_value(e) : -1;
         if (!(d >= 0) || floor(d) != d) {
             api_path_index(q, sizeof q, p, i);
-            return api_error_set(err, 400, "wrong_type", q,
+            return attn_error_set(err, 400, "wrong_type", q,
                                  "%s.shape[%zu] is %s, expected a non-negative integer", name, i,
                                  json_is_number(e) ? "not a non-negative integer"
                                                    : api_json_type_name(e));
@@ -83,7 +83,7 @@ static int parse_shape(const json_t *shape, size_t rank, const char *name, const
         if (i < 2) t->shape[i] = d >= (double)SIZE_MAX ? SIZE_MAX : (size_t)d;
     }
     if (n != rank)
-        return api_error_set(err, 400, "wrong_type", p,
+        return attn_error_set(err, 400, "wrong_type", p,
                              rank == 2 ? "%s.shape has %zu dimensions; a matrix needs 2 "
                                          "([rows, columns])"
                                        : "%s.shape has %zu dimensions; a vector needs 1 ([n])",
@@ -94,7 +94,7 @@ static int parse_shape(const json_t *shape, size_t rank, const char *name, const
 }
 
 int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char *path,
-                     api_tensor *t, api_error *err)
+                     api_tensor *t, attn_error *err)
 {
     char p[API_PATH_MAX];
     const char *key;
@@ -103,12 +103,12 @@ int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char 
     size_t bytes;
 
     if (!json_is_object(v))
-        return api_error_set(err, 400, "wrong_type", path, "%s is %s, expected a tensor object",
+        return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected a tensor object",
                              name, api_json_type_name(v));
     json_object_foreach((json_t *)v, key, value) {
         if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 && strcmp(key, "data") != 0) {
             api_path_key(p, sizeof p, path, key);
-            return api_error_set(err, 400, "unknown_field", p,
+            return attn_error_set(err, 400, "unknown_field", p,
                                  "unknown field \"%s\" in %s; a tensor object has exactly dtype, "
                                  "shape and data",
                                  key, name);
@@ -117,7 +117,7 @@ int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char 
     for (size_t i = 0; i < 3; i++) {
         if (json_object_get(v, tensor_fields[i]) == NULL) {
             api_path_key(p, sizeof p, path, tensor_fields[i]);
-            return api_error_set(err, 400, "missing_field", p,
+            return attn_error_set(err, 400, "missing_field", p,
                                  "%s has no %s; a tensor object has exactly dtype, shape and "
                                  "data",
                                  name, tensor_fields[i]);
@@ -127,25 +127,25 @@ int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char 
     data = json_object_get(v, "data");
     if (!json_is_string(dtype)) {
         api_path_key(p, sizeof p, path, "dtype");
-        return api_error_set(err, 400, "wrong_type", p, "%s.dtype is %s, expected \"float32\"",
+        return attn_error_set(err, 400, "wrong_type", p, "%s.dtype is %s, expected \"float32\"",
                              name, api_json_type_name(dtype));
     }
     if (parse_shape(json_object_get(v, "shape"), rank, name, path, t, err) < 0) return -1;
     if (!json_is_string(data)) {
         api_path_key(p, sizeof p, path, "data");
-        return api_error_set(err, 400, "wrong_type", p,
+        return attn_error_set(err, 400, "wrong_type", p,
                              "%s.data is %s, expected a base64 string", name,
                              api_json_type_name(data));
     }
     if (json_string_length(dtype) != 7 || memcmp(json_string_value(dtype), "float32", 7) != 0) {
         api_path_key(p, sizeof p, path, "dtype");
-        return api_error_set(err, 422, "invalid_tensor", p,
+        return attn_error_set(err, 422, "invalid_tensor", p,
                              "%s.dtype is not supported; the only dtype is \"float32\"", name);
     }
     if (__builtin_mul_overflow(t->shape[0], t->shape[1], &bytes) ||
         __builtin_mul_overflow(bytes, sizeof(float), &bytes)) {
         api_path_key(p, sizeof p, path, "shape");
-        return api_error_set(err, 422, "dimension_mismatch", p,
+        return attn_error_set(err, 422, "dimension_mismatch", p,
                              "%s.shape describes more bytes than any data can hold", name);
     }
     t->data = json_string_value(data);
@@ -170,33 +170,33 @@ static size_t first_nonfinite(const float *x, size_t n)
 }
 
 static int refuse_nonfinite(const api_tensor *t, const char *name, const char *path, float x,
-                            size_t index, api_error *err)
+                            size_t index, attn_error *err)
 {
     const char *what = isnan(x) ? "NaN" : x > 0 ? "+Infinity" : "-Infinity";
     if (t->rank == 1)
-        return api_error_set(err, 422, "non_finite_number", path,
+        return attn_error_set(err, 422, "non_finite_number", path,
                              "%s element [%zu] is %s; values must be finite float32", name, index,
                              what);
-    return api_error_set(err, 422, "non_finite_number", path,
+    return attn_error_set(err, 422, "non_finite_number", path,
                          "%s element [%zu][%zu] (value %zu of the data) is %s; values must be "
                          "finite float32",
                          name, index / t->shape[1], index % t->shape[1], index, what);
 }
 
 static int refuse_base64(const api_tensor *t, const char *name, const char *path, size_t at,
-                         api_error *err)
+                         attn_error *err)
 {
     char p[API_PATH_MAX];
     unsigned char c = at < t->data_len ? (unsigned char)t->data[at] : 0;
 
     api_path_key(p, sizeof p, path, "data");
     if (c >= 0x21 && c < 0x7f)
-        return api_error_set(err, 422, "invalid_tensor", p,
+        return attn_error_set(err, 422, "invalid_tensor", p,
                              "%s.data is not valid base64: '%c' at offset %zu (standard "
                              "alphabet, '=' padding only at the end, canonical last group, "
                              "no whitespace)",
                              name, c, at);
-    return api_error_set(err, 422, "invalid_tensor", p,
+    return attn_error_set(err, 422, "invalid_tensor", p,
                          "%s.data is not valid base64: byte 0x%02x at offset %zu (standard "
                          "alphabet, '=' padding only at the end, no whitespace)",
                          name, c, at);
@@ -204,7 +204,7 @@ static int refuse_base64(const api_tensor *t, const char *name, const char *path
 
 /* Decodes into contiguous dst (count values). */
 static int read_contiguous(const api_tensor *t, const char *name, const char *path, float *dst,
-                           size_t count, api_error *err)
+                           size_t count, attn_error *err)
 {
     size_t bad;
 
@@ -218,7 +218,7 @@ static int read_contiguous(const api_tensor *t, const char *name, const char *pa
 
 /* Decodes into dst[r * ld + c] part by part (see the top of the file). */
 static int read_strided(const api_tensor *t, const char *name, const char *path, float *dst,
-                        size_t ld, api_error *err)
+                        size_t ld, attn_error *err)
 {
     float part[CHUNK_FLOATS];
     size_t cols = t->shape[1], r = 0, c = 0, done = 0;
@@ -244,7 +244,7 @@ static int read_strided(const api_tensor *t, const char *name, const char *path,
 }
 
 int api_tensor_read(const api_tensor *t, const char *name, const char *path, float *dst,
-                    size_t ld, api_error *err)
+                    size_t ld, attn_error *err)
 {
     char p[API_PATH_MAX];
     size_t count = t->shape[0] * t->shape[1], bytes; /* checked by api_tensor_parse */
@@ -257,16 +257,16 @@ int api_tensor_read(const api_tensor *t, const char *name, const char *path, flo
         size_t bad = api_base64_first_invalid(t->data, t->data_len);
         if (bad < t->data_len) return refuse_base64(t, name, path, bad, err);
         if (t->data_len % 4 != 0)
-            return api_error_set(err, 422, "invalid_tensor", p,
+            return attn_error_set(err, 422, "invalid_tensor", p,
                                  "%s.data is not valid base64: its length %zu is not a multiple "
                                  "of 4 (padding with '=' is required)",
                                  name, t->data_len);
         if (t->rank == 1)
-            return api_error_set(err, 422, "dimension_mismatch", p,
+            return attn_error_set(err, 422, "dimension_mismatch", p,
                                  "%s.data decodes to %zu bytes; shape [%zu] needs %zu (4 bytes "
                                  "a float32)",
                                  name, bytes, t->shape[0], count * sizeof(float));
-        return api_error_set(err, 422, "dimension_mismatch", p,
+        return attn_error_set(err, 422, "dimension_mismatch", p,
                              "%s.data decodes to %zu bytes; shape [%zu, %zu] needs %zu (4 bytes "
                              "a float32)",
                              name, bytes, t->shape[0], t->shape[1], count * sizeof(float));

@@ -51,12 +51,12 @@ int api_tensor_is(const json_t *v);
 /* Checks the tensor object v for a field of `rank` dimensions (1 or 2) and
  * fills *t; the 400s and the dtype 422 of the list above. Decodes nothing. */
 int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char *path,
-                     api_tensor *t, api_error *err);
+                     api_tensor *t, attn_error *err);
 
 /* Decodes a parsed tensor into dst[r * ld + c] (rank 1: dst[i]; dst is
  * caller-owned, ld >= cols), checking the data against the shape and every
  * value for finiteness. On failure dst holds garbage. */
 int api_tensor_read(const api_tensor *t, const char *name, const char *path, float *dst,
-                    size_t ld, api_error *err);
+                    size_t ld, attn_error *err);
 
 #endif

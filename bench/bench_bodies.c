@@ -257,7 +257,7 @@ static void measure(const body *b, int fd)
     if (!f || fputs("5", f) < 0 || fclose(f) != 0) _exit(2);
     long before = status_kb("VmRSS:");
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     memset(&err, 0, sizeof err);
     int rc = api_request_decode(b->text, b->len, &defaults, &req, &err);
     long peak = status_kb("VmHWM:");

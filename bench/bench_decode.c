@@ -213,7 +213,7 @@ static void run(const char *name, text *t, int runs)
             double t0 = now();
             if (m == M_REQUEST) {
                 api_request *req;
-                api_error err;
+                attn_error err;
                 if (api_request_decode(t->buf, t->len, &limits, &req, &err) != 0) {
                     fprintf(stderr, "bench_decode: %s refused: %s\n", name, err.message);
                     exit(1);
@@ -289,7 +289,7 @@ static void run_base64(text *t, int runs)
             double t0 = now();
             if (m == B_REQUEST) {
                 api_request *req;
-                api_error err;
+                attn_error err;
                 if (api_request_decode(t->buf, t->len, &limits, &req, &err) != 0) {
                     fprintf(stderr, "bench_decode: base64 refused: %s\n", err.message);
                     exit(1);

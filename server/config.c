@@ -115,17 +115,15 @@ static const cfg_option cfg_table[] = {
 
 #define CFG_N (sizeof cfg_table / sizeof cfg_table[0])
 
-static int cfg_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int cfg_fail(attn_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static int cfg_fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return CFG_ERROR;
+static int cfg_fail(attn_error *err, const char *fmt, ...) {
+    char text[sizeof err->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return attn_error_set(err, 0, "invalid_config", NULL, "%s", text);
 }
 
 /* Parses an unsigned integer with an optional k/m/g suffix into *out.
@@ -197,67 +195,67 @@ static size_t cfg_kind_size(cfg_kind k) {
 
 /* Sets one option from text. `source` names where the text came from. */
 static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const char *source,
-                   char *err, size_t errlen) {
+                   attn_error *err) {
     char *field = (char *)cfg + o->offset;
     size_t want = cfg_kind_size(o->kind);
     if (want ? o->cap != want : o->cap == 0)
-        return cfg_fail(err, errlen, "--%s: its field of %zu bytes does not fit its kind of value",
+        return cfg_fail(err, "--%s: its field of %zu bytes does not fit its kind of value",
                         o->name, o->cap);
     if (!want && strlen(text) >= o->cap)
-        return cfg_fail(err, errlen, "--%s (%s): the value is longer than %zu bytes", o->name,
+        return cfg_fail(err, "--%s (%s): the value is longer than %zu bytes", o->name,
                         source, o->cap - 1);
     if (o->kind == CFG_PATH) {
         memcpy(field, text, strlen(text) + 1);
-        return CFG_OK;
+        return 0;
     }
     if (o->kind == CFG_ORIGINS) {
         if (strcmp(text, "*") != 0 && cfg_origins_valid(text) != 0)
-            return cfg_fail(err, errlen,
+            return cfg_fail(err,
                             "--%s (%s): \"%.64s\" is not * nor origins like "
                             "https://host[:port] separated by commas",
                             o->name, source, text);
         memcpy(field, text, strlen(text) + 1);
-        return CFG_OK;
+        return 0;
     }
     if (o->kind == CFG_BOOL) {
         static const char *const yes[] = {"true", "1", "yes", "on"};
         static const char *const no[] = {"false", "0", "no", "off"};
         for (size_t i = 0; i < 4; i++) {
-            if (strcasecmp(text, yes[i]) == 0) return *(int *)field = 1, CFG_OK;
-            if (strcasecmp(text, no[i]) == 0) return *(int *)field = 0, CFG_OK;
+            if (strcasecmp(text, yes[i]) == 0) return *(int *)field = 1, 0;
+            if (strcasecmp(text, no[i]) == 0) return *(int *)field = 0, 0;
         }
-        return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not true or false", o->name,
+        return cfg_fail(err, "--%s (%s): \"%.64s\" is not true or false", o->name,
                         source, text);
     }
     if (o->kind == CFG_ADDR) {
         unsigned char buf[sizeof(struct in6_addr)];
         if (inet_pton(AF_INET, text, buf) != 1 && inet_pton(AF_INET6, text, buf) != 1)
-            return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not a numeric IP address",
+            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a numeric IP address",
                             o->name, source, text);
         memcpy(field, text, strlen(text) + 1);
-        return CFG_OK;
+        return 0;
     }
     double v;
     if (o->kind == CFG_SIZE) {
         if (cfg_parse_size(text, &v) != 0)
-            return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not a whole number", o->name,
+            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a whole number", o->name,
                             source, text);
     } else {
         char *end;
         errno = 0;
         v = strtod(text, &end);
         if (end == text || *end || errno == ERANGE || !isfinite(v))
-            return cfg_fail(err, errlen, "--%s (%s): \"%.64s\" is not a number", o->name, source,
+            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a number", o->name, source,
                             text);
     }
     if (!(v >= o->min && v <= o->max))
-        return cfg_fail(err, errlen, "--%s (%s): %.64s is outside %.17g..%.17g", o->name, source,
+        return cfg_fail(err, "--%s (%s): %.64s is outside %.17g..%.17g", o->name, source,
                         text, o->min, o->max);
     if (o->kind == CFG_SIZE)
         *(size_t *)field = (size_t)v;
     else
         *(double *)field = v;
-    return CFG_OK;
+    return 0;
 }
 
 static const char *cfg_getenv(char **envp, const char *name) {
@@ -274,48 +272,51 @@ static const cfg_option *cfg_find_flag(const char *arg, size_t len) {
     return NULL;
 }
 
-int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, char *err, size_t errlen) {
+int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, attn_error *err) {
     memset(cfg, 0, sizeof *cfg);
     for (size_t i = 0; i < CFG_N; i++)
-        if (cfg_set(cfg, &cfg_table[i], cfg_table[i].def, "default", err, errlen) != CFG_OK)
-            return CFG_ERROR; /* a broken table; caught by the tests */
+        if (cfg_set(cfg, &cfg_table[i], cfg_table[i].def, "default", err) != 0)
+            return -1; /* a broken table; caught by the tests */
 
     for (size_t i = 0; i < CFG_N; i++) {
         const char *v = cfg_getenv(envp, cfg_table[i].env);
-        if (v && cfg_set(cfg, &cfg_table[i], v, cfg_table[i].env, err, errlen) != CFG_OK)
-            return CFG_ERROR;
+        if (v && cfg_set(cfg, &cfg_table[i], v, cfg_table[i].env, err) != 0)
+            return -1;
     }
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return CFG_HELP;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            cfg->help = 1;
+            return 0;
+        }
         if (strncmp(a, "--", 2) != 0)
-            return cfg_fail(err, errlen, "unexpected argument \"%.64s\" (try --help)", a);
+            return cfg_fail(err, "unexpected argument \"%.64s\" (try --help)", a);
         const char *name = a + 2;
         const char *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const cfg_option *o = cfg_find_flag(name, len);
-        if (!o) return cfg_fail(err, errlen, "unknown option \"%.64s\" (try --help)", a);
+        if (!o) return cfg_fail(err, "unknown option \"%.64s\" (try --help)", a);
         const char *value;
         if (eq) {
             value = eq + 1;
         } else if (o->kind == CFG_BOOL) {
             value = "true"; /* a bare --skip-bad-models */
         } else {
-            if (i + 1 >= argc) return cfg_fail(err, errlen, "--%s needs a value", o->name);
+            if (i + 1 >= argc) return cfg_fail(err, "--%s needs a value", o->name);
             value = argv[++i];
         }
-        if (cfg_set(cfg, o, value, "flag", err, errlen) != CFG_OK) return CFG_ERROR;
+        if (cfg_set(cfg, o, value, "flag", err) != 0) return -1;
     }
 
     /* Cross-checks, once every source has spoken. */
     if (cfg->max_inflight_bytes < cfg->max_body_bytes)
-        return cfg_fail(err, errlen,
+        return cfg_fail(err,
                         "--max-inflight-bytes (%zu) is below --max-body-bytes (%zu): a body "
                         "the size of the limit could never be taken",
                         cfg->max_inflight_bytes, cfg->max_body_bytes);
     if (cfg->max_connections < cfg->io_threads)
-        return cfg_fail(err, errlen,
+        return cfg_fail(err,
                         "--max-connections (%zu) is below --io-threads (%zu): each polling "
                         "thread needs at least one",
                         cfg->max_connections, cfg->io_threads);
@@ -324,7 +325,7 @@ int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, char *err, siz
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cfg->workers = n > 0 ? (size_t)n : 1;
     }
-    return CFG_OK;
+    return 0;
 }
 
 void cfg_print_help(FILE *out, const char *argv0) {

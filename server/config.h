@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "attention/error.h"
+
 typedef struct cfg_config {
     char bind[64];      /* numeric IPv4 or IPv6 address */
     size_t port;        /* 0: any free port */
@@ -38,19 +40,17 @@ typedef struct cfg_config {
     int map_models;            /* 1: map model files instead of reading them into memory */
     char api_keys_file[4096];  /* "" for none: no key needed */
     char cors_origin[1024];    /* "", "*", or origins separated by commas */
+    int help;                  /* 1: --help or -h was given (nothing else is checked) */
 } cfg_config;
-
-/* What cfg_load found. */
-enum { CFG_OK = 0, CFG_HELP = 1, CFG_ERROR = -1 };
 
 /*
  * Fills *cfg from the defaults, then `envp` (a NULL-terminated array of
  * "NAME=value" strings, as `environ`; NULL for none), then argv[1..argc-1].
  * Flags are "--name value" or "--name=value"; "--help" / "-h" ask for help.
- * Returns CFG_OK, CFG_HELP, or CFG_ERROR with a sentence naming the option
- * in err (cut to errlen bytes).
+ * Returns 0 (with cfg->help set when help was asked for), or -1 with err
+ * (code "invalid_config", status 0) a sentence naming the option.
  */
-int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, char *err, size_t errlen);
+int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, attn_error *err);
 
 /* Writes the usage text: every option with its flag, variable, default and
  * bounds. */

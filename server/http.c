@@ -355,7 +355,7 @@ static enum MHD_Result x_send_json(exchange *x, unsigned status, const char *tex
 }
 
 /* Sends the contract's error body for err. */
-static enum MHD_Result x_send_error(exchange *x, const api_error *err) {
+static enum MHD_Result x_send_error(exchange *x, const attn_error *err) {
     size_t len = 0;
     char *body = api_error_to_json(err, &len);
     if (!body) return x_send(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
@@ -366,13 +366,13 @@ static enum MHD_Result x_fail(exchange *x, int status, const char *code, const c
     __attribute__((format(printf, 4, 5)));
 
 static enum MHD_Result x_fail(exchange *x, int status, const char *code, const char *fmt, ...) {
-    api_error err;
+    attn_error err;
     char msg[sizeof err.message];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    api_error_set(&err, status, code, NULL, "%s", msg);
+    attn_error_set(&err, status, code, NULL, "%s", msg);
     return x_send_error(x, &err);
 }
 
@@ -435,7 +435,7 @@ static enum MHD_Result x_model(exchange *x) {
     }
     store_set *set = x->h->models ? store_current(x->h->models) : NULL;
     const store_model *m = set ? store_set_find(set, name) : NULL;
-    api_error err;
+    attn_error err;
     char *text = NULL;
     size_t len = 0;
     if (m) {
@@ -443,7 +443,7 @@ static enum MHD_Result x_model(exchange *x) {
         text = api_model_encode(&info, 0, x->h->limits->max_response_bytes, &len, &err);
     } else {
         /* The name is not echoed: it is whatever the client put in the path. */
-        api_error_set(&err, 404, "unknown_model", NULL,
+        attn_error_set(&err, 404, "unknown_model", NULL,
                       "no model of this name is loaded; GET /v1/models lists them");
     }
     store_set_release(set);
@@ -744,14 +744,14 @@ static enum MHD_Result x_submit(exchange *x) {
     if (rc == POOL_FULL && pool_evict(h->workers, x_client_gone, x_drop) > 0)
         rc = pool_submit(h->workers, x_run, x);
     if (rc != POOL_OK) {
-        api_error err;
+        attn_error err;
         if (rc == POOL_FULL)
-            api_error_set(&err, 503, "overloaded", NULL,
+            attn_error_set(&err, 503, "overloaded", NULL,
                           "the work queue is full (%zu waiting); retry later", h->cfg->queue_depth);
         else if (rc == POOL_STOPPED)
-            api_error_set(&err, 503, "shutting_down", NULL, "the server is shutting down");
+            attn_error_set(&err, 503, "shutting_down", NULL, "the server is shutting down");
         else
-            api_error_set(&err, 503, "out_of_memory", NULL, "memory for the job could not be had");
+            attn_error_set(&err, 503, "out_of_memory", NULL, "memory for the job could not be had");
         x->job.status = err.status;
         x->job.response = api_error_to_json(&err, &x->job.response_len);
         x->state = X_DONE;
@@ -1041,11 +1041,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 /* ---- lifecycle ---- */
 
 srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
-                         store *models, srv_metrics *metrics, srv_keys *keys, char *err,
-                         size_t errlen) {
+                         store *models, srv_metrics *metrics, srv_keys *keys, attn_error *err) {
     srv_http *h = calloc(1, sizeof *h);
     if (!h) {
-        snprintf(err, errlen, "out of memory");
+        attn_error_set(err, 0, "server_start_failed", NULL, "out of memory");
         return NULL;
     }
     h->cfg = cfg;
@@ -1062,14 +1061,14 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->idle, NULL);
     if (pthread_key_create(&h->inline_key, x_inline_worker_free) != 0) {
-        snprintf(err, errlen, "no thread-specific key for the polling threads");
+        attn_error_set(err, 0, "server_start_failed", NULL, "no thread-specific key for the polling threads");
         srv_http_stop(h);
         return NULL;
     }
     h->inline_key_made = 1;
     h->watch = srv_watch_start();
     if (!h->watch) {
-        snprintf(err, errlen, "no thread to watch connections");
+        attn_error_set(err, 0, "server_start_failed", NULL, "no thread to watch connections");
         srv_http_stop(h);
         return NULL;
     }
@@ -1092,7 +1091,7 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
         addr = (struct sockaddr *)&v6;
         flags |= MHD_USE_IPv6;
     } else {
-        snprintf(err, errlen, "--bind: %s is not a numeric address", cfg->bind);
+        attn_error_set(err, 0, "server_start_failed", NULL, "--bind: %s is not a numeric address", cfg->bind);
         srv_http_stop(h);
         return NULL;
     }
@@ -1121,7 +1120,7 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
         MHD_OPTION_END);
     // clang-format on
     if (!h->daemon) {
-        snprintf(err, errlen, "could not listen on %s port %zu (address in use or not local?)",
+        attn_error_set(err, 0, "server_start_failed", NULL, "could not listen on %s port %zu (address in use or not local?)",
                  cfg->bind, cfg->port);
         srv_http_stop(h);
         return NULL;

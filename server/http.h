@@ -27,8 +27,7 @@ typedef struct srv_http srv_http;
  * daemon could not start (bad address, port taken).
  */
 srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
-                         store *models, srv_metrics *metrics, srv_keys *keys, char *err,
-                         size_t errlen);
+                         store *models, srv_metrics *metrics, srv_keys *keys, attn_error *err);
 
 /* The port actually bound (useful with port 0). */
 unsigned srv_http_port(const srv_http *h);

@@ -82,18 +82,18 @@ void srv_job_worker_fini(void *worker_ctx, void *ctx) {
  * `path` of the request body, or with path "" (and the name not echoed)
  * when the name came from the URL. */
 static const store_model *find_model(srv_worker *w, const char *name, const char *path,
-                                     api_error *err) {
+                                     attn_error *err) {
     const store_model *m = w->set ? store_set_find(w->set, name) : NULL;
     if (!m && path)
-        api_error_set(err, 404, "unknown_model", path,
+        attn_error_set(err, 404, "unknown_model", path,
                       "no model named \"%s\" is loaded; GET /v1/models lists them", name);
     else if (!m)
-        api_error_set(err, 404, "unknown_model", NULL,
+        attn_error_set(err, 404, "unknown_model", NULL,
                       "no model of this name is loaded; GET /v1/models lists them");
     return m;
 }
 
-static void job_fail(srv_job *job, const api_error *err) {
+static void job_fail(srv_job *job, const attn_error *err) {
     job->status = err->status;
     job->response = api_error_to_json(err, &job->response_len);
     if (!job->response) {
@@ -104,7 +104,7 @@ static void job_fail(srv_job *job, const api_error *err) {
 
 /* A model's weights, as GET /v1/models/{name}?weights=true shows them. */
 static void job_model_weights(srv_job *job, srv_worker *w) {
-    api_error err;
+    attn_error err;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     job->queue_ms = srv_ms_between(&job->submitted, &t0);
@@ -179,7 +179,7 @@ void srv_worker_idle(srv_worker *w) {
 
 static void job_run(srv_job *job, srv_worker *w) {
     struct timespec t0, t1, t2, t3;
-    api_error err;
+    attn_error err;
     memset(&err, 0, sizeof err);
     api_request *req = NULL;
 
@@ -234,13 +234,13 @@ static void job_run(srv_job *job, srv_worker *w) {
         return;
     }
     if (rc == ATTN_ERR_NONFINITE) {
-        api_error_set(&err, 422, "non_finite_number", NULL,
+        attn_error_set(&err, 422, "non_finite_number", NULL,
                       "the attention scores overflow float32; the embeddings or weights are "
                       "too large");
         goto fail;
     }
     if (rc != ATTN_OK) {
-        api_error_set(&err, 503, "out_of_memory", NULL,
+        attn_error_set(&err, 503, "out_of_memory", NULL,
                       "memory for this computation could not be had; retry later");
         goto fail;
     }

@@ -50,10 +50,10 @@ static int key_char(unsigned char c) {
     return c > ' ' && c < 0x7f;
 }
 
-long srv_keys_load(srv_keys *k, const char *path, char *err, size_t errlen) {
+long srv_keys_load(srv_keys *k, const char *path, attn_error *err) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "--api-keys-file %s: %s", path, strerror(errno));
+        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: %s", path, strerror(errno));
         return -1;
     }
     char **keys = NULL, line[SRV_KEY_MAX + 64];
@@ -63,7 +63,7 @@ long srv_keys_load(srv_keys *k, const char *path, char *err, size_t errlen) {
         lineno++;
         size_t len = strlen(line);
         if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            snprintf(err, errlen, "--api-keys-file %s: line %zu is longer than %d characters",
+            attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: line %zu is longer than %d characters",
                      path, lineno, SRV_KEY_MAX);
             bad = 1;
             break;
@@ -74,7 +74,7 @@ long srv_keys_load(srv_keys *k, const char *path, char *err, size_t errlen) {
         if (len == 0 || line[0] == '#') continue;
         for (size_t i = 0; i < len && !bad; i++)
             if (!key_char((unsigned char)line[i])) {
-                snprintf(err, errlen,
+                attn_error_set(err, 0, "invalid_api_keys", NULL,
                          "--api-keys-file %s: line %zu holds a character that is not printable "
                          "ASCII or is a space",
                          path, lineno);
@@ -82,7 +82,7 @@ long srv_keys_load(srv_keys *k, const char *path, char *err, size_t errlen) {
             }
         if (bad) break;
         if (len > SRV_KEY_MAX) {
-            snprintf(err, errlen, "--api-keys-file %s: line %zu is longer than %d characters",
+            attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: line %zu is longer than %d characters",
                      path, lineno, SRV_KEY_MAX);
             bad = 1;
             break;
@@ -91,27 +91,27 @@ long srv_keys_load(srv_keys *k, const char *path, char *err, size_t errlen) {
             size_t ncap = cap ? 2 * cap : 8;
             char **grown = realloc(keys, ncap * sizeof *keys);
             if (!grown) {
-                snprintf(err, errlen, "--api-keys-file %s: out of memory", path);
+                attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: out of memory", path);
                 bad = 1;
                 break;
             }
             keys = grown, cap = ncap;
         }
         if (!(keys[count] = strdup(line))) {
-            snprintf(err, errlen, "--api-keys-file %s: out of memory", path);
+            attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: out of memory", path);
             bad = 1;
             break;
         }
         count++;
     }
     if (!bad && ferror(f)) {
-        snprintf(err, errlen, "--api-keys-file %s: %s", path, strerror(errno));
+        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: %s", path, strerror(errno));
         bad = 1;
     }
     fclose(f);
     memset(line, 0, sizeof line);
     if (!bad && count == 0) {
-        snprintf(err, errlen, "--api-keys-file %s: no key in the file", path);
+        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: no key in the file", path);
         bad = 1;
     }
     if (bad) {

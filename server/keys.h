@@ -18,6 +18,8 @@
 
 #include <stddef.h>
 
+#include "attention/error.h"
+
 typedef struct srv_keys srv_keys;
 
 /* An empty set: every request is let through. NULL when out of memory. */
@@ -27,7 +29,7 @@ void srv_keys_destroy(srv_keys *k);
 /* Replaces the set with the keys in the file at `path`. Returns the number
  * of keys (>= 1), or -1 with a sentence in err and the set unchanged (a
  * file with no key is refused: it would lock every client out). */
-long srv_keys_load(srv_keys *k, const char *path, char *err, size_t errlen);
+long srv_keys_load(srv_keys *k, const char *path, attn_error *err);
 
 /* 1 when a set has been loaded (requests must then carry a key). */
 int srv_keys_required(srv_keys *k);

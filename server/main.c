@@ -139,7 +139,7 @@ static void log_skipped_model(void *ctx, const char *file, const char *message) 
 
 /* Loads the models directory into *out (an empty set when there is none).
  * Returns 0, or -1 with the reason in err. */
-static int models_load(const cfg_config *cfg, store_set **out, store_error *err) {
+static int models_load(const cfg_config *cfg, store_set **out, attn_error *err) {
     if (!cfg->models_dir[0]) {
         *out = store_set_create_empty();
         return *out ? 0 : store_error_set(err, "models", "out of memory");
@@ -158,10 +158,10 @@ static void models_log(const char *what, const store_set *set) {
 /* SIGHUP: the key file's keys replace the set only when the whole file
  * reads; the log gives their count, never a key. */
 static void keys_reload(const cfg_config *cfg, srv_keys *keys) {
-    char err[512];
-    long n = srv_keys_load(keys, cfg->api_keys_file, err, sizeof err);
+    attn_error err;
+    long n = srv_keys_load(keys, cfg->api_keys_file, &err);
     if (n < 0)
-        srv_log_info("api keys: reload failed, the keys before stay in force: %s", err);
+        srv_log_info("api keys: reload failed, the keys before stay in force: %s", err.message);
     else
         srv_log_info("api keys: reloaded, %ld key%s", n, n == 1 ? "" : "s");
 }
@@ -173,13 +173,61 @@ static void models_reload(const cfg_config *cfg, store *models) {
         return;
     }
     store_set *set = NULL;
-    store_error err;
+    attn_error err;
     if (models_load(cfg, &set, &err) != 0) {
         srv_log_info("models: reload failed, the old set keeps serving: %s", err.message);
         return;
     }
     models_log("reloaded", set);
     store_replace(models, set);
+}
+
+/* What main() starts, stopped in reverse by services_stop: each part NULL
+ * until started, so one function unwinds any failed start. */
+typedef struct services {
+    store *models;
+    srv_metrics *metrics;
+    pool *workers;
+    srv_keys *keys;
+    srv_http *http;
+} services;
+
+static void services_stop(services *s) {
+    srv_http_stop(s->http);
+    pool_destroy(s->workers);
+    srv_metrics_destroy(s->metrics);
+    store_destroy(s->models);
+    srv_keys_destroy(s->keys);
+}
+
+/* Starts every part. Returns 0, or -1 with the reason in err and whatever
+ * had started stopped again. */
+static int services_start(services *s, const cfg_config *cfg, const api_limits *limits,
+                          long *n_keys, attn_error *err) {
+    *s = (services){0};
+    store_set *initial = NULL;
+    if (models_load(cfg, &initial, err) != 0) return -1;
+    models_log("loaded", initial);
+    if (!(s->models = store_create(initial))) goto out_of_memory;
+    s->metrics = srv_metrics_create();
+    s->workers = pool_create(cfg->workers, cfg->queue_depth, srv_job_worker_init,
+                             srv_job_worker_fini, s->models);
+    if (!s->metrics || !s->workers) {
+        attn_error_set(err, 0, "server_start_failed", NULL, "could not start %zu workers",
+                       cfg->workers);
+        goto fail;
+    }
+    if (!(s->keys = srv_keys_create())) goto out_of_memory;
+    if (cfg->api_keys_file[0] && (*n_keys = srv_keys_load(s->keys, cfg->api_keys_file, err)) < 0)
+        goto fail;
+    if (!(s->http = srv_http_start(cfg, limits, s->workers, s->models, s->metrics, s->keys, err)))
+        goto fail;
+    return 0;
+out_of_memory:
+    attn_error_set(err, 0, "server_start_failed", NULL, "out of memory");
+fail:
+    services_stop(s);
+    return -1;
 }
 
 int main(int argc, char **argv) {
@@ -190,43 +238,20 @@ int main(int argc, char **argv) {
         return 1;
     }
     cfg_config cfg;
-    char err[512];
-    int rc = cfg_load(&cfg, argc, argv, environ, err, sizeof err);
-    if (rc == CFG_HELP) {
+    attn_error err;
+    if (cfg_load(&cfg, argc, argv, environ, &err) != 0) {
+        fprintf(stderr, "attention-server: %s\n", err.message);
+        return 2;
+    }
+    if (cfg.help) {
         cfg_print_help(stdout, argv[0]);
         return 0;
-    }
-    if (rc != CFG_OK) {
-        fprintf(stderr, "attention-server: %s\n", err);
-        return 2;
     }
 
     /* OpenBLAS threading: one BLAS thread per worker, since the workers
      * already use every core. The engine's measurements behind this choice
      * are in bench/README.md; change it here and only here. */
     openblas_set_num_threads(1);
-
-    store_set *initial = NULL;
-    store_error serr;
-    if (models_load(&cfg, &initial, &serr) != 0) {
-        fprintf(stderr, "attention-server: %s\n", serr.message);
-        return 1;
-    }
-    models_log("loaded", initial);
-    store *models = store_create(initial);
-    if (!models) {
-        store_set_release(initial);
-        fprintf(stderr, "attention-server: out of memory\n");
-        return 1;
-    }
-
-    /* Threads made from here on inherit the mask (see the top comment). */
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stop, &old);
 
     api_limits limits = {
         .max_tokens = cfg.max_tokens,
@@ -239,35 +264,18 @@ int main(int argc, char **argv) {
         .max_workspace_bytes = cfg.max_workspace_bytes,
     };
 
-    srv_metrics *metrics = srv_metrics_create();
-    pool *workers = pool_create(cfg.workers, cfg.queue_depth, srv_job_worker_init,
-                                srv_job_worker_fini, models);
-    if (!metrics || !workers) {
-        fprintf(stderr, "attention-server: could not start %zu workers\n", cfg.workers);
-        pool_destroy(workers);
-        srv_metrics_destroy(metrics);
-        store_destroy(models);
-        return 1;
-    }
-    srv_keys *keys = srv_keys_create();
+    /* Threads made from here on inherit the mask (see the top comment). */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+
+    services s;
     long n_keys = 0;
-    if (!keys || (cfg.api_keys_file[0] &&
-                  (n_keys = srv_keys_load(keys, cfg.api_keys_file, err, sizeof err)) < 0)) {
-        fprintf(stderr, "attention-server: %s\n", keys ? err : "out of memory");
-        srv_keys_destroy(keys);
-        pool_destroy(workers);
-        srv_metrics_destroy(metrics);
-        store_destroy(models);
-        return 1;
-    }
-    srv_http *http =
-        srv_http_start(&cfg, &limits, workers, models, metrics, keys, err, sizeof err);
-    if (!http) {
-        fprintf(stderr, "attention-server: %s\n", err);
-        srv_keys_destroy(keys);
-        pool_destroy(workers);
-        srv_metrics_destroy(metrics);
-        store_destroy(models);
+    if (services_start(&s, &cfg, &limits, &n_keys, &err) != 0) {
+        fprintf(stderr, "attention-server: %s\n", err.message);
         return 1;
     }
     if (cfg.api_keys_file[0])
@@ -275,22 +283,22 @@ int main(int argc, char **argv) {
                      n_keys);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     srv_log_info("listening bind=%s port=%u workers=%zu io_threads=%zu queue_depth=%zu", cfg.bind,
-                 srv_http_port(http), cfg.workers, cfg.io_threads, cfg.queue_depth);
+                 srv_http_port(s.http), cfg.workers, cfg.io_threads, cfg.queue_depth);
     /* Where a person on this machine opens the page (`make run` prints it). */
     const char *host = strcmp(cfg.bind, "0.0.0.0") == 0 ? "127.0.0.1"
                        : strcmp(cfg.bind, "::") == 0    ? "::1"
                                                         : cfg.bind;
     int v6 = strchr(host, ':') != NULL;
     srv_log_info("the teaching page: http://%s%s%s:%u/", v6 ? "[" : "", host, v6 ? "]" : "",
-                 srv_http_port(http));
+                 srv_http_port(s.http));
 
     /* Until TERM or INT: one reload for however many HUPs came meanwhile. */
     while (!sig_stop) {
         sig_wait();
         if (sig_reload && !sig_stop) {
             sig_reload = 0;
-            models_reload(&cfg, models);
-            if (cfg.api_keys_file[0]) keys_reload(&cfg, keys);
+            models_reload(&cfg, s.models);
+            if (cfg.api_keys_file[0]) keys_reload(&cfg, s.keys);
         }
     }
     srv_log_info("signal %d: draining", (int)sig_stop);
@@ -299,12 +307,8 @@ int main(int argc, char **argv) {
     int watching = pthread_create(&watcher, NULL, sig_watch, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 
-    srv_http_drain(http);
-    srv_http_stop(http);
-    pool_destroy(workers);
-    srv_metrics_destroy(metrics);
-    store_destroy(models);
-    srv_keys_destroy(keys);
+    srv_http_drain(s.http);
+    services_stop(&s);
     if (watching) {
         unsigned char zero = 0;
         while (write(sig_pipe[1], &zero, 1) != 1 && (errno == EAGAIN || errno == EINTR))

@@ -92,7 +92,7 @@ static int stream_fill(void *ctx, void *buf, size_t first, size_t count) {
 /* ---- writing ---------------------------------------------------------------- */
 
 int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_bytes,
-                        store_error *err) {
+                        attn_error *err) {
     size_t dm = b->d_model, hd = b->n_heads * b->d_head;
     size_t shape_w_qkv[2] = {dm, 3 * hd}, shape_b_qkv[1] = {3 * hd};
     size_t shape_w_o[2] = {hd, dm}, shape_b_o[1] = {dm};

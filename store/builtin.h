@@ -48,7 +48,7 @@ size_t store_builtin_data_bytes(const store_builtin *b);
 /* Writes <dir>/<name>.safetensors (replacing it atomically). Returns 0 and,
  * when not NULL, *file_bytes; or -1 with err set. */
 int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_bytes,
-                        store_error *err);
+                        attn_error *err);
 
 /* demo-4d's matrices, row-major 4 × 4, as written into its w_qkv. */
 extern const float store_builtin_demo_w_q[16];

@@ -164,7 +164,7 @@ static void names_scan(const store_file *f, size_t layer, arch_scan scan[N_ARCHS
  * of the layer; fills *arch and *prefix, or fails with err. */
 static int layer_locate(const store_file *f, const char *path, const store_import_options *opt,
                         const arch_desc **arch, const char **prefix, size_t *n_layers,
-                        store_error *err) {
+                        attn_error *err) {
     arch_scan scan[N_ARCHS];
     names_scan(f, opt->layer, scan);
 
@@ -232,7 +232,7 @@ static const char *shape_text(const store_tensor *t, char *buf, size_t len) {
 
 /* Checks t against part's shape for this d. */
 static int part_shape_check(const store_tensor *t, const part_desc *part, size_t d,
-                            const char *anchor, const char *path, store_error *err) {
+                            const char *anchor, const char *path, attn_error *err) {
     size_t want[2] = {part->mul[0] * d, part->mul[1] * d};
     int ok = t->rank == part->rank;
     for (size_t i = 0; ok && i < part->rank; i++)
@@ -250,7 +250,7 @@ static int part_shape_check(const store_tensor *t, const part_desc *part, size_t
 
 /* t's values as floats, in a new buffer (the caller frees it); NULL with
  * err set when out of memory or a value is not finite. */
-static float *tensor_read(const store_tensor *t, const char *path, store_error *err) {
+static float *tensor_read(const store_tensor *t, const char *path, attn_error *err) {
     size_t bytes;
     if (__builtin_mul_overflow(t->count, sizeof(float), &bytes)) bytes = SIZE_MAX;
     float *buf = bytes == SIZE_MAX ? NULL : malloc(bytes ? bytes : 1);
@@ -284,7 +284,7 @@ static float *tensor_read(const store_tensor *t, const char *path, store_error *
 /* Finds, checks and reads the layer's tensors into vals[]; d_model in *d. */
 static int layer_read(const store_file *f, const char *path, const arch_desc *a, const char *prefix,
                       const store_import_options *opt, float *vals[PARTS_MAX], size_t *d,
-                      store_error *err) {
+                      attn_error *err) {
     const store_tensor *t[PARTS_MAX];
     char names[PARTS_MAX][160];
     for (size_t i = 0; i < a->n_parts; i++) {
@@ -337,7 +337,7 @@ typedef struct model_tensors {
  *   w_o[r, c]         = dense[c, r]
  */
 static int layout_build(model_tensors *m, const arch_desc *a, float *const vals[PARTS_MAX],
-                        size_t d, store_error *err) {
+                        size_t d, attn_error *err) {
     memset(m, 0, sizeof *m);
     if (a->arch == STORE_IMPORT_GPT2) {
         m->w_qkv = vals[GPT2_W_QKV];
@@ -399,7 +399,7 @@ static const char *source_label(const char *path) {
 
 static int model_write(const char *out_path, const char *in_path, const arch_desc *a,
                        const store_import_options *opt, const model_tensors *m, size_t d,
-                       const char *name, store_import_result *res, store_error *err) {
+                       const char *name, store_import_result *res, attn_error *err) {
     char heads[32], description[512], source[512];
     snprintf(heads, sizeof heads, "%zu", opt->n_heads);
     snprintf(description, sizeof description, "%s layer %zu attention, from %s", a->label,
@@ -431,7 +431,7 @@ static int model_write(const char *out_path, const char *in_path, const arch_des
 
 int store_import_checkpoint(const char *in_path, const char *out_path,
                             const store_import_options *opt, store_import_result *res,
-                            store_error *err) {
+                            attn_error *err) {
     if (opt->n_heads == 0 || opt->n_heads > STORE_HEADS_MAX)
         return store_error_set(err, NULL, "the number of heads must be 1 … %d, not %zu",
                                STORE_HEADS_MAX, opt->n_heads);

@@ -82,6 +82,6 @@ typedef struct store_import_result {
  */
 int store_import_checkpoint(const char *in_path, const char *out_path,
                             const store_import_options *opt, store_import_result *res,
-                            store_error *err);
+                            attn_error *err);
 
 #endif

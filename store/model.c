@@ -112,7 +112,7 @@ static const char *shape_text(const store_tensor *t, char *buf, size_t len) {
 
 /* Checks t's shape against want[0 … rank-1]; the message explains `rule`. */
 static int shape_check(const store_tensor *t, size_t rank, const size_t *want, const char *rule,
-                       const char *path, store_error *err) {
+                       const char *path, attn_error *err) {
     int ok = t->rank == rank;
     for (size_t i = 0; ok && i < rank; i++)
         ok = t->shape[i] == want[i];
@@ -130,7 +130,7 @@ static int shape_check(const store_tensor *t, size_t rank, const size_t *want, c
 /* Makes slot's tensor usable as F32: in place when it can, else into an
  * owned buffer; then checks every value finite. */
 static int tensor_bind(store_model *m, int slot, const store_tensor *t, const float **out,
-                       int *in_place, const char *path, store_error *err) {
+                       int *in_place, const char *path, attn_error *err) {
     const float *p;
     if (t->dtype == STORE_DTYPE_F32 && (uintptr_t)t->data % _Alignof(float) == 0) {
         p = t->data;
@@ -176,7 +176,7 @@ static char *name_from_path(const char *path) {
     return strndup(base, len);
 }
 
-static int model_fill(store_model *m, store_file *f, const char *path, store_error *err) {
+static int model_fill(store_model *m, store_file *f, const char *path, attn_error *err) {
     const store_tensor *t[T_COUNT] = {0};
 
     /* Names first: a typo must not read as "w_o absent". */
@@ -269,12 +269,12 @@ static int model_fill(store_model *m, store_file *f, const char *path, store_err
     return in_place;
 }
 
-int store_model_load(store_model **out, const char *path, store_error *err) {
+int store_model_load(store_model **out, const char *path, attn_error *err) {
     return store_model_load_mode(out, path, STORE_READ_COPY, err);
 }
 
 int store_model_load_mode(store_model **out, const char *path, store_read_mode mode,
-                          store_error *err) {
+                          attn_error *err) {
     *out = NULL;
     store_model *m = calloc(1, sizeof *m);
     if (!m || !(m->memory = calloc(1, sizeof *m->memory)) || !(m->memory->path = strdup(path))) {

@@ -57,10 +57,10 @@ typedef struct store_model {
  * *out (free it with store_model_destroy), or -1 with *out NULL and err
  * "<path>: <fault>". */
 int store_model_load_mode(store_model **out, const char *path, store_read_mode mode,
-                          store_error *err);
+                          attn_error *err);
 
 /* store_model_load_mode with STORE_READ_COPY. */
-int store_model_load(store_model **out, const char *path, store_error *err);
+int store_model_load(store_model **out, const char *path, attn_error *err);
 
 /* Frees the model (and unmaps its file); its weights die. NULL is a no-op. */
 void store_model_destroy(store_model *m);

@@ -103,7 +103,7 @@ static int json_size(const json_t *v, size_t *out) {
 /* Checks one "name": {...} entry against the data section of data_bytes and
  * fills *e. */
 static int entry_parse(entry *e, const char *name, const json_t *v, size_t data_bytes,
-                       const char *path, store_error *err) {
+                       const char *path, attn_error *err) {
     memset(e, 0, sizeof *e);
     e->t.name = name;
     if (!json_is_object(v))
@@ -182,7 +182,7 @@ static int tensor_by_name(const void *a, const void *b) {
 
 /* ---- reading: the header ----------------------------------------------- */
 
-static int metadata_check(const json_t *meta, const char *path, store_error *err) {
+static int metadata_check(const json_t *meta, const char *path, attn_error *err) {
     if (!json_is_object(meta))
         return store_error_set(err, path, "\"__metadata__\" is not a JSON object");
     const char *key;
@@ -197,7 +197,7 @@ static int metadata_check(const json_t *meta, const char *path, store_error *err
 
 /* Parses and validates the header of f (its bytes in hand), filling f's
  * tensors. */
-static int header_parse(store_file *f, size_t header_bytes, store_error *err) {
+static int header_parse(store_file *f, size_t header_bytes, attn_error *err) {
     const char *path = f->path;
     const unsigned char *data = f->map + 8 + header_bytes;
     size_t data_bytes = f->map_bytes - 8 - header_bytes;
@@ -287,7 +287,7 @@ static unsigned char *buffer_alloc(size_t bytes, size_t *alloc) {
 /* Reads the file of fd (whose fstat is *before) into f's buffer. A file
  * that ends early or whose size or modification time changed meanwhile
  * is refused: it was being rewritten in place. */
-static int file_read(store_file *f, int fd, const struct stat *before, store_error *err) {
+static int file_read(store_file *f, int fd, const struct stat *before, attn_error *err) {
     f->map = buffer_alloc(f->map_bytes, &f->alloc_bytes);
     if (!f->map)
         return store_error_set(err, f->path, "out of memory for the file's %zu bytes",
@@ -318,7 +318,7 @@ static int file_read(store_file *f, int fd, const struct stat *before, store_err
 }
 
 /* Maps the file of fd into f. */
-static int file_map(store_file *f, int fd, store_error *err) {
+static int file_map(store_file *f, int fd, attn_error *err) {
     void *map = mmap(NULL, f->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) return store_error_set(err, f->path, "cannot map: %s", strerror(errno));
     f->map = map;
@@ -326,12 +326,12 @@ static int file_map(store_file *f, int fd, store_error *err) {
     return 0;
 }
 
-int store_file_open(store_file **out, const char *path, store_error *err) {
+int store_file_open(store_file **out, const char *path, attn_error *err) {
     return store_file_open_mode(out, path, STORE_READ_COPY, err);
 }
 
 int store_file_open_mode(store_file **out, const char *path, store_read_mode mode,
-                         store_error *err) {
+                         attn_error *err) {
     *out = NULL;
     store_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {

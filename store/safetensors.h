@@ -106,10 +106,10 @@ typedef enum store_read_mode {
  * (close it with store_file_close) and 0 is returned; on failure -1, *out
  * is NULL and err says why. */
 int store_file_open_mode(store_file **out, const char *path, store_read_mode mode,
-                         store_error *err);
+                         attn_error *err);
 
 /* store_file_open_mode with STORE_READ_COPY. */
-int store_file_open(store_file **out, const char *path, store_error *err);
+int store_file_open(store_file **out, const char *path, attn_error *err);
 
 /* Frees the buffer or unmaps the file, and frees the rest; every pointer
  * obtained from the file dies. NULL is a no-op. */
@@ -173,6 +173,6 @@ typedef struct store_write_tensor {
  */
 int store_file_write(const char *path, const store_metadata *meta, size_t n_meta,
                      const store_write_tensor *tensors, size_t n_tensors, size_t *file_bytes,
-                     store_error *err);
+                     attn_error *err);
 
 #endif

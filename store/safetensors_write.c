@@ -40,7 +40,7 @@ static int write_all(int fd, const void *buf, size_t bytes) {
  * byte count. NULL with err set on failure. */
 static char *header_build(const store_metadata *meta, size_t n_meta,
                           const store_write_tensor *tensors, size_t n_tensors, size_t *sizes,
-                          const char *path, store_error *err) {
+                          const char *path, attn_error *err) {
     json_t *root = json_object();
     char *text = NULL;
     if (!root) goto oom;
@@ -120,7 +120,7 @@ static int tensor_stream(int fd, const store_write_tensor *t, size_t bytes) {
 
 int store_file_write(const char *path, const store_metadata *meta, size_t n_meta,
                      const store_write_tensor *tensors, size_t n_tensors, size_t *file_bytes,
-                     store_error *err) {
+                     attn_error *err) {
     size_t *sizes = calloc(n_tensors ? n_tensors : 1, sizeof *sizes);
     if (!sizes) return store_error_set(err, path, "out of memory");
     char *header = header_build(meta, n_meta, tensors, n_tensors, sizes, path, err);

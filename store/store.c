@@ -103,7 +103,7 @@ static int has_suffix(const char *s, const char *suffix) {
 }
 
 /* The paths "<dir>/<name>" of the directory's model files, sorted. */
-static int dir_list(const char *dir, char ***out, size_t *count, store_error *err) {
+static int dir_list(const char *dir, char ***out, size_t *count, attn_error *err) {
     *out = NULL;
     *count = 0;
     DIR *d = opendir(dir);
@@ -163,12 +163,12 @@ static int loaded_cmp(const void *a, const void *b) {
     return x->file < y->file ? -1 : x->file > y->file;
 }
 
-static void skip(const store_load_options *opt, const char *file, const store_error *e) {
+static void skip(const store_load_options *opt, const char *file, const attn_error *e) {
     if (opt->on_skip) opt->on_skip(opt->ctx, file, e->message);
 }
 
 int store_set_load(store_set **out, const char *dir, const store_load_options *opt,
-                   store_error *err) {
+                   attn_error *err) {
     static const store_load_options strict = {0, NULL, NULL, 0};
     if (!opt) opt = &strict;
     *out = NULL;
@@ -186,7 +186,7 @@ int store_set_load(store_set **out, const char *dir, const store_load_options *o
         goto done;
     }
     for (size_t i = 0; i < n_files; i++) {
-        store_error e;
+        attn_error e;
         store_read_mode mode = opt->map_files ? STORE_READ_MAP : STORE_READ_COPY;
         if (store_model_load_mode(&models[n].model, files[i], mode, &e) == 0) {
             models[n++].file = i;
@@ -207,7 +207,7 @@ int store_set_load(store_set **out, const char *dir, const store_load_options *o
     }
     for (size_t i = 0; i < n; i++) {
         if (s->count > 0 && strcmp(s->models[s->count - 1]->name, models[i].model->name) == 0) {
-            store_error e;
+            attn_error e;
             const char *file = files[models[i].file];
             store_error_set(&e, file, "model name '%s' is already defined by %s",
                             models[i].model->name, s->models[s->count - 1]->path);

@@ -62,7 +62,7 @@ typedef struct store_load_options {
  * (missing, unreadable) or memory for the set fails the load.
  */
 int store_set_load(store_set **out, const char *dir, const store_load_options *opt,
-                   store_error *err);
+                   attn_error *err);
 
 /* A new empty set with one reference (for a server without a models
  * directory), or NULL when out of memory. */

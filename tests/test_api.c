@@ -106,10 +106,10 @@ static char *dump(const json_t *j)
 
 /* Decodes text (length len) and expects the error status/code/path. */
 static void expect_error_len(const char *text, size_t len, const api_limits *limits, int status,
-                             const char *code, const char *path, api_error *out)
+                             const char *code, const char *path, attn_error *out)
 {
     api_request *req = (api_request *)1;
-    api_error err;
+    attn_error err;
     memset(&err, 0, sizeof err);
     int rc = api_request_decode(text, len, limits, &req, &err);
     ck_assert_msg(rc == -1, "expected %s at %s, but decode succeeded: %.200s", code, path, text);
@@ -127,7 +127,7 @@ static void expect_error_text(const char *text, int status, const char *code, co
 
 /* Takes the tree (decref'd here). */
 static void expect_error(json_t *body, const api_limits *limits, int status, const char *code,
-                         const char *path, api_error *out)
+                         const char *path, attn_error *out)
 {
     char *text = dump(body);
     expect_error_len(text, strlen(text), limits ? limits : &big_limits, status, code, path, out);
@@ -138,7 +138,7 @@ static void expect_error(json_t *body, const api_limits *limits, int status, con
 static api_request *decode_ok_limits(json_t *body, const api_limits *limits)
 {
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     char *text = dump(body);
     int rc = api_request_decode(text, strlen(text), limits, &req, &err);
     ck_assert_msg(rc == 0, "decode failed: %d %s at \"%s\": %s", err.status, err.code, err.path,
@@ -167,7 +167,7 @@ static json_t *respond(api_request *req, char **raw)
     ck_assert_ptr_nonnull(ws);
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
     attn_workspace_destroy(ws);
-    api_error err;
+    attn_error err;
     text = api_response_encode(req, &len, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
     ck_assert_uint_eq(strlen(text), len);
@@ -216,12 +216,12 @@ static const char *const output_names[] = {"q",        "k",            "v",     
 
 START_TEST(test_error_to_json)
 {
-    api_error err;
+    attn_error err;
     size_t len = 0;
     char *text;
     json_t *j;
 
-    ck_assert_int_eq(api_error_set(&err, 422, "dimension_mismatch", "/weights/heads/1/w_k",
+    ck_assert_int_eq(attn_error_set(&err, 422, "dimension_mismatch", "/weights/heads/1/w_k",
                                    "weights.heads[%d].w_k has %d rows, expected d_model = %d", 1,
                                    3, 4),
                      -1);
@@ -233,7 +233,7 @@ START_TEST(test_error_to_json)
     free(text);
 
     /* no path: "" always present; quotes and control characters escaped */
-    api_error_set(&err, 400, "invalid_json", NULL, "bad \"quote\"\n\ttab \\ back");
+    attn_error_set(&err, 400, "invalid_json", NULL, "bad \"quote\"\n\ttab \\ back");
     text = api_error_to_json(&err, &len);
     j = json_loads(text, 0, NULL);
     ck_assert_ptr_nonnull(j);
@@ -247,18 +247,19 @@ END_TEST
 
 START_TEST(test_error_utf8)
 {
-    api_error err;
-    char long_text[2000] = "";
+    attn_error err;
+    char long_text[3000] = "";
     char *text;
     json_t *j;
 
-    /* many 2-byte characters: the 511-byte cut falls inside one */
-    while (strlen(long_text) < 1500) strcat(long_text, "\xc3\xa9");
-    api_error_set(&err, 400, "wrong_type", "", "%s", long_text);
-    ck_assert_uint_eq(strlen(err.message), 510);
-    ck_assert_str_eq(err.message + 508, "\xc3\xa9");
+    /* many 2-byte characters: the cut at the message's last byte (odd)
+     * falls inside one */
+    while (strlen(long_text) < 2500) strcat(long_text, "\xc3\xa9");
+    attn_error_set(&err, 400, "wrong_type", "", "%s", long_text);
+    ck_assert_uint_eq(strlen(err.message), sizeof err.message - 2);
+    ck_assert_str_eq(err.message + sizeof err.message - 4, "\xc3\xa9");
     /* an invalid byte quoted from a body becomes '?' */
-    api_error_set(&err, 400, "invalid_json", "/a\xff", "near '\xff\xfe' \xe6\x88\x91");
+    attn_error_set(&err, 400, "invalid_json", "/a\xff", "near '\xff\xfe' \xe6\x88\x91");
     ck_assert_str_eq(err.message, "near '\?\?' \xe6\x88\x91");
     ck_assert_str_eq(err.path, "/a?");
     text = api_error_to_json(&err, NULL);
@@ -280,7 +281,7 @@ END_TEST
 
 START_TEST(test_invalid_json)
 {
-    api_error err;
+    attn_error err;
     const char utf8_bad[] = "{\"embeddings\":[[1]],\"tokens\":[\"\xff\"]}";
 
     expect_error_text("{\"model\":\"a\",\"model\":\"b\",\"embeddings\":[[1]]}", 400,
@@ -356,7 +357,7 @@ END_TEST
 
 START_TEST(test_wrong_types)
 {
-    api_error err;
+    attn_error err;
     json_t *r;
 
     struct {
@@ -419,7 +420,7 @@ END_TEST
 
 START_TEST(test_invalid_values)
 {
-    api_error err;
+    attn_error err;
     json_t *r = base_request();
     tj_put(r, "/return", json_pack("[s,s]", "q", "attention"));
     expect_error(r, NULL, 400, "invalid_value", "/return/1", NULL);
@@ -457,7 +458,7 @@ END_TEST
 
 START_TEST(test_dimension_mismatch)
 {
-    api_error err;
+    attn_error err;
     json_t *r = base_request();
 
     json_array_append_new(tj_at(r, "embeddings/1"), json_real(1));
@@ -575,7 +576,7 @@ START_TEST(test_defer_above_flops)
     lim.defer_above_flops = 10;
     char *text = dump_base_request();
     api_request *req = (api_request *)1;
-    api_error err;
+    attn_error err;
     ck_assert_int_eq(api_request_decode(text, strlen(text), &lim, &req, &err),
                      API_REQUEST_DEFERRED);
     ck_assert_ptr_null(req);
@@ -602,7 +603,7 @@ START_TEST(test_tiny_and_edge_numbers)
     api_request_free(req);
 
     req = NULL;
-    api_error err;
+    attn_error err;
     const char *t = "{\"embeddings\":[[1e-400, -0.0, 1E2, 2e+0]],\"model\":\"m\"}";
     ck_assert_int_eq(api_request_decode(t, strlen(t), &big_limits, &req, &err), 0);
     api_request_free(req);
@@ -666,7 +667,7 @@ END_TEST
 
 static void limit_pair(json_t *body, api_limits at_limit, api_limits over, const char *path)
 {
-    api_error err;
+    attn_error err;
     api_request_free(decode_ok_limits(json_deep_copy(body), &at_limit));
     expect_error(body, &over, 422, "limit_exceeded", path, &err);
     ck_assert_msg(strstr(err.message, "max_"), "the message names the limit: %s", err.message);
@@ -678,7 +679,7 @@ static void limit_pair(json_t *body, api_limits at_limit, api_limits over, const
 static void response_limit_pair(json_t *body)
 {
     api_limits tiny = big_limits, at = big_limits, over = big_limits;
-    api_error err;
+    attn_error err;
     size_t bound = 0, len = 0;
 
     tiny.max_response_bytes = 1;
@@ -779,7 +780,7 @@ static size_t response_length(json_t *body, const api_limits *limits, char **tex
 {
     api_request *req = decode_ok_limits(body, limits);
     attn_workspace *ws = attn_workspace_create();
-    api_error err;
+    attn_error err;
     size_t len = 0;
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
     attn_workspace_destroy(ws);
@@ -838,7 +839,7 @@ START_TEST(test_response_limit_exact)
             ck_assert_ptr_nonnull(strstr(text, "null")); /* masked scores */
             /* the bound, from the message of a refusal */
             api_limits tiny = big_limits;
-            api_error err;
+            attn_error err;
             size_t bound = 0;
             tiny.max_response_bytes = 1;
             expect_error(json_deep_copy(r), &tiny, 422, "limit_exceeded", "/return", &err);
@@ -956,7 +957,7 @@ START_TEST(test_small_values_refused)
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         char *body = repeat_body(shapes[i].head, shapes[i].item, shapes[i].tail, size);
-        api_error err;
+        attn_error err;
         tree_now = tree_peak = 0;
         json_set_alloc_funcs(tree_malloc, tree_free);
         expect_error_len(body, strlen(body), &default_limits, shapes[i].status, shapes[i].code,
@@ -1089,7 +1090,7 @@ START_TEST(test_model_bind)
 {
     api_request *inline_req = decode_ok(base_request());
     const attn_weights *w = api_request_input(inline_req)->weights;
-    api_error err;
+    attn_error err;
     json_t *resp;
 
     api_request *req = decode_ok(json_pack("{s:s, s:o, s:[i,i]}", "model", "tiny-2.v1_x",
@@ -1321,7 +1322,7 @@ START_TEST(test_tokens_echo)
                        "\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],\"w_k\":[[1],[0]],"
                        "\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]},\"return\":[]}";
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     char *raw;
 
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
@@ -1384,7 +1385,7 @@ static void expect_overflow(const char *w_q, const char *w_v, const char *return
              "\"weights\":{\"heads\":[{\"w_q\":%s,\"w_k\":[[0,0],[0,0]],\"w_v\":%s}]}}",
              returns, w_q, w_v);
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
     attn_workspace *ws = attn_workspace_create();
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), ATTN_OK);
@@ -1409,7 +1410,7 @@ START_TEST(test_overflow_in_result)
                      "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[0,0],[0,0]],"
                      "\"w_v\":[[1e20,0],[0,1e20]]}]}}";
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     ck_assert_int_eq(api_request_decode(ok, strlen(ok), &big_limits, &req, &err), 0);
     json_t *resp = respond(req, NULL);
     json_t *q00 = json_array_get(json_array_get(json_array_get(json_object_get(resp, "q"), 0), 0), 0);
@@ -1428,7 +1429,7 @@ START_TEST(test_biases_and_w_o)
                        "\"w_o\":[[2,-1]],\"b_o\":[0.25,0]},"
                        "\"mask\":\"none\",\"return\":[\"q\",\"v\",\"delta\"]}";
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
 
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
     json_t *resp = respond(req, NULL);
@@ -1492,7 +1493,7 @@ static void run_case(const char *dir, const char *name)
     size_t len, elen;
     api_limits limits = big_limits;
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     json_t *expected, *lim;
     char *body, *etext;
 

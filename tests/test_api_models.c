@@ -33,7 +33,7 @@ static const char *const inline_body =
 static api_request *decode(const char *text)
 {
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     int rc = api_request_decode(text, strlen(text), &limits, &req, &err);
     ck_assert_msg(rc == 0, "decode failed: %s at %s", err.message, err.path);
     return req;
@@ -50,7 +50,7 @@ START_TEST(test_weights_round_trip)
     api_request *req = decode(inline_body);
     const attn_weights *w = api_request_input(req)->weights;
     api_model_info info = {"round-trip", "two heads", ATTN_MASK_CAUSAL, w};
-    api_error err;
+    attn_error err;
     size_t len;
     char *text = api_model_encode(&info, 1, 1 << 20, &len, &err);
     ck_assert_ptr_nonnull(text);
@@ -113,7 +113,7 @@ START_TEST(test_list_and_summary)
     free(text);
 
     /* without weights: the summary alone */
-    api_error err;
+    attn_error err;
     text = api_model_encode(&infos[1], 0, 1 << 20, &len, &err);
     json_t *one = json_loads(text, 0, NULL);
     ck_assert_uint_eq(json_object_size(one), 6);
@@ -127,7 +127,7 @@ START_TEST(test_weights_limit_and_flag)
 {
     api_request *req = decode(inline_body);
     api_model_info info = {"m", "", ATTN_MASK_CAUSAL, api_request_input(req)->weights};
-    api_error err;
+    attn_error err;
     size_t len;
     ck_assert_ptr_null(api_model_encode(&info, 1, 100, &len, &err));
     ck_assert_int_eq(err.status, 422);

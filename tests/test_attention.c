@@ -1574,7 +1574,7 @@ START_TEST(test_online_gap_repro_api) {
                                .max_response_bytes = (size_t)1 << 30,
                                .max_workspace_bytes = (size_t)1 << 30};
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     ck_assert_msg(api_request_decode(body, len, &limits, &req, &err) == 0, "decode: %s at %s",
                   err.message, err.path);
     const attn_output *out = api_request_output(req);

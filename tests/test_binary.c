@@ -235,7 +235,7 @@ static size_t tensor_paths(json_t *r, char paths[][64], size_t cap)
 static api_request *decode_ok_limits(json_t *body, const api_limits *limits)
 {
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     char *text = dump(body);
     int rc = api_request_decode(text, strlen(text), limits, &req, &err);
     ck_assert_msg(rc == 0, "decode failed: %d %s at \"%s\": %s", err.status, err.code, err.path,
@@ -252,11 +252,11 @@ static api_request *decode_ok(json_t *body)
 
 /* Takes the tree (decref'd here); *out gets the error when asked. */
 static void expect_error(json_t *body, const api_limits *limits, int status, const char *code,
-                         const char *path, api_error *out)
+                         const char *path, attn_error *out)
 {
     char *text = dump(body);
     api_request *req = (api_request *)1;
-    api_error err;
+    attn_error err;
     memset(&err, 0, sizeof err);
     int rc = api_request_decode(text, strlen(text), limits ? limits : &big_limits, &req, &err);
     ck_assert_msg(rc == -1, "expected %s at %s, but decode succeeded: %.300s", code, path, text);
@@ -274,7 +274,7 @@ static void expect_error(json_t *body, const api_limits *limits, int status, con
 static char *respond_text(api_request *req, size_t *len)
 {
     attn_workspace *ws = attn_workspace_create();
-    api_error err;
+    attn_error err;
     ck_assert_ptr_nonnull(ws);
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
     attn_workspace_destroy(ws);
@@ -755,7 +755,7 @@ START_TEST(test_outputs_overflow)
         ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
         attn_workspace_destroy(ws);
         size_t len = 0;
-        api_error err;
+        attn_error err;
         ck_assert_ptr_null(api_response_encode(req, &len, &err));
         ck_assert_int_eq(err.status, 422);
         ck_assert_str_eq(err.code, "non_finite_number");
@@ -771,7 +771,7 @@ END_TEST
 static size_t response_bound(json_t *body)
 {
     api_limits tiny = big_limits;
-    api_error err;
+    attn_error err;
     size_t bound = 0;
     tiny.max_response_bytes = 1;
     expect_error(body, &tiny, 422, "limit_exceeded", "/return", &err);
@@ -941,7 +941,7 @@ END_TEST
 /* The messages say what is wrong, where. */
 START_TEST(test_error_messages)
 {
-    api_error err;
+    attn_error err;
     json_t *r = base_request();
     tj_put(r, "/embeddings", tensor_obj("\"float32\"", "[3,4]",
                                       "\"AAAAAAAAgD8AAADAAACAPgAAQEAAAAA/AACAvwAAIEEAA!AAAAAAAAAAAD4AAIA/\""));
@@ -990,7 +990,7 @@ START_TEST(test_non_finite_data)
         for (size_t i = 0; i < 12; i++) e[i] = (float)val(i);
         memcpy(&e[9], &patterns[p], 4);
         tj_put(r, "/embeddings", tensor(e, shape, 2));
-        api_error err;
+        attn_error err;
         expect_error(r, NULL, 422, "non_finite_number", "/embeddings", &err);
         ck_assert_msg(strstr(err.message, "[2][1]") && strstr(err.message, words[p]), "%s",
                       err.message);
@@ -1014,7 +1014,7 @@ START_TEST(test_non_finite_data)
     for (size_t i = 0; i < 64 * 32; i++) w[i] = (float)val(i);
     w[1600] = NAN; /* row 50, column 0 */
     tj_put(r, "/weights/heads/1/w_q", tensor(w, shape, 2));
-    api_error err;
+    attn_error err;
     expect_error(r, NULL, 422, "non_finite_number", "/weights/heads/1/w_q", &err);
     ck_assert_msg(strstr(err.message, "[50][0]") && strstr(err.message, "1600"), "%s",
                   err.message);
@@ -1063,7 +1063,7 @@ START_TEST(test_limits_from_shape)
         for (size_t d = 0; d < 4; d++) {
             json_t *r = base_request();
             tj_put(r, cases[i].field, tensor_obj("\"float32\"", cases[i].shape, datas[d]));
-            api_error err;
+            attn_error err;
             expect_error(r, &small, 422, "limit_exceeded", cases[i].path, &err);
             ck_assert_msg(strstr(err.message, "max_"), "%s", err.message);
         }

@@ -187,7 +187,7 @@ static void ck_write(const ckpt *c, const char *path) {
             NULL,    NULL};
     }
     store_metadata meta[] = {{"format", "pt"}};
-    store_error err;
+    attn_error err;
     int rc = store_file_write(path, meta, 1, w, c->n, NULL, &err);
     for (size_t i = 0; i < c->n; i++)
         free(bufs[i]);
@@ -278,7 +278,7 @@ static double *tensor_f64(const store_file *f, const char *name, size_t count) {
 static void reference_delta(double *out, const char *path, int bert, const char *prefix, int layer,
                             const float *e, size_t n) {
     store_file *f;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_file_open(&f, path, &err) == 0, "%s", err.message);
     char name[160];
     double q[N_TOK][D], k[N_TOK][D], v[N_TOK][D], z[N_TOK][D];
@@ -405,7 +405,7 @@ static void import_and_compare(const char *ckpt_path, store_import_arch arch, in
     const char *out = tpath("imported.safetensors");
     store_import_options opt = {.arch = arch, .layer = (size_t)layer, .n_heads = H};
     store_import_result res;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_import_checkpoint(ckpt_path, out, &opt, &res, &err) == 0, "%s",
                   err.message);
     ck_assert_int_eq(res.arch, bert ? STORE_IMPORT_BERT : STORE_IMPORT_GPT2);
@@ -516,7 +516,7 @@ END_TEST
 /* The exact layout: GPT-2's c_attn copied bit for bit, BERT's transposed. */
 START_TEST(test_layout_exact) {
     ckpt c;
-    store_error err;
+    attn_error err;
     store_model *m;
     gpt2_build(&c, "", STORE_DTYPE_F32, 8);
     ck_write(&c, tpath("g.safetensors"));
@@ -558,7 +558,7 @@ END_TEST
 /* Imports with opt, expects failure, and checks the message holds every
  * piece (NULL-terminated). */
 static void expect_fail(const char *in, const store_import_options *opt, ...) {
-    store_error err;
+    attn_error err;
     const char *out = tpath("fail.safetensors");
     ck_assert_int_eq(store_import_checkpoint(in, out, opt, NULL, &err), -1);
     ck_assert_int_ne(access(out, F_OK), 0);
@@ -577,7 +577,7 @@ START_TEST(test_name_and_description) {
     store_import_options opt = {
         .layer = 1, .n_heads = H, .name = "gpt2-l1", .description = "GPT-2 layer one, ünïcode"};
     store_import_result res;
-    store_error err;
+    attn_error err;
     store_model *m;
     ck_assert(store_import_checkpoint(tpath("g.safetensors"), tpath("x.safetensors"), &opt, &res,
                                       &err) == 0);
@@ -634,7 +634,7 @@ START_TEST(test_missing_tensor) {
     expect_fail(tpath("g.safetensors"), &opt, "no tensor 'transformer.h.1.attn.c_proj.bias'",
                 "GPT-2 layer 1", NULL);
     opt.layer = 0; /* layer 0 is whole */
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_import_checkpoint(tpath("g.safetensors"), tpath("ok.safetensors"), &opt,
                                           NULL, &err) == 0,
                   "%s", err.message);
@@ -739,7 +739,7 @@ START_TEST(test_values_and_dtypes) {
     expect_fail(tpath("g.safetensors"), &opt, "'h.1.attn.c_attn.bias'", "NaN", "element 5", NULL);
     /* The NaN of layer 1 does not matter to layer 0. */
     opt.layer = 0;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_import_checkpoint(tpath("g.safetensors"), tpath("ok.safetensors"), &opt,
                                           NULL, &err) == 0,
                   "%s", err.message);
@@ -834,7 +834,7 @@ START_TEST(test_binary) {
     TOOL_EXPECT(0, "stdout", "model 'gpt2-layer1' from GPT-2 layer 1 (of 2)", "--layer", "1",
                 "--heads", "2", in, out);
     store_model *m;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_model_load(&m, out, &err) == 0, "%s", err.message);
     ck_assert_str_eq(m->name, "gpt2-layer1");
     ck_assert_int_eq(m->mask, ATTN_MASK_CAUSAL);

@@ -31,7 +31,7 @@ static void models_dir(char *dir, size_t size, const char *const *names) {
     snprintf(dir, size, "/tmp/attn-models-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
     for (; *names; names++) {
-        store_error err;
+        attn_error err;
         ck_assert_msg(store_builtin_write(store_builtin_find(*names), dir, NULL, &err) == 0, "%s",
                       err.message);
     }
@@ -288,7 +288,7 @@ START_TEST(sighup_reloads) {
     start(&s, dir, NULL);
     ck_assert_uint_eq(model_count(s.port), 1);
 
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_builtin_write(store_builtin_find("gpt2-small-shape"), dir, NULL, &err),
                      0);
     hs_signal(&s, SIGHUP);
@@ -361,7 +361,7 @@ START_TEST(replaced_model_let_go) {
     ck_assert_int_eq(deleted_mappings(s.pid, dir), 0);
 
     /* both files replaced by rename (same bytes, new files), then reloaded */
-    store_error err;
+    attn_error err;
     for (const char **n = names; *n; n++)
         ck_assert_int_eq(store_builtin_write(store_builtin_find(*n), dir, NULL, &err), 0);
     ck_assert_int_ge(deleted_mappings(s.pid, dir), 2);

@@ -24,11 +24,20 @@
 
 /* ---------------------------------------------------------------- config */
 
+/* What load() found. */
+enum { CFG_OK = 0, CFG_HELP = 1, CFG_ERROR = -1 };
+
+/* cfg_load, its message copied into err (256 bytes). */
 static int load(cfg_config *cfg, char **argv, char **envp, char *err) {
     int argc = 0;
     while (argv[argc])
         argc++;
-    return cfg_load(cfg, argc, argv, envp, err, 256);
+    attn_error e = {0};
+    int rc = cfg_load(cfg, argc, argv, envp, &e);
+    snprintf(err, 256, "%.255s", e.message);
+    if (rc == 0) return cfg->help ? CFG_HELP : CFG_OK;
+    ck_assert_str_eq(e.code, "invalid_config");
+    return CFG_ERROR;
 }
 
 START_TEST(config_defaults) {
@@ -980,7 +989,9 @@ static void keys_file(char *path, const char *text) {
  * already in force. */
 START_TEST(keys_file_refusals) {
     srv_keys *k = srv_keys_create();
-    char path[32], err[256];
+    char path[32];
+    attn_error e;
+    const char *err = e.message;
     char key256[257], key257[258], long_line[1001];
     memset(key256, 'k', 256), key256[256] = 0;
     memset(key257, 'k', 257), key257[257] = 0;
@@ -989,7 +1000,7 @@ START_TEST(keys_file_refusals) {
     char text[1200];
     snprintf(text, sizeof text, "# comment\r\n\n  \nfirst\r\n%s\n", key256);
     keys_file(path, text);
-    ck_assert_int_eq(srv_keys_load(k, path, err, sizeof err), 2);
+    ck_assert_int_eq(srv_keys_load(k, path, &e), 2);
     unlink(path);
     ck_assert(srv_keys_allow(k, "Bearer first"));
     char bearer[300];
@@ -1010,15 +1021,15 @@ START_TEST(keys_file_refusals) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(text, sizeof text, bad[i].text, i == 0 ? key257 : long_line);
         keys_file(path, text);
-        err[0] = 0;
-        ck_assert_int_eq(srv_keys_load(k, path, err, sizeof err), -1);
+        e.message[0] = 0;
+        ck_assert_int_eq(srv_keys_load(k, path, &e), -1);
         unlink(path);
         ck_assert_msg(strstr(err, bad[i].want), "case %zu: \"%s\"", i, err);
         /* the keys before stay, and no key of the refused file got in */
         ck_assert(srv_keys_allow(k, "Bearer first"));
         ck_assert(!srv_keys_allow(k, "Bearer ok"));
     }
-    ck_assert_int_eq(srv_keys_load(k, "/nonexistent/keys", err, sizeof err), -1);
+    ck_assert_int_eq(srv_keys_load(k, "/nonexistent/keys", &e), -1);
     ck_assert_ptr_nonnull(strstr(err, "No such file"));
     ck_assert(srv_keys_allow(k, "Bearer first"));
     srv_keys_destroy(k);

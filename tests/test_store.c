@@ -147,7 +147,7 @@ static void assert_message(const char *message, const char *path, const char *fa
 /* The file at path is refused by the reader with `fault` in the message. */
 static void expect_file_fault(const char *path, const char *fault) {
     store_file *f = (store_file *)1;
-    store_error err = {{0}};
+    attn_error err = {0};
     ck_assert_int_eq(store_file_open(&f, path, &err), -1);
     ck_assert_ptr_null(f);
     assert_message(err.message, path, fault);
@@ -156,7 +156,7 @@ static void expect_file_fault(const char *path, const char *fault) {
 /* The file at path is refused by the model loader with `fault`. */
 static void expect_model_fault(const char *path, const char *fault) {
     store_model *m = (store_model *)1;
-    store_error err = {{0}};
+    attn_error err = {0};
     ck_assert_int_eq(store_model_load(&m, path, &err), -1);
     ck_assert_ptr_null(m);
     assert_message(err.message, path, fault);
@@ -164,14 +164,14 @@ static void expect_model_fault(const char *path, const char *fault) {
 
 static store_model *load_ok(const char *path) {
     store_model *m = NULL;
-    store_error err = {{0}};
+    attn_error err = {0};
     ck_assert_msg(store_model_load(&m, path, &err) == 0, "load failed: %s", err.message);
     return m;
 }
 
 static store_model *load_mode_ok(const char *path, store_read_mode mode) {
     store_model *m = NULL;
-    store_error err = {{0}};
+    attn_error err = {0};
     ck_assert_msg(store_model_load_mode(&m, path, mode, &err) == 0, "load failed: %s",
                   err.message);
     return m;
@@ -317,7 +317,7 @@ START_TEST(test_offsets) {
              "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}",
              values(), 8);
     store_file *f = NULL;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_file_open(&f, p, &err) == 0, "%s", err.message);
     store_file_close(f);
     /* Past the data. */
@@ -355,7 +355,7 @@ START_TEST(test_shape_offset_disagree) {
              "\"data_offsets\":[0,0]}}",
              NULL, 0);
     store_file *f = NULL;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_file_open(&f, p, &err) == 0, "%s", err.message);
     ck_assert_uint_eq(store_file_tensor(f, 0)->count, 0);
     store_file_close(f);
@@ -682,7 +682,7 @@ START_TEST(test_f32_in_place) {
     size_t shape[2] = {4, 12};
     store_write_tensor t = {"w_qkv", STORE_DTYPE_F32, 2, shape, values(), NULL, NULL};
     store_metadata meta = {"n_heads", "1"};
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_file_write(p, &meta, 1, &t, 1, NULL, &err), 0);
     m = load_mode_ok(p, STORE_READ_MAP);
     ck_assert(in_file_mapping(m->weights.w_qkv, p));
@@ -704,7 +704,7 @@ static void rewrite_in_place(const char *path, off_t at, const void *bytes, size
 /* The offset in its file of w_qkv's bytes (read from the header). */
 static off_t w_qkv_offset(const char *path) {
     store_file *f;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_file_open(&f, path, &err) == 0, "%s", err.message);
     FILE *in = fopen(path, "rb");
     unsigned char len[8];
@@ -731,7 +731,7 @@ static void write_model_48(const char *p) {
     size_t shape[2] = {4, 12};
     store_write_tensor t = {"w_qkv", STORE_DTYPE_F32, 2, shape, values(), NULL, NULL};
     store_metadata meta = {"n_heads", "1"};
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_file_write(p, &meta, 1, &t, 1, NULL, &err) == 0, "%s", err.message);
 }
 
@@ -766,7 +766,7 @@ END_TEST
  * computing with it gives the answer of before. */
 START_TEST(test_copy_survives_truncate) {
     const char *dir = tsubdir("trunc");
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_builtin_write(store_builtin_find("gpt2-small-shape"), dir, NULL, &err),
                      0);
     char path[600];
@@ -811,7 +811,7 @@ END_TEST
  * files' mappings), the default maps none. Both serve the same weights. */
 START_TEST(test_set_map_option) {
     const char *dir = tsubdir("mapopt");
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_builtin_write(store_builtin_find("gpt2-small-shape"), dir, NULL, &err),
                      0);
     char path[600];
@@ -861,7 +861,7 @@ START_TEST(test_f32_unaligned) {
         {"w_qkv", STORE_DTYPE_F32, 2, s_w, values(), NULL, NULL},
     };
     store_metadata meta = {"n_heads", "1"};
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_file_write(p, &meta, 1, t, 2, NULL, &err) == 0, "%s", err.message);
     store_model *m = load_ok(p);
     ck_assert(!in_file_mapping(m->weights.w_qkv, p));
@@ -904,7 +904,7 @@ START_TEST(test_round_trip) {
         {"b.streamed", STORE_DTYPE_U16, 1, s_big, NULL, fill_counting, NULL},
     };
     store_metadata meta[] = {{"name", "round"}, {"note", "我爱你 \"quoted\""}};
-    store_error err;
+    attn_error err;
     size_t bytes = 0;
     ck_assert_msg(store_file_write(p, meta, 2, t, 5, &bytes, &err) == 0, "%s", err.message);
 
@@ -1012,7 +1012,7 @@ START_TEST(test_set_load) {
     write_good(dir, "notes.txt", "txt");              /* ignored */
     write_good(dir, "x.safetensors.tmp-12", "tmp");   /* ignored */
     store_set *s = NULL;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
     ck_assert_uint_eq(store_set_count(s), 3);
     ck_assert_str_eq(store_set_at(s, 0)->name, "Mid"); /* bytewise: 'M' < 'a' */
@@ -1035,7 +1035,7 @@ END_TEST
 START_TEST(test_set_empty_and_missing) {
     const char *dir = tsubdir("empty");
     store_set *s = NULL;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
     ck_assert_uint_eq(store_set_count(s), 0);
     ck_assert_ptr_null(store_set_find(s, "demo-4d"));
@@ -1064,7 +1064,7 @@ START_TEST(test_fifo_refused) {
     snprintf(path, sizeof path, "%s/pipe.safetensors", dir);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     store_file *f = NULL;
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_file_open(&f, path, &err), -1);
     assert_message(err.message, path, "not a regular file");
     store_set *s = NULL;
@@ -1078,7 +1078,7 @@ START_TEST(test_set_duplicate_names) {
     write_good(dir, "a.safetensors", "same");
     write_good(dir, "b.safetensors", "same");
     store_set *s = NULL;
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_set_load(&s, dir, NULL, &err), -1);
     ck_assert_ptr_null(s);
     char a[600], b[600];
@@ -1124,7 +1124,7 @@ START_TEST(test_set_skip_bad) {
 
     /* By default the bad file fails the whole load, and is named. */
     store_set *s = NULL;
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_set_load(&s, dir, NULL, &err), -1);
     assert_message(err.message, bad, "metadata 'mask' is 'diagonal'");
 
@@ -1162,7 +1162,7 @@ START_TEST(test_set_refcount_and_replace) {
     write_good(d1, "first.safetensors", NULL);
     write_good(d2, "second.safetensors", NULL);
     store_set *s1, *s2;
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_set_load(&s1, d1, NULL, &err), 0);
     ck_assert_int_eq(store_set_load(&s2, d2, NULL, &err), 0);
 
@@ -1222,7 +1222,7 @@ START_TEST(test_store_threads) {
     const char *d = tsubdir("threads");
     write_good(d, "first.safetensors", NULL);
     store_set *s;
-    store_error err;
+    attn_error err;
     ck_assert_int_eq(store_set_load(&s, d, NULL, &err), 0);
     worker_ctx w = {.st = store_create(s)};
     atomic_init(&w.stop, 0);
@@ -1297,7 +1297,7 @@ static uint64_t file_hash(const char *path) {
 #define GPT2_HASH UINT64_C(0x7e24817490589c75)
 
 static void write_builtins(const char *dir) {
-    store_error err;
+    attn_error err;
     for (size_t i = 0; i < store_builtin_count(); i++) {
         const store_builtin *b = store_builtin_at(i);
         if (b->on_demand) continue;
@@ -1311,7 +1311,7 @@ START_TEST(test_builtin_models) {
     const char *dir = tsubdir("builtin");
     write_builtins(dir);
     store_set *s;
-    store_error err;
+    attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
     ck_assert_uint_eq(store_set_count(s), 2);
 

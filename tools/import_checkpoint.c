@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    store_error err;
+    attn_error err;
     store_import_result res;
     if (store_import_checkpoint(paths[0], paths[1], &opt, &res, &err) != 0) {
         fprintf(stderr, "import_checkpoint: %s\n", err.message);

@@ -42,7 +42,7 @@ static void usage(FILE *to) {
 }
 
 static int write_one(const store_builtin *b, const char *dir) {
-    store_error err;
+    attn_error err;
     size_t file_bytes;
     if (store_builtin_write(b, dir, &file_bytes, &err) != 0) {
         fprintf(stderr, "make_models: %s\n", err.message);

@@ -160,7 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     differential(body, size);
 
     api_request *req = NULL;
-    api_error err;
+    attn_error err;
     if (api_request_decode(body, size, &limits, &req, &err) != 0) return 0;
     if (api_request_model(req) &&
         api_request_bind(req, &model, ATTN_MASK_CAUSAL, &limits, &err) != 0) {

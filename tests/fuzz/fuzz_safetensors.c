@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (write_file(data, size) != 0) abort();
     store_model *m = NULL;
-    store_error err;
+    attn_error err;
     if (store_model_load(&m, path, &err) == 0) {
         compute_with(m);
         store_model_destroy(m);
