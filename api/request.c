@@ -511,12 +511,6 @@ static int decode_violation(const api_arrays *arrays, const api_limits *limits, 
 int api_request_decode(const char *body, size_t len, const api_limits *limits,
                        api_request **out, attn_error *err)
 {
-    return api_request_decode_with(body, len, limits, NULL, out, err);
-}
-
-int api_request_decode_with(const char *body, size_t len, const api_limits *limits,
-                            attn_workspace *outputs, api_request **out, attn_error *err)
-{
     json_error_t jerr;
     json_t *root;
     api_request *req;
@@ -558,12 +552,11 @@ int api_request_decode_with(const char *body, size_t len, const api_limits *limi
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     }
     req->arrays = arrays;
-    req->out_ws = outputs;
     rc = decode_fields(req, root, limits, err);
     req->arrays = NULL;
     api_arrays_free(arrays);
     json_decref(root);
-    if (rc != 0) { /* -1, or API_REQUEST_DEFERRED from binding inline weights */
+    if (rc != 0) {
         api_request_free(req);
         return rc;
     }

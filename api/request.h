@@ -8,7 +8,10 @@
  *                        weights are bound at once
  *   api_request_model    the model name, when the body names one instead
  *   api_request_bind     for a named model: check the request against the
- *                        model's weights and allocate the outputs
+ *                        model's weights and the limits
+ *   api_request_cost     the work of the bound request (the server schedules
+ *                        by it)
+ *   api_request_alloc_outputs  the output buffers, just before computing
  *   api_request_input    what attn_compute reads
  *   api_request_output   where attn_compute writes (owned by the request)
  *   api_response_encode  (response.h) the JSON answer
@@ -36,8 +39,6 @@ typedef struct api_limits {
     size_t max_workspace_bytes; /* scratch one computation needs (attn_workspace_need) */
     size_t max_json_depth;      /* nesting of arrays and objects; 0: jansson's own */
     size_t max_string_bytes;    /* any string but a tensor's base64 "data"; 0: none */
-    double defer_above_flops;   /* > 0: bind stops short of a request of more work
-                                 * (API_REQUEST_DEFERRED), before its outputs exist */
 } api_limits;
 
 typedef struct api_request api_request;
@@ -52,16 +53,6 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
                        api_request **out, attn_error *err);
 
 /*
- * api_request_decode, with the output buffers (at bind) carved from
- * `outputs` instead of allocated one by one: a block the caller keeps
- * between requests, so that large outputs do not pay for fresh pages each
- * time. They are zeroed as calloc's would be. `outputs` must not be used
- * for anything else until api_request_free. NULL: api_request_decode.
- */
-int api_request_decode_with(const char *body, size_t len, const api_limits *limits,
-                            attn_workspace *outputs, api_request **out, attn_error *err);
-
-/*
  * The rank of the matrix (2) or vector (1) a request holds at the JSON
  * Pointer `path` ("/embeddings", "/weights/heads/3/w_q", "/weights/b_o", …),
  * or 0: the arrays api_request_decode reads straight from the text
@@ -73,21 +64,29 @@ int api_request_array_rank(const char *path);
  * Valid until api_request_free. */
 const char *api_request_model(const api_request *req);
 
-/* What api_request_decode(_with) and api_request_bind return, besides 0
- * and -1, when the limits' defer_above_flops stopped them: the request is
- * valid so far and was not refused, but its work is over that and nothing
- * for its outputs was allocated; err is not set. */
-#define API_REQUEST_DEFERRED 1
-
 /*
  * Binds a named model's weights: checks embeddings, mask and select_heads
- * against them and the limits, applies the model's default mask when the
- * request gave none, and allocates the output buffers. `weights` is not
- * copied and must outlive the request. Returns 0, or -1 with *err filled.
+ * against them and the limits (work, scratch and response size included),
+ * and applies the model's default mask when the request gave none. Nothing
+ * the limits bound is allocated yet. `weights` is not copied and must
+ * outlive the request. Returns 0, or -1 with *err filled.
  */
 int api_request_bind(api_request *req, const attn_weights *weights,
                      attn_mask_kind default_mask, const api_limits *limits,
                      attn_error *err);
+
+/* The floating-point operations a bound request's computation takes
+ * (attn_flops of its sizes). */
+double api_request_cost(const api_request *req);
+
+/*
+ * Allocates a bound request's output buffers, zeroed: carved from
+ * `outputs`, a block the caller keeps between requests so that large
+ * outputs do not pay for fresh pages each time (it must not be used for
+ * anything else until api_request_free), or, when `outputs` is NULL, one
+ * calloc each. Returns 0, or -1 with a 503 out_of_memory in *err.
+ */
+int api_request_alloc_outputs(api_request *req, attn_workspace *outputs, attn_error *err);
 
 /* Engine inputs and outputs of a bound request. */
 const attn_input *api_request_input(const api_request *req);

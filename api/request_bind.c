@@ -6,9 +6,9 @@
  * whether they came inline (api_request_decode calls it) or from the model
  * store (the server calls it): d_model agreement, the identity rule for a
  * missing w_o, the range of select_heads, the default mask and scale, then
- * the limits on heads, d_head, work (attn_flops) and response size, and only
- * then the output buffers. The limits therefore hold before anything they
- * bound is allocated.
+ * the limits on heads, d_head, work (attn_flops) and response size. The
+ * output buffers come later (api_request_alloc_outputs), on the thread
+ * that computes: the limits hold before anything they bound is allocated.
  *
  * The response size limit holds for an upper bound of the body's length
  * (api_response_bytes_max, beside the encoder in response.c), computed
@@ -190,10 +190,6 @@ int api_request_bind(api_request *req, const attn_weights *weights,
     if (bind_select_heads(req, weights->n_heads, err) < 0) return -1;
     hs = req->input.n_heads_out;
     if (bind_limits(req, weights, hs, default_mask, limits, err) < 0) return -1;
-    if (limits && limits->defer_above_flops > 0 &&
-        attn_flops(req->n_tokens, weights->d_model, weights->n_heads, weights->d_head,
-                   weights->w_o != NULL) > limits->defer_above_flops)
-        return API_REQUEST_DEFERRED; /* before any output is allocated */
     if (!req->mask_given) {
         if (default_mask == ATTN_MASK_CUSTOM)
             return attn_error_set(err, 500, "internal_error", "",
@@ -201,7 +197,6 @@ int api_request_bind(api_request *req, const attn_weights *weights,
         req->mask_kind = default_mask;
     }
     if (!req->scale_given) req->scale = (float)(1.0 / sqrt((double)weights->d_head));
-    if (bind_outputs(req, weights, hs, err) < 0) return -1;
 
     req->input = (attn_input){
         .weights = weights,
@@ -214,6 +209,22 @@ int api_request_bind(api_request *req, const attn_weights *weights,
     };
     req->bound = 1;
     return 0;
+}
+
+double api_request_cost(const api_request *req)
+{
+    const attn_weights *w = req->input.weights;
+    return attn_flops(req->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL);
+}
+
+int api_request_alloc_outputs(api_request *req, attn_workspace *outputs, attn_error *err)
+{
+    if (!req->bound || req->outputs_made)
+        return attn_error_set(err, 500, "internal_error", "",
+                             "outputs are made once, for a bound request");
+    req->out_ws = outputs;
+    req->outputs_made = 1;
+    return bind_outputs(req, req->input.weights, req->input.n_heads_out, err);
 }
 
 const attn_input *api_request_input(const api_request *req)

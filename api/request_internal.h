@@ -57,8 +57,9 @@ struct api_request {
     float *w_qkv, *b_qkv, *w_o, *b_o;
     attn_weights inline_weights;
 
-    /* Filled by api_request_bind. */
+    /* Filled by api_request_bind, and the outputs by api_request_alloc_outputs. */
     int bound;
+    int outputs_made;
     size_t *heads;            /* hs indices */
     float *out_buffers[8];    /* one per API_RETURN_* bit, NULL when not asked */
     attn_input input;

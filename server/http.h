@@ -5,7 +5,8 @@
  * polling threads. POST /v1/attention bodies are read there and handed to
  * the worker pool (server/pool.h) as server/job.h jobs, and so are model
  * weights (GET /v1/models/{name}?weights=true); everything else is
- * answered on the polling thread. See http.c for the life of a request.
+ * answered on the polling thread. See http.c for the path of a request
+ * through the files of the HTTP side.
  */
 #ifndef SRV_HTTP_H
 #define SRV_HTTP_H
@@ -42,14 +43,5 @@ void srv_http_drain(srv_http *h);
 /* Stops the daemon (closing idle connections) and frees h. Call after
  * srv_http_drain, or on a daemon with nothing in flight. */
 void srv_http_stop(srv_http *h);
-
-/* 1 when a Content-Type value (NULL: header absent) is acceptable as JSON:
- * absent, application/json, or application/<anything>+json, with optional
- * parameters, case-insensitive; a charset parameter must be UTF-8. */
-int srv_http_is_json_type(const char *content_type);
-
-/* Parses a Content-Length value: 0 and *out on success, -1 when it is not
- * a plain decimal number; a number too large for size_t reads as SIZE_MAX. */
-int srv_http_parse_length(const char *value, size_t *out);
 
 #endif

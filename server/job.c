@@ -81,9 +81,9 @@ void srv_job_worker_fini(void *worker_ctx, void *ctx) {
 /* The model `name` of the worker's set, or NULL with a 404 in *err: at
  * `path` of the request body, or with path "" (and the name not echoed)
  * when the name came from the URL. */
-static const store_model *find_model(srv_worker *w, const char *name, const char *path,
+static const store_model *find_model(const store_set *set, const char *name, const char *path,
                                      attn_error *err) {
-    const store_model *m = w->set ? store_set_find(w->set, name) : NULL;
+    const store_model *m = set ? store_set_find(set, name) : NULL;
     if (!m && path)
         attn_error_set(err, 404, "unknown_model", path,
                       "no model named \"%s\" is loaded; GET /v1/models lists them", name);
@@ -108,7 +108,9 @@ static void job_model_weights(srv_job *job, srv_worker *w) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     job->queue_ms = srv_ms_between(&job->submitted, &t0);
-    const store_model *m = find_model(w, job->model_name, NULL, &err);
+    srv_worker_idle(w); /* a set still held from the job before */
+    w->set = w->models ? store_current(w->models) : NULL;
+    const store_model *m = find_model(w->set, job->model_name, NULL, &err);
     if (m) {
         api_model_info info = {m->name, m->description, m->mask, &m->weights};
         job->response =
@@ -156,20 +158,18 @@ static int job_compute(const srv_job *job, srv_worker *w, const attn_output *out
     return rc;
 }
 
-/* Frees the request and gives large memory back (see the top comment). */
-static void job_release(const srv_job *job, api_request *req, srv_worker *w) {
-    api_request_free(req);
+/* Frees the job's request and gives large memory back (see the top
+ * comment); the set its weights came from passes to the worker, which lets
+ * it go once the answer is on its way (srv_worker_idle). */
+static void job_release(srv_job *job, srv_worker *w) {
+    api_request_free(job->request);
+    job->request = NULL;
+    store_set_release(w->set);
+    w->set = job->set;
+    job->set = NULL;
     attn_workspace_trim(w->ws, w->keep_workspace_bytes);
     attn_workspace_trim(w->outputs, w->keep_workspace_bytes);
     if (job->body_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
-}
-
-static void job_run(srv_job *job, srv_worker *w);
-
-void srv_job_run(srv_job *job, srv_worker *w) {
-    srv_worker_idle(w); /* a set still held from the job before */
-    w->set = w->models ? store_current(w->models) : NULL;
-    job_run(job, w);
 }
 
 void srv_worker_idle(srv_worker *w) {
@@ -177,20 +177,81 @@ void srv_worker_idle(srv_worker *w) {
     w->set = NULL;
 }
 
-static void job_run(srv_job *job, srv_worker *w) {
-    struct timespec t0, t1, t2, t3;
-    attn_error err;
-    memset(&err, 0, sizeof err);
-    api_request *req = NULL;
+void srv_job_discard(srv_job *job) {
+    api_request_free(job->request);
+    job->request = NULL;
+    store_set_release(job->set);
+    job->set = NULL;
+}
 
+int srv_job_decode(srv_job *job, srv_worker *w) {
+    struct timespec t0, t1;
+    attn_error err = {0};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    job->set = w->models ? store_current(w->models) : NULL;
+    int rc = api_request_decode(job->body, job->body_len, job->limits, &job->request, &err);
+    if (rc == 0 && api_request_model(job->request)) {
+        /* The job holds its set to the end, so the weights outlive the
+         * request. */
+        const store_model *m = find_model(job->set, api_request_model(job->request), "/model", &err);
+        rc = m ? api_request_bind(job->request, &m->weights, m->mask, job->limits, &err) : -1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    job->decode_ms = srv_ms_between(&t0, &t1);
+    if (rc == 0) return 0;
+    srv_job_discard(job);
+    job_fail(job, &err);
+    return -1;
+}
+
+double srv_job_cost(const srv_job *job) {
+    return api_request_cost(job->request);
+}
+
+/* Computes and encodes a decoded job. */
+static void job_attention(srv_job *job, srv_worker *w) {
+    struct timespec t1, t2, t3;
+    attn_error err = {0};
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    api_request *req = job->request;
+    int rc = api_request_alloc_outputs(req, w->outputs, &err);
+    if (rc == 0) rc = job_compute(job, w, api_request_output(req), api_request_input(req));
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    job->compute_ms = srv_ms_between(&t1, &t2);
+    if (rc == ATTN_ERR_STOPPED) {
+        job->dropped = 1;
+        job_release(job, w);
+        return;
+    }
+    if (rc == ATTN_ERR_NONFINITE)
+        attn_error_set(&err, 422, "non_finite_number", NULL,
+                       "the attention scores overflow float32; the embeddings or weights are "
+                       "too large");
+    else if (rc == ATTN_ERR_NOMEM)
+        attn_error_set(&err, 503, "out_of_memory", NULL,
+                       "memory for this computation could not be had; retry later");
+    if (rc == 0) {
+        job->response = api_response_encode(req, &job->response_len, &err);
+        clock_gettime(CLOCK_MONOTONIC, &t3);
+        job->encode_ms = srv_ms_between(&t2, &t3);
+    }
+    job_release(job, w);
+    if (job->response)
+        job->status = 200;
+    else
+        job_fail(job, &err);
+}
+
+void srv_job_run(srv_job *job, srv_worker *w) {
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     job->queue_ms = srv_ms_between(&job->submitted, &t0);
-    job->decode_ms = job->compute_ms = job->encode_ms = 0;
-    job->deferred = 0;
+    job->compute_ms = job->encode_ms = 0;
     job->dropped = 0;
     job->response = NULL;
     job->response_len = 0;
     if (job_client_gone(job)) {
+        srv_job_discard(job);
         job->dropped = 1;
         return;
     }
@@ -198,62 +259,6 @@ static void job_run(srv_job *job, srv_worker *w) {
         job_model_weights(job, w);
         return;
     }
-
-    /* A cap on the work here (a tiny request on a polling thread): binding
-     * stops short of a request over it, before its outputs exist. */
-    api_limits capped;
-    const api_limits *limits = job->limits;
-    if (job->max_flops_here > 0) {
-        capped = *job->limits;
-        capped.defer_above_flops = job->max_flops_here;
-        limits = &capped;
-    }
-    int rc = api_request_decode_with(job->body, job->body_len, limits, w->outputs, &req, &err);
-    if (rc == 0 && api_request_model(req)) {
-        /* The job holds its set to the end, so the weights outlive the
-         * request. */
-        const store_model *m = find_model(w, api_request_model(req), "/model", &err);
-        rc = m ? api_request_bind(req, &m->weights, m->mask, limits, &err) : -1;
-    }
-    /* decode: the body to a bound request, its output buffers ready */
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    job->decode_ms = srv_ms_between(&t0, &t1);
-    if (rc == API_REQUEST_DEFERRED) {
-        job->deferred = 1;
-        job_release(job, req, w);
-        return;
-    }
-    if (rc != 0) goto fail;
-
-    rc = job_compute(job, w, api_request_output(req), api_request_input(req));
-    clock_gettime(CLOCK_MONOTONIC, &t2);
-    job->compute_ms = srv_ms_between(&t1, &t2);
-    if (rc == ATTN_ERR_STOPPED) {
-        job->dropped = 1;
-        job_release(job, req, w);
-        return;
-    }
-    if (rc == ATTN_ERR_NONFINITE) {
-        attn_error_set(&err, 422, "non_finite_number", NULL,
-                      "the attention scores overflow float32; the embeddings or weights are "
-                      "too large");
-        goto fail;
-    }
-    if (rc != ATTN_OK) {
-        attn_error_set(&err, 503, "out_of_memory", NULL,
-                      "memory for this computation could not be had; retry later");
-        goto fail;
-    }
-
-    job->response = api_response_encode(req, &job->response_len, &err);
-    clock_gettime(CLOCK_MONOTONIC, &t3);
-    job->encode_ms = srv_ms_between(&t2, &t3);
-    if (!job->response) goto fail;
-    job->status = 200;
-    job_release(job, req, w);
-    return;
-
-fail:
-    job_release(job, req, w);
-    job_fail(job, &err);
+    if (!job->request && srv_job_decode(job, w) != 0) return;
+    job_attention(job, w);
 }

@@ -10,14 +10,18 @@
  * A job whose client has gone (client_gone) is not run, or stops between
  * the phases of a split computation, and comes back `dropped`.
  *
- * Each worker has a srv_worker: its workspace, and the model set it
- * computes with. A job takes the store's current set when it starts (one
+ * An attention job is decoded (srv_job_decode) either by the worker that
+ * runs it or, for a small body, on the polling thread first, which asks
+ * the decoded request's cost (srv_job_cost) to choose where it runs: the
+ * body is decoded once either way.
+ *
+ * Model sets. A job takes the store's current set when it is decoded (one
  * uncontended lock) and runs start to end on those weights, whatever a
- * SIGHUP reload does meanwhile; the worker lets the set go when told it is
- * idle (srv_worker_idle), after the answer is on its way. A worker waiting
- * for work holds no set, so a replaced one is destroyed (its files
- * unmapped, converted weights freed) as soon as the last job using it is
- * answered, not at each worker's next job.
+ * SIGHUP reload does meanwhile. When it has run, the set passes to the
+ * worker, which lets it go when told it is idle (srv_worker_idle), after
+ * the answer is on its way. A worker waiting for work holds no set, so a
+ * replaced one is destroyed (its files unmapped, converted weights freed)
+ * as soon as the last job using it is answered.
  *
  * A large computation (at least split_flops) is split over the pool's idle
  * workers (split.h): its projection and ΔE by tiles, its heads by blocks
@@ -49,7 +53,6 @@ typedef struct srv_job {
     const char *model_name; /* SRV_JOB_MODEL_WEIGHTS */
     const api_limits *limits;
     struct timespec submitted; /* CLOCK_MONOTONIC, when queued */
-    double max_flops_here;     /* > 0: defer a computation of more work than this */
     /* The client, asked before the job runs and between the phases of a
      * split computation: client_gone(client) returns 1 once it has left,
      * and the job then stops (dropped). NULL: never asked. */
@@ -57,11 +60,14 @@ typedef struct srv_job {
     void *client;
 
     /* results, written by srv_job_run */
+    /* set by srv_job_decode, owned by the job until it has run */
+    api_request *request; /* decoded and bound, its outputs not yet made */
+    store_set *set;       /* the set its weights come from, one reference */
+
     int status;     /* HTTP status of the answer */
     char *response; /* malloc'd body (JSON); the reader frees it */
     size_t response_len;
     double queue_ms, decode_ms, compute_ms, encode_ms;
-    int deferred; /* 1: not run, its work is over max_flops_here (no response) */
     int dropped;  /* 1: its client had gone, so it was not run or not finished (no response) */
 } srv_job;
 
@@ -95,18 +101,27 @@ srv_worker *srv_worker_create(store *models, pool *workers);
 void srv_worker_destroy(srv_worker *w);
 
 /*
- * Runs the job. For an attention job: decodes the body, binds a named model
- * from the worker's set (404 unknown_model at "/model" when absent),
- * computes with the worker's workspace and encodes the answer. Always
- * leaves a status and a JSON body — the contract's error body on failure.
- * `response` is NULL only when even the error body could not be allocated
- * (status is then 503).
- *
- * With max_flops_here set, a valid attention request whose computation
- * would take more work than that is not computed: the job comes back
- * `deferred`, with no response, to be run again elsewhere without the cap.
+ * Decodes an attention job's body and binds a named model from the store's
+ * current set (404 unknown_model at "/model" when absent), on any thread:
+ * `w` lends its store. Returns 0 with job->request and job->set, or -1
+ * with the job's answer (status and error body) already written.
+ */
+int srv_job_decode(srv_job *job, srv_worker *w);
+
+/* The work of a decoded job's computation, in floating-point operations. */
+double srv_job_cost(const srv_job *job);
+
+/*
+ * Runs the job on the worker: for an attention job, decodes it unless
+ * srv_job_decode did, computes with the worker's workspace and encodes the
+ * answer. Always leaves a status and a JSON body — the contract's error
+ * body on failure — unless it is dropped. `response` is NULL only when
+ * even the error body could not be allocated (status is then 503).
  */
 void srv_job_run(srv_job *job, srv_worker *w);
+
+/* Frees what a job that will not run holds (its decoded request and set). */
+void srv_job_discard(srv_job *job);
 
 /* The worker's last job is answered: it lets its model set go (which may
  * destroy a set a reload replaced, hence after the answer, not in it). */

@@ -1,31 +1,38 @@
 /*
- * route.c — the routing table.
+ * route.c — the routing table: one row per route, with its path, metrics
+ * label, methods, whether it needs a key, and its endpoint (endpoint.h).
+ * A new endpoint is a new ep_*.c file and a row here.
  */
 #include "server/route.h"
 
 #include <stddef.h>
 #include <string.h>
 
+#include "server/endpoint.h"
+
+enum { M_GET = 1, M_HEAD = 2, M_POST = 4 };
+
 typedef struct route_row {
-    const char *path;
+    const char *path; /* exact; NULL for SRV_ROUTE_MODEL (MODEL_PREFIX + a name) */
     const char *label;
-    const char *allow;
-    int open; /* answered without an API key */
+    unsigned methods; /* M_* bits */
+    int open;         /* answered without an API key */
+    const srv_endpoint *endpoint;
 } route_row;
 
 /* Indexed by srv_route. */
 static const route_row route_table[SRV_ROUTE_COUNT] = {
-    [SRV_ROUTE_ATTENTION] = {"/v1/attention", "attention", "POST", 0},
+    [SRV_ROUTE_ATTENTION] = {"/v1/attention", "attention", M_POST, 0, &srv_ep_attention},
     /* Probes carry no key; the page holds no secret and asks for the key
      * when the API does. */
-    [SRV_ROUTE_HEALTHZ] = {"/healthz", "healthz", "GET, HEAD", 1},
-    [SRV_ROUTE_READYZ] = {"/readyz", "readyz", "GET, HEAD", 1},
-    [SRV_ROUTE_METRICS] = {"/metrics", "metrics", "GET, HEAD", 0},
-    [SRV_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "openapi", "GET, HEAD", 0},
-    [SRV_ROUTE_MODELS] = {"/v1/models", "models", "GET, HEAD", 0},
-    [SRV_ROUTE_MODEL] = {NULL, "model", "GET, HEAD", 0}, /* MODEL_PREFIX + name */
-    [SRV_ROUTE_PAGE] = {"/", "page", "GET, HEAD", 1},
-    [SRV_ROUTE_OTHER] = {NULL, "other", "", 0},
+    [SRV_ROUTE_HEALTHZ] = {"/healthz", "healthz", M_GET | M_HEAD, 1, &srv_ep_healthz},
+    [SRV_ROUTE_READYZ] = {"/readyz", "readyz", M_GET | M_HEAD, 1, &srv_ep_readyz},
+    [SRV_ROUTE_METRICS] = {"/metrics", "metrics", M_GET | M_HEAD, 0, &srv_ep_metrics},
+    [SRV_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "openapi", M_GET | M_HEAD, 0, &srv_ep_openapi},
+    [SRV_ROUTE_MODELS] = {"/v1/models", "models", M_GET | M_HEAD, 0, &srv_ep_models},
+    [SRV_ROUTE_MODEL] = {NULL, "model", M_GET | M_HEAD, 0, &srv_ep_model},
+    [SRV_ROUTE_PAGE] = {"/", "page", M_GET | M_HEAD, 1, &srv_ep_page},
+    [SRV_ROUTE_OTHER] = {NULL, "other", 0, 0, NULL},
 };
 
 #define MODEL_PREFIX "/v1/models/"
@@ -51,7 +58,18 @@ const char *srv_route_name(srv_route r) {
 }
 
 const char *srv_route_allow(srv_route r) {
-    return r < SRV_ROUTE_COUNT ? route_table[r].allow : "";
+    /* The Allow header's text of each set of methods, in one order. */
+    static const char *const text[8] = {
+        [0] = "",
+        [M_GET] = "GET",
+        [M_HEAD] = "HEAD",
+        [M_GET | M_HEAD] = "GET, HEAD",
+        [M_POST] = "POST",
+        [M_GET | M_POST] = "GET, POST",
+        [M_HEAD | M_POST] = "HEAD, POST",
+        [M_GET | M_HEAD | M_POST] = "GET, HEAD, POST",
+    };
+    return r < SRV_ROUTE_COUNT ? text[route_table[r].methods] : "";
 }
 
 int srv_route_open(srv_route r) {
@@ -59,7 +77,14 @@ int srv_route_open(srv_route r) {
 }
 
 int srv_route_allows(srv_route r, const char *method) {
-    if (r >= SRV_ROUTE_OTHER || !method) return 0;
-    if (r == SRV_ROUTE_ATTENTION) return strcmp(method, "POST") == 0;
-    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (r >= SRV_ROUTE_COUNT || !method) return 0;
+    unsigned m = strcmp(method, "GET") == 0    ? M_GET
+                 : strcmp(method, "HEAD") == 0 ? M_HEAD
+                 : strcmp(method, "POST") == 0 ? M_POST
+                                               : 0;
+    return (route_table[r].methods & m) != 0;
+}
+
+const srv_endpoint *srv_route_endpoint(srv_route r) {
+    return r < SRV_ROUTE_COUNT ? route_table[r].endpoint : NULL;
 }

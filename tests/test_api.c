@@ -164,10 +164,11 @@ static json_t *respond(api_request *req, char **raw)
     json_error_t jerr;
     json_t *resp;
 
+    attn_error err;
     ck_assert_ptr_nonnull(ws);
+    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
     attn_workspace_destroy(ws);
-    attn_error err;
     text = api_response_encode(req, &len, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
     ck_assert_uint_eq(strlen(text), len);
@@ -567,22 +568,24 @@ START_TEST(test_non_finite)
 }
 END_TEST
 
-/* defer_above_flops: a request over it comes back API_REQUEST_DEFERRED,
- * from decode (inline weights, bound there) or from bind (a named model),
- * with nothing made for its outputs; one under it is bound as usual. */
-START_TEST(test_defer_above_flops)
+/* A decoded request tells its cost (the server schedules by it) and has no
+ * outputs until they are made, once. */
+START_TEST(test_request_cost_and_outputs)
 {
-    api_limits lim = big_limits;
-    lim.defer_above_flops = 10;
     char *text = dump_base_request();
-    api_request *req = (api_request *)1;
+    api_request *req = NULL;
     attn_error err;
-    ck_assert_int_eq(api_request_decode(text, strlen(text), &lim, &req, &err),
-                     API_REQUEST_DEFERRED);
-    ck_assert_ptr_null(req);
-    lim.defer_above_flops = 1e12;
-    ck_assert_int_eq(api_request_decode(text, strlen(text), &lim, &req, &err), 0);
+    ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
+    const attn_input *in = api_request_input(req);
+    const attn_weights *w = in->weights;
+    ck_assert(api_request_cost(req) ==
+              attn_flops(in->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL));
+    ck_assert(api_request_cost(req) > 0);
+    ck_assert_ptr_null(api_request_output(req)->embeddings);
+    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
     ck_assert_ptr_nonnull(api_request_output(req)->embeddings);
+    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), -1);
+    ck_assert_str_eq(err.code, "internal_error");
     api_request_free(req);
     free(text);
 }
@@ -690,6 +693,7 @@ static void response_limit_pair(json_t *body)
     at.max_response_bytes = bound, over.max_response_bytes = bound - 1;
     api_request *req = decode_ok_limits(json_deep_copy(body), &at);
     attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
     attn_workspace_destroy(ws);
     char *text = api_response_encode(req, &len, &err);
@@ -782,6 +786,7 @@ static size_t response_length(json_t *body, const api_limits *limits, char **tex
     attn_workspace *ws = attn_workspace_create();
     attn_error err;
     size_t len = 0;
+    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
     attn_workspace_destroy(ws);
     char *text = api_response_encode(req, &len, &err);
@@ -1388,6 +1393,7 @@ static void expect_overflow(const char *w_q, const char *w_v, const char *return
     attn_error err;
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
     attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
     ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), ATTN_OK);
     attn_workspace_destroy(ws);
     size_t len = 0;
@@ -1594,7 +1600,7 @@ static Suite *api_suite(void)
     tcase_add_test(decode, test_invalid_values);
     tcase_add_test(decode, test_dimension_mismatch);
     tcase_add_test(decode, test_non_finite);
-    tcase_add_test(decode, test_defer_above_flops);
+    tcase_add_test(decode, test_request_cost_and_outputs);
     tcase_add_test(decode, test_tiny_and_edge_numbers);
     tcase_add_test(decode, test_out_of_range);
     tcase_add_test(decode, test_limits);

@@ -1577,6 +1577,7 @@ START_TEST(test_online_gap_repro_api) {
     attn_error err;
     ck_assert_msg(api_request_decode(body, len, &limits, &req, &err) == 0, "decode: %s at %s",
                   err.message, err.path);
+    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
     const attn_output *out = api_request_output(req);
     ck_assert_ptr_nonnull(out->head_outputs);
     ck_assert_ptr_null(out->patterns); /* the online path */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "server/config.h"
+#include "server/headers.h"
 #include "server/http.h"
 #include "server/job.h"
 #include "server/keys.h"
@@ -935,41 +936,41 @@ END_TEST
 /* ------------------------------------------------- HTTP parsers, routing */
 
 START_TEST(http_content_types) {
-    ck_assert(srv_http_is_json_type(NULL));
-    ck_assert(srv_http_is_json_type("application/json"));
-    ck_assert(srv_http_is_json_type("Application/JSON"));
-    ck_assert(srv_http_is_json_type("application/json; charset=utf-8"));
-    ck_assert(srv_http_is_json_type("application/json;charset=\"UTF-8\""));
-    ck_assert(srv_http_is_json_type("application/json; boundary=x; charset=utf8"));
-    ck_assert(!srv_http_is_json_type("application/json; charset=latin1"));
-    ck_assert(!srv_http_is_json_type("application/json; charset=\"utf-16\""));
-    ck_assert(srv_http_is_json_type("application/json; charset=utf-8"));
-    ck_assert(srv_http_is_json_type("  application/json ;charset=UTF-8"));
-    ck_assert(srv_http_is_json_type("application/vnd.attn+json"));
-    ck_assert(srv_http_is_json_type("application/problem+JSON; q=1"));
-    ck_assert(!srv_http_is_json_type(""));
-    ck_assert(!srv_http_is_json_type("text/plain"));
-    ck_assert(!srv_http_is_json_type("text/json"));
-    ck_assert(!srv_http_is_json_type("application/jsonx"));
-    ck_assert(!srv_http_is_json_type("application/x-www-form-urlencoded"));
-    ck_assert(!srv_http_is_json_type("application/+json"));
-    ck_assert(!srv_http_is_json_type("application/json/x"));
-    ck_assert(!srv_http_is_json_type("multipart/form-data; boundary=json"));
+    ck_assert(srv_headers_json_type(NULL));
+    ck_assert(srv_headers_json_type("application/json"));
+    ck_assert(srv_headers_json_type("Application/JSON"));
+    ck_assert(srv_headers_json_type("application/json; charset=utf-8"));
+    ck_assert(srv_headers_json_type("application/json;charset=\"UTF-8\""));
+    ck_assert(srv_headers_json_type("application/json; boundary=x; charset=utf8"));
+    ck_assert(!srv_headers_json_type("application/json; charset=latin1"));
+    ck_assert(!srv_headers_json_type("application/json; charset=\"utf-16\""));
+    ck_assert(srv_headers_json_type("application/json; charset=utf-8"));
+    ck_assert(srv_headers_json_type("  application/json ;charset=UTF-8"));
+    ck_assert(srv_headers_json_type("application/vnd.attn+json"));
+    ck_assert(srv_headers_json_type("application/problem+JSON; q=1"));
+    ck_assert(!srv_headers_json_type(""));
+    ck_assert(!srv_headers_json_type("text/plain"));
+    ck_assert(!srv_headers_json_type("text/json"));
+    ck_assert(!srv_headers_json_type("application/jsonx"));
+    ck_assert(!srv_headers_json_type("application/x-www-form-urlencoded"));
+    ck_assert(!srv_headers_json_type("application/+json"));
+    ck_assert(!srv_headers_json_type("application/json/x"));
+    ck_assert(!srv_headers_json_type("multipart/form-data; boundary=json"));
 }
 END_TEST
 
 START_TEST(http_content_length) {
     size_t n = 7;
-    ck_assert_int_eq(srv_http_parse_length("0", &n), 0);
+    ck_assert_int_eq(srv_headers_parse_length("0", &n), 0);
     ck_assert_uint_eq(n, 0);
-    ck_assert_int_eq(srv_http_parse_length("1048576", &n), 0);
+    ck_assert_int_eq(srv_headers_parse_length("1048576", &n), 0);
     ck_assert_uint_eq(n, 1048576);
-    ck_assert_int_eq(srv_http_parse_length("99999999999999999999999999", &n), 0);
+    ck_assert_int_eq(srv_headers_parse_length("99999999999999999999999999", &n), 0);
     ck_assert_uint_eq(n, SIZE_MAX);
-    ck_assert_int_eq(srv_http_parse_length("", &n), -1);
-    ck_assert_int_eq(srv_http_parse_length("-1", &n), -1);
-    ck_assert_int_eq(srv_http_parse_length("12a", &n), -1);
-    ck_assert_int_eq(srv_http_parse_length(NULL, &n), -1);
+    ck_assert_int_eq(srv_headers_parse_length("", &n), -1);
+    ck_assert_int_eq(srv_headers_parse_length("-1", &n), -1);
+    ck_assert_int_eq(srv_headers_parse_length("12a", &n), -1);
+    ck_assert_int_eq(srv_headers_parse_length(NULL, &n), -1);
 }
 END_TEST
 
@@ -1128,6 +1129,47 @@ START_TEST(job_error_paths) {
     ck_assert_msg(status == 200, "status %d: %s", status, r);
     ck_assert_ptr_nonnull(strstr(r, "\"embeddings\""));
     free(r);
+}
+END_TEST
+
+/* A job decoded on one thread (srv_job_decode, as the polling thread does
+ * for a small body) and run on another worker is not decoded again: its
+ * body is gone by then and the answer still comes from the decoded
+ * request. Its cost is the request's work; a refused body has its answer
+ * at decode and nothing left to discard. */
+START_TEST(job_decoded_once) {
+    static const char body[] =
+        "{\"embeddings\":[[1,0]],\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],"
+        "\"w_k\":[[1],[0]],\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]},\"mask\":\"none\"}";
+    srv_worker *reader = srv_worker_create(NULL, NULL), *runner = srv_worker_create(NULL, NULL);
+    ck_assert(reader && runner);
+    srv_job job;
+    memset(&job, 0, sizeof job);
+    char *copy = strdup(body);
+    job.body = copy;
+    job.body_len = strlen(copy);
+    job.limits = &job_limits;
+    ck_assert_int_eq(srv_job_decode(&job, reader), 0);
+    ck_assert(srv_job_cost(&job) == attn_flops(1, 2, 1, 1, 1));
+    memset(copy, '!', job.body_len); /* no longer JSON: a second decode would answer 400 */
+    clock_gettime(CLOCK_MONOTONIC, &job.submitted);
+    srv_job_run(&job, runner);
+    ck_assert_msg(job.status == 200, "status %d: %s", job.status, job.response);
+    ck_assert_ptr_null(job.request);
+    free(job.response);
+
+    memset(&job, 0, sizeof job);
+    job.body = "{not json";
+    job.body_len = strlen(job.body);
+    job.limits = &job_limits;
+    ck_assert_int_eq(srv_job_decode(&job, reader), -1);
+    ck_assert_int_eq(job.status, 400);
+    ck_assert_ptr_null(job.request);
+    srv_job_discard(&job);
+    free(job.response);
+    free(copy);
+    srv_worker_destroy(reader);
+    srv_worker_destroy(runner);
 }
 END_TEST
 
@@ -1350,6 +1392,7 @@ static Suite *server_suite(void) {
     tc = tcase_create("job");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, job_error_paths);
+    tcase_add_test(tc, job_decoded_once);
     tcase_add_test(tc, job_trims_large_workspace);
     tcase_add_test(tc, job_split_same_answer);
     tcase_add_test(tc, job_split_workers_without_context);

@@ -167,6 +167,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         api_request_free(req);
         return 0;
     }
+    if (api_request_alloc_outputs(req, NULL, &err) != 0) {
+        api_request_free(req);
+        return 0;
+    }
     if (attn_compute(api_request_output(req), ws, api_request_input(req)) == ATTN_OK) {
         size_t len;
         char *text = api_response_encode(req, &len, &err);

@@ -1,0 +1,95 @@
+/*
+ * dispatch.c — suspend, queue, resume (dispatch.h).
+ */
+#include "server/dispatch.h"
+
+#include <stdlib.h>
+
+#include "api/error.h"
+#include "server/reply.h"
+
+void srv_dispatch_count_phases(const srv_exchange *x) {
+    srv_metrics *m = x->h->metrics;
+    srv_metrics_add_phase(m, SRV_PHASE_QUEUE, x->job.queue_ms / 1e3);
+    srv_metrics_add_phase(m, SRV_PHASE_DECODE, x->job.decode_ms / 1e3);
+    srv_metrics_add_phase(m, SRV_PHASE_COMPUTE, x->job.compute_ms / 1e3);
+    srv_metrics_add_phase(m, SRV_PHASE_ENCODE, x->job.encode_ms / 1e3);
+}
+
+/* srv_job's client_gone, and pool_evict's predicate for a full queue: the
+ * client has closed (or reset) its connection. */
+static int client_gone(void *arg) {
+    const srv_exchange *x = arg;
+    return x->fd >= 0 && srv_watch_peer_gone(x->fd);
+}
+
+/* A job dropped because its client left, before it ran, while it ran, or
+ * from a full queue (pool_evict's drop). Last touch of x on this thread. */
+static void drop(void *arg) {
+    srv_exchange *x = arg;
+    srv_job_discard(&x->job); /* what a job evicted before it ran holds */
+    srv_metrics_count(x->h->metrics, SRV_EVENT_JOB_DROPPED);
+    x->gone = 1;
+    x->state = X_GONE;
+    MHD_resume_connection(x->conn);
+}
+
+static void run(void *arg, void *worker_ctx) {
+    srv_exchange *x = arg;
+    srv_job_run(&x->job, worker_ctx);
+    if (x->job.dropped) {
+        drop(x);
+    } else {
+        srv_dispatch_count_phases(x);
+        x->state = X_DONE;
+        /* Last touch of x on this thread: after resume the polling thread
+         * may send the answer and free the exchange at any moment. */
+        MHD_resume_connection(x->conn);
+    }
+    srv_worker_idle(worker_ctx);
+}
+
+enum MHD_Result srv_dispatch(srv_exchange *x) {
+    srv_http *h = x->h;
+    if (x->late) {
+        srv_job_discard(&x->job);
+        return srv_reply_fail(x, 503, "shutting_down", "the server is shutting down");
+    }
+    x->job.limits = h->limits;
+    x->job.client_gone = client_gone;
+    x->job.client = x;
+    clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
+    x->state = X_WAITING;
+
+    MHD_suspend_connection(x->conn);
+    int rc = pool_submit(h->workers, run, x);
+    /* A full queue may hold jobs whose clients left: they go first. */
+    if (rc == POOL_FULL && pool_evict(h->workers, client_gone, drop) > 0)
+        rc = pool_submit(h->workers, run, x);
+    if (rc != POOL_OK) {
+        attn_error err;
+        if (rc == POOL_FULL)
+            attn_error_set(&err, 503, "overloaded", NULL,
+                           "the work queue is full (%zu waiting); retry later", h->cfg->queue_depth);
+        else if (rc == POOL_STOPPED)
+            attn_error_set(&err, 503, "shutting_down", NULL, "the server is shutting down");
+        else
+            attn_error_set(&err, 503, "out_of_memory", NULL, "memory for the job could not be had");
+        srv_job_discard(&x->job);
+        x->job.status = err.status;
+        x->job.response = api_error_to_json(&err, &x->job.response_len);
+        x->state = X_DONE;
+        MHD_resume_connection(x->conn);
+    }
+    return MHD_YES;
+}
+
+enum MHD_Result srv_dispatch_reply(srv_exchange *x) {
+    srv_job *j = &x->job;
+    srv_body_free(&x->body);
+    j->body = NULL;
+    if (!j->response) return srv_reply_oom(x);
+    char *body = j->response;
+    j->response = NULL; /* moved into libmicrohttpd */
+    return srv_reply(x, (unsigned)j->status, body, j->response_len, 1, "application/json");
+}

@@ -1,0 +1,66 @@
+/*
+ * ep_models.c — GET /v1/models and GET /v1/models/{name}.
+ *
+ * The list and a model's summary are cheap and answered on the polling
+ * thread, from the store's current set; a model with its weights
+ * (?weights=true), which can be tens of megabytes of JSON, is written by a
+ * worker (SRV_JOB_MODEL_WEIGHTS).
+ */
+#include "server/endpoint.h"
+
+#include <stdlib.h>
+
+#include "api/models.h"
+#include "server/dispatch.h"
+#include "server/reply.h"
+
+static enum MHD_Result models_answer(srv_exchange *x) {
+    store_set *set = x->h->models ? store_current(x->h->models) : NULL;
+    size_t count = set ? store_set_count(set) : 0, len = 0;
+    api_model_info *infos = calloc(count ? count : 1, sizeof *infos);
+    char *text = NULL;
+    if (infos) {
+        for (size_t i = 0; i < count; i++) {
+            const store_model *m = store_set_at(set, i);
+            infos[i] = (api_model_info){m->name, m->description, m->mask, &m->weights};
+        }
+        text = api_models_encode_list(infos, count, &len);
+    }
+    free(infos);
+    store_set_release(set);
+    if (!text) return srv_reply_oom(x);
+    return srv_reply(x, 200, text, len, 1, "application/json");
+}
+
+static enum MHD_Result model_answer(srv_exchange *x) {
+    const char *name = srv_route_model_name(x->path);
+    int weights = api_model_weights_flag(
+        MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, "weights"));
+    if (weights < 0)
+        return srv_reply_fail(x, 400, "invalid_value",
+                              "the query parameter weights must be true or false");
+    if (weights) {
+        x->job.kind = SRV_JOB_MODEL_WEIGHTS;
+        x->job.model_name = name;
+        return srv_dispatch(x);
+    }
+    store_set *set = x->h->models ? store_current(x->h->models) : NULL;
+    const store_model *m = set ? store_set_find(set, name) : NULL;
+    attn_error err;
+    char *text = NULL;
+    size_t len = 0;
+    if (m) {
+        api_model_info info = {m->name, m->description, m->mask, &m->weights};
+        text = api_model_encode(&info, 0, x->h->limits->max_response_bytes, &len, &err);
+    } else {
+        /* The name is not echoed: it is whatever the client put in the path. */
+        attn_error_set(&err, 404, "unknown_model", NULL,
+                       "no model of this name is loaded; GET /v1/models lists them");
+    }
+    store_set_release(set);
+    if (!text) return srv_reply_error(x, &err);
+    return srv_reply(x, 200, text, len, 1, "application/json");
+}
+
+const srv_endpoint srv_ep_models = {NULL, models_answer, NULL};
+const srv_endpoint srv_ep_model = {NULL, model_answer, NULL};

@@ -1,0 +1,40 @@
+/*
+ * reply.h — queuing an exchange's answer: the body, the headers every
+ * answer carries (X-Request-Id, Cache-Control, CORS, Retry-After on 503,
+ * Allow on 405, WWW-Authenticate on 401, Connection: close while draining
+ * or after a framing fault) and those of its endpoint (endpoint.h).
+ *
+ * Each function queues one response, records its status and size for the
+ * access log, moves the exchange to X_REPLIED and returns what
+ * libmicrohttpd's handler should return.
+ */
+#ifndef SRV_REPLY_H
+#define SRV_REPLY_H
+
+#include <microhttpd.h>
+#include <stddef.h>
+
+#include "attention/error.h"
+#include "server/http_state.h"
+
+/* `body` is moved into libmicrohttpd when must_free (and freed here if
+ * that fails), else it must outlive the response (a constant).
+ * content_type may be NULL (a 304). */
+enum MHD_Result srv_reply(srv_exchange *x, unsigned status, char *body, size_t len, int must_free,
+                          const char *content_type);
+
+/* A constant JSON text. */
+enum MHD_Result srv_reply_json(srv_exchange *x, unsigned status, const char *text);
+
+/* The contract's error body for err (the static out_of_memory body when
+ * even that cannot be allocated). */
+enum MHD_Result srv_reply_error(srv_exchange *x, const attn_error *err);
+
+/* An error of this status and code with a printf-style message, path "". */
+enum MHD_Result srv_reply_fail(srv_exchange *x, int status, const char *code, const char *fmt,
+                               ...) __attribute__((format(printf, 4, 5)));
+
+/* 503 out_of_memory, from a constant body. */
+enum MHD_Result srv_reply_oom(srv_exchange *x);
+
+#endif
