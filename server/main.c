@@ -1,18 +1,9 @@
 /*
  * main.c — start, wait for a signal, drain, exit.
  *
- * Signals. SIGTERM and SIGINT get a handler that only write()s the signal
- * number to a self-pipe (async-signal-safe, errno kept); the main thread
- * reads the pipe. A mask alone is not enough: OpenBLAS starts its thread
- * pool when the library is loaded, before main() runs, so those threads
- * never inherit a mask set here, and a signal the main thread was not
- * waiting for in sigwait() would be delivered to one of them with its
- * default action — ending the process in the middle of a drain. With a
- * handler installed for the whole process, whichever thread the kernel
- * picks only writes a byte. The threads we create (libmicrohttpd's and the
- * workers) are still started with both signals blocked, so that their
- * system calls are not interrupted; the main thread unblocks them again.
- * SIGPIPE is ignored: a client that hangs up is an error return, not death.
+ * Signals (signals.h) wake the main thread; the threads we create
+ * (libmicrohttpd's and the workers) are started with TERM, INT and HUP
+ * blocked, so that their system calls are not interrupted.
  *
  * Models. The store (store/store.h) is loaded from --models-dir before the
  * server listens, each file read into memory (or mapped, with
@@ -43,8 +34,6 @@
  */
 #include <cblas.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,77 +48,10 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/pool.h"
+#include "server/signals.h"
 #include "store/store.h"
 
 extern char **environ;
-
-/* The self-pipe: [0] read by the main thread, [1] written by the handler.
- * The byte only wakes the reader; what happened is in the two flags, so
- * that a burst of SIGHUPs is one reload and a full pipe loses no SIGTERM. */
-static int sig_pipe[2] = {-1, -1};
-static volatile sig_atomic_t sig_stop;   /* the first SIGTERM or SIGINT */
-static volatile sig_atomic_t sig_reload; /* a SIGHUP not yet acted on */
-
-static void on_signal(int sig) {
-    int saved = errno;
-    if (sig == SIGHUP)
-        sig_reload = 1;
-    else if (!sig_stop)
-        sig_stop = sig;
-    unsigned char b = (unsigned char)sig;
-    /* Non-blocking: with the pipe full, a wake-up is already pending. */
-    ssize_t w = write(sig_pipe[1], &b, 1);
-    (void)w;
-    errno = saved;
-}
-
-/* Installs on_signal for SIGTERM, SIGINT and SIGHUP. Returns 0 or -1. */
-static int sig_install(void) {
-    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigfillset(&sa.sa_mask);
-    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
-        sigaction(SIGHUP, &sa, NULL) != 0)
-        return -1;
-    signal(SIGPIPE, SIG_IGN);
-    return 0;
-}
-
-/* The next byte from the pipe, waiting for one: a signal number, or 0
- * when the watcher should stop. */
-static int sig_next(void) {
-    for (;;) {
-        unsigned char b;
-        ssize_t r = read(sig_pipe[0], &b, 1);
-        if (r == 1) return b;
-        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-            struct pollfd p = {.fd = sig_pipe[0], .events = POLLIN};
-            poll(&p, 1, -1);
-            continue;
-        }
-        return 0; /* cannot happen: we hold the write end */
-    }
-}
-
-/* Waits for a wake-up, then empties the pipe: the flags say what to do. */
-static void sig_wait(void) {
-    sig_next();
-    unsigned char b[256];
-    while (read(sig_pipe[0], b, sizeof b) > 0) {
-    }
-}
-
-/* Logs signals that arrive while draining; they change nothing. */
-static void *sig_watch(void *arg) {
-    (void)arg;
-    int sig;
-    while ((sig = sig_next()) != 0)
-        srv_log_info("signal %d: already draining; ignored", sig);
-    return NULL;
-}
 
 static void log_skipped_model(void *ctx, const char *file, const char *message) {
     (void)ctx;
@@ -233,7 +155,7 @@ fail:
 int main(int argc, char **argv) {
     /* Whole lines per write, so log readers never see half a line. */
     setvbuf(stderr, NULL, _IOLBF, 0);
-    if (sig_install() != 0) {
+    if (srv_signals_install() != 0) {
         fprintf(stderr, "attention-server: cannot install signal handlers: %s\n", strerror(errno));
         return 1;
     }
@@ -293,28 +215,21 @@ int main(int argc, char **argv) {
                  srv_http_port(s.http));
 
     /* Until TERM or INT: one reload for however many HUPs came meanwhile. */
-    while (!sig_stop) {
-        sig_wait();
-        if (sig_reload && !sig_stop) {
-            sig_reload = 0;
+    while (!srv_signals_stop()) {
+        srv_signals_wait();
+        if (srv_signals_take_reload() && !srv_signals_stop()) {
             models_reload(&cfg, s.models);
             if (cfg.api_keys_file[0]) keys_reload(&cfg, s.keys);
         }
     }
-    srv_log_info("signal %d: draining", (int)sig_stop);
-    pthread_t watcher;
+    srv_log_info("signal %d: draining", srv_signals_stop());
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    int watching = pthread_create(&watcher, NULL, sig_watch, NULL) == 0;
+    int watching = srv_signals_watch_start();
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 
     srv_http_drain(s.http);
     services_stop(&s);
-    if (watching) {
-        unsigned char zero = 0;
-        while (write(sig_pipe[1], &zero, 1) != 1 && (errno == EAGAIN || errno == EINTR))
-            usleep(1000); /* a pipe full of signals: the watcher is emptying it */
-        pthread_join(watcher, NULL);
-    }
+    if (watching) srv_signals_watch_stop();
     srv_log_info("drained; exiting");
     return 0;
 }
