@@ -1,10 +1,12 @@
 /*
  * job.c — decode → model → compute → encode, on a worker thread.
  *
- * Every heavy step of a request happens here, never on an I/O thread. The
- * request object lives only inside srv_job_run: it is decoded, computed,
- * encoded and freed before the function returns, so the only thing that
- * leaves is the response buffer. Each phase is timed for Server-Timing.
+ * Every heavy step of a request happens here: on a worker, or for a tiny
+ * request on its polling thread (inline.h), which may also decode a small
+ * body (srv_job_decode) before handing the job to a worker. The decoded
+ * request belongs to the job until srv_job_run has encoded the answer and
+ * freed it; the only thing that leaves is the response buffer. Each phase
+ * is timed for Server-Timing.
  *
  * Output buffers come from a block of the worker's (w->outputs), kept
  * between jobs like the workspace: a large output would otherwise pay for
