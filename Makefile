@@ -68,7 +68,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test test-ui test-clang bench clean deps
+.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test test-ui test-clang bench lint format clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -267,6 +267,26 @@ bench:
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) wrk time'
 	+$(MAKE) --no-print-directory all
 	+$(MAKE) --no-print-directory -C bench
+
+# The C sources against the checked-in .clang-format (clang-format 14,
+# Debian 12's): `make lint` names each file whose layout differs, with its
+# first difference, and fails; `make format` rewrites them in place.
+# Build folders and node_modules are not sources.
+CLANG_FORMAT ?= clang-format
+FORMAT_SRC    = $(shell find attention api server store tests tools bench \
+                    \( -name build -o -name node_modules \) -prune -o \
+                    \( -name '*.c' -o -name '*.h' \) -type f -print | sort)
+lint:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='clang-format'
+	@out=$$($(CLANG_FORMAT) --dry-run -Werror --ferror-limit=1 $(FORMAT_SRC) 2>&1) && exit 0; \
+	printf '%s\n' "$$out" >&2; \
+	echo "make lint: $$(printf '%s\n' "$$out" | grep -c clang-format-violations) of" \
+	    "$(words $(FORMAT_SRC)) files differ from .clang-format; make format rewrites them" >&2; \
+	exit 1
+
+format:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='clang-format'
+	$(CLANG_FORMAT) -i $(FORMAT_SRC)
 
 # Installs the Debian packages that are missing (as root, or through sudo).
 deps:
