@@ -1,7 +1,8 @@
 # Flat Makefile: one object per source under $(BUILD)/, automatic header
-# dependencies (-MMD), and a sanitizer build (build-asan/) beside the
-# normal one. CFLAGS, LDFLAGS and SANITIZE are the caller's to set; the
-# flags the project needs are added to them, never replaced.
+# dependencies (-MMD), one static library per layer, and sanitizer and
+# clang builds (build-asan/, build-clang/) beside the normal one. CFLAGS,
+# LDFLAGS and SANITIZE are the caller's to set; the flags the project
+# needs are added to them, never replaced.
 
 CC       ?= cc
 CFLAGS   ?= -O2 -g
@@ -10,6 +11,12 @@ SANITIZE ?=
 override CFLAGS  += $(SANITIZE) -std=c11 -Wall -Wextra -D_GNU_SOURCE -I. -MMD -MP
 override LDFLAGS += $(SANITIZE)
 
+# The external libraries, in link order, by the layer that needs them:
+# libmicrohttpd for server/, jansson for api/ and store/ (safetensors
+# headers), OpenBLAS and SLEEF for attention/. Every program is linked
+# with all of them after -Wl,--as-needed (LINK_LIBS), so that it records
+# only those its objects call: tools/make_models, which uses store/ and
+# attention/, does not need libmicrohttpd.
 PKGS        := libmicrohttpd jansson openblas sleef
 PKG_CFLAGS  := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -17,6 +24,7 @@ CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
 CURL_LIBS   := $(shell pkg-config --libs libcurl 2>/dev/null)
 override CFLAGS += $(PKG_CFLAGS)
 LIBS        := $(PKG_LIBS) -lpthread -lm
+LINK_LIBS    = -Wl,--as-needed $(LIBS)
 
 # Debian packages the build, the tests and `make run` need.
 DEB_PACKAGES := build-essential pkg-config libmicrohttpd-dev libjansson-dev \
@@ -27,6 +35,8 @@ BUILD ?= build
 # $$(FUZZ_SRC_%) in the fuzz rule.
 .SECONDEXPANSION:
 
+# Every .c of a layer's folder is part of it (a new file needs no edit
+# here); server/main.c is the server's program, not its library.
 ATTN_SRC   := $(wildcard attention/*.c)
 STORE_SRC  := $(wildcard store/*.c)
 API_SRC    := $(wildcard api/*.c)
@@ -38,13 +48,27 @@ STORE_OBJ  := $(STORE_SRC:%.c=$(BUILD)/%.o)
 API_OBJ    := $(API_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(EMBED_SRC:%.c=%.o)
 
+# One static library per layer. Programs list them in dependency order
+# (server/ calls api/, store/ and attention/; api/ and store/ call
+# attention/), and the linker takes from each archive only the members
+# that resolve a symbol still undefined: a tool or a test gets the objects
+# it calls and what they call, not every module. The test helpers
+# (tests/*.c but the suites) are one more, linked before the layers.
+SRV_LIB   := $(BUILD)/libsrv.a
+API_LIB   := $(BUILD)/libapi.a
+STORE_LIB := $(BUILD)/libstore.a
+ATTN_LIB  := $(BUILD)/libattn.a
+LAYER_LIBS := $(SRV_LIB) $(API_LIB) $(STORE_LIB) $(ATTN_LIB)
+TEST_HELPER_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/test_%.c,$(wildcard tests/*.c)))
+TEST_HELPER_LIB := $(BUILD)/libtesthelp.a
+
 SERVER_BIN := $(BUILD)/attention-server
 UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test test-ui test-clang bench clean deps
+.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image-test test-ui test-clang bench lint format clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -65,14 +89,22 @@ $(BUILD)/gen/web_index_html.c: web/index.html tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh web_index_html < $< > $@
 
-LIB_OBJ    := $(SERVER_OBJ) $(API_OBJ) $(STORE_OBJ) $(ATTN_OBJ)
+$(SRV_LIB): $(SERVER_OBJ)
+$(API_LIB): $(API_OBJ)
+$(STORE_LIB): $(STORE_OBJ)
+$(ATTN_LIB): $(ATTN_OBJ)
+$(TEST_HELPER_LIB): $(TEST_HELPER_OBJ)
+# Written afresh, so that the object of a deleted source leaves with it.
+$(LAYER_LIBS) $(TEST_HELPER_LIB):
+	@rm -f $@
+	$(AR) rcs $@ $^
 
-$(SERVER_BIN): $(BUILD)/server/main.o $(LIB_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
+$(SERVER_BIN): $(BUILD)/server/main.o $(LAYER_LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LINK_LIBS)
 
 # Each tools/<name>.c is a command-line program built as $(BUILD)/tools/<name>.
-$(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB_OBJ)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LIBS)
+$(BUILD)/tools/%: $(BUILD)/tools/%.o $(LAYER_LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LINK_LIBS)
 
 # The built-in models (models/README.md), written by tools/make_models into
 # $(BUILD)/models; the stamp keeps them until the generator changes.
@@ -80,14 +112,12 @@ $(MODELS_STAMP): $(BUILD)/tools/make_models
 	$< $(MODELS_DIR)
 	@touch $@
 
-# Each tests/test_<module>.c is one check suite; it links every module
-# (unused objects cost nothing), the test helpers (tests/http_harness.c
-# starts the built server, tests/json_edit.c edits requests by path), plus
-# check and libcurl.
-TEST_HELPER_OBJ := $(BUILD)/tests/http_harness.o $(BUILD)/tests/json_edit.o
-
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(LIB_OBJ)
-	$(CC) $(LDFLAGS) $(filter %.o,$^) -o $@ $(LIBS) $(CHECK_LIBS) $(CURL_LIBS)
+# Each tests/test_<module>.c is one check suite, linked with the test
+# helpers' library (tests/http_harness.c starts the built server,
+# tests/json_edit.c edits requests by path) and the layers' (only the
+# members it calls are linked in), plus check and, if it calls it, libcurl.
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_LIB) $(LAYER_LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LINK_LIBS) $(CHECK_LIBS) $(CURL_LIBS)
 
 # test_store and test_import run the tools' binaries too.
 $(BUILD)/tests/test_store: | $(BUILD)/tools/make_models
@@ -237,6 +267,26 @@ bench:
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) wrk time'
 	+$(MAKE) --no-print-directory all
 	+$(MAKE) --no-print-directory -C bench
+
+# The C sources against the checked-in .clang-format (clang-format 14,
+# Debian 12's): `make lint` names each file whose layout differs, with its
+# first difference, and fails; `make format` rewrites them in place.
+# Build folders and node_modules are not sources.
+CLANG_FORMAT ?= clang-format
+FORMAT_SRC    = $(shell find attention api server store tests tools bench \
+                    \( -name build -o -name node_modules \) -prune -o \
+                    \( -name '*.c' -o -name '*.h' \) -type f -print | sort)
+lint:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='clang-format'
+	@out=$$($(CLANG_FORMAT) --dry-run -Werror --ferror-limit=1 $(FORMAT_SRC) 2>&1) && exit 0; \
+	printf '%s\n' "$$out" >&2; \
+	echo "make lint: $$(printf '%s\n' "$$out" | grep -c clang-format-violations) of" \
+	    "$(words $(FORMAT_SRC)) files differ from .clang-format; make format rewrites them" >&2; \
+	exit 1
+
+format:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='clang-format'
+	$(CLANG_FORMAT) -i $(FORMAT_SRC)
 
 # Installs the Debian packages that are missing (as root, or through sudo).
 deps:
