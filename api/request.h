@@ -4,9 +4,11 @@
  * Life of a request object:
  *
  *   api_request_decode   parse and validate the body (shapes, types, every
- *                        rule of the contract that needs no model); inline
- *                        weights are bound at once
+ *                        rule of the contract that needs no model, but for
+ *                        the model name's, the store's); inline weights are
+ *                        bound at once
  *   api_request_model    the model name, when the body names one instead
+ *                        (a string; the caller checks it is a model's name)
  *   api_request_bind     for a named model: check the request against the
  *                        model's weights and allocate the outputs
  *   api_request_input    what attn_compute reads
@@ -70,8 +72,12 @@ int api_request_decode_with(const char *body, size_t len, const api_limits *limi
 int api_request_array_rank(const char *path);
 
 /* The model the request names, or NULL when it carries inline weights.
- * Valid until api_request_free. */
+ * Valid until api_request_free. Only its type is checked: it is any JSON
+ * string within max_string_bytes, NUL bytes included (its length is
+ * api_request_model_length); whether it is a model's name is for the
+ * caller to check before it binds one. */
 const char *api_request_model(const api_request *req);
+size_t api_request_model_length(const api_request *req);
 
 /* What api_request_decode(_with) and api_request_bind return, besides 0
  * and -1, when the limits' defer_above_flops stopped them: the request is

@@ -211,8 +211,13 @@ static void job_run(srv_job *job, srv_worker *w) {
     int rc = api_request_decode_with(job->body, job->body_len, limits, w->outputs, &req, &err);
     if (rc == 0 && api_request_model(req)) {
         /* The job holds its set to the end, so the weights outlive the
-         * request. */
-        const store_model *m = find_model(w, api_request_model(req), "/model", &err);
+         * request. A name no model could have is the body's fault (400). */
+        const store_model *m = NULL;
+        if (!store_model_name_valid(api_request_model(req), api_request_model_length(req)))
+            attn_error_set(&err, 400, "invalid_value", "/model",
+                          "model name must match [A-Za-z0-9._-]{1,64}");
+        else
+            m = find_model(w, api_request_model(req), "/model", &err);
         rc = m ? api_request_bind(req, &m->weights, m->mask, limits, &err) : -1;
     }
     /* decode: the body to a bound request, its output buffers ready */

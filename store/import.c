@@ -443,7 +443,7 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
     } else {
         fits = name_from_path(out_path, name, sizeof name) == 0;
     }
-    if (!fits || !store_model_name_valid(name))
+    if (!fits || !store_model_name_valid(name, strlen(name)))
         return store_error_set(err, NULL, "model name '%s' %s does not match [A-Za-z0-9._-]{1,64}",
                                opt->name ? opt->name : name,
                                opt->name ? "(--name)" : "(from the output file name; pass --name)");

@@ -74,8 +74,7 @@ float store_bf16_to_f32(unsigned short b) {
 
 /* ---- checks ------------------------------------------------------------- */
 
-int store_model_name_valid(const char *name) {
-    size_t len = strlen(name);
+int store_model_name_valid(const char *name, size_t len) {
     if (len < 1 || len > 64) return 0;
     for (size_t i = 0; i < len; i++) {
         char c = name[i];
@@ -206,7 +205,7 @@ static int model_fill(store_model *m, store_file *f, const char *path, attn_erro
     m->memory->description = strdup(description ? description : "");
     if (!m->memory->name || !m->memory->description)
         return store_error_set(err, path, "out of memory");
-    if (!store_model_name_valid(m->memory->name))
+    if (!store_model_name_valid(m->memory->name, strlen(m->memory->name)))
         return store_error_set(err, path, "model name '%s' %s does not match [A-Za-z0-9._-]{1,64}",
                                m->memory->name,
                                name ? "(metadata 'name')" : "(from the file name)");
