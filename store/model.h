@@ -70,9 +70,9 @@ void store_model_destroy(store_model *m);
  * or a request (whose JSON string may hold NUL bytes, hence `len`). */
 int store_model_name_valid(const char *name, size_t len);
 
-/* IEEE half and bfloat16 (bit patterns) to float, exactly: subnormal halfs
- * become normal floats, infinities stay infinite, NaNs stay NaN. */
-float store_f16_to_f32(unsigned short h);
-float store_bf16_to_f32(unsigned short b);
+/* The name of the model in the file at `path` when its metadata gives
+ * none: the base name without ".safetensors", the *len bytes from the
+ * pointer returned (into path). */
+const char *store_model_default_name(const char *path, size_t *len);
 
 #endif
