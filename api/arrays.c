@@ -37,10 +37,8 @@
 #include <string.h>
 
 #include "api/buffer.h"
+#include "api/float32.h"
 #include "api/json_path.h"
-
-/* Doubles at or above this round to infinity as float32 (matrix.c's). */
-#define FLOAT32_OVERFLOW 0x1.ffffffp+127
 
 /* Containers deeper than this end the scan (wanted paths are shallow). */
 #define SCAN_MAX_DEPTH API_ARRAYS_DEPTH_MAX
@@ -181,12 +179,12 @@ static size_t number_read_double(const char *s, const char *end, double *out) {
 }
 
 /* number_read_double, for a number finite as a float32, cast to it; 0 for
- * one that is not (matrix.c's test, on the same double), which is left to
- * jansson and the usual error. */
+ * one that is not (api_double_fits_float32, matrix.c's test too, on the
+ * same double), which is left to jansson and the usual error. */
 static size_t number_read(const char *s, const char *end, float *out) {
     double d;
     size_t taken = number_read_double(s, end, &d);
-    if (!taken || !(fabs(d) < FLOAT32_OVERFLOW)) return 0;
+    if (!taken || !api_double_fits_float32(d)) return 0;
     *out = (float)d;
     return taken;
 }
