@@ -115,7 +115,10 @@ const char *store_model_default_name(const char *path, size_t *len) {
     return base;
 }
 
-static int model_fill(store_model *m, store_file *f, const char *path, attn_error *err) {
+/* Fills m from f: 0 and *in_place (1 when a tensor is used straight from
+ * the file's bytes, which must then be kept), or -1 with err set. */
+static int model_fill(store_model *m, store_file *f, const char *path, int *in_place,
+                      attn_error *err) {
     const store_tensor *t[T_COUNT] = {0};
 
     /* Names first: a typo must not read as "w_o absent". */
@@ -196,9 +199,9 @@ static int model_fill(store_model *m, store_file *f, const char *path, attn_erro
 
     /* Values. */
     const float *p[T_COUNT] = {0};
-    int in_place = 0;
+    *in_place = 0;
     for (int s = 0; s < T_COUNT; s++)
-        if (t[s] && tensor_bind(m, s, t[s], &p[s], &in_place, path, err) != 0) return -1;
+        if (t[s] && tensor_bind(m, s, t[s], &p[s], in_place, path, err) != 0) return -1;
 
     m->weights = (attn_weights){.d_model = dm,
                                 .n_heads = n_heads,
@@ -207,7 +210,7 @@ static int model_fill(store_model *m, store_file *f, const char *path, attn_erro
                                 .b_qkv = p[T_B_QKV],
                                 .w_o = p[T_W_O],
                                 .b_o = p[T_B_O]};
-    return in_place;
+    return 0;
 }
 
 int store_model_load(store_model **out, const char *path, attn_error *err) {
@@ -226,8 +229,8 @@ int store_model_load_mode(store_model **out, const char *path, store_read_mode m
         store_model_destroy(m);
         return -1;
     }
-    int in_place = model_fill(m, m->memory->file, path, err);
-    if (in_place < 0) {
+    int in_place;
+    if (model_fill(m, m->memory->file, path, &in_place, err) != 0) {
         store_model_destroy(m);
         return -1;
     }
