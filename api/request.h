@@ -4,9 +4,9 @@
  * Life of a request object:
  *
  *   api_request_decode   parse and validate the body (shapes, types, every
- *                        rule of the contract that needs no model, but for
- *                        the model name's, the store's); inline weights are
- *                        bound at once
+ *                        rule of the contract that needs no model, but what
+ *                        a model's name may be: the store's rule); inline
+ *                        weights are bound at once
  *   api_request_model    the model name, when the body names one instead
  *                        (a string; the caller checks it is a model's name)
  *   api_request_bind     for a named model: check the request against the
