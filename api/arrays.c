@@ -37,10 +37,8 @@
 #include <string.h>
 
 #include "api/buffer.h"
+#include "api/float32.h"
 #include "api/json_path.h"
-
-/* Doubles at or above this round to infinity as float32 (matrix.c's). */
-#define FLOAT32_OVERFLOW 0x1.ffffffp+127
 
 /* Containers deeper than this end the scan (wanted paths are shallow). */
 #define SCAN_MAX_DEPTH API_ARRAYS_DEPTH_MAX
@@ -181,12 +179,12 @@ static size_t number_read_double(const char *s, const char *end, double *out) {
 }
 
 /* number_read_double, for a number finite as a float32, cast to it; 0 for
- * one that is not (matrix.c's test, on the same double), which is left to
- * jansson and the usual error. */
+ * one that is not (api_double_fits_float32, matrix.c's test too, on the
+ * same double), which is left to jansson and the usual error. */
 static size_t number_read(const char *s, const char *end, float *out) {
     double d;
     size_t taken = number_read_double(s, end, &d);
-    if (!taken || !(fabs(d) < FLOAT32_OVERFLOW)) return 0;
+    if (!taken || !api_double_fits_float32(d)) return 0;
     *out = (float)d;
     return taken;
 }
@@ -269,12 +267,14 @@ static int item_add(api_arrays *a, item it, const char *path, const char *from, 
     return 0;
 }
 
-/* The array of `rank` (1, 2 or API_ARRAYS_MASK) at *pp: on success appends an item (with a copy of
- * `path`) and returns 1, *pp past it; 0 when it is not one to lift (the
- * floats are as before); -1 when memory ran out. */
+/* The array of `rank` (1, 2 or API_ARRAYS_MASK) at *pp: when it is one to
+ * lift, appends an item (with a copy of `path`) and sets *lifted, *pp past
+ * it; else *lifted is 0 (the floats are as before). 0, or -1 when memory
+ * ran out. */
 static int lift_array(api_arrays *a, const char **pp, const char *end, int rank,
-                      const char *path) {
+                      const char *path, int *lifted) {
     const char *p = *pp;
+    *lifted = 0;
     size_t first = a->n_floats, rows = 1, cols;
     int cells = rank == API_ARRAYS_MASK;
     long got;
@@ -302,7 +302,8 @@ static int lift_array(api_arrays *a, const char **pp, const char *end, int rank,
     if (item_add(a, (item){NULL, rank == 1 ? 1 : 2, rows, cols, first}, path, *pp, p) < 0)
         return -1;
     *pp = p;
-    return 1;
+    *lifted = 1;
+    return 0;
 refuse:
     a->n_floats = first;
     return got < 0 ? -1 : 0;
@@ -315,11 +316,13 @@ refuse:
 
 /* The string at *pp (its opening quote), when it is at least
  * LIFT_STRING_MIN bytes of printable ASCII without a backslash: its value
- * is then exactly its text, as jansson would read it. On success appends
- * an item and returns 1, *pp past its closing quote; 0 when it is not one
- * to lift; -1 when memory ran out. */
-static int lift_string(api_arrays *a, const char **pp, const char *end, const char *path) {
+ * is then exactly its text, as jansson would read it. When it is one to
+ * lift, appends an item and sets *lifted, *pp past its closing quote; else
+ * *lifted is 0. 0, or -1 when memory ran out. */
+static int lift_string(api_arrays *a, const char **pp, const char *end, const char *path,
+                       int *lifted) {
     const char *s = *pp + 1, *q = s;
+    *lifted = 0;
     while (q < end && *q != '"') {
         unsigned char c = (unsigned char)*q;
         if (c < 0x20 || c > 0x7e || c == '\\') return 0;
@@ -329,7 +332,8 @@ static int lift_string(api_arrays *a, const char **pp, const char *end, const ch
     item it = {NULL, 0, 1, (size_t)(q - s), (size_t)(s - a->body)};
     if (item_add(a, it, path, *pp, q + 1) < 0) return -1;
     *pp = q + 1;
-    return 1;
+    *lifted = 1;
+    return 0;
 }
 
 /* ---- the scan ------------------------------------------------------------------ */
@@ -362,19 +366,17 @@ typedef struct scan {
 } scan;
 
 /* Records the first limit run into, at the path at hand; ends the scan. */
-static int scan_violation(scan *sc, api_arrays_limit what) {
+static void scan_violation(scan *sc, api_arrays_limit what) {
     sc->a->violation = what;
     snprintf(sc->a->violation_path, sizeof sc->a->violation_path, "%s", sc->known ? sc->path : "");
-    return 1;
 }
 
 /* The same, at the path of the innermost container ("" at the top). */
-static int scan_violation_container(scan *sc, api_arrays_limit what) {
+static void scan_violation_container(scan *sc, api_arrays_limit what) {
     const frame *f = sc->depth ? &sc->stack[sc->depth - 1] : NULL;
     sc->a->violation = what;
     snprintf(sc->a->violation_path, sizeof sc->a->violation_path, "%.*s",
              f && f->known ? (int)f->path_len : 0, sc->path);
-    return 1;
 }
 
 /* A value's type from its first byte, in api_json_type_name's words. */
@@ -390,11 +392,13 @@ static const char *type_word(char c) {
     }
 }
 
-/* Entering element f->index of the top array: past its allowed count? */
+/* Entering element f->index of the top array: past its allowed count?
+ * Then it is recorded, and the scan ends. */
 static int element_too_many(scan *sc) {
     const frame *f = &sc->stack[sc->depth - 1];
-    return !sc->not_string && f->max_elements && f->index >= f->max_elements &&
-           scan_violation_container(sc, API_ARRAYS_TOO_LONG);
+    if (sc->not_string || !f->max_elements || f->index < f->max_elements) return 0;
+    scan_violation_container(sc, API_ARRAYS_TOO_LONG);
+    return 1;
 }
 
 /* Is the value at hand that of a "data" key (a tensor's base64)? */
@@ -608,9 +612,9 @@ static int scan_run(scan *sc, const char *body) {
             if (c == '[' && sc->known) {
                 int rank = sc->rank(sc->path);
                 if (rank) {
-                    int rc = lift_array(sc->a, &p, end, rank, sc->path);
-                    if (rc < 0) return -1;
-                    if (rc > 0) {
+                    int lifted;
+                    if (lift_array(sc->a, &p, end, rank, sc->path, &lifted) < 0) return -1;
+                    if (lifted) {
                         state = S_AFTER;
                         break;
                     }
@@ -629,9 +633,10 @@ static int scan_run(scan *sc, const char *body) {
                 p++;
                 state = c == '[' ? S_FIRST_ELEMENT : S_FIRST_MEMBER;
             } else if (c == '"') {
-                int rc = at_tensor_data(sc) ? lift_string(sc->a, &p, end, sc->path) : 0;
-                if (rc < 0) return -1;
-                if (rc == 0 && string_skip(sc, &p, 0) < 0) return 0;
+                int lifted = 0;
+                if (at_tensor_data(sc) && lift_string(sc->a, &p, end, sc->path, &lifted) < 0)
+                    return -1;
+                if (!lifted && string_skip(sc, &p, 0) < 0) return 0;
                 state = S_AFTER;
             } else { /* a number or a literal: up to the next delimiter */
                 const char *q = p;

@@ -10,17 +10,12 @@
  */
 #include "api/matrix.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "api/float32.h"
 #include "api/json_path.h"
 #include "api/tensor.h"
-
-/* The smallest magnitude whose float32 rounding is infinite: FLT_MAX plus
- * half an ulp (2^128 - 2^103). Compared in double, so no conversion of an
- * out-of-range value to float ever happens. */
-#define FLOAT32_OVERFLOW 0x1.ffffffp+127
 
 const char *api_json_type_name(const json_t *v)
 {
@@ -46,7 +41,7 @@ int api_number_read(const json_t *v, const char *name, const char *path, float *
         return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected a number", name,
                              api_json_type_name(v));
     d = json_number_value(v);
-    if (!(fabs(d) < FLOAT32_OVERFLOW))
+    if (!api_double_fits_float32(d))
         return attn_error_set(err, 422, "non_finite_number", path,
                              "%s = %g is not finite as a float32 (largest is 3.4028235e38)", name,
                              d);
@@ -165,7 +160,7 @@ int api_matrix_read(const json_t *v, const api_arrays *lifted, const char *name,
         for (size_t c = 0; c < width; c++) {
             const json_t *cell = json_array_get(row, c);
             double d;
-            if (json_is_real(cell) && fabs(d = json_real_value(cell)) < FLOAT32_OVERFLOW) {
+            if (json_is_real(cell) && api_double_fits_float32(d = json_real_value(cell))) {
                 dst[r * ld + c] = (float)d; /* the fast path: every cell of a good matrix */
                 continue;
             }

@@ -101,30 +101,18 @@ static int decode_unknown_fields(const json_t *root, attn_error *err)
     return 0;
 }
 
-/* A model name matches [A-Za-z0-9._-]{1,64}. */
-static int model_name_valid(const char *s, size_t len)
-{
-    if (len < 1 || len > 64) return 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
+/* Only the type is checked here: what a model's name may be is the model
+ * store's rule, which the server applies before it looks the name up. */
 static int decode_model(api_request *req, const json_t *model, attn_error *err)
 {
     if (!json_is_string(model))
         return attn_error_set(err, 400, "wrong_type", "/model", "model is %s, expected a string",
                              api_json_type_name(model));
-    if (!model_name_valid(json_string_value(model), json_string_length(model)))
-        return attn_error_set(err, 400, "invalid_value", "/model",
-                             "model name must match [A-Za-z0-9._-]{1,64}");
-    req->model = strdup(json_string_value(model));
-    if (req->model == NULL)
+    /* The echo's exact length, as for tokens (decode_tokens). */
+    req->model_json_bytes = json_dumpb(model, NULL, 0, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (req->model_json_bytes == 0)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    req->model = json_incref((json_t *)model);
     return 0;
 }
 
@@ -566,5 +554,10 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
 
 const char *api_request_model(const api_request *req)
 {
-    return req->model;
+    return req->model ? json_string_value(req->model) : NULL;
+}
+
+size_t api_request_model_length(const api_request *req)
+{
+    return req->model ? json_string_length(req->model) : 0;
 }

@@ -4,9 +4,11 @@
  * Life of a request object:
  *
  *   api_request_decode   parse and validate the body (shapes, types, every
- *                        rule of the contract that needs no model); inline
+ *                        rule of the contract that needs no model, but what
+ *                        a model's name may be: the store's rule); inline
  *                        weights are bound at once
  *   api_request_model    the model name, when the body names one instead
+ *                        (a string; the caller checks it is a model's name)
  *   api_request_bind     for a named model: check the request against the
  *                        model's weights and the limits
  *   api_request_cost     the work of the bound request (the server schedules
@@ -61,8 +63,12 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
 int api_request_array_rank(const char *path);
 
 /* The model the request names, or NULL when it carries inline weights.
- * Valid until api_request_free. */
+ * Valid until api_request_free. Only its type is checked: it is any JSON
+ * string within max_string_bytes, NUL bytes included (its length is
+ * api_request_model_length); whether it is a model's name is for the
+ * caller to check before it binds one. */
 const char *api_request_model(const api_request *req);
+size_t api_request_model_length(const api_request *req);
 
 /*
  * Binds a named model's weights: checks embeddings, mask and select_heads

@@ -240,7 +240,7 @@ const attn_output *api_request_output(const api_request *req)
 void api_request_free(api_request *req)
 {
     if (req == NULL) return;
-    free(req->model);
+    json_decref(req->model);
     json_decref(req->tokens);
     free(req->embeddings);
     free(req->mask_allowed);

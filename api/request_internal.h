@@ -32,7 +32,9 @@ enum {
 struct api_request {
     const api_arrays *arrays; /* during decode: the arrays read from the text */
     attn_workspace *out_ws;   /* the caller's block for the outputs, or NULL: calloc */
-    char *model;              /* the name, or NULL for inline weights */
+    json_t *model;            /* a reference to the name (a string), or NULL for inline
+                                 weights; its rule is the model store's, not checked here */
+    size_t model_json_bytes;  /* its echo's length, as jansson writes it */
     json_t *tokens;           /* a reference to the request's array, or NULL */
     size_t tokens_json_bytes; /* their echo's length, as jansson writes it */
 

@@ -3,8 +3,9 @@
  *
  * The body is written straight into one growable buffer: matrices can hold
  * millions of numbers, and a jansson tree would cost a node per number. Only
- * the echoed `tokens` go through jansson (json_dump_callback into the same
- * buffer), so that their escaping — "\u0000" included — is jansson's.
+ * the echoed `model` and `tokens` go through jansson (json_dump_callback
+ * into the same buffer), so that their escaping — "\u0000" included — is
+ * jansson's.
  *
  * Field order: model, n_tokens, d_model, n_heads, d_head, mask, scale,
  * tokens (when given), heads, then the outputs asked for in the order of
@@ -164,7 +165,7 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
     };
 
     /* {"model":…,"n_tokens":…,"d_model":…,"n_heads":…,"d_head":…,"mask":"…","scale":… */
-    total = strlen("{\"model\":") + (req->model ? strlen(req->model) + 2 : 4) +
+    total = strlen("{\"model\":") + (req->model ? req->model_json_bytes : 4) +
             strlen(",\"n_tokens\":") + decimal_width(n) + strlen(",\"d_model\":") +
             decimal_width(dm) + strlen(",\"n_heads\":") + decimal_width(w->n_heads) +
             strlen(",\"d_head\":") + decimal_width(dh) + strlen(",\"mask\":\"") +
@@ -234,10 +235,7 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err)
     api_buffer_init(&b, n < 4096 && dm < 4096 ? 256 + n * dm * 12 : 1 << 20);
     api_buffer_append_str(&b, "{\"model\":");
     if (req->model) {
-        /* a model name is [A-Za-z0-9._-]{1,64}: nothing to escape */
-        api_buffer_append_str(&b, "\"");
-        api_buffer_append_str(&b, req->model);
-        api_buffer_append_str(&b, "\"");
+        api_write_json(&b, req->model);
     } else {
         api_buffer_append_str(&b, "null");
     }

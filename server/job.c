@@ -192,10 +192,16 @@ int srv_job_decode(srv_job *job, srv_worker *w) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     job->set = w->models ? store_current(w->models) : NULL;
     int rc = api_request_decode(job->body, job->body_len, job->limits, &job->request, &err);
-    if (rc == 0 && api_request_model(job->request)) {
+    const char *name = rc == 0 ? api_request_model(job->request) : NULL;
+    if (name) {
         /* The job holds its set to the end, so the weights outlive the
-         * request. */
-        const store_model *m = find_model(job->set, api_request_model(job->request), "/model", &err);
+         * request. A name no model could have is the body's fault (400). */
+        const store_model *m = NULL;
+        if (!store_model_name_valid(name, api_request_model_length(job->request)))
+            attn_error_set(&err, 400, "invalid_value", "/model",
+                           "model name must match [A-Za-z0-9._-]{1,64}");
+        else
+            m = find_model(job->set, name, "/model", &err);
         rc = m ? api_request_bind(job->request, &m->weights, m->mask, job->limits, &err) : -1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);

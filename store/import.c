@@ -14,7 +14,8 @@
  *   3. check every shape against d, taken from the anchor, and d against
  *      n_heads; then the dtypes;
  *   4. read each tensor into a float buffer (F16 / BF16 converted exactly,
- *      every value checked finite: the loader would refuse the file);
+ *      every value checked finite: tensor.h, which the loader reads its
+ *      tensors with too, so a value it would refuse is refused here);
  *   5. assemble w_qkv, b_qkv, w_o, b_o (BERT's nn.Linear weights are
  *      transposed, GPT-2's Conv1D weights copied) and write them.
  *
@@ -27,7 +28,6 @@
  */
 #include "store/import.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +36,7 @@
 
 #include "store/model.h"
 #include "store/safetensors.h"
+#include "store/tensor.h"
 
 /* ---- the architectures ---------------------------------------------------- */
 
@@ -221,15 +222,6 @@ static int layer_locate(const store_file *f, const char *path, const store_impor
 
 /* ---- steps 2–4: the layer's tensors ---------------------------------------- */
 
-/* "[2, 3]" into buf, for messages. */
-static const char *shape_text(const store_tensor *t, char *buf, size_t len) {
-    size_t used = (size_t)snprintf(buf, len, "[");
-    for (size_t i = 0; i < t->rank && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%zu", i ? ", " : "", t->shape[i]);
-    if (used < len) snprintf(buf + used, len - used, "]");
-    return buf;
-}
-
 /* Checks t against part's shape for this d. */
 static int part_shape_check(const store_tensor *t, const part_desc *part, size_t d,
                             const char *anchor, const char *path, attn_error *err) {
@@ -245,7 +237,8 @@ static int part_shape_check(const store_tensor *t, const part_desc *part, size_t
         snprintf(exp, sizeof exp, "[%zu, %zu]", want[0], want[1]);
     return store_error_set(err, path,
                            "tensor '%s' has shape %s, expected %s = %s with d_model %zu from '%s'",
-                           t->name, shape_text(t, got, sizeof got), exp, part->rule, d, anchor);
+                           t->name, store_tensor_shape_text(t, got, sizeof got), exp, part->rule,
+                           d, anchor);
 }
 
 /* t's values as floats, in a new buffer (the caller frees it); NULL with
@@ -258,25 +251,9 @@ static float *tensor_read(const store_tensor *t, const char *path, attn_error *e
         store_error_set(err, path, "out of memory for tensor '%s'", t->name);
         return NULL;
     }
-    /* The data may be unaligned (the header length is any number): bytes. */
-    const unsigned char *src = t->data;
-    for (size_t i = 0; i < t->count; i++) {
-        if (t->dtype == STORE_DTYPE_F32) {
-            memcpy(&buf[i], src + 4 * i, sizeof(float));
-        } else {
-            unsigned short h = (unsigned short)(src[2 * i] | src[2 * i + 1] << 8);
-            buf[i] = t->dtype == STORE_DTYPE_F16 ? store_f16_to_f32(h) : store_bf16_to_f32(h);
-        }
-        if (!isfinite(buf[i])) {
-            store_error_set(err, path, "tensor '%s' holds a non-finite value (%s) at element %zu",
-                            t->name,
-                            isnan(buf[i]) ? "NaN"
-                            : buf[i] > 0  ? "inf"
-                                          : "-inf",
-                            i);
-            free(buf);
-            return NULL;
-        }
+    if (store_tensor_read_f32(buf, t, path, err) != 0) {
+        free(buf);
+        return NULL;
     }
     return buf;
 }
@@ -376,17 +353,6 @@ static int layout_build(model_tensors *m, const arch_desc *a, float *const vals[
     return 0;
 }
 
-/* The base name of path without ".safetensors" into buf; -1 when it does
- * not fit (then it could not be a valid name anyway). */
-static int name_from_path(const char *path, char *buf, size_t len) {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    size_t n = strlen(base), slen = strlen(".safetensors");
-    if (n >= slen && strcmp(base + n - slen, ".safetensors") == 0) n -= slen;
-    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), base);
-    return n < len ? 0 : -1;
-}
-
 /* The input's base name when it is printable ASCII (metadata must be
  * UTF-8, and a file name need not be), else "the checkpoint". */
 static const char *source_label(const char *path) {
@@ -441,9 +407,13 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
         snprintf(name, sizeof name, "%s", opt->name);
         fits = strlen(opt->name) < sizeof name;
     } else {
-        fits = name_from_path(out_path, name, sizeof name) == 0;
+        size_t n;
+        const char *base = store_model_default_name(out_path, &n);
+        /* too long to fit is too long to be a valid name anyway */
+        fits = n < sizeof name;
+        snprintf(name, sizeof name, "%.*s", (int)(fits ? n : sizeof name - 1), base);
     }
-    if (!fits || !store_model_name_valid(name))
+    if (!fits || !store_model_name_valid(name, strlen(name)))
         return store_error_set(err, NULL, "model name '%s' %s does not match [A-Za-z0-9._-]{1,64}",
                                opt->name ? opt->name : name,
                                opt->name ? "(--name)" : "(from the output file name; pass --name)");

@@ -20,13 +20,12 @@
  */
 #include "store/model.h"
 
-#include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/safetensors.h"
+#include "store/tensor.h"
 
 /* The tensor names a model may hold, in the order of the slots below. */
 enum { T_W_QKV, T_B_QKV, T_W_O, T_B_O, T_COUNT };
@@ -40,42 +39,9 @@ struct store_model_memory {
     char *path;
 };
 
-/* ---- conversions -------------------------------------------------------- */
-
-static float bits_to_f32(uint32_t bits) {
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-float store_f16_to_f32(unsigned short h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu;
-    uint32_t mant = h & 0x3FFu;
-
-    if (exp == 0x1F) /* inf, or NaN with its payload kept */
-        return bits_to_f32(sign | 0x7F800000u | mant << 13);
-    if (exp != 0) /* normal: rebias 15 → 127 */
-        return bits_to_f32(sign | (exp + 112) << 23 | mant << 13);
-    if (mant == 0) return bits_to_f32(sign); /* ±0 */
-    /* Subnormal: mant · 2^-24, a normal float; shift it up until its leading
-     * bit reaches the implicit position. */
-    int e = -1;
-    do {
-        mant <<= 1;
-        e++;
-    } while ((mant & 0x400u) == 0);
-    return bits_to_f32(sign | (uint32_t)(112 - e) << 23 | (mant & 0x3FFu) << 13);
-}
-
-float store_bf16_to_f32(unsigned short b) {
-    return bits_to_f32((uint32_t)b << 16);
-}
-
 /* ---- checks ------------------------------------------------------------- */
 
-int store_model_name_valid(const char *name) {
-    size_t len = strlen(name);
+int store_model_name_valid(const char *name, size_t len) {
     if (len < 1 || len > 64) return 0;
     for (size_t i = 0; i < len; i++) {
         char c = name[i];
@@ -100,16 +66,6 @@ static int heads_parse(const char *s, size_t *out) {
     return 0;
 }
 
-/* "[2, 3]" into buf, for messages. */
-static const char *shape_text(const store_tensor *t, char *buf, size_t len) {
-    size_t used = 0;
-    used += (size_t)snprintf(buf, len, "[");
-    for (size_t i = 0; i < t->rank && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%zu", i ? ", " : "", t->shape[i]);
-    if (used < len) snprintf(buf + used, len - used, "]");
-    return buf;
-}
-
 /* Checks t's shape against want[0 … rank-1]; the message explains `rule`. */
 static int shape_check(const store_tensor *t, size_t rank, const size_t *want, const char *rule,
                        const char *path, attn_error *err) {
@@ -120,9 +76,9 @@ static int shape_check(const store_tensor *t, size_t rank, const size_t *want, c
     char got[160];
     if (rank == 1)
         return store_error_set(err, path, "tensor '%s' has shape %s, expected %s = [%zu]", t->name,
-                               shape_text(t, got, sizeof got), rule, want[0]);
+                               store_tensor_shape_text(t, got, sizeof got), rule, want[0]);
     return store_error_set(err, path, "tensor '%s' has shape %s, expected %s = [%zu, %zu]", t->name,
-                           shape_text(t, got, sizeof got), rule, want[0], want[1]);
+                           store_tensor_shape_text(t, got, sizeof got), rule, want[0], want[1]);
 }
 
 /* ---- loading ------------------------------------------------------------ */
@@ -135,6 +91,7 @@ static int tensor_bind(store_model *m, int slot, const store_tensor *t, const fl
     if (t->dtype == STORE_DTYPE_F32 && (uintptr_t)t->data % _Alignof(float) == 0) {
         p = t->data;
         *in_place = 1;
+        if (store_tensor_check_finite(p, t, path, err) != 0) return -1;
     } else {
         /* 64-byte aligned, as the engine's workspace: a whole cache line. */
         size_t bytes = (t->count * sizeof(float) + 63) / 64 * 64;
@@ -142,41 +99,26 @@ static int tensor_bind(store_model *m, int slot, const store_tensor *t, const fl
         if (!buf) return store_error_set(err, path, "out of memory for tensor '%s'", t->name);
         m->memory->owned[slot] = buf;
         m->bytes_owned += bytes;
-        const unsigned char *src = t->data;
-        if (t->dtype == STORE_DTYPE_F32) {
-            memcpy(buf, src, t->count * sizeof(float));
-        } else {
-            float (*convert)(unsigned short) =
-                t->dtype == STORE_DTYPE_F16 ? store_f16_to_f32 : store_bf16_to_f32;
-            for (size_t i = 0; i < t->count; i++)
-                buf[i] = convert((unsigned short)(src[2 * i] | src[2 * i + 1] << 8));
-        }
+        if (store_tensor_read_f32(buf, t, path, err) != 0) return -1;
         p = buf;
     }
-    for (size_t i = 0; i < t->count; i++)
-        if (!isfinite(p[i]))
-            return store_error_set(
-                err, path, "tensor '%s' holds a non-finite value (%s) at element %zu", t->name,
-                isnan(p[i]) ? "NaN"
-                : p[i] > 0  ? "inf"
-                            : "-inf",
-                i);
     *out = p;
     return 0;
 }
 
-/* The default name: the file's base name without ".safetensors". */
-static char *name_from_path(const char *path) {
+const char *store_model_default_name(const char *path, size_t *len) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    size_t len = strlen(base);
-    const char *suffix = ".safetensors";
-    size_t slen = strlen(suffix);
-    if (len >= slen && strcmp(base + len - slen, suffix) == 0) len -= slen;
-    return strndup(base, len);
+    size_t n = strlen(base), slen = strlen(".safetensors");
+    if (n >= slen && strcmp(base + n - slen, ".safetensors") == 0) n -= slen;
+    *len = n;
+    return base;
 }
 
-static int model_fill(store_model *m, store_file *f, const char *path, attn_error *err) {
+/* Fills m from f: 0 and *in_place (1 when a tensor is used straight from
+ * the file's bytes, which must then be kept), or -1 with err set. */
+static int model_fill(store_model *m, store_file *f, const char *path, int *in_place,
+                      attn_error *err) {
     const store_tensor *t[T_COUNT] = {0};
 
     /* Names first: a typo must not read as "w_o absent". */
@@ -201,12 +143,14 @@ static int model_fill(store_model *m, store_file *f, const char *path, attn_erro
                                "metadata 'n_heads' is '%s', not a decimal integer in 1 … %d",
                                heads_text, STORE_HEADS_MAX);
     const char *name = store_file_metadata(f, "name");
-    m->memory->name = name ? strdup(name) : name_from_path(path);
+    size_t default_len;
+    const char *default_name = store_model_default_name(path, &default_len);
+    m->memory->name = name ? strdup(name) : strndup(default_name, default_len);
     const char *description = store_file_metadata(f, "description");
     m->memory->description = strdup(description ? description : "");
     if (!m->memory->name || !m->memory->description)
         return store_error_set(err, path, "out of memory");
-    if (!store_model_name_valid(m->memory->name))
+    if (!store_model_name_valid(m->memory->name, strlen(m->memory->name)))
         return store_error_set(err, path, "model name '%s' %s does not match [A-Za-z0-9._-]{1,64}",
                                m->memory->name,
                                name ? "(metadata 'name')" : "(from the file name)");
@@ -226,7 +170,7 @@ static int model_fill(store_model *m, store_file *f, const char *path, attn_erro
         return store_error_set(err, path,
                                "tensor 'w_qkv' has shape %s, expected [d_model, 3·n_heads·d_head] "
                                "with both positive",
-                               shape_text(w, got, sizeof got));
+                               store_tensor_shape_text(w, got, sizeof got));
     size_t dm = w->shape[0];
     if (w->shape[1] % (3 * n_heads) != 0)
         return store_error_set(err, path,
@@ -255,9 +199,9 @@ static int model_fill(store_model *m, store_file *f, const char *path, attn_erro
 
     /* Values. */
     const float *p[T_COUNT] = {0};
-    int in_place = 0;
+    *in_place = 0;
     for (int s = 0; s < T_COUNT; s++)
-        if (t[s] && tensor_bind(m, s, t[s], &p[s], &in_place, path, err) != 0) return -1;
+        if (t[s] && tensor_bind(m, s, t[s], &p[s], in_place, path, err) != 0) return -1;
 
     m->weights = (attn_weights){.d_model = dm,
                                 .n_heads = n_heads,
@@ -266,7 +210,7 @@ static int model_fill(store_model *m, store_file *f, const char *path, attn_erro
                                 .b_qkv = p[T_B_QKV],
                                 .w_o = p[T_W_O],
                                 .b_o = p[T_B_O]};
-    return in_place;
+    return 0;
 }
 
 int store_model_load(store_model **out, const char *path, attn_error *err) {
@@ -285,8 +229,8 @@ int store_model_load_mode(store_model **out, const char *path, store_read_mode m
         store_model_destroy(m);
         return -1;
     }
-    int in_place = model_fill(m, m->memory->file, path, err);
-    if (in_place < 0) {
+    int in_place;
+    if (model_fill(m, m->memory->file, path, &in_place, err) != 0) {
         store_model_destroy(m);
         return -1;
     }

@@ -65,12 +65,14 @@ int store_model_load(store_model **out, const char *path, attn_error *err);
 /* Frees the model (and unmaps its file); its weights die. NULL is a no-op. */
 void store_model_destroy(store_model *m);
 
-/* 1 when `name` matches [A-Za-z0-9._-]{1,64}, else 0. */
-int store_model_name_valid(const char *name);
+/* 1 when the `len` bytes at `name` match [A-Za-z0-9._-]{1,64}, else 0: the
+ * one rule for a model's name, whether it comes from a file, a command line
+ * or a request (whose JSON string may hold NUL bytes, hence `len`). */
+int store_model_name_valid(const char *name, size_t len);
 
-/* IEEE half and bfloat16 (bit patterns) to float, exactly: subnormal halfs
- * become normal floats, infinities stay infinite, NaNs stay NaN. */
-float store_f16_to_f32(unsigned short h);
-float store_bf16_to_f32(unsigned short b);
+/* The name of the model in the file at `path` when its metadata gives
+ * none: the base name without ".safetensors", the *len bytes from the
+ * pointer returned (into path). */
+const char *store_model_default_name(const char *path, size_t *len);
 
 #endif

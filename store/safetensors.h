@@ -15,7 +15,8 @@
  * a meaning). Reading takes the file's bytes in one of two ways
  * (store_read_mode) and validates the whole header before anything is
  * handed out, so that every tensor's bytes lie inside them and no two
- * tensors overlap; the data itself is not looked at here.
+ * tensors overlap; the data itself is not looked at here (tensor.h reads
+ * a tensor's values).
  *
  *   STORE_READ_COPY (the default) reads the whole file into a buffer the
  *   open file owns. Whatever happens to the file afterwards (rewritten in

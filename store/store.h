@@ -95,7 +95,7 @@ typedef struct store store;
 
 /* A holder publishing `initial`, whose reference it takes (even on failure;
  * NULL publishes no set). Returns NULL when out of memory. Free with
- * store_destroy. Generation starts at 1. */
+ * store_destroy. */
 store *store_create(store_set *initial);
 
 /* Releases the holder's reference to its current set and frees it. The

@@ -644,6 +644,35 @@ START_TEST(error_bodies) {
 }
 END_TEST
 
+/* A model name is the store's rule, applied before the lookup: a name no
+ * model could have is a 400 at /model, one that could is a 404. */
+START_TEST(error_model_names) {
+    const char *bad[] = {"", "a b", "../etc/passwd", "名前",
+                         "a2345678901234567890123456789012345678901234567890123456789012345"};
+    for (size_t i = 0; i <= sizeof bad / sizeof bad[0]; i++) {
+        /* the last one: a NUL byte inside, which a C string would cut to "a" */
+        json_t *name =
+            i < sizeof bad / sizeof bad[0] ? json_string(bad[i]) : json_stringn("a\0b", 3);
+        json_t *req = json_pack("{s:o, s:[[i]]}", "model", name, "embeddings", 1);
+        char *body = json_dumps(req, JSON_COMPACT);
+        json_decref(req);
+        hs_response r = post(shared.port, body);
+        json_t *j = assert_error(&r, 400, "invalid_value");
+        json_t *err = json_object_get(j, "error");
+        ck_assert_str_eq(json_string_value(json_object_get(err, "path")), "/model");
+        ck_assert_str_eq(json_string_value(json_object_get(err, "message")),
+                         "model name must match [A-Za-z0-9._-]{1,64}");
+        json_decref(j);
+        hs_response_free(&r);
+        free(body);
+    }
+    hs_response r = post(shared.port, "{\"model\":\"Az09._-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                                      "xxxxxxxxxxxxxxxxxxx\",\"embeddings\":[[1]]}");
+    json_decref(assert_error(&r, 404, "unknown_model"));
+    hs_response_free(&r);
+}
+END_TEST
+
 START_TEST(error_routes) {
     unsigned port = shared.port;
     hs_response r;
@@ -1819,6 +1848,7 @@ static Suite *http_suite(void) {
     tcase_add_test(tc, endpoints);
     tcase_add_test(tc, teaching_page);
     tcase_add_loop_test(tc, error_bodies, 0, sizeof bad_bodies / sizeof bad_bodies[0]);
+    tcase_add_test(tc, error_model_names);
     tcase_add_test(tc, error_routes);
     tcase_add_test(tc, json_content_types_accepted);
     tcase_add_test(tc, body_too_large);

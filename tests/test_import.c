@@ -41,6 +41,7 @@
 #include "store/import.h"
 #include "store/model.h"
 #include "store/safetensors.h"
+#include "store/tensor.h"
 
 enum { D = 8, H = 2, DH = D / H, LAYERS = 2, N_TOK = 5 };
 

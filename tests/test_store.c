@@ -32,6 +32,7 @@
 #include "store/builtin.h"
 #include "store/model.h"
 #include "store/safetensors.h"
+#include "store/tensor.h"
 #include "store/store.h"
 
 /* ---- fixture: one temporary directory per test --------------------------- */

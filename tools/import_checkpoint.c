@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
             }
             have_heads = 1;
         } else if ((v = option_value(argc, argv, &i, "--name", &missing))) {
-            if (!store_model_name_valid(v)) {
+            if (!store_model_name_valid(v, strlen(v))) {
                 fprintf(stderr,
                         "import_checkpoint: --name '%s' does not match [A-Za-z0-9._-]{1,64}\n", v);
                 return 2;
