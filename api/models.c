@@ -134,9 +134,11 @@ char *api_model_encode(const api_model_info *model, int with_weights, size_t max
     return text;
 }
 
-int api_model_weights_flag(const char *value)
+int api_model_weights_flag(const char *value, int *weights, attn_error *err)
 {
-    if (value == NULL || strcmp(value, "false") == 0 || strcmp(value, "0") == 0) return 0;
-    if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0) return 1;
-    return -1;
+    *weights = value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
+    if (*weights || value == NULL || strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
+        return 0;
+    return attn_error_set(err, 400, "invalid_value", NULL,
+                          "the query parameter weights must be true or false");
 }

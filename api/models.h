@@ -34,8 +34,9 @@ char *api_models_encode_list(const api_model_info *models, size_t count, size_t 
 char *api_model_encode(const api_model_info *model, int with_weights, size_t max_response_bytes,
                        size_t *len, attn_error *err);
 
-/* The value of ?weights=: 1 for "true" or "1", 0 for "false", "0" or NULL
- * (absent), -1 for anything else. */
-int api_model_weights_flag(const char *value);
+/* Reads the value of ?weights= (NULL: absent) into *weights: 1 for "true"
+ * or "1", 0 for "false", "0" or absent. Returns 0, or -1 with the
+ * contract's 400 invalid_value in *err for anything else. */
+int api_model_weights_flag(const char *value, int *weights, attn_error *err);
 
 #endif

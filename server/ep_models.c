@@ -34,11 +34,12 @@ static enum MHD_Result models_answer(srv_exchange *x) {
 
 static enum MHD_Result model_answer(srv_exchange *x) {
     const char *name = srv_route_model_name(x->path);
-    int weights = api_model_weights_flag(
-        MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, "weights"));
-    if (weights < 0)
-        return srv_reply_fail(x, 400, "invalid_value",
-                              "the query parameter weights must be true or false");
+    attn_error err;
+    int weights;
+    if (api_model_weights_flag(MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND,
+                                                           "weights"),
+                               &weights, &err) != 0)
+        return srv_reply_error(x, &err);
     if (weights) {
         x->job.kind = SRV_JOB_MODEL_WEIGHTS;
         x->job.model_name = name;
@@ -46,7 +47,6 @@ static enum MHD_Result model_answer(srv_exchange *x) {
     }
     store_set *set = x->h->models ? store_current(x->h->models) : NULL;
     const store_model *m = set ? store_set_find(set, name) : NULL;
-    attn_error err;
     char *text = NULL;
     size_t len = 0;
     if (m) {

@@ -137,13 +137,21 @@ START_TEST(test_weights_limit_and_flag)
     free(text);
     api_request_free(req);
 
-    ck_assert_int_eq(api_model_weights_flag(NULL), 0);
-    ck_assert_int_eq(api_model_weights_flag("false"), 0);
-    ck_assert_int_eq(api_model_weights_flag("0"), 0);
-    ck_assert_int_eq(api_model_weights_flag("true"), 1);
-    ck_assert_int_eq(api_model_weights_flag("1"), 1);
-    ck_assert_int_eq(api_model_weights_flag("yes"), -1);
-    ck_assert_int_eq(api_model_weights_flag(""), -1);
+    int flag = -1;
+    ck_assert_int_eq(api_model_weights_flag(NULL, &flag, &err), 0);
+    ck_assert_int_eq(flag, 0);
+    ck_assert_int_eq(api_model_weights_flag("false", &flag, &err), 0);
+    ck_assert_int_eq(flag, 0);
+    ck_assert_int_eq(api_model_weights_flag("0", &flag, &err), 0);
+    ck_assert_int_eq(flag, 0);
+    ck_assert_int_eq(api_model_weights_flag("true", &flag, &err), 0);
+    ck_assert_int_eq(flag, 1);
+    ck_assert_int_eq(api_model_weights_flag("1", &flag, &err), 0);
+    ck_assert_int_eq(flag, 1);
+    ck_assert_int_eq(api_model_weights_flag("yes", &flag, &err), -1);
+    ck_assert_str_eq(err.code, "invalid_value");
+    ck_assert_int_eq(api_model_weights_flag("", &flag, &err), -1);
+    ck_assert_str_eq(err.code, "invalid_value");
 }
 END_TEST
 
