@@ -40,9 +40,11 @@ srv_inline_outcome srv_inline_try(srv_exchange *x) {
     srv_worker *w = thread_worker(h);
     if (!w) return SRV_INLINE_NO;
     x->job.limits = h->limits;
-    clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
     if (srv_job_decode(&x->job, w) == 0) { /* else refused: the job holds the answer */
         if (srv_job_cost(&x->job) > h->cfg->inline_max_flops) return SRV_INLINE_TO_POOL;
+        /* Taken now, after the decode: the job waits for nothing, and its
+         * queue time must not count the decode a second time. */
+        clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
         srv_job_run(&x->job, w);
         srv_worker_idle(w);
     }

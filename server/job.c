@@ -222,8 +222,19 @@ static void job_attention(srv_job *job, srv_worker *w) {
     attn_error err = {0};
     clock_gettime(CLOCK_MONOTONIC, &t1);
     api_request *req = job->request;
+    /* A failure here keeps its own error (503, the outputs' message); only
+     * the computation's codes are translated below. */
     int rc = api_request_alloc_outputs(req, w->outputs, &err);
-    if (rc == 0) rc = job_compute(job, w, api_request_output(req), api_request_input(req));
+    if (rc == 0) {
+        rc = job_compute(job, w, api_request_output(req), api_request_input(req));
+        if (rc == ATTN_ERR_NONFINITE)
+            attn_error_set(&err, 422, "non_finite_number", NULL,
+                           "the attention scores overflow float32; the embeddings or weights "
+                           "are too large");
+        else if (rc == ATTN_ERR_NOMEM)
+            attn_error_set(&err, 503, "out_of_memory", NULL,
+                           "memory for this computation could not be had; retry later");
+    }
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);
     if (rc == ATTN_ERR_STOPPED) {
@@ -231,13 +242,6 @@ static void job_attention(srv_job *job, srv_worker *w) {
         job_release(job, w);
         return;
     }
-    if (rc == ATTN_ERR_NONFINITE)
-        attn_error_set(&err, 422, "non_finite_number", NULL,
-                       "the attention scores overflow float32; the embeddings or weights are "
-                       "too large");
-    else if (rc == ATTN_ERR_NOMEM)
-        attn_error_set(&err, 503, "out_of_memory", NULL,
-                       "memory for this computation could not be had; retry later");
     if (rc == 0) {
         job->response = api_response_encode(req, &job->response_len, &err);
         clock_gettime(CLOCK_MONOTONIC, &t3);

@@ -1178,6 +1178,30 @@ START_TEST(tiny_requests_inline) {
 }
 END_TEST
 
+/* A request answered on its polling thread never waited in a queue: its
+ * Server-Timing queue time is the instant between being taken and being
+ * run, far less than its decode, which it does not count again. */
+START_TEST(inline_queue_time_excludes_decode) {
+    problem p = problem_random(6, 8, 2, 4, 1, 0, 0, 11);
+    char *body = problem_json(&p, NULL);
+    ck_assert_uint_le(strlen(body), 4096); /* small enough to be answered inline */
+    for (int i = 0; i < 5; i++) {
+        hs_response r = post(shared.port, body);
+        ck_assert_int_eq(r.status, 200);
+        char *t = hs_header(&r, "Server-Timing");
+        ck_assert_ptr_nonnull(t);
+        const char *q = strstr(t, "queue;dur="), *d = strstr(t, "decode;dur=");
+        ck_assert(q && d);
+        double queue = strtod(q + 10, NULL), decode = strtod(d + 11, NULL);
+        ck_assert_msg(decode > 0 && queue < decode, "Server-Timing: %s", t);
+        free(t);
+        hs_response_free(&r);
+    }
+    free(body);
+    problem_free(&p);
+}
+END_TEST
+
 /* -------------------------------------------------------------- drain */
 
 START_TEST(sigterm_drains) {
@@ -1856,6 +1880,7 @@ static Suite *http_suite(void) {
     tcase_add_test(tc, example_wo_ai_ni);
     tcase_add_test(tc, example_two_heads_causal);
     tcase_add_test(tc, concurrent_clients);
+    tcase_add_test(tc, inline_queue_time_excludes_decode);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("lifecycle");

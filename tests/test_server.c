@@ -1132,6 +1132,54 @@ START_TEST(job_error_paths) {
 }
 END_TEST
 
+/* Outputs that cannot be had (their patterns, 8192 heads of 65536² floats,
+ * are 128 TiB: more than an address space holds) are answered 503
+ * out_of_memory with the outputs' own message, not the computation's.
+ * Not under AddressSanitizer, which aborts on such an allocation. */
+START_TEST(job_outputs_out_of_memory) {
+#if defined(__SANITIZE_ADDRESS__)
+    return;
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return;
+#endif
+#endif
+    enum { N = 65536, H = 8192 };
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&b, &len);
+    fputs("{\"return\":[\"patterns\"],\"embeddings\":[", f);
+    for (int t = 0; t < N; t++)
+        fputs(t ? ",[0]" : "[0]", f);
+    fputs("],\"weights\":{\"heads\":[", f);
+    for (int h = 0; h < H; h++)
+        fprintf(f, "%s{\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}", h ? "," : "");
+    fputs("],\"w_o\":[", f);
+    for (int h = 0; h < H; h++)
+        fputs(h ? ",[1]" : "[1]", f);
+    fputs("]}}", f);
+    fclose(f);
+    api_limits limits = {.max_tokens = N,
+                         .max_heads = H,
+                         .max_d_model = 64,
+                         .max_flops = 1e18,
+                         .max_response_bytes = SIZE_MAX,
+                         .max_workspace_bytes = SIZE_MAX};
+    srv_worker *w = srv_worker_create(NULL, NULL);
+    ck_assert_ptr_nonnull(w);
+    int status;
+    char *r;
+    run_job_on(w, &limits, b, &status, &r);
+    ck_assert_int_eq(status, 503);
+    ck_assert_msg(strstr(r, "\"out_of_memory\"") && strstr(r, "no memory for the outputs"), "%s",
+                  r);
+    free(r);
+    srv_worker_destroy(w);
+    free(b);
+}
+END_TEST
+
 /* A job decoded on one thread (srv_job_decode, as the polling thread does
  * for a small body) and run on another worker is not decoded again: its
  * body is gone by then and the answer still comes from the decoded
@@ -1393,6 +1441,7 @@ static Suite *server_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, job_error_paths);
     tcase_add_test(tc, job_decoded_once);
+    tcase_add_test(tc, job_outputs_out_of_memory);
     tcase_add_test(tc, job_trims_large_workspace);
     tcase_add_test(tc, job_split_same_answer);
     tcase_add_test(tc, job_split_workers_without_context);
