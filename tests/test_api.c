@@ -165,7 +165,7 @@ static json_t *respond(api_request *req, char **raw)
     json_t *resp;
 
     ck_assert_ptr_nonnull(ws);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     attn_error err;
     text = api_response_encode(req, &len, &err);
@@ -690,7 +690,7 @@ static void response_limit_pair(json_t *body)
     at.max_response_bytes = bound, over.max_response_bytes = bound - 1;
     api_request *req = decode_ok_limits(json_deep_copy(body), &at);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     char *text = api_response_encode(req, &len, &err);
     ck_assert_ptr_nonnull(text);
@@ -782,7 +782,7 @@ static size_t response_length(json_t *body, const api_limits *limits, char **tex
     attn_workspace *ws = attn_workspace_create();
     attn_error err;
     size_t len = 0;
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     char *text = api_response_encode(req, &len, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
@@ -1388,7 +1388,7 @@ static void expect_overflow(const char *w_q, const char *w_v, const char *return
     attn_error err;
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), ATTN_OK);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     size_t len = 0;
     ck_assert_ptr_null(api_response_encode(req, &len, &err));
