@@ -164,11 +164,18 @@ int attn_output_delta(const attn_plan *pl, attn_call *c);
 /* The heads' tasks with `block` as the path (attend.c). */
 int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block);
 
-/* The tiling of a rows × cols result (depends on the shape alone), and its
- * tile t: rows *r0 … *r0+*rb, columns *c0 … *c0+*cb (tasks.c). */
+/* The tiling of a rows × cols result; it depends on the shape alone
+ * (tasks.c). */
 attn_tiling attn_tiling_make(size_t rows, size_t cols);
-void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, size_t *rb, size_t *c0,
-                      size_t *cb);
+
+/* Tile t of g: rows *r0 … *r0+*rb, columns *c0 … *c0+*cb. */
+static inline void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, size_t *rb,
+                                    size_t *c0, size_t *cb) {
+    *r0 = t / g->nc * g->rb;
+    *c0 = t % g->nc * g->cb;
+    *rb = attn_min(g->rb, g->rows - *r0);
+    *cb = attn_min(g->cb, g->cols - *c0);
+}
 
 /* Runs task(c, t, ws) for t in 0 … count-1, by the runner or in turn, after
  * asking its stop; returns c->rc (tasks.c). */

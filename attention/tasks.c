@@ -44,14 +44,6 @@ attn_tiling attn_tiling_make(size_t rows, size_t cols) {
     return g;
 }
 
-void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, size_t *rb, size_t *c0,
-                      size_t *cb) {
-    *r0 = t / g->nc * g->rb;
-    *c0 = t % g->nc * g->cb;
-    *rb = attn_min(g->rb, g->rows - *r0);
-    *cb = attn_min(g->cb, g->cols - *c0);
-}
-
 int attn_run(attn_call *c, attn_task_fn task, size_t count) {
     const attn_runner *runner = c->runner;
     if (runner && runner->stop && runner->stop(runner->ctx))
