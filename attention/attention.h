@@ -23,6 +23,10 @@
  *   ΔE  = [Z_1 … Z_h] · Wo + bo  n × dm (Wo absent: identity, needs hd == dm)
  *   E'  = E + ΔE
  *
+ * attn_compute runs these in three phases — project (QKV), attend (S, P, Z
+ * per head, by a full or an online path), output (ΔE, E') — each a set of
+ * tasks a caller's runner may spread over threads (compute.c).
+ *
  * The module knows nothing of HTTP or JSON. It allocates nothing but the
  * workspace, holds no global state, and is reentrant: any number of threads
  * may call attn_compute at once, each with its own workspace.
@@ -31,6 +35,8 @@
 #define ATTENTION_H
 
 #include <stddef.h>
+
+#include "attention/error.h"
 
 /*
  * A weight set. The projection weights of all heads are packed side by side
@@ -120,29 +126,36 @@ void attn_workspace_trim(attn_workspace *ws, size_t keep_bytes);
  * Returns the workspace's block, grown to at least `bytes` (contents not
  * kept across a growth; 64-byte aligned), or NULL when the allocation
  * fails, the workspace then unchanged, or when ws is NULL (so that
- * attn_compute on a NULL workspace is ATTN_ERR_NOMEM). The block stays owned by the
- * workspace, valid until the next reserve, trim or destroy. attn_compute
+ * attn_compute on a NULL workspace fails with ATTN_ERR_NOMEM). The block
+ * stays owned by the workspace, valid until the next reserve, trim or destroy. attn_compute
  * carves its scratch from it; a caller may also keep a workspace of its
  * own as a block of memory reused from call to call.
  */
 void *attn_workspace_reserve(attn_workspace *ws, size_t bytes);
 
-/* What attn_compute returns. */
-enum {
-    ATTN_OK = 0,
-    ATTN_ERR_NOMEM = -1,    /* the workspace could not grow (or a size overflows) */
-    ATTN_ERR_NONFINITE = -2, /* an allowed score overflowed float32 (inf or NaN) */
-    ATTN_ERR_STOPPED = -3    /* the runner's stop said so (attn_compute_with) */
-};
+/*
+ * The codes of the errors attn_compute fills in (attn_error's code, see
+ * attention/error.h): static strings, so a caller may compare them by
+ * pointer (err.code == ATTN_ERR_STOPPED). The engine knows nothing of
+ * HTTP: its errors carry status 0 and path "", and the caller decides.
+ */
+extern const char ATTN_ERR_NOMEM[];     /* "out_of_memory": the workspace could not grow,
+                                         * or a size overflows */
+extern const char ATTN_ERR_NONFINITE[]; /* "non_finite_number": an allowed score
+                                         * overflowed float32 (inf or NaN) */
+extern const char ATTN_ERR_STOPPED[];   /* "stopped": the runner's stop said so
+                                         * (attn_compute_with) */
 
 /*
- * Computes everything `out` asks for. Returns ATTN_OK, or one of the errors
- * above; `out` is then unspecified. Inputs must be consistent (the caller
- * has validated shapes, head indices and the mask). Masked scores are
- * −INFINITY and only they are: a finite input whose scores overflow is
- * ATTN_ERR_NONFINITE, never a silently masked key.
+ * Computes everything `out` asks for. Returns 0, or -1 with *err filled
+ * (err may be NULL) with one of the codes above; `out` is then
+ * unspecified. Inputs must be consistent (the caller has validated shapes,
+ * head indices and the mask). Masked scores are −INFINITY and only they
+ * are: a finite input whose scores overflow is ATTN_ERR_NONFINITE, never a
+ * silently masked key.
  */
-int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in);
+int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in,
+                 attn_error *err);
 
 /*
  * An optional way to run independent tasks on several threads, given by the
@@ -157,7 +170,7 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
  *
  * `stop` may be NULL; else it is asked before each phase, on the calling
  * thread, and when it returns nonzero the computation ends there:
- * attn_compute_with returns ATTN_ERR_STOPPED and the outputs are not
+ * attn_compute_with fails with ATTN_ERR_STOPPED and the outputs are not
  * complete. (The server stops the work of a client that has gone.)
  */
 typedef void (*attn_task_fn)(void *arg, size_t index, attn_workspace *ws);
@@ -173,13 +186,13 @@ typedef struct attn_runner {
  * task per (head, block of 128 query rows) — a single head is split too —
  * then ΔE's tiles, each phase one call of run. NULL runner: attn_compute.
  * The results are bit for bit those of attn_compute (the tasks depend on
- * the shape alone and each writes only its own part); the return codes are
- * the same, except that when several tasks fail, which error is returned
+ * the shape alone and each writes only its own part); the errors are the
+ * same, except that when several tasks fail, which error is reported
  * is not fixed. Each other workspace a task runs on grows by at most one
  * block of query rows × n floats and one tile.
  */
 int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_input *in,
-                      const attn_runner *runner);
+                      const attn_runner *runner, attn_error *err);
 
 /*
  * Floating-point operations one computation of n tokens takes with these

@@ -318,7 +318,7 @@ static int rss_mode(size_t n, int patterns) {
     attn_workspace *ws = attn_workspace_create();
     if (!ws) return 1;
     double t0 = bench_now();
-    int rc = attn_compute(&out, ws, &p.in);
+    int rc = attn_compute(&out, ws, &p.in, NULL);
     double secs = bench_now() - t0;
     printf("rss n=%zu outputs=%s status=%d seconds=%.2f rss_before=%zu inputs_weights=%zu "
            "embeddings=%zu patterns=%zu workspace=%zu workspace_need=%zu\n",

@@ -80,17 +80,18 @@ static void compute(bench_worker *w, const attn_output *out, const attn_input *i
                     server_split split, size_t *helpers) {
     const attn_weights *wt = in->weights;
     double flops = attn_flops(in->n_tokens, wt->d_model, wt->n_heads, wt->d_head, wt->w_o != NULL);
+    attn_error err;
     int rc;
     if (split == SPLIT_NEVER || flops < w->sw.split_flops) {
-        rc = attn_compute(out, w->sw.ws, in);
+        rc = attn_compute(out, w->sw.ws, in, &err);
     } else {
         srv_split s = {.pool = w->sw.pool, .ws = w->sw.ws};
         attn_runner runner = srv_split_runner(&s);
-        rc = attn_compute_with(out, w->sw.ws, in, &runner);
+        rc = attn_compute_with(out, w->sw.ws, in, &runner, &err);
         *helpers += s.helpers;
     }
     if (rc) {
-        fprintf(stderr, "bench: attn_compute failed (%d)\n", rc);
+        fprintf(stderr, "bench: attn_compute failed (%s: %s)\n", err.code, err.message);
         exit(1);
     }
 }

@@ -148,14 +148,14 @@ static int job_stop(void *ctx) {
 /* Computes `in` on the worker's workspace, split over idle workers when
  * it is large enough (see the top comment). */
 static int job_compute(const srv_job *job, srv_worker *w, const attn_output *out,
-                       const attn_input *in) {
+                       const attn_input *in, attn_error *err) {
     const attn_weights *wt = in->weights;
     double flops = attn_flops(in->n_tokens, wt->d_model, wt->n_heads, wt->d_head, wt->w_o != NULL);
-    if (!w->pool || flops < w->split_flops) return attn_compute(out, w->ws, in);
+    if (!w->pool || flops < w->split_flops) return attn_compute(out, w->ws, in, err);
     job_split js = {.split = {.pool = w->pool, .ws = w->ws}, .job = job};
     attn_runner runner = srv_split_runner(&js.split);
     runner.stop = job_stop;
-    int rc = attn_compute_with(out, w->ws, in, &runner);
+    int rc = attn_compute_with(out, w->ws, in, &runner, err);
     if (js.split.helpers) w->splits++;
     return rc;
 }
@@ -222,22 +222,17 @@ static void job_attention(srv_job *job, srv_worker *w) {
     attn_error err = {0};
     clock_gettime(CLOCK_MONOTONIC, &t1);
     api_request *req = job->request;
-    /* A failure here keeps its own error (503, the outputs' message); only
-     * the computation's codes are translated below. */
+    /* A failure to make the outputs keeps its own error (503, the outputs'
+     * message); the engine's has its code and message, and the status is
+     * HTTP's, so ours. */
     int rc = api_request_alloc_outputs(req, w->outputs, &err);
     if (rc == 0) {
-        rc = job_compute(job, w, api_request_output(req), api_request_input(req));
-        if (rc == ATTN_ERR_NONFINITE)
-            attn_error_set(&err, 422, "non_finite_number", NULL,
-                           "the attention scores overflow float32; the embeddings or weights "
-                           "are too large");
-        else if (rc == ATTN_ERR_NOMEM)
-            attn_error_set(&err, 503, "out_of_memory", NULL,
-                           "memory for this computation could not be had; retry later");
+        rc = job_compute(job, w, api_request_output(req), api_request_input(req), &err);
+        if (rc != 0) err.status = err.code == ATTN_ERR_NONFINITE ? 422 : 503;
     }
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);
-    if (rc == ATTN_ERR_STOPPED) {
+    if (rc != 0 && err.code == ATTN_ERR_STOPPED) {
         job->dropped = 1;
         job_release(job, w);
         return;

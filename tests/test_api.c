@@ -167,7 +167,7 @@ static json_t *respond(api_request *req, char **raw)
     attn_error err;
     ck_assert_ptr_nonnull(ws);
     ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     text = api_response_encode(req, &len, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
@@ -687,7 +687,7 @@ static void response_limit_pair(json_t *body)
     api_request *req = decode_ok_limits(json_deep_copy(body), &at);
     attn_workspace *ws = attn_workspace_create();
     ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     char *text = api_response_encode(req, &len, &err);
     ck_assert_ptr_nonnull(text);
@@ -780,7 +780,7 @@ static size_t response_length(json_t *body, const api_limits *limits, char **tex
     attn_error err;
     size_t len = 0;
     ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     char *text = api_response_encode(req, &len, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
@@ -1400,7 +1400,7 @@ static void expect_overflow(const char *w_q, const char *w_v, const char *return
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
     attn_workspace *ws = attn_workspace_create();
     ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), ATTN_OK);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     size_t len = 0;
     ck_assert_ptr_null(api_response_encode(req, &len, &err));

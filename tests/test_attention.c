@@ -40,6 +40,25 @@ static void *xcalloc(size_t count, size_t size) {
     return p;
 }
 
+/* The code of attn_compute's error (attn_compute_with's, with a runner),
+ * or NULL when it succeeds. A failure must return -1 and fill the error as
+ * the engine does: one of its codes, status 0, a message, no path. */
+static const char *compute_error(const attn_output *out, attn_workspace *ws, const attn_input *in,
+                                 const attn_runner *runner) {
+    attn_error err;
+    memset(&err, 0x5a, sizeof err);
+    int rc = runner ? attn_compute_with(out, ws, in, runner, &err) : attn_compute(out, ws, in, &err);
+    if (rc == 0) return NULL;
+    ck_assert_int_eq(rc, -1);
+    ck_assert_msg(err.code == ATTN_ERR_NOMEM || err.code == ATTN_ERR_NONFINITE ||
+                      err.code == ATTN_ERR_STOPPED,
+                  "not one of the engine's codes");
+    ck_assert_int_eq(err.status, 0);
+    ck_assert(err.message[0] != '\0');
+    ck_assert_str_eq(err.path, "");
+    return err.code;
+}
+
 /* Deterministic uniform numbers in [-1, 1) (xorshift64*). */
 static double rnd(uint64_t *state) {
     uint64_t x = *state;
@@ -293,7 +312,7 @@ static void run_and_check(outputs *o, const attn_input *in) {
     attn_output view = outputs_view(o, WANT_ALL);
     attn_workspace *ws = attn_workspace_create();
     ck_assert_ptr_nonnull(ws);
-    ck_assert_int_eq(attn_compute(&view, ws, in), 0);
+    ck_assert_int_eq(attn_compute(&view, ws, in, NULL), 0);
     attn_workspace_destroy(ws);
     outputs_check("blas", o, &r, WANT_ALL);
 
@@ -411,7 +430,7 @@ START_TEST(test_worked_example) {
         attn_output view = outputs_view(&o, WANT_ALL);
         if (path == 0) {
             attn_workspace *ws = attn_workspace_create();
-            ck_assert_int_eq(attn_compute(&view, ws, &in), 0);
+            ck_assert_int_eq(attn_compute(&view, ws, &in, NULL), 0);
             attn_workspace_destroy(ws);
         } else {
             float scratch[256];
@@ -586,7 +605,7 @@ START_TEST(test_select_heads) {
     unsigned want = WANT_ALL & ~(1u << O_D) & ~(1u << O_E);
     attn_output view = outputs_view(&ph, want);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(&view, ws, &p.in), 0);
+    ck_assert_int_eq(attn_compute(&view, ws, &p.in, NULL), 0);
     attn_workspace_destroy(ws);
     outputs_check("per-head only", &ph, &r, want);
     ref_free(&r);
@@ -671,7 +690,7 @@ START_TEST(test_null_outputs) {
             for (size_t x = 0; x < count[b] + 2 * GUARD; x++)
                 raw[b][x] = canary;
         attn_output view = outputs_view(&o, want);
-        ck_assert_int_eq(attn_compute(&view, ws, &p.in), 0);
+        ck_assert_int_eq(attn_compute(&view, ws, &p.in, NULL), 0);
         char who[32];
         snprintf(who, sizeof who, "want %#x", want);
         outputs_check(who, &o, &r, want);
@@ -721,7 +740,7 @@ START_TEST(test_work_not_asked) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         attn_workspace *ws = attn_workspace_create();
         attn_output view = outputs_view(&o, cases[c].want);
-        ck_assert_int_eq(attn_compute(&view, ws, &p.in), 0);
+        ck_assert_int_eq(attn_compute(&view, ws, &p.in, NULL), 0);
         size_t bytes = attn_workspace_bytes(ws);
         if (cases[c].scratch)
             ck_assert_msg(bytes > qkv + 1024 && bytes < nn / 4, "want %#x: %zu bytes",
@@ -754,7 +773,7 @@ static void *thread_main(void *arg) {
         o.buf[b] = calloc(o.count[b], sizeof(float));
     for (int it = 0; it < 20 && ws; it++) {
         attn_output view = outputs_view(&o, WANT_ALL);
-        if (attn_compute(&view, ws, job->in) != 0) job->failures++;
+        if (attn_compute(&view, ws, job->in, NULL) != 0) job->failures++;
         for (int b = 0; b < O_COUNT; b++)
             if (memcmp(o.buf[b], job->expect->buf[b], o.count[b] * sizeof(float)))
                 job->mismatches++;
@@ -802,18 +821,18 @@ START_TEST(test_workspace_grows) {
     outputs_make(&os, &small.in), outputs_make(&ob, &big.in);
     attn_output vs = outputs_view(&os, WANT_ALL), vb = outputs_view(&ob, WANT_ALL);
 
-    ck_assert_int_eq(attn_compute(&vs, ws, &small.in), 0);
+    ck_assert_int_eq(attn_compute(&vs, ws, &small.in, NULL), 0);
     size_t b1 = attn_workspace_bytes(ws);
     ck_assert_uint_gt(b1, 0);
     ck_assert_uint_le(b1, attn_workspace_need(4, 8, 2, 4));
-    ck_assert_int_eq(attn_compute(&vs, ws, &small.in), 0); /* same size: reused */
+    ck_assert_int_eq(attn_compute(&vs, ws, &small.in, NULL), 0); /* same size: reused */
     ck_assert_uint_eq(attn_workspace_bytes(ws), b1);
-    ck_assert_int_eq(attn_compute(&vb, ws, &big.in), 0); /* grows */
+    ck_assert_int_eq(attn_compute(&vb, ws, &big.in, NULL), 0); /* grows */
     size_t b2 = attn_workspace_bytes(ws);
     ck_assert_uint_gt(b2, b1);
     ck_assert_uint_le(b2, attn_workspace_need(64, 8, 2, 4));
     memset(os.buf[O_E], 0, os.count[O_E] * sizeof(float));
-    ck_assert_int_eq(attn_compute(&vs, ws, &small.in), 0); /* never shrinks */
+    ck_assert_int_eq(attn_compute(&vs, ws, &small.in, NULL), 0); /* never shrinks */
     ck_assert_uint_eq(attn_workspace_bytes(ws), b2);
     outputs_check("small after big", &os, &rs, WANT_ALL);
     outputs_check("big", &ob, &rb, WANT_ALL);
@@ -823,14 +842,14 @@ START_TEST(test_workspace_grows) {
     ck_assert_uint_eq(attn_workspace_bytes(ws), b2);
     attn_workspace_trim(ws, b1);
     ck_assert_uint_eq(attn_workspace_bytes(ws), 0);
-    ck_assert_int_eq(attn_compute(&vb, ws, &big.in), 0);
+    ck_assert_int_eq(attn_compute(&vb, ws, &big.in, NULL), 0);
     ck_assert_uint_eq(attn_workspace_bytes(ws), b2);
     outputs_check("big after trim", &ob, &rb, WANT_ALL);
 
     /* no workspace at all: an error, as a failed growth, never a fault */
     ck_assert_ptr_null(attn_workspace_reserve(NULL, 64));
     ck_assert_uint_eq(attn_workspace_bytes(NULL), 0);
-    ck_assert_int_eq(attn_compute(&vs, NULL, &small.in), ATTN_ERR_NOMEM);
+    ck_assert_ptr_eq(compute_error(&vs, NULL, &small.in, NULL), ATTN_ERR_NOMEM);
 
     outputs_free(&os), outputs_free(&ob);
     ref_free(&rs), ref_free(&rb);
@@ -871,11 +890,12 @@ START_TEST(test_sizes) {
                      .scale = 1.0f};
     attn_output out = {.embeddings = &dummy};
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(&out, ws, &in), -1);
+    ck_assert_ptr_eq(compute_error(&out, ws, &in, NULL), ATTN_ERR_NOMEM);
+    ck_assert_str_eq(ATTN_ERR_NOMEM, "out_of_memory"); /* the contract's code, as it is */
     ck_assert_uint_eq(attn_workspace_bytes(ws), 0);
     ck_assert(dummy == canary);
     attn_output none = {0}; /* nothing asked: nothing to size, nothing done */
-    ck_assert_int_eq(attn_compute(&none, ws, &in), 0);
+    ck_assert_int_eq(attn_compute(&none, ws, &in, NULL), 0);
     ck_assert_uint_eq(attn_workspace_bytes(ws), 0);
     attn_workspace_destroy(ws);
 }
@@ -900,24 +920,24 @@ START_TEST(test_overflowing_scores) {
     attn_workspace *ws = attn_workspace_create();
 
     in.mask = (attn_mask){ATTN_MASK_CUSTOM, hide_11};
-    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_OK);
+    ck_assert_int_eq(attn_compute(&out, ws, &in, NULL), 0);
     ck_assert(scores[3] == -INFINITY && patterns[3] == 0.0f);
     ck_assert(patterns[2] == 1.0f); /* row 1 keeps key 0 only */
 
     in.mask = (attn_mask){ATTN_MASK_CUSTOM, all};
-    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    ck_assert_ptr_eq(compute_error(&out, ws, &in, NULL), ATTN_ERR_NONFINITE);
     in.mask = (attn_mask){ATTN_MASK_NONE, NULL};
-    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    ck_assert_ptr_eq(compute_error(&out, ws, &in, NULL), ATTN_ERR_NONFINITE);
     in.mask = (attn_mask){ATTN_MASK_CAUSAL, NULL};
-    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    ck_assert_ptr_eq(compute_error(&out, ws, &in, NULL), ATTN_ERR_NONFINITE);
     /* the same through the heads that only feed ΔE */
     in.n_heads_out = 0;
-    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    ck_assert_ptr_eq(compute_error(&out, ws, &in, NULL), ATTN_ERR_NONFINITE);
     in.n_heads_out = 1;
 
     /* S[1][1] = 1e20 · −1e20 = −inf: not a mask, an overflow */
     w.w_qkv = qkv_neg;
-    ck_assert_int_eq(attn_compute(&out, ws, &in), ATTN_ERR_NONFINITE);
+    ck_assert_ptr_eq(compute_error(&out, ws, &in, NULL), ATTN_ERR_NONFINITE);
 
     /* Q = 3e38 · 2 = inf, K = 0: S = inf · 0 = NaN */
     float e_big[2] = {3e38f, 3e38f}, qkv_nan[6] = {1, 0, 1, 1, 0, 1}, w_o[2] = {1, 1};
@@ -925,7 +945,8 @@ START_TEST(test_overflowing_scores) {
     attn_input inn = {.weights = &wn, .embeddings = e_big, .n_tokens = 1, .scale = 1.0f,
                       .mask = {ATTN_MASK_NONE, NULL}, .heads = &head0, .n_heads_out = 1};
     attn_output outn = {.patterns = patterns};
-    ck_assert_int_eq(attn_compute(&outn, ws, &inn), ATTN_ERR_NONFINITE);
+    ck_assert_ptr_eq(compute_error(&outn, ws, &inn, NULL), ATTN_ERR_NONFINITE);
+    ck_assert_str_eq(ATTN_ERR_NONFINITE, "non_finite_number"); /* the contract's code */
     attn_workspace_destroy(ws);
 }
 END_TEST
@@ -1036,18 +1057,18 @@ static void online_check(const problem *p) {
     outputs_make(&full, &p->in), outputs_make(&onl, &p->in);
     attn_workspace *ws = attn_workspace_create();
     attn_output vf = outputs_view(&full, WANT_ALL);
-    ck_assert_int_eq(attn_compute(&vf, ws, &p->in), 0);
+    ck_assert_int_eq(attn_compute(&vf, ws, &p->in, NULL), 0);
     outputs_check("full", &full, &r, WANT_ALL);
     pattern_rules(&full, &p->in);
     unsigned want = WANT_ALL & ~(1u << O_S) & ~(1u << O_P);
     attn_output vo = outputs_view(&onl, want);
-    ck_assert_int_eq(attn_compute(&vo, ws, &p->in), 0);
+    ck_assert_int_eq(attn_compute(&vo, ws, &p->in, NULL), 0);
     outputs_check("online", &onl, &r, want);
     /* head outputs only: online, per-block projections */
     outputs_free(&onl);
     outputs_make(&onl, &p->in);
     vo = outputs_view(&onl, 1u << O_Z);
-    ck_assert_int_eq(attn_compute(&vo, ws, &p->in), 0);
+    ck_assert_int_eq(attn_compute(&vo, ws, &p->in, NULL), 0);
     outputs_check("online Z only", &onl, &r, 1u << O_Z);
     /* online against full, and masked rows exactly 0 */
     double *zf = xcalloc(full.count[O_Z], sizeof(double));
@@ -1119,7 +1140,7 @@ START_TEST(test_linear_memory) {
     size_t bytes[2];
     for (int half = 1; half >= 0; half--) { /* n/2, then n: grows 2× */
         p.in.n_tokens = half ? n / 2 : n;
-        ck_assert_int_eq(attn_compute(&out, ws, &p.in), 0);
+        ck_assert_int_eq(attn_compute(&out, ws, &p.in, NULL), 0);
         bytes[half] = attn_workspace_bytes(ws);
         ck_assert_uint_le(bytes[half], attn_workspace_need(p.in.n_tokens, s.dm, s.h, s.dh));
     }
@@ -1299,7 +1320,7 @@ START_TEST(test_runner_bitwise) {
             outputs serial;
             outputs_make(&serial, &p.in);
             attn_output vs = outputs_view(&serial, with_wants[wi]);
-            ck_assert_int_eq(attn_compute(&vs, ws, &p.in), 0);
+            ck_assert_int_eq(attn_compute(&vs, ws, &p.in, NULL), 0);
             static const int thread_counts[] = {1, 2, 4};
             for (int k = 0; k < 3; k++) {
                 test_runner r;
@@ -1310,7 +1331,7 @@ START_TEST(test_runner_bitwise) {
                 for (int b = 0; b < O_COUNT; b++) /* what a serial run would leave */
                     memset(o.buf[b], 0x7f, o.count[b] * sizeof(float));
                 attn_output vo = outputs_view(&o, with_wants[wi]);
-                ck_assert_int_eq(attn_compute_with(&vo, ws_with, &p.in, &runner), 0);
+                ck_assert_int_eq(attn_compute_with(&vo, ws_with, &p.in, &runner, NULL), 0);
                 for (int b = 0; b < O_COUNT; b++)
                     if ((with_wants[wi] >> b) & 1)
                         ck_assert_msg(!memcmp(o.buf[b], serial.buf[b], o.count[b] * sizeof(float)),
@@ -1348,7 +1369,7 @@ START_TEST(test_runner_tasks) {
 
     p.in.n_heads_out = 0; /* ΔE only: every head */
     attn_output v = outputs_view(&o, 1u << O_E);
-    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
+    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner, NULL), 0);
     ck_assert_uint_eq(r.runs, 3);
     ck_assert_uint_ge(r.counts[0], 8); /* projection tiles: enough for 4 threads */
     ck_assert_uint_eq(r.counts[1], s.h * blocks);
@@ -1361,18 +1382,18 @@ START_TEST(test_runner_tasks) {
     memcpy(p.heads, dup, sizeof dup);
     p.in.n_heads_out = 3;
     v = outputs_view(&o, 1u << O_P);
-    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
+    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner, NULL), 0);
     ck_assert_uint_eq(r.runs, 4);
     ck_assert_uint_eq(r.counts[3], 2 * blocks);
     ck_assert(!memcmp(o.buf[O_P], o.buf[O_P] + s.n * s.n, s.n * s.n * sizeof(float)));
 
     p.in.n_heads_out = 1; /* one head: still split, by query rows */
-    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
+    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner, NULL), 0);
     ck_assert_uint_eq(r.runs, 5);
     ck_assert_uint_eq(r.counts[4], blocks);
     v = outputs_view(&o, 1u << O_Q); /* nothing past the projection: no runner */
     p.in.n_heads_out = 3;
-    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner), 0);
+    ck_assert_int_eq(attn_compute_with(&v, ws, &p.in, &runner, NULL), 0);
     ck_assert_uint_eq(r.runs, 5);
 
     outputs_free(&o);
@@ -1409,8 +1430,8 @@ START_TEST(test_runner_stop) {
         test_runner_init(&sr.r, 2, ws);
         /* sr.r is the struct's first member: one ctx serves run and stop */
         attn_runner runner = {.run = test_run, .ctx = &sr, .stop = stop_at_phase};
-        int rc = attn_compute_with(&v, ws, &p.in, &runner);
-        ck_assert_int_eq(rc, at < 3 ? ATTN_ERR_STOPPED : ATTN_OK);
+        const char *code = compute_error(&v, ws, &p.in, &runner);
+        ck_assert_ptr_eq(code, at < 3 ? ATTN_ERR_STOPPED : NULL);
         ck_assert_uint_eq(sr.r.runs, at < 3 ? at : 3);
         test_runner_free(&sr.r);
     }
@@ -1435,18 +1456,18 @@ START_TEST(test_runner_nonfinite) {
     attn_output full = {.patterns = patterns, .embeddings = emb};
     attn_output onl = {.head_outputs = z, .embeddings = emb};
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(&full, ws, &in), ATTN_ERR_NONFINITE);
-    ck_assert_int_eq(attn_compute(&onl, ws, &in), ATTN_ERR_NONFINITE);
+    ck_assert_ptr_eq(compute_error(&full, ws, &in, NULL), ATTN_ERR_NONFINITE);
+    ck_assert_ptr_eq(compute_error(&onl, ws, &in, NULL), ATTN_ERR_NONFINITE);
     static const int thread_counts[] = {1, 2, 4};
     for (int k = 0; k < 3; k++) {
         test_runner r;
         test_runner_init(&r, thread_counts[k], ws);
         attn_runner runner = {.run = test_run, .ctx = &r};
         in.n_heads_out = 3;
-        ck_assert_int_eq(attn_compute_with(&full, ws, &in, &runner), ATTN_ERR_NONFINITE);
-        ck_assert_int_eq(attn_compute_with(&onl, ws, &in, &runner), ATTN_ERR_NONFINITE);
+        ck_assert_ptr_eq(compute_error(&full, ws, &in, &runner), ATTN_ERR_NONFINITE);
+        ck_assert_ptr_eq(compute_error(&onl, ws, &in, &runner), ATTN_ERR_NONFINITE);
         in.n_heads_out = 0;
-        ck_assert_int_eq(attn_compute_with(&onl, ws, &in, &runner), ATTN_ERR_NONFINITE);
+        ck_assert_ptr_eq(compute_error(&onl, ws, &in, &runner), ATTN_ERR_NONFINITE);
         ck_assert_uint_eq(r.runs, 3);
         test_runner_free(&r);
     }
@@ -1457,7 +1478,7 @@ START_TEST(test_runner_nonfinite) {
     test_runner r;
     test_runner_init(&r, 2, ws);
     attn_runner runner = {.run = test_run, .ctx = &r};
-    ck_assert_int_eq(attn_compute_with(&zonly, ws, &in, &runner), ATTN_OK);
+    ck_assert_int_eq(attn_compute_with(&zonly, ws, &in, &runner, NULL), 0);
     test_runner_free(&r);
     attn_workspace_destroy(ws);
 }
@@ -1483,8 +1504,8 @@ START_TEST(test_online_no_overflow) {
     attn_output full = {.patterns = patterns, .head_outputs = z_full};
     attn_output online = {.head_outputs = z_online};
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(&full, ws, &in), ATTN_OK);
-    ck_assert_int_eq(attn_compute(&online, ws, &in), ATTN_OK);
+    ck_assert_int_eq(attn_compute(&full, ws, &in, NULL), 0);
+    ck_assert_int_eq(attn_compute(&online, ws, &in, NULL), 0);
     for (size_t i = 0; i < 2 * N; i++) {
         ck_assert_msg(isfinite(z_online[i]), "online z[%zu] = %g", i, (double)z_online[i]);
         ck_assert_msg(fabsf(z_online[i] - z_full[i]) <= 1e-5f * fabsf(z_full[i]),
@@ -1532,8 +1553,8 @@ START_TEST(test_online_gap_repro) {
     attn_output full = {.patterns = patterns, .head_outputs = z_full};
     attn_output online = {.head_outputs = z_online};
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(&full, ws, &in), ATTN_OK);
-    ck_assert_int_eq(attn_compute(&online, ws, &in), ATTN_OK);
+    ck_assert_int_eq(attn_compute(&full, ws, &in, NULL), 0);
+    ck_assert_int_eq(attn_compute(&online, ws, &in, NULL), 0);
     attn_workspace_destroy(ws);
     for (size_t t = 280; t < REPRO_N; t += 19) /* the spike rows: keys 280 (and 299) win */
         for (size_t c = 0; c < 2; c++) {
@@ -1583,7 +1604,7 @@ START_TEST(test_online_gap_repro_api) {
     ck_assert_ptr_null(out->patterns); /* the online path */
     ck_assert_ptr_null(out->scores);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(out, ws, api_request_input(req)), ATTN_OK);
+    ck_assert_int_eq(attn_compute(out, ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     const float *z = out->head_outputs + 299 * 2;
     ck_assert_msg(fabsf(z[0] - 12.0f) <= 1e-5f && fabsf(z[1] - 1.0f) <= 1e-5f,
@@ -1718,11 +1739,11 @@ START_TEST(test_online_gaps) {
         unsigned want = (1u << O_Z) | (1u << O_E);
         attn_output vs = outputs_view(&ser, want), vp = outputs_view(&par, want);
         attn_workspace *ws = attn_workspace_create();
-        ck_assert_int_eq(attn_compute(&vs, ws, &p.in), ATTN_OK);
+        ck_assert_int_eq(attn_compute(&vs, ws, &p.in, NULL), 0);
         test_runner r;
         test_runner_init(&r, 3, ws);
         attn_runner runner = {.run = test_run, .ctx = &r};
-        ck_assert_int_eq(attn_compute_with(&vp, ws, &p.in, &runner), ATTN_OK);
+        ck_assert_int_eq(attn_compute_with(&vp, ws, &p.in, &runner, NULL), 0);
         test_runner_free(&r);
         ck_assert(memcmp(ser.buf[O_Z], par.buf[O_Z], ser.count[O_Z] * sizeof(float)) == 0);
         ck_assert(memcmp(ser.buf[O_E], par.buf[O_E], ser.count[O_E] * sizeof(float)) == 0);

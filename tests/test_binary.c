@@ -277,7 +277,7 @@ static char *respond_text(api_request *req, size_t *len)
     attn_error err;
     ck_assert_ptr_nonnull(ws);
     ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
     attn_workspace_destroy(ws);
     char *text = api_response_encode(req, len, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
@@ -755,7 +755,7 @@ START_TEST(test_outputs_overflow)
         attn_workspace *ws = attn_workspace_create();
         attn_error err;
         ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-        ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req)), 0);
+        ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
         attn_workspace_destroy(ws);
         size_t len = 0;
         ck_assert_ptr_null(api_response_encode(req, &len, &err));

@@ -171,7 +171,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         api_request_free(req);
         return 0;
     }
-    if (attn_compute(api_request_output(req), ws, api_request_input(req)) == ATTN_OK) {
+    if (attn_compute(api_request_output(req), ws, api_request_input(req), NULL) == 0) {
         size_t len;
         char *text = api_response_encode(req, &len, &err);
         free(text);

@@ -61,7 +61,7 @@ static void compute_with(const store_model *m)
                          .heads = heads,
                          .n_heads_out = h};
         attn_output o = {.embeddings = out};
-        (void)attn_compute(&o, ws, &in);
+        (void)attn_compute(&o, ws, &in, NULL);
     }
     attn_workspace_destroy(ws);
     free(e), free(out), free(heads);

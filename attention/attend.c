@@ -1,0 +1,115 @@
+/*
+ * attend.c — the attend phase's heads and blocks, common to both paths.
+ *
+ * One task per (head, block of B query rows): a single head is split too.
+ * Heads come in a fixed order — the listed heads as listed (each once, at
+ * its first position), then, when ΔE is wanted, the heads nobody asked to
+ * see, by the same path — so that the tasks depend on the shape and the
+ * list alone. Task t is block t % blocks of head order[t / blocks].
+ *
+ * For each task this file decides what the path sees (attn_block): where
+ * head i's Q, K and V are in QKV, which keys its rows may attend to (kend),
+ * where its S, P and Z go, and which scratch it uses. The path
+ * (attend_full.c, attend_online.c) then computes that block alone.
+ *
+ * Z goes straight into the caller's head_outputs when ΔE is not wanted;
+ * when it is, into [Z_1 … Z_h] (c->zall, read by output.c), and a listed
+ * head's rows are copied to head_outputs after. A task on another thread
+ * carves its B × n rows and B × K tile from that thread's workspace. A head
+ * listed again gets a copy of its first position's S, P and Z once every
+ * task is done.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "attention/kernels.h"
+#include "attention/plan.h"
+
+/* The block of task t: head i (listed first at position j, SIZE_MAX when
+ * only ΔE needs it), rows r0 … r0+rb, with the scratch given. */
+static attn_block block_make(const attn_plan *pl, const attn_call *c, size_t i, size_t j,
+                             size_t r0, attn_scratch scratch) {
+    const attn_sizes *sz = &pl->sz;
+    const attn_output *out = &pl->out;
+    const size_t nsq = sz->n * sz->n, ndh = sz->n * sz->dh;
+    const int listed = j != SIZE_MAX;
+    attn_block b = {.q = c->qkv + i * sz->dh,
+                    .k = c->qkv + sz->hd + i * sz->dh,
+                    .v = c->qkv + 2 * sz->hd + i * sz->dh,
+                    .r0 = r0,
+                    .rb = attn_min(ATTN_BLOCK_Q, sz->n - r0),
+                    .s = listed && out->scores ? out->scores + j * nsq : NULL,
+                    .p = listed && out->patterns ? out->patterns + j * nsq : NULL,
+                    .ldz = sz->dh,
+                    .scratch = scratch};
+    /* Causal: the keys past the block's last row are masked for all its
+     * rows, so neither path computes them. */
+    b.kend = pl->in->mask.kind == ATTN_MASK_CAUSAL ? r0 + b.rb : sz->n;
+    if (c->zall)
+        b.z = c->zall + i * sz->dh, b.ldz = sz->hd;
+    else if (listed && out->head_outputs)
+        b.z = out->head_outputs + j * ndh;
+    return b;
+}
+
+/* attn_task_fn, task t: block t % blocks of head order[t / blocks]. */
+static void head_task(void *arg, size_t t, attn_workspace *ws) {
+    attn_call *c = arg;
+    const attn_plan *pl = c->pl;
+    const attn_sizes *sz = &pl->sz;
+    if (atomic_load_explicit(&c->rc, memory_order_relaxed)) return; /* the call fails anyway */
+    attn_scratch scratch = c->scratch;
+    size_t rows_bytes = attn_slice_round(pl->bytes[WS_ROWS]);
+    size_t tile_bytes = attn_slice_round(pl->bytes[WS_TILE]);
+    if (ws != c->ws && rows_bytes + tile_bytes > 0) {
+        /* Another thread's workspace: only its own rows and tile live there. */
+        unsigned char *mem = attn_workspace_reserve(ws, rows_bytes + tile_bytes);
+        if (!mem) {
+            attn_call_fail(c, ATTN_FAIL_NOMEM);
+            return;
+        }
+        scratch.rows = rows_bytes ? (float *)(void *)mem : NULL;
+        scratch.tile = tile_bytes ? (float *)(void *)(mem + rows_bytes) : NULL;
+    }
+    size_t i = c->order[t / sz->blocks], j = c->slot[i];
+    attn_block b = block_make(pl, c, i, j, t % sz->blocks * ATTN_BLOCK_Q, scratch);
+    int rc = c->block(pl, &b);
+    if (rc) {
+        attn_call_fail(c, rc);
+        return;
+    }
+    if (c->zall && j != SIZE_MAX && pl->out.head_outputs)
+        attn_copy_block(pl->out.head_outputs + j * sz->n * sz->dh + b.r0 * sz->dh, sz->dh,
+                        b.z + b.r0 * b.ldz, b.ldz, b.rb, sz->dh);
+}
+
+/* buf: slots of `size` floats; slot `to` ← slot `from` */
+static void copy_slot(float *buf, size_t to, size_t from, size_t size) {
+    memcpy(buf + to * size, buf + from * size, size * sizeof(float));
+}
+
+int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block) {
+    const attn_sizes *sz = &pl->sz;
+    const size_t *heads = pl->in->heads, *slot = c->slot;
+    size_t count = 0;
+    for (size_t j = 0; j < sz->hs; j++)
+        if (slot[heads[j]] == j) c->order[count++] = heads[j];
+    for (size_t i = 0; pl->stage == ATTN_STAGE_DELTA && i < sz->h; i++)
+        if (slot[i] == SIZE_MAX) c->order[count++] = i;
+    c->block = block;
+    int rc = attn_run(c, head_task, count * sz->blocks);
+    if (rc) return rc;
+
+    /* A head listed again: a copy of what its first position shows. */
+    const attn_output *out = &pl->out;
+    const size_t nsq = sz->n * sz->n; /* fits: scores/patterns of that size exist when used */
+    const size_t ndh = sz->n * sz->dh;
+    for (size_t j = 0; j < sz->hs; j++) {
+        size_t first = slot[heads[j]];
+        if (first == j) continue;
+        if (out->scores) copy_slot(out->scores, j, first, nsq);
+        if (out->patterns) copy_slot(out->patterns, j, first, nsq);
+        if (out->head_outputs) copy_slot(out->head_outputs, j, first, ndh);
+    }
+    return 0;
+}

@@ -1,0 +1,187 @@
+/*
+ * plan.h — internal to attention/: the plan of one attn_compute call and
+ * the phases that carry it out (compute.c drives them):
+ *
+ *   project   QKV = E · w_qkv + b_qkv            project.c
+ *   attend    Z_i = softmax(S_i + M) · V_i       attend.c, by one of two
+ *             paths: attend_full.c (n × n S and P), attend_online.c (tiles)
+ *   output    ΔE = Z · w_o + b_o,  E' = E + ΔE   output.c
+ *
+ * The plan (attn_plan) says what is computed, from the outputs asked for;
+ * the call (attn_call) holds the buffers and the state its tasks share.
+ * Each phase is a set of independent tasks, handed to the runner as one
+ * run (tasks.c). Letters as in attention.h.
+ */
+#ifndef ATTENTION_PLAN_H
+#define ATTENTION_PLAN_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "attention/attention.h"
+#include "attention/workspace.h"
+
+/* Query rows per block (both paths) and keys per tile (online path). The
+ * tile (B × K floats, 128 KiB) and the Z rows it updates (B × dh) stay in
+ * L2; tuned on the GPT-2 shape (bench/README.md). */
+#ifndef ATTN_BLOCK_Q
+#define ATTN_BLOCK_Q 128
+#endif
+#ifndef ATTN_BLOCK_K
+#define ATTN_BLOCK_K 256
+#endif
+
+/* Why a phase failed; 0 is success. Only attn_compute_with turns these into
+ * an attn_error. */
+enum { ATTN_FAIL_NOMEM = 1, ATTN_FAIL_NONFINITE, ATTN_FAIL_STOPPED };
+
+/* How the attend phase computes Z_i. */
+typedef enum attn_path {
+    ATTN_PATH_FULL,  /* scores or patterns are shown: S_i and P_i by rows of n keys,
+                      * into the caller's n × n outputs (or B × n of scratch) */
+    ATTN_PATH_ONLINE /* only Z is needed: B × K tiles, online softmax, linear memory */
+} attn_path;
+
+/* How far a call goes; each stage needs every one before it. */
+typedef enum attn_stage {
+    ATTN_STAGE_NOTHING,  /* no output asked for: nothing runs */
+    ATTN_STAGE_QKV,      /* q, k or v shown, nothing past the projection */
+    ATTN_STAGE_SCORES,   /* S */
+    ATTN_STAGE_PATTERNS, /* P = softmax(S + M) */
+    ATTN_STAGE_Z,        /* Z = P · V */
+    ATTN_STAGE_DELTA     /* every head, then ΔE and E' */
+} attn_stage;
+
+/* Parts of QKV a call needs: a set of these bits. */
+enum { ATTN_PART_Q = 1, ATTN_PART_K = 2, ATTN_PART_V = 4 };
+
+/* The sizes of one call (hd and ld known not to overflow). */
+typedef struct attn_sizes {
+    size_t n, dm, h, dh;
+    size_t hd;     /* h · dh */
+    size_t ld;     /* 3hd: the stride of QKV and w_qkv */
+    size_t hs;     /* heads listed in in->heads */
+    size_t bq, bk; /* ATTN_BLOCK_Q and ATTN_BLOCK_K clamped to n */
+    size_t blocks; /* blocks of B query rows per head */
+} attn_sizes;
+
+/* The slices of one call's scratch, carved in this order. */
+enum {
+    WS_QKV,  /* n × 3hd floats: Q, K, V of every head side by side */
+    WS_ROWS, /* B × n floats: P rows of a head whose patterns are not shown */
+    WS_TILE, /* B × K + 2B floats: online tile, running max and sum */
+    WS_Z,    /* n × hd floats: [Z_1 … Z_h], only when w_o is applied */
+    WS_SLOT, /* 2h size_t: slot[i], the first position of head i in in->heads
+              * (or SIZE_MAX); then order[t], the head of task t */
+    WS_COUNT
+};
+
+/* What one call computes, from which outputs are non-NULL. */
+typedef struct attn_plan {
+    const attn_input *in;
+    attn_sizes sz;
+    attn_output out;        /* the caller's; per-head outputs NULL when no head is listed */
+    attn_stage stage;       /* the last stage computed */
+    attn_path path;
+    unsigned parts;         /* ATTN_PART_*: the projections needed */
+    size_t bytes[WS_COUNT]; /* slice sizes; 0 = slice not needed */
+} attn_plan;
+
+/* A rows × cols result cut into tiles, each one task (tasks.c). */
+typedef struct attn_tiling {
+    size_t rows, cols; /* the whole result */
+    size_t rb, cb;     /* rows and columns of a tile (the last ones smaller) */
+    size_t nr, nc;     /* tiles down and across */
+} attn_tiling;
+
+/* The scratch of one attend task: the caller's slices on the calling
+ * thread, the helper's own workspace on another. */
+typedef struct attn_scratch {
+    float *rows; /* B × n, or NULL */
+    float *tile; /* B × K, then m: B, l: B; or NULL */
+} attn_scratch;
+
+/* One head's block of query rows, as the attend paths see it. */
+typedef struct attn_block {
+    const float *q, *k, *v; /* Q_i, K_i, V_i: n × dh each, stride ld, in QKV */
+    size_t r0, rb;          /* query rows r0 … r0+rb */
+    size_t kend;            /* keys past kend are masked for every row of the block */
+    float *s, *p;           /* the head's n × n scores and patterns (caller's), or NULL */
+    float *z;               /* the head's Z: n × dh, stride ldz; or NULL */
+    size_t ldz;
+    attn_scratch scratch;
+} attn_block;
+
+/* A path's work on one block; 0 or ATTN_FAIL_*. */
+typedef int (*attn_block_fn)(const attn_plan *pl, const attn_block *b);
+
+/* One call's buffers and what its tasks share; read-only in the tasks but
+ * for rc (and each task's own part of the outputs). */
+typedef struct attn_call {
+    const attn_plan *pl;
+    const attn_runner *runner; /* or NULL: every task in turn */
+    attn_workspace *ws;        /* the caller's */
+    float *qkv;                /* n × 3hd */
+    attn_scratch scratch;      /* the caller's slices */
+    size_t *slot;              /* h: head → first position in in->heads, or SIZE_MAX */
+    size_t *order;             /* h: the heads, in task order */
+    size_t distinct;           /* distinct heads listed */
+    float *zall;               /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
+    float *d;                  /* n × dm: ΔE (delta, or embeddings finished in place) */
+    attn_block_fn block;       /* the attend path's */
+    attn_tiling tiles;         /* of the phase running */
+    atomic_int rc;             /* 0, or the first ATTN_FAIL_* a task stored */
+} attn_call;
+
+static inline size_t attn_min(size_t a, size_t b) {
+    return a < b ? a : b;
+}
+
+static inline size_t attn_div_up(size_t a, size_t b) {
+    return a / b + (a % b != 0);
+}
+
+/* bytes rounded up to ATTN_WS_ALIGN, for a slice the plan sized. */
+static inline size_t attn_slice_round(size_t bytes) {
+    return (bytes + ATTN_WS_ALIGN - 1) / ATTN_WS_ALIGN * ATTN_WS_ALIGN;
+}
+
+/* ---- the phases; each returns 0 or ATTN_FAIL_* ---------------------------- */
+
+/* QKV (the parts and heads the plan needs), then the q, k, v outputs. */
+int attn_project(const attn_plan *pl, attn_call *c);
+
+/* Z of every head the plan needs (and S, P where shown), one path each;
+ * then the slots of heads listed again. */
+int attn_attend_full(const attn_plan *pl, attn_call *c);
+int attn_attend_online(const attn_plan *pl, attn_call *c);
+
+/* ΔE and E' from Z. */
+int attn_output_delta(const attn_plan *pl, attn_call *c);
+
+/* ---- shared by the phases ------------------------------------------------- */
+
+/* The heads' tasks with `block` as the path (attend.c). */
+int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block);
+
+/* The tiling of a rows × cols result; it depends on the shape alone
+ * (tasks.c). */
+attn_tiling attn_tiling_make(size_t rows, size_t cols);
+
+/* Tile t of g: rows *r0 … *r0+*rb, columns *c0 … *c0+*cb. */
+static inline void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, size_t *rb,
+                                    size_t *c0, size_t *cb) {
+    *r0 = t / g->nc * g->rb;
+    *c0 = t % g->nc * g->cb;
+    *rb = attn_min(g->rb, g->rows - *r0);
+    *cb = attn_min(g->cb, g->cols - *c0);
+}
+
+/* Runs task(c, t, ws) for t in 0 … count-1, by the runner or in turn, after
+ * asking its stop; returns c->rc (tasks.c). */
+int attn_run(attn_call *c, attn_task_fn task, size_t count);
+
+/* A task's failure: the first one stored wins. */
+void attn_call_fail(attn_call *c, int rc);
+
+#endif

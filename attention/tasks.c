@@ -1,0 +1,63 @@
+/*
+ * tasks.c — how a phase's work is cut into tasks and run (plan.h).
+ *
+ * A phase is a set of independent tasks: the tiles of a GEMM's result
+ * (projection, ΔE) or the blocks of query rows of the heads (attend).
+ * attn_run hands them to the caller's runner as one run, or runs them in
+ * turn on the calling thread when there is no runner (or one task). The
+ * cut depends on the shape alone, so every runner makes the very same sgemm
+ * calls on the very same data, and the results are bit for bit equal
+ * whatever the threads. A task writes only its own part, so tasks need no
+ * lock; a failing task stores its code in the call's one atomic int (the
+ * first stored wins) and the tasks after it skip their work. The runner's
+ * stop is asked once per phase, before it, on the calling thread.
+ */
+#include "attention/plan.h"
+
+/*
+ * Tiles start at ATTN_TILE × ATTN_TILE and are halved (columns first, down
+ * to ATTN_TILE_MIN) until there are ATTN_TILES_MIN of them, enough to keep
+ * two to four threads busy to the end; tiny results stay one tile.
+ */
+#ifndef ATTN_TILE
+#define ATTN_TILE 256
+#endif
+#ifndef ATTN_TILE_MIN
+#define ATTN_TILE_MIN 64
+#endif
+#ifndef ATTN_TILES_MIN
+#define ATTN_TILES_MIN 12
+#endif
+
+attn_tiling attn_tiling_make(size_t rows, size_t cols) {
+    attn_tiling g = {rows, cols, attn_min(rows, ATTN_TILE), attn_min(cols, ATTN_TILE), 0, 0};
+    for (;;) {
+        g.nr = attn_div_up(rows, g.rb), g.nc = attn_div_up(cols, g.cb);
+        if (g.nr * g.nc >= ATTN_TILES_MIN) break;
+        if (g.cb >= 2 * ATTN_TILE_MIN && g.cb >= g.rb)
+            g.cb = attn_div_up(g.cb / 2, 16) * 16; /* a multiple of the kernels' widths */
+        else if (g.rb >= 2 * ATTN_TILE_MIN)
+            g.rb /= 2;
+        else
+            break;
+    }
+    return g;
+}
+
+int attn_run(attn_call *c, attn_task_fn task, size_t count) {
+    const attn_runner *runner = c->runner;
+    if (runner && runner->stop && runner->stop(runner->ctx))
+        attn_call_fail(c, ATTN_FAIL_STOPPED);
+    if (atomic_load(&c->rc)) return atomic_load(&c->rc);
+    if (runner && count > 1)
+        runner->run(runner->ctx, task, c, count);
+    else
+        for (size_t t = 0; t < count && !atomic_load(&c->rc); t++)
+            task(c, t, c->ws);
+    return atomic_load(&c->rc);
+}
+
+void attn_call_fail(attn_call *c, int rc) {
+    int none = 0;
+    atomic_compare_exchange_strong(&c->rc, &none, rc);
+}
