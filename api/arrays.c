@@ -65,16 +65,16 @@ typedef struct lifted_string {
 } lifted_string;
 
 struct api_arrays {
-    item *items;       /* in text order while scanning, by path after */
-    span *spans;       /* in text order */
-    api_array *found;  /* the public view of the arrays, sorted by path */
+    item *items;      /* in text order while scanning, by path after */
+    span *spans;      /* in text order */
+    api_array *found; /* the public view of the arrays, sorted by path */
     size_t n_found;
     lifted_string *strings; /* the lifted strings, sorted by path */
     size_t n_strings;
     size_t count, cap;
-    float *floats;     /* every lifted number */
+    float *floats; /* every lifted number */
     size_t n_floats, floats_cap;
-    char *text;        /* the body with spans replaced, or NULL: none */
+    char *text; /* the body with spans replaced, or NULL: none */
     size_t text_len;
     const char *body;
     size_t body_len;
@@ -271,8 +271,8 @@ static int item_add(api_arrays *a, item it, const char *path, const char *from, 
  * lift, appends an item (with a copy of `path`) and sets *lifted, *pp past
  * it; else *lifted is 0 (the floats are as before). 0, or -1 when memory
  * ran out. */
-static int lift_array(api_arrays *a, const char **pp, const char *end, int rank,
-                      const char *path, int *lifted) {
+static int lift_array(api_arrays *a, const char **pp, const char *end, int rank, const char *path,
+                      int *lifted) {
     const char *p = *pp;
     *lifted = 0;
     size_t first = a->n_floats, rows = 1, cols;
@@ -339,11 +339,11 @@ static int lift_string(api_arrays *a, const char **pp, const char *end, const ch
 /* ---- the scan ------------------------------------------------------------------ */
 
 typedef struct frame {
-    char kind;       /* '{' or '[' */
-    int known;       /* the container's path is exact */
-    int strings;     /* arrays: every element must be a string */
-    size_t path_len; /* its path's length */
-    size_t index;    /* arrays: the element at hand */
+    char kind;           /* '{' or '[' */
+    int known;           /* the container's path is exact */
+    int strings;         /* arrays: every element must be a string */
+    size_t path_len;     /* its path's length */
+    size_t index;        /* arrays: the element at hand */
     size_t max_elements; /* arrays: 0, or the most elements allowed */
 } frame;
 
@@ -448,10 +448,14 @@ static int hex4(const char *s, const char *end, unsigned *out) {
     for (int i = 0; i < 4; i++) {
         char c = s[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return -1;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
     }
     *out = v;
     return 0;
@@ -557,8 +561,10 @@ static int string_skip(scan *sc, const char **pp, int key) {
     if (!sc->known) return 0;
     char base[API_PATH_MAX], name[API_PATH_MAX];
     long klen = raw < sizeof name ? (long)raw : -1;
-    if (klen >= 0 && escaped) klen = key_unescape(name, sizeof name, start, raw);
-    else if (klen >= 0) memcpy(name, start, raw);
+    if (klen >= 0 && escaped)
+        klen = key_unescape(name, sizeof name, start, raw);
+    else if (klen >= 0)
+        memcpy(name, start, raw);
     if (klen < 0) { /* too long, or an escape jansson refuses: never a wanted name */
         sc->known = 0;
         return 0;

@@ -99,11 +99,11 @@ int api_arrays_lift_rules(api_arrays **out, const char *body, size_t len, api_ar
 /* What api_arrays_lift_within or _rules found over a limit. */
 typedef enum api_arrays_limit {
     API_ARRAYS_WITHIN = 0,
-    API_ARRAYS_TOO_DEEP,     /* a container opened deeper than max_depth */
-    API_ARRAYS_STRING_LONG,  /* a string longer than max_string */
-    API_ARRAYS_TOO_LONG,     /* an array with more than its max_elements */
-    API_ARRAYS_NOT_STRING,   /* an element that is not a string where all must be */
-    API_ARRAYS_TOO_MANY      /* more than max_values values */
+    API_ARRAYS_TOO_DEEP,    /* a container opened deeper than max_depth */
+    API_ARRAYS_STRING_LONG, /* a string longer than max_string */
+    API_ARRAYS_TOO_LONG,    /* an array with more than its max_elements */
+    API_ARRAYS_NOT_STRING,  /* an element that is not a string where all must be */
+    API_ARRAYS_TOO_MANY     /* more than max_values values */
 } api_arrays_limit;
 
 /* The limit the scan ran into, and the JSON Pointer where it did: of the

@@ -18,13 +18,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#if !defined(__BYTE_ORDER__) || \
+#if !defined(__BYTE_ORDER__) ||                                                                    \
     (__BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ && __BYTE_ORDER__ != __ORDER_BIG_ENDIAN__)
 #error "base64.c needs to know the byte order (__BYTE_ORDER__)"
 #endif
 
-static const char alphabet[64] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char alphabet[64] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /* 6-bit value of each byte, 0xFF outside the alphabet. */
 static const unsigned char sextet[256] = {
@@ -46,8 +45,7 @@ static const unsigned char sextet[256] = {
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 };
 
-int api_base64_encoded_length(size_t n, size_t *len)
-{
+int api_base64_encoded_length(size_t n, size_t *len) {
     size_t groups = n / 3 + (n % 3 != 0);
     if (groups > SIZE_MAX / 4) return -1;
     *len = groups * 4;
@@ -55,8 +53,7 @@ int api_base64_encoded_length(size_t n, size_t *len)
 }
 
 /* Eight bytes at s, the first the most significant: one unaligned load. */
-static inline uint64_t load_be64(const unsigned char *s)
-{
+static inline uint64_t load_be64(const unsigned char *s) {
     uint64_t x;
     memcpy(&x, s, 8);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -67,8 +64,7 @@ static inline uint64_t load_be64(const unsigned char *s)
 
 /* Stores x << shift, most significant byte first, as one store of eight
  * (the caller has room for eight). */
-static inline void store_be(unsigned char *d, uint64_t x, unsigned shift)
-{
+static inline void store_be(unsigned char *d, uint64_t x, unsigned shift) {
     x <<= shift;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     x = __builtin_bswap64(x);
@@ -76,8 +72,7 @@ static inline void store_be(unsigned char *d, uint64_t x, unsigned shift)
     memcpy(d, &x, 8);
 }
 
-size_t api_base64_encode(char *dst, const void *src, size_t n)
-{
+size_t api_base64_encode(char *dst, const void *src, size_t n) {
     const unsigned char *s = src;
     char *d = dst;
     size_t i = 0;
@@ -113,8 +108,7 @@ size_t api_base64_encode(char *dst, const void *src, size_t n)
     return (size_t)(d - dst);
 }
 
-int api_base64_decoded_length(const char *text, size_t len, size_t *n)
-{
+int api_base64_decoded_length(const char *text, size_t len, size_t *n) {
     size_t pad = 0;
 
     if (len % 4 != 0) return -1;
@@ -125,8 +119,7 @@ int api_base64_decoded_length(const char *text, size_t len, size_t *n)
 
 /* Decodes len (a multiple of 4) characters without padding; the OR of
  * their table values (bit 7 set when any was bad). */
-static unsigned decode_groups(unsigned char *d, const unsigned char *s, size_t len)
-{
+static unsigned decode_groups(unsigned char *d, const unsigned char *s, size_t len) {
     uint64_t bad = 0;
     size_t i = 0;
 
@@ -134,16 +127,16 @@ static unsigned decode_groups(unsigned char *d, const unsigned char *s, size_t l
      * them new): while at least eight more characters follow, so the two
      * extra bytes land where later groups write */
     for (; i + 16 <= len; i += 8, d += 6) {
-        uint64_t a = sextet[s[i]], b = sextet[s[i + 1]], c = sextet[s[i + 2]],
-                 e = sextet[s[i + 3]], f = sextet[s[i + 4]], g = sextet[s[i + 5]],
-                 h = sextet[s[i + 6]], k = sextet[s[i + 7]];
+        uint64_t a = sextet[s[i]], b = sextet[s[i + 1]], c = sextet[s[i + 2]], e = sextet[s[i + 3]],
+                 f = sextet[s[i + 4]], g = sextet[s[i + 5]], h = sextet[s[i + 6]],
+                 k = sextet[s[i + 7]];
         bad |= a | b | c | e | f | g | h | k;
         store_be(d, a << 42 | b << 36 | c << 30 | e << 24 | f << 18 | g << 12 | h << 6 | k, 16);
     }
     for (; i + 8 <= len; i += 8, d += 6) {
-        uint64_t a = sextet[s[i]], b = sextet[s[i + 1]], c = sextet[s[i + 2]],
-                 e = sextet[s[i + 3]], f = sextet[s[i + 4]], g = sextet[s[i + 5]],
-                 h = sextet[s[i + 6]], k = sextet[s[i + 7]];
+        uint64_t a = sextet[s[i]], b = sextet[s[i + 1]], c = sextet[s[i + 2]], e = sextet[s[i + 3]],
+                 f = sextet[s[i + 4]], g = sextet[s[i + 5]], h = sextet[s[i + 6]],
+                 k = sextet[s[i + 7]];
         uint64_t x = a << 42 | b << 36 | c << 30 | e << 24 | f << 18 | g << 12 | h << 6 | k;
         bad |= a | b | c | e | f | g | h | k;
         d[0] = (unsigned char)(x >> 40);
@@ -154,8 +147,7 @@ static unsigned decode_groups(unsigned char *d, const unsigned char *s, size_t l
         d[5] = (unsigned char)x;
     }
     if (i < len) {
-        uint32_t a = sextet[s[i]], b = sextet[s[i + 1]], c = sextet[s[i + 2]],
-                 e = sextet[s[i + 3]];
+        uint32_t a = sextet[s[i]], b = sextet[s[i + 1]], c = sextet[s[i + 2]], e = sextet[s[i + 3]];
         uint32_t x = a << 18 | b << 12 | c << 6 | e;
         bad |= a | b | c | e;
         d[0] = (unsigned char)(x >> 16);
@@ -165,17 +157,16 @@ static unsigned decode_groups(unsigned char *d, const unsigned char *s, size_t l
     return (unsigned)(bad & 0x80);
 }
 
-static size_t first_bad(const unsigned char *s, size_t len)
-{
+static size_t first_bad(const unsigned char *s, size_t len) {
     size_t i = 0;
-    while (i < len && sextet[s[i]] != 0xFF) i++;
+    while (i < len && sextet[s[i]] != 0xFF)
+        i++;
     return i;
 }
 
 /* The last group of a text: two to four characters of the alphabet, then
  * '=' up to four; the bits past the last byte are zero. */
-static int decode_last(unsigned char *d, const unsigned char *s, size_t *bad_at)
-{
+static int decode_last(unsigned char *d, const unsigned char *s, size_t *bad_at) {
     unsigned v[4];
     size_t pad = s[3] != '=' ? 0 : s[2] != '=' ? 1 : 2;
 
@@ -191,8 +182,7 @@ static int decode_last(unsigned char *d, const unsigned char *s, size_t *bad_at)
     return 0;
 }
 
-int api_base64_decode_part(void *dst, const char *text, size_t len, int final, size_t *bad_at)
-{
+int api_base64_decode_part(void *dst, const char *text, size_t len, int final, size_t *bad_at) {
     const unsigned char *s = (const unsigned char *)text;
     size_t body;
 
@@ -213,13 +203,11 @@ int api_base64_decode_part(void *dst, const char *text, size_t len, int final, s
     return 0;
 }
 
-int api_base64_decode(void *dst, const char *text, size_t len, size_t *bad_at)
-{
+int api_base64_decode(void *dst, const char *text, size_t len, size_t *bad_at) {
     return api_base64_decode_part(dst, text, len, 1, bad_at);
 }
 
-size_t api_base64_first_invalid(const char *text, size_t len)
-{
+size_t api_base64_first_invalid(const char *text, size_t len) {
     unsigned char part[3072];
     size_t whole = len - len % 4, bad;
 

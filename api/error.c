@@ -8,8 +8,7 @@
 #include <jansson.h>
 #include <string.h>
 
-char *api_error_to_json(const attn_error *err, size_t *len)
-{
+char *api_error_to_json(const attn_error *err, size_t *len) {
     attn_error clean;
     json_t *body;
     char *text;
@@ -19,8 +18,8 @@ char *api_error_to_json(const attn_error *err, size_t *len)
     clean = *err;
     attn_error_sanitize(&clean);
     body = json_pack("{s:{s:s, s:s, s:s}}", "error", "code",
-                     clean.code ? clean.code : "internal_error", "message", clean.message,
-                     "path", clean.path);
+                     clean.code ? clean.code : "internal_error", "message", clean.message, "path",
+                     clean.path);
     if (body == NULL) return NULL;
     text = json_dumps(body, JSON_COMPACT);
     json_decref(body);

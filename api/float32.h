@@ -13,8 +13,7 @@
  * the smallest magnitude whose float32 rounding is infinite: FLT_MAX plus
  * half an ulp (2^128 - 2^103). Compared in double, so no conversion of an
  * out-of-range value to float ever happens. */
-static inline int api_double_fits_float32(double d)
-{
+static inline int api_double_fits_float32(double d) {
     return fabs(d) < 0x1.ffffffp+127;
 }
 

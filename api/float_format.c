@@ -44,43 +44,36 @@
 __extension__ typedef unsigned __int128 u128;
 
 #define FLOAT_MANT_BITS 23
-#define FLOAT_BIAS 127
-#define POW5_INV_BITS 59 /* bits of pow5_inv[q] · 5^q / 2^(bits(5^q) − 1) */
-#define POW5_BITS 61     /* bits kept of 5^i in pow5[i] */
+#define FLOAT_BIAS      127
+#define POW5_INV_BITS   59 /* bits of pow5_inv[q] · 5^q / 2^(bits(5^q) − 1) */
+#define POW5_BITS       61 /* bits kept of 5^i in pow5[i] */
 
 /* pow5_inv[q] = ⌊2^(bits(5^q) − 1 + 59) / 5^q⌋ + 1, q = 0…30 (e2 ≥ 0). */
 static const uint64_t pow5_inv[31] = {
-    0x0800000000000001, 0x0666666666666667, 0x051eb851eb851eb9,
-    0x04189374bc6a7efa, 0x068db8bac710cb2a, 0x053e2d6238da3c22,
-    0x0431bde82d7b634e, 0x06b5fca6af2bd216, 0x055e63b88c230e78,
-    0x044b82fa09b5a52d, 0x06df37f675ef6eae, 0x057f5ff85e592558,
-    0x0465e6604b7a8447, 0x0709709a125da071, 0x05a126e1a84ae6c1,
-    0x0480ebe7b9d58567, 0x0734aca5f6226f0b, 0x05c3bd5191b525a3,
-    0x049c97747490eae9, 0x0760f253edb4ab0e, 0x05e72843249088d8,
-    0x04b8ed0283a6d3e0, 0x078e480405d7b966, 0x060b6cd004ac9452,
-    0x04d5f0a66a23a9db, 0x07bcb43d769f762b, 0x063090312bb2c4ef,
-    0x04f3a68dbc8f03f3, 0x07ec3daf94180651, 0x065697bfa9acd1da,
-    0x051212ffbaf0a7e2,
+    0x0800000000000001, 0x0666666666666667, 0x051eb851eb851eb9, 0x04189374bc6a7efa,
+    0x068db8bac710cb2a, 0x053e2d6238da3c22, 0x0431bde82d7b634e, 0x06b5fca6af2bd216,
+    0x055e63b88c230e78, 0x044b82fa09b5a52d, 0x06df37f675ef6eae, 0x057f5ff85e592558,
+    0x0465e6604b7a8447, 0x0709709a125da071, 0x05a126e1a84ae6c1, 0x0480ebe7b9d58567,
+    0x0734aca5f6226f0b, 0x05c3bd5191b525a3, 0x049c97747490eae9, 0x0760f253edb4ab0e,
+    0x05e72843249088d8, 0x04b8ed0283a6d3e0, 0x078e480405d7b966, 0x060b6cd004ac9452,
+    0x04d5f0a66a23a9db, 0x07bcb43d769f762b, 0x063090312bb2c4ef, 0x04f3a68dbc8f03f3,
+    0x07ec3daf94180651, 0x065697bfa9acd1da, 0x051212ffbaf0a7e2,
 };
 
 /* pow5[i] = the top 61 bits of 5^i, ⌊5^i · 2^(61 − bits(5^i))⌋, i = 0…47 (e2 < 0). */
 static const uint64_t pow5[48] = {
-    0x1000000000000000, 0x1400000000000000, 0x1900000000000000,
-    0x1f40000000000000, 0x1388000000000000, 0x186a000000000000,
-    0x1e84800000000000, 0x1312d00000000000, 0x17d7840000000000,
-    0x1dcd650000000000, 0x12a05f2000000000, 0x174876e800000000,
-    0x1d1a94a200000000, 0x12309ce540000000, 0x16bcc41e90000000,
-    0x1c6bf52634000000, 0x11c37937e0800000, 0x16345785d8a00000,
-    0x1bc16d674ec80000, 0x1158e460913d0000, 0x15af1d78b58c4000,
-    0x1b1ae4d6e2ef5000, 0x10f0cf064dd59200, 0x152d02c7e14af680,
-    0x1a784379d99db420, 0x108b2a2c28029094, 0x14adf4b7320334b9,
-    0x19d971e4fe8401e7, 0x1027e72f1f128130, 0x1431e0fae6d7217c,
-    0x193e5939a08ce9db, 0x1f8def8808b02452, 0x13b8b5b5056e16b3,
-    0x18a6e32246c99c60, 0x1ed09bead87c0378, 0x13426172c74d822b,
-    0x1812f9cf7920e2b6, 0x1e17b84357691b64, 0x12ced32a16a1b11e,
-    0x178287f49c4a1d66, 0x1d6329f1c35ca4bf, 0x125dfa371a19e6f7,
-    0x16f578c4e0a060b5, 0x1cb2d6f618c878e3, 0x11efc659cf7d4b8d,
-    0x166bb7f0435c9e71, 0x1c06a5ec5433c60d, 0x118427b3b4a05bc8,
+    0x1000000000000000, 0x1400000000000000, 0x1900000000000000, 0x1f40000000000000,
+    0x1388000000000000, 0x186a000000000000, 0x1e84800000000000, 0x1312d00000000000,
+    0x17d7840000000000, 0x1dcd650000000000, 0x12a05f2000000000, 0x174876e800000000,
+    0x1d1a94a200000000, 0x12309ce540000000, 0x16bcc41e90000000, 0x1c6bf52634000000,
+    0x11c37937e0800000, 0x16345785d8a00000, 0x1bc16d674ec80000, 0x1158e460913d0000,
+    0x15af1d78b58c4000, 0x1b1ae4d6e2ef5000, 0x10f0cf064dd59200, 0x152d02c7e14af680,
+    0x1a784379d99db420, 0x108b2a2c28029094, 0x14adf4b7320334b9, 0x19d971e4fe8401e7,
+    0x1027e72f1f128130, 0x1431e0fae6d7217c, 0x193e5939a08ce9db, 0x1f8def8808b02452,
+    0x13b8b5b5056e16b3, 0x18a6e32246c99c60, 0x1ed09bead87c0378, 0x13426172c74d822b,
+    0x1812f9cf7920e2b6, 0x1e17b84357691b64, 0x12ced32a16a1b11e, 0x178287f49c4a1d66,
+    0x1d6329f1c35ca4bf, 0x125dfa371a19e6f7, 0x16f578c4e0a060b5, 0x1cb2d6f618c878e3,
+    0x11efc659cf7d4b8d, 0x166bb7f0435c9e71, 0x1c06a5ec5433c60d, 0x118427b3b4a05bc8,
 };
 
 static const char two_digits[201] =
@@ -91,30 +84,25 @@ static const char two_digits[201] =
 /* ⌈log2 5^e⌉ (1 for e = 0), ⌊log10 2^e⌋, ⌊log10 5^e⌋ by a multiply and a
  * shift: exact for every e from 0 to 1650 at least, far beyond binary32's
  * 0…151. */
-static inline int32_t pow5_bits(int32_t e)
-{
+static inline int32_t pow5_bits(int32_t e) {
     return (int32_t)(((uint32_t)e * 1217359u) >> 19) + 1;
 }
 
-static inline int32_t log10_pow2(int32_t e)
-{
+static inline int32_t log10_pow2(int32_t e) {
     return (int32_t)(((uint32_t)e * 78913u) >> 18);
 }
 
-static inline int32_t log10_pow5(int32_t e)
-{
+static inline int32_t log10_pow5(int32_t e) {
     return (int32_t)(((uint32_t)e * 732923u) >> 20);
 }
 
 /* ⌊m · factor / 2^shift⌋; m < 2^26 and factor < 2^62, so it fits 128 bits. */
-static inline uint32_t mul_shift(uint32_t m, uint64_t factor, int32_t shift)
-{
+static inline uint32_t mul_shift(uint32_t m, uint64_t factor, int32_t shift) {
     return (uint32_t)(((u128)m * factor) >> shift);
 }
 
 /* Is v (> 0) a multiple of 5^p? */
-static int multiple_of_pow5(uint32_t v, int32_t p)
-{
+static int multiple_of_pow5(uint32_t v, int32_t p) {
     int32_t n = 0;
     while (v % 5 == 0) {
         v /= 5;
@@ -123,11 +111,16 @@ static int multiple_of_pow5(uint32_t v, int32_t p)
     return n >= p;
 }
 
-static inline int decimal_length(uint32_t v)
-{
-    return v >= 100000000 ? 9 : v >= 10000000 ? 8 : v >= 1000000 ? 7
-         : v >= 100000 ? 6 : v >= 10000 ? 5 : v >= 1000 ? 4
-         : v >= 100 ? 3 : v >= 10 ? 2 : 1;
+static inline int decimal_length(uint32_t v) {
+    return v >= 100000000  ? 9
+           : v >= 10000000 ? 8
+           : v >= 1000000  ? 7
+           : v >= 100000   ? 6
+           : v >= 10000    ? 5
+           : v >= 1000     ? 4
+           : v >= 100      ? 3
+           : v >= 10       ? 2
+                           : 1;
 }
 
 /*
@@ -135,8 +128,7 @@ static inline int decimal_length(uint32_t v)
  * mantissa fields: |f| reads back from *digits × 10^(return value), and no
  * decimal with fewer digits does; of the shortest, the one nearest |f|.
  */
-static int32_t shortest_decimal(uint32_t ieee_exp, uint32_t ieee_mant, uint32_t *digits)
-{
+static int32_t shortest_decimal(uint32_t ieee_exp, uint32_t ieee_mant, uint32_t *digits) {
     int32_t e2, e10, removed = 0;
     uint32_t m2, mv, mp, mm, vr, vp, vm, out;
     int accept_bounds, vm_zeros = 0, vr_zeros = 0;
@@ -249,8 +241,7 @@ static int32_t shortest_decimal(uint32_t ieee_exp, uint32_t ieee_mant, uint32_t 
 }
 
 /* Writes the n decimal digits of v at d[0…n). */
-static inline void digits_write(char *d, uint32_t v, int n)
-{
+static inline void digits_write(char *d, uint32_t v, int n) {
     char *p = d + n;
     while (v >= 100) {
         uint32_t r = v % 100;
@@ -264,8 +255,7 @@ static inline void digits_write(char *d, uint32_t v, int n)
         p[-1] = (char)('0' + v);
 }
 
-size_t api_float_format(char *buf, float f)
-{
+size_t api_float_format(char *buf, float f) {
     uint32_t bits, ieee_exp, ieee_mant, digits;
     int32_t exp10;
     int n, x;
@@ -347,12 +337,12 @@ size_t api_float_format(char *buf, float f)
 
 /* Rounds the FULL_DIGITS digits of `full` to p digits in out[]; returns the
  * decimal exponent, one more than `exp10` when the carry ran off the top. */
-static int naive_round(char *out, const char *full, int p, int exp10)
-{
+static int naive_round(char *out, const char *full, int p, int exp10) {
     memcpy(out, full, (size_t)p);
     if (full[p] >= '5') {
         int i = p - 1;
-        while (i >= 0 && out[i] == '9') out[i--] = '0';
+        while (i >= 0 && out[i] == '9')
+            out[i--] = '0';
         if (i >= 0) {
             out[i]++;
         } else {
@@ -366,8 +356,7 @@ static int naive_round(char *out, const char *full, int p, int exp10)
 }
 
 /* Does d[0..p) × 10^(exp10 - p + 1) read back as f? */
-static int naive_round_trip(const char *d, int p, int exp10, float f)
-{
+static int naive_round_trip(const char *d, int p, int exp10, float f) {
     char text[48];
     float back;
 
@@ -377,27 +366,31 @@ static int naive_round_trip(const char *d, int p, int exp10, float f)
 }
 
 /* Lays out p digits with exponent exp10 (value d.ddd × 10^exp10). */
-static size_t naive_layout(char *buf, int negative, const char *d, int p, int exp10)
-{
+static size_t naive_layout(char *buf, int negative, const char *d, int p, int exp10) {
     char *o = buf;
 
     if (negative) *o++ = '-';
     if (exp10 >= 0 && exp10 < 15) {
-        for (int i = 0; i <= exp10; i++) *o++ = i < p ? d[i] : '0';
+        for (int i = 0; i <= exp10; i++)
+            *o++ = i < p ? d[i] : '0';
         if (p > exp10 + 1) {
             *o++ = '.';
-            for (int i = exp10 + 1; i < p; i++) *o++ = d[i];
+            for (int i = exp10 + 1; i < p; i++)
+                *o++ = d[i];
         }
     } else if (exp10 < 0 && exp10 >= -5) {
         *o++ = '0';
         *o++ = '.';
-        for (int i = -1; i > exp10; i--) *o++ = '0';
-        for (int i = 0; i < p; i++) *o++ = d[i];
+        for (int i = -1; i > exp10; i--)
+            *o++ = '0';
+        for (int i = 0; i < p; i++)
+            *o++ = d[i];
     } else {
         *o++ = d[0];
         if (p > 1) {
             *o++ = '.';
-            for (int i = 1; i < p; i++) *o++ = d[i];
+            for (int i = 1; i < p; i++)
+                *o++ = d[i];
         }
         o += sprintf(o, "e%d", exp10);
     }
@@ -405,8 +398,7 @@ static size_t naive_layout(char *buf, int negative, const char *d, int p, int ex
     return (size_t)(o - buf);
 }
 
-size_t api_float_format_naive(char *buf, float f)
-{
+size_t api_float_format_naive(char *buf, float f) {
     char sci[40], full[FULL_DIGITS + 1], best[FULL_DIGITS + 1], cand[FULL_DIGITS + 1];
     int negative = signbit(f) != 0, exp10, best_exp, lo = 1, hi = 9;
     const char *e;
@@ -444,6 +436,7 @@ size_t api_float_format_naive(char *buf, float f)
     }
     /* lo == hi is the digit count; best holds it unless only 9 worked */
     if (lo == 9) best_exp = naive_round(best, full, 9, exp10);
-    while (lo > 1 && best[lo - 1] == '0') lo--; /* "1.50" is "1.5" */
+    while (lo > 1 && best[lo - 1] == '0')
+        lo--; /* "1.50" is "1.5" */
     return naive_layout(buf, negative, best, lo, best_exp);
 }

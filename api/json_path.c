@@ -18,8 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void path_append(char *dst, size_t cap, size_t *at, const char *s, size_t n)
-{
+static void path_append(char *dst, size_t cap, size_t *at, const char *s, size_t n) {
     if (*at >= cap) return;
     if (n > cap - 1 - *at) n = cap - 1 - *at;
     memcpy(dst + *at, s, n);
@@ -27,18 +26,19 @@ static void path_append(char *dst, size_t cap, size_t *at, const char *s, size_t
     dst[*at] = '\0';
 }
 
-static void path_append_key(char *dst, size_t cap, size_t *at, const char *key, size_t klen)
-{
+static void path_append_key(char *dst, size_t cap, size_t *at, const char *key, size_t klen) {
     path_append(dst, cap, at, "/", 1);
     for (size_t i = 0; i < klen; i++) {
-        if (key[i] == '~') path_append(dst, cap, at, "~0", 2);
-        else if (key[i] == '/') path_append(dst, cap, at, "~1", 2);
-        else path_append(dst, cap, at, key + i, 1);
+        if (key[i] == '~')
+            path_append(dst, cap, at, "~0", 2);
+        else if (key[i] == '/')
+            path_append(dst, cap, at, "~1", 2);
+        else
+            path_append(dst, cap, at, key + i, 1);
     }
 }
 
-void api_path_key(char *dst, size_t cap, const char *base, const char *key)
-{
+void api_path_key(char *dst, size_t cap, const char *base, const char *key) {
     size_t at = 0;
 
     if (cap == 0) return;
@@ -47,8 +47,7 @@ void api_path_key(char *dst, size_t cap, const char *base, const char *key)
     path_append_key(dst, cap, &at, key, strlen(key));
 }
 
-void api_path_index(char *dst, size_t cap, const char *base, size_t i)
-{
+void api_path_index(char *dst, size_t cap, const char *base, size_t i) {
     char num[32];
     size_t at = 0;
 
@@ -61,8 +60,8 @@ void api_path_index(char *dst, size_t cap, const char *base, size_t i)
 
 typedef struct frame {
     int is_object;
-    size_t index;             /* arrays: the current element */
-    size_t key_at, key_len;   /* objects: the current key's literal, quotes included */
+    size_t index;           /* arrays: the current element */
+    size_t key_at, key_len; /* objects: the current key's literal, quotes included */
 } frame;
 
 typedef struct scanner {
@@ -71,8 +70,7 @@ typedef struct scanner {
     size_t depth, cap;
 } scanner;
 
-static int scanner_push(scanner *s, int is_object)
-{
+static int scanner_push(scanner *s, int is_object) {
     if (s->depth == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 16;
         frame *grown = realloc(s->stack, cap * sizeof *grown);
@@ -84,8 +82,7 @@ static int scanner_push(scanner *s, int is_object)
     return 0;
 }
 
-static void scanner_write_path(const scanner *s, char *dst, size_t cap)
-{
+static void scanner_write_path(const scanner *s, char *dst, size_t cap) {
     size_t at = 0;
 
     dst[0] = '\0';
@@ -96,8 +93,8 @@ static void scanner_write_path(const scanner *s, char *dst, size_t cap)
             snprintf(num, sizeof num, "/%zu", f->index);
             path_append(dst, cap, &at, num, strlen(num));
         } else {
-            json_t *key = json_loadb(s->text + f->key_at, f->key_len,
-                                     JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+            json_t *key =
+                json_loadb(s->text + f->key_at, f->key_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
             if (json_is_string(key))
                 path_append_key(dst, cap, &at, json_string_value(key), json_string_length(key));
             json_decref(key);
@@ -106,22 +103,21 @@ static void scanner_write_path(const scanner *s, char *dst, size_t cap)
 }
 
 /* Index just past the string literal starting at text[i] == '"'. */
-static size_t skip_string(const char *text, size_t i, size_t end)
-{
+static size_t skip_string(const char *text, size_t i, size_t end) {
     for (i++; i < end; i++) {
-        if (text[i] == '\\') i++;
-        else if (text[i] == '"') return i + 1;
+        if (text[i] == '\\')
+            i++;
+        else if (text[i] == '"')
+            return i + 1;
     }
     return end;
 }
 
-static int is_number_char(char c)
-{
+static int is_number_char(char c) {
     return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
 }
 
-int api_path_of_number_at(const char *text, size_t len, size_t end, char *dst, size_t cap)
-{
+int api_path_of_number_at(const char *text, size_t len, size_t end, char *dst, size_t cap) {
     scanner s = {text, NULL, 0, 0};
     int expect_key = 0, found = -1;
     size_t i = 0;
@@ -139,8 +135,10 @@ int api_path_of_number_at(const char *text, size_t len, size_t end, char *dst, s
             expect_key = 0;
             i++;
         } else if (c == ',') {
-            if (s.depth && s.stack[s.depth - 1].is_object) expect_key = 1;
-            else if (s.depth) s.stack[s.depth - 1].index++;
+            if (s.depth && s.stack[s.depth - 1].is_object)
+                expect_key = 1;
+            else if (s.depth)
+                s.stack[s.depth - 1].index++;
             i++;
         } else if (c == '"') {
             size_t after = skip_string(text, i, end);
@@ -152,7 +150,8 @@ int api_path_of_number_at(const char *text, size_t len, size_t end, char *dst, s
             i = after;
         } else if (c == '-' || (c >= '0' && c <= '9')) {
             size_t j = i;
-            while (j < len && is_number_char(text[j])) j++;
+            while (j < len && is_number_char(text[j]))
+                j++;
             if (j == end) {
                 if (cap) scanner_write_path(&s, dst, cap);
                 found = 0;

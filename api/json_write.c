@@ -17,8 +17,7 @@
 #include "api/base64.h"
 #include "api/float_format.h"
 
-void api_write_size(api_buffer *b, size_t v)
-{
+void api_write_size(api_buffer *b, size_t v) {
     char text[32];
     int n = snprintf(text, sizeof text, "%zu", v);
     api_buffer_append(b, text, (size_t)n);
@@ -26,9 +25,7 @@ void api_write_size(api_buffer *b, size_t v)
 
 /* Appends one row of `cols` floats as […]; 0, or -1 at a non-finite value
  * (its column in *bad_col) or when the buffer failed. */
-static int write_row(api_buffer *b, const float *x, size_t cols, int null_masked,
-                     size_t *bad_col)
-{
+static int write_row(api_buffer *b, const float *x, size_t cols, int null_masked, size_t *bad_col) {
     size_t room;
     if (__builtin_mul_overflow(cols, (size_t)API_FLOAT_TEXT_MAX + 1, &room) ||
         api_buffer_reserve(b, room + 4) < 0)
@@ -53,8 +50,7 @@ static int write_row(api_buffer *b, const float *x, size_t cols, int null_masked
 }
 
 void api_write_matrix(api_buffer *b, const float *m, size_t rows, size_t cols, size_t ld,
-                      int null_masked, api_nonfinite *bad)
-{
+                      int null_masked, api_nonfinite *bad) {
     api_buffer_append(b, "[", 1);
     for (size_t r = 0; r < rows; r++) {
         size_t col = SIZE_MAX;
@@ -67,15 +63,13 @@ void api_write_matrix(api_buffer *b, const float *m, size_t rows, size_t cols, s
     api_buffer_append(b, "]", 1);
 }
 
-void api_write_vector(api_buffer *b, const float *v, size_t n, api_nonfinite *bad)
-{
+void api_write_vector(api_buffer *b, const float *v, size_t n, api_nonfinite *bad) {
     size_t col = SIZE_MAX;
     if (write_row(b, v, n, 0, &col) < 0 && col != SIZE_MAX) *bad = (api_nonfinite){1, 0, col};
 }
 
 /* Base64 of n floats, in place; their bytes little-endian. */
-static void write_base64_floats(api_buffer *b, const float *m, size_t count)
-{
+static void write_base64_floats(api_buffer *b, const float *m, size_t count) {
     size_t n, len;
     if (__builtin_mul_overflow(count, sizeof(float), &n) ||
         api_base64_encoded_length(n, &len) < 0 || api_buffer_reserve(b, len) < 0) {
@@ -90,7 +84,8 @@ static void write_base64_floats(api_buffer *b, const float *m, size_t count)
         uint32_t part[768];
         size_t bytes = n - at < 3072 ? n - at : 3072;
         memcpy(part, (const char *)m + at, bytes);
-        for (size_t i = 0; i < bytes / 4; i++) part[i] = __builtin_bswap32(part[i]);
+        for (size_t i = 0; i < bytes / 4; i++)
+            part[i] = __builtin_bswap32(part[i]);
         b->len += api_base64_encode(b->data + b->len, part, bytes);
     }
 #else
@@ -99,8 +94,7 @@ static void write_base64_floats(api_buffer *b, const float *m, size_t count)
     b->data[b->len] = '\0';
 }
 
-void api_write_tensor(api_buffer *b, const float *m, const size_t *shape, size_t rank)
-{
+void api_write_tensor(api_buffer *b, const float *m, const size_t *shape, size_t rank) {
     size_t count = 1;
 
     api_buffer_append_str(b, "{\"dtype\":\"float32\",\"shape\":[");
@@ -114,23 +108,22 @@ void api_write_tensor(api_buffer *b, const float *m, const size_t *shape, size_t
     api_buffer_append_str(b, "\"}");
 }
 
-static int dump_to_buffer(const char *text, size_t size, void *data)
-{
+static int dump_to_buffer(const char *text, size_t size, void *data) {
     api_buffer *b = data;
     api_buffer_append(b, text, size);
     return b->failed ? -1 : 0;
 }
 
-void api_write_json(api_buffer *b, const json_t *value)
-{
+void api_write_json(api_buffer *b, const json_t *value) {
     if (json_dump_callback(value, dump_to_buffer, b, JSON_ENCODE_ANY | JSON_COMPACT) < 0)
         b->failed = 1;
 }
 
-void api_write_string(api_buffer *b, const char *s)
-{
+void api_write_string(api_buffer *b, const char *s) {
     json_t *str = json_string(s);
-    if (!str) b->failed = 1;
-    else api_write_json(b, str);
+    if (!str)
+        b->failed = 1;
+    else
+        api_write_json(b, str);
     json_decref(str);
 }

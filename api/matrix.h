@@ -40,8 +40,8 @@ int api_number_read(const json_t *v, const char *name, const char *path, float *
 /* Checks that v is an array of rows >= 1, each an array of the same width
  * >= 1, or a tensor object of shape [rows >= 1, cols >= 1]; sets *rows and
  * *cols. Does not look at the cells (or decode the data). */
-int api_matrix_shape(const json_t *v, const api_arrays *lifted, const char *name,
-                     const char *path, size_t *rows, size_t *cols, attn_error *err);
+int api_matrix_shape(const json_t *v, const api_arrays *lifted, const char *name, const char *path,
+                     size_t *rows, size_t *cols, attn_error *err);
 
 /* Copies the cells of a matrix api_matrix_shape accepted into
  * dst[r * ld + c] (dst caller-owned, ld >= cols); for a tensor object,
@@ -52,8 +52,7 @@ int api_matrix_read(const json_t *v, const api_arrays *lifted, const char *name,
 /* Reads a vector of exactly `expect` numbers, or a tensor object of shape
  * [expect], into dst (caller-owned); `expect_what` names the expected length
  * in the message ("d_head"). */
-int api_vector_read(const json_t *v, const api_arrays *lifted, const char *name,
-                    const char *path, size_t expect, const char *expect_what, float *dst,
-                    attn_error *err);
+int api_vector_read(const json_t *v, const api_arrays *lifted, const char *name, const char *path,
+                    size_t expect, const char *expect_what, float *dst, attn_error *err);
 
 #endif

@@ -19,13 +19,11 @@
  * keys are counted apart. */
 #define FLOAT_JSON_MAX 16
 
-static const char *mask_word(attn_mask_kind kind)
-{
+static const char *mask_word(attn_mask_kind kind) {
     return kind == ATTN_MASK_NONE ? "none" : "causal";
 }
 
-static void write_summary(api_buffer *b, const api_model_info *m)
-{
+static void write_summary(api_buffer *b, const api_model_info *m) {
     const attn_weights *w = m->weights;
     api_buffer_append_str(b, "{\"name\":");
     api_write_string(b, m->name);
@@ -41,8 +39,7 @@ static void write_summary(api_buffer *b, const api_model_info *m)
     api_write_string(b, m->description ? m->description : "");
 }
 
-char *api_models_encode_list(const api_model_info *models, size_t count, size_t *len)
-{
+char *api_models_encode_list(const api_model_info *models, size_t count, size_t *len) {
     api_buffer b;
     api_buffer_init(&b, 64 + count * 160);
     api_buffer_append_str(&b, "{\"models\":[");
@@ -56,8 +53,7 @@ char *api_models_encode_list(const api_model_info *models, size_t count, size_t 
 }
 
 /* An upper bound of the weights' JSON text; SIZE_MAX when it overflows. */
-static size_t weights_json_bound(const attn_weights *w)
-{
+static size_t weights_json_bound(const attn_weights *w) {
     size_t hd = w->n_heads * w->d_head, rows = 3 * hd + w->d_model + 2 * hd + w->d_model + 64;
     size_t floats = 3 * hd * w->d_model + 3 * hd + hd * w->d_model + w->d_model, bytes;
     if (__builtin_mul_overflow(floats, (size_t)FLOAT_JSON_MAX, &bytes) ||
@@ -66,8 +62,7 @@ static size_t weights_json_bound(const attn_weights *w)
     return bytes;
 }
 
-static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *bad)
-{
+static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *bad) {
     static const char *const w_keys[3] = {"\"w_q\":", "\"w_k\":", "\"w_v\":"};
     static const char *const b_keys[3] = {",\"b_q\":", ",\"b_k\":", ",\"b_v\":"};
     size_t dm = w->d_model, dh = w->d_head, hd = w->n_heads * dh, ld = 3 * hd;
@@ -99,8 +94,7 @@ static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *b
 }
 
 char *api_model_encode(const api_model_info *model, int with_weights, size_t max_response_bytes,
-                       size_t *len, attn_error *err)
-{
+                       size_t *len, attn_error *err) {
     api_nonfinite bad = {0, 0, 0};
     api_buffer b;
 
@@ -108,9 +102,9 @@ char *api_model_encode(const api_model_info *model, int with_weights, size_t max
         size_t bound = weights_json_bound(model->weights);
         if (bound > max_response_bytes) {
             attn_error_set(err, 422, "limit_exceeded", "",
-                          "the weights of %s need up to %zu bytes of JSON, over the limit "
-                          "max_response_bytes = %zu",
-                          model->name, bound, max_response_bytes);
+                           "the weights of %s need up to %zu bytes of JSON, over the limit "
+                           "max_response_bytes = %zu",
+                           model->name, bound, max_response_bytes);
             return NULL;
         }
         api_buffer_init(&b, bound / 2 + 256);
@@ -128,14 +122,14 @@ char *api_model_encode(const api_model_info *model, int with_weights, size_t max
     if (!text || bad.found) {
         free(text);
         attn_error_set(err, bad.found ? 500 : 503, bad.found ? "internal_error" : "out_of_memory",
-                      "", bad.found ? "a stored weight is not finite" : "no memory for the answer");
+                       "",
+                       bad.found ? "a stored weight is not finite" : "no memory for the answer");
         return NULL;
     }
     return text;
 }
 
-int api_model_weights_flag(const char *value, int *weights, attn_error *err)
-{
+int api_model_weights_flag(const char *value, int *weights, attn_error *err) {
     *weights = value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
     if (*weights || value == NULL || strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
         return 0;

@@ -15,7 +15,7 @@
 typedef struct api_model_info {
     const char *name;
     const char *description;
-    attn_mask_kind mask;          /* the default mask: causal or none */
+    attn_mask_kind mask; /* the default mask: causal or none */
     const attn_weights *weights;
 } api_model_info;
 

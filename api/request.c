@@ -36,9 +36,8 @@
 
 #define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
-static const char *const top_fields[] = {"embeddings", "tokens", "model",
-                                         "weights",    "mask",   "scale",
-                                         "return",     "select_heads", "encoding"};
+static const char *const top_fields[] = {"embeddings", "tokens", "model",        "weights", "mask",
+                                         "scale",      "return", "select_heads", "encoding"};
 
 static const struct {
     const char *name;
@@ -55,15 +54,13 @@ static const struct {
 };
 
 /* Is v the string `word`, NUL bytes and all? */
-static int json_string_is(const json_t *v, const char *word)
-{
+static int json_string_is(const json_t *v, const char *word) {
     return json_is_string(v) && json_string_length(v) == strlen(word) &&
            memcmp(json_string_value(v), word, strlen(word)) == 0;
 }
 
 static int decode_parse_error(const char *body, size_t len, const json_error_t *jerr,
-                              attn_error *err)
-{
+                              attn_error *err) {
     enum json_error_code code = json_error_code(jerr);
 
     if (code == json_error_out_of_memory)
@@ -72,30 +69,30 @@ static int decode_parse_error(const char *body, size_t len, const json_error_t *
         char path[API_PATH_MAX];
         api_path_of_number_at(body, len, (size_t)jerr->position, path, sizeof path);
         return attn_error_set(err, 422, "non_finite_number", path,
-                             "the number ending at line %d, column %d is not finite as a "
-                             "float32 (%s)",
-                             jerr->line, jerr->column, jerr->text);
+                              "the number ending at line %d, column %d is not finite as a "
+                              "float32 (%s)",
+                              jerr->line, jerr->column, jerr->text);
     }
     return attn_error_set(err, 400, "invalid_json", "",
-                         "the body is not valid JSON: %s at line %d, column %d", jerr->text,
-                         jerr->line, jerr->column);
+                          "the body is not valid JSON: %s at line %d, column %d", jerr->text,
+                          jerr->line, jerr->column);
 }
 
-static int decode_unknown_fields(const json_t *root, attn_error *err)
-{
+static int decode_unknown_fields(const json_t *root, attn_error *err) {
     const char *key;
     json_t *value;
 
     json_object_foreach((json_t *)root, key, value) {
         size_t i, n = sizeof top_fields / sizeof top_fields[0];
-        for (i = 0; i < n && strcmp(key, top_fields[i]) != 0; i++) continue;
+        for (i = 0; i < n && strcmp(key, top_fields[i]) != 0; i++)
+            continue;
         if (i == n) {
             char path[API_PATH_MAX];
             api_path_key(path, sizeof path, "", key);
             return attn_error_set(err, 400, "unknown_field", path,
-                                 "unknown field \"%s\"; the fields are embeddings, tokens, "
-                                 "model, weights, mask, scale, return, select_heads, encoding",
-                                 key);
+                                  "unknown field \"%s\"; the fields are embeddings, tokens, "
+                                  "model, weights, mask, scale, return, select_heads, encoding",
+                                  key);
         }
     }
     return 0;
@@ -103,11 +100,10 @@ static int decode_unknown_fields(const json_t *root, attn_error *err)
 
 /* Only the type is checked here: what a model's name may be is the model
  * store's rule, which the server applies before it looks the name up. */
-static int decode_model(api_request *req, const json_t *model, attn_error *err)
-{
+static int decode_model(api_request *req, const json_t *model, attn_error *err) {
     if (!json_is_string(model))
         return attn_error_set(err, 400, "wrong_type", "/model", "model is %s, expected a string",
-                             api_json_type_name(model));
+                              api_json_type_name(model));
     /* The echo's exact length, as for tokens (decode_tokens). */
     req->model_json_bytes = json_dumpb(model, NULL, 0, JSON_ENCODE_ANY | JSON_COMPACT);
     if (req->model_json_bytes == 0)
@@ -116,23 +112,21 @@ static int decode_model(api_request *req, const json_t *model, attn_error *err)
     return 0;
 }
 
-static int decode_encoding(api_request *req, const json_t *enc, attn_error *err)
-{
+static int decode_encoding(api_request *req, const json_t *enc, attn_error *err) {
     if (enc == NULL || json_string_is(enc, "float")) return 0;
     if (!json_is_string(enc))
         return attn_error_set(err, 400, "wrong_type", "/encoding",
-                             "encoding is %s, expected \"float\" or \"base64\"",
-                             api_json_type_name(enc));
+                              "encoding is %s, expected \"float\" or \"base64\"",
+                              api_json_type_name(enc));
     if (json_string_is(enc, "base64")) {
         req->base64 = 1;
         return 0;
     }
     return attn_error_set(err, 400, "invalid_value", "/encoding",
-                         "encoding must be \"float\" or \"base64\"");
+                          "encoding must be \"float\" or \"base64\"");
 }
 
-static int decode_return(api_request *req, const json_t *ret, attn_error *err)
-{
+static int decode_return(api_request *req, const json_t *ret, attn_error *err) {
     char path[API_PATH_MAX];
     size_t i, n = sizeof return_names / sizeof return_names[0];
 
@@ -142,8 +136,7 @@ static int decode_return(api_request *req, const json_t *ret, attn_error *err)
     }
     if (!json_is_array(ret))
         return attn_error_set(err, 400, "wrong_type", "/return",
-                             "return is %s, expected an array of names",
-                             api_json_type_name(ret));
+                              "return is %s, expected an array of names", api_json_type_name(ret));
     req->returns = 0;
     for (i = 0; i < json_array_size(ret); i++) {
         const json_t *name = json_array_get(ret, i);
@@ -151,42 +144,40 @@ static int decode_return(api_request *req, const json_t *ret, attn_error *err)
         api_path_index(path, sizeof path, "/return", i);
         if (!json_is_string(name))
             return attn_error_set(err, 400, "wrong_type", path,
-                                 "return[%zu] is %s, expected a name", i,
-                                 api_json_type_name(name));
-        for (k = 0; k < n && !json_string_is(name, return_names[k].name); k++) continue;
+                                  "return[%zu] is %s, expected a name", i,
+                                  api_json_type_name(name));
+        for (k = 0; k < n && !json_string_is(name, return_names[k].name); k++)
+            continue;
         if (k == n)
             return attn_error_set(err, 400, "invalid_value", path,
-                                 "return[%zu] = \"%s\" is not an output; the outputs are q, k, "
-                                 "v, scores, patterns, head_outputs, delta, embeddings",
-                                 i, json_string_value(name));
+                                  "return[%zu] = \"%s\" is not an output; the outputs are q, k, "
+                                  "v, scores, patterns, head_outputs, delta, embeddings",
+                                  i, json_string_value(name));
         req->returns |= return_names[k].bit;
     }
     return 0;
 }
 
-static int decode_scale(api_request *req, const json_t *scale, attn_error *err)
-{
+static int decode_scale(api_request *req, const json_t *scale, attn_error *err) {
     if (scale == NULL) return 0;
     if (api_number_read(scale, "scale", "/scale", &req->scale, err) < 0) return -1;
     if (!(req->scale > 0.0f))
         return attn_error_set(err, 422, "out_of_range", "/scale",
-                             "scale must be > 0 (as a float32), got %g",
-                             json_number_value(scale));
+                              "scale must be > 0 (as a float32), got %g", json_number_value(scale));
     req->scale_given = 1;
     return 0;
 }
 
 /* The indices are only type-checked here; their range needs the weights. */
-static int decode_select_heads(api_request *req, const json_t *sel, attn_error *err)
-{
+static int decode_select_heads(api_request *req, const json_t *sel, attn_error *err) {
     char path[API_PATH_MAX];
     size_t n;
 
     if (sel == NULL) return 0;
     if (!json_is_array(sel))
         return attn_error_set(err, 400, "wrong_type", "/select_heads",
-                             "select_heads is %s, expected an array of head indices",
-                             api_json_type_name(sel));
+                              "select_heads is %s, expected an array of head indices",
+                              api_json_type_name(sel));
     n = json_array_size(sel);
     req->select = malloc((n ? n : 1) * sizeof *req->select);
     if (req->select == NULL)
@@ -197,8 +188,8 @@ static int decode_select_heads(api_request *req, const json_t *sel, attn_error *
         if (!isfinite(d) || floor(d) != d) {
             api_path_index(path, sizeof path, "/select_heads", i);
             return attn_error_set(err, 400, "wrong_type", path,
-                                 "select_heads[%zu] is %s, expected a head index (an integer)", i,
-                                 json_is_number(v) ? "not an integer" : api_json_type_name(v));
+                                  "select_heads[%zu] is %s, expected a head index (an integer)", i,
+                                  json_is_number(v) ? "not an integer" : api_json_type_name(v));
         }
         req->select[i] = d;
     }
@@ -208,24 +199,25 @@ static int decode_select_heads(api_request *req, const json_t *sel, attn_error *
 }
 
 static int decode_embeddings(api_request *req, const json_t *emb, const api_limits *limits,
-                             attn_error *err)
-{
+                             attn_error *err) {
     size_t n, dm, count;
 
     if (emb == NULL)
         return attn_error_set(err, 400, "missing_field", "/embeddings",
-                             "embeddings (n × d_model numbers) is required");
-    if (api_matrix_shape(emb, req->arrays, "embeddings", "/embeddings", &n, &dm, err) < 0) return -1;
+                              "embeddings (n × d_model numbers) is required");
+    if (api_matrix_shape(emb, req->arrays, "embeddings", "/embeddings", &n, &dm, err) < 0)
+        return -1;
     if (limits && n > limits->max_tokens)
         return attn_error_set(err, 422, "limit_exceeded", "/embeddings",
-                             "embeddings has %zu rows (tokens), over the limit max_tokens = %zu",
-                             n, limits->max_tokens);
+                              "embeddings has %zu rows (tokens), over the limit max_tokens = %zu",
+                              n, limits->max_tokens);
     if (limits && dm > limits->max_d_model)
         return attn_error_set(err, 422, "limit_exceeded", "/embeddings",
-                             "embeddings rows have %zu numbers (d_model), over the limit "
-                             "max_d_model = %zu",
-                             dm, limits->max_d_model);
-    if (api_size_mul(n, dm, &count) < 0 || (req->embeddings = malloc(count * sizeof(float))) == NULL)
+                              "embeddings rows have %zu numbers (d_model), over the limit "
+                              "max_d_model = %zu",
+                              dm, limits->max_d_model);
+    if (api_size_mul(n, dm, &count) < 0 ||
+        (req->embeddings = malloc(count * sizeof(float))) == NULL)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
     api_advise_huge_pages(req->embeddings, count * sizeof(float));
     req->n_tokens = n;
@@ -233,28 +225,26 @@ static int decode_embeddings(api_request *req, const json_t *emb, const api_limi
     return api_matrix_read(emb, req->arrays, "embeddings", "/embeddings", req->embeddings, dm, err);
 }
 
-static int decode_tokens(api_request *req, const json_t *tokens, attn_error *err)
-{
+static int decode_tokens(api_request *req, const json_t *tokens, attn_error *err) {
     char path[API_PATH_MAX];
 
     if (tokens == NULL) return 0;
     if (!json_is_array(tokens))
         return attn_error_set(err, 400, "wrong_type", "/tokens",
-                             "tokens is %s, expected an array of strings",
-                             api_json_type_name(tokens));
+                              "tokens is %s, expected an array of strings",
+                              api_json_type_name(tokens));
     for (size_t i = 0; i < json_array_size(tokens); i++) {
         const json_t *t = json_array_get(tokens, i);
         if (!json_is_string(t)) {
             api_path_index(path, sizeof path, "/tokens", i);
             return attn_error_set(err, 400, "wrong_type", path,
-                                 "tokens[%zu] is %s, expected a string", i,
-                                 api_json_type_name(t));
+                                  "tokens[%zu] is %s, expected a string", i, api_json_type_name(t));
         }
     }
     if (json_array_size(tokens) != req->n_tokens)
         return attn_error_set(err, 422, "dimension_mismatch", "/tokens",
-                             "tokens has %zu labels, expected one per embeddings row (%zu)",
-                             json_array_size(tokens), req->n_tokens);
+                              "tokens has %zu labels, expected one per embeddings row (%zu)",
+                              json_array_size(tokens), req->n_tokens);
     /* The echo's exact length, for the response bound: jansson writes it
      * (api_write_json's flags), and json_dumpb without a buffer counts it. */
     req->tokens_json_bytes = json_dumpb(tokens, NULL, 0, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -265,8 +255,7 @@ static int decode_tokens(api_request *req, const json_t *tokens, attn_error *err
 }
 
 /* A mask cell is 0, 1, true or false. */
-static int mask_cell(const json_t *v, unsigned char *dst)
-{
+static int mask_cell(const json_t *v, unsigned char *dst) {
     if (json_is_boolean(v)) {
         *dst = json_is_true(v);
         return 0;
@@ -278,8 +267,7 @@ static int mask_cell(const json_t *v, unsigned char *dst)
     return -1;
 }
 
-static int decode_mask(api_request *req, const json_t *mask, attn_error *err)
-{
+static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
     char row_path[API_PATH_MAX], cell_path[API_PATH_MAX];
     size_t n = req->n_tokens, count;
 
@@ -295,21 +283,21 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err)
     }
     if (json_is_string(mask))
         return attn_error_set(err, 400, "invalid_value", "/mask",
-                             "mask must be \"causal\", \"none\" or an n × n matrix of 0/1 or "
-                             "booleans");
+                              "mask must be \"causal\", \"none\" or an n × n matrix of 0/1 or "
+                              "booleans");
     if (!json_is_array(mask))
         return attn_error_set(err, 400, "wrong_type", "/mask",
-                             "mask is %s, expected \"causal\", \"none\" or an n × n matrix",
-                             api_json_type_name(mask));
+                              "mask is %s, expected \"causal\", \"none\" or an n × n matrix",
+                              api_json_type_name(mask));
     const api_array *lifted = api_arrays_find(req->arrays, "/mask");
     if (lifted) { /* rows of valid cells, all as long as the first */
         if (lifted->rows != n)
             return attn_error_set(err, 422, "dimension_mismatch", "/mask",
-                                 "mask has %zu rows, expected n_tokens = %zu", lifted->rows, n);
+                                  "mask has %zu rows, expected n_tokens = %zu", lifted->rows, n);
         if (lifted->cols != n)
             return attn_error_set(err, 422, "dimension_mismatch", "/mask/0",
-                                 "mask[0] has %zu entries, expected n_tokens = %zu",
-                                 lifted->cols, n);
+                                  "mask[0] has %zu entries, expected n_tokens = %zu", lifted->cols,
+                                  n);
         if (api_size_mul(n, n, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
             return attn_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
         for (size_t i = 0; i < count; i++)
@@ -324,20 +312,20 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err)
         api_path_index(row_path, sizeof row_path, "/mask", q);
         if (!json_is_array(row))
             return attn_error_set(err, 400, "wrong_type", row_path,
-                                 "mask[%zu] is %s, expected an array of 0/1 or booleans", q,
-                                 api_json_type_name(row));
+                                  "mask[%zu] is %s, expected an array of 0/1 or booleans", q,
+                                  api_json_type_name(row));
     }
     if (json_array_size(mask) != n)
         return attn_error_set(err, 422, "dimension_mismatch", "/mask",
-                             "mask has %zu rows, expected n_tokens = %zu",
-                             json_array_size(mask), n);
+                              "mask has %zu rows, expected n_tokens = %zu", json_array_size(mask),
+                              n);
     for (size_t q = 0; q < n; q++) {
         const json_t *row = json_array_get(mask, q);
         api_path_index(row_path, sizeof row_path, "/mask", q);
         if (json_array_size(row) != n)
             return attn_error_set(err, 422, "dimension_mismatch", row_path,
-                                 "mask[%zu] has %zu entries, expected n_tokens = %zu", q,
-                                 json_array_size(row), n);
+                                  "mask[%zu] has %zu entries, expected n_tokens = %zu", q,
+                                  json_array_size(row), n);
     }
     if (api_size_mul(n, n, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
@@ -349,9 +337,9 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err)
                 api_path_index(row_path, sizeof row_path, "/mask", q);
                 api_path_index(cell_path, sizeof cell_path, row_path, k);
                 return attn_error_set(err, 400, "wrong_type", cell_path,
-                                     "mask[%zu][%zu] is %s, expected 0, 1, true or false", q, k,
-                                     json_is_number(cell) ? "a number other than 0 and 1"
-                                                          : api_json_type_name(cell));
+                                      "mask[%zu][%zu] is %s, expected 0, 1, true or false", q, k,
+                                      json_is_number(cell) ? "a number other than 0 and 1"
+                                                           : api_json_type_name(cell));
             }
         }
     }
@@ -360,24 +348,23 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err)
 }
 
 static int decode_fields(api_request *req, const json_t *root, const api_limits *limits,
-                         attn_error *err)
-{
+                         attn_error *err) {
     const json_t *model = json_object_get(root, "model");
     const json_t *weights = json_object_get(root, "weights");
 
     if (decode_unknown_fields(root, err) < 0) return -1;
     if (model && weights)
         return attn_error_set(err, 400, "invalid_value", "",
-                             "the request gives both model and weights; give one of them");
+                              "the request gives both model and weights; give one of them");
     if (!model && !weights)
         return attn_error_set(err, 400, "missing_field", "",
-                             "the request needs model (a preloaded model's name) or weights "
-                             "(an inline weight set)");
+                              "the request needs model (a preloaded model's name) or weights "
+                              "(an inline weight set)");
     if (model && decode_model(req, model, err) < 0) return -1;
     if (weights && !json_is_object(weights))
         return attn_error_set(err, 400, "wrong_type", "/weights",
-                             "weights is %s, expected an object with heads, w_o, b_o",
-                             api_json_type_name(weights));
+                              "weights is %s, expected an object with heads, w_o, b_o",
+                              api_json_type_name(weights));
     if (decode_encoding(req, json_object_get(root, "encoding"), err) < 0 ||
         decode_return(req, json_object_get(root, "return"), err) < 0 ||
         decode_scale(req, json_object_get(root, "scale"), err) < 0 ||
@@ -391,8 +378,7 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
     return api_request_bind(req, &req->inline_weights, ATTN_MASK_CAUSAL, limits, err);
 }
 
-int api_request_array_rank(const char *path)
-{
+int api_request_array_rank(const char *path) {
     static const char heads[] = "/weights/heads/";
     if (!strcmp(path, "/mask")) return API_ARRAYS_MASK;
     if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
@@ -414,8 +400,7 @@ int api_request_array_rank(const char *path)
  * heads of a model within max_heads; return names each output at most
  * once if it is to be no longer than the list of outputs.
  */
-static size_t array_max_elements(const void *ctx, const char *path, int *strings)
-{
+static size_t array_max_elements(const void *ctx, const char *path, int *strings) {
     const api_limits *limits = ctx;
     *strings = 0;
     if (!strcmp(path, "/tokens")) {
@@ -436,8 +421,7 @@ static size_t array_max_elements(const void *ctx, const char *path, int *strings
  * arrays and strings count as the `[]` and `""` left for them. 40 a head
  * and 64 in all leave room.
  */
-static size_t values_max(const api_limits *limits)
-{
+static size_t values_max(const api_limits *limits) {
     size_t per_heads, total;
     if (api_size_mul(limits->max_heads, 40, &per_heads) < 0 ||
         api_size_add(per_heads, limits->max_tokens, &total) < 0 ||
@@ -447,58 +431,55 @@ static size_t values_max(const api_limits *limits)
 }
 
 /* The error for what the scan refused before jansson ran; -1. */
-static int decode_violation(const api_arrays *arrays, const api_limits *limits, attn_error *err)
-{
+static int decode_violation(const api_arrays *arrays, const api_limits *limits, attn_error *err) {
     const char *where;
     int strings;
     switch (api_arrays_violation(arrays, &where)) {
     case API_ARRAYS_TOO_DEEP:
         return attn_error_set(err, 422, "limit_exceeded", where,
-                             "the JSON nests arrays and objects deeper than the limit "
-                             "max_json_depth = %zu",
-                             limits->max_json_depth);
+                              "the JSON nests arrays and objects deeper than the limit "
+                              "max_json_depth = %zu",
+                              limits->max_json_depth);
     case API_ARRAYS_STRING_LONG:
         return attn_error_set(err, 422, "limit_exceeded", where,
-                             "a string is longer than the limit max_string_bytes = %zu",
-                             limits->max_string_bytes);
+                              "a string is longer than the limit max_string_bytes = %zu",
+                              limits->max_string_bytes);
     case API_ARRAYS_NOT_STRING: {
         /* where is /tokens/i, as decode_tokens would name it */
         const char *index = strrchr(where, '/');
         return attn_error_set(err, 400, "wrong_type", where, "tokens[%s] is %s, expected a string",
-                             index ? index + 1 : "?", api_arrays_violation_value(arrays));
+                              index ? index + 1 : "?", api_arrays_violation_value(arrays));
     }
     case API_ARRAYS_TOO_LONG: {
         size_t most = array_max_elements(limits, where, &strings);
         if (!strcmp(where, "/tokens"))
             return attn_error_set(err, 422, "limit_exceeded", where,
-                                 "tokens has more than %zu labels, over the limit max_tokens = "
-                                 "%zu (one label per embeddings row)",
-                                 most, limits->max_tokens);
+                                  "tokens has more than %zu labels, over the limit max_tokens = "
+                                  "%zu (one label per embeddings row)",
+                                  most, limits->max_tokens);
         if (!strcmp(where, "/return"))
             return attn_error_set(err, 422, "limit_exceeded", where,
-                                 "return has more than %zu names; there are %zu outputs, each "
-                                 "named once",
-                                 most, most);
+                                  "return has more than %zu names; there are %zu outputs, each "
+                                  "named once",
+                                  most, most);
         return attn_error_set(err, 422, "limit_exceeded", where,
-                             "%s has more than %zu heads, over the limit max_heads = %zu",
-                             !strcmp(where, "/select_heads") ? "select_heads" : "weights.heads",
-                             most, limits->max_heads);
+                              "%s has more than %zu heads, over the limit max_heads = %zu",
+                              !strcmp(where, "/select_heads") ? "select_heads" : "weights.heads",
+                              most, limits->max_heads);
     }
     case API_ARRAYS_TOO_MANY:
         return attn_error_set(err, 422, "limit_exceeded", where,
-                             "the body holds more than %zu JSON values besides its number "
-                             "arrays, more than a request within the limits max_tokens = %zu "
-                             "and max_heads = %zu can have",
-                             values_max(limits), limits->max_tokens, limits->max_heads);
-    case API_ARRAYS_WITHIN:
-        break;
+                              "the body holds more than %zu JSON values besides its number "
+                              "arrays, more than a request within the limits max_tokens = %zu "
+                              "and max_heads = %zu can have",
+                              values_max(limits), limits->max_tokens, limits->max_heads);
+    case API_ARRAYS_WITHIN: break;
     }
     return 0;
 }
 
-int api_request_decode(const char *body, size_t len, const api_limits *limits,
-                       api_request **out, attn_error *err)
-{
+int api_request_decode(const char *body, size_t len, const api_limits *limits, api_request **out,
+                       attn_error *err) {
     json_error_t jerr;
     json_t *root;
     api_request *req;
@@ -528,7 +509,7 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
     }
     if (!json_is_object(root)) {
         attn_error_set(err, 400, "invalid_json", "", "the body must be a JSON object, not %s",
-                      api_json_type_name(root));
+                       api_json_type_name(root));
         json_decref(root);
         api_arrays_free(arrays);
         return -1;
@@ -552,12 +533,10 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits,
     return 0;
 }
 
-const char *api_request_model(const api_request *req)
-{
+const char *api_request_model(const api_request *req) {
     return req->model ? json_string_value(req->model) : NULL;
 }
 
-size_t api_request_model_length(const api_request *req)
-{
+size_t api_request_model_length(const api_request *req) {
     return req->model ? json_string_length(req->model) : 0;
 }

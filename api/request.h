@@ -26,18 +26,18 @@
 #ifndef API_REQUEST_H
 #define API_REQUEST_H
 
-#include <stddef.h>
-#include "attention/attention.h"
 #include "api/error.h"
+#include "attention/attention.h"
+#include <stddef.h>
 
 /* Limits checked while decoding, before any allocation they bound. */
 typedef struct api_limits {
-    size_t max_tokens;      /* n */
-    size_t max_heads;       /* h */
-    size_t max_d_model;     /* dm, and dh */
-    double max_flops;       /* attn_flops of one request */
-    size_t max_response_bytes; /* worst-case size of the 200 body: every number
-                                  at its widest, 16 characters and a comma */
+    size_t max_tokens;          /* n */
+    size_t max_heads;           /* h */
+    size_t max_d_model;         /* dm, and dh */
+    double max_flops;           /* attn_flops of one request */
+    size_t max_response_bytes;  /* worst-case size of the 200 body: every number
+                                   at its widest, 16 characters and a comma */
     size_t max_workspace_bytes; /* scratch one computation needs (attn_workspace_need) */
     size_t max_json_depth;      /* nesting of arrays and objects; 0: jansson's own */
     size_t max_string_bytes;    /* any string but a tensor's base64 "data"; 0: none */
@@ -51,8 +51,8 @@ typedef struct api_request api_request;
  * api_request_free. On failure returns -1, fills *err (status 400 or 422,
  * code, message, JSON path) and leaves *out NULL.
  */
-int api_request_decode(const char *body, size_t len, const api_limits *limits,
-                       api_request **out, attn_error *err);
+int api_request_decode(const char *body, size_t len, const api_limits *limits, api_request **out,
+                       attn_error *err);
 
 /*
  * The rank of the matrix (2) or vector (1) a request holds at the JSON
@@ -77,9 +77,8 @@ size_t api_request_model_length(const api_request *req);
  * the limits bound is allocated yet. `weights` is not copied and must
  * outlive the request. Returns 0, or -1 with *err filled.
  */
-int api_request_bind(api_request *req, const attn_weights *weights,
-                     attn_mask_kind default_mask, const api_limits *limits,
-                     attn_error *err);
+int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_kind default_mask,
+                     const api_limits *limits, attn_error *err);
 
 /* The floating-point operations a bound request's computation takes
  * (attn_flops of its sizes). */

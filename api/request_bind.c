@@ -26,8 +26,7 @@
 #include "api/json_path.h"
 
 /* Numbers of output `bit` for hs heads; -1 when it overflows. */
-static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n, size_t *count)
-{
+static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n, size_t *count) {
     size_t per_head;
 
     switch (bit) {
@@ -41,13 +40,11 @@ static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n
     case API_RETURN_PATTERNS:
         if (api_size_mul(n, n, &per_head) < 0) return -1;
         return api_size_mul(hs, per_head, count);
-    default: /* delta, embeddings */
-        return api_size_mul(n, w->d_model, count);
+    default: /* delta, embeddings */ return api_size_mul(n, w->d_model, count);
     }
 }
 
-static int bind_select_heads(api_request *req, size_t h, attn_error *err)
-{
+static int bind_select_heads(api_request *req, size_t h, attn_error *err) {
     char path[API_PATH_MAX];
     unsigned char *seen;
     size_t hs = req->select_given ? req->n_select : h;
@@ -64,16 +61,16 @@ static int bind_select_heads(api_request *req, size_t h, attn_error *err)
         if (d < 0 || d >= (double)h) {
             free(seen);
             return attn_error_set(err, 422, "out_of_range", path,
-                                 "select_heads[%zu] = %.0f is not a head index; the model has "
-                                 "heads 0 to %zu",
-                                 i, d, h - 1);
+                                  "select_heads[%zu] = %.0f is not a head index; the model has "
+                                  "heads 0 to %zu",
+                                  i, d, h - 1);
         }
         req->heads[i] = (size_t)d;
         if (seen[req->heads[i]]) {
             free(seen);
             return attn_error_set(err, 422, "out_of_range", path,
-                                 "select_heads[%zu] = %zu repeats an earlier index", i,
-                                 req->heads[i]);
+                                  "select_heads[%zu] = %zu repeats an earlier index", i,
+                                  req->heads[i]);
         }
         seen[req->heads[i]] = 1;
     }
@@ -83,8 +80,7 @@ static int bind_select_heads(api_request *req, size_t h, attn_error *err)
 }
 
 static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
-                       attn_mask_kind default_mask, const api_limits *limits, attn_error *err)
-{
+                       attn_mask_kind default_mask, const api_limits *limits, attn_error *err) {
     const char *where = req->model ? "/model" : "/weights/heads";
     size_t total = 0;
     double flops;
@@ -92,46 +88,44 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
     if (limits == NULL) return 0;
     if (w->n_heads > limits->max_heads)
         return attn_error_set(err, 422, "limit_exceeded", where,
-                             "the weights have %zu heads, over the limit max_heads = %zu",
-                             w->n_heads, limits->max_heads);
+                              "the weights have %zu heads, over the limit max_heads = %zu",
+                              w->n_heads, limits->max_heads);
     if (w->d_head > limits->max_d_model)
         return attn_error_set(err, 422, "limit_exceeded", where,
-                             "the weights have d_head = %zu, over the limit max_d_model = %zu",
-                             w->d_head, limits->max_d_model);
+                              "the weights have d_head = %zu, over the limit max_d_model = %zu",
+                              w->d_head, limits->max_d_model);
     flops = attn_flops(req->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL);
     if (flops > limits->max_flops)
         return attn_error_set(err, 422, "limit_exceeded", "",
-                             "this request needs %.4g floating-point operations, over the limit "
-                             "max_flops = %.4g",
-                             flops, limits->max_flops);
+                              "this request needs %.4g floating-point operations, over the limit "
+                              "max_flops = %.4g",
+                              flops, limits->max_flops);
     /* Few heads of a tiny d_model can still make a huge n × 3hd scratch: the
      * work limit alone does not bound memory. */
     size_t scratch = attn_workspace_need(req->n_tokens, w->d_model, w->n_heads, w->d_head);
     if (scratch > limits->max_workspace_bytes)
         return attn_error_set(err, 422, "limit_exceeded", "",
-                             "this request needs %zu bytes of scratch memory, over the limit "
-                             "max_workspace_bytes = %zu",
-                             scratch, limits->max_workspace_bytes);
+                              "this request needs %zu bytes of scratch memory, over the limit "
+                              "max_workspace_bytes = %zu",
+                              scratch, limits->max_workspace_bytes);
     attn_mask_kind mask = req->mask_given ? req->mask_kind : default_mask;
     float scale = req->scale_given ? req->scale : (float)(1.0 / sqrt((double)w->d_head));
     if (api_response_bytes_max(req, w, hs, mask, scale, &total) < 0) total = SIZE_MAX;
     if (total > limits->max_response_bytes)
         return attn_error_set(err, 422, "limit_exceeded", "/return",
-                             "the outputs asked for need up to %zu bytes of JSON, over the limit "
-                             "max_response_bytes = %zu; ask for fewer outputs or heads",
-                             total, limits->max_response_bytes);
+                              "the outputs asked for need up to %zu bytes of JSON, over the limit "
+                              "max_response_bytes = %zu; ask for fewer outputs or heads",
+                              total, limits->max_response_bytes);
     return 0;
 }
 
 /* Output buffers carved from req->out_ws start at multiples of this. */
 #define OUT_ALIGN 64
 
-static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn_error *err)
-{
-    float **slots[8] = {&req->output.q,        &req->output.k,      &req->output.v,
-                        &req->output.scores,   &req->output.patterns,
-                        &req->output.head_outputs, &req->output.delta,
-                        &req->output.embeddings};
+static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn_error *err) {
+    float **slots[8] = {&req->output.q,      &req->output.k,         &req->output.v,
+                        &req->output.scores, &req->output.patterns,  &req->output.head_outputs,
+                        &req->output.delta,  &req->output.embeddings};
     size_t bytes[8] = {0}, total = 0;
 
     for (unsigned i = 0; i < 8; i++) {
@@ -170,30 +164,29 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn
     return 0;
 }
 
-int api_request_bind(api_request *req, const attn_weights *weights,
-                     attn_mask_kind default_mask, const api_limits *limits, attn_error *err)
-{
+int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_kind default_mask,
+                     const api_limits *limits, attn_error *err) {
     size_t hs;
 
     if (req->bound)
         return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
     if (weights->d_model != req->d_model)
         return attn_error_set(err, 422, "dimension_mismatch", "/embeddings",
-                             "embeddings rows have %zu numbers, expected the model's d_model = "
-                             "%zu",
-                             req->d_model, weights->d_model);
+                              "embeddings rows have %zu numbers, expected the model's d_model = "
+                              "%zu",
+                              req->d_model, weights->d_model);
     if (weights->n_heads == 0 || weights->d_head == 0)
         return attn_error_set(err, 500, "internal_error", "", "the weights have no heads");
     if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
         return attn_error_set(err, 422, "dimension_mismatch", req->model ? "/model" : "/weights",
-                             "the weights have no w_o, which needs n_heads · d_head = d_model");
+                              "the weights have no w_o, which needs n_heads · d_head = d_model");
     if (bind_select_heads(req, weights->n_heads, err) < 0) return -1;
     hs = req->input.n_heads_out;
     if (bind_limits(req, weights, hs, default_mask, limits, err) < 0) return -1;
     if (!req->mask_given) {
         if (default_mask == ATTN_MASK_CUSTOM)
             return attn_error_set(err, 500, "internal_error", "",
-                                 "a model's default mask cannot be custom");
+                                  "a model's default mask cannot be custom");
         req->mask_kind = default_mask;
     }
     if (!req->scale_given) req->scale = (float)(1.0 / sqrt((double)weights->d_head));
@@ -211,34 +204,29 @@ int api_request_bind(api_request *req, const attn_weights *weights,
     return 0;
 }
 
-double api_request_cost(const api_request *req)
-{
+double api_request_cost(const api_request *req) {
     const attn_weights *w = req->input.weights;
     return attn_flops(req->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL);
 }
 
-int api_request_alloc_outputs(api_request *req, attn_workspace *outputs, attn_error *err)
-{
+int api_request_alloc_outputs(api_request *req, attn_workspace *outputs, attn_error *err) {
     if (!req->bound || req->outputs_made)
         return attn_error_set(err, 500, "internal_error", "",
-                             "outputs are made once, for a bound request");
+                              "outputs are made once, for a bound request");
     req->out_ws = outputs;
     req->outputs_made = 1;
     return bind_outputs(req, req->input.weights, req->input.n_heads_out, err);
 }
 
-const attn_input *api_request_input(const api_request *req)
-{
+const attn_input *api_request_input(const api_request *req) {
     return &req->input;
 }
 
-const attn_output *api_request_output(const api_request *req)
-{
+const attn_output *api_request_output(const api_request *req) {
     return &req->output;
 }
 
-void api_request_free(api_request *req)
-{
+void api_request_free(api_request *req) {
     if (req == NULL) return;
     json_decref(req->model);
     json_decref(req->tokens);
@@ -251,6 +239,7 @@ void api_request_free(api_request *req)
     free(req->b_o);
     free(req->heads);
     if (!req->out_ws)
-        for (size_t i = 0; i < 8; i++) free(req->out_buffers[i]);
+        for (size_t i = 0; i < 8; i++)
+            free(req->out_buffers[i]);
     free(req);
 }

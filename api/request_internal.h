@@ -38,21 +38,21 @@ struct api_request {
     json_t *tokens;           /* a reference to the request's array, or NULL */
     size_t tokens_json_bytes; /* their echo's length, as jansson writes it */
 
-    float *embeddings;        /* n × dm */
+    float *embeddings; /* n × dm */
     size_t n_tokens, d_model;
 
-    int mask_given;           /* 0: the default is applied at bind */
+    int mask_given; /* 0: the default is applied at bind */
     attn_mask_kind mask_kind;
     unsigned char *mask_allowed; /* n × n, CUSTOM only */
 
-    int scale_given;          /* 0: 1/sqrt(dh) at bind */
+    int scale_given; /* 0: 1/sqrt(dh) at bind */
     float scale;
 
-    unsigned returns;         /* API_RETURN_* bits */
-    int base64;               /* "encoding": "base64": outputs as tensor objects */
+    unsigned returns; /* API_RETURN_* bits */
+    int base64;       /* "encoding": "base64": outputs as tensor objects */
 
-    int select_given;         /* 0: every head, in order */
-    double *select;           /* the select_heads values as sent (integers), checked at bind */
+    int select_given; /* 0: every head, in order */
+    double *select;   /* the select_heads values as sent (integers), checked at bind */
     size_t n_select;
 
     /* Inline weights: the packed buffers (see attn_weights) and their view. */
@@ -62,8 +62,8 @@ struct api_request {
     /* Filled by api_request_bind, and the outputs by api_request_alloc_outputs. */
     int bound;
     int outputs_made;
-    size_t *heads;            /* hs indices */
-    float *out_buffers[8];    /* one per API_RETURN_* bit, NULL when not asked */
+    size_t *heads;         /* hs indices */
+    float *out_buffers[8]; /* one per API_RETURN_* bit, NULL when not asked */
     attn_input input;
     attn_output output;
 };
@@ -85,13 +85,11 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
                            attn_mask_kind mask, float scale, size_t *bytes);
 
 /* Checked size arithmetic: 0, or -1 when the result does not fit size_t. */
-static inline int api_size_mul(size_t a, size_t b, size_t *out)
-{
+static inline int api_size_mul(size_t a, size_t b, size_t *out) {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;
 }
 
-static inline int api_size_add(size_t a, size_t b, size_t *out)
-{
+static inline int api_size_add(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
 

@@ -28,8 +28,8 @@
 #include "api/response.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,8 +47,7 @@ typedef struct overflow_at {
 } overflow_at;
 
 static void append_per_head(api_buffer *b, const float *m, const size_t *heads, size_t hs,
-                            size_t rows, size_t cols, int null_masked, overflow_at *bad)
-{
+                            size_t rows, size_t cols, int null_masked, overflow_at *bad) {
     api_buffer_append(b, "[", 1);
     for (size_t i = 0; i < hs && !bad->at.found; i++) {
         if (i) api_buffer_append(b, ",", 1);
@@ -60,8 +59,7 @@ static void append_per_head(api_buffer *b, const float *m, const size_t *heads, 
 
 /* Index of the first value of m[0..count) that is NaN or ±inf — other than
  * −∞ when `masked_ok` — or count. One branch-free pass in the common case. */
-static size_t first_unsendable(const float *m, size_t count, int masked_ok)
-{
+static size_t first_unsendable(const float *m, size_t count, int masked_ok) {
     const uint32_t masked = masked_ok ? 0xff800000u : 0; /* −∞; 0 is finite, never matches */
     uint32_t any = 0;
     size_t i;
@@ -82,9 +80,7 @@ static size_t first_unsendable(const float *m, size_t count, int masked_ok)
 
 /* One output as a tensor object: [hs, rows, cols] per head, else [rows, cols]. */
 static void append_tensor(api_buffer *b, const float *m, const size_t *heads, size_t hs,
-                          int per_head, size_t rows, size_t cols, int masked_ok,
-                          overflow_at *bad)
-{
+                          int per_head, size_t rows, size_t cols, int masked_ok, overflow_at *bad) {
     size_t shape[3] = {hs, rows, cols}, count = rows * cols * (per_head ? hs : 1);
     size_t i = m ? first_unsendable(m, count, masked_ok) : count;
 
@@ -97,8 +93,7 @@ static void append_tensor(api_buffer *b, const float *m, const size_t *heads, si
     api_write_tensor(b, m, per_head ? shape : shape + 1, per_head ? 3 : 2);
 }
 
-static const char *mask_word(attn_mask_kind kind)
-{
+static const char *mask_word(attn_mask_kind kind) {
     switch (kind) {
     case ATTN_MASK_CAUSAL: return "causal";
     case ATTN_MASK_NONE: return "none";
@@ -117,35 +112,32 @@ static const char *mask_word(attn_mask_kind kind)
  */
 
 /* Characters of v in decimal. */
-static size_t decimal_width(size_t v)
-{
+static size_t decimal_width(size_t v) {
     size_t n = 1;
-    while (v >= 10) v /= 10, n++;
+    while (v >= 10)
+        v /= 10, n++;
     return n;
 }
 
 /* Sums into *total, refusing overflow: every term is added with this. */
-static int size_add(size_t *total, size_t a)
-{
+static int size_add(size_t *total, size_t a) {
     return api_size_add(*total, a, total);
 }
 
 /* [r0,r1,…] of `rows` rows of `cols` widest numbers each: 2 brackets a row,
  * cols − 1 commas, rows − 1 commas, 2 brackets. */
-static int matrix_bytes(size_t rows, size_t cols, size_t *bytes)
-{
+static int matrix_bytes(size_t rows, size_t cols, size_t *bytes) {
     size_t row, all;
     if (api_size_mul(cols, API_FLOAT_TEXT_WIDEST + 1, &row) < 0 || api_size_add(row, 1, &row) < 0 ||
-        (cols == 0 && api_size_add(row, 1, &row) < 0) ||
-        api_size_mul(rows, row + 1, &all) < 0 || api_size_add(all, rows ? 1 : 2, &all) < 0)
+        (cols == 0 && api_size_add(row, 1, &row) < 0) || api_size_mul(rows, row + 1, &all) < 0 ||
+        api_size_add(all, rows ? 1 : 2, &all) < 0)
         return -1;
     *bytes = all;
     return 0;
 }
 
 int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
-                           attn_mask_kind mask, float scale, size_t *bytes)
-{
+                           attn_mask_kind mask, float scale, size_t *bytes) {
     size_t n = req->n_tokens, dm = req->d_model, dh = w->d_head, total = 0, part;
     char num[API_FLOAT_TEXT_MAX];
     const struct {
@@ -170,8 +162,8 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
             decimal_width(dm) + strlen(",\"n_heads\":") + decimal_width(w->n_heads) +
             strlen(",\"d_head\":") + decimal_width(dh) + strlen(",\"mask\":\"") +
             strlen(mask_word(mask)) + strlen("\",\"scale\":") + api_float_format(num, scale);
-    if (req->tokens &&
-        (size_add(&total, strlen(",\"tokens\":")) < 0 || size_add(&total, req->tokens_json_bytes) < 0))
+    if (req->tokens && (size_add(&total, strlen(",\"tokens\":")) < 0 ||
+                        size_add(&total, req->tokens_json_bytes) < 0))
         return -1;
     /* ,"heads":[i,j,…] and the closing brace */
     if (size_add(&total, strlen(",\"heads\":[]}") + (hs ? hs - 1 : 0)) < 0) return -1;
@@ -205,8 +197,7 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
     return 0;
 }
 
-char *api_response_encode(const api_request *req, size_t *len, attn_error *err)
-{
+char *api_response_encode(const api_request *req, size_t *len, attn_error *err) {
     const attn_weights *w = req->input.weights;
     const attn_output *o = &req->output;
     size_t n = req->n_tokens, dm = req->d_model, hs = req->input.n_heads_out;
@@ -274,14 +265,13 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err)
             append_per_head(&b, outputs[i].data, req->heads, hs, n, outputs[i].cols,
                             outputs[i].bit == API_RETURN_SCORES, &bad);
         else
-            api_write_matrix(&b, outputs[i].data, n, outputs[i].cols, outputs[i].cols, 0,
-                             &bad.at);
+            api_write_matrix(&b, outputs[i].data, n, outputs[i].cols, outputs[i].cols, 0, &bad.at);
     }
     api_buffer_append_str(&b, "}");
     char *text = api_buffer_finish(&b, len);
     if (!text) {
         attn_error_set(err, 503, "out_of_memory", "",
-                      "memory for the response could not be had; retry later");
+                       "memory for the response could not be had; retry later");
         return NULL;
     }
     if (bad.at.found) {
@@ -289,14 +279,14 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err)
         int name_len = (int)strcspn(bad.output, "\"");
         if (bad.head != SIZE_MAX)
             attn_error_set(err, 422, "non_finite_number", "",
-                          "the result overflows float32: %.*s of head %zu, row %zu, column "
-                          "%zu is not finite; the embeddings or weights are too large",
-                          name_len, bad.output, bad.head, bad.at.row, bad.at.col);
+                           "the result overflows float32: %.*s of head %zu, row %zu, column "
+                           "%zu is not finite; the embeddings or weights are too large",
+                           name_len, bad.output, bad.head, bad.at.row, bad.at.col);
         else
             attn_error_set(err, 422, "non_finite_number", "",
-                          "the result overflows float32: %.*s row %zu, column %zu is not "
-                          "finite; the embeddings or weights are too large",
-                          name_len, bad.output, bad.at.row, bad.at.col);
+                           "the result overflows float32: %.*s row %zu, column %zu is not "
+                           "finite; the embeddings or weights are too large",
+                           name_len, bad.output, bad.at.row, bad.at.col);
         return NULL;
     }
     return text;

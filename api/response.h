@@ -4,8 +4,8 @@
 #ifndef API_RESPONSE_H
 #define API_RESPONSE_H
 
-#include <stddef.h>
 #include "api/request.h"
+#include <stddef.h>
 
 /*
  * Encodes the 200 body of a computed request: the fields of the contract's

@@ -25,27 +25,25 @@
 #include "api/matrix.h"
 
 _Static_assert(sizeof(float) == sizeof(uint32_t), "float32 is 4 bytes");
-#if !defined(__BYTE_ORDER__) || \
+#if !defined(__BYTE_ORDER__) ||                                                                    \
     (__BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ && __BYTE_ORDER__ != __ORDER_BIG_ENDIAN__)
 #error "tensor.c needs to know the byte order (__BYTE_ORDER__)"
 #endif
 
 /* 768 floats: 3072 bytes, 1024 base64 groups of 3 bytes. */
 #define CHUNK_FLOATS 768
-#define CHUNK_CHARS (CHUNK_FLOATS * 4 / 3 * 4)
+#define CHUNK_CHARS  (CHUNK_FLOATS * 4 / 3 * 4)
 
 _Static_assert(CHUNK_FLOATS * 4 % 3 == 0, "a part is whole base64 groups");
 
 static const char *const tensor_fields[] = {"dtype", "shape", "data"};
 
-int api_tensor_is(const json_t *v)
-{
+int api_tensor_is(const json_t *v) {
     return json_is_object(v);
 }
 
 /* The wire is little-endian; on a big-endian host each value is swapped. */
-static void from_little_endian(float *x, size_t n)
-{
+static void from_little_endian(float *x, size_t n) {
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
@@ -59,43 +57,40 @@ static void from_little_endian(float *x, size_t n)
 }
 
 static int parse_shape(const json_t *shape, size_t rank, const char *name, const char *path,
-                       api_tensor *t, attn_error *err)
-{
+                       api_tensor *t, attn_error *err) {
     char p[API_PATH_MAX], q[API_PATH_MAX];
     size_t n;
 
     api_path_key(p, sizeof p, path, "shape");
     if (!json_is_array(shape))
         return attn_error_set(err, 400, "wrong_type", p,
-                             "%s.shape is %s, expected an array of non-negative integers", name,
-                             api_json_type_name(shape));
+                              "%s.shape is %s, expected an array of non-negative integers", name,
+                              api_json_type_name(shape));
     n = json_array_size(shape);
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(shape, i);
         double d = json_is_number(e) ? json_number_value(e) : -1;
         if (!(d >= 0) || floor(d) != d) {
             api_path_index(q, sizeof q, p, i);
-            return attn_error_set(err, 400, "wrong_type", q,
-                                 "%s.shape[%zu] is %s, expected a non-negative integer", name, i,
-                                 json_is_number(e) ? "not a non-negative integer"
-                                                   : api_json_type_name(e));
+            return attn_error_set(
+                err, 400, "wrong_type", q, "%s.shape[%zu] is %s, expected a non-negative integer",
+                name, i, json_is_number(e) ? "not a non-negative integer" : api_json_type_name(e));
         }
         if (i < 2) t->shape[i] = d >= (double)SIZE_MAX ? SIZE_MAX : (size_t)d;
     }
     if (n != rank)
         return attn_error_set(err, 400, "wrong_type", p,
-                             rank == 2 ? "%s.shape has %zu dimensions; a matrix needs 2 "
-                                         "([rows, columns])"
-                                       : "%s.shape has %zu dimensions; a vector needs 1 ([n])",
-                             name, n);
+                              rank == 2 ? "%s.shape has %zu dimensions; a matrix needs 2 "
+                                          "([rows, columns])"
+                                        : "%s.shape has %zu dimensions; a vector needs 1 ([n])",
+                              name, n);
     t->rank = rank;
     if (rank == 1) t->shape[1] = 1;
     return 0;
 }
 
 int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char *path,
-                     api_tensor *t, attn_error *err)
-{
+                     api_tensor *t, attn_error *err) {
     char p[API_PATH_MAX];
     const char *key;
     json_t *value;
@@ -104,23 +99,23 @@ int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char 
 
     if (!json_is_object(v))
         return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected a tensor object",
-                             name, api_json_type_name(v));
+                              name, api_json_type_name(v));
     json_object_foreach((json_t *)v, key, value) {
         if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 && strcmp(key, "data") != 0) {
             api_path_key(p, sizeof p, path, key);
             return attn_error_set(err, 400, "unknown_field", p,
-                                 "unknown field \"%s\" in %s; a tensor object has exactly dtype, "
-                                 "shape and data",
-                                 key, name);
+                                  "unknown field \"%s\" in %s; a tensor object has exactly dtype, "
+                                  "shape and data",
+                                  key, name);
         }
     }
     for (size_t i = 0; i < 3; i++) {
         if (json_object_get(v, tensor_fields[i]) == NULL) {
             api_path_key(p, sizeof p, path, tensor_fields[i]);
             return attn_error_set(err, 400, "missing_field", p,
-                                 "%s has no %s; a tensor object has exactly dtype, shape and "
-                                 "data",
-                                 name, tensor_fields[i]);
+                                  "%s has no %s; a tensor object has exactly dtype, shape and "
+                                  "data",
+                                  name, tensor_fields[i]);
         }
     }
     dtype = json_object_get(v, "dtype");
@@ -128,25 +123,24 @@ int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char 
     if (!json_is_string(dtype)) {
         api_path_key(p, sizeof p, path, "dtype");
         return attn_error_set(err, 400, "wrong_type", p, "%s.dtype is %s, expected \"float32\"",
-                             name, api_json_type_name(dtype));
+                              name, api_json_type_name(dtype));
     }
     if (parse_shape(json_object_get(v, "shape"), rank, name, path, t, err) < 0) return -1;
     if (!json_is_string(data)) {
         api_path_key(p, sizeof p, path, "data");
-        return attn_error_set(err, 400, "wrong_type", p,
-                             "%s.data is %s, expected a base64 string", name,
-                             api_json_type_name(data));
+        return attn_error_set(err, 400, "wrong_type", p, "%s.data is %s, expected a base64 string",
+                              name, api_json_type_name(data));
     }
     if (json_string_length(dtype) != 7 || memcmp(json_string_value(dtype), "float32", 7) != 0) {
         api_path_key(p, sizeof p, path, "dtype");
         return attn_error_set(err, 422, "invalid_tensor", p,
-                             "%s.dtype is not supported; the only dtype is \"float32\"", name);
+                              "%s.dtype is not supported; the only dtype is \"float32\"", name);
     }
     if (__builtin_mul_overflow(t->shape[0], t->shape[1], &bytes) ||
         __builtin_mul_overflow(bytes, sizeof(float), &bytes)) {
         api_path_key(p, sizeof p, path, "shape");
         return attn_error_set(err, 422, "dimension_mismatch", p,
-                             "%s.shape describes more bytes than any data can hold", name);
+                              "%s.shape describes more bytes than any data can hold", name);
     }
     t->data = json_string_value(data);
     t->data_len = json_string_length(data);
@@ -155,8 +149,7 @@ int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char 
 
 /* Index of the first value that is NaN or ±inf, or n. The scan ORs a flag
  * per value so the common case is one pass without a branch per value. */
-static size_t first_nonfinite(const float *x, size_t n)
-{
+static size_t first_nonfinite(const float *x, size_t n) {
     uint32_t any = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
@@ -165,47 +158,45 @@ static size_t first_nonfinite(const float *x, size_t n)
     }
     if (!any) return n;
     size_t i = 0;
-    while (i < n && isfinite(x[i])) i++;
+    while (i < n && isfinite(x[i]))
+        i++;
     return i;
 }
 
 static int refuse_nonfinite(const api_tensor *t, const char *name, const char *path, float x,
-                            size_t index, attn_error *err)
-{
+                            size_t index, attn_error *err) {
     const char *what = isnan(x) ? "NaN" : x > 0 ? "+Infinity" : "-Infinity";
     if (t->rank == 1)
         return attn_error_set(err, 422, "non_finite_number", path,
-                             "%s element [%zu] is %s; values must be finite float32", name, index,
-                             what);
+                              "%s element [%zu] is %s; values must be finite float32", name, index,
+                              what);
     return attn_error_set(err, 422, "non_finite_number", path,
-                         "%s element [%zu][%zu] (value %zu of the data) is %s; values must be "
-                         "finite float32",
-                         name, index / t->shape[1], index % t->shape[1], index, what);
+                          "%s element [%zu][%zu] (value %zu of the data) is %s; values must be "
+                          "finite float32",
+                          name, index / t->shape[1], index % t->shape[1], index, what);
 }
 
 static int refuse_base64(const api_tensor *t, const char *name, const char *path, size_t at,
-                         attn_error *err)
-{
+                         attn_error *err) {
     char p[API_PATH_MAX];
     unsigned char c = at < t->data_len ? (unsigned char)t->data[at] : 0;
 
     api_path_key(p, sizeof p, path, "data");
     if (c >= 0x21 && c < 0x7f)
         return attn_error_set(err, 422, "invalid_tensor", p,
-                             "%s.data is not valid base64: '%c' at offset %zu (standard "
-                             "alphabet, '=' padding only at the end, canonical last group, "
-                             "no whitespace)",
-                             name, c, at);
+                              "%s.data is not valid base64: '%c' at offset %zu (standard "
+                              "alphabet, '=' padding only at the end, canonical last group, "
+                              "no whitespace)",
+                              name, c, at);
     return attn_error_set(err, 422, "invalid_tensor", p,
-                         "%s.data is not valid base64: byte 0x%02x at offset %zu (standard "
-                         "alphabet, '=' padding only at the end, no whitespace)",
-                         name, c, at);
+                          "%s.data is not valid base64: byte 0x%02x at offset %zu (standard "
+                          "alphabet, '=' padding only at the end, no whitespace)",
+                          name, c, at);
 }
 
 /* Decodes into contiguous dst (count values). */
 static int read_contiguous(const api_tensor *t, const char *name, const char *path, float *dst,
-                           size_t count, attn_error *err)
-{
+                           size_t count, attn_error *err) {
     size_t bad;
 
     if (api_base64_decode(dst, t->data, t->data_len, &bad) < 0)
@@ -218,8 +209,7 @@ static int read_contiguous(const api_tensor *t, const char *name, const char *pa
 
 /* Decodes into dst[r * ld + c] part by part (see the top of the file). */
 static int read_strided(const api_tensor *t, const char *name, const char *path, float *dst,
-                        size_t ld, attn_error *err)
-{
+                        size_t ld, attn_error *err) {
     float part[CHUNK_FLOATS];
     size_t cols = t->shape[1], r = 0, c = 0, done = 0;
 
@@ -243,9 +233,8 @@ static int read_strided(const api_tensor *t, const char *name, const char *path,
     return 0;
 }
 
-int api_tensor_read(const api_tensor *t, const char *name, const char *path, float *dst,
-                    size_t ld, attn_error *err)
-{
+int api_tensor_read(const api_tensor *t, const char *name, const char *path, float *dst, size_t ld,
+                    attn_error *err) {
     char p[API_PATH_MAX];
     size_t count = t->shape[0] * t->shape[1], bytes; /* checked by api_tensor_parse */
 
@@ -258,18 +247,18 @@ int api_tensor_read(const api_tensor *t, const char *name, const char *path, flo
         if (bad < t->data_len) return refuse_base64(t, name, path, bad, err);
         if (t->data_len % 4 != 0)
             return attn_error_set(err, 422, "invalid_tensor", p,
-                                 "%s.data is not valid base64: its length %zu is not a multiple "
-                                 "of 4 (padding with '=' is required)",
-                                 name, t->data_len);
+                                  "%s.data is not valid base64: its length %zu is not a multiple "
+                                  "of 4 (padding with '=' is required)",
+                                  name, t->data_len);
         if (t->rank == 1)
             return attn_error_set(err, 422, "dimension_mismatch", p,
-                                 "%s.data decodes to %zu bytes; shape [%zu] needs %zu (4 bytes "
-                                 "a float32)",
-                                 name, bytes, t->shape[0], count * sizeof(float));
+                                  "%s.data decodes to %zu bytes; shape [%zu] needs %zu (4 bytes "
+                                  "a float32)",
+                                  name, bytes, t->shape[0], count * sizeof(float));
         return attn_error_set(err, 422, "dimension_mismatch", p,
-                             "%s.data decodes to %zu bytes; shape [%zu, %zu] needs %zu (4 bytes "
-                             "a float32)",
-                             name, bytes, t->shape[0], t->shape[1], count * sizeof(float));
+                              "%s.data decodes to %zu bytes; shape [%zu, %zu] needs %zu (4 bytes "
+                              "a float32)",
+                              name, bytes, t->shape[0], t->shape[1], count * sizeof(float));
     }
     if (t->rank == 1 || ld == t->shape[1]) return read_contiguous(t, name, path, dst, count, err);
     return read_strided(t, name, path, dst, ld, err);

@@ -56,7 +56,7 @@ int api_tensor_parse(const json_t *v, size_t rank, const char *name, const char 
 /* Decodes a parsed tensor into dst[r * ld + c] (rank 1: dst[i]; dst is
  * caller-owned, ld >= cols), checking the data against the shape and every
  * value for finiteness. On failure dst holds garbage. */
-int api_tensor_read(const api_tensor *t, const char *name, const char *path, float *dst,
-                    size_t ld, attn_error *err);
+int api_tensor_read(const api_tensor *t, const char *name, const char *path, float *dst, size_t ld,
+                    attn_error *err);
 
 #endif

@@ -27,8 +27,8 @@
 
 /* The block of task t: head i (listed first at position j, SIZE_MAX when
  * only ΔE needs it), rows r0 … r0+rb, with the scratch given. */
-static attn_block block_make(const attn_plan *pl, const attn_call *c, size_t i, size_t j,
-                             size_t r0, attn_scratch scratch) {
+static attn_block block_make(const attn_plan *pl, const attn_call *c, size_t i, size_t j, size_t r0,
+                             attn_scratch scratch) {
     const attn_sizes *sz = &pl->sz;
     const attn_output *out = &pl->out;
     const size_t nsq = sz->n * sz->n, ndh = sz->n * sz->dh;

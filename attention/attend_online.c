@@ -38,16 +38,16 @@ static int online_block(const attn_plan *pl, const attn_block *b) {
         size_t kb = attn_min(ATTN_BLOCK_K, b->kend - k0);
         /* T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ;  (m, n, k) = (rb, kb, dh) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kb, (int)sz->dh,
-                    pl->in->scale, b->q + r0 * sz->ld, (int)sz->ld, b->k + k0 * sz->ld,
-                    (int)sz->ld, 0.0f, t, (int)ldt);
+                    pl->in->scale, b->q + r0 * sz->ld, (int)sz->ld, b->k + k0 * sz->ld, (int)sz->ld,
+                    0.0f, t, (int)ldt);
         if (attn_mask_tile(t, ldt, &pl->in->mask, n, r0, rb, k0, kb)) return ATTN_FAIL_NONFINITE;
         /* Turns T into weights over the running sum and rescales zr to it,
          * before T·V adds to it. */
         attn_softmax_online(t, ldt, m, l, zr, b->ldz, sz->dh, rb, kb, r0, k0, causal);
         /* Z[r0:r1] (+)= T · V_i[k0:k1];  (m, n, k) = (rb, dh, kb); the first
          * key block overwrites what the caller's buffer held. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)sz->dh, (int)kb,
-                    1.0f, t, (int)ldt, b->v + k0 * sz->ld, (int)sz->ld, k0 == 0 ? 0.0f : 1.0f, zr,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)sz->dh, (int)kb, 1.0f,
+                    t, (int)ldt, b->v + k0 * sz->ld, (int)sz->ld, k0 == 0 ? 0.0f : 1.0f, zr,
                     (int)b->ldz);
     }
     return 0;

@@ -81,9 +81,9 @@ typedef struct attn_input {
     const float *embeddings; /* n × dm */
     size_t n_tokens;
     attn_mask mask;
-    float scale;             /* multiplies Q·Kᵀ; usually 1/sqrt(dh) */
-    const size_t *heads;     /* indices into 0 … h-1; may be NULL when n_heads_out == 0 */
-    size_t n_heads_out;      /* called hs below */
+    float scale;         /* multiplies Q·Kᵀ; usually 1/sqrt(dh) */
+    const size_t *heads; /* indices into 0 … h-1; may be NULL when n_heads_out == 0 */
+    size_t n_heads_out;  /* called hs below */
 } attn_input;
 
 /*
@@ -154,8 +154,7 @@ extern const char ATTN_ERR_STOPPED[];   /* "stopped": the runner's stop said so
  * are: a finite input whose scores overflow is ATTN_ERR_NONFINITE, never a
  * silently masked key.
  */
-int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in,
-                 attn_error *err);
+int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *in, attn_error *err);
 
 /*
  * An optional way to run independent tasks on several threads, given by the

@@ -75,17 +75,13 @@ static int sizes_make(attn_sizes *sz, size_t n, size_t dm, size_t h, size_t dh, 
 /* *bytes = the size of slice s; -1 on overflow. */
 static int slice_bytes(size_t *bytes, int s, const attn_sizes *sz) {
     switch (s) {
-    case WS_QKV:
-        return floats_bytes(bytes, sz->n, sz->ld);
-    case WS_ROWS:
-        return floats_bytes(bytes, sz->bq, sz->n);
+    case WS_QKV: return floats_bytes(bytes, sz->n, sz->ld);
+    case WS_ROWS: return floats_bytes(bytes, sz->bq, sz->n);
     case WS_TILE:
         *bytes = (sz->bq * sz->bk + 2 * sz->bq) * sizeof(float); /* small constants */
         return 0;
-    case WS_Z:
-        return floats_bytes(bytes, sz->n, sz->hd);
-    case WS_SLOT:
-        return size_mul(bytes, sz->h, 2 * sizeof(size_t));
+    case WS_Z: return floats_bytes(bytes, sz->n, sz->hd);
+    case WS_SLOT: return size_mul(bytes, sz->h, 2 * sizeof(size_t));
     }
     return -1;
 }

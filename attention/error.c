@@ -15,14 +15,14 @@
 /* Length of the valid UTF-8 sequence starting at s (at most `left` bytes),
  * or 0 when the bytes there are not one. Rejects overlong forms, surrogates
  * and code points above U+10FFFF. */
-static size_t utf8_sequence_length(const unsigned char *s, size_t left)
-{
+static size_t utf8_sequence_length(const unsigned char *s, size_t left) {
     unsigned c = s[0];
     size_t need;
     unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
 
     if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
         need = 3;
         if (c == 0xE0) lo = 0xA0;
@@ -41,8 +41,7 @@ static size_t utf8_sequence_length(const unsigned char *s, size_t left)
 }
 
 /* Drops an incomplete character at the end of s (left by a cut). */
-static void utf8_cut_tail(char *s)
-{
+static void utf8_cut_tail(char *s) {
     size_t len = strlen(s), start = len, back = 0;
 
     while (start > 0 && back < 4 && ((unsigned char)s[start - 1] & 0xC0) == 0x80) {
@@ -57,8 +56,7 @@ static void utf8_cut_tail(char *s)
 }
 
 /* Replaces every byte that does not start a valid sequence with '?'. */
-static void utf8_sanitize(char *s)
-{
+static void utf8_sanitize(char *s) {
     size_t len = strlen(s);
 
     for (size_t i = 0; i < len;) {
@@ -71,8 +69,7 @@ static void utf8_sanitize(char *s)
     }
 }
 
-static void copy_text(char *dst, size_t cap, const char *src)
-{
+static void copy_text(char *dst, size_t cap, const char *src) {
     size_t len = strlen(src);
 
     if (len >= cap) {
@@ -85,9 +82,8 @@ static void copy_text(char *dst, size_t cap, const char *src)
     utf8_sanitize(dst);
 }
 
-int attn_error_set(attn_error *err, int status, const char *code, const char *path,
-                   const char *fmt, ...)
-{
+int attn_error_set(attn_error *err, int status, const char *code, const char *path, const char *fmt,
+                   ...) {
     va_list ap;
     int n;
 
@@ -97,15 +93,16 @@ int attn_error_set(attn_error *err, int status, const char *code, const char *pa
     va_start(ap, fmt);
     n = vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
-    if (n < 0) err->message[0] = '\0';
-    else if ((size_t)n >= sizeof err->message) utf8_cut_tail(err->message);
+    if (n < 0)
+        err->message[0] = '\0';
+    else if ((size_t)n >= sizeof err->message)
+        utf8_cut_tail(err->message);
     utf8_sanitize(err->message);
     copy_text(err->path, sizeof err->path, path ? path : "");
     return -1;
 }
 
-void attn_error_sanitize(attn_error *err)
-{
+void attn_error_sanitize(attn_error *err) {
     err->message[sizeof err->message - 1] = '\0';
     err->path[sizeof err->path - 1] = '\0';
     utf8_sanitize(err->message);

@@ -19,15 +19,15 @@ typedef struct attn_error {
     int status;       /* HTTP status, e.g. 422; 0 where HTTP does not apply */
     const char *code; /* static string, e.g. "dimension_mismatch" */
     char message[1024];
-    char path[256];   /* JSON Pointer, RFC 6901; "" for none */
+    char path[256]; /* JSON Pointer, RFC 6901; "" for none */
 } attn_error;
 
 /* Fills *err (a no-op when err is NULL). `path` may be NULL or "" for none;
  * the message is printf-style. Over-long texts are cut (at a UTF-8
  * character boundary). Returns -1, so a caller can write
  * `return attn_error_set(...)`. */
-int attn_error_set(attn_error *err, int status, const char *code, const char *path,
-                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int attn_error_set(attn_error *err, int status, const char *code, const char *path, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
 
 /* Makes message and path NUL-terminated valid UTF-8, for a value that
  * may have been filled by hand. */

@@ -59,9 +59,7 @@ int attn_mask_tile(float *s, size_t lds, const attn_mask *mask, size_t n, size_t
         float *sr = s + r * lds;
         size_t q = q0 + r;
         switch (mask->kind) {
-        case ATTN_MASK_NONE:
-            bad |= any_not_finite(sr, cols);
-            break;
+        case ATTN_MASK_NONE: bad |= any_not_finite(sr, cols); break;
         case ATTN_MASK_CAUSAL: {
             size_t len = causal_len(q, k0, cols);
             bad |= any_not_finite(sr, len);
@@ -108,8 +106,8 @@ void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t
 }
 
 /* t: rows × cols (stride ldt), m, l: rows, z: rows × dh (stride ldz) */
-void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz,
-                         size_t dh, size_t rows, size_t cols, size_t q0, size_t k0, int causal) {
+void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz, size_t dh,
+                         size_t rows, size_t cols, size_t q0, size_t k0, int causal) {
     for (size_t r = 0; r < rows; r++) {
         float *tr = t + r * ldt;
         size_t len = causal ? causal_len(q0 + r, k0, cols) : cols;

@@ -55,7 +55,7 @@ void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t
  * read). The caller then adds t · V_tile to z, which leaves z the average
  * over every key seen: no final division.
  */
-void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz,
-                         size_t dh, size_t rows, size_t cols, size_t q0, size_t k0, int causal);
+void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz, size_t dh,
+                         size_t rows, size_t cols, size_t q0, size_t k0, int causal);
 
 #endif

@@ -18,12 +18,9 @@
 
 static int allowed(const attn_mask *m, size_t n, size_t q, size_t k) {
     switch (m->kind) {
-    case ATTN_MASK_CAUSAL:
-        return k <= q;
-    case ATTN_MASK_NONE:
-        return 1;
-    case ATTN_MASK_CUSTOM:
-        return m->allowed[q * n + k] != 0;
+    case ATTN_MASK_CAUSAL: return k <= q;
+    case ATTN_MASK_NONE: return 1;
+    case ATTN_MASK_CUSTOM: return m->allowed[q * n + k] != 0;
     }
     return 0;
 }

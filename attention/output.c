@@ -25,8 +25,8 @@ static void output_task(void *arg, size_t t, attn_workspace *ws) {
     attn_tiling_tile(&c->tiles, t, &r0, &rb, &c0, &cb);
     float *d = c->d + r0 * sz->dm + c0;
     if (w->w_o) /* (m, n, k) = (rb, cb, hd) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)sz->hd,
-                    1.0f, c->zall + r0 * sz->hd, (int)sz->hd, w->w_o + c0, (int)sz->dm, 0.0f, d,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)sz->hd, 1.0f,
+                    c->zall + r0 * sz->hd, (int)sz->hd, w->w_o + c0, (int)sz->dm, 0.0f, d,
                     (int)sz->dm);
     if (w->b_o) attn_add_bias_rows(d, w->b_o + c0, rb, cb, sz->dm);
     float *e = c->pl->out.embeddings;

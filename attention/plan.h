@@ -80,8 +80,8 @@ enum {
 typedef struct attn_plan {
     const attn_input *in;
     attn_sizes sz;
-    attn_output out;        /* the caller's; per-head outputs NULL when no head is listed */
-    attn_stage stage;       /* the last stage computed */
+    attn_output out;  /* the caller's; per-head outputs NULL when no head is listed */
+    attn_stage stage; /* the last stage computed */
     attn_path path;
     unsigned parts;         /* ATTN_PART_*: the projections needed */
     size_t bytes[WS_COUNT]; /* slice sizes; 0 = slice not needed */

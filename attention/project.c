@@ -40,8 +40,8 @@ static void project_block(const attn_plan *pl, float *qkv, size_t col) {
     const attn_weights *w = pl->in->weights;
     /* (m, n, k) = (n, dh, dm) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)sz->n, (int)sz->dh, (int)sz->dm,
-                1.0f, pl->in->embeddings, (int)sz->dm, w->w_qkv + col, (int)sz->ld, 0.0f,
-                qkv + col, (int)sz->ld);
+                1.0f, pl->in->embeddings, (int)sz->dm, w->w_qkv + col, (int)sz->ld, 0.0f, qkv + col,
+                (int)sz->ld);
     if (w->b_qkv) attn_add_bias_rows(qkv + col, w->b_qkv + col, sz->n, sz->dh, sz->ld);
 }
 

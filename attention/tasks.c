@@ -46,8 +46,7 @@ attn_tiling attn_tiling_make(size_t rows, size_t cols) {
 
 int attn_run(attn_call *c, attn_task_fn task, size_t count) {
     const attn_runner *runner = c->runner;
-    if (runner && runner->stop && runner->stop(runner->ctx))
-        attn_call_fail(c, ATTN_FAIL_STOPPED);
+    if (runner && runner->stop && runner->stop(runner->ctx)) attn_call_fail(c, ATTN_FAIL_STOPPED);
     if (atomic_load(&c->rc)) return atomic_load(&c->rc);
     if (runner && count > 1)
         runner->run(runner->ctx, task, c, count);

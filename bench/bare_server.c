@@ -39,8 +39,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         *upload_size = 0;
         return MHD_YES;
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof answer - 1, (void *)answer,
-                                                             MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof answer - 1, (void *)answer, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -60,10 +60,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 2;
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)atoi(argv[1]), NULL, NULL,
-        on_access, NULL, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, NULL, MHD_OPTION_END);
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)atoi(argv[1]),
+                         NULL, NULL, on_access, NULL, MHD_OPTION_THREAD_POOL_SIZE, threads,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "bare_server: cannot listen on port %s\n", argv[1]);
         return 1;

@@ -93,8 +93,8 @@ typedef struct lat_row {
     double t[C_COUNT]; /* medians, seconds per call */
     double peak;       /* GFLOP/s of the 2048³ sgemm on 2 threads, same samples */
     double flops;
-    double helpers;    /* accepted per split call */
-    int same;          /* split bits == 1-worker bits */
+    double helpers; /* accepted per split call */
+    int same;       /* split bits == 1-worker bits */
 } lat_row;
 
 /* Measures one shape: appends one row per output set to rows. */

@@ -38,8 +38,7 @@ typedef struct body {
     size_t len, cap;
 } body;
 
-static void put(body *b, const char *s)
-{
+static void put(body *b, const char *s) {
     size_t n = strlen(s);
     if (b->len + n + 1 > b->cap) {
         b->cap = (b->len + n + 1) * 2;
@@ -53,8 +52,7 @@ static void put(body *b, const char *s)
 /* `head`, then `item` joined by `sep` while the body stays under `size`
  * less the room `tail` needs, then `tail`. */
 static void fill(body *b, size_t size, const char *head, const char *item, const char *sep,
-                 const char *tail)
-{
+                 const char *tail) {
     put(b, head);
     size_t step = strlen(item) + strlen(sep), end = strlen(tail);
     for (int first = 1; b->len + step + end <= size; first = 0) {
@@ -65,12 +63,13 @@ static void fill(body *b, size_t size, const char *head, const char *item, const
 }
 
 /* A mask of n × n `cell`s with n embeddings rows: n as large as fits. */
-static void mask_body(body *b, size_t size, const char *cell, const char *last)
-{
+static void mask_body(body *b, size_t size, const char *cell, const char *last) {
     size_t w = strlen(cell) + 1, n = 1;
-    while ((n + 1) * (n + 1) * w + (n + 1) * 8 < size) n++;
+    while ((n + 1) * (n + 1) * w + (n + 1) * 8 < size)
+        n++;
     put(b, "{\"model\":\"m\",\"embeddings\":[");
-    for (size_t i = 0; i < n; i++) put(b, i ? ",[0]" : "[0]");
+    for (size_t i = 0; i < n; i++)
+        put(b, i ? ",[0]" : "[0]");
     put(b, "],\"mask\":[");
     for (size_t q = 0; q < n; q++) {
         put(b, q ? ",[" : "[");
@@ -87,18 +86,19 @@ static void mask_body(body *b, size_t size, const char *cell, const char *last)
  * rows, max_heads heads of inline weights, select_heads of every head,
  * the per-head outputs that fit the response limit, tensor objects among
  * the arrays; the rest of the size as embeddings width. */
-static void legit_body(body *b, size_t size)
-{
+static void legit_body(body *b, size_t size) {
     size_t n = defaults.max_tokens, h = defaults.max_heads, dm = 1, dh = 1;
     char num[64];
     /* about 4 bytes a number of embeddings, 7 a weight row of w_q, w_k, w_v,
      * 6 a number of w_o; the n² cells of a custom mask would not fit */
-    while ((n * (dm + 1) * 4 + 4 * h * dm * 4) < size * 9 / 10) dm++;
+    while ((n * (dm + 1) * 4 + 4 * h * dm * 4) < size * 9 / 10)
+        dm++;
     dm--;
     put(b, "{\"embeddings\":[");
     for (size_t i = 0; i < n; i++) {
         put(b, i ? ",[" : "[");
-        for (size_t c = 0; c < dm; c++) put(b, c ? ",0.5" : "0.5");
+        for (size_t c = 0; c < dm; c++)
+            put(b, c ? ",0.5" : "0.5");
         put(b, "]");
     }
     put(b, "],\"tokens\":[");
@@ -111,7 +111,8 @@ static void legit_body(body *b, size_t size)
         snprintf(num, sizeof num, "%s%zu", i ? "," : "", h - 1 - i);
         put(b, num);
     }
-    put(b, "],\"return\":[\"q\",\"k\",\"v\",\"head_outputs\"],\"mask\":\"causal\",\"weights\":{\"heads\":[");
+    put(b, "],\"return\":[\"q\",\"k\",\"v\",\"head_outputs\"],\"mask\":\"causal\",\"weights\":{"
+           "\"heads\":[");
     for (size_t i = 0; i < h; i++) {
         put(b, i ? ",{" : "{");
         const char *names[] = {"w_q", "w_k", "w_v"};
@@ -120,7 +121,8 @@ static void legit_body(body *b, size_t size)
             put(b, num);
             for (size_t r = 0; r < dm; r++) {
                 put(b, r ? ",[" : "[");
-                for (size_t c = 0; c < dh; c++) put(b, c ? ",0.25" : "0.25");
+                for (size_t c = 0; c < dh; c++)
+                    put(b, c ? ",0.25" : "0.25");
                 put(b, "]");
             }
             put(b, "]");
@@ -130,7 +132,8 @@ static void legit_body(body *b, size_t size)
     put(b, "],\"w_o\":[");
     for (size_t r = 0; r < h * dh; r++) {
         put(b, r ? ",[" : "[");
-        for (size_t c = 0; c < dm; c++) put(b, c ? ",0.125" : "0.125");
+        for (size_t c = 0; c < dm; c++)
+            put(b, c ? ",0.125" : "0.125");
         put(b, "]");
     }
     put(b, "]}}");
@@ -160,8 +163,7 @@ static const shape shapes[] = {
     {"largest_accepted", "accepted: max_tokens tokens and rows, max_heads inline heads"},
 };
 
-static void build(body *b, const char *name, size_t size)
-{
+static void build(body *b, const char *name, size_t size) {
     const char *pre = "{\"model\":\"m\",\"embeddings\":[[0]],";
     char head[128];
     if (!strcmp(name, "tokens_objects")) {
@@ -192,8 +194,10 @@ static void build(body *b, const char *name, size_t size)
         fill(b, size, head, "[]", ",", "]}");
     } else if (!strcmp(name, "nested")) {
         char item[128] = "";
-        for (int d = 0; d < 30; d++) strcat(item, "[");
-        for (int d = 0; d < 30; d++) strcat(item, "]");
+        for (int d = 0; d < 30; d++)
+            strcat(item, "[");
+        for (int d = 0; d < 30; d++)
+            strcat(item, "]");
         snprintf(head, sizeof head, "%s\"x\":[", pre);
         fill(b, size, head, item, ",", "]}");
     } else if (!strcmp(name, "short_strings")) {
@@ -214,7 +218,8 @@ static void build(body *b, const char *name, size_t size)
         put(b, "{\"model\":\"m\",\"embeddings\":[");
         for (size_t i = 0; i < n; i++) {
             put(b, i ? ",[" : "[");
-            for (size_t c = 0; c < dm - 1; c++) put(b, c ? ",0" : "0");
+            for (size_t c = 0; c < dm - 1; c++)
+                put(b, c ? ",0" : "0");
             put(b, "]");
         }
         put(b, "]}");
@@ -223,7 +228,8 @@ static void build(body *b, const char *name, size_t size)
         char *t = malloc(str + 4);
         memset(t + 1, 'x', str), t[0] = '"', t[str + 1] = '"', t[str + 2] = '\0';
         put(b, "{\"model\":\"m\",\"embeddings\":[");
-        for (size_t i = 0; i < n; i++) put(b, i ? ",[0]" : "[0]");
+        for (size_t i = 0; i < n; i++)
+            put(b, i ? ",[0]" : "[0]");
         put(b, "],\"tokens\":[");
         for (size_t i = 0; i < n; i++) {
             if (i) put(b, ",");
@@ -238,8 +244,7 @@ static void build(body *b, const char *name, size_t size)
     }
 }
 
-static long status_kb(const char *field)
-{
+static long status_kb(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     long kb = -1;
@@ -251,8 +256,7 @@ static long status_kb(const char *field)
 }
 
 /* In a child: decode, and write "growth_kB status code path" to fd. */
-static void measure(const body *b, int fd)
-{
+static void measure(const body *b, int fd) {
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f || fputs("5", f) < 0 || fclose(f) != 0) _exit(2);
     long before = status_kb("VmRSS:");
@@ -263,19 +267,23 @@ static void measure(const body *b, int fd)
     long peak = status_kb("VmHWM:");
     char out[512];
     int n = snprintf(out, sizeof out, "%ld %d %s %s", peak - before, rc == 0 ? 200 : err.status,
-                     rc == 0 ? "ok" : err.code, rc == 0 ? "-" : err.path[0] ? err.path : "\"\"");
+                     rc == 0 ? "ok" : err.code,
+                     rc == 0       ? "-"
+                     : err.path[0] ? err.path
+                                   : "\"\"");
     if (write(fd, out, (size_t)n) != n) _exit(3);
     api_request_free(req);
     _exit(0);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     size_t mib = 64;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) only = argv[++i];
+        if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+            mib = strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc)
+            only = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--mib N] [--shape NAME]\n", argv[0]);
             return 2;

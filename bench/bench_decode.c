@@ -41,29 +41,25 @@
 #include "api/float_format.h"
 #include "api/request.h"
 
-static double now(void)
-{
+static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
-{
+static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static uint64_t rng_state = 42;
 
-static float rnd(float amp)
-{
+static float rnd(float amp) {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
     return amp * ((float)(rng_state >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
 }
@@ -76,8 +72,7 @@ typedef struct text {
     size_t count, at_cap;
 } text;
 
-static void put(text *t, const char *s, size_t n)
-{
+static void put(text *t, const char *s, size_t n) {
     if (t->len + n + 1 > t->cap) {
         t->cap = (t->len + n + 1) * 2;
         t->buf = realloc(t->buf, t->cap);
@@ -88,13 +83,11 @@ static void put(text *t, const char *s, size_t n)
     t->buf[t->len] = '\0';
 }
 
-static void puts_(text *t, const char *s)
-{
+static void puts_(text *t, const char *s) {
     put(t, s, strlen(s));
 }
 
-static void put_number(text *t, float f)
-{
+static void put_number(text *t, float f) {
     char b[32];
     size_t n = api_float_format(b, f);
     if (t->count == t->at_cap) {
@@ -106,8 +99,7 @@ static void put_number(text *t, float f)
     put(t, b, n);
 }
 
-static void put_matrix(text *t, size_t rows, size_t cols, float amp)
-{
+static void put_matrix(text *t, size_t rows, size_t cols, float amp) {
     puts_(t, "[");
     for (size_t r = 0; r < rows; r++) {
         puts_(t, r ? ",[" : "[");
@@ -120,8 +112,7 @@ static void put_matrix(text *t, size_t rows, size_t cols, float amp)
     puts_(t, "]");
 }
 
-static void put_vector(text *t, size_t n, float amp)
-{
+static void put_vector(text *t, size_t n, float amp) {
     puts_(t, "[");
     for (size_t c = 0; c < n; c++) {
         if (c) puts_(t, ",");
@@ -132,15 +123,13 @@ static void put_vector(text *t, size_t n, float amp)
 
 enum { DM = 768, H = 12, DH = 64 };
 
-static void body_embeddings(text *t)
-{
+static void body_embeddings(text *t) {
     puts_(t, "{\"model\":\"gpt2-small-shape\",\"embeddings\":");
     put_matrix(t, 1024, DM, 1.0f);
     puts_(t, "}");
 }
 
-static void body_weights(text *t)
-{
+static void body_weights(text *t) {
     puts_(t, "{\"embeddings\":");
     put_matrix(t, 128, DM, 1.0f);
     puts_(t, ",\"weights\":{\"heads\":[");
@@ -168,8 +157,7 @@ static void body_weights(text *t)
 
 /* ---- the old way: a jansson tree, every number read out of it ------------- */
 
-static size_t numbers_in(const json_t *v, float *sink)
-{
+static size_t numbers_in(const json_t *v, float *sink) {
     size_t n = 0;
     if (json_is_array(v)) {
         for (size_t i = 0; i < json_array_size(v); i++)
@@ -177,7 +165,8 @@ static size_t numbers_in(const json_t *v, float *sink)
     } else if (json_is_object(v)) {
         const char *k;
         json_t *x;
-        json_object_foreach((json_t *)v, k, x) n += numbers_in(x, sink);
+        json_object_foreach((json_t *)v, k, x)
+            n += numbers_in(x, sink);
     } else if (json_is_number(v)) {
         *sink += (float)json_number_value(v);
         n = 1;
@@ -185,8 +174,7 @@ static size_t numbers_in(const json_t *v, float *sink)
     return n;
 }
 
-static size_t heap_in_use(void)
-{
+static size_t heap_in_use(void) {
     struct mallinfo2 mi = mallinfo2();
     return mi.uordblks + mi.hblkhd;
 }
@@ -203,8 +191,7 @@ static const char *const m_name[M_COUNT] = {
     "api_request_decode (lifted arrays + jansson for the rest)", "api_arrays_lift alone",
     "jansson json_loadb + reading every number", "strtof loop over the numbers alone"};
 
-static void run(const char *name, text *t, int runs)
-{
+static void run(const char *name, text *t, int runs) {
     double sec[M_COUNT][16];
     float sink = 0;
     size_t tree_bytes = 0;
@@ -241,8 +228,8 @@ static void run(const char *name, text *t, int runs)
         malloc_trim(0);
     }
     double mb = (double)t->len / 1e6, base = median(sec[M_JANSSON], runs);
-    printf("\n%s: %.1f MB of JSON, %zu numbers (%.1f bytes a number); median of %d runs\n\n",
-           name, mb, t->count, (double)t->len / (double)t->count, runs);
+    printf("\n%s: %.1f MB of JSON, %zu numbers (%.1f bytes a number); median of %d runs\n\n", name,
+           mb, t->count, (double)t->len / (double)t->count, runs);
     printf("| method | ms | MB/s | vs jansson |\n|---|---|---|---|\n");
     for (int m = 0; m < M_COUNT; m++) {
         double s = median(sec[m], runs);
@@ -256,8 +243,7 @@ static void run(const char *name, text *t, int runs)
 
 /* The embeddings of body_embeddings as {"dtype","shape","data"}; the
  * floats in *values (caller frees). */
-static void body_base64(text *t, float **values)
-{
+static void body_base64(text *t, float **values) {
     size_t n = (size_t)1024 * DM, len = 0;
     float *v = malloc(n * sizeof *v);
     if (!v || api_base64_encoded_length(n * sizeof *v, &len) != 0) exit(1);
@@ -266,19 +252,19 @@ static void body_base64(text *t, float **values)
     char *b64 = malloc(len);
     if (!b64) exit(1);
     api_base64_encode(b64, v, n * sizeof *v);
-    puts_(t, "{\"model\":\"gpt2-small-shape\",\"embeddings\":{\"dtype\":\"float32\",\"shape\":[1024,768],\"data\":\"");
+    puts_(t, "{\"model\":\"gpt2-small-shape\",\"embeddings\":{\"dtype\":\"float32\",\"shape\":["
+             "1024,768],\"data\":\"");
     put(t, b64, len);
     puts_(t, "\"}}");
     free(b64);
     *values = v;
 }
 
-static void run_base64(text *t, int runs)
-{
+static void run_base64(text *t, int runs) {
     enum { B_REQUEST, B_JANSSON, B_BASE64, B_COUNT };
-    static const char *const names[B_COUNT] = {
-        "api_request_decode", "jansson json_loadb alone (no number to read)",
-        "api_base64_decode of the data alone"};
+    static const char *const names[B_COUNT] = {"api_request_decode",
+                                               "jansson json_loadb alone (no number to read)",
+                                               "api_base64_decode of the data alone"};
     double sec[B_COUNT][16];
     const char *data = strstr(t->buf, "\"data\":\"") + 8;
     size_t data_len = (size_t)(strrchr(t->buf, '"') - data);
@@ -309,7 +295,8 @@ static void run_base64(text *t, int runs)
     }
     double mb = (double)t->len / 1e6, base = median(sec[B_JANSSON], runs);
     printf("\nembeddings as a base64 tensor (GPT-2, n = 1024, model by name): %.1f MB of JSON; "
-           "median of %d runs\n\n", mb, runs);
+           "median of %d runs\n\n",
+           mb, runs);
     printf("| method | ms | MB/s | vs jansson |\n|---|---|---|---|\n");
     for (int m = 0; m < B_COUNT; m++) {
         double s = median(sec[m], runs);
@@ -318,8 +305,7 @@ static void run_base64(text *t, int runs)
     free(out);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     int runs = argc > 1 && !strcmp(argv[1], "--quick") ? 3 : 7;
     text e = {0}, w = {0};
     body_embeddings(&e);

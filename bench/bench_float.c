@@ -28,15 +28,13 @@
 
 enum { CHUNK = 1000000 };
 
-static double now(void)
-{
+static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
+static uint64_t splitmix64(uint64_t *s) {
     uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -46,8 +44,7 @@ static uint64_t splitmix64(uint64_t *s)
 /* Each returns the bytes written, so that the work cannot be optimised away. */
 typedef size_t (*method_fn)(char *out, const float *x, size_t n);
 
-static size_t run_fast(char *out, const float *x, size_t n)
-{
+static size_t run_fast(char *out, const float *x, size_t n) {
     char *o = out;
     for (size_t i = 0; i < n; i++) {
         o += api_float_format(o, x[i]);
@@ -56,8 +53,7 @@ static size_t run_fast(char *out, const float *x, size_t n)
     return (size_t)(o - out);
 }
 
-static size_t run_naive(char *out, const float *x, size_t n)
-{
+static size_t run_naive(char *out, const float *x, size_t n) {
     char *o = out;
     for (size_t i = 0; i < n; i++) {
         o += api_float_format_naive(o, x[i]);
@@ -66,8 +62,7 @@ static size_t run_naive(char *out, const float *x, size_t n)
     return (size_t)(o - out);
 }
 
-static size_t run_snprintf(char *out, const float *x, size_t n)
-{
+static size_t run_snprintf(char *out, const float *x, size_t n) {
     char *o = out;
     for (size_t i = 0; i < n; i++) {
         o += snprintf(o, API_FLOAT_TEXT_MAX, "%.9g", (double)x[i]);
@@ -79,8 +74,7 @@ static size_t run_snprintf(char *out, const float *x, size_t n)
 /* jansson: arrays built once (not timed), dumped per run. */
 static json_t **jansson_arrays;
 
-static void jansson_build(const float *x, size_t n)
-{
+static void jansson_build(const float *x, size_t n) {
     size_t chunks = (n + CHUNK - 1) / CHUNK;
     jansson_arrays = calloc(chunks, sizeof *jansson_arrays);
     for (size_t c = 0; c < chunks; c++) {
@@ -91,14 +85,13 @@ static void jansson_build(const float *x, size_t n)
     }
 }
 
-static void jansson_free(size_t n)
-{
-    for (size_t c = 0; c < (n + CHUNK - 1) / CHUNK; c++) json_decref(jansson_arrays[c]);
+static void jansson_free(size_t n) {
+    for (size_t c = 0; c < (n + CHUNK - 1) / CHUNK; c++)
+        json_decref(jansson_arrays[c]);
     free(jansson_arrays);
 }
 
-static size_t run_jansson(char *out, const float *x, size_t n)
-{
+static size_t run_jansson(char *out, const float *x, size_t n) {
     size_t total = 0;
     (void)out, (void)x;
     for (size_t c = 0; c < (n + CHUNK - 1) / CHUNK; c++) {
@@ -109,8 +102,7 @@ static size_t run_jansson(char *out, const float *x, size_t n)
     return total;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
@@ -127,8 +119,7 @@ static const struct {
 };
 enum { M = sizeof methods / sizeof methods[0] };
 
-static void bench_set(const char *set, const float *x, size_t n, int runs, char *out)
-{
+static void bench_set(const char *set, const float *x, size_t n, int runs, char *out) {
     double *t = calloc((size_t)runs * M, sizeof *t), med[M];
     size_t bytes[M];
 
@@ -158,8 +149,7 @@ static void bench_set(const char *set, const float *x, size_t n, int runs, char 
     free(t);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     size_t n = 10000000;
     int runs = 5;
     uint64_t seed = 42;

@@ -39,11 +39,11 @@ typedef enum srv_body_state {
 } srv_body_state;
 
 typedef struct srv_body {
-    char *data;        /* malloc'd copy, not NUL-terminated; NULL until a byte came */
+    char *data; /* malloc'd copy, not NUL-terminated; NULL until a byte came */
     size_t len, cap;
-    size_t declared;   /* Content-Length, or 0 */
-    size_t max;        /* --max-body-bytes */
-    size_t reserved;   /* of budget->used */
+    size_t declared; /* Content-Length, or 0 */
+    size_t max;      /* --max-body-bytes */
+    size_t reserved; /* of budget->used */
     srv_body_state state;
     srv_budget *budget;
 } srv_body;

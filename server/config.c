@@ -86,8 +86,7 @@ static const cfg_option cfg_table[] = {
     {"max-json-depth", "ATTN_MAX_JSON_DEPTH", CFG_SIZE, 8, 256, "32", F(max_json_depth),
      "deepest nesting of arrays and objects in a request body"},
     {"max-string-bytes", "ATTN_MAX_STRING_BYTES", CFG_SIZE, 64, 1099511627776.0, "64k",
-     F(max_string_bytes),
-     "longest string in a request body (a tensor's base64 data excepted)"},
+     F(max_string_bytes), "longest string in a request body (a tensor's base64 data excepted)"},
     {"max-response-bytes", "ATTN_MAX_RESPONSE_BYTES", CFG_SIZE, 1, 1099511627776.0, "256m",
      F(max_response_bytes), "largest response body, estimated before computing"},
     {"max-workspace-bytes", "ATTN_MAX_WORKSPACE_BYTES", CFG_SIZE, 1, 1099511627776.0, "1g",
@@ -138,19 +137,12 @@ static int cfg_parse_size(const char *s, double *out) {
     if (*end) {
         switch (*end) {
         case 'k':
-        case 'K':
-            mul = 1024.0;
-            break;
+        case 'K': mul = 1024.0; break;
         case 'm':
-        case 'M':
-            mul = 1024.0 * 1024;
-            break;
+        case 'M': mul = 1024.0 * 1024; break;
         case 'g':
-        case 'G':
-            mul = 1024.0 * 1024 * 1024;
-            break;
-        default:
-            return -1;
+        case 'G': mul = 1024.0 * 1024 * 1024; break;
+        default: return -1;
         }
         if (end[1]) return -1;
     }
@@ -182,14 +174,10 @@ static int cfg_origins_valid(const char *text) {
 /* The size a field of kind k must have; 0 for text, whose size is its own. */
 static size_t cfg_kind_size(cfg_kind k) {
     switch (k) {
-    case CFG_SIZE:
-        return sizeof(size_t);
-    case CFG_DOUBLE:
-        return sizeof(double);
-    case CFG_BOOL:
-        return sizeof(int);
-    default:
-        return 0;
+    case CFG_SIZE: return sizeof(size_t);
+    case CFG_DOUBLE: return sizeof(double);
+    case CFG_BOOL: return sizeof(int);
+    default: return 0;
     }
 }
 
@@ -199,11 +187,11 @@ static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const
     char *field = (char *)cfg + o->offset;
     size_t want = cfg_kind_size(o->kind);
     if (want ? o->cap != want : o->cap == 0)
-        return cfg_fail(err, "--%s: its field of %zu bytes does not fit its kind of value",
-                        o->name, o->cap);
+        return cfg_fail(err, "--%s: its field of %zu bytes does not fit its kind of value", o->name,
+                        o->cap);
     if (!want && strlen(text) >= o->cap)
-        return cfg_fail(err, "--%s (%s): the value is longer than %zu bytes", o->name,
-                        source, o->cap - 1);
+        return cfg_fail(err, "--%s (%s): the value is longer than %zu bytes", o->name, source,
+                        o->cap - 1);
     if (o->kind == CFG_PATH) {
         memcpy(field, text, strlen(text) + 1);
         return 0;
@@ -224,33 +212,31 @@ static int cfg_set(cfg_config *cfg, const cfg_option *o, const char *text, const
             if (strcasecmp(text, yes[i]) == 0) return *(int *)field = 1, 0;
             if (strcasecmp(text, no[i]) == 0) return *(int *)field = 0, 0;
         }
-        return cfg_fail(err, "--%s (%s): \"%.64s\" is not true or false", o->name,
-                        source, text);
+        return cfg_fail(err, "--%s (%s): \"%.64s\" is not true or false", o->name, source, text);
     }
     if (o->kind == CFG_ADDR) {
         unsigned char buf[sizeof(struct in6_addr)];
         if (inet_pton(AF_INET, text, buf) != 1 && inet_pton(AF_INET6, text, buf) != 1)
-            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a numeric IP address",
-                            o->name, source, text);
+            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a numeric IP address", o->name,
+                            source, text);
         memcpy(field, text, strlen(text) + 1);
         return 0;
     }
     double v;
     if (o->kind == CFG_SIZE) {
         if (cfg_parse_size(text, &v) != 0)
-            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a whole number", o->name,
-                            source, text);
+            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a whole number", o->name, source,
+                            text);
     } else {
         char *end;
         errno = 0;
         v = strtod(text, &end);
         if (end == text || *end || errno == ERANGE || !isfinite(v))
-            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a number", o->name, source,
-                            text);
+            return cfg_fail(err, "--%s (%s): \"%.64s\" is not a number", o->name, source, text);
     }
     if (!(v >= o->min && v <= o->max))
-        return cfg_fail(err, "--%s (%s): %.64s is outside %.17g..%.17g", o->name, source,
-                        text, o->min, o->max);
+        return cfg_fail(err, "--%s (%s): %.64s is outside %.17g..%.17g", o->name, source, text,
+                        o->min, o->max);
     if (o->kind == CFG_SIZE)
         *(size_t *)field = (size_t)v;
     else
@@ -280,8 +266,7 @@ int cfg_load(cfg_config *cfg, int argc, char **argv, char **envp, attn_error *er
 
     for (size_t i = 0; i < CFG_N; i++) {
         const char *v = cfg_getenv(envp, cfg_table[i].env);
-        if (v && cfg_set(cfg, &cfg_table[i], v, cfg_table[i].env, err) != 0)
-            return -1;
+        if (v && cfg_set(cfg, &cfg_table[i], v, cfg_table[i].env, err) != 0) return -1;
     }
 
     for (int i = 1; i < argc; i++) {

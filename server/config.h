@@ -31,7 +31,7 @@ typedef struct cfg_config {
     double max_flops;
     size_t max_json_depth;
     size_t max_string_bytes;
-    double inline_max_flops;   /* tiny requests answered on the polling thread (inline.h) */
+    double inline_max_flops; /* tiny requests answered on the polling thread (inline.h) */
     size_t max_response_bytes;
     size_t max_workspace_bytes;
     size_t connection_timeout; /* seconds */

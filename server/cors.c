@@ -20,8 +20,8 @@ int srv_cors_allows(const char *list, const char *origin) {
     return 0;
 }
 
-void srv_cors_headers(struct MHD_Response *r, const char *list, const char *origin,
-                      int preflight, const char *allow) {
+void srv_cors_headers(struct MHD_Response *r, const char *list, const char *origin, int preflight,
+                      const char *allow) {
     int any = strcmp(list, "*") == 0;
     MHD_add_response_header(r, "Access-Control-Allow-Origin", any ? "*" : origin);
     if (!any) MHD_add_response_header(r, "Vary", "Origin");

@@ -14,7 +14,7 @@ int srv_cors_allows(const char *list, const char *origin);
 
 /* Adds the headers of an answer to an allowed `origin` (never NULL), and
  * for a preflight those that grant `allow` (the route's methods). */
-void srv_cors_headers(struct MHD_Response *r, const char *list, const char *origin,
-                      int preflight, const char *allow);
+void srv_cors_headers(struct MHD_Response *r, const char *list, const char *origin, int preflight,
+                      const char *allow);
 
 #endif

@@ -70,7 +70,8 @@ enum MHD_Result srv_dispatch(srv_exchange *x) {
         attn_error err;
         if (rc == POOL_FULL)
             attn_error_set(&err, 503, "overloaded", NULL,
-                           "the work queue is full (%zu waiting); retry later", h->cfg->queue_depth);
+                           "the work queue is full (%zu waiting); retry later",
+                           h->cfg->queue_depth);
         else if (rc == POOL_STOPPED)
             attn_error_set(&err, 503, "shutting_down", NULL, "the server is shutting down");
         else

@@ -24,7 +24,8 @@ static enum MHD_Result fail_overloaded(srv_exchange *x) {
 }
 
 static enum MHD_Result fail_too_large(srv_exchange *x) {
-    return srv_reply_fail(x, 413, "body_too_large", "the body is larger than the limit of %zu bytes",
+    return srv_reply_fail(x, 413, "body_too_large",
+                          "the body is larger than the limit of %zu bytes",
                           x->h->cfg->max_body_bytes);
 }
 
@@ -48,14 +49,11 @@ static enum MHD_Result attention_accept(srv_exchange *x) {
 
 static enum MHD_Result attention_answer(srv_exchange *x) {
     switch (x->body.state) {
-    case SRV_BODY_TOO_LARGE:
-        return fail_too_large(x);
+    case SRV_BODY_TOO_LARGE: return fail_too_large(x);
     case SRV_BODY_NO_MEMORY:
         return srv_reply_fail(x, 503, "out_of_memory", "memory for the body could not be had");
-    case SRV_BODY_OVERLOADED:
-        return fail_overloaded(x);
-    case SRV_BODY_OK:
-        break;
+    case SRV_BODY_OVERLOADED: return fail_overloaded(x);
+    case SRV_BODY_OK: break;
     }
     x->job.kind = SRV_JOB_ATTENTION;
     x->job.body = x->body.data ? x->body.data : "";
@@ -69,8 +67,8 @@ static int attention_headers(const srv_exchange *x, struct MHD_Response *r, unsi
     (void)status;
     char timing[192];
     snprintf(timing, sizeof timing,
-             "queue;dur=%.3f, decode;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
-             x->job.queue_ms, x->job.decode_ms, x->job.compute_ms, x->job.encode_ms);
+             "queue;dur=%.3f, decode;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f", x->job.queue_ms,
+             x->job.decode_ms, x->job.compute_ms, x->job.encode_ms);
     MHD_add_response_header(r, "Server-Timing", timing);
     return 0;
 }

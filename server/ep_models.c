@@ -36,9 +36,9 @@ static enum MHD_Result model_answer(srv_exchange *x) {
     const char *name = srv_route_model_name(x->path);
     attn_error err;
     int weights;
-    if (api_model_weights_flag(MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND,
-                                                           "weights"),
-                               &weights, &err) != 0)
+    if (api_model_weights_flag(
+            MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, "weights"), &weights,
+            &err) != 0)
         return srv_reply_error(x, &err);
     if (weights) {
         x->job.kind = SRV_JOB_MODEL_WEIGHTS;

@@ -71,8 +71,7 @@ static int page_headers(const srv_exchange *x, struct MHD_Response *r, unsigned 
 }
 
 static enum MHD_Result openapi_answer(srv_exchange *x) {
-    return srv_reply(x, 200, (char *)api_openapi_yaml, api_openapi_yaml_len, 0,
-                     "application/yaml");
+    return srv_reply(x, 200, (char *)api_openapi_yaml, api_openapi_yaml_len, 0, "application/yaml");
 }
 
 const srv_endpoint srv_ep_page = {NULL, page_answer, page_headers};

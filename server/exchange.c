@@ -41,20 +41,20 @@
 #include <string.h>
 
 #include "server/cors.h"
+#include "server/dispatch.h"
 #include "server/endpoint.h"
 #include "server/framing.h"
 #include "server/headers.h"
 #include "server/log.h"
 #include "server/reply.h"
 #include "server/reqid.h"
-#include "server/dispatch.h"
 
 /* What the access log and the metrics call an exchange that ended without
  * its answer delivered: 408 when its headers or body took too long
  * (libmicrohttpd's idle timeout, or the watch's deadline), else 499
  * (nginx's "client closed request": the client hung up, or the connection
  * broke, before the whole answer was sent, or its job was dropped). */
-#define SRV_STATUS_TIMEOUT 408
+#define SRV_STATUS_TIMEOUT       408
 #define SRV_STATUS_CLIENT_CLOSED 499
 
 /* 1 when the path (before any '?') of a raw request target holds %00,
@@ -99,8 +99,8 @@ srv_exchange *srv_exchange_create(srv_http *h, const char *uri, struct MHD_Conne
 
 /* The request carries an API key in force. */
 static int authorized(srv_keys *keys, struct MHD_Connection *conn) {
-    return srv_keys_allow(keys, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                            MHD_HTTP_HEADER_AUTHORIZATION));
+    return srv_keys_allow(
+        keys, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
 }
 
 /* The 1st call's facts: route, request id, copies for the log, origin,
@@ -126,9 +126,9 @@ static int learn_headers(srv_exchange *x, const char *url, const char *method) {
     if (!x->request_id || !x->method || !x->path || (keep_origin && !x->origin)) return -1;
     /* A preflight asks, before the real request, whether an allowed origin
      * may send it: answered without a key, as browsers send none. */
-    x->preflight = x->origin && strcmp(method, "OPTIONS") == 0 &&
-                   MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                               "Access-Control-Request-Method");
+    x->preflight =
+        x->origin && strcmp(method, "OPTIONS") == 0 &&
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
     return 0;
 }
 
@@ -199,8 +199,7 @@ enum MHD_Result srv_exchange_step(srv_exchange *x, const char *url, const char *
                                   const char *version, const char *upload_data,
                                   size_t *upload_data_size) {
     switch (x->state) {
-    case X_NEW:
-        return on_headers(x, url, method, version);
+    case X_NEW: return on_headers(x, url, method, version);
     case X_DEFERRED:
         if (*upload_data_size) { /* a body after all; not wanted */
             *upload_data_size = 0;
@@ -215,13 +214,10 @@ enum MHD_Result srv_exchange_step(srv_exchange *x, const char *url, const char *
         }
         srv_watch_deadline(x->h->watch, x->watched, 0); /* the body is in */
         return srv_route_endpoint(x->route)->answer(x);
-    case X_DONE:
-        return srv_dispatch_reply(x);
-    case X_GONE:
-        return MHD_NO; /* closes the connection: its client has left */
+    case X_DONE: return srv_dispatch_reply(x);
+    case X_GONE: return MHD_NO; /* closes the connection: its client has left */
     case X_WAITING:
-    case X_REPLIED:
-        break;
+    case X_REPLIED: break;
     }
     /* Already answered (or, impossibly, suspended): drop further upload. */
     *upload_data_size = 0;

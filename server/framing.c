@@ -12,9 +12,9 @@ typedef struct framing_scan {
     const char *last_key;          /* its key */
     int authorization_cut;         /* a NUL in Authorization */
     unsigned hosts, lengths, codings, authorizations;
-    int bad_name; /* a header name that is not a token (a space before its colon) */
-    const char *length;   /* the first Content-Length value */
-    int lengths_differ;   /* a later one differs from it */
+    int bad_name;       /* a header name that is not a token (a space before its colon) */
+    const char *length; /* the first Content-Length value */
+    int lengths_differ; /* a later one differs from it */
     int coding_not_chunked;
     int nul;
 } framing_scan;
@@ -127,26 +127,19 @@ int srv_framing_status(srv_framing_fault f) {
 
 const char *srv_framing_message(srv_framing_fault f) {
     switch (f) {
-    case SRV_FRAMING_NO_HOST:
-        return "an HTTP/1.1 request needs exactly one Host header";
+    case SRV_FRAMING_NO_HOST: return "an HTTP/1.1 request needs exactly one Host header";
     case SRV_FRAMING_LENGTHS_DIFFER:
         return "the request has Content-Length headers of different values";
     case SRV_FRAMING_LENGTH_AND_CHUNKED:
         return "the request has both Content-Length and Transfer-Encoding";
-    case SRV_FRAMING_CODING:
-        return "the only transfer coding this server reads is chunked, alone";
-    case SRV_FRAMING_OLD_CODING:
-        return "an HTTP/1.0 request cannot have a Transfer-Encoding";
-    case SRV_FRAMING_NUL_IN_HEADER:
-        return "a header holds a NUL byte";
+    case SRV_FRAMING_CODING: return "the only transfer coding this server reads is chunked, alone";
+    case SRV_FRAMING_OLD_CODING: return "an HTTP/1.0 request cannot have a Transfer-Encoding";
+    case SRV_FRAMING_NUL_IN_HEADER: return "a header holds a NUL byte";
     case SRV_FRAMING_BAD_NAME:
         return "a header name holds a character a field name cannot (a space before the colon?)";
-    case SRV_FRAMING_TWO_KEYS:
-        return "the request has more than one Authorization header";
-    case SRV_FRAMING_NUL_IN_REQUEST_LINE:
-        return "the request line holds a NUL byte";
-    default:
-        return "the request's framing is sound";
+    case SRV_FRAMING_TWO_KEYS: return "the request has more than one Authorization header";
+    case SRV_FRAMING_NUL_IN_REQUEST_LINE: return "the request line holds a NUL byte";
+    default: return "the request's framing is sound";
     }
 }
 

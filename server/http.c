@@ -82,8 +82,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         *socket_context =
-            ci ? srv_watch_add(h->watch, ci->connect_fd, (double)h->cfg->connection_timeout)
-               : NULL;
+            ci ? srv_watch_add(h->watch, ci->connect_fd, (double)h->cfg->connection_timeout) : NULL;
     } else {
         atomic_fetch_sub(&h->connections, 1);
         srv_watch_remove(h->watch, *socket_context);
@@ -160,7 +159,8 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
         addr = (struct sockaddr *)&v6;
         flags |= MHD_USE_IPv6;
     } else {
-        attn_error_set(err, 0, "server_start_failed", NULL, "--bind: %s is not a numeric address", cfg->bind);
+        attn_error_set(err, 0, "server_start_failed", NULL, "--bind: %s is not a numeric address",
+                       cfg->bind);
         srv_http_stop(h);
         return NULL;
     }
@@ -189,8 +189,9 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
         MHD_OPTION_END);
     // clang-format on
     if (!h->daemon) {
-        attn_error_set(err, 0, "server_start_failed", NULL, "could not listen on %s port %zu (address in use or not local?)",
-                 cfg->bind, cfg->port);
+        attn_error_set(err, 0, "server_start_failed", NULL,
+                       "could not listen on %s port %zu (address in use or not local?)", cfg->bind,
+                       cfg->port);
         srv_http_stop(h);
         return NULL;
     }

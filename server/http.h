@@ -13,8 +13,8 @@
 
 #include "api/request.h"
 #include "server/config.h"
-#include "server/metrics.h"
 #include "server/keys.h"
+#include "server/metrics.h"
 #include "server/pool.h"
 #include "store/store.h"
 #include <stddef.h>

@@ -24,9 +24,9 @@ struct srv_http {
     const api_limits *limits;
     pool *workers;
     srv_metrics *metrics;
-    store *models;        /* may be NULL: no models */
-    srv_watch *watch;     /* deadlines on every connection */
-    srv_keys *keys;       /* may be NULL: no key needed */
+    store *models;    /* may be NULL: no models */
+    srv_watch *watch; /* deadlines on every connection */
+    srv_keys *keys;   /* may be NULL: no key needed */
     unsigned port;
     MHD_socket listen_fd; /* returned by MHD_quiesce_daemon; closed after stop */
 
@@ -37,8 +37,8 @@ struct srv_http {
     atomic_int draining;
     atomic_size_t connections; /* open, counted by on_connection */
     pthread_mutex_t mu;
-    pthread_cond_t idle;       /* in_flight reached 0 */
-    size_t in_flight;          /* exchanges not yet completed */
+    pthread_cond_t idle; /* in_flight reached 0 */
+    size_t in_flight;    /* exchanges not yet completed */
 };
 
 /* An exchange's states; exchange.c holds the transitions. */
@@ -73,7 +73,7 @@ typedef struct srv_exchange {
     int fd;                 /* the connection's socket, to see whether its client left */
     srv_watched *watched;   /* the connection's deadline entry (watch.h), or NULL */
     struct timespec start;
-    int status;             /* of the answer queued, for the log */
+    int status; /* of the answer queued, for the log */
     size_t bytes;
 
     srv_body body;

@@ -28,9 +28,9 @@ void srv_inline_stop(srv_http *h);
 
 /* What became of x's attention job (its body in place). */
 typedef enum srv_inline_outcome {
-    SRV_INLINE_NO,      /* not tried: the pool decodes and runs it */
-    SRV_INLINE_DONE,    /* answered (or refused) here: x->job holds the answer */
-    SRV_INLINE_TO_POOL  /* decoded here, too much work: queue it as it is */
+    SRV_INLINE_NO,     /* not tried: the pool decodes and runs it */
+    SRV_INLINE_DONE,   /* answered (or refused) here: x->job holds the answer */
+    SRV_INLINE_TO_POOL /* decoded here, too much work: queue it as it is */
 } srv_inline_outcome;
 
 srv_inline_outcome srv_inline_try(srv_exchange *x);

@@ -88,10 +88,10 @@ static const store_model *find_model(const store_set *set, const char *name, con
     const store_model *m = set ? store_set_find(set, name) : NULL;
     if (!m && path)
         attn_error_set(err, 404, "unknown_model", path,
-                      "no model named \"%s\" is loaded; GET /v1/models lists them", name);
+                       "no model named \"%s\" is loaded; GET /v1/models lists them", name);
     else if (!m)
         attn_error_set(err, 404, "unknown_model", NULL,
-                      "no model of this name is loaded; GET /v1/models lists them");
+                       "no model of this name is loaded; GET /v1/models lists them");
     return m;
 }
 

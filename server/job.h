@@ -48,7 +48,7 @@ typedef enum srv_job_kind {
 typedef struct srv_job {
     /* inputs, not owned by the job */
     srv_job_kind kind;
-    const char *body;       /* SRV_JOB_ATTENTION */
+    const char *body; /* SRV_JOB_ATTENTION */
     size_t body_len;
     const char *model_name; /* SRV_JOB_MODEL_WEIGHTS */
     const api_limits *limits;
@@ -68,13 +68,13 @@ typedef struct srv_job {
     char *response; /* malloc'd body (JSON); the reader frees it */
     size_t response_len;
     double queue_ms, decode_ms, compute_ms, encode_ms;
-    int dropped;  /* 1: its client had gone, so it was not run or not finished (no response) */
+    int dropped; /* 1: its client had gone, so it was not run or not finished (no response) */
 } srv_job;
 
 /* After a body larger than this, the worker returns freed heap pages to the
  * system (malloc_trim); a workspace larger than the other is freed after
  * its job. */
-#define SRV_JOB_TRIM_BODY_BYTES ((size_t)1 << 20)
+#define SRV_JOB_TRIM_BODY_BYTES      ((size_t)1 << 20)
 #define SRV_JOB_KEEP_WORKSPACE_BYTES ((size_t)64 << 20)
 
 /* A computation is offered to idle workers when its work (attn_flops,
@@ -91,8 +91,8 @@ typedef struct srv_worker {
     pool *pool;                  /* the worker's pool, for helpers; NULL: never split */
     double split_flops;          /* SRV_JOB_SPLIT_FLOPS (tests lower it) */
     uint64_t splits;             /* computations split so far (tests read it) */
-    store *models;  /* the server's store, or NULL for none */
-    store_set *set; /* held while a job runs: the set it computes with, or NULL */
+    store *models;               /* the server's store, or NULL for none */
+    store_set *set;              /* held while a job runs: the set it computes with, or NULL */
 } srv_worker;
 
 /* A worker over `models` (may be NULL) in `workers` (may be NULL: it never

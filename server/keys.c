@@ -53,7 +53,8 @@ static int key_char(unsigned char c) {
 long srv_keys_load(srv_keys *k, const char *path, attn_error *err) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: %s", path, strerror(errno));
+        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: %s", path,
+                       strerror(errno));
         return -1;
     }
     char **keys = NULL, line[SRV_KEY_MAX + 64];
@@ -63,27 +64,30 @@ long srv_keys_load(srv_keys *k, const char *path, attn_error *err) {
         lineno++;
         size_t len = strlen(line);
         if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: line %zu is longer than %d characters",
-                     path, lineno, SRV_KEY_MAX);
+            attn_error_set(err, 0, "invalid_api_keys", NULL,
+                           "--api-keys-file %s: line %zu is longer than %d characters", path,
+                           lineno, SRV_KEY_MAX);
             bad = 1;
             break;
         }
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' ||
-                           line[len - 1] == ' ' || line[len - 1] == '\t'))
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+                           line[len - 1] == '\t'))
             line[--len] = '\0';
         if (len == 0 || line[0] == '#') continue;
         for (size_t i = 0; i < len && !bad; i++)
             if (!key_char((unsigned char)line[i])) {
-                attn_error_set(err, 0, "invalid_api_keys", NULL,
-                         "--api-keys-file %s: line %zu holds a character that is not printable "
-                         "ASCII or is a space",
-                         path, lineno);
+                attn_error_set(
+                    err, 0, "invalid_api_keys", NULL,
+                    "--api-keys-file %s: line %zu holds a character that is not printable "
+                    "ASCII or is a space",
+                    path, lineno);
                 bad = 1;
             }
         if (bad) break;
         if (len > SRV_KEY_MAX) {
-            attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: line %zu is longer than %d characters",
-                     path, lineno, SRV_KEY_MAX);
+            attn_error_set(err, 0, "invalid_api_keys", NULL,
+                           "--api-keys-file %s: line %zu is longer than %d characters", path,
+                           lineno, SRV_KEY_MAX);
             bad = 1;
             break;
         }
@@ -91,27 +95,31 @@ long srv_keys_load(srv_keys *k, const char *path, attn_error *err) {
             size_t ncap = cap ? 2 * cap : 8;
             char **grown = realloc(keys, ncap * sizeof *keys);
             if (!grown) {
-                attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: out of memory", path);
+                attn_error_set(err, 0, "invalid_api_keys", NULL,
+                               "--api-keys-file %s: out of memory", path);
                 bad = 1;
                 break;
             }
             keys = grown, cap = ncap;
         }
         if (!(keys[count] = strdup(line))) {
-            attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: out of memory", path);
+            attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: out of memory",
+                           path);
             bad = 1;
             break;
         }
         count++;
     }
     if (!bad && ferror(f)) {
-        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: %s", path, strerror(errno));
+        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: %s", path,
+                       strerror(errno));
         bad = 1;
     }
     fclose(f);
     memset(line, 0, sizeof line);
     if (!bad && count == 0) {
-        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: no key in the file", path);
+        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: no key in the file",
+                       path);
         bad = 1;
     }
     if (bad) {

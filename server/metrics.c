@@ -19,8 +19,8 @@
  * without an answer (408: timed out, 499: client closed, as nginx);
  * anything else is counted as "other". */
 static const int metrics_statuses[] = {200, 204, 304, 400, 401, 404, 405, 408, 413,
-                                     414, 415, 422, 431, 499, 500, 501, 503, 505};
-#define N_STATUS (sizeof metrics_statuses / sizeof metrics_statuses[0])
+                                       414, 415, 422, 431, 499, 500, 501, 503, 505};
+#define N_STATUS     (sizeof metrics_statuses / sizeof metrics_statuses[0])
 #define STATUS_OTHER N_STATUS
 
 /* Upper bounds of the latency buckets, in seconds. */

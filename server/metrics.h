@@ -26,8 +26,8 @@ typedef enum srv_phase {
 /* Things that happen to connections and jobs rather than to a request's
  * answer, each a counter. */
 typedef enum srv_event {
-    SRV_EVENT_JOB_DROPPED,          /* a job whose client had gone: not run, or stopped */
-    SRV_EVENT_CONNECTION_REFUSED,   /* a connection over --max-connections, closed at accept */
+    SRV_EVENT_JOB_DROPPED,        /* a job whose client had gone: not run, or stopped */
+    SRV_EVENT_CONNECTION_REFUSED, /* a connection over --max-connections, closed at accept */
     SRV_EVENT_COUNT
 } srv_event;
 
@@ -37,7 +37,7 @@ typedef struct srv_metrics_gauges {
     size_t busy_workers, workers;
     size_t in_flight;
     size_t connections, connections_capacity; /* open / --max-connections */
-    size_t connections_timed_out; /* so far: headers or body not in within the timeout */
+    size_t connections_timed_out;           /* so far: headers or body not in within the timeout */
     size_t body_bytes, body_bytes_capacity; /* request bodies held / allowed */
     int draining;
 } srv_metrics_gauges;

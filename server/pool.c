@@ -217,9 +217,9 @@ int pool_try_help(pool *p, pool_fn fn, void *arg) {
     job->arg = arg;
 
     pthread_mutex_lock(&p->mu);
-    int rc = p->stopping                                        ? POOL_STOPPED
+    int rc = p->stopping                                             ? POOL_STOPPED
              : p->queued == 0 && p->busy + p->helping < p->n_threads ? POOL_OK
-                                                                : POOL_FULL;
+                                                                     : POOL_FULL;
     if (rc == POOL_OK) {
         job->next = p->helpers;
         p->helpers = job;

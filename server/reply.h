@@ -31,8 +31,8 @@ enum MHD_Result srv_reply_json(srv_exchange *x, unsigned status, const char *tex
 enum MHD_Result srv_reply_error(srv_exchange *x, const attn_error *err);
 
 /* An error of this status and code with a printf-style message, path "". */
-enum MHD_Result srv_reply_fail(srv_exchange *x, int status, const char *code, const char *fmt,
-                               ...) __attribute__((format(printf, 4, 5)));
+enum MHD_Result srv_reply_fail(srv_exchange *x, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* 503 out_of_memory, from a constant body. */
 enum MHD_Result srv_reply_oom(srv_exchange *x);

@@ -38,7 +38,7 @@ typedef struct split_state {
     size_t done;        /* under mu: tasks that returned */
     atomic_size_t next; /* the next task to claim */
     size_t count;
-    attn_task_fn task;  /* with arg: valid while a task is unclaimed */
+    attn_task_fn task; /* with arg: valid while a task is unclaimed */
     void *arg;
 } split_state;
 

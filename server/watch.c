@@ -40,8 +40,8 @@ struct srv_watch {
     size_t expired_total;
 };
 
-#define SRV_WATCH_TIMEOUT_BODY                                                                \
-    "{\"error\":{\"code\":\"request_timeout\",\"message\":\"the request did not arrive within " \
+#define SRV_WATCH_TIMEOUT_BODY                                                                     \
+    "{\"error\":{\"code\":\"request_timeout\",\"message\":\"the request did not arrive within "    \
     "--connection-timeout\",\"path\":\"\"}}"
 _Static_assert(sizeof SRV_WATCH_TIMEOUT_BODY - 1 == 113, "the Content-Length below");
 

@@ -110,12 +110,9 @@ int store_import_arch_parse(const char *text, store_import_arch *out) {
 
 const char *store_import_arch_name(store_import_arch arch) {
     switch (arch) {
-    case STORE_IMPORT_GPT2:
-        return "gpt2";
-    case STORE_IMPORT_BERT:
-        return "bert";
-    default:
-        return "auto";
+    case STORE_IMPORT_GPT2: return "gpt2";
+    case STORE_IMPORT_BERT: return "bert";
+    default: return "auto";
     }
 }
 
@@ -235,10 +232,9 @@ static int part_shape_check(const store_tensor *t, const part_desc *part, size_t
         snprintf(exp, sizeof exp, "[%zu]", want[0]);
     else
         snprintf(exp, sizeof exp, "[%zu, %zu]", want[0], want[1]);
-    return store_error_set(err, path,
-                           "tensor '%s' has shape %s, expected %s = %s with d_model %zu from '%s'",
-                           t->name, store_tensor_shape_text(t, got, sizeof got), exp, part->rule,
-                           d, anchor);
+    return store_error_set(
+        err, path, "tensor '%s' has shape %s, expected %s = %s with d_model %zu from '%s'", t->name,
+        store_tensor_shape_text(t, got, sizeof got), exp, part->rule, d, anchor);
 }
 
 /* t's values as floats, in a new buffer (the caller frees it); NULL with

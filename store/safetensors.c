@@ -38,9 +38,9 @@
 struct store_file {
     char *path;
     store_read_mode mode;
-    unsigned char *map;  /* the file's bytes: the buffer or the mapping */
-    size_t map_bytes;    /* the file's size */
-    size_t alloc_bytes;  /* of the buffer (copy), or map_bytes (map) */
+    unsigned char *map; /* the file's bytes: the buffer or the mapping */
+    size_t map_bytes;   /* the file's size */
+    size_t alloc_bytes; /* of the buffer (copy), or map_bytes (map) */
     json_t *header;
     json_t *metadata; /* borrowed from header; NULL when absent */
     store_tensor *tensors;

@@ -106,8 +106,7 @@ typedef enum store_read_mode {
 /* Opens, reads (mode) and validates `path`. On success *out is the file
  * (close it with store_file_close) and 0 is returned; on failure -1, *out
  * is NULL and err says why. */
-int store_file_open_mode(store_file **out, const char *path, store_read_mode mode,
-                         attn_error *err);
+int store_file_open_mode(store_file **out, const char *path, store_read_mode mode, attn_error *err);
 
 /* store_file_open_mode with STORE_READ_COPY. */
 int store_file_open(store_file **out, const char *path, attn_error *err);

@@ -66,12 +66,11 @@ int store_tensor_check_finite(const float *v, const store_tensor *t, const char 
                               attn_error *err) {
     for (size_t i = 0; i < t->count; i++)
         if (!isfinite(v[i]))
-            return store_error_set(err, path,
-                                   "tensor '%s' holds a non-finite value (%s) at element %zu",
-                                   t->name,
-                                   isnan(v[i]) ? "NaN"
-                                   : v[i] > 0  ? "inf"
-                                               : "-inf",
-                                   i);
+            return store_error_set(
+                err, path, "tensor '%s' holds a non-finite value (%s) at element %zu", t->name,
+                isnan(v[i]) ? "NaN"
+                : v[i] > 0  ? "inf"
+                            : "-inf",
+                i);
     return 0;
 }

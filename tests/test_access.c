@@ -28,14 +28,12 @@ static const char tiny[] =
     "{\"embeddings\":[[1,0],[0,1]],\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],"
     "\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}]}}";
 
-static void finish(hs_server *s)
-{
+static void finish(hs_server *s) {
     char why[512];
     ck_assert_msg(hs_finish(s, why, sizeof why) == 0, "server: %s", why);
 }
 
-static void write_file(const char *path, const char *text)
-{
+static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fputs(text, f);
@@ -44,8 +42,7 @@ static void write_file(const char *path, const char *text)
 
 /* Status of one request with an optional Authorization value. */
 static long status_with(unsigned port, const char *method, const char *path,
-                        const char *authorization, hs_response *keep)
-{
+                        const char *authorization, hs_response *keep) {
     char line[300];
     const char *headers[2] = {NULL, NULL};
     if (authorization) {
@@ -54,8 +51,7 @@ static long status_with(unsigned port, const char *method, const char *path,
     }
     hs_response r;
     int post = strcmp(method, "POST") == 0;
-    hs_request(NULL, port, method, path, headers, post ? tiny : NULL, post ? strlen(tiny) : 0,
-               &r);
+    hs_request(NULL, port, method, path, headers, post ? tiny : NULL, post ? strlen(tiny) : 0, &r);
     ck_assert_int_eq(r.rc, CURLE_OK);
     long status = r.status;
     if (keep)
@@ -65,8 +61,7 @@ static long status_with(unsigned port, const char *method, const char *path,
     return status;
 }
 
-START_TEST(api_keys)
-{
+START_TEST(api_keys) {
     char path[] = "/tmp/attn-keys-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
@@ -89,9 +84,15 @@ START_TEST(api_keys)
     ck_assert_ptr_nonnull(strstr(r.body, "\"code\":\"unauthorized\""));
     hs_response_free(&r);
 
-    static const char *const refused[] = {NULL,          "Bearer",          "Bearer ",
-                                          "Bearer key-on", "Bearer key-one-more", "Basic key-one",
-                                          "key-one",     "Bearer second_key2", "Bearer KEY-ONE"};
+    static const char *const refused[] = {NULL,
+                                          "Bearer",
+                                          "Bearer ",
+                                          "Bearer key-on",
+                                          "Bearer key-one-more",
+                                          "Basic key-one",
+                                          "key-one",
+                                          "Bearer second_key2",
+                                          "Bearer KEY-ONE"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         ck_assert_msg(status_with(s.port, "POST", "/v1/attention", refused[i], NULL) == 401,
                       "%s let through", refused[i] ? refused[i] : "no header");
@@ -132,8 +133,7 @@ START_TEST(api_keys)
 }
 END_TEST
 
-START_TEST(cors)
-{
+START_TEST(cors) {
     hs_server s;
     static const char *const args[] = {"--cors-origin",
                                        "https://teach.example,http://localhost:5173", NULL};
@@ -198,8 +198,7 @@ END_TEST
 
 /* Keys and CORS together: the preflight needs no key, the request does,
  * and its 401 still carries the CORS headers the browser needs to read it. */
-START_TEST(keys_and_cors)
-{
+START_TEST(keys_and_cors) {
     char path[] = "/tmp/attn-keys-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
@@ -231,8 +230,7 @@ END_TEST
 
 /* What a request carries never comes back in a header nor goes to the log,
  * and no path reaches a file: the server serves what it embeds only. */
-START_TEST(nothing_reflected)
-{
+START_TEST(nothing_reflected) {
     hs_server s;
     ck_assert_int_eq(hs_start(&s, NULL), 0);
     static const char marker[] = "BODY-MARKER-5f1c";
@@ -257,10 +255,14 @@ START_TEST(nothing_reflected)
     ck_assert_ptr_null(strstr(r.headers, marker));
     hs_response_free(&r);
 
-    static const char *const paths[] = {"/../../../../etc/passwd", "/v1/../../etc/passwd",
-                                        "/%2e%2e/%2e%2e/etc/passwd", "/v1/openapi.yaml/../x",
-                                        "/v1/models/..%2f..%2fetc%2fpasswd", "//etc/passwd",
-                                        "/README.md", "/api/openapi.yaml"};
+    static const char *const paths[] = {"/../../../../etc/passwd",
+                                        "/v1/../../etc/passwd",
+                                        "/%2e%2e/%2e%2e/etc/passwd",
+                                        "/v1/openapi.yaml/../x",
+                                        "/v1/models/..%2f..%2fetc%2fpasswd",
+                                        "//etc/passwd",
+                                        "/README.md",
+                                        "/api/openapi.yaml"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         hs_request(NULL, s.port, "GET", paths[i], NULL, NULL, 0, &r);
         ck_assert_msg(r.status == 404 || r.status == 400, "%s: %ld", paths[i], r.status);
@@ -278,8 +280,7 @@ START_TEST(nothing_reflected)
 }
 END_TEST
 
-static Suite *access_suite(void)
-{
+static Suite *access_suite(void) {
     Suite *s = suite_create("access");
     TCase *tc = tcase_create("access");
     tcase_set_timeout(tc, 120);
@@ -291,8 +292,7 @@ static Suite *access_suite(void)
     return s;
 }
 
-int main(void)
-{
+int main(void) {
     SRunner *sr = srunner_create(access_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

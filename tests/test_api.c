@@ -25,12 +25,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tests/json_edit.h"
 #include "api/error.h"
 #include "api/float_format.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
+#include "tests/json_edit.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -42,13 +42,11 @@ static const api_limits big_limits = {.max_tokens = 4096,
                                       .max_workspace_bytes = (size_t)1 << 30};
 
 /* Exactly representable pseudo-random values in [-1, 1): multiples of 1/8. */
-static double val(size_t i)
-{
+static double val(size_t i) {
     return (double)((int)((i * 37 + 11) % 17) - 8) / 8.0;
 }
 
-static json_t *matrix(size_t rows, size_t cols, size_t seed)
-{
+static json_t *matrix(size_t rows, size_t cols, size_t seed) {
     json_t *m = json_array();
     for (size_t r = 0; r < rows; r++) {
         json_t *row = json_array();
@@ -59,46 +57,41 @@ static json_t *matrix(size_t rows, size_t cols, size_t seed)
     return m;
 }
 
-static json_t *vector(size_t n, size_t seed)
-{
+static json_t *vector(size_t n, size_t seed) {
     json_t *v = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(v, json_real(val(seed + i)));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(v, json_real(val(seed + i)));
     return v;
 }
 
-static json_t *head(size_t dm, size_t dh, size_t seed)
-{
+static json_t *head(size_t dm, size_t dh, size_t seed) {
     return json_pack("{s:o, s:o, s:o}", "w_q", matrix(dm, dh, seed), "w_k",
                      matrix(dm, dh, seed + 100), "w_v", matrix(dm, dh, seed + 200));
 }
 
 /* n tokens, d_model dm, h heads of width dh; no w_o (so h·dh should be dm). */
-static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh)
-{
+static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh) {
     json_t *heads = json_array();
-    for (size_t i = 0; i < h; i++) json_array_append_new(heads, head(dm, dh, 1000 * (i + 1)));
-    return json_pack("{s:o, s:{s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads",
-                     heads);
+    for (size_t i = 0; i < h; i++)
+        json_array_append_new(heads, head(dm, dh, 1000 * (i + 1)));
+    return json_pack("{s:o, s:{s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads", heads);
 }
 
-static json_t *base_request(void)
-{
+static json_t *base_request(void) {
     return request_with(3, 4, 2, 2);
 }
 
 static char *dump(const json_t *j);
 
 /* The base request (inline weights) as text. */
-static char *dump_base_request(void)
-{
+static char *dump_base_request(void) {
     json_t *r = base_request();
     char *text = dump(r);
     json_decref(r);
     return text;
 }
 
-static char *dump(const json_t *j)
-{
+static char *dump(const json_t *j) {
     char *s = json_dumps(j, JSON_COMPACT);
     ck_assert_ptr_nonnull(s);
     return s;
@@ -106,37 +99,34 @@ static char *dump(const json_t *j)
 
 /* Decodes text (length len) and expects the error status/code/path. */
 static void expect_error_len(const char *text, size_t len, const api_limits *limits, int status,
-                             const char *code, const char *path, attn_error *out)
-{
+                             const char *code, const char *path, attn_error *out) {
     api_request *req = (api_request *)1;
     attn_error err;
     memset(&err, 0, sizeof err);
     int rc = api_request_decode(text, len, limits, &req, &err);
     ck_assert_msg(rc == -1, "expected %s at %s, but decode succeeded: %.200s", code, path, text);
     ck_assert_ptr_null(req);
-    ck_assert_msg(err.status == status && strcmp(err.code, code) == 0 && strcmp(err.path, path) == 0,
+    ck_assert_msg(err.status == status && strcmp(err.code, code) == 0 &&
+                      strcmp(err.path, path) == 0,
                   "expected %d %s at \"%s\", got %d %s at \"%s\" (%s) for %.300s", status, code,
                   path, err.status, err.code, err.path, err.message, text);
     if (out) *out = err;
 }
 
-static void expect_error_text(const char *text, int status, const char *code, const char *path)
-{
+static void expect_error_text(const char *text, int status, const char *code, const char *path) {
     expect_error_len(text, strlen(text), &big_limits, status, code, path, NULL);
 }
 
 /* Takes the tree (decref'd here). */
 static void expect_error(json_t *body, const api_limits *limits, int status, const char *code,
-                         const char *path, attn_error *out)
-{
+                         const char *path, attn_error *out) {
     char *text = dump(body);
     expect_error_len(text, strlen(text), limits ? limits : &big_limits, status, code, path, out);
     free(text);
     json_decref(body);
 }
 
-static api_request *decode_ok_limits(json_t *body, const api_limits *limits)
-{
+static api_request *decode_ok_limits(json_t *body, const api_limits *limits) {
     api_request *req = NULL;
     attn_error err;
     char *text = dump(body);
@@ -149,15 +139,13 @@ static api_request *decode_ok_limits(json_t *body, const api_limits *limits)
     return req;
 }
 
-static api_request *decode_ok(json_t *body)
-{
+static api_request *decode_ok(json_t *body) {
     return decode_ok_limits(body, &big_limits);
 }
 
 /* Computes a bound request and returns its parsed response; *raw gets the
  * text when asked (caller frees). */
-static json_t *respond(api_request *req, char **raw)
-{
+static json_t *respond(api_request *req, char **raw) {
     attn_workspace *ws = attn_workspace_create();
     size_t len = 0;
     char *text;
@@ -174,20 +162,20 @@ static json_t *respond(api_request *req, char **raw)
     ck_assert_uint_eq(strlen(text), len);
     resp = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     ck_assert_msg(resp != NULL, "response is not JSON: %s: %.300s", jerr.text, text);
-    if (raw) *raw = text;
-    else free(text);
+    if (raw)
+        *raw = text;
+    else
+        free(text);
     return resp;
 }
 
-static double num(const json_t *v)
-{
+static double num(const json_t *v) {
     ck_assert_msg(json_is_number(v), "not a number");
     return json_number_value(v);
 }
 
 /* Checks v is a rows × cols nested array of numbers (nulls allowed when null_ok). */
-static void check_matrix_shape(const json_t *v, size_t rows, size_t cols, int null_ok)
-{
+static void check_matrix_shape(const json_t *v, size_t rows, size_t cols, int null_ok) {
     ck_assert(json_is_array(v));
     ck_assert_uint_eq(json_array_size(v), rows);
     for (size_t r = 0; r < rows; r++) {
@@ -202,29 +190,27 @@ static void check_matrix_shape(const json_t *v, size_t rows, size_t cols, int nu
 }
 
 static void check_per_head_shape(const json_t *v, size_t hs, size_t rows, size_t cols,
-                                 int null_ok)
-{
+                                 int null_ok) {
     ck_assert(json_is_array(v));
     ck_assert_uint_eq(json_array_size(v), hs);
     for (size_t i = 0; i < hs; i++)
         check_matrix_shape(json_array_get(v, i), rows, cols, null_ok);
 }
 
-static const char *const output_names[] = {"q",        "k",            "v",     "scores",
-                                           "patterns", "head_outputs", "delta", "embeddings"};
+static const char *const output_names[] = {
+    "q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"};
 
 /* ---- error values -------------------------------------------------------- */
 
-START_TEST(test_error_to_json)
-{
+START_TEST(test_error_to_json) {
     attn_error err;
     size_t len = 0;
     char *text;
     json_t *j;
 
     ck_assert_int_eq(attn_error_set(&err, 422, "dimension_mismatch", "/weights/heads/1/w_k",
-                                   "weights.heads[%d].w_k has %d rows, expected d_model = %d", 1,
-                                   3, 4),
+                                    "weights.heads[%d].w_k has %d rows, expected d_model = %d", 1,
+                                    3, 4),
                      -1);
     text = api_error_to_json(&err, &len);
     ck_assert_str_eq(text,
@@ -246,8 +232,7 @@ START_TEST(test_error_to_json)
 }
 END_TEST
 
-START_TEST(test_error_utf8)
-{
+START_TEST(test_error_utf8) {
     attn_error err;
     char long_text[3000] = "";
     char *text;
@@ -255,7 +240,8 @@ START_TEST(test_error_utf8)
 
     /* many 2-byte characters: the cut at the message's last byte (odd)
      * falls inside one */
-    while (strlen(long_text) < 2500) strcat(long_text, "\xc3\xa9");
+    while (strlen(long_text) < 2500)
+        strcat(long_text, "\xc3\xa9");
     attn_error_set(&err, 400, "wrong_type", "", "%s", long_text);
     ck_assert_uint_eq(strlen(err.message), sizeof err.message - 2);
     ck_assert_str_eq(err.message + sizeof err.message - 4, "\xc3\xa9");
@@ -280,13 +266,12 @@ END_TEST
 
 /* ---- invalid_json -------------------------------------------------------- */
 
-START_TEST(test_invalid_json)
-{
+START_TEST(test_invalid_json) {
     attn_error err;
     const char utf8_bad[] = "{\"embeddings\":[[1]],\"tokens\":[\"\xff\"]}";
 
-    expect_error_text("{\"model\":\"a\",\"model\":\"b\",\"embeddings\":[[1]]}", 400,
-                      "invalid_json", "");
+    expect_error_text("{\"model\":\"a\",\"model\":\"b\",\"embeddings\":[[1]]}", 400, "invalid_json",
+                      "");
     expect_error_len(utf8_bad, sizeof utf8_bad - 1, &big_limits, 400, "invalid_json", "", &err);
     ck_assert_msg(strstr(err.message, "line 1") && strstr(err.message, "column"), "%s",
                   err.message);
@@ -309,8 +294,7 @@ END_TEST
 
 /* ---- unknown_field, missing_field, both/neither ------------------------- */
 
-START_TEST(test_unknown_fields)
-{
+START_TEST(test_unknown_fields) {
     json_t *r = base_request();
     tj_put(r, "/colour", json_string("red"));
     expect_error(r, NULL, 400, "unknown_field", "/colour", NULL);
@@ -330,8 +314,7 @@ START_TEST(test_unknown_fields)
 }
 END_TEST
 
-START_TEST(test_missing_and_both)
-{
+START_TEST(test_missing_and_both) {
     json_t *r = base_request();
     tj_del(r, "/embeddings");
     expect_error(r, NULL, 400, "missing_field", "/embeddings", NULL);
@@ -356,8 +339,7 @@ END_TEST
 
 /* ---- wrong_type ---------------------------------------------------------- */
 
-START_TEST(test_wrong_types)
-{
+START_TEST(test_wrong_types) {
     attn_error err;
     json_t *r;
 
@@ -419,8 +401,7 @@ END_TEST
 
 /* ---- invalid_value ------------------------------------------------------- */
 
-START_TEST(test_invalid_values)
-{
+START_TEST(test_invalid_values) {
     attn_error err;
     json_t *r = base_request();
     tj_put(r, "/return", json_pack("[s,s]", "q", "attention"));
@@ -450,8 +431,7 @@ END_TEST
 
 /* ---- dimension_mismatch -------------------------------------------------- */
 
-START_TEST(test_dimension_mismatch)
-{
+START_TEST(test_dimension_mismatch) {
     attn_error err;
     json_t *r = base_request();
 
@@ -518,8 +498,7 @@ END_TEST
 
 /* ---- non_finite_number --------------------------------------------------- */
 
-START_TEST(test_non_finite)
-{
+START_TEST(test_non_finite) {
     static const struct {
         const char *text, *path;
     } cases[] = {
@@ -538,11 +517,13 @@ START_TEST(test_non_finite)
     /* a 400-digit integer overflows a double, a 41-digit one only a float */
     char big[600];
     strcpy(big, "{\"model\":\"m\",\"embeddings\":[[1],[");
-    for (int i = 0; i < 400; i++) strcat(big, "9");
+    for (int i = 0; i < 400; i++)
+        strcat(big, "9");
     strcat(big, "]]}");
     expect_error_text(big, 422, "non_finite_number", "/embeddings/1/0");
-    expect_error_text("{\"model\":\"m\",\"embeddings\":[[100000000000000000000000000000000000000000]]}",
-                      422, "non_finite_number", "/embeddings/0/0");
+    expect_error_text(
+        "{\"model\":\"m\",\"embeddings\":[[100000000000000000000000000000000000000000]]}", 422,
+        "non_finite_number", "/embeddings/0/0");
 
     /* in the weights */
     json_t *r = base_request();
@@ -563,8 +544,7 @@ END_TEST
 
 /* A decoded request tells its cost (the server schedules by it) and has no
  * outputs until they are made, once. */
-START_TEST(test_request_cost_and_outputs)
-{
+START_TEST(test_request_cost_and_outputs) {
     char *text = dump_base_request();
     api_request *req = NULL;
     attn_error err;
@@ -584,8 +564,7 @@ START_TEST(test_request_cost_and_outputs)
 }
 END_TEST
 
-START_TEST(test_tiny_and_edge_numbers)
-{
+START_TEST(test_tiny_and_edge_numbers) {
     /* 1e-50 reads as 0; FLT_MAX itself and 1e-45 (a subnormal) are fine */
     json_t *r = base_request();
     tj_put(r, "/embeddings/0/0", json_real(1e-50));
@@ -621,8 +600,8 @@ START_TEST(test_tiny_and_edge_numbers)
                  first + strcspn(first, ",]")); /* in place of the first number */
         req = NULL;
         ck_assert_int_eq(api_request_decode(body, strlen(body), &big_limits, &req, &err), 0);
-        ck_assert_msg(api_request_input(req)->embeddings[0] == (float)strtod(twice[i], NULL),
-                      "%s", twice[i]);
+        ck_assert_msg(api_request_input(req)->embeddings[0] == (float)strtod(twice[i], NULL), "%s",
+                      twice[i]);
         api_request_free(req);
     }
     char body[8192];
@@ -635,8 +614,7 @@ END_TEST
 
 /* ---- out_of_range -------------------------------------------------------- */
 
-START_TEST(test_out_of_range)
-{
+START_TEST(test_out_of_range) {
     json_t *r;
     struct {
         json_t *value;
@@ -661,8 +639,7 @@ END_TEST
 
 /* ---- limit_exceeded: each limit at its value passes, one over fails ------ */
 
-static void limit_pair(json_t *body, api_limits at_limit, api_limits over, const char *path)
-{
+static void limit_pair(json_t *body, api_limits at_limit, api_limits over, const char *path) {
     attn_error err;
     api_request_free(decode_ok_limits(json_deep_copy(body), &at_limit));
     expect_error(body, &over, 422, "limit_exceeded", path, &err);
@@ -672,8 +649,7 @@ static void limit_pair(json_t *body, api_limits at_limit, api_limits over, const
 /* The response limit is checked against a bound of the body's length: at the
  * bound the request passes and its real body fits; one byte less fails. The
  * bound is read from the message of a request refused under a tiny limit. */
-static void response_limit_pair(json_t *body)
-{
+static void response_limit_pair(json_t *body) {
     api_limits tiny = big_limits, at = big_limits, over = big_limits;
     attn_error err;
     size_t bound = 0, len = 0;
@@ -697,8 +673,7 @@ static void response_limit_pair(json_t *body)
     limit_pair(body, at, over, "/return");
 }
 
-START_TEST(test_limits)
-{
+START_TEST(test_limits) {
     api_limits at, over;
     double flops = attn_flops(3, 4, 2, 2, 0);
 
@@ -736,8 +711,9 @@ START_TEST(test_limits)
     r = base_request();
     response_limit_pair(r);
     r = base_request();
-    tj_put(r, "/return", json_pack("[s,s,s,s,s,s,s,s]", "q", "k", "v", "scores", "patterns",
-                                "head_outputs", "delta", "embeddings"));
+    tj_put(r, "/return",
+           json_pack("[s,s,s,s,s,s,s,s]", "q", "k", "v", "scores", "patterns", "head_outputs",
+                     "delta", "embeddings"));
     tj_put(r, "/select_heads", json_pack("[i]", 1));
     response_limit_pair(r);
     r = base_request();
@@ -754,27 +730,26 @@ END_TEST
 /* ---- the response limit at the byte -------------------------------------- */
 
 /* n × cols of one value. */
-static json_t *filled(size_t rows, size_t cols, double v)
-{
+static json_t *filled(size_t rows, size_t cols, double v) {
     json_t *m = json_array();
     for (size_t r = 0; r < rows; r++) {
         json_t *row = json_array();
-        for (size_t c = 0; c < cols; c++) json_array_append_new(row, json_real(v));
+        for (size_t c = 0; c < cols; c++)
+            json_array_append_new(row, json_real(v));
         json_array_append_new(m, row);
     }
     return m;
 }
 
-static json_t *filled_vector(size_t n, double a, double b)
-{
+static json_t *filled_vector(size_t n, double a, double b) {
     json_t *v = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(v, json_real(i % 2 ? a : b));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(v, json_real(i % 2 ? a : b));
     return v;
 }
 
 /* Decodes under `limits`, computes, encodes: the body's length. */
-static size_t response_length(json_t *body, const api_limits *limits, char **text_out)
-{
+static size_t response_length(json_t *body, const api_limits *limits, char **text_out) {
     api_request *req = decode_ok_limits(body, limits);
     attn_workspace *ws = attn_workspace_create();
     attn_error err;
@@ -785,8 +760,10 @@ static size_t response_length(json_t *body, const api_limits *limits, char **tex
     char *text = api_response_encode(req, &len, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
     api_request_free(req);
-    if (text_out) *text_out = text;
-    else free(text);
+    if (text_out)
+        *text_out = text;
+    else
+        free(text);
     return len;
 }
 
@@ -800,8 +777,7 @@ static size_t response_length(json_t *body, const api_limits *limits, char **tex
  * and with the nulls of masked scores (shorter than the widest number, so
  * the body may only be shorter than the bound).
  */
-START_TEST(test_response_limit_exact)
-{
+START_TEST(test_response_limit_exact) {
     const size_t n = 16, dm = 32, dh = 32;
     float small = -1.23456789e-5f;
     char buf[64];
@@ -812,20 +788,20 @@ START_TEST(test_response_limit_exact)
     ck_assert_str_eq(buf, "-123456790000000");
 
     for (int form = 0; form < 3; form++) {
-        json_t *head = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "w_q", filled(dm, dh, 0), "w_k",
-                                 filled(dm, dh, 0), "w_v", filled(dm, dh, 0), "b_q",
-                                 filled_vector(dh, wide, narrow), "b_k",
-                                 filled_vector(dh, narrow, wide), "b_v",
-                                 filled_vector(dh, wide, wide));
-        json_t *r = json_pack("{s:o,s:{s:[o],s:o,s:o}}", "embeddings", filled(n, dm, 0),
-                              "weights", "heads", head, "w_o", filled(dh, dm, 0), "b_o",
-                              filled_vector(dm, narrow, wide));
+        json_t *head = json_pack(
+            "{s:o,s:o,s:o,s:o,s:o,s:o}", "w_q", filled(dm, dh, 0), "w_k", filled(dm, dh, 0), "w_v",
+            filled(dm, dh, 0), "b_q", filled_vector(dh, wide, narrow), "b_k",
+            filled_vector(dh, narrow, wide), "b_v", filled_vector(dh, wide, wide));
+        json_t *r =
+            json_pack("{s:o,s:{s:[o],s:o,s:o}}", "embeddings", filled(n, dm, 0), "weights", "heads",
+                      head, "w_o", filled(dh, dm, 0), "b_o", filled_vector(dm, narrow, wide));
         json_t *tokens = json_array();
         for (size_t i = 0; i < n; i++)
             json_array_append_new(tokens, json_string(i % 2 ? "\x01\"\\\xc3\xa9/" : "t"));
         tj_put(r, "/tokens", tokens);
         if (form == 2)
-            tj_put(r, "/return", json_pack("[s,s,s,s,s]", "q", "scores", "v", "delta", "embeddings"));
+            tj_put(r, "/return",
+                   json_pack("[s,s,s,s,s]", "q", "scores", "v", "delta", "embeddings"));
         else
             tj_put(r, "/return", json_pack("[s,s,s,s,s]", "q", "k", "v", "delta", "embeddings"));
         if (form == 1) tj_put(r, "/encoding", json_string("base64"));
@@ -841,7 +817,8 @@ START_TEST(test_response_limit_exact)
             size_t bound = 0;
             tiny.max_response_bytes = 1;
             expect_error(json_deep_copy(r), &tiny, 422, "limit_exceeded", "/return", &err);
-            ck_assert_int_eq(sscanf(strstr(err.message, "need up to "), "need up to %zu", &bound), 1);
+            ck_assert_int_eq(sscanf(strstr(err.message, "need up to "), "need up to %zu", &bound),
+                             1);
             ck_assert_uint_le(len, bound);
             len = bound;
         } else {
@@ -850,8 +827,9 @@ START_TEST(test_response_limit_exact)
         free(text);
         at.max_response_bytes = len, over.max_response_bytes = len - 1;
         size_t got = response_length(json_deep_copy(r), &at, NULL);
-        ck_assert_msg(got <= at.max_response_bytes, "form %d: a body of %zu bytes under a limit of %zu",
-                      form, got, at.max_response_bytes);
+        ck_assert_msg(got <= at.max_response_bytes,
+                      "form %d: a body of %zu bytes under a limit of %zu", form, got,
+                      at.max_response_bytes);
         if (form < 2) ck_assert_uint_eq(got, len);
         expect_error(r, &over, 422, "limit_exceeded", "/return", NULL);
     }
@@ -873,8 +851,7 @@ static const api_limits default_limits = {.max_tokens = 8192,
 /* jansson's heap, through json_set_alloc_funcs: in use now, and its peak. */
 static size_t tree_now, tree_peak;
 
-static void *tree_malloc(size_t n)
-{
+static void *tree_malloc(size_t n) {
     size_t *p = malloc(n + sizeof(size_t) * 2);
     if (!p) return NULL;
     p[0] = n;
@@ -883,8 +860,7 @@ static void *tree_malloc(size_t n)
     return p + 2;
 }
 
-static void tree_free(void *q)
-{
+static void tree_free(void *q) {
     if (!q) return;
     size_t *p = (size_t *)q - 2;
     tree_now -= p[0];
@@ -892,8 +868,7 @@ static void tree_free(void *q)
 }
 
 /* `head`, `item` joined by commas up to `size` bytes, `tail`. */
-static char *repeat_body(const char *head, const char *item, const char *tail, size_t size)
-{
+static char *repeat_body(const char *head, const char *item, const char *tail, size_t size) {
     size_t hl = strlen(head), il = strlen(item), tl = strlen(tail), len = hl;
     char *b = malloc(size + il + tl + 2);
     memcpy(b, head, hl);
@@ -912,8 +887,7 @@ static char *repeat_body(const char *head, const char *item, const char *tail, s
  * request within the limits can have), where it was 14 to 79 times the
  * body before any of them was looked at on the text.
  */
-START_TEST(test_small_values_refused)
-{
+START_TEST(test_small_values_refused) {
     const size_t size = 4 << 20;
     /* 13376 values in all under the defaults: root, model, embeddings and
      * its [], x, then 445 items of 30 and 21 of the next */
@@ -925,33 +899,32 @@ START_TEST(test_small_values_refused)
     } shapes[] = {
         {"{\"model\":\"m\",\"embeddings\":[[0]],\"tokens\":[", "{}", "]}", 400, "wrong_type",
          "/tokens/0"},
-        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tokens\":[\"a\",", "[]", "]}", 400,
-         "wrong_type", "/tokens/1"},
-        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tok\\u0065ns\":[", "{}", "]}", 400,
-         "wrong_type", "/tokens/0"},
-        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tokens\":[", "\"\"", "]}", 422,
-         "limit_exceeded", "/tokens"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tokens\":[\"a\",", "[]", "]}", 400, "wrong_type",
+         "/tokens/1"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tok\\u0065ns\":[", "{}", "]}", 400, "wrong_type",
+         "/tokens/0"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"tokens\":[", "\"\"", "]}", 422, "limit_exceeded",
+         "/tokens"},
         {"{\"embeddings\":[[0]],\"weights\":{\"heads\":[", "{}", "]}}", 422, "limit_exceeded",
          "/weights/heads"},
         {"{\"model\":\"m\",\"embeddings\":[[0]],\"select_heads\":[", "0", "]}", 422,
          "limit_exceeded", "/select_heads"},
-        {"{\"model\":\"m\",\"embeddings\":[[0]],\"return\":[", "\"q\"", "]}", 422,
-         "limit_exceeded", "/return"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"return\":[", "\"q\"", "]}", 422, "limit_exceeded",
+         "/return"},
         {"{\"embeddings\":[[0]],\"weights\":{\"heads\":[{", "\"a\":{}", "}]}}", 422,
          "limit_exceeded", "/weights/heads/0"},
-        {"{\"model\":\"m\",\"embeddings\":[[0]],\"x\":[", "[]", "]}", 422, "limit_exceeded",
-         "/x"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"x\":[", "[]", "]}", 422, "limit_exceeded", "/x"},
         {"{\"model\":\"m\",\"embeddings\":[[0]],\"x\":[",
-         "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", "]}", 422, "limit_exceeded",
-         NULL},
+         "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", "]}", 422,
+         "limit_exceeded", NULL},
         {"{\"model\":\"m\",\"embeddings\":[[0]],\"scale\":[", "\"\"", "]}", 422, "limit_exceeded",
          "/scale"},
         {"{\"model\":\"m\",\"embeddings\":[[", "0", "],[0]]}", 422, "limit_exceeded",
          "/embeddings/0"},
         {"{\"model\":\"m\",\"embeddings\":[[", "0,null", "]]}", 422, "limit_exceeded",
          "/embeddings/0"},
-        {"{\"model\":\"m\",\"embeddings\":[[0]],\"mask\":[", "[1,0,2]", "]}", 422,
-         "limit_exceeded", "/mask"},
+        {"{\"model\":\"m\",\"embeddings\":[[0]],\"mask\":[", "[1,0,2]", "]}", 422, "limit_exceeded",
+         "/mask"},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         char *body = repeat_body(shapes[i].head, shapes[i].item, shapes[i].tail, size);
@@ -959,8 +932,7 @@ START_TEST(test_small_values_refused)
         tree_now = tree_peak = 0;
         json_set_alloc_funcs(tree_malloc, tree_free);
         expect_error_len(body, strlen(body), &default_limits, shapes[i].status, shapes[i].code,
-                         shapes[i].path ? shapes[i].path : nested_at,
-                         &err);
+                         shapes[i].path ? shapes[i].path : nested_at, &err);
         json_set_alloc_funcs(malloc, free);
         ck_assert_msg(tree_peak <= size + ((size_t)4 << 20),
                       "%s…: jansson's tree took %zu bytes for a body of %zu", shapes[i].head,
@@ -976,8 +948,7 @@ END_TEST
 /* The largest request the contract accepts of max_tokens tokens and
  * max_heads heads passes the scan: every head's six matrices as tensor
  * objects, select_heads of every head, return of 8 names (one repeated). */
-START_TEST(test_largest_accepted)
-{
+START_TEST(test_largest_accepted) {
     const size_t n = default_limits.max_tokens, h = default_limits.max_heads, dm = h, dh = 1;
     json_t *heads = json_array(), *tokens = json_array(), *sel = json_array();
     static const char *const fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
@@ -1011,10 +982,10 @@ START_TEST(test_largest_accepted)
         snprintf(t, sizeof t, "t%zu", i);
         json_array_append_new(tokens, json_string(t));
     }
-    json_t *r = json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings",
-                          filled(n, dm, 0.5), "tokens", tokens, "select_heads", sel, "return", "q",
-                          "k", "v", "head_outputs", "delta", "embeddings", "q", "k", "mask",
-                          "causal", "weights", "heads", heads);
+    json_t *r =
+        json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings", filled(n, dm, 0.5),
+                  "tokens", tokens, "select_heads", sel, "return", "q", "k", "v", "head_outputs",
+                  "delta", "embeddings", "q", "k", "mask", "causal", "weights", "heads", heads);
     api_request *req = decode_ok_limits(json_deep_copy(r), &default_limits);
     ck_assert_uint_eq(api_request_input(req)->n_tokens, n);
     ck_assert_uint_eq(api_request_input(req)->weights->n_heads, h);
@@ -1037,8 +1008,7 @@ END_TEST
 
 /* ---- packing of inline weights ------------------------------------------ */
 
-START_TEST(test_weights_packing)
-{
+START_TEST(test_weights_packing) {
     json_t *r = base_request();
     json_t *copy = json_deep_copy(r);
     tj_put(r, "/weights/heads/1/b_k", vector(2, 50));
@@ -1084,8 +1054,7 @@ END_TEST
 
 /* ---- model requests: decode leaves them unbound, bind does the rest ----- */
 
-START_TEST(test_model_bind)
-{
+START_TEST(test_model_bind) {
     api_request *inline_req = decode_ok(base_request());
     const attn_weights *w = api_request_input(inline_req)->weights;
     attn_error err;
@@ -1130,8 +1099,8 @@ START_TEST(test_model_bind)
     /* a name is any string to decode: what a model's name may be is the
      * store's rule, which the server applies (tests/test_http.c); the echo
      * escapes what it must, NUL bytes included */
-    req = decode_ok(json_pack("{s:o, s:o}", "model", json_stringn("a \"b\"\0c", 7),
-                              "embeddings", matrix(3, 4, 7)));
+    req = decode_ok(json_pack("{s:o, s:o}", "model", json_stringn("a \"b\"\0c", 7), "embeddings",
+                              matrix(3, 4, 7)));
     ck_assert_uint_eq(api_request_model_length(req), 7);
     ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), 0);
     resp = respond(req, NULL);
@@ -1156,20 +1125,19 @@ END_TEST
 
 /* Row t, column c of E · W for W = weights.heads[i].<w> of a base_request body,
  * in double. */
-static double ref_proj(json_t *body, size_t head_i, const char *w, size_t t, size_t c)
-{
+static double ref_proj(json_t *body, size_t head_i, const char *w, size_t t, size_t c) {
     char path[64];
     double s = 0;
     json_t *e = json_array_get(json_object_get(body, "embeddings"), t);
     snprintf(path, sizeof path, "weights/heads/%zu/%s", head_i, w);
     for (size_t j = 0; j < 4; j++)
-        s += num(json_array_get(e, j)) * num(json_array_get(json_array_get(tj_at(body, path), j), c));
+        s += num(json_array_get(e, j)) *
+             num(json_array_get(json_array_get(tj_at(body, path), j), c));
     return s;
 }
 
 /* Decodes, computes, encodes and parses back; frees the request. */
-static json_t *respond_body(json_t *body, char **raw)
-{
+static json_t *respond_body(json_t *body, char **raw) {
     api_request *req = decode_ok(body);
     json_t *resp = respond(req, raw);
     api_request_free(req);
@@ -1177,8 +1145,7 @@ static json_t *respond_body(json_t *body, char **raw)
 }
 
 /* The compact text of v equals `text`. */
-static void dump_eq(const json_t *v, const char *text)
-{
+static void dump_eq(const json_t *v, const char *text) {
     char *got;
     ck_assert_ptr_nonnull(v);
     got = dump(v);
@@ -1186,8 +1153,7 @@ static void dump_eq(const json_t *v, const char *text)
     free(got);
 }
 
-START_TEST(test_return_each_alone)
-{
+START_TEST(test_return_each_alone) {
     for (size_t o = 0; o < 8; o++) {
         json_t *r = base_request();
         tj_put(r, "/return", json_pack("[s]", output_names[o]));
@@ -1196,24 +1162,26 @@ START_TEST(test_return_each_alone)
             ck_assert_msg((json_object_get(resp, output_names[k]) != NULL) == (k == o),
                           "return [%s]: field %s", output_names[o], output_names[k]);
         json_t *v = json_object_get(resp, output_names[o]);
-        if (o <= 2 || o == 5) check_per_head_shape(v, 2, 3, 2, 0);
-        else if (o == 3) check_per_head_shape(v, 2, 3, 3, 1);
-        else if (o == 4) check_per_head_shape(v, 2, 3, 3, 0);
-        else check_matrix_shape(v, 3, 4, 0);
+        if (o <= 2 || o == 5)
+            check_per_head_shape(v, 2, 3, 2, 0);
+        else if (o == 3)
+            check_per_head_shape(v, 2, 3, 3, 1);
+        else if (o == 4)
+            check_per_head_shape(v, 2, 3, 3, 0);
+        else
+            check_matrix_shape(v, 3, 4, 0);
         ck_assert_ptr_null(json_object_get(resp, "tokens"));
         json_decref(resp);
     }
 }
 END_TEST
 
-START_TEST(test_response_defaults)
-{
+START_TEST(test_response_defaults) {
     char *raw;
     json_t *resp = respond_body(base_request(), &raw);
-    static const char *const order[] = {"\"model\":", "\"n_tokens\":", "\"d_model\":",
-                                        "\"n_heads\":", "\"d_head\":", "\"mask\":",
-                                        "\"scale\":", "\"heads\":", "\"patterns\":",
-                                        "\"embeddings\":"};
+    static const char *const order[] = {
+        "\"model\":", "\"n_tokens\":", "\"d_model\":", "\"n_heads\":",  "\"d_head\":",
+        "\"mask\":",  "\"scale\":",    "\"heads\":",   "\"patterns\":", "\"embeddings\":"};
     const char *prev = raw;
 
     ck_assert(json_is_null(json_object_get(resp, "model")));
@@ -1235,8 +1203,8 @@ START_TEST(test_response_defaults)
         for (size_t q = 0; q < 3; q++) {
             double s = 0;
             for (size_t k = 0; k < 3; k++) {
-                double p = num(json_array_get(json_array_get(json_array_get(
-                                   json_object_get(resp, "patterns"), i), q), k));
+                double p = num(json_array_get(
+                    json_array_get(json_array_get(json_object_get(resp, "patterns"), i), q), k));
                 if (k > q) ck_assert(p == 0);
                 s += p;
             }
@@ -1249,17 +1217,17 @@ START_TEST(test_response_defaults)
     json_t *r = base_request();
     tj_put(r, "/return", json_array());
     resp = respond_body(r, NULL);
-    for (size_t k = 0; k < 8; k++) ck_assert_ptr_null(json_object_get(resp, output_names[k]));
+    for (size_t k = 0; k < 8; k++)
+        ck_assert_ptr_null(json_object_get(resp, output_names[k]));
     json_decref(resp);
 }
 END_TEST
 
-START_TEST(test_response_numbers)
-{
+START_TEST(test_response_numbers) {
     json_t *r = base_request();
     json_t *body = json_deep_copy(r);
-    tj_put(r, "/return", json_pack("[s,s,s,s,s,s]", "q", "k", "scores", "patterns", "delta",
-                                "embeddings"));
+    tj_put(r, "/return",
+           json_pack("[s,s,s,s,s,s]", "q", "k", "scores", "patterns", "delta", "embeddings"));
     tj_put(r, "/scale", json_real(0.75));
     json_t *resp = respond_body(r, NULL);
     json_t *q = json_object_get(resp, "q"), *k = json_object_get(resp, "k");
@@ -1291,16 +1259,18 @@ START_TEST(test_response_numbers)
     /* E' = E + ΔE */
     for (size_t t = 0; t < 3; t++)
         for (size_t c = 0; c < 4; c++)
-            ck_assert(fabs(num(json_array_get(json_array_get(json_object_get(resp, "embeddings"), t), c)) -
-                           num(json_array_get(json_array_get(json_object_get(resp, "delta"), t), c)) -
-                           num(json_array_get(json_array_get(json_object_get(body, "embeddings"), t), c))) < 1e-5);
+            ck_assert(
+                fabs(
+                    num(json_array_get(json_array_get(json_object_get(resp, "embeddings"), t), c)) -
+                    num(json_array_get(json_array_get(json_object_get(resp, "delta"), t), c)) -
+                    num(json_array_get(json_array_get(json_object_get(body, "embeddings"), t),
+                                       c))) < 1e-5);
     json_decref(resp);
     json_decref(body);
 }
 END_TEST
 
-START_TEST(test_select_heads_order)
-{
+START_TEST(test_select_heads_order) {
     json_t *r = base_request();
     tj_put(r, "/return", json_pack("[s,s]", "q", "patterns"));
     json_t *all = respond_body(json_deep_copy(r), NULL);
@@ -1325,8 +1295,7 @@ START_TEST(test_select_heads_order)
 }
 END_TEST
 
-START_TEST(test_tokens_echo)
-{
+START_TEST(test_tokens_echo) {
     /* "\u0000", non-ASCII as escapes and as raw UTF-8, a surrogate pair, quotes */
     const char *text = "{\"tokens\":[\"a\\u0000b\",\"\xe6\x88\x91\\u00e9\",\"\\ud83d\\ude00\\\"\"],"
                        "\"embeddings\":[[1,0],[0,1],[1,1]],"
@@ -1355,8 +1324,7 @@ START_TEST(test_tokens_echo)
 }
 END_TEST
 
-START_TEST(test_custom_mask)
-{
+START_TEST(test_custom_mask) {
     json_t *r = base_request();
     /* booleans and 0/1 mixed; row 1 allows nothing: all zeros, not NaN */
     tj_put(r, "/mask", json_pack("[[b,i,b],[i,b,i],[f,b,b]]", 1, 0, 0, 0, 0, 0, 1.0, 1, 1));
@@ -1388,8 +1356,7 @@ END_TEST
  * or an Infinity in the JSON. (Overflowing scores are the engine's
  * ATTN_ERR_NONFINITE, tested in test_attention.) */
 static void expect_overflow(const char *w_q, const char *w_v, const char *returns,
-                            const char *output_in_message)
-{
+                            const char *output_in_message) {
     char text[512];
     snprintf(text, sizeof text,
              "{\"embeddings\":[[1e20,0],[0,1e20]],\"mask\":\"none\",\"return\":%s,"
@@ -1410,8 +1377,7 @@ static void expect_overflow(const char *w_q, const char *w_v, const char *return
     api_request_free(req);
 }
 
-START_TEST(test_overflow_in_result)
-{
+START_TEST(test_overflow_in_result) {
     const char *small = "[[1,0],[0,1]]", *huge = "[[1e20,0],[0,1e20]]";
     expect_overflow(small, huge, "[\"v\"]", "v of head 0, row 0, column 0");
     expect_overflow(small, huge, "[\"head_outputs\"]", "head_outputs of head 0");
@@ -1425,15 +1391,15 @@ START_TEST(test_overflow_in_result)
     attn_error err;
     ck_assert_int_eq(api_request_decode(ok, strlen(ok), &big_limits, &req, &err), 0);
     json_t *resp = respond(req, NULL);
-    json_t *q00 = json_array_get(json_array_get(json_array_get(json_object_get(resp, "q"), 0), 0), 0);
+    json_t *q00 =
+        json_array_get(json_array_get(json_array_get(json_object_get(resp, "q"), 0), 0), 0);
     ck_assert((float)num(q00) == 1e20f);
     json_decref(resp);
     api_request_free(req);
 }
 END_TEST
 
-START_TEST(test_biases_and_w_o)
-{
+START_TEST(test_biases_and_w_o) {
     /* one head with biases and w_o: checked against a double reference */
     const char *text = "{\"embeddings\":[[1,2],[3,-1]],"
                        "\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],\"w_k\":[[0],[1]],"
@@ -1461,14 +1427,12 @@ END_TEST
 
 /* ---- data-driven cases --------------------------------------------------- */
 
-static int is_dir(const char *p)
-{
+static int is_dir(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static const char *cases_dir(char *buf, size_t cap)
-{
+static const char *cases_dir(char *buf, size_t cap) {
     const char *env = getenv("ATTN_TESTS_DIR");
     const char *tries[] = {"tests/cases", "cases", "../tests/cases", "../../tests/cases"};
     if (env && *env) {
@@ -1482,8 +1446,7 @@ static const char *cases_dir(char *buf, size_t cap)
     return NULL;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
+static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     char *data;
     long size;
@@ -1499,8 +1462,7 @@ static char *read_file(const char *path, size_t *len)
     return data;
 }
 
-static void run_case(const char *dir, const char *name)
-{
+static void run_case(const char *dir, const char *name) {
     char path[4096];
     size_t len, elen;
     api_limits limits = big_limits;
@@ -1536,8 +1498,8 @@ static void run_case(const char *dir, const char *name)
                       "case %s: expected %d %s at \"%s\", got %d %s at \"%s\" (%s)", name, status,
                       code, epath, err.status, err.code, err.path, err.message);
     } else {
-        ck_assert_msg(rc == 0, "case %s: %d %s at \"%s\": %s", name, err.status, err.code,
-                      err.path, err.message);
+        ck_assert_msg(rc == 0, "case %s: %d %s at \"%s\": %s", name, err.status, err.code, err.path,
+                      err.message);
         json_t *resp = respond(req, NULL), *fields, *v;
         const char *key;
         size_t i;
@@ -1560,8 +1522,7 @@ static void run_case(const char *dir, const char *name)
     json_decref(expected);
 }
 
-START_TEST(test_cases_dir)
-{
+START_TEST(test_cases_dir) {
     char dir[1024];
     DIR *d;
     struct dirent *e;
@@ -1586,8 +1547,7 @@ END_TEST
 
 /* ---- the suite ----------------------------------------------------------- */
 
-static Suite *api_suite(void)
-{
+static Suite *api_suite(void) {
     Suite *s = suite_create("api");
     TCase *errors = tcase_create("errors");
     TCase *decode = tcase_create("decode");
@@ -1631,8 +1591,7 @@ static Suite *api_suite(void)
     return s;
 }
 
-int main(void)
-{
+int main(void) {
     SRunner *sr = srunner_create(api_suite());
     int failed;
 

@@ -30,8 +30,7 @@ static const char *const inline_body =
     "\"w_v\":[[31,32],[33,34],[35,36],[37,38]],\"b_q\":[0,0],\"b_k\":[0,0],\"b_v\":[0,0.5]}],"
     "\"w_o\":[[1,0,0,0],[0,1,0,0],[0,0,1,0],[0,0,0,3.4028235e38]],\"b_o\":[1,2,3,-0.25]}}";
 
-static api_request *decode(const char *text)
-{
+static api_request *decode(const char *text) {
     api_request *req = NULL;
     attn_error err;
     int rc = api_request_decode(text, strlen(text), &limits, &req, &err);
@@ -39,14 +38,12 @@ static api_request *decode(const char *text)
     return req;
 }
 
-static int floats_equal(const float *a, const float *b, size_t count)
-{
+static int floats_equal(const float *a, const float *b, size_t count) {
     if (!a || !b) return a == b;
     return memcmp(a, b, count * sizeof(float)) == 0;
 }
 
-START_TEST(test_weights_round_trip)
-{
+START_TEST(test_weights_round_trip) {
     api_request *req = decode(inline_body);
     const attn_weights *w = api_request_input(req)->weights;
     api_model_info info = {"round-trip", "two heads", ATTN_MASK_CAUSAL, w};
@@ -65,8 +62,8 @@ START_TEST(test_weights_round_trip)
     ck_assert_int_eq(json_integer_value(json_object_get(model, "n_heads")), 2);
     ck_assert_int_eq(json_integer_value(json_object_get(model, "d_head")), 2);
 
-    json_t *body = json_pack("{s:[[f,f,f,f]], s:O}", "embeddings", 0.1, -0.2, 0.3, 0.1,
-                             "weights", json_object_get(model, "weights"));
+    json_t *body = json_pack("{s:[[f,f,f,f]], s:O}", "embeddings", 0.1, -0.2, 0.3, 0.1, "weights",
+                             json_object_get(model, "weights"));
     char *again = json_dumps(body, JSON_COMPACT);
     api_request *back = decode(again);
     const attn_weights *w2 = api_request_input(back)->weights;
@@ -85,8 +82,7 @@ START_TEST(test_weights_round_trip)
 }
 END_TEST
 
-START_TEST(test_list_and_summary)
-{
+START_TEST(test_list_and_summary) {
     api_request *req = decode(inline_body);
     const attn_weights *w = api_request_input(req)->weights;
     api_model_info infos[2] = {{"a", "first \"quoted\"", ATTN_MASK_NONE, w},
@@ -123,8 +119,7 @@ START_TEST(test_list_and_summary)
 }
 END_TEST
 
-START_TEST(test_weights_limit_and_flag)
-{
+START_TEST(test_weights_limit_and_flag) {
     api_request *req = decode(inline_body);
     api_model_info info = {"m", "", ATTN_MASK_CAUSAL, api_request_input(req)->weights};
     attn_error err;
@@ -155,8 +150,7 @@ START_TEST(test_weights_limit_and_flag)
 }
 END_TEST
 
-int main(void)
-{
+int main(void) {
     Suite *s = suite_create("api_models");
     TCase *tc = tcase_create("models");
     tcase_add_test(tc, test_weights_round_trip);

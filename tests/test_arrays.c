@@ -52,8 +52,7 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-static uint64_t rng(void)
-{
+static uint64_t rng(void) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
@@ -61,8 +60,7 @@ static uint64_t rng(void)
 }
 
 /* The paths of a request's matrices and vectors. */
-static int rank_of(const char *path)
-{
+static int rank_of(const char *path) {
     return api_request_array_rank(path);
 }
 
@@ -73,8 +71,7 @@ typedef struct number_stats {
 } number_stats;
 
 /* One decimal text `x`, in {"embeddings":[[x]]}. */
-static void check_number(const char *x, number_stats *st)
-{
+static void check_number(const char *x, number_stats *st) {
     char body[512];
     snprintf(body, sizeof body, "{\"embeddings\":[[%s]]}", x);
     size_t len = strlen(body);
@@ -114,8 +111,7 @@ static void check_number(const char *x, number_stats *st)
 }
 
 /* Random decimal strings of every kind. */
-static void random_decimal(char *s, size_t cap)
-{
+static void random_decimal(char *s, size_t cap) {
     uint64_t r = rng();
     switch (r % 8) {
     case 0: { /* a random float's bits, written with 6 … 17 digits */
@@ -167,22 +163,21 @@ static void random_decimal(char *s, size_t cap)
         snprintf(s, cap, "%.*e", k == 3 ? 15 : k == 4 ? 14 : 40, mid);
         break;
     }
-    case 6: /* an integer */
-        snprintf(s, cap, "%lld", (long long)(rng() >> (rng() % 64)));
-        break;
+    case 6: /* an integer */ snprintf(s, cap, "%lld", (long long)(rng() >> (rng() % 64))); break;
     default: { /* malformed, or almost */
-        static const char *const bad[] = {"01", "-", "1.", ".5", "+1", "1e", "1e+", "-01.5",
-                                          "0x10", "1.5.2", "Infinity", "NaN", "1_0", "00",
-                                          "-0", "0e0", "1E+2", "1e-0", "-0.0e-0", "1e400",
-                                          "-1e400", "2e-400", "1 2", "1,"};
+        static const char *const bad[] = {
+            "01",   "-",     "1.",       ".5",    "+1",     "1e",     "1e+", "-01.5",
+            "0x10", "1.5.2", "Infinity", "NaN",   "1_0",    "00",     "-0",  "0e0",
+            "1E+2", "1e-0",  "-0.0e-0",  "1e400", "-1e400", "2e-400", "1 2", "1,"};
         snprintf(s, cap, "%s", bad[rng() % (sizeof bad / sizeof bad[0])]);
         break;
     }
     }
 }
 
-START_TEST(numbers_as_jansson_reads_them)
-{
+START_TEST(numbers_as_jansson_reads_them) {
+    /* packed as a table, as the formatter would not */
+    // clang-format off
     static const char *const named[] = {
         "0", "-0", "1", "-1", "0.1", "1e-45", "7e-46", "1.4e-45", "1.17549435e-38",
         "3.4028235e38", "3.4028236e38", "-3.4028235e38", "340282356779733661637539395458142568447",
@@ -190,6 +185,7 @@ START_TEST(numbers_as_jansson_reads_them)
         "0.000000000000000000000000000000000000000000001", "9007199254740993", "1e22", "1e23",
         "16777217", "0.30000001192092896", "2.5e-324", "1e-400", "1.00000005960464477539062500",
     };
+    // clang-format on
     number_stats st = {0};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         check_number(named[i], &st);
@@ -208,8 +204,7 @@ END_TEST
 /* ---- documents ----------------------------------------------------------------- */
 
 /* Sets the value at a JSON Pointer of plain keys and indices in root. */
-static void put_at(json_t *root, const char *path, json_t *value)
-{
+static void put_at(json_t *root, const char *path, json_t *value) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     json_t *parent = root;
@@ -229,8 +224,7 @@ static void put_at(json_t *root, const char *path, json_t *value)
         CHECK(json_object_set_new(parent, seg, value) == 0, "set %s", path);
 }
 
-static json_t *get_at(json_t *root, const char *path)
-{
+static json_t *get_at(json_t *root, const char *path) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     json_t *v = root;
@@ -244,8 +238,7 @@ typedef struct doc_stats {
 } doc_stats;
 
 /* jansson on the body, against jansson on the lifted text (see the top). */
-static void check_document(const char *body, size_t len, doc_stats *st)
-{
+static void check_document(const char *body, size_t len, doc_stats *st) {
     json_error_t e1, e2;
     json_t *orig = json_loadb(body, len, FLAGS, &e1);
     api_arrays *a;
@@ -257,10 +250,10 @@ static void check_document(const char *body, size_t len, doc_stats *st)
     CHECK(!orig == !lift, "accepted %d vs %d: %.*s", !!orig, !!lift, (int)len, body);
     if (!orig) {
         api_arrays_fix_error(a, body, len, &e2);
-        CHECK(!strcmp(e1.text, e2.text) && e1.line == e2.line &&
-                          e1.column == e2.column && e1.position == e2.position,
-                      "error %s %d:%d@%d vs %s %d:%d@%d in %.*s", e1.text, e1.line, e1.column,
-                      e1.position, e2.text, e2.line, e2.column, e2.position, (int)len, body);
+        CHECK(!strcmp(e1.text, e2.text) && e1.line == e2.line && e1.column == e2.column &&
+                  e1.position == e2.position,
+              "error %s %d:%d@%d vs %s %d:%d@%d in %.*s", e1.text, e1.line, e1.column, e1.position,
+              e2.text, e2.line, e2.column, e2.position, (int)len, body);
     } else {
         st->accepted++;
         st->lifted_docs += api_arrays_numbers(a) > 0;
@@ -278,14 +271,15 @@ static void check_document(const char *body, size_t len, doc_stats *st)
             json_t *o = get_at(orig, paths[k]);
             CHECK(o != NULL, "%s missing", paths[k]);
             CHECK(json_is_array(get_at(lift, paths[k])) &&
-                              json_array_size(get_at(lift, paths[k])) == 0,
-                          "%s is not [] in the lifted text", paths[k]);
+                      json_array_size(get_at(lift, paths[k])) == 0,
+                  "%s is not [] in the lifted text", paths[k]);
             for (size_t r = 0; r < got->rows; r++)
                 for (size_t c = 0; c < got->cols; c++) {
                     json_t *cell = got->rank == 2 ? json_array_get(json_array_get(o, r), c)
                                                   : json_array_get(o, c);
                     double v = json_is_boolean(cell) ? json_is_true(cell) : json_number_value(cell);
-                    CHECK(json_is_number(cell) || (json_is_boolean(cell) && !strcmp(paths[k], "/mask")),
+                    CHECK(json_is_number(cell) ||
+                              (json_is_boolean(cell) && !strcmp(paths[k], "/mask")),
                           "%s: not a number", paths[k]);
                     CHECK((float)v == got->data[r * got->cols + c], "%s[%zu][%zu]", paths[k], r, c);
                 }
@@ -315,8 +309,7 @@ static void check_document(const char *body, size_t len, doc_stats *st)
 }
 
 /* A valid body with inline weights, numbers written in several styles. */
-static char *valid_body(void)
-{
+static char *valid_body(void) {
     char *buf;
     size_t size;
     FILE *f = open_memstream(&buf, &size);
@@ -324,7 +317,7 @@ static char *valid_body(void)
 #define SP sp[rng() % 5]
 #define NUM()                                                                                      \
     do {                                                                                           \
-        float v = (float)((double)(rng() >> 11) / 9007199254740992.0 * 4.0 - 2.0);               \
+        float v = (float)((double)(rng() >> 11) / 9007199254740992.0 * 4.0 - 2.0);                 \
         switch (rng() % 4) {                                                                       \
         case 0: fprintf(f, "%.9g", (double)v); break;                                              \
         case 1: fprintf(f, "%.3e", (double)v); break;                                              \
@@ -388,8 +381,7 @@ static char *valid_body(void)
  * tensor objects, members in any order, base64 of random bytes (128 and
  * 344 characters: long enough to be lifted), and a top-level "data" of the
  * same kind that is no tensor's (never lifted). */
-static char *tensor_body(void)
-{
+static char *tensor_body(void) {
     static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *buf;
     size_t size;
@@ -403,7 +395,7 @@ static char *tensor_body(void)
     } while (0)
 #define TENSOR(rows, cols, chars)                                                                  \
     do {                                                                                           \
-        const char *order[][3] = {{"d", "s", "t"}, {"t", "d", "s"}, {"s", "t", "d"}};             \
+        const char *order[][3] = {{"d", "s", "t"}, {"t", "d", "s"}, {"s", "t", "d"}};              \
         int o = (int)(rng() % 3);                                                                  \
         fputc('{', f);                                                                             \
         for (int m = 0; m < 3; m++) {                                                              \
@@ -415,7 +407,7 @@ static char *tensor_body(void)
             } else if (*order[o][m] == 's') {                                                      \
                 fprintf(f, "\"shape\":[%d,%s%d]", rows, SP, cols);                                 \
             } else {                                                                               \
-                fprintf(f, "\"dtype\":%s\"float32\"", SP);                                        \
+                fprintf(f, "\"dtype\":%s\"float32\"", SP);                                         \
             }                                                                                      \
         }                                                                                          \
         fputc('}', f);                                                                             \
@@ -436,8 +428,7 @@ static char *tensor_body(void)
 
 /* Mutates body (of *len bytes, room for 8 more) in place: delete, insert
  * or replace one byte, drawn from JSON's own characters mostly. */
-static void mutate(char *body, size_t *len)
-{
+static void mutate(char *body, size_t *len) {
     static const char chars[] = "[]{},:\" \n\t0123456789.eE+-\\/abtnrfu\x80\xc3\xa9";
     size_t at = rng() % (*len + 1);
     char c = (rng() % 16) ? chars[rng() % (sizeof chars - 1)] : (char)(rng() & 0xff);
@@ -445,9 +436,7 @@ static void mutate(char *body, size_t *len)
     case 0:
         if (at < *len) memmove(body + at, body + at + 1, *len - at - 1), (*len)--;
         break;
-    case 1:
-        memmove(body + at + 1, body + at, *len - at), body[at] = c, (*len)++;
-        break;
+    case 1: memmove(body + at + 1, body + at, *len - at), body[at] = c, (*len)++; break;
     default:
         if (at < *len) body[at] = c;
         break;
@@ -456,8 +445,7 @@ static void mutate(char *body, size_t *len)
 
 /* check_document on `bases` bodies made by `make`, each as it is and with
  * `mutations` mutated copies (one to three edits each). */
-static void check_mutated(char *(*make)(void), int bases, int mutations, doc_stats *st)
-{
+static void check_mutated(char *(*make)(void), int bases, int mutations, doc_stats *st) {
     for (int d = 0; d < bases; d++) {
         char *base = make();
         size_t base_len = strlen(base);
@@ -476,8 +464,7 @@ static void check_mutated(char *(*make)(void), int bases, int mutations, doc_sta
     }
 }
 
-START_TEST(documents_as_jansson_reads_them)
-{
+START_TEST(documents_as_jansson_reads_them) {
     doc_stats st = {0};
     check_mutated(valid_body, 4000 / SCALE, 100, &st);
     printf("documents: %zu checked, %zu accepted by jansson, %zu with arrays lifted, %zu arrays\n",
@@ -488,12 +475,11 @@ START_TEST(documents_as_jansson_reads_them)
 END_TEST
 
 /* Tensors' base64 strings, lifted and mutated, against jansson. */
-START_TEST(tensor_strings_as_jansson_reads_them)
-{
+START_TEST(tensor_strings_as_jansson_reads_them) {
     doc_stats st = {0};
     check_mutated(tensor_body, 2000 / SCALE, 50, &st);
-    printf("tensor documents: %zu checked, %zu accepted by jansson, %zu strings lifted\n",
-           st.docs, st.accepted, st.strings);
+    printf("tensor documents: %zu checked, %zu accepted by jansson, %zu strings lifted\n", st.docs,
+           st.accepted, st.strings);
     ck_assert_uint_gt(st.accepted, st.docs / 20);
     ck_assert_uint_gt(st.strings, st.accepted);
 }
@@ -501,8 +487,7 @@ END_TEST
 
 /* ---- what is lifted ---------------------------------------------------------------- */
 
-static int lifted_n(const char *body, size_t len, const char *path)
-{
+static int lifted_n(const char *body, size_t len, const char *path) {
     api_arrays *a;
     ck_assert_int_eq(api_arrays_lift(&a, body, len, rank_of), 0);
     int found = api_arrays_find(a, path) != NULL;
@@ -510,13 +495,11 @@ static int lifted_n(const char *body, size_t len, const char *path)
     return found;
 }
 
-static int lifted(const char *body, const char *path)
-{
+static int lifted(const char *body, const char *path) {
     return lifted_n(body, strlen(body), path);
 }
 
-static int string_lifted(const char *body, const char *path)
-{
+static int string_lifted(const char *body, const char *path) {
     api_arrays *a;
     size_t len;
     ck_assert_int_eq(api_arrays_lift(&a, body, strlen(body), rank_of), 0);
@@ -535,11 +518,11 @@ static int string_lifted(const char *body, const char *path)
 
 /* Which strings: a tensor's data at a wanted path, 64 bytes or more of
  * printable ASCII without a backslash; nothing else. */
-START_TEST(which_strings)
-{
+START_TEST(which_strings) {
     char b64[80], body[256];
     memset(b64, 'A', 64), b64[64] = 0;
-    snprintf(body, sizeof body, "{\"embeddings\":{\"dtype\":\"float32\",\"shape\":[1,12],\"data\":\"%s\"}}", b64);
+    snprintf(body, sizeof body,
+             "{\"embeddings\":{\"dtype\":\"float32\",\"shape\":[1,12],\"data\":\"%s\"}}", b64);
     ck_assert(string_lifted(body, "/embeddings/data"));
     snprintf(body, sizeof body, "{\"weights\":{\"heads\":[{\"b_q\":{\"data\":\"%s\"}}]}}", b64);
     ck_assert(string_lifted(body, "/weights/heads/0/b_q/data"));
@@ -569,8 +552,7 @@ START_TEST(which_strings)
 }
 END_TEST
 
-START_TEST(which_arrays)
-{
+START_TEST(which_arrays) {
     ck_assert(lifted("{\"embeddings\":[[1,2],[3,4]]}", "/embeddings"));
     ck_assert(lifted("{\"weights\":{\"heads\":[{},{\"w_k\":[[1]]}]}}", "/weights/heads/1/w_k"));
     ck_assert(lifted("{\"weights\":{\"b_o\":[1,2]}}", "/weights/b_o"));
@@ -592,7 +574,8 @@ START_TEST(which_arrays)
     ck_assert(lifted("{\"emb\\u0065ddings\":[[1]]}", "/embeddings"));
     ck_assert(lifted("{\"w\\u0065ights\":{\"h\\u0065ads\":[{\"w\\u005fq\":[[1]]}]}}",
                      "/weights/heads/0/w_q"));
-    ck_assert(lifted("{\"\\u00e9\\ud83d\\ude00\\n\\/\\\"\":1,\"embeddings\":[[1]]}", "/embeddings"));
+    ck_assert(
+        lifted("{\"\\u00e9\\ud83d\\ude00\\n\\/\\\"\":1,\"embeddings\":[[1]]}", "/embeddings"));
     ck_assert(!lifted("{\"embeddings\\u0000\":[[1]]}", "/embeddings"));
     ck_assert(!lifted("{\"emb\\udc00eddings\":[[1]]}", "/embeddings"));
     ck_assert(!lifted("{\"emb\\x65ddings\":[[1]]}", "/embeddings"));
@@ -602,7 +585,7 @@ START_TEST(which_arrays)
     ck_assert(lifted("{\"mask\":[[1.0,0e5,-0,1E0,10e-1]]}", "/mask"));
     ck_assert(!lifted("{\"mask\":[[1,2]]}", "/mask"));
     ck_assert(lifted("{\"mask\":[[1.0000000000000001]]}", "/mask")); /* 1 as a double */
-    ck_assert(!lifted("{\"mask\":[[1.00000001]]}", "/mask")); /* 1 as a float32 only */
+    ck_assert(!lifted("{\"mask\":[[1.00000001]]}", "/mask"));        /* 1 as a float32 only */
     ck_assert(!lifted("{\"mask\":[[truex]]}", "/mask"));
     ck_assert(!lifted("{\"mask\":[[null]]}", "/mask"));
     ck_assert(!lifted("{\"mask\":[[\"1\"]]}", "/mask"));
@@ -622,9 +605,8 @@ START_TEST(which_arrays)
      * to the limits */
     static const char long_then_nul[] = "{\"t\":\"0123456789abcdefghij\"}\0";
     api_arrays *a;
-    ck_assert_int_eq(api_arrays_lift_within(&a, long_then_nul, sizeof long_then_nul - 1, rank_of,
-                                            0, 10),
-                     0);
+    ck_assert_int_eq(
+        api_arrays_lift_within(&a, long_then_nul, sizeof long_then_nul - 1, rank_of, 0, 10), 0);
     const char *where;
     ck_assert_int_eq(api_arrays_violation(a, &where), API_ARRAYS_STRING_LONG);
     ck_assert_str_eq(where, "/t");
@@ -636,8 +618,7 @@ END_TEST
 
 /* ---- the rules of api_arrays_lift_rules ------------------------------------------- */
 
-static size_t rule_elements(const void *ctx, const char *path, int *strings)
-{
+static size_t rule_elements(const void *ctx, const char *path, int *strings) {
     (void)ctx;
     *strings = !strcmp(path, "/s");
     return !strcmp(path, "/a") || *strings ? 3 : 0;
@@ -645,8 +626,7 @@ static size_t rule_elements(const void *ctx, const char *path, int *strings)
 
 /* The violation api_arrays_lift_rules finds in body, its path in *where. */
 static api_arrays_limit rule_violation(const char *body, size_t max_values, char *where,
-                                       const char **value)
-{
+                                       const char **value) {
     api_arrays_rules rules = {.max_values = max_values, .max_elements = rule_elements};
     api_arrays *a;
     const char *path;
@@ -661,8 +641,7 @@ static api_arrays_limit rule_violation(const char *body, size_t max_values, char
 /* Each rule refuses one over its limit, at its path, and passes what is at
  * it: the values in all (a lifted array counts as the [] left for it), an
  * array's length, strings only. */
-START_TEST(rules)
-{
+START_TEST(rules) {
     char where[API_PATH_MAX];
     const char *value;
     /* 1 object + a + 3 numbers = 5 values; the lifted embeddings 1 more */
@@ -690,7 +669,7 @@ START_TEST(rules)
     static const struct {
         const char *body, *path, *value;
     } bad[] = {
-        {"{\"s\":[{}]}", "/s/0", "an object"},     {"{\"s\":[\"x\",[\"y\"]]}", "/s/1", "an array"},
+        {"{\"s\":[{}]}", "/s/0", "an object"},      {"{\"s\":[\"x\",[\"y\"]]}", "/s/1", "an array"},
         {"{\"s\":[\"x\",-1]}", "/s/1", "a number"}, {"{\"s\":[true]}", "/s/0", "true"},
         {"{\"s\":[null,\"x\"]}", "/s/0", "null"},   {"{\"s\" : [ false ]}", "/s/0", "false"},
     };
@@ -704,8 +683,9 @@ START_TEST(rules)
     ck_assert_str_eq(where, "/s");
     /* past a non-string element nothing is counted (the body is refused):
      * not the values, not the lengths; nesting and string length still are */
-    ck_assert_int_eq(rule_violation("{\"s\":[{},{},{},{},{},{},{}],\"a\":[1,2,3,4]}", 4, where, NULL),
-                     API_ARRAYS_NOT_STRING);
+    ck_assert_int_eq(
+        rule_violation("{\"s\":[{},{},{},{},{},{},{}],\"a\":[1,2,3,4]}", 4, where, NULL),
+        API_ARRAYS_NOT_STRING);
     ck_assert_str_eq(where, "/s/0");
     api_arrays_rules deep = {.max_depth = 3, .max_elements = rule_elements};
     api_arrays *a;
@@ -719,8 +699,7 @@ START_TEST(rules)
 END_TEST
 
 /* A body cut anywhere is never read past its end (ASan watches). */
-START_TEST(cut_bodies)
-{
+START_TEST(cut_bodies) {
     const char *full = "{\"embeddings\":[[1.5e30,2,3.25],[4,5,6e-20]],\"weights\":{\"b_o\":[1]}}";
     size_t n = strlen(full), complete = (size_t)(strstr(full, "]],") - full) + 2;
     for (size_t len = 0; len <= n; len++) {
@@ -735,8 +714,7 @@ START_TEST(cut_bodies)
 }
 END_TEST
 
-static Suite *arrays_suite(void)
-{
+static Suite *arrays_suite(void) {
     Suite *s = suite_create("arrays");
     TCase *tc = tcase_create("lift");
     tcase_set_timeout(tc, 600);
@@ -751,8 +729,7 @@ static Suite *arrays_suite(void)
     return s;
 }
 
-int main(void)
-{
+int main(void) {
     SRunner *sr = srunner_create(arrays_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

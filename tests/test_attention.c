@@ -47,7 +47,8 @@ static const char *compute_error(const attn_output *out, attn_workspace *ws, con
                                  const attn_runner *runner) {
     attn_error err;
     memset(&err, 0x5a, sizeof err);
-    int rc = runner ? attn_compute_with(out, ws, in, runner, &err) : attn_compute(out, ws, in, &err);
+    int rc =
+        runner ? attn_compute_with(out, ws, in, runner, &err) : attn_compute(out, ws, in, &err);
     if (rc == 0) return NULL;
     ck_assert_int_eq(rc, -1);
     ck_assert_msg(err.code == ATTN_ERR_NOMEM || err.code == ATTN_ERR_NONFINITE ||
@@ -913,8 +914,12 @@ START_TEST(test_overflowing_scores) {
     attn_weights w = {.d_model = 1, .n_heads = 1, .d_head = 1, .w_qkv = qkv_pos};
     unsigned char hide_11[4] = {1, 1, 1, 0}, all[4] = {1, 1, 1, 1};
     size_t head0 = 0;
-    attn_input in = {.weights = &w, .embeddings = e, .n_tokens = 2, .scale = 1.0f,
-                     .heads = &head0, .n_heads_out = 1};
+    attn_input in = {.weights = &w,
+                     .embeddings = e,
+                     .n_tokens = 2,
+                     .scale = 1.0f,
+                     .heads = &head0,
+                     .n_heads_out = 1};
     float patterns[4], scores[4], emb[2];
     attn_output out = {.scores = scores, .patterns = patterns, .embeddings = emb};
     attn_workspace *ws = attn_workspace_create();
@@ -942,8 +947,13 @@ START_TEST(test_overflowing_scores) {
     /* Q = 3e38 · 2 = inf, K = 0: S = inf · 0 = NaN */
     float e_big[2] = {3e38f, 3e38f}, qkv_nan[6] = {1, 0, 1, 1, 0, 1}, w_o[2] = {1, 1};
     attn_weights wn = {.d_model = 2, .n_heads = 1, .d_head = 1, .w_qkv = qkv_nan, .w_o = w_o};
-    attn_input inn = {.weights = &wn, .embeddings = e_big, .n_tokens = 1, .scale = 1.0f,
-                      .mask = {ATTN_MASK_NONE, NULL}, .heads = &head0, .n_heads_out = 1};
+    attn_input inn = {.weights = &wn,
+                      .embeddings = e_big,
+                      .n_tokens = 1,
+                      .scale = 1.0f,
+                      .mask = {ATTN_MASK_NONE, NULL},
+                      .heads = &head0,
+                      .n_heads_out = 1};
     attn_output outn = {.patterns = patterns};
     ck_assert_ptr_eq(compute_error(&outn, ws, &inn, NULL), ATTN_ERR_NONFINITE);
     ck_assert_str_eq(ATTN_ERR_NONFINITE, "non_finite_number"); /* the contract's code */
@@ -973,9 +983,9 @@ START_TEST(test_vexp) {
     static float x[N], y[N], z[N];
     size_t count = 0;
     static const float special[] = {-INFINITY, -1e30f, -1000.0f, -104.0f, -103.9f, -100.0f,
-                                    -87.4f, -87.0f, -20.0f, -1.0f, -1e-7f, -0.0f, 0.0f, 1e-30f,
-                                    1e-7f, 0.5f, 1.0f, 10.0f, 88.0f, 88.72f, 88.7228f, 89.0f,
-                                    1000.0f, INFINITY};
+                                    -87.4f,    -87.0f, -20.0f,   -1.0f,   -1e-7f,  -0.0f,
+                                    0.0f,      1e-30f, 1e-7f,    0.5f,    1.0f,    10.0f,
+                                    88.0f,     88.72f, 88.7228f, 89.0f,   1000.0f, INFINITY};
     for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
         x[count++] = special[k];
     uint64_t st = 3;
@@ -1004,8 +1014,8 @@ START_TEST(test_vexp) {
             ck_abort_msg("exp(%a): %a vs expf %a", (double)x[k], (double)y[k], (double)ef);
         if (e > worst) worst = e;
     }
-    ck_assert(y[0] == 0.0f);                          /* exp(−inf) is exactly 0 */
-    ck_assert(y[11] == 1.0f && y[12] == 1.0f);        /* exp(±0) == 1 */
+    ck_assert(y[0] == 0.0f);                                     /* exp(−inf) is exactly 0 */
+    ck_assert(y[11] == 1.0f && y[12] == 1.0f);                   /* exp(±0) == 1 */
     ck_assert(isinf(y[sizeof special / sizeof special[0] - 1])); /* overflow: inf */
     /* the fused form: exp(x − shift) and its sum */
     for (size_t k = 0; k < 37; k++)
@@ -1291,12 +1301,12 @@ static void test_runner_free(test_runner *r) {
 /* Output sets: the full path (scores or patterns shown) and the online one. */
 static const unsigned with_wants[] = {
     WANT_ALL,
-    WANT_ALL & ~(1u << O_S) & ~(1u << O_P),      /* online, every output else */
-    1u << O_E,                                   /* online, ΔE only */
-    (1u << O_P) | (1u << O_E),                   /* the API's default */
-    (1u << O_S) | (1u << O_Z),                   /* full, scores in rows scratch */
-    1u << O_Z,                                   /* online, listed heads only */
-    (1u << O_S) | (1u << O_P) | (1u << O_Z),     /* full, no ΔE */
+    WANT_ALL & ~(1u << O_S) & ~(1u << O_P),  /* online, every output else */
+    1u << O_E,                               /* online, ΔE only */
+    (1u << O_P) | (1u << O_E),               /* the API's default */
+    (1u << O_S) | (1u << O_Z),               /* full, scores in rows scratch */
+    1u << O_Z,                               /* online, listed heads only */
+    (1u << O_S) | (1u << O_P) | (1u << O_Z), /* full, no ΔE */
 };
 
 /* attn_compute_with on 1, 2 and 4 threads: bit for bit attn_compute, every
@@ -1450,8 +1460,13 @@ START_TEST(test_runner_nonfinite) {
     float w_o[3] = {1, 1, 1};
     attn_weights w = {.d_model = 1, .n_heads = 3, .d_head = 1, .w_qkv = w_qkv, .w_o = w_o};
     size_t heads[3] = {0, 1, 2};
-    attn_input in = {.weights = &w, .embeddings = e, .n_tokens = 2, .scale = 1.0f,
-                     .mask = {ATTN_MASK_NONE, NULL}, .heads = heads, .n_heads_out = 3};
+    attn_input in = {.weights = &w,
+                     .embeddings = e,
+                     .n_tokens = 2,
+                     .scale = 1.0f,
+                     .mask = {ATTN_MASK_NONE, NULL},
+                     .heads = heads,
+                     .n_heads_out = 3};
     float patterns[3 * 4], z[3 * 2], emb[2];
     attn_output full = {.patterns = patterns, .embeddings = emb};
     attn_output onl = {.head_outputs = z, .embeddings = emb};
@@ -1498,8 +1513,13 @@ START_TEST(test_online_no_overflow) {
     float w_qkv[2 * 6] = {0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1};
     attn_weights w = {.d_model = 2, .n_heads = 1, .d_head = 2, .w_qkv = w_qkv};
     size_t head0 = 0;
-    attn_input in = {.weights = &w, .embeddings = e, .n_tokens = N, .scale = 1.0f,
-                     .mask = {ATTN_MASK_NONE, NULL}, .heads = &head0, .n_heads_out = 1};
+    attn_input in = {.weights = &w,
+                     .embeddings = e,
+                     .n_tokens = N,
+                     .scale = 1.0f,
+                     .mask = {ATTN_MASK_NONE, NULL},
+                     .heads = &head0,
+                     .n_heads_out = 1};
     static float z_full[N * 2], z_online[N * 2], patterns[N * N];
     attn_output full = {.patterns = patterns, .head_outputs = z_full};
     attn_output online = {.head_outputs = z_online};

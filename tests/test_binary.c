@@ -24,12 +24,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "tests/json_edit.h"
 #include "api/base64.h"
 #include "api/error.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
+#include "tests/json_edit.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -40,19 +40,17 @@ static const api_limits big_limits = {.max_tokens = 4096,
                                       .max_response_bytes = (size_t)1 << 30,
                                       .max_workspace_bytes = (size_t)1 << 30};
 
-static const char *const output_names[] = {"q",        "k",            "v",     "scores",
-                                           "patterns", "head_outputs", "delta", "embeddings"};
+static const char *const output_names[] = {
+    "q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"};
 
 /* Exactly representable values in [-1, 1): multiples of 1/8. */
-static double val(size_t i)
-{
+static double val(size_t i) {
     return (double)((int)((i * 37 + 11) % 17) - 8) / 8.0;
 }
 
 /* Floats of every kind but non-finite: xorshift bits, exponents kept small
  * enough that results stay finite, subnormals and -0 included now and then. */
-static float rnd_float(uint32_t *state)
-{
+static float rnd_float(uint32_t *state) {
     uint32_t x = *state;
     x ^= x << 13, x ^= x >> 17, x ^= x << 5;
     *state = x;
@@ -64,8 +62,7 @@ static float rnd_float(uint32_t *state)
     return f;
 }
 
-static json_t *matrix(size_t rows, size_t cols, size_t seed)
-{
+static json_t *matrix(size_t rows, size_t cols, size_t seed) {
     json_t *m = json_array();
     for (size_t r = 0; r < rows; r++) {
         json_t *row = json_array();
@@ -76,27 +73,26 @@ static json_t *matrix(size_t rows, size_t cols, size_t seed)
     return m;
 }
 
-static json_t *rnd_matrix(size_t rows, size_t cols, uint32_t *state)
-{
+static json_t *rnd_matrix(size_t rows, size_t cols, uint32_t *state) {
     json_t *m = json_array();
     for (size_t r = 0; r < rows; r++) {
         json_t *row = json_array();
-        for (size_t c = 0; c < cols; c++) json_array_append_new(row, json_real(rnd_float(state)));
+        for (size_t c = 0; c < cols; c++)
+            json_array_append_new(row, json_real(rnd_float(state)));
         json_array_append_new(m, row);
     }
     return m;
 }
 
-static json_t *vector(size_t n, size_t seed)
-{
+static json_t *vector(size_t n, size_t seed) {
     json_t *v = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(v, json_real(val(seed + i)));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(v, json_real(val(seed + i)));
     return v;
 }
 
 /* n tokens, d_model dm, h heads of width dh; no w_o (so h·dh should be dm). */
-static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh)
-{
+static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh) {
     json_t *heads = json_array();
     for (size_t i = 0; i < h; i++) {
         size_t seed = 1000 * (i + 1);
@@ -104,18 +100,15 @@ static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh)
                                                "w_k", matrix(dm, dh, seed + 100), "w_v",
                                                matrix(dm, dh, seed + 200)));
     }
-    return json_pack("{s:o, s:{s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads",
-                     heads);
+    return json_pack("{s:o, s:{s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads", heads);
 }
 
-static json_t *base_request(void)
-{
+static json_t *base_request(void) {
     return request_with(3, 4, 2, 2);
 }
 
 /* Every weight of a request: biases, w_o and b_o too. */
-static json_t *full_request(void)
-{
+static json_t *full_request(void) {
     json_t *r = base_request();
     json_t *heads = json_object_get(json_object_get(r, "weights"), "heads");
     static const char *const biases[] = {"b_q", "b_k", "b_v"};
@@ -127,8 +120,7 @@ static json_t *full_request(void)
     return r;
 }
 
-static char *dump(const json_t *j)
-{
+static char *dump(const json_t *j) {
     char *s = json_dumps(j, JSON_COMPACT);
     ck_assert_ptr_nonnull(s);
     return s;
@@ -140,8 +132,7 @@ static const char ref_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /* malloc'd, NUL-terminated. */
-static char *ref_encode(const void *src, size_t n)
-{
+static char *ref_encode(const void *src, size_t n) {
     const unsigned char *s = src;
     size_t bits = n * 8, chars = (bits + 5) / 6, len = (chars + 3) / 4 * 4;
     char *out = malloc(len + 1);
@@ -154,14 +145,14 @@ static char *ref_encode(const void *src, size_t n)
         }
         out[i] = ref_alphabet[v];
     }
-    for (size_t i = chars; i < len; i++) out[i] = '=';
+    for (size_t i = chars; i < len; i++)
+        out[i] = '=';
     out[len] = '\0';
     return out;
 }
 
 /* The tensor object of `count` floats of the given shape. */
-static json_t *tensor(const float *x, const size_t *shape, size_t rank)
-{
+static json_t *tensor(const float *x, const size_t *shape, size_t rank) {
     size_t count = 1;
     json_t *sh = json_array();
     for (size_t i = 0; i < rank; i++) {
@@ -173,7 +164,8 @@ static json_t *tensor(const float *x, const size_t *shape, size_t rank)
     for (size_t i = 0; i < count; i++) {
         uint32_t u;
         memcpy(&u, &x[i], 4);
-        for (size_t b = 0; b < 4; b++) bytes[i * 4 + b] = (unsigned char)(u >> (8 * b));
+        for (size_t b = 0; b < 4; b++)
+            bytes[i * 4 + b] = (unsigned char)(u >> (8 * b));
     }
     char *text = ref_encode(bytes, count * 4);
     json_t *t = json_pack("{s:s, s:o, s:s}", "dtype", "float32", "shape", sh, "data", text);
@@ -184,8 +176,7 @@ static json_t *tensor(const float *x, const size_t *shape, size_t rank)
 
 /* A nested-array matrix or vector of the request, as a tensor object of the
  * same float32 values (each number rounded as the decoder rounds it). */
-static json_t *to_tensor(const json_t *nested)
-{
+static json_t *to_tensor(const json_t *nested) {
     size_t rows = json_array_size(nested), cols = 0, shape[2];
     int is_matrix = rows > 0 && json_is_array(json_array_get(nested, 0));
     float *x;
@@ -198,7 +189,8 @@ static json_t *to_tensor(const json_t *nested)
             continue;
         }
         for (size_t c = 0; c < cols; c++)
-            x[r * cols + c] = (float)json_number_value(json_array_get(json_array_get(nested, r), c));
+            x[r * cols + c] =
+                (float)json_number_value(json_array_get(json_array_get(nested, r), c));
     }
     shape[0] = rows, shape[1] = cols;
     json_t *t = tensor(x, shape, is_matrix ? 2 : 1);
@@ -207,16 +199,14 @@ static json_t *to_tensor(const json_t *nested)
 }
 
 /* Replaces the nested arrays at `path` by their tensor object. */
-static void tensorize(json_t *r, const char *path)
-{
+static void tensorize(json_t *r, const char *path) {
     json_t *nested = tj_at(r, path);
     ck_assert_msg(nested != NULL, "no %s", path);
     tj_put(r, path, to_tensor(nested));
 }
 
 /* The paths of every matrix and vector of a request. */
-static size_t tensor_paths(json_t *r, char paths[][64], size_t cap)
-{
+static size_t tensor_paths(json_t *r, char paths[][64], size_t cap) {
     static const char *const fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
     json_t *heads = tj_at(r, "/weights/heads");
     size_t n = 0;
@@ -232,8 +222,7 @@ static size_t tensor_paths(json_t *r, char paths[][64], size_t cap)
 
 /* ---- decoding, computing, encoding ----------------------------------------- */
 
-static api_request *decode_ok_limits(json_t *body, const api_limits *limits)
-{
+static api_request *decode_ok_limits(json_t *body, const api_limits *limits) {
     api_request *req = NULL;
     attn_error err;
     char *text = dump(body);
@@ -245,15 +234,13 @@ static api_request *decode_ok_limits(json_t *body, const api_limits *limits)
     return req;
 }
 
-static api_request *decode_ok(json_t *body)
-{
+static api_request *decode_ok(json_t *body) {
     return decode_ok_limits(body, &big_limits);
 }
 
 /* Takes the tree (decref'd here); *out gets the error when asked. */
 static void expect_error(json_t *body, const api_limits *limits, int status, const char *code,
-                         const char *path, attn_error *out)
-{
+                         const char *path, attn_error *out) {
     char *text = dump(body);
     api_request *req = (api_request *)1;
     attn_error err;
@@ -271,8 +258,7 @@ static void expect_error(json_t *body, const api_limits *limits, int status, con
 }
 
 /* The response text of a decoded request (caller frees); takes the request. */
-static char *respond_text(api_request *req, size_t *len)
-{
+static char *respond_text(api_request *req, size_t *len) {
     attn_workspace *ws = attn_workspace_create();
     attn_error err;
     ck_assert_ptr_nonnull(ws);
@@ -286,8 +272,7 @@ static char *respond_text(api_request *req, size_t *len)
     return text;
 }
 
-static json_t *respond_json(json_t *body)
-{
+static json_t *respond_json(json_t *body) {
     size_t len;
     json_error_t jerr;
     char *text = respond_text(decode_ok(body), &len);
@@ -298,8 +283,7 @@ static json_t *respond_json(json_t *body)
 }
 
 /* The engine inputs of two requests hold bitwise the same numbers. */
-static void same_inputs(const api_request *a, const api_request *b)
-{
+static void same_inputs(const api_request *a, const api_request *b) {
     const attn_input *x = api_request_input(a), *y = api_request_input(b);
     const attn_weights *wx = x->weights, *wy = y->weights;
     size_t dm = wx->d_model, hd = wx->n_heads * wx->d_head;
@@ -319,15 +303,13 @@ static void same_inputs(const api_request *a, const api_request *b)
 
 /* ---- base64 ---------------------------------------------------------------- */
 
-static size_t encoded_length(size_t n)
-{
+static size_t encoded_length(size_t n) {
     size_t len = 0;
     ck_assert_int_eq(api_base64_encoded_length(n, &len), 0);
     return len;
 }
 
-START_TEST(test_base64_rfc4648_vectors)
-{
+START_TEST(test_base64_rfc4648_vectors) {
     static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
     static const char *const coded[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
                                         "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
@@ -352,8 +334,7 @@ END_TEST
 
 /* Every length 0–100 (all residues mod 3 and 6, the fast loop's step), with
  * bytes of every value: the reference's text, and back. */
-START_TEST(test_base64_round_trip_lengths)
-{
+START_TEST(test_base64_round_trip_lengths) {
     unsigned char src[256], back[256];
     char out[400];
     uint32_t state = 12345;
@@ -383,8 +364,7 @@ START_TEST(test_base64_round_trip_lengths)
 END_TEST
 
 /* Expects `text` to be refused, at offset `where`. */
-static void refused_at(const char *text, size_t where)
-{
+static void refused_at(const char *text, size_t where) {
     unsigned char back[64];
     size_t len = strlen(text), bad = 999, dn;
     ck_assert_int_eq(api_base64_decoded_length(text, len, &dn), 0);
@@ -392,14 +372,13 @@ static void refused_at(const char *text, size_t where)
     ck_assert_msg(bad == where, "\"%s\": bad at %zu, expected %zu", text, bad, where);
 }
 
-START_TEST(test_base64_invalid)
-{
+START_TEST(test_base64_invalid) {
     size_t dn;
     unsigned char back[64];
 
     /* lengths 1, 2, 3 mod 4: padding is required */
-    static const char *const lengths[] = {"A", "AB", "ABC", "ABCDE", "ABCDEF", "ABCDEFG",
-                                          "Zg", "Zg=", "Zm8", "Zm9vYg="};
+    static const char *const lengths[] = {"A",       "AB", "ABC", "ABCDE", "ABCDEF",
+                                          "ABCDEFG", "Zg", "Zg=", "Zm8",   "Zm9vYg="};
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
         ck_assert_int_eq(api_base64_decoded_length(lengths[i], strlen(lengths[i]), &dn), -1);
         size_t bad = 0;
@@ -433,8 +412,8 @@ START_TEST(test_base64_invalid)
     refused_at(" Zm9vYmF", 0);
     refused_at("Zm9vYmF\n", 7);
     /* non-canonical: the unused bits of a padded last group must be zero */
-    refused_at("Zh==", 1);  /* "f" is Zg== */
-    refused_at("Zm9=", 2);  /* "fo" is Zm8= */
+    refused_at("Zh==", 1); /* "f" is Zg== */
+    refused_at("Zm9=", 2); /* "fo" is Zm8= */
     refused_at("AAAAZh==", 5);
     refused_at("//////9=", 6); /* five 0xff are "//////8=" */
     ck_assert_int_eq(api_base64_decode(back, "//////8=", 8, &dn), 0);
@@ -454,8 +433,7 @@ START_TEST(test_base64_invalid)
 }
 END_TEST
 
-static double now_seconds(void)
-{
+static double now_seconds(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
@@ -463,8 +441,7 @@ static double now_seconds(void)
 
 /* Prints MB/s of encoding (bytes in) and decoding (bytes out) of 32 MB of
  * float32 data, the best of 3 runs. A report, not an assertion. */
-START_TEST(test_base64_speed)
-{
+START_TEST(test_base64_speed) {
     size_t n = (size_t)32 << 20, len = encoded_length(n), bad;
     unsigned char *src = malloc(n), *back = malloc(n);
     char *text = malloc(len);
@@ -504,24 +481,22 @@ static const char *const all_returns = "[\"q\",\"k\",\"v\",\"scores\",\"patterns
 
 /* `r` as is and with the matrices of `paths` as tensors: the same inputs,
  * bitwise, and the same response text, byte for byte. Takes r. */
-static void same_as_nested(json_t *r, char paths[][64], size_t n_paths)
-{
+static void same_as_nested(json_t *r, char paths[][64], size_t n_paths) {
     json_t *t = json_deep_copy(r);
-    for (size_t i = 0; i < n_paths; i++) tensorize(t, paths[i]);
+    for (size_t i = 0; i < n_paths; i++)
+        tensorize(t, paths[i]);
     api_request *a = decode_ok(json_deep_copy(r)), *b = decode_ok(json_deep_copy(t));
     same_inputs(a, b);
     size_t la, lb;
     char *ta = respond_text(a, &la), *tb = respond_text(b, &lb);
-    ck_assert_msg(la == lb && memcmp(ta, tb, la) == 0, "responses differ:\n%.400s\n%.400s", ta,
-                  tb);
+    ck_assert_msg(la == lb && memcmp(ta, tb, la) == 0, "responses differ:\n%.400s\n%.400s", ta, tb);
     free(ta);
     free(tb);
     json_decref(r);
     json_decref(t);
 }
 
-START_TEST(test_inputs_as_tensors)
-{
+START_TEST(test_inputs_as_tensors) {
     char paths[32][64];
     json_t *r = full_request();
     json_object_set_new(r, "return", json_loads(all_returns, 0, NULL));
@@ -530,10 +505,12 @@ START_TEST(test_inputs_as_tensors)
 
     /* all at once, then each alone (mixed forms), then every other one */
     same_as_nested(json_deep_copy(r), paths, n);
-    for (size_t i = 0; i < n; i++) same_as_nested(json_deep_copy(r), paths + i, 1);
+    for (size_t i = 0; i < n; i++)
+        same_as_nested(json_deep_copy(r), paths + i, 1);
     char some[16][64];
     size_t k = 0;
-    for (size_t i = 0; i < n; i += 2) memcpy(some[k++], paths[i], 64);
+    for (size_t i = 0; i < n; i += 2)
+        memcpy(some[k++], paths[i], 64);
     same_as_nested(json_deep_copy(r), some, k);
     json_decref(r);
 }
@@ -542,8 +519,7 @@ END_TEST
 /* Values of every kind (not multiples of 1/8: random float32 bits,
  * subnormals, -0), and matrices big enough that a head's w_q crosses the
  * decoder's parts of 768 values (64 × 32 = 2048) inside the packed w_qkv. */
-START_TEST(test_inputs_random_and_large)
-{
+START_TEST(test_inputs_random_and_large) {
     char paths[32][64];
     uint32_t state = 7;
     json_t *r = request_with(5, 64, 2, 32);
@@ -569,8 +545,7 @@ END_TEST
 
 /* The floats of a tensor object of the response, checked for its form and
  * its shape (malloc'd; *count values). */
-static float *tensor_floats(const json_t *t, const size_t *shape, size_t rank, size_t *count)
-{
+static float *tensor_floats(const json_t *t, const size_t *shape, size_t rank, size_t *count) {
     ck_assert_msg(json_is_object(t) && json_object_size(t) == 3, "not a tensor object");
     ck_assert_str_eq(json_string_value(json_object_get(t, "dtype")), "float32");
     const json_t *sh = json_object_get(t, "shape");
@@ -605,10 +580,10 @@ static float *tensor_floats(const json_t *t, const size_t *shape, size_t rank, s
 }
 
 /* The numbers of a nested-array output in row-major order, null as −∞. */
-static void flatten(const json_t *v, float *dst, size_t *k)
-{
+static void flatten(const json_t *v, float *dst, size_t *k) {
     if (json_is_array(v)) {
-        for (size_t i = 0; i < json_array_size(v); i++) flatten(json_array_get(v, i), dst, k);
+        for (size_t i = 0; i < json_array_size(v); i++)
+            flatten(json_array_get(v, i), dst, k);
         return;
     }
     dst[(*k)++] = json_is_null(v) ? -INFINITY : (float)json_number_value(v);
@@ -616,8 +591,7 @@ static void flatten(const json_t *v, float *dst, size_t *k)
 
 /* Same float32, bit for bit — but for the sign of zero, which the float
  * form's integer text "0" cannot carry back through a JSON parser. */
-static int same_float(float a, float b)
-{
+static int same_float(float a, float b) {
     if (a == 0 && b == 0) return 1;
     return memcmp(&a, &b, 4) == 0;
 }
@@ -625,8 +599,7 @@ static int same_float(float a, float b)
 /* `body` answered in both encodings: every output asked for decodes from the
  * base64 form to the floats of the float form, with its shape; every other
  * field is the same JSON. Returns the base64 response (caller decrefs). */
-static json_t *both_encodings(json_t *body)
-{
+static json_t *both_encodings(json_t *body) {
     json_t *b64 = json_deep_copy(body);
     json_object_set_new(b64, "encoding", json_string("base64"));
     json_t *f = respond_json(body), *t = respond_json(b64);
@@ -655,15 +628,15 @@ static json_t *both_encodings(json_t *body)
         json_object_del(f, output_names[o]);
     }
     json_t *rest = json_deep_copy(t);
-    for (size_t o = 0; o < 8; o++) json_object_del(rest, output_names[o]);
+    for (size_t o = 0; o < 8; o++)
+        json_object_del(rest, output_names[o]);
     ck_assert_msg(json_equal(f, rest), "other fields differ");
     json_decref(rest);
     json_decref(f);
     return t;
 }
 
-START_TEST(test_outputs_each_return)
-{
+START_TEST(test_outputs_each_return) {
     for (size_t o = 0; o < 8; o++) {
         json_t *r = full_request();
         json_object_set_new(r, "return", json_pack("[s]", output_names[o]));
@@ -684,8 +657,7 @@ START_TEST(test_outputs_each_return)
 }
 END_TEST
 
-START_TEST(test_outputs_select_heads)
-{
+START_TEST(test_outputs_select_heads) {
     static const char *const selections[] = {"[1]", "[1,0]", "[0]", "[]", "[2,0]"};
     for (size_t s = 0; s < sizeof selections / sizeof selections[0]; s++) {
         json_t *r = request_with(3, 6, 3, 2);
@@ -706,8 +678,7 @@ END_TEST
 
 /* Masked scores are −∞, bits 0xff800000; the base64 scores of a causal mask
  * and of a custom mask with a row that allows nothing. */
-START_TEST(test_outputs_masked_scores)
-{
+START_TEST(test_outputs_masked_scores) {
     static const char *const masks[] = {"\"causal\"", "[[1,0,0],[0,0,0],[1,1,1]]", "\"none\""};
     for (size_t m = 0; m < 3; m++) {
         json_t *r = base_request();
@@ -739,8 +710,7 @@ START_TEST(test_outputs_masked_scores)
 END_TEST
 
 /* A result that overflows float32: the same 422 in both encodings. */
-START_TEST(test_outputs_overflow)
-{
+START_TEST(test_outputs_overflow) {
     const char *text = "{\"embeddings\":[[1e20,0],[0,1e20]],\"mask\":\"none\","
                        "\"return\":[\"v\"],\"encoding\":\"base64\","
                        "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[0,0],[0,0]],"
@@ -755,7 +725,8 @@ START_TEST(test_outputs_overflow)
         attn_workspace *ws = attn_workspace_create();
         attn_error err;
         ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-        ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
+        ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL),
+                         0);
         attn_workspace_destroy(ws);
         size_t len = 0;
         ck_assert_ptr_null(api_response_encode(req, &len, &err));
@@ -770,8 +741,7 @@ END_TEST
 /* The response size bound holds for the base64 form: at the bound the
  * request passes and its body fits, one byte less is refused; and it is
  * smaller than the float form's. */
-static size_t response_bound(json_t *body)
-{
+static size_t response_bound(json_t *body) {
     api_limits tiny = big_limits;
     attn_error err;
     size_t bound = 0;
@@ -783,15 +753,14 @@ static size_t response_bound(json_t *body)
     return bound;
 }
 
-START_TEST(test_outputs_size_bound)
-{
+START_TEST(test_outputs_size_bound) {
     static const char *const selections[] = {"[1]", "[1,0]", "[]"};
     for (size_t s = 0; s < 3; s++) {
         json_t *r = request_with(7, 6, 3, 2);
         json_object_set_new(r, "return", json_loads(all_returns, 0, NULL));
         json_object_set_new(r, "select_heads", json_loads(selections[s], 0, NULL));
-        json_object_set_new(r, "tokens", json_pack("[s,s,s,s,s,s,s]", "a", "b", "c", "d", "e",
-                                                   "f", "\x01\x02"));
+        json_object_set_new(r, "tokens",
+                            json_pack("[s,s,s,s,s,s,s]", "a", "b", "c", "d", "e", "f", "\x01\x02"));
         size_t float_bound = response_bound(json_deep_copy(r));
         json_object_set_new(r, "encoding", json_string("base64"));
         size_t bound = response_bound(json_deep_copy(r)), len;
@@ -811,8 +780,7 @@ END_TEST
 /* ---- errors ------------------------------------------------------------------ */
 
 /* A tensor object with fields given as JSON text (NULL: absent). */
-static json_t *tensor_obj(const char *dtype, const char *shape, const char *data)
-{
+static json_t *tensor_obj(const char *dtype, const char *shape, const char *data) {
     json_t *t = json_object();
     if (dtype)
         json_object_set_new(t, "dtype", json_loads(dtype, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL));
@@ -826,8 +794,7 @@ static json_t *tensor_obj(const char *dtype, const char *shape, const char *data
 static const char *const data12 =
     "\"AAAAAAAAgD8AAADAAACAPgAAQEAAAAA/AACAvwAAIEEAAAAAAAAAAAAAAD4AAIA/\"";
 
-START_TEST(test_malformed_tensors)
-{
+START_TEST(test_malformed_tensors) {
     static const struct {
         const char *field, *dtype, *shape, *data;
         int status;
@@ -844,8 +811,7 @@ START_TEST(test_malformed_tensors)
         {"/embeddings", "\"float32\"", "{\"rows\":3}", data12, 400, "wrong_type",
          "/embeddings/shape"},
         {"/embeddings", "\"float32\"", "[3,-4]", data12, 400, "wrong_type", "/embeddings/shape/1"},
-        {"/embeddings", "\"float32\"", "[3,4.5]", data12, 400, "wrong_type",
-         "/embeddings/shape/1"},
+        {"/embeddings", "\"float32\"", "[3,4.5]", data12, 400, "wrong_type", "/embeddings/shape/1"},
         {"/embeddings", "\"float32\"", "[\"3\",4]", data12, 400, "wrong_type",
          "/embeddings/shape/0"},
         {"/embeddings", "\"float32\"", "[null,4]", data12, 400, "wrong_type",
@@ -878,8 +844,8 @@ START_TEST(test_malformed_tensors)
          "/embeddings/data"},
         {"/embeddings", "\"float32\"", "[3,4]", "\"\"", 422, "dimension_mismatch",
          "/embeddings/data"},
-        {"/embeddings", "\"float32\"", "[3,4]", "\"AAAAAAAAgD8AAADA\"", 422,
-         "dimension_mismatch", "/embeddings/data"},
+        {"/embeddings", "\"float32\"", "[3,4]", "\"AAAAAAAAgD8AAADA\"", 422, "dimension_mismatch",
+         "/embeddings/data"},
         {"/embeddings", "\"float32\"", "[3,4]", "\"AAAAAAAAgD8AAADAA\"", 422, "invalid_tensor",
          "/embeddings/data"},
         {"/embeddings", "\"float32\"", "[3,4]",
@@ -902,12 +868,11 @@ START_TEST(test_malformed_tensors)
          "dimension_mismatch", "/weights/heads/0/b_q"},
         {"/weights/heads/0/b_q", "\"float32\"", "[2]", "\"AAAAAAAAAAAAAAAA\"", 422,
          "dimension_mismatch", "/weights/heads/0/b_q/data"},
-        {"/weights/w_o", "\"float32\"", "[3,4]", data12, 422, "dimension_mismatch",
-         "/weights/w_o"},
+        {"/weights/w_o", "\"float32\"", "[3,4]", data12, 422, "dimension_mismatch", "/weights/w_o"},
         {"/weights/b_o", "\"float32\"", "[4]", "\"AAAAAAAAAAAAAAAAAAAAAB==\"", 422,
          "invalid_tensor", "/weights/b_o/data"}, /* non-canonical last group (AA== is) */
-        {"/weights/b_o", "\"float32\"", "[4]", "\"AAAAAAAAAAAAAAAAAAAAAA\"", 422,
-         "invalid_tensor", "/weights/b_o/data"}, /* no padding */
+        {"/weights/b_o", "\"float32\"", "[4]", "\"AAAAAAAAAAAAAAAAAAAAAA\"", 422, "invalid_tensor",
+         "/weights/b_o/data"}, /* no padding */
         /* a shape too large for any data; with the limits, the limit speaks */
         {"/weights/heads/0/w_q", "\"float32\"", "[4,1e300]", "\"\"", 422, "dimension_mismatch",
          "/weights/heads/0/w_q/shape"},
@@ -941,12 +906,12 @@ START_TEST(test_malformed_tensors)
 END_TEST
 
 /* The messages say what is wrong, where. */
-START_TEST(test_error_messages)
-{
+START_TEST(test_error_messages) {
     attn_error err;
     json_t *r = base_request();
-    tj_put(r, "/embeddings", tensor_obj("\"float32\"", "[3,4]",
-                                      "\"AAAAAAAAgD8AAADAAACAPgAAQEAAAAA/AACAvwAAIEEAA!AAAAAAAAAAAD4AAIA/\""));
+    tj_put(r, "/embeddings",
+           tensor_obj("\"float32\"", "[3,4]",
+                      "\"AAAAAAAAgD8AAADAAACAPgAAQEAAAAA/AACAvwAAIEEAA!AAAAAAAAAAAD4AAIA/\""));
     expect_error(r, NULL, 422, "invalid_tensor", "/embeddings/data", &err);
     ck_assert_msg(strstr(err.message, "'!' at offset 45"), "%s", err.message);
 
@@ -979,17 +944,17 @@ START_TEST(test_error_messages)
 END_TEST
 
 /* NaN and ±inf bit patterns in the data: 422 at the tensor, naming the element. */
-START_TEST(test_non_finite_data)
-{
-    static const uint32_t patterns[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fffffffu,
-                                        0x7f800000u, 0xff800000u};
+START_TEST(test_non_finite_data) {
+    static const uint32_t patterns[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u,
+                                        0x7fffffffu, 0x7f800000u, 0xff800000u};
     static const char *const words[] = {"NaN", "NaN", "NaN", "NaN", "+Infinity", "-Infinity"};
     for (size_t p = 0; p < 6; p++) {
         /* embeddings (contiguous), element [2][1] */
         json_t *r = base_request();
         float e[12];
         size_t shape[2] = {3, 4};
-        for (size_t i = 0; i < 12; i++) e[i] = (float)val(i);
+        for (size_t i = 0; i < 12; i++)
+            e[i] = (float)val(i);
         memcpy(&e[9], &patterns[p], 4);
         tj_put(r, "/embeddings", tensor(e, shape, 2));
         attn_error err;
@@ -1013,13 +978,13 @@ START_TEST(test_non_finite_data)
     json_t *r = request_with(2, 64, 2, 32);
     float *w = malloc(64 * 32 * sizeof *w);
     size_t shape[2] = {64, 32};
-    for (size_t i = 0; i < 64 * 32; i++) w[i] = (float)val(i);
+    for (size_t i = 0; i < 64 * 32; i++)
+        w[i] = (float)val(i);
     w[1600] = NAN; /* row 50, column 0 */
     tj_put(r, "/weights/heads/1/w_q", tensor(w, shape, 2));
     attn_error err;
     expect_error(r, NULL, 422, "non_finite_number", "/weights/heads/1/w_q", &err);
-    ck_assert_msg(strstr(err.message, "[50][0]") && strstr(err.message, "1600"), "%s",
-                  err.message);
+    ck_assert_msg(strstr(err.message, "[50][0]") && strstr(err.message, "1600"), "%s", err.message);
 
     /* and a bad character in its second part */
     r = request_with(2, 64, 2, 32);
@@ -1046,8 +1011,7 @@ END_TEST
 
 /* The limits hold from the shape alone: the data (here none at all, or the
  * wrong length) is never looked at. */
-START_TEST(test_limits_from_shape)
-{
+START_TEST(test_limits_from_shape) {
     api_limits small = big_limits;
     small.max_tokens = 8, small.max_d_model = 16, small.max_heads = 2;
     static const struct {
@@ -1080,8 +1044,7 @@ END_TEST
 
 /* ---- the suite ------------------------------------------------------------- */
 
-static Suite *binary_suite(void)
-{
+static Suite *binary_suite(void) {
     Suite *s = suite_create("binary");
     TCase *b64 = tcase_create("base64");
     TCase *in = tcase_create("requests");
@@ -1111,8 +1074,7 @@ static Suite *binary_suite(void)
     return s;
 }
 
-int main(void)
-{
+int main(void) {
     SRunner *sr = srunner_create(binary_suite());
     int failed;
 

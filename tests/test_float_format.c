@@ -50,41 +50,41 @@
 
 /* ---- checking one float ---------------------------------------------------- */
 
-static float float_of(uint32_t bits)
-{
+static float float_of(uint32_t bits) {
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
 }
 
-static uint32_t bits_of(float f)
-{
+static uint32_t bits_of(float f) {
     uint32_t b;
     memcpy(&b, &f, sizeof b);
     return b;
 }
 
 /* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and nothing else */
-static int json_number_ok(const char *s)
-{
+static int json_number_ok(const char *s) {
     if (*s == '-') s++;
     if (*s == '0') {
         s++;
     } else if (*s >= '1' && *s <= '9') {
-        while (*s >= '0' && *s <= '9') s++;
+        while (*s >= '0' && *s <= '9')
+            s++;
     } else {
         return 0;
     }
     if (*s == '.') {
         s++;
         if (!(*s >= '0' && *s <= '9')) return 0;
-        while (*s >= '0' && *s <= '9') s++;
+        while (*s >= '0' && *s <= '9')
+            s++;
     }
     if (*s == 'e' || *s == 'E') {
         s++;
         if (*s == '+' || *s == '-') s++;
         if (!(*s >= '0' && *s <= '9')) return 0;
-        while (*s >= '0' && *s <= '9') s++;
+        while (*s >= '0' && *s <= '9')
+            s++;
     }
     return *s == '\0';
 }
@@ -92,13 +92,12 @@ static int json_number_ok(const char *s)
 /* A JSON number text read as ±D × 10^E, D without trailing zeros. */
 typedef struct decimal {
     uint64_t d;
-    int e, p;     /* exponent, significant digits (0 for zero) */
-    int has_exp;  /* an exponent part was written */
+    int e, p;    /* exponent, significant digits (0 for zero) */
+    int has_exp; /* an exponent part was written */
     int has_dot;
 } decimal;
 
-static decimal decimal_parse(const char *s)
-{
+static decimal decimal_parse(const char *s) {
     decimal r = {0, 0, 0, 0, 0};
     int frac = 0;
     if (*s == '-') s++;
@@ -134,8 +133,7 @@ static decimal decimal_parse(const char *s)
 /* Decimal powers of ten as doubles, correctly rounded by strtod. */
 static double pow10_table[100]; /* 10^(i - 50) */
 
-static void pow10_init(void)
-{
+static void pow10_init(void) {
     for (int i = 0; i < 100; i++) {
         char t[16];
         snprintf(t, sizeof t, "1e%d", i - 50);
@@ -144,13 +142,11 @@ static void pow10_init(void)
 }
 
 /* Does a × 10^k read back as the positive finite float f? */
-static int reads_back_as(uint64_t a, int k, float f)
-{
+static int reads_back_as(uint64_t a, int k, float f) {
     uint32_t b = bits_of(f);
     double lo = ((double)nextafterf(f, 0.0f) + f) / 2; /* exact: 26 bits */
     /* above FLT_MAX, the midpoint to the next binade's first value, 2^128 */
-    double hi = b == 0x7f7fffffu ? (double)f + 0x1p103
-                                 : ((double)nextafterf(f, INFINITY) + f) / 2;
+    double hi = b == 0x7f7fffffu ? (double)f + 0x1p103 : ((double)nextafterf(f, INFINITY) + f) / 2;
     double c;
     char t[48];
 
@@ -165,16 +161,14 @@ static int reads_back_as(uint64_t a, int k, float f)
 }
 
 /* No decimal of fewer digits than x reads back as |f| (see the top). */
-static int shortest_ok(decimal x, float f)
-{
+static int shortest_ok(decimal x, float f) {
     f = fabsf(f);
     if (x.p <= 1) return 1;
     return !reads_back_as(x.d / 10, x.e + 1, f) && !reads_back_as(x.d / 10 + 1, x.e + 1, f);
 }
 
 /* NULL when api_float_format(f) passes every check, else why not. */
-static const char *check_one(float f, char *buf)
-{
+static const char *check_one(float f, char *buf) {
     size_t len;
     decimal x;
     int sci;
@@ -208,8 +202,7 @@ typedef struct job {
     char text[API_FLOAT_TEXT_MAX];
 } job;
 
-static void *job_run(void *arg)
-{
+static void *job_run(void *arg) {
     job *j = arg;
     char buf[API_FLOAT_TEXT_MAX];
     for (uint64_t i = j->start; i < j->count; i += j->step) {
@@ -229,8 +222,7 @@ static void *job_run(void *arg)
 }
 
 /* Checks floats bits(0 … count−1) on every core; returns how many. */
-static uint64_t run_set(const char *name, set_fn bits, uint64_t count)
-{
+static uint64_t run_set(const char *name, set_fn bits, uint64_t count) {
     enum { MAX_THREADS = 8 };
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int n = cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : (int)cores;
@@ -243,18 +235,18 @@ static uint64_t run_set(const char *name, set_fn bits, uint64_t count)
         jobs[t] = (job){.bits = bits, .count = count, .start = (uint64_t)t, .step = (uint64_t)n};
         ck_assert_int_eq(pthread_create(&th[t], NULL, job_run, &jobs[t]), 0);
     }
-    for (int t = 0; t < n; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < n; t++)
+        pthread_join(th[t], NULL);
     for (int t = 0; t < n; t++) {
         checked += jobs[t].checked;
-        ck_assert_msg(jobs[t].failed == 0, "%s: %llu failures, first %08x (%a) → \"%s\": %s",
-                      name, (unsigned long long)jobs[t].failed, jobs[t].first_bad,
+        ck_assert_msg(jobs[t].failed == 0, "%s: %llu failures, first %08x (%a) → \"%s\": %s", name,
+                      (unsigned long long)jobs[t].failed, jobs[t].first_bad,
                       float_of(jobs[t].first_bad), jobs[t].text, jobs[t].why);
     }
     return checked;
 }
 
-static uint64_t splitmix64(uint64_t x)
-{
+static uint64_t splitmix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -264,39 +256,35 @@ static uint64_t splitmix64(uint64_t x)
 /* ---- the sets ------------------------------------------------------------------ */
 
 /* Every subnormal, the sign alternating in blocks. */
-static uint32_t set_subnormal(uint64_t i)
-{
+static uint32_t set_subnormal(uint64_t i) {
     uint32_t m = (uint32_t)(i % 0x7fffffu) + 1;
     return m | (uint32_t)((i >> 4) & 1) << 31;
 }
 
 /* Each normal exponent × mantissas a stride apart, with an offset per exponent. */
 #define SWEEP_PER_EXP (66052 / SCALE)
-static uint32_t set_sweep(uint64_t i)
-{
+static uint32_t set_sweep(uint64_t i) {
     uint32_t e = (uint32_t)(i / SWEEP_PER_EXP) + 1, j = (uint32_t)(i % SWEEP_PER_EXP);
     uint32_t m = (j * 127u * SCALE + e * 31u) & 0x7fffffu;
     return (j & 1) << 31 | e << 23 | m;
 }
 
 /* Each exponent (subnormal included) × its edge mantissas, both signs. */
-static const uint32_t edge_mant[] = {0, 1, 2, 3, 4, 5, 0x400000, 0x3fffff, 0x7ffffa, 0x7ffffb,
+static const uint32_t edge_mant[] = {0,        1,        2,        3,        4,
+                                     5,        0x400000, 0x3fffff, 0x7ffffa, 0x7ffffb,
                                      0x7ffffc, 0x7ffffd, 0x7ffffe, 0x7fffff};
 #define N_EDGE_MANT (sizeof edge_mant / sizeof edge_mant[0])
-static uint32_t set_edge(uint64_t i)
-{
+static uint32_t set_edge(uint64_t i) {
     uint32_t s = (uint32_t)(i & 1), k = (uint32_t)(i >> 1);
     return s << 31 | (k / N_EDGE_MANT) << 23 | edge_mant[k % N_EDGE_MANT];
 }
 
-static uint32_t set_random(uint64_t i)
-{
+static uint32_t set_random(uint64_t i) {
     return (uint32_t)(splitmix64(i ^ 0x5EEDull) >> 32);
 }
 
 /* Integers: every one up to 2^16, then a stride of 5 up to 2^24, ± */
-static uint32_t set_integer(uint64_t i)
-{
+static uint32_t set_integer(uint64_t i) {
     uint64_t n = i < 65536 ? i : 65536 + (i - 65536) * 5 * SCALE;
     float f = (float)(n > 16777216 ? 16777216 : n);
     return bits_of((i & 2) ? -f : f);
@@ -304,15 +292,13 @@ static uint32_t set_integer(uint64_t i)
 
 /* ---- tests ----------------------------------------------------------------------- */
 
-static const char *fmt(float f)
-{
+static const char *fmt(float f) {
     static char buf[API_FLOAT_TEXT_MAX];
     api_float_format(buf, f);
     return buf;
 }
 
-START_TEST(test_exact_strings)
-{
+START_TEST(test_exact_strings) {
     static const struct {
         float f;
         const char *text;
@@ -369,12 +355,12 @@ START_TEST(test_exact_strings)
 }
 END_TEST
 
-START_TEST(test_edge_values)
-{
-    static const float edge[] = {0.0f, FLT_MIN, FLT_MAX, FLT_TRUE_MIN, 2 * FLT_TRUE_MIN,
-                                 FLT_EPSILON, 1.0f, 16777216.0f, 16777217.0f, 1e7f, 9999999.0f,
-                                 123456789.0f, 1e15f, 1e16f, 1e-5f, 1e-6f, 0x1.fffffcp-127f,
-                                 0x1p-126f, 0x1p-149f, 0x1p127f, 0x1.fffffep126f, 0x1p-125f};
+START_TEST(test_edge_values) {
+    static const float edge[] = {
+        0.0f,      FLT_MIN,     FLT_MAX,         FLT_TRUE_MIN, 2 * FLT_TRUE_MIN, FLT_EPSILON,
+        1.0f,      16777216.0f, 16777217.0f,     1e7f,         9999999.0f,       123456789.0f,
+        1e15f,     1e16f,       1e-5f,           1e-6f,        0x1.fffffcp-127f, 0x1p-126f,
+        0x1p-149f, 0x1p127f,    0x1.fffffep126f, 0x1p-125f};
     char buf[API_FLOAT_TEXT_MAX];
     pow10_init();
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
@@ -395,8 +381,7 @@ START_TEST(test_edge_values)
 }
 END_TEST
 
-START_TEST(test_powers_of_ten)
-{
+START_TEST(test_powers_of_ten) {
     char buf[API_FLOAT_TEXT_MAX], want[API_FLOAT_TEXT_MAX], t[16];
     pow10_init();
     for (int e = -45; e <= 38; e++) {
@@ -426,8 +411,7 @@ START_TEST(test_powers_of_ten)
 }
 END_TEST
 
-START_TEST(test_integers)
-{
+START_TEST(test_integers) {
     uint64_t count = 65536 + (16777216 - 65536) / (5 * SCALE) + 1;
     char buf[API_FLOAT_TEXT_MAX], want[32];
     /* written exactly as the integer, every one from -2^16 to 2^16 */
@@ -445,21 +429,18 @@ START_TEST(test_integers)
 }
 END_TEST
 
-START_TEST(test_all_subnormals)
-{
+START_TEST(test_all_subnormals) {
     ck_assert_uint_eq(run_set("subnormals", set_subnormal, 0x7fffffu / SCALE), 0x7fffffu / SCALE);
 }
 END_TEST
 
-START_TEST(test_exponent_sweep)
-{
+START_TEST(test_exponent_sweep) {
     ck_assert_uint_eq(run_set("exponent sweep", set_sweep, 254ull * SWEEP_PER_EXP),
                       254ull * SWEEP_PER_EXP);
 }
 END_TEST
 
-START_TEST(test_random_bits)
-{
+START_TEST(test_random_bits) {
     uint64_t n = 20000000 / SCALE;
     /* about 1 in 256 patterns is a NaN or an infinity, skipped */
     ck_assert_uint_ge(run_set("random bits", set_random, n), n - n / 200);
@@ -479,8 +460,7 @@ typedef struct widest_job {
     uint32_t at;
 } widest_job;
 
-static void *widest_run(void *arg)
-{
+static void *widest_run(void *arg) {
     widest_job *j = arg;
     char buf[API_FLOAT_TEXT_MAX];
     for (uint64_t b = j->from; b < j->to; b += j->step) {
@@ -490,8 +470,7 @@ static void *widest_run(void *arg)
     return NULL;
 }
 
-START_TEST(test_widest_text)
-{
+START_TEST(test_widest_text) {
     const uint32_t neg = 0x80000000u;
     /* [2^46, 2^50) and [2^-17, 2^-13): biased exponents 173–176, 110–113 */
     widest_job jobs[] = {
@@ -503,22 +482,24 @@ START_TEST(test_widest_text)
     };
     enum { N = sizeof jobs / sizeof jobs[0] };
     pthread_t th[N];
-    for (int t = 0; t < N; t++) ck_assert_int_eq(pthread_create(&th[t], NULL, widest_run, &jobs[t]), 0);
-    for (int t = 0; t < N; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < N; t++)
+        ck_assert_int_eq(pthread_create(&th[t], NULL, widest_run, &jobs[t]), 0);
+    for (int t = 0; t < N; t++)
+        pthread_join(th[t], NULL);
     for (int t = 0; t < N; t++)
         ck_assert_msg(jobs[t].longest <= API_FLOAT_TEXT_WIDEST, "%a is written in %zu characters",
                       float_of(jobs[t].at), jobs[t].longest);
     ck_assert_uint_eq(jobs[0].longest, API_FLOAT_TEXT_WIDEST);
     ck_assert_uint_eq(jobs[1].longest, API_FLOAT_TEXT_WIDEST);
     ck_assert_str_eq(fmt(-123456790000000.0f), "-123456790000000");
-    ck_assert_msg(!strncmp(fmt(float_of(jobs[1].at)), "-0.0000", 7), "%s", fmt(float_of(jobs[1].at)));
+    ck_assert_msg(!strncmp(fmt(float_of(jobs[1].at)), "-0.0000", 7), "%s",
+                  fmt(float_of(jobs[1].at)));
     ck_assert(!strpbrk(fmt(float_of(jobs[0].at)), ".e"));
 }
 END_TEST
 
 /* The independent way: no snprintf("%.*e") of fewer digits reads back. */
-static void *sample_run(void *arg)
-{
+static void *sample_run(void *arg) {
     job *j = arg;
     char buf[API_FLOAT_TEXT_MAX], old[API_FLOAT_TEXT_MAX], t[48];
     for (uint64_t i = j->start; i < j->count; i += j->step) {
@@ -532,8 +513,10 @@ static void *sample_run(void *arg)
         api_float_format_naive(old, f);
         p = decimal_parse(buf).p;
         p_old = decimal_parse(old).p;
-        if (bits_of(strtof(old, NULL)) != b) why = "the reference does not read back";
-        else if (p > p_old) why = "longer than the reference";
+        if (bits_of(strtof(old, NULL)) != b)
+            why = "the reference does not read back";
+        else if (p > p_old)
+            why = "longer than the reference";
         for (int q = 1; q < p && !why; q++) {
             snprintf(t, sizeof t, "%.*e", q - 1, (double)f);
             if (bits_of(strtof(t, NULL)) == b) why = "a %.*e of fewer digits reads back";
@@ -547,8 +530,7 @@ static void *sample_run(void *arg)
     return NULL;
 }
 
-START_TEST(test_shortest_sample)
-{
+START_TEST(test_shortest_sample) {
     enum { T = 2 };
     pthread_t th[T];
     job jobs[T];
@@ -556,7 +538,8 @@ START_TEST(test_shortest_sample)
         jobs[t] = (job){.count = 1000000 / SCALE, .start = (uint64_t)t, .step = T};
         ck_assert_int_eq(pthread_create(&th[t], NULL, sample_run, &jobs[t]), 0);
     }
-    for (int t = 0; t < T; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
     for (int t = 0; t < T; t++)
         ck_assert_msg(jobs[t].failed == 0, "%llu failures, first %08x (%a) → \"%s\": %s",
                       (unsigned long long)jobs[t].failed, jobs[t].first_bad,
@@ -565,8 +548,7 @@ START_TEST(test_shortest_sample)
 END_TEST
 
 /* The checker itself must catch what it is there to catch. */
-START_TEST(test_checker)
-{
+START_TEST(test_checker) {
     pow10_init();
     ck_assert(json_number_ok("0") && json_number_ok("-0") && json_number_ok("1.5e-7"));
     ck_assert(json_number_ok("3.4028235e38") && json_number_ok("0.00001"));
@@ -590,8 +572,7 @@ START_TEST(test_checker)
 }
 END_TEST
 
-static Suite *float_format_suite(void)
-{
+static Suite *float_format_suite(void) {
     Suite *s = suite_create("float_format");
     TCase *exact = tcase_create("exact");
     TCase *bulk = tcase_create("bulk");
@@ -613,8 +594,7 @@ static Suite *float_format_suite(void)
     return s;
 }
 
-int main(void)
-{
+int main(void) {
     SRunner *sr = srunner_create(float_format_suite());
     int failed;
 

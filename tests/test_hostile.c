@@ -216,8 +216,11 @@ START_TEST(framing_refused) {
     free(raw);
 
     /* and the server serves as before */
-    ck_assert_int_eq(hs_wait_metric(s.port, "attn_http_requests_total{route=\"attention\","
-                                            "code=\"501\"} ", 5, 5), 5);
+    ck_assert_int_eq(hs_wait_metric(s.port,
+                                    "attn_http_requests_total{route=\"attention\","
+                                    "code=\"501\"} ",
+                                    5, 5),
+                     5);
     finish(&s);
 }
 END_TEST
@@ -326,8 +329,8 @@ START_TEST(library_errors_counted) {
         1);
     ck_assert_int_eq(
         hs_wait_metric(s.port, "attn_http_requests_total{route=\"other\",code=\"431\"} ", 1, 5), 1);
-    ck_assert_int_eq(hs_metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"499\"} "),
-                     -1);
+    ck_assert_int_eq(
+        hs_metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"499\"} "), -1);
     finish(&s);
 }
 END_TEST
@@ -395,8 +398,8 @@ END_TEST
  * in the kernel's backlog. */
 START_TEST(connection_limit_and_slow_headers) {
     hs_server s;
-    static const char *const args[] = {"--connection-timeout", "2", "--max-connections", "20",
-                                       "--io-threads", "2", NULL};
+    static const char *const args[] = {
+        "--connection-timeout", "2", "--max-connections", "20", "--io-threads", "2", NULL};
     start(&s, args);
     enum { N = 20 };
     int fds[N];

@@ -27,7 +27,7 @@
 
 #include "tests/http_harness.h"
 
-#define SHARED_MAX_BODY 65536
+#define SHARED_MAX_BODY   65536
 #define SHARED_MAX_TOKENS 16
 
 static hs_server shared;
@@ -575,7 +575,8 @@ START_TEST(teaching_page) {
     free(csp);
     ck_assert(strncmp(r.body, "<!doctype html>", 15) == 0);
     /* no CDN, font or script from elsewhere: no absolute URL at all */
-    ck_assert_msg(!strstr(r.body, "http://") && !strstr(r.body, "https://") && !strstr(r.body, "//cdn"),
+    ck_assert_msg(!strstr(r.body, "http://") && !strstr(r.body, "https://") &&
+                      !strstr(r.body, "//cdn"),
                   "the page names another site");
     FILE *f = fopen("web/index.html", "rb");
     if (f) { /* byte for byte the file in the tree, when the tests run there */
@@ -956,7 +957,7 @@ END_TEST
 
 /* ---------------------------------------------------------- concurrency */
 
-#define CLIENTS 4
+#define CLIENTS    4
 #define PER_CLIENT 8
 
 typedef struct client_result {
@@ -1127,8 +1128,8 @@ static void *loop_thread(void *arg) {
  * queue like any other and is refused whenever the queue is full. */
 START_TEST(tiny_requests_inline) {
     hs_server s;
-    static const char *const args[] = {"--workers",          "1",   "--queue-depth", "1",
-                                       "--inline-max-flops", "100", NULL};
+    static const char *const args[] = {"--workers", "1", "--queue-depth", "1", "--inline-max-flops",
+                                       "100",       NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
     char *body = heavy_body(1536);
     atomic_int stop;
@@ -1141,7 +1142,7 @@ START_TEST(tiny_requests_inline) {
         pthread_create(&t[i], NULL, loop_thread, &ls[i]);
     }
 
-    problem tiny = problem_random(1, 2, 1, 2, 0, 0, 0, 7); /* 40 flops */
+    problem tiny = problem_random(1, 2, 1, 2, 0, 0, 0, 7);  /* 40 flops */
     problem small = problem_random(3, 4, 1, 4, 0, 0, 0, 8); /* ~500 flops: over the cap */
     char *tiny_body = problem_json(&tiny, NULL), *small_body = problem_json(&small, NULL);
     int refused = 0;
@@ -1363,7 +1364,7 @@ static void assert_raw_overloaded(const char *raw) {
     free(ra);
 }
 
-#define BUDGET 102400
+#define BUDGET    102400
 #define SLOW_BODY 60000
 
 /* --max-inflight-bytes bounds the request bodies held at once. */
@@ -1382,7 +1383,8 @@ START_TEST(body_budget) {
     ck_assert_int_eq(hs_raw_send(a, head, strlen(head)), 0);
     free(head);
     ck_assert_int_eq(hs_raw_send(a, body, 1000), 0);
-    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", SLOW_BODY, 10), SLOW_BODY);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", SLOW_BODY, 10),
+                     SLOW_BODY);
 
     /* ...so that concurrent slow uploads beyond it are refused at once,
      * from their headers, without waiting for their bodies. */
@@ -1414,7 +1416,8 @@ START_TEST(body_budget) {
     assert_raw_overloaded(raw);
     free(raw);
     close(c);
-    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", SLOW_BODY, 5), SLOW_BODY);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", SLOW_BODY, 5),
+                     SLOW_BODY);
 
     /* The upload within the budget completes and is answered. */
     ck_assert_int_eq(hs_raw_send(a, body + 1000, SLOW_BODY - 1000), 0);
@@ -1521,7 +1524,8 @@ START_TEST(connection_limit) {
     for (int i = 0; i < 2; i++)
         close(idle[i]);
     /* once they are gone, new ones are taken */
-    ck_assert_msg(hs_wait_served(s.port, "/healthz", 2), "no connection taken after the others closed");
+    ck_assert_msg(hs_wait_served(s.port, "/healthz", 2),
+                  "no connection taken after the others closed");
     finish(&s);
 }
 END_TEST
@@ -1653,8 +1657,8 @@ static void expect_limit(unsigned port, char *body, long status, const char *cod
     } else {
         json_t *e = assert_error(&r, status, code);
         if (mentions) {
-            const char *msg = json_string_value(json_object_get(json_object_get(e, "error"),
-                                                                "message"));
+            const char *msg =
+                json_string_value(json_object_get(json_object_get(e, "error"), "message"));
             ck_assert_msg(msg && strstr(msg, mentions), "message: %s", msg ? msg : "(none)");
         }
         json_decref(e);
@@ -1665,9 +1669,19 @@ static void expect_limit(unsigned port, char *body, long status, const char *cod
 
 START_TEST(limits_just_over) {
     hs_server s;
-    static const char *const args[] = {
-        "--max-tokens", "4", "--max-heads",      "2",  "--max-d-model",      "4",
-        "--max-flops",  "300", "--max-json-depth", "8", "--max-string-bytes", "64", NULL};
+    static const char *const args[] = {"--max-tokens",
+                                       "4",
+                                       "--max-heads",
+                                       "2",
+                                       "--max-d-model",
+                                       "4",
+                                       "--max-flops",
+                                       "300",
+                                       "--max-json-depth",
+                                       "8",
+                                       "--max-string-bytes",
+                                       "64",
+                                       NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
     unsigned port = s.port;
     /* n = 2, d_model 4, 2 heads of 1: 176 flops */

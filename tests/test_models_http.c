@@ -187,8 +187,8 @@ START_TEST(named_model_equals_inline_weights) {
     json_decref(r);
 
     /* a model that is not loaded, and embeddings of the wrong width */
-    r = call(s.port, "POST", "/v1/attention",
-             "{\"model\":\"gpt-5\",\"embeddings\":[[1,2,3,4]]}", 404);
+    r = call(s.port, "POST", "/v1/attention", "{\"model\":\"gpt-5\",\"embeddings\":[[1,2,3,4]]}",
+             404);
     json_t *err = json_object_get(r, "error");
     ck_assert_str_eq(json_string_value(json_object_get(err, "code")), "unknown_model");
     ck_assert_str_eq(json_string_value(json_object_get(err, "path")), "/model");
@@ -210,8 +210,8 @@ static int run_to_exit(const char *dir, char **log) {
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
-    const char *bin = getenv("ATTN_SERVER_BIN") ? getenv("ATTN_SERVER_BIN")
-                                                : "build/attention-server";
+    const char *bin =
+        getenv("ATTN_SERVER_BIN") ? getenv("ATTN_SERVER_BIN") : "build/attention-server";
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s --bind 127.0.0.1 --port 0 --models-dir '%s' 2>'%s'", bin, dir,
              path);
@@ -528,8 +528,8 @@ static void gpt2_body(char *buf, size_t size) {
     int used = snprintf(buf, size, "{\"model\":\"gpt2-small-shape\",\"embeddings\":[");
     for (int t = 0; t < 3; t++)
         for (int c = 0; c < 768; c++)
-            used += snprintf(buf + used, size - (size_t)used, "%s%d",
-                             c ? "," : (t ? "],[" : "["), (t * 31 + c * 17) % 11 - 5);
+            used += snprintf(buf + used, size - (size_t)used, "%s%d", c ? "," : (t ? "],[" : "["),
+                             (t * 31 + c * 17) % 11 - 5);
     snprintf(buf + used, size - (size_t)used, "]]}");
 }
 
@@ -699,7 +699,7 @@ START_TEST(reload_while_decoded_job_queued) {
     const char *names[] = {"demo-4d", NULL};
     models_dir(dir, sizeof dir, names);
     hs_server s;
-    const char *args[] = {"--models-dir", dir, "--workers", "1", "--queue-depth", "2",
+    const char *args[] = {"--models-dir",       dir, "--workers", "1", "--queue-depth", "2",
                           "--inline-max-flops", "1", NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
 

@@ -33,8 +33,7 @@ typedef struct example {
     int line;       /* of the curl command, for messages */
 } example;
 
-static char *read_file(const char *path)
-{
+static char *read_file(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -50,17 +49,16 @@ static char *read_file(const char *path)
     return text;
 }
 
-static int line_of(const char *text, const char *at)
-{
+static int line_of(const char *text, const char *at) {
     int line = 1;
-    for (const char *p = text; p < at; p++) line += *p == '\n';
+    for (const char *p = text; p < at; p++)
+        line += *p == '\n';
     return line;
 }
 
 /* The text of the fenced block that opens at `fence` ("```lang\n"), and
  * where the text after the block starts. */
-static char *fenced_block(const char *fence, const char **after)
-{
+static char *fenced_block(const char *fence, const char **after) {
     const char *start = strchr(fence, '\n');
     if (!start) return NULL;
     start++;
@@ -71,8 +69,7 @@ static char *fenced_block(const char *fence, const char **after)
 }
 
 /* Reads README examples into `out`; returns how many. */
-static int readme_examples(const char *text, example *out, int max)
-{
+static int readme_examples(const char *text, example *out, int max) {
     int count = 0;
     const char *p = text;
     while (count < max && (p = strstr(p, "```sh\n")) != NULL) {
@@ -113,8 +110,7 @@ static int readme_examples(const char *text, example *out, int max)
 
 /* Compares `got` with `want`; on the first difference fills `where` with
  * its JSON Pointer and returns 0. */
-static int json_matches(const json_t *got, const json_t *want, char *where, size_t size)
-{
+static int json_matches(const json_t *got, const json_t *want, char *where, size_t size) {
     if (json_is_number(want)) {
         if (!json_is_number(got)) return 0;
         double g = json_number_value(got), w = json_number_value(want);
@@ -147,8 +143,7 @@ static int json_matches(const json_t *got, const json_t *want, char *where, size
     return json_equal((json_t *)got, (json_t *)want);
 }
 
-START_TEST(readme_examples_answer_as_documented)
-{
+START_TEST(readme_examples_answer_as_documented) {
     const char *path = getenv("ATTN_README") ? getenv("ATTN_README") : "README.md";
     char *text = read_file(path);
     ck_assert_msg(text != NULL, "cannot read %s", path);
@@ -160,8 +155,8 @@ START_TEST(readme_examples_answer_as_documented)
     ck_assert_int_ge(count, 5);
 
     /* the models `make run` serves */
-    const char *models = getenv("ATTN_TEST_MODELS_DIR") ? getenv("ATTN_TEST_MODELS_DIR")
-                                                         : "build/models";
+    const char *models =
+        getenv("ATTN_TEST_MODELS_DIR") ? getenv("ATTN_TEST_MODELS_DIR") : "build/models";
     const char *args[] = {"--models-dir", models, NULL};
     hs_server server;
     ck_assert_int_eq(hs_start(&server, args), 0);
@@ -193,8 +188,7 @@ END_TEST
 
 /* The contract shipped in docs/ is the shared one, word for word, wherever
  * the shared copy sits beside the checkout. */
-START_TEST(docs_contract_is_the_shared_one)
-{
+START_TEST(docs_contract_is_the_shared_one) {
     char *shared = read_file("../shared/API.md");
     if (!shared) return; /* not beside a shared copy: nothing to compare */
     char *ours = read_file("docs/API.md");
@@ -205,8 +199,7 @@ START_TEST(docs_contract_is_the_shared_one)
 }
 END_TEST
 
-int main(void)
-{
+int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     Suite *s = suite_create("readme");
     TCase *tc = tcase_create("examples");

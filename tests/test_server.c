@@ -1,7 +1,8 @@
 /*
  * test_server.c — unit tests of server/: configuration, the worker pool,
  * metrics rendering, request ids, the small HTTP parsers and routing, the
- * pool runner that splits a computation (split.c), and the job's paths. No sockets; test_http.c covers the running server.
+ * pool runner that splits a computation (split.c), and the job's paths. No sockets; test_http.c
+ * covers the running server.
  */
 #include <check.h>
 #include <pthread.h>
@@ -1011,8 +1012,8 @@ START_TEST(keys_file_refusals) {
     struct {
         const char *text, *want;
     } bad[] = {
-        {"ok\n%s\n", "line 2 is longer than 256 characters"},  /* key257 */
-        {"ok\n\n%s", "line 3 is longer than 256 characters"},  /* long_line, no newline */
+        {"ok\n%s\n", "line 2 is longer than 256 characters"}, /* key257 */
+        {"ok\n\n%s", "line 3 is longer than 256 characters"}, /* long_line, no newline */
         {"ok\nk\xc3\xa9y\n", "line 2 holds a character that is not printable ASCII"},
         {"ok\nin side\n", "line 2 holds a character that is not printable ASCII"},
         {"ok\ntab\there\n", "line 2 holds a character"},
@@ -1407,8 +1408,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, config_bad_env_and_args);
     tcase_add_test(tc, config_memory_and_connections);
     tcase_add_test(tc, config_help);
-    tcase_add_loop_test(tc, config_text_limits, 0,
-                        sizeof text_options / sizeof text_options[0]);
+    tcase_add_loop_test(tc, config_text_limits, 0, sizeof text_options / sizeof text_options[0]);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool");

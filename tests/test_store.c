@@ -32,8 +32,8 @@
 #include "store/builtin.h"
 #include "store/model.h"
 #include "store/safetensors.h"
-#include "store/tensor.h"
 #include "store/store.h"
+#include "store/tensor.h"
 
 /* ---- fixture: one temporary directory per test --------------------------- */
 
@@ -173,8 +173,7 @@ static store_model *load_ok(const char *path) {
 static store_model *load_mode_ok(const char *path, store_read_mode mode) {
     store_model *m = NULL;
     attn_error err = {0};
-    ck_assert_msg(store_model_load_mode(&m, path, mode, &err) == 0, "load failed: %s",
-                  err.message);
+    ck_assert_msg(store_model_load_mode(&m, path, mode, &err) == 0, "load failed: %s", err.message);
     return m;
 }
 
@@ -1295,7 +1294,7 @@ static uint64_t file_hash(const char *path) {
 
 /* The hashes of the built-in files: the same on every machine. */
 #define DEMO_4D_HASH UINT64_C(0x28ae2ce00052077e)
-#define GPT2_HASH UINT64_C(0x7e24817490589c75)
+#define GPT2_HASH    UINT64_C(0x7e24817490589c75)
 
 static void write_builtins(const char *dir) {
     attn_error err;

@@ -35,8 +35,7 @@
 #define FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
 /* The value at a JSON Pointer without escapes, or NULL. */
-static json_t *get_at(json_t *v, const char *path)
-{
+static json_t *get_at(json_t *v, const char *path) {
     char buf[128];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *save, *seg = strtok_r(buf, "/", &save); seg && v; seg = strtok_r(NULL, "/", &save))
@@ -45,14 +44,15 @@ static json_t *get_at(json_t *v, const char *path)
 }
 
 /* Every tensor string lifted is, to the byte, the value jansson read. */
-static void strings_as_jansson_reads_them(const api_arrays *a, json_t *orig)
-{
+static void strings_as_jansson_reads_them(const api_arrays *a, json_t *orig) {
     static const char *const fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
     char path[128];
     for (int k = -3; k < 8 * 6; k++) {
         if (k < 0)
             snprintf(path, sizeof path, "%s/data",
-                     k == -3 ? "/embeddings" : k == -2 ? "/weights/w_o" : "/weights/b_o");
+                     k == -3   ? "/embeddings"
+                     : k == -2 ? "/weights/w_o"
+                               : "/weights/b_o");
         else
             snprintf(path, sizeof path, "/weights/heads/%d/%s/data", k / 6, fields[k % 6]);
         size_t len;
@@ -67,8 +67,7 @@ static void strings_as_jansson_reads_them(const api_arrays *a, json_t *orig)
 
 /* The tokens rule of the server's scan, with a small length. */
 #define TOKENS_MAX 4
-static size_t tokens_rule(const void *ctx, const char *path, int *strings)
-{
+static size_t tokens_rule(const void *ctx, const char *path, int *strings) {
     (void)ctx;
     *strings = !strcmp(path, "/tokens");
     return *strings ? TOKENS_MAX : 0;
@@ -77,8 +76,7 @@ static size_t tokens_rule(const void *ctx, const char *path, int *strings)
 /* The scan's verdict on `tokens` (every element a string, at most
  * TOKENS_MAX of them) is jansson's, on every body jansson accepts: the
  * same first element refused, and what it is. */
-static void tokens_as_jansson_reads_them(const char *body, size_t len, json_t *orig)
-{
+static void tokens_as_jansson_reads_them(const char *body, size_t len, json_t *orig) {
     api_arrays_rules rules = {.max_depth = API_ARRAYS_DEPTH_MAX, .max_elements = tokens_rule};
     api_arrays *a;
     const char *where;
@@ -107,8 +105,7 @@ static void tokens_as_jansson_reads_them(const char *body, size_t len, json_t *o
 
 /* Without the limits the server scans for: a body over one is refused
  * before jansson runs, so it has nothing to compare. */
-static void differential(const char *body, size_t len)
-{
+static void differential(const char *body, size_t len) {
     json_error_t e1, e2;
     api_arrays *a;
     if (api_arrays_lift(&a, body, len, api_request_array_rank) != 0) return; /* no memory */
@@ -132,8 +129,13 @@ static void differential(const char *body, size_t len)
 
 /* A model of 4 dimensions, 2 heads of 2, with w_o and biases. */
 static float w_qkv[4 * 12], b_qkv[12], w_o[4 * 4], b_o[4];
-static const attn_weights model = {.d_model = 4, .n_heads = 2, .d_head = 2, .w_qkv = w_qkv,
-                                   .b_qkv = b_qkv, .w_o = w_o, .b_o = b_o};
+static const attn_weights model = {.d_model = 4,
+                                   .n_heads = 2,
+                                   .d_head = 2,
+                                   .w_qkv = w_qkv,
+                                   .b_qkv = b_qkv,
+                                   .w_o = w_o,
+                                   .b_o = b_o};
 
 static const api_limits limits = {.max_tokens = 64,
                                   .max_heads = 8,
@@ -144,8 +146,7 @@ static const api_limits limits = {.max_tokens = 64,
                                   .max_json_depth = 12,
                                   .max_string_bytes = 512};
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *body = (const char *)data;
     static attn_workspace *ws;
     if (!ws) {

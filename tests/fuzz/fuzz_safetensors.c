@@ -24,8 +24,7 @@
 
 static char path[128];
 
-static int write_file(const uint8_t *data, size_t size)
-{
+static int write_file(const uint8_t *data, size_t size) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) return -1;
     while (size > 0) {
@@ -40,8 +39,7 @@ static int write_file(const uint8_t *data, size_t size)
 }
 
 /* One causal computation of 3 tokens with every head, as a request would. */
-static void compute_with(const store_model *m)
-{
+static void compute_with(const store_model *m) {
     const attn_weights *w = &m->weights;
     size_t n = 3, dm = w->d_model, h = w->n_heads;
     if (dm > 4096 || h > 256) return; /* a fuzzer's file is small; stay quick */
@@ -67,13 +65,11 @@ static void compute_with(const store_model *m)
     free(e), free(out), free(heads);
 }
 
-static void remove_file(void)
-{
+static void remove_file(void) {
     unlink(path);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!path[0]) {
         const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
         snprintf(path, sizeof path, "%s/fuzz-model-%ld.safetensors", dir, (long)getpid());
