@@ -44,8 +44,13 @@ void api_write_tensor(api_buffer *b, const float *m, const size_t *shape, size_t
 /* Appends s as a JSON string (escaped by jansson). */
 void api_write_string(api_buffer *b, const char *s);
 
-/* Appends any jansson value, compact, escaped by jansson ("\u0000" kept). */
+/* Appends any jansson value, compact, exactly as jansson writes it
+ * ("\u0000" kept). */
 struct json_t;
 void api_write_json(api_buffer *b, const struct json_t *value);
+
+/* The bytes api_write_json writes for value; 0 when jansson runs out of
+ * memory counting them. */
+size_t api_json_bytes(const struct json_t *value);
 
 #endif

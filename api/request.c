@@ -32,6 +32,7 @@
 
 #include "api/buffer.h"
 #include "api/json_path.h"
+#include "api/json_write.h"
 #include "api/matrix.h"
 
 #define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
@@ -105,7 +106,7 @@ static int decode_model(api_request *req, const json_t *model, attn_error *err) 
         return attn_error_set(err, 400, "wrong_type", "/model", "model is %s, expected a string",
                               api_json_type_name(model));
     /* The echo's exact length, as for tokens (decode_tokens). */
-    req->model_json_bytes = json_dumpb(model, NULL, 0, JSON_ENCODE_ANY | JSON_COMPACT);
+    req->model_json_bytes = api_json_bytes(model);
     if (req->model_json_bytes == 0)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     req->model = json_incref((json_t *)model);
@@ -245,9 +246,8 @@ static int decode_tokens(api_request *req, const json_t *tokens, attn_error *err
         return attn_error_set(err, 422, "dimension_mismatch", "/tokens",
                               "tokens has %zu labels, expected one per embeddings row (%zu)",
                               json_array_size(tokens), req->n_tokens);
-    /* The echo's exact length, for the response bound: jansson writes it
-     * (api_write_json's flags), and json_dumpb without a buffer counts it. */
-    req->tokens_json_bytes = json_dumpb(tokens, NULL, 0, JSON_ENCODE_ANY | JSON_COMPACT);
+    /* The echo's exact length, for the response bound. */
+    req->tokens_json_bytes = api_json_bytes(tokens);
     if (req->tokens_json_bytes == 0)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     req->tokens = json_incref((json_t *)tokens);

@@ -131,18 +131,10 @@ static int job_client_gone(const srv_job *job) {
     return job->client_gone && job->client_gone(job->client);
 }
 
-/* A split computation's runner context: the split's, and the job whose
- * client the runner's stop asks about. `split` comes first, so the
- * runner's ctx (&split) is also this struct's address. */
-typedef struct job_split {
-    srv_split split;
-    const srv_job *job;
-} job_split;
-
-/* attn_runner's stop: the phases of a split computation end once its
- * client has gone. A smaller one (~1 ms at most) runs to its end. */
-static int job_stop(void *ctx) {
-    return job_client_gone(((const job_split *)ctx)->job);
+/* The split's stop: the phases of a split computation end once its client
+ * has gone. A smaller one (~1 ms at most) runs to its end. */
+static int job_stop(void *job) {
+    return job_client_gone(job);
 }
 
 /* Computes `in` on the worker's workspace, split over idle workers when
@@ -152,11 +144,10 @@ static int job_compute(const srv_job *job, srv_worker *w, const attn_output *out
     const attn_weights *wt = in->weights;
     double flops = attn_flops(in->n_tokens, wt->d_model, wt->n_heads, wt->d_head, wt->w_o != NULL);
     if (!w->pool || flops < w->split_flops) return attn_compute(out, w->ws, in, err);
-    job_split js = {.split = {.pool = w->pool, .ws = w->ws}, .job = job};
-    attn_runner runner = srv_split_runner(&js.split);
-    runner.stop = job_stop;
+    srv_split split = {.pool = w->pool, .ws = w->ws, .stop = job_stop, .stop_ctx = (void *)job};
+    attn_runner runner = srv_split_runner(&split);
     int rc = attn_compute_with(out, w->ws, in, &runner, err);
-    if (js.split.helpers) w->splits++;
+    if (split.helpers) w->splits++;
     return rc;
 }
 

@@ -114,6 +114,11 @@ static void split_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
     split_drop_unlock(st);
 }
 
+static int split_stop(void *ctx) {
+    const srv_split *s = ctx;
+    return s->stop(s->stop_ctx);
+}
+
 attn_runner srv_split_runner(srv_split *s) {
-    return (attn_runner){.run = split_run, .ctx = s};
+    return (attn_runner){.run = split_run, .ctx = s, .stop = s->stop ? split_stop : NULL};
 }

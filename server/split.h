@@ -22,6 +22,10 @@ typedef struct srv_split {
     pool *pool;         /* where helpers come from */
     attn_workspace *ws; /* the calling thread's workspace */
     size_t helpers;     /* out: helpers the pool accepted, summed over runs */
+    /* May be NULL; else the runner's stop (attention.h): asked between
+     * phases, nonzero ends the computation. */
+    int (*stop)(void *stop_ctx);
+    void *stop_ctx;
 } srv_split;
 
 /* The attn_runner over `s`, which must outlive the runner's use; s->ws

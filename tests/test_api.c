@@ -25,8 +25,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "api/buffer.h"
 #include "api/error.h"
 #include "api/float_format.h"
+#include "api/json_write.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
@@ -229,6 +231,47 @@ START_TEST(test_error_to_json) {
     ck_assert_str_eq(json_string_value(tj_at(j, "error/message")), "bad \"quote\"\n\ttab \\ back");
     json_decref(j);
     free(text);
+}
+END_TEST
+
+/* api_write_json writes every value byte for byte as jansson's compact
+ * dump does, its own fast path for strings and arrays of strings included,
+ * and api_json_bytes counts exactly what it writes: every single byte from
+ * 0x01 to 0x7f, UTF-8 of every length (U+2028 and U+2029 too), NUL
+ * inside, and arrays that mix plain and escaped strings or hold a number. */
+static void expect_as_jansson(json_t *v) {
+    char *want = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    ck_assert_ptr_nonnull(want);
+    api_buffer b;
+    api_buffer_init(&b, 16);
+    api_write_json(&b, v);
+    ck_assert(!b.failed);
+    ck_assert_uint_eq(b.len, strlen(want));
+    ck_assert_msg(memcmp(b.data, want, b.len) == 0, "wrote %.*s, jansson %s", (int)b.len, b.data,
+                  want);
+    ck_assert_uint_eq(api_json_bytes(v), strlen(want));
+    free(b.data);
+    free(want);
+    json_decref(v);
+}
+
+START_TEST(test_write_json_as_jansson) {
+    char text[8];
+    for (int c = 1; c < 0x80; c++) {
+        snprintf(text, sizeof text, "a%cb", c);
+        expect_as_jansson(json_string(text));
+        expect_as_jansson(json_pack("[s,s]", "x", text));
+    }
+    static const char *const utf8[] = {
+        "\xc3\xa9", "\xe6\x88\x91", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xf0\x9f\x98\x80", "", "\x7f"};
+    for (size_t i = 0; i < sizeof utf8 / sizeof utf8[0]; i++) {
+        expect_as_jansson(json_string(utf8[i]));
+        expect_as_jansson(json_pack("[s,s,s]", utf8[i], "tab\there", utf8[i]));
+    }
+    expect_as_jansson(json_stringn("a\0b", 3));
+    expect_as_jansson(json_pack("[s,i]", "x", 1));
+    expect_as_jansson(json_array());
+    expect_as_jansson(json_pack("[s]", "gpt2-small-shape"));
 }
 END_TEST
 
@@ -1559,6 +1602,7 @@ static Suite *api_suite(void) {
 
     tcase_add_test(errors, test_error_to_json);
     tcase_add_test(errors, test_error_utf8);
+    tcase_add_test(errors, test_write_json_as_jansson);
     tcase_add_test(decode, test_invalid_json);
     tcase_add_test(decode, test_unknown_fields);
     tcase_add_test(decode, test_missing_and_both);
