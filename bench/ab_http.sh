@@ -13,14 +13,8 @@ models=${3:-$top/build/models}
 rounds=${4:-8}
 secs=${5:-3}
 command -v wrk >/dev/null || { echo "ab_http.sh: wrk is needed (apt-get install wrk)" >&2; exit 2; }
-tmp=$(mktemp -d)
 pids=()
-trap 'rm -rf "$tmp"; kill "${pids[@]}" 2>/dev/null || true' EXIT
-cat > "$tmp/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"model":"demo-4d","tokens":["我","爱","你"],"embeddings":[[0.1,-0.2,0.3,0.1],[-0.1,0.2,0.2,-0.3],[0.2,0.1,-0.1,0.2]]}'
-LUA
+trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ports=()
 for bin in "$old" "$new"; do
@@ -34,7 +28,7 @@ for r in $(seq "$rounds"); do
     for k in 0 1; do
         pid=${pids[$k]}
         t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-        out=$(wrk -t2 -c32 -d"${secs}s" -s "$tmp/post.lua" "http://127.0.0.1:${ports[$k]}/v1/attention")
+        out=$(wrk -t2 -c32 -d"${secs}s" -s "$top/bench/woaini.lua" "http://127.0.0.1:${ports[$k]}/v1/attention")
         t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
         n=$(awk '/requests in/ {print $1}' <<<"$out")
         rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")

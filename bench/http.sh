@@ -19,11 +19,6 @@ command -v wrk >/dev/null || { echo "http.sh: wrk is needed (apt-get install wrk
 tmp=$(mktemp -d)
 spid=; bpid=
 trap 'rm -rf "$tmp"; kill $spid $bpid 2>/dev/null || true' EXIT
-cat > "$tmp/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"model":"demo-4d","tokens":["我","爱","你"],"embeddings":[[0.1,-0.2,0.3,0.1],[-0.1,0.2,0.2,-0.3],[0.2,0.1,-0.1,0.2]]}'
-LUA
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 sport=$(free_port); bport=$(free_port)
@@ -33,7 +28,7 @@ sleep 1
 
 # One round: "requests/s p50_ms p99_ms" (wrk prints latencies in us, ms or s).
 round() {
-    wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$tmp/post.lua" "http://127.0.0.1:$1/v1/attention" |
+    wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$top/bench/woaini.lua" "http://127.0.0.1:$1/v1/attention" |
         awk 'function ms(v) {
                  if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0;
                  if (v ~ /m$/) return v * 60000; return v * 1000 }

@@ -407,6 +407,22 @@ static off_t data_offset(const char *path) {
     return (off_t)(8 + n);
 }
 
+/* Doubles demo-4d's w_qkv (4 × 12 floats, its only tensor) in place, in
+ * the copy of the models in dir. */
+static void double_demo_weights(const char *dir) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/demo-4d.safetensors", dir);
+    off_t at = data_offset(path);
+    float w[48];
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, w, sizeof w, at), (ssize_t)sizeof w);
+    for (int i = 0; i < 48; i++)
+        w[i] *= 2;
+    ck_assert_int_eq(pwrite(fd, w, sizeof w, at), (ssize_t)sizeof w);
+    ck_assert_int_eq(close(fd), 0);
+}
+
 /* By default the server reads each model into its own memory: a file
  * rewritten in place (same size, other weights, as `cp` onto it) changes
  * no answer until a SIGHUP reload, and after the reload the new weights
@@ -426,17 +442,7 @@ START_TEST(rewritten_in_place_needs_reload) {
     json_t *before = call(s.port, "POST", "/v1/attention", body, 200);
 
     /* w_qkv (4 × 12 floats, the only tensor) doubled, in place */
-    char path[128];
-    snprintf(path, sizeof path, "%s/demo-4d.safetensors", dir);
-    off_t at = data_offset(path);
-    float w[48];
-    int fd = open(path, O_RDWR);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(pread(fd, w, sizeof w, at), (ssize_t)sizeof w);
-    for (int i = 0; i < 48; i++)
-        w[i] *= 2;
-    ck_assert_int_eq(pwrite(fd, w, sizeof w, at), (ssize_t)sizeof w);
-    ck_assert_int_eq(close(fd), 0);
+    double_demo_weights(dir);
 
     json_t *after = call(s.port, "POST", "/v1/attention", body, 200);
     ck_assert_msg(json_equal(before, after), "the answer changed without a reload");
@@ -738,17 +744,7 @@ START_TEST(reload_while_decoded_job_queued) {
     ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_queue_depth ", 2, 10), 2);
 
     /* the model rewritten in place (w_qkv doubled) and reloaded */
-    char path[128];
-    snprintf(path, sizeof path, "%s/demo-4d.safetensors", dir);
-    off_t at = data_offset(path);
-    float w[48];
-    int fd = open(path, O_RDWR);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(pread(fd, w, sizeof w, at), (ssize_t)sizeof w);
-    for (int i = 0; i < 48; i++)
-        w[i] *= 2;
-    ck_assert_int_eq(pwrite(fd, w, sizeof w, at), (ssize_t)sizeof w);
-    ck_assert_int_eq(close(fd), 0);
+    double_demo_weights(dir);
     hs_signal(&s, SIGHUP);
     await_log(&s, "models: reloaded", 1);
 
