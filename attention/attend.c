@@ -8,7 +8,8 @@
  * list alone. Task t is block t % blocks of head order[t / blocks].
  *
  * For each task this file decides what the path sees (attn_block): where
- * head i's Q, K and V are in QKV, which keys its rows may attend to (kend),
+ * head i's Q, and the K and V of its K/V head (shared by its group, never
+ * copied), are in QKV, which keys its rows may attend to (kend),
  * where its S, P and Z go, and which scratch it uses. The path
  * (attend_full.c, attend_online.c) then computes that block alone.
  *
@@ -33,9 +34,9 @@ static attn_block block_make(const attn_plan *pl, const attn_call *c, size_t i, 
     const attn_output *out = &pl->out;
     const size_t nsq = sz->n * sz->n, ndh = sz->n * sz->dh;
     const int listed = j != SIZE_MAX;
-    attn_block b = {.q = c->qkv + i * sz->dh,
-                    .k = c->qkv + sz->hd + i * sz->dh,
-                    .v = c->qkv + 2 * sz->hd + i * sz->dh,
+    attn_block b = {.q = c->qkv + attn_col_q(sz, i),
+                    .k = c->qkv + attn_col_k(sz, i),
+                    .v = c->qkv + attn_col_v(sz, i),
                     .r0 = r0,
                     .rb = attn_min(ATTN_BLOCK_Q, sz->n - r0),
                     .s = listed && out->scores ? out->scores + j * nsq : NULL,

@@ -5,20 +5,24 @@
  *
  *   n        tokens (rows of E)
  *   dm       d_model, the embedding width
- *   h        heads
+ *   h        heads (query heads)
+ *   g        K/V heads: g divides h, g = h without grouping
  *   dh       d_head, the width of one head
  *   hd       h · dh, the width of all heads side by side
+ *   gd       g · dh, the width of all K/V heads side by side
  *
  * Every matrix is row-major float32. A row vector convention is used
  * throughout: a token is a row e and a projection is e · W.
  *
- * Per head i:
+ * Per K/V head u (u < g) and per head i, with u(i) = ⌊i / (h/g)⌋ the K/V
+ * head of head i (consecutive heads share one, as Llama's repeat_kv):
+ *   K_u = E · Wk_u + bk_u        n × dh
+ *   V_u = E · Wv_u + bv_u        n × dh
  *   Q_i = E · Wq_i + bq_i        n × dh
- *   K_i = E · Wk_i + bk_i        n × dh
- *   V_i = E · Wv_i + bv_i        n × dh
- *   S_i = scale · Q_i · K_iᵀ     n × n
+ *   S_i = scale · Q_i · K_u(i)ᵀ  n × n
  *   P_i = row-softmax(S_i + M)   n × n, M = 0 where allowed, −∞ elsewhere
- *   Z_i = P_i · V_i              n × dh
+ *   Z_i = P_i · V_u(i)           n × dh
+ * g = h is multi-head attention (u(i) = i), g = 1 multi-query attention.
  * then
  *   ΔE  = [Z_1 … Z_h] · Wo + bo  n × dm (Wo absent: identity, needs hd == dm)
  *   E'  = E + ΔE
@@ -42,11 +46,17 @@
  * A weight set. The projection weights of all heads are packed side by side
  * in one matrix so that Q, K and V of every head come out of a single GEMM:
  *
- *   w_qkv   dm × 3hd   columns [Q_0 … Q_{h-1} | K_0 … K_{h-1} | V_0 … V_{h-1}],
- *                      each block dh wide (the layout of GPT-2's c_attn)
- *   b_qkv   3hd        same column order, or NULL for no bias
- *   w_o     hd × dm    or NULL for the identity (then hd must equal dm)
- *   b_o     dm         or NULL for no bias
+ *   w_qkv   dm × (hd + 2gd)   columns [Q_0 … Q_{h-1} | K_0 … K_{g-1} | V_0 … V_{g-1}],
+ *                             each block dh wide; with g = h that is dm × 3hd,
+ *                             the layout of GPT-2's c_attn
+ *   b_qkv   hd + 2gd          same column order, or NULL for no bias
+ *   w_o     hd × dm           or NULL for the identity (then hd must equal dm)
+ *   b_o     dm                or NULL for no bias
+ *
+ * n_kv_heads is g; 0 means h (so a weight set that does not name it is
+ * multi-head, as before grouping existed). g must divide h: the caller
+ * validates it (else attn_compute fails, as for a size that cannot be had,
+ * with ATTN_ERR_NOMEM).
  *
  * The weight set does not own its buffers; whoever fills it does.
  */
@@ -54,6 +64,7 @@ typedef struct attn_weights {
     size_t d_model;
     size_t n_heads;
     size_t d_head;
+    size_t n_kv_heads; /* g; 0 = n_heads */
     const float *w_qkv;
     const float *b_qkv;
     const float *w_o;
@@ -74,7 +85,8 @@ typedef struct attn_mask {
 /*
  * One computation's inputs. Per-head outputs (q, k, v, scores, patterns,
  * head_outputs) are produced only for the heads listed in `heads`, in that
- * order; delta and embeddings always use every head.
+ * order; delta and embeddings always use every head. Heads are query heads:
+ * a listed head i's k and v are K_u(i) and V_u(i), those of its K/V head.
  */
 typedef struct attn_input {
     const attn_weights *weights;
@@ -196,14 +208,22 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
 /*
  * Floating-point operations one computation of n tokens takes with these
  * dimensions (multiply-adds counted as 2), for limits and benchmarks.
- * A double, so that no size can overflow it.
+ * A double, so that no size can overflow it. attn_flops is multi-head
+ * (g = h); attn_flops_grouped takes g = n_kv_heads (0 = n_heads): only the
+ * projection shrinks, each head's scores and Z cost the same.
  */
 double attn_flops(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head, int has_w_o);
+double attn_flops_grouped(size_t n_tokens, size_t d_model, size_t n_heads, size_t n_kv_heads,
+                          size_t d_head, int has_w_o);
 
 /* Bytes of workspace one computation of this size needs (saturating): an
- * upper bound for any set of outputs. Linear in n: n × 3hd (Q, K, V),
- * n × hd (Z, with w_o), one block of query rows × n and a small tile; the
- * n × n scores and patterns live only in the caller's outputs. */
+ * upper bound for any set of outputs. Linear in n: n × (hd + 2gd) (Q, K,
+ * V), n × hd (Z, with w_o), one block of query rows × n and a small tile;
+ * the n × n scores and patterns live only in the caller's outputs.
+ * attn_workspace_need is multi-head (g = h); attn_workspace_need_grouped
+ * takes g = n_kv_heads (0 = n_heads). */
 size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head);
+size_t attn_workspace_need_grouped(size_t n_tokens, size_t d_model, size_t n_heads,
+                                   size_t n_kv_heads, size_t d_head);
 
 #endif

@@ -6,7 +6,9 @@
  *   plan      which outputs are non-NULL → how far to go (attn_stage), by
  *             which path (attn_path), which parts of QKV, which slices
  *   project   QKV = E · w_qkv + b_qkv                         project.c
- *   attend    per head: S, P, Z on the full or the online path
+ *             (Q of every head, K and V of every K/V head)
+ *   attend    per head: S, P, Z on the full or the online path, K and V
+ *             read in place from the head's K/V head
  *             (attend.c, attend_full.c, attend_online.c)
  *   output    ΔE = Z · w_o + b_o,  E' = E + ΔE                output.c
  *
@@ -61,11 +63,17 @@ static int floats_bytes(size_t *bytes, size_t rows, size_t cols) {
     return size_mul(bytes, count, sizeof(float));
 }
 
-/* The sizes of n tokens, h heads of dh; -1 when 3hd overflows. Blocks are
- * clamped to n so that a tiny call carves a tiny workspace. */
-static int sizes_make(attn_sizes *sz, size_t n, size_t dm, size_t h, size_t dh, size_t hs) {
-    *sz = (attn_sizes){.n = n, .dm = dm, .h = h, .dh = dh, .hs = hs};
-    if (size_mul(&sz->hd, h, dh) || size_mul(&sz->ld, sz->hd, 3)) return -1;
+/* The sizes of n tokens, h heads of dh sharing g K/V heads (0 = h); -1 when
+ * hd + 2gd overflows, or when g does not divide h. Blocks are clamped to n
+ * so that a tiny call carves a tiny workspace. */
+static int sizes_make(attn_sizes *sz, size_t n, size_t dm, size_t h, size_t g, size_t dh,
+                      size_t hs) {
+    *sz = (attn_sizes){.n = n, .dm = dm, .h = h, .g = g ? g : h, .dh = dh, .hs = hs};
+    if (h && (sz->g > h || h % sz->g)) return -1;
+    size_t kv;
+    if (size_mul(&sz->hd, h, dh) || size_mul(&sz->gd, sz->g, dh) || size_mul(&kv, sz->gd, 2) ||
+        size_add(&sz->ld, sz->hd, kv))
+        return -1;
     sz->bq = attn_min(ATTN_BLOCK_Q, n);
     sz->bk = attn_min(ATTN_BLOCK_K, n);
     sz->blocks = attn_div_up(n, ATTN_BLOCK_Q);
@@ -114,7 +122,8 @@ static attn_stage stage_of(const attn_output *o) {
  * into *total; -1 when a size overflows. */
 static int plan_make(attn_plan *pl, size_t *total, const attn_output *out, const attn_input *in) {
     const attn_weights *w = in->weights;
-    if (sizes_make(&pl->sz, in->n_tokens, w->d_model, w->n_heads, w->d_head, in->n_heads_out))
+    if (sizes_make(&pl->sz, in->n_tokens, w->d_model, w->n_heads, w->n_kv_heads, w->d_head,
+                   in->n_heads_out))
         return -1;
     pl->in = in;
     pl->out = *out;
@@ -226,22 +235,33 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
 /* ---- sizes for limits, metrics and benchmarks ---------------------------- */
 
 double attn_flops(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head, int has_w_o) {
+    return attn_flops_grouped(n_tokens, d_model, n_heads, n_heads, d_head, has_w_o);
+}
+
+double attn_flops_grouped(size_t n_tokens, size_t d_model, size_t n_heads, size_t n_kv_heads,
+                          size_t d_head, int has_w_o) {
     double n = (double)n_tokens, dm = (double)d_model, h = (double)n_heads;
-    double dh = (double)d_head, hd = h * dh;
-    double f = 2.0 * n * (3.0 * hd) * dm; /* E · w_qkv */
-    f += h * 2.0 * n * n * dh;            /* Q_i · K_iᵀ */
-    f += h * 2.0 * n * dh * n;            /* P_i · V_i */
-    if (has_w_o) f += 2.0 * n * dm * hd;  /* Z · w_o */
+    double g = (double)(n_kv_heads ? n_kv_heads : n_heads);
+    double dh = (double)d_head, hd = h * dh, gd = g * dh;
+    double f = 2.0 * n * (hd + 2.0 * gd) * dm; /* E · w_qkv */
+    f += h * 2.0 * n * n * dh;                 /* Q_i · K_u(i)ᵀ */
+    f += h * 2.0 * n * dh * n;                 /* P_i · V_u(i) */
+    if (has_w_o) f += 2.0 * n * dm * hd;       /* Z · w_o */
     return f;
+}
+
+size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head) {
+    return attn_workspace_need_grouped(n_tokens, d_model, n_heads, n_heads, d_head);
 }
 
 /* Every slice at once: an upper bound for any output set. Linear in n:
  * no path keeps an n × n buffer (the caller's scores/patterns excepted). */
-size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head) {
+size_t attn_workspace_need_grouped(size_t n_tokens, size_t d_model, size_t n_heads,
+                                   size_t n_kv_heads, size_t d_head) {
     attn_sizes sz;
     size_t bytes[WS_COUNT], total;
     /* ΔE is written into the caller's buffer, never scratch: d_model plays no part */
-    if (sizes_make(&sz, n_tokens, d_model, n_heads, d_head, 0)) return SIZE_MAX;
+    if (sizes_make(&sz, n_tokens, d_model, n_heads, n_kv_heads, d_head, 0)) return SIZE_MAX;
     for (int s = 0; s < WS_COUNT; s++)
         if (slice_bytes(&bytes[s], s, &sz)) return SIZE_MAX;
     if (slice_total(&total, bytes)) return SIZE_MAX;

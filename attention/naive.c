@@ -2,7 +2,9 @@
  * naive.c — the float32 reference of the attention block (naive.h).
  *
  * For every head i in 0 … h−1, in turn, with one set of per-head scratch:
- * Q, K, V by triple loops over the packed w_qkv, S = scale·Q·Kᵀ, the mask as
+ * Q_i, and K, V of its K/V head u = i / (h/g), by triple loops over the
+ * packed w_qkv (a K/V head is recomputed for each head of its group: the
+ * reference is plain, not fast), S = scale·Q·Kᵀ, the mask as
  * −INFINITY, a stable softmax with expf, Z_i = P·V into the columns
  * i·dh … of Z. Per-head outputs are copied to every slot j listing head i.
  * Then ΔE = Z·Wo + bo (Z when Wo is absent) and E' = E + ΔE.
@@ -34,21 +36,23 @@ size_t attn_naive_scratch_floats(size_t n, size_t dm, size_t h, size_t dh) {
 
 /*
  * out: as attn_compute;  scratch: attn_naive_scratch_floats floats;
- * E: n × dm;  w_qkv: dm × 3hd;  w_o: hd × dm
+ * E: n × dm;  w_qkv: dm × (hd + 2gd);  w_o: hd × dm
  */
 void attn_compute_naive(const attn_output *out, float *scratch, const attn_input *in) {
     const attn_weights *w = in->weights;
     const size_t n = in->n_tokens, dm = w->d_model, h = w->n_heads, dh = w->d_head;
-    const size_t hd = h * dh, ld = 3 * hd;
+    const size_t g = w->n_kv_heads ? w->n_kv_heads : h;
+    const size_t hd = h * dh, gd = g * dh, ld = hd + 2 * gd;
     const float *E = in->embeddings;
     float *Q = scratch, *K = Q + n * dh, *V = K + n * dh;
     float *S = V + n * dh, *P = S + n * n, *Z = P + n * n, *D = Z + n * hd;
 
     for (size_t i = 0; i < h; i++) {
-        /* Q, K, V: n × dh, columns i·dh, hd + i·dh, 2hd + i·dh of E·w_qkv */
+        /* Q, K, V: n × dh, columns i·dh, hd + u·dh, hd + gd + u·dh of E·w_qkv */
+        const size_t u = i / (h / g);
         for (size_t t = 0; t < n; t++) {
             for (size_t c = 0; c < dh; c++) {
-                size_t cq = i * dh + c, ck = hd + cq, cv = 2 * hd + cq;
+                size_t cq = i * dh + c, ck = hd + u * dh + c, cv = hd + gd + u * dh + c;
                 float q = 0.0f, k = 0.0f, v = 0.0f;
                 for (size_t x = 0; x < dm; x++) {
                     q += E[t * dm + x] * w->w_qkv[x * ld + cq];

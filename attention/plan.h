@@ -58,8 +58,10 @@ enum { ATTN_PART_Q = 1, ATTN_PART_K = 2, ATTN_PART_V = 4 };
 /* The sizes of one call (hd and ld known not to overflow). */
 typedef struct attn_sizes {
     size_t n, dm, h, dh;
+    size_t g;      /* K/V heads, dividing h */
     size_t hd;     /* h · dh */
-    size_t ld;     /* 3hd: the stride of QKV and w_qkv */
+    size_t gd;     /* g · dh */
+    size_t ld;     /* hd + 2gd: the stride of QKV and w_qkv */
     size_t hs;     /* heads listed in in->heads */
     size_t bq, bk; /* ATTN_BLOCK_Q and ATTN_BLOCK_K clamped to n */
     size_t blocks; /* blocks of B query rows per head */
@@ -67,7 +69,7 @@ typedef struct attn_sizes {
 
 /* The slices of one call's scratch, carved in this order. */
 enum {
-    WS_QKV,  /* n × 3hd floats: Q, K, V of every head side by side */
+    WS_QKV,  /* n × (hd + 2gd) floats: Q of every head, K and V of every K/V head */
     WS_ROWS, /* B × n floats: P rows of a head whose patterns are not shown */
     WS_TILE, /* B × K + 2B floats: online tile, running max and sum */
     WS_Z,    /* n × hd floats: [Z_1 … Z_h], only when w_o is applied */
@@ -103,7 +105,7 @@ typedef struct attn_scratch {
 
 /* One head's block of query rows, as the attend paths see it. */
 typedef struct attn_block {
-    const float *q, *k, *v; /* Q_i, K_i, V_i: n × dh each, stride ld, in QKV */
+    const float *q, *k, *v; /* Q_i, K_u(i), V_u(i): n × dh each, stride ld, in QKV */
     size_t r0, rb;          /* query rows r0 … r0+rb */
     size_t kend;            /* keys past kend are masked for every row of the block */
     float *s, *p;           /* the head's n × n scores and patterns (caller's), or NULL */
@@ -121,7 +123,7 @@ typedef struct attn_call {
     const attn_plan *pl;
     const attn_runner *runner; /* or NULL: every task in turn */
     attn_workspace *ws;        /* the caller's */
-    float *qkv;                /* n × 3hd */
+    float *qkv;                /* n × (hd + 2gd) */
     attn_scratch scratch;      /* the caller's slices */
     size_t *slot;              /* h: head → first position in in->heads, or SIZE_MAX */
     size_t *order;             /* h: the heads, in task order */
@@ -139,6 +141,22 @@ static inline size_t attn_min(size_t a, size_t b) {
 
 static inline size_t attn_div_up(size_t a, size_t b) {
     return a / b + (a % b != 0);
+}
+
+/* The columns of QKV (and w_qkv, b_qkv) where head i's Q, and the K and V
+ * of its K/V head u(i) = ⌊i / (h/g)⌋, begin. A K/V head is projected once
+ * and read in place by every head of its group. */
+static inline size_t attn_col_q(const attn_sizes *sz, size_t i) {
+    return i * sz->dh;
+}
+static inline size_t attn_kv_head(const attn_sizes *sz, size_t i) {
+    return i / (sz->h / sz->g);
+}
+static inline size_t attn_col_k(const attn_sizes *sz, size_t i) {
+    return sz->hd + attn_kv_head(sz, i) * sz->dh;
+}
+static inline size_t attn_col_v(const attn_sizes *sz, size_t i) {
+    return sz->hd + sz->gd + attn_kv_head(sz, i) * sz->dh;
 }
 
 /* bytes rounded up to ATTN_WS_ALIGN, for a slice the plan sized. */

@@ -1,16 +1,19 @@
 /*
  * project.c — the projection phase: QKV = E · w_qkv + b_qkv.
  *
- *   QKV   n × 3hd   columns [Q_0 … Q_{h-1} | K_0 … | V_0 …] as w_qkv's
+ *   QKV   n × (hd + 2gd)   columns [Q_0 … Q_{h-1} | K_0 … K_{g-1} | V_0 … V_{g-1}]
+ *                          as w_qkv's
  *
  * When (nearly) all of QKV is used — ΔE is wanted, or every head is listed
  * and Q, K and V are all needed — it is one GEMM cut in tiles, one task each
  * (tasks.c). Otherwise only the blocks of the listed heads' needed parts are
  * computed, each n × dh by its own sgemm reading its columns of w_qkv in
- * place, on the calling thread. Then the q, k, v outputs are copied out of
- * QKV, for every listed position (a head listed twice is copied twice).
+ * place, on the calling thread; a K/V head shared by several listed heads
+ * is projected once. Then the q, k, v outputs are copied out of QKV, for
+ * every listed position (a head listed twice is copied twice; a listed
+ * head's k and v are those of its K/V head).
  *
- * Later phases read Q_i, K_i, V_i in place out of QKV (stride 3hd).
+ * Later phases read Q_i, K_u(i), V_u(i) in place out of QKV (stride ld).
  */
 #include <cblas.h>
 
@@ -33,8 +36,8 @@ static void project_task(void *arg, size_t t, attn_workspace *ws) {
     if (w->b_qkv) attn_add_bias_rows(dst, w->b_qkv + c0, rb, cb, sz->ld);
 }
 
-/* qkv[:, col … col+dh]: n × dh (stride 3hd)  ←  E: n × dm,
- * w_qkv[:, col … col+dh]: dm × dh (stride 3hd), b_qkv[col …]: dh */
+/* qkv[:, col … col+dh]: n × dh (stride ld)  ←  E: n × dm,
+ * w_qkv[:, col … col+dh]: dm × dh (stride ld), b_qkv[col …]: dh */
 static void project_block(const attn_plan *pl, float *qkv, size_t col) {
     const attn_sizes *sz = &pl->sz;
     const attn_weights *w = pl->in->weights;
@@ -43,6 +46,16 @@ static void project_block(const attn_plan *pl, float *qkv, size_t col) {
                 1.0f, pl->in->embeddings, (int)sz->dm, w->w_qkv + col, (int)sz->ld, 0.0f, qkv + col,
                 (int)sz->ld);
     if (w->b_qkv) attn_add_bias_rows(qkv + col, w->b_qkv + col, sz->n, sz->dh, sz->ld);
+}
+
+/* Whether listed position j is the first whose head uses its K/V head (so
+ * that a group's K and V are projected once). */
+static int kv_first(const attn_plan *pl, size_t j) {
+    const attn_sizes *sz = &pl->sz;
+    size_t u = attn_kv_head(sz, pl->in->heads[j]);
+    for (size_t e = 0; e < j; e++)
+        if (attn_kv_head(sz, pl->in->heads[e]) == u) return 0;
+    return 1;
 }
 
 int attn_project(const attn_plan *pl, attn_call *c) {
@@ -57,19 +70,26 @@ int attn_project(const attn_plan *pl, attn_call *c) {
         for (size_t j = 0; j < sz->hs; j++) {
             size_t i = in->heads[j];
             if (c->slot[i] != j) continue; /* projected at its first position */
-            if (pl->parts & ATTN_PART_Q) project_block(pl, c->qkv, i * sz->dh);
-            if (pl->parts & ATTN_PART_K) project_block(pl, c->qkv, sz->hd + i * sz->dh);
-            if (pl->parts & ATTN_PART_V) project_block(pl, c->qkv, 2 * sz->hd + i * sz->dh);
+            if (pl->parts & ATTN_PART_Q) project_block(pl, c->qkv, attn_col_q(sz, i));
+            if (kv_first(pl, j)) {
+                if (pl->parts & ATTN_PART_K) project_block(pl, c->qkv, attn_col_k(sz, i));
+                if (pl->parts & ATTN_PART_V) project_block(pl, c->qkv, attn_col_v(sz, i));
+            }
         }
     }
     const attn_output *out = &pl->out;
     const size_t ndh = sz->n * sz->dh;
     for (size_t j = 0; j < sz->hs; j++) {
-        const float *qi = c->qkv + in->heads[j] * sz->dh;
-        if (out->q) attn_copy_block(out->q + j * ndh, sz->dh, qi, sz->ld, sz->n, sz->dh);
-        if (out->k) attn_copy_block(out->k + j * ndh, sz->dh, qi + sz->hd, sz->ld, sz->n, sz->dh);
+        size_t i = in->heads[j];
+        if (out->q)
+            attn_copy_block(out->q + j * ndh, sz->dh, c->qkv + attn_col_q(sz, i), sz->ld, sz->n,
+                            sz->dh);
+        if (out->k)
+            attn_copy_block(out->k + j * ndh, sz->dh, c->qkv + attn_col_k(sz, i), sz->ld, sz->n,
+                            sz->dh);
         if (out->v)
-            attn_copy_block(out->v + j * ndh, sz->dh, qi + 2 * sz->hd, sz->ld, sz->n, sz->dh);
+            attn_copy_block(out->v + j * ndh, sz->dh, c->qkv + attn_col_v(sz, i), sz->ld, sz->n,
+                            sz->dh);
     }
     return 0;
 }

@@ -112,20 +112,21 @@ typedef struct problem {
 typedef struct shape {
     size_t n, dm, h, dh;
     int b_qkv, w_o, b_o;
+    size_t g; /* K/V heads; 0 = h */
 } shape;
 
 /* Random weights of scale 1/sqrt(dm) so that every output stays O(1). */
 static void problem_make(problem *p, shape s, attn_mask_kind mask, uint64_t seed) {
     memset(p, 0, sizeof(*p));
     uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
-    size_t hd = s.h * s.dh;
-    p->w = (attn_weights){.d_model = s.dm, .n_heads = s.h, .d_head = s.dh};
-    p->w_qkv = xcalloc(s.dm * 3 * hd, sizeof(float));
-    fill(p->w_qkv, s.dm * 3 * hd, 1.0 / sqrt((double)s.dm), &st);
+    size_t hd = s.h * s.dh, ld = hd + 2 * (s.g ? s.g : s.h) * s.dh; /* w_qkv: dm × ld */
+    p->w = (attn_weights){.d_model = s.dm, .n_heads = s.h, .d_head = s.dh, .n_kv_heads = s.g};
+    p->w_qkv = xcalloc(s.dm * ld, sizeof(float));
+    fill(p->w_qkv, s.dm * ld, 1.0 / sqrt((double)s.dm), &st);
     p->w.w_qkv = p->w_qkv;
     if (s.b_qkv) {
-        p->b_qkv = xcalloc(3 * hd, sizeof(float));
-        fill(p->b_qkv, 3 * hd, 0.5, &st);
+        p->b_qkv = xcalloc(ld, sizeof(float));
+        fill(p->b_qkv, ld, 0.5, &st);
         p->w.b_qkv = p->b_qkv;
     }
     if (s.w_o) {
@@ -213,28 +214,38 @@ typedef struct ref64 {
 } ref64;
 
 /*
- * Straight from the formulas of API.md, in double: per head i, Q_i, K_i,
- * V_i from the columns of w_qkv; S_i = scale·Q_i·K_iᵀ (−inf where masked);
- * P_i the stable softmax (a row with nothing allowed: zeros); Z_i = P_i·V_i;
- * ΔE = [Z_1 … Z_h]·Wo + bo; E' = E + ΔE. Per-head outputs by slot.
+ * Straight from the formulas of API.md, in double: per head i, Q_i from
+ * columns i·dh of w_qkv, K and V from those of its K/V head u = i / (h/g)
+ * (columns hd + u·dh and hd + g·dh + u·dh, g = n_kv_heads or h);
+ * S_i = scale·Q_i·K_uᵀ (−inf where masked); P_i the stable softmax (a row
+ * with nothing allowed: zeros); Z_i = P_i·V_u; ΔE = [Z_1 … Z_h]·Wo + bo;
+ * E' = E + ΔE. Per-head outputs by slot, k and v those of the K/V head.
  */
 static void ref_compute(ref64 *r, const attn_input *in) {
     const attn_weights *w = in->weights;
     size_t n = in->n_tokens, dm = w->d_model, h = w->n_heads, dh = w->d_head;
-    size_t hd = h * dh, hs = in->n_heads_out;
+    size_t g = w->n_kv_heads ? w->n_kv_heads : h;
+    size_t hd = h * dh, ld = hd + 2 * g * dh, hs = in->n_heads_out;
     size_t count[O_COUNT];
     outputs_sizes(count, in);
     for (int b = 0; b < O_COUNT; b++)
         r->buf[b] = xcalloc(count[b], sizeof(double));
 
-    double *qkv = xcalloc(n * 3 * hd, sizeof(double)); /* n × 3hd */
+    double *qkv = xcalloc(n * ld, sizeof(double)); /* n × ld */
     for (size_t t = 0; t < n; t++)
-        for (size_t c = 0; c < 3 * hd; c++) {
+        for (size_t c = 0; c < ld; c++) {
             double a = w->b_qkv ? w->b_qkv[c] : 0.0;
             for (size_t x = 0; x < dm; x++)
-                a += (double)in->embeddings[t * dm + x] * w->w_qkv[x * 3 * hd + c];
-            qkv[t * 3 * hd + c] = a;
+                a += (double)in->embeddings[t * dm + x] * w->w_qkv[x * ld + c];
+            qkv[t * ld + c] = a;
         }
+    /* head i's columns of Q, K, V in a row of qkv */
+    size_t *cq = xcalloc(h, sizeof(size_t)), *ck = xcalloc(h, sizeof(size_t));
+    size_t *cv = xcalloc(h, sizeof(size_t));
+    for (size_t i = 0; i < h; i++) {
+        size_t u = i / (h / g);
+        cq[i] = i * dh, ck[i] = hd + u * dh, cv[i] = hd + g * dh + u * dh;
+    }
     double *S = xcalloc(h * n * n, sizeof(double)), *P = xcalloc(h * n * n, sizeof(double));
     double *Z = xcalloc(n * hd, sizeof(double)); /* n × hd */
     for (size_t i = 0; i < h; i++) {
@@ -244,7 +255,7 @@ static void ref_compute(ref64 *r, const attn_input *in) {
             for (size_t k = 0; k < n; k++) {
                 double d = 0.0;
                 for (size_t c = 0; c < dh; c++)
-                    d += qkv[q * 3 * hd + i * dh + c] * qkv[k * 3 * hd + hd + i * dh + c];
+                    d += qkv[q * ld + cq[i] + c] * qkv[k * ld + ck[i] + c];
                 s[q * n + k] = mask_allows(&in->mask, n, q, k) ? (double)in->scale * d : -INFINITY;
                 if (s[q * n + k] > max) max = s[q * n + k];
             }
@@ -257,7 +268,7 @@ static void ref_compute(ref64 *r, const attn_input *in) {
             for (size_t c = 0; c < dh; c++) {
                 double z = 0.0;
                 for (size_t k = 0; k < n; k++)
-                    z += p[q * n + k] * qkv[k * 3 * hd + 2 * hd + i * dh + c];
+                    z += p[q * n + k] * qkv[k * ld + cv[i] + c];
                 Z[q * hd + i * dh + c] = z;
             }
         }
@@ -267,9 +278,9 @@ static void ref_compute(ref64 *r, const attn_input *in) {
         for (size_t t = 0; t < n; t++)
             for (size_t c = 0; c < dh; c++) {
                 size_t o = j * n * dh + t * dh + c;
-                r->buf[O_Q][o] = qkv[t * 3 * hd + i * dh + c];
-                r->buf[O_K][o] = qkv[t * 3 * hd + hd + i * dh + c];
-                r->buf[O_V][o] = qkv[t * 3 * hd + 2 * hd + i * dh + c];
+                r->buf[O_Q][o] = qkv[t * ld + cq[i] + c];
+                r->buf[O_K][o] = qkv[t * ld + ck[i] + c];
+                r->buf[O_V][o] = qkv[t * ld + cv[i] + c];
                 r->buf[O_Z][o] = Z[t * hd + i * dh + c];
             }
         memcpy(r->buf[O_S] + j * n * n, S + i * n * n, n * n * sizeof(double));
@@ -286,7 +297,7 @@ static void ref_compute(ref64 *r, const attn_input *in) {
             r->buf[O_D][t * dm + c] = d;
             r->buf[O_E][t * dm + c] = in->embeddings[t * dm + c] + d;
         }
-    free(qkv), free(S), free(P), free(Z);
+    free(qkv), free(S), free(P), free(Z), free(cq), free(ck), free(cv);
 }
 
 static void ref_free(ref64 *r) {
@@ -1774,6 +1785,308 @@ START_TEST(test_online_gaps) {
 }
 END_TEST
 
+/* ---- 13. grouped K/V heads: g = 1 (multi-query), 2, h ---------------------------------- */
+
+/* (h, g) of the grouped tests; the lists mix groups, share K/V heads among
+ * listed heads and repeat one (so that only some heads are projected). */
+static const size_t grouped_hg[][2] = {{4, 1}, {4, 2}, {4, 4}, {8, 1}, {8, 2}, {8, 8}};
+static const size_t grouped_lists[2][5] = {{3, 2, 0, 3}, {7, 1, 6, 2, 7}};
+static const size_t grouped_counts[2] = {4, 5};
+
+static shape grouped_shape(int c, size_t n, int w_o) {
+    size_t h = grouped_hg[c][0];
+    /* no w_o: hd == dm */
+    return (shape){.n = n,
+                   .dm = h * 8,
+                   .h = h,
+                   .dh = 8,
+                   .b_qkv = 1,
+                   .w_o = w_o,
+                   .b_o = 1,
+                   .g = grouped_hg[c][1]};
+}
+
+static void grouped_list(problem *p, int c) {
+    int l = grouped_hg[c][0] == 8;
+    memcpy(p->heads, grouped_lists[l], grouped_counts[l] * sizeof(size_t));
+    p->in.n_heads_out = grouped_counts[l];
+}
+
+/*
+ * Both paths against the float64 reference (which finds head i's K/V head
+ * itself): the full one (patterns shown) and the online one (every output
+ * but S and P, Z alone, ΔE and E' alone), n = 300 (three blocks of query
+ * rows, two key tiles), every mask kind (custom: dead rows and a masked
+ * key tile), scores scaled up 8× (and by 1 on w_o's loop), and the naive
+ * reference too, on every listed head and on all heads.
+ */
+START_TEST(test_grouped) {
+    const int c = _i % 6, w_o = _i / 6;
+    for (int m = 0; m < 3; m++) {
+        problem p;
+        problem_make(&p, grouped_shape(c, 300, w_o), mask_kinds[m], 401 + (uint64_t)(_i * 3 + m));
+        if (mask_kinds[m] == ATTN_MASK_CUSTOM) mask_rows_edge(&p, 300);
+        p.in.scale *= w_o ? 1.0f : 8.0f;
+        grouped_list(&p, c);
+        online_check(&p);
+        /* ΔE and E' alone: the online path, every head projected by one GEMM */
+        ref64 r;
+        ref_compute(&r, &p.in);
+        outputs o;
+        outputs_make(&o, &p.in);
+        attn_output v = outputs_view(&o, 1u << O_E);
+        attn_workspace *ws = attn_workspace_create();
+        ck_assert_int_eq(attn_compute(&v, ws, &p.in, NULL), 0);
+        outputs_check("online E only", &o, &r, 1u << O_E);
+        attn_workspace_destroy(ws);
+        outputs_free(&o);
+        ref_free(&r);
+        if (m == 0) { /* the naive reference, listed heads and all heads */
+            p.in.n_tokens = 40;
+            run_and_check(&o, &p.in);
+            outputs_free(&o);
+            for (size_t i = 0; i < p.w.n_heads; i++)
+                p.heads[i] = i;
+            p.in.n_heads_out = p.w.n_heads;
+            run_and_check(&o, &p.in);
+            outputs_free(&o);
+        }
+        problem_free(&p);
+    }
+}
+END_TEST
+
+/* Scores of several hundreds (exact small integers in Q and K, as
+ * test_large_scores), h = 4 heads on g = 2 K/V heads whose K differ: a
+ * head reading the wrong K/V head gets other scores, and the softmax must
+ * still subtract each row's max. */
+START_TEST(test_grouped_large_scores) {
+    enum { N = 4, DM = 4, H = 4, G = 2, DH = 4, LD = H * DH + 2 * G * DH };
+    static const float E[N][DM] = {{3, 1, -2, 4}, {2, -3, 1, 1}, {-1, 2, 3, -2}, {2, -3, 1, 1}};
+    float w_qkv[DM * LD] = {0}, w_o[H * DH * DM] = {0};
+    for (int x = 0; x < H * DH; x++) /* ΔE = Σ_i Z_i */
+        w_o[x * DM + x % DH] = 1.0f;
+    for (int r = 0; r < DM; r++) {
+        for (int i = 0; i < H; i++)
+            w_qkv[r * LD + i * DH + r] = (float)(4 - i);  /* W_q_i = (4 − i)·I */
+        w_qkv[r * LD + H * DH + r] = 4.0f;                /* W_k_0 = 4·I */
+        w_qkv[r * LD + H * DH + DH + (3 - r)] = 3.0f;     /* W_k_1 reverses, ×3 */
+        w_qkv[r * LD + H * DH + G * DH + (3 - r)] = 1.0f; /* W_v_0 reverses */
+        w_qkv[r * LD + H * DH + G * DH + DH + r] = 2.0f;  /* W_v_1 = 2·I */
+    }
+    attn_weights w = {
+        .d_model = DM, .n_heads = H, .d_head = DH, .n_kv_heads = G, .w_qkv = w_qkv, .w_o = w_o};
+    size_t heads[H] = {0, 1, 2, 3};
+    attn_input in = {.weights = &w,
+                     .embeddings = &E[0][0],
+                     .n_tokens = N,
+                     .mask = {.kind = mask_kinds[_i]},
+                     .scale = 2.0f,
+                     .heads = heads,
+                     .n_heads_out = H};
+    unsigned char allowed[N * N];
+    for (int x = 0; x < N * N; x++)
+        allowed[x] = (x % 5) != 1;
+    in.mask.allowed = allowed;
+    outputs o;
+    run_and_check(&o, &in);
+    pattern_rules(&o, &in);
+    ck_assert(o.buf[O_S][0] == 960.0f);     /* head 0, K/V head 0: 2·4·4·30 */
+    ck_assert(o.buf[O_S][N * N] == 720.0f); /* head 1, K/V head 0: 2·3·4·30 */
+    ck_assert(o.buf[O_S][2 * N * N] ==
+              240.0f); /* head 2, K/V head 1: 2·2·3·(e₀ · reversed e₀ = 20) */
+    outputs_free(&o);
+}
+END_TEST
+
+/* attn_compute_with on 1, 2 and 4 threads is bit for bit attn_compute with
+ * g = 1 and 2 K/V heads (every output set, mask _i % 3, with and without
+ * w_o), and the serial outputs match the float64 reference. */
+START_TEST(test_grouped_runner_bitwise) {
+    static const size_t lists[][5] = {{0, 1, 2, 3}, {3, 2, 3}, {1}, {2, 0, 3, 1, 2}};
+    static const size_t counts[] = {4, 3, 1, 5};
+    attn_mask_kind mask = mask_kinds[_i % 3];
+    int w_o = _i < 3;
+    for (size_t g = 1; g <= 2; g++) {
+        shape s = {.n = 300, .dm = 32, .h = 4, .dh = 8, .b_qkv = 1, .w_o = w_o, .b_o = 1, .g = g};
+        problem p;
+        problem_make(&p, s, mask, 451 + (uint64_t)(_i * 2) + g);
+        if (mask == ATTN_MASK_CUSTOM) mask_rows_edge(&p, s.n);
+        attn_workspace *ws = attn_workspace_create(), *ws_with = attn_workspace_create();
+        for (size_t l = 0; l < sizeof counts / sizeof counts[0]; l++) {
+            memcpy(p.heads, lists[l], counts[l] * sizeof(size_t));
+            p.in.n_heads_out = counts[l];
+            ref64 r;
+            ref_compute(&r, &p.in);
+            for (size_t wi = 0; wi < sizeof with_wants / sizeof with_wants[0]; wi++) {
+                outputs serial;
+                outputs_make(&serial, &p.in);
+                attn_output vs = outputs_view(&serial, with_wants[wi]);
+                ck_assert_int_eq(attn_compute(&vs, ws, &p.in, NULL), 0);
+                outputs_check("serial", &serial, &r, with_wants[wi]);
+                static const int thread_counts[] = {1, 2, 4};
+                for (int k = 0; k < 3; k++) {
+                    test_runner tr;
+                    test_runner_init(&tr, thread_counts[k], ws_with);
+                    attn_runner runner = {.run = test_run, .ctx = &tr};
+                    outputs o;
+                    outputs_make(&o, &p.in);
+                    for (int b = 0; b < O_COUNT; b++)
+                        memset(o.buf[b], 0x7f, o.count[b] * sizeof(float));
+                    attn_output vo = outputs_view(&o, with_wants[wi]);
+                    ck_assert_int_eq(attn_compute_with(&vo, ws_with, &p.in, &runner, NULL), 0);
+                    for (int b = 0; b < O_COUNT; b++)
+                        if ((with_wants[wi] >> b) & 1)
+                            ck_assert_msg(
+                                !memcmp(o.buf[b], serial.buf[b], o.count[b] * sizeof(float)),
+                                "g %zu, list %zu, want %#x, %d threads: %s differs", g, l,
+                                with_wants[wi], thread_counts[k], o_name[b]);
+                    outputs_free(&o);
+                    test_runner_free(&tr);
+                }
+                outputs_free(&serial);
+            }
+            ref_free(&r);
+        }
+        attn_workspace_destroy(ws), attn_workspace_destroy(ws_with);
+        problem_free(&p);
+    }
+}
+END_TEST
+
+/*
+ * n_kv_heads = h is bit for bit n_kv_heads = 0 (the same weights), on every
+ * output set. And grouping is Llama's repeat_kv: the h-head weights whose
+ * K and V of head i are the grouped K_u, V_u, u = i / (h/g), give what the
+ * grouped weights give (within the tolerance: the GEMMs differ in width).
+ */
+START_TEST(test_grouped_equal) {
+    const int c = _i; /* grouped_hg */
+    const size_t h = grouped_hg[c][0], g = grouped_hg[c][1], dh = 8;
+    attn_mask_kind mask = mask_kinds[_i % 3];
+    problem p;
+    problem_make(&p, grouped_shape(c, 300, 1), mask, 501 + (uint64_t)_i);
+    grouped_list(&p, c);
+    attn_workspace *ws = attn_workspace_create();
+    /* the same weights as multi-head: g = h only, where the layouts agree */
+    if (g == h) {
+        attn_weights w0 = p.w;
+        w0.n_kv_heads = 0;
+        attn_input in0 = p.in;
+        in0.weights = &w0;
+        for (size_t wi = 0; wi < sizeof with_wants / sizeof with_wants[0]; wi++) {
+            outputs a, b;
+            outputs_make(&a, &p.in), outputs_make(&b, &p.in);
+            attn_output va = outputs_view(&a, with_wants[wi]),
+                        vb = outputs_view(&b, with_wants[wi]);
+            ck_assert_int_eq(attn_compute(&va, ws, &p.in, NULL), 0);
+            ck_assert_int_eq(attn_compute(&vb, ws, &in0, NULL), 0);
+            for (int o = 0; o < O_COUNT; o++)
+                ck_assert_msg(!memcmp(a.buf[o], b.buf[o], a.count[o] * sizeof(float)),
+                              "want %#x: %s differs", with_wants[wi], o_name[o]);
+            outputs_free(&a), outputs_free(&b);
+        }
+    }
+    /* repeat_kv: [Q | K_u(0) … K_u(h-1) | V_u(0) … V_u(h-1)] */
+    const size_t dm = p.w.d_model, hd = h * dh, ld = hd + 2 * g * dh, ldm = 3 * hd;
+    float *wm = xcalloc(dm * ldm, sizeof(float)), *bm = xcalloc(ldm, sizeof(float));
+    for (size_t col = 0; col < ldm; col++) {
+        size_t from = col; /* Q columns as they are */
+        if (col >= hd) {
+            size_t part = (col - hd) / hd, i = (col - hd) % hd / dh, x = col % dh;
+            from = hd + part * g * dh + i / (h / g) * dh + x;
+        }
+        for (size_t r = 0; r < dm; r++)
+            wm[r * ldm + col] = p.w_qkv[r * ld + from];
+        bm[col] = p.b_qkv[from];
+    }
+    attn_weights wmh = p.w;
+    wmh.n_kv_heads = 0, wmh.w_qkv = wm, wmh.b_qkv = bm;
+    attn_input inm = p.in;
+    inm.weights = &wmh;
+    for (int path = 0; path < 2; path++) {
+        unsigned want = path ? WANT_ALL : WANT_ALL & ~(1u << O_S) & ~(1u << O_P);
+        outputs a, b;
+        outputs_make(&a, &p.in), outputs_make(&b, &p.in);
+        attn_output va = outputs_view(&a, want), vb = outputs_view(&b, want);
+        ck_assert_int_eq(attn_compute(&va, ws, &p.in, NULL), 0);
+        ck_assert_int_eq(attn_compute(&vb, ws, &inm, NULL), 0);
+        for (int o = 0; o < O_COUNT; o++) {
+            if (!((want >> o) & 1)) continue;
+            double *ref = xcalloc(b.count[o], sizeof(double));
+            for (size_t x = 0; x < b.count[o]; x++)
+                ref[x] = b.buf[o][x];
+            close_check(o_name[o], a.buf[o], ref, a.count[o]);
+            free(ref);
+        }
+        outputs_free(&a), outputs_free(&b);
+    }
+    free(wm), free(bm);
+    attn_workspace_destroy(ws);
+    problem_free(&p);
+}
+END_TEST
+
+/*
+ * Sizes: Q, K, V scratch is n × (hd + 2gd), so g < h needs n·2(h − g)·dh
+ * floats less, in attn_workspace_need_grouped and in what a call takes;
+ * the projection's flops shrink by 2n·2(h − g)·dh·dm and nothing else. A g
+ * that does not divide h fails as a size. The grouped call's ΔE is checked
+ * against the reference too.
+ */
+START_TEST(test_grouped_sizes) {
+    const size_t n = 256, dm = 32, dh = 8;
+    for (int c = 0; c < 6; c++) {
+        const size_t h = grouped_hg[c][0], g = grouped_hg[c][1];
+        const size_t kv_share = n * 2 * (h - g) * dh * sizeof(float); /* a multiple of 64 */
+        ck_assert_uint_eq(attn_workspace_need_grouped(n, dm, h, 0, dh),
+                          attn_workspace_need(n, dm, h, dh));
+        ck_assert_uint_eq(attn_workspace_need_grouped(n, dm, h, g, dh) + kv_share,
+                          attn_workspace_need(n, dm, h, dh));
+        ck_assert(attn_flops_grouped(n, dm, h, 0, dh, 1) == attn_flops(n, dm, h, dh, 1));
+        ck_assert(attn_flops_grouped(n, dm, h, g, dh, 1) + 2.0 * n * 2 * (h - g) * dh * dm ==
+                  attn_flops(n, dm, h, dh, 1));
+        /* what a call takes: ΔE alone, every slice but the rows one */
+        size_t bytes[2];
+        for (int grouped = 0; grouped < 2; grouped++) {
+            shape s = grouped_shape(c, n, 1);
+            s.dm = dm, s.g = grouped ? g : 0;
+            problem p;
+            problem_make(&p, s, ATTN_MASK_CAUSAL, 551 + (uint64_t)c);
+            outputs o;
+            outputs_make(&o, &p.in);
+            attn_output v = outputs_view(&o, 1u << O_E);
+            attn_workspace *ws = attn_workspace_create();
+            ck_assert_int_eq(attn_compute(&v, ws, &p.in, NULL), 0);
+            bytes[grouped] = attn_workspace_bytes(ws);
+            ck_assert_uint_le(bytes[grouped], attn_workspace_need_grouped(n, dm, h, s.g, dh));
+            ref64 r;
+            ref_compute(&r, &p.in);
+            outputs_check("E", &o, &r, 1u << O_E);
+            ref_free(&r);
+            attn_workspace_destroy(ws);
+            outputs_free(&o);
+            problem_free(&p);
+        }
+        ck_assert_uint_eq(bytes[1] + kv_share, bytes[0]);
+    }
+    ck_assert_uint_eq(attn_workspace_need_grouped(8, 4, 4, 3, 4), SIZE_MAX); /* 3 ∤ 4 */
+    ck_assert_uint_eq(attn_workspace_need_grouped(8, 4, 4, 8, 4), SIZE_MAX); /* g > h */
+    float dummy = canary, w_qkv[4 * 40] = {0};
+    attn_weights w = {.d_model = 4, .n_heads = 4, .d_head = 4, .n_kv_heads = 3, .w_qkv = w_qkv};
+    attn_input in = {.weights = &w,
+                     .embeddings = &dummy,
+                     .n_tokens = 1,
+                     .mask = {.kind = ATTN_MASK_CAUSAL},
+                     .scale = 1.0f};
+    attn_output out = {.embeddings = &dummy};
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_ptr_eq(compute_error(&out, ws, &in, NULL), ATTN_ERR_NOMEM);
+    ck_assert(dummy == canary);
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
 static Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("engine");
@@ -1805,6 +2118,11 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, test_online_gap_repro);
     tcase_add_test(tc, test_online_gap_repro_api);
     tcase_add_loop_test(tc, test_online_gaps, 0, 6);
+    tcase_add_loop_test(tc, test_grouped, 0, 12);
+    tcase_add_loop_test(tc, test_grouped_large_scores, 0, 3);
+    tcase_add_loop_test(tc, test_grouped_runner_bitwise, 0, 6);
+    tcase_add_loop_test(tc, test_grouped_equal, 0, 6);
+    tcase_add_test(tc, test_grouped_sizes);
     suite_add_tcase(s, tc);
     return s;
 }
