@@ -6,7 +6,8 @@
  * the body, and calls:
  *
  *   accept   (endpoints that take a body; NULL for the others) on the 1st
- *            call, once the headers are in and the method is allowed: refuse
+ *            call, once the headers are in and the method is allowed, with
+ *            x->body.declared the Content-Length (0: none or not a number): refuse
  *            what the headers already condemn (an answer, via reply.h), or
  *            start reading (srv_exchange_read_body) and return MHD_YES;
  *   answer   once the request is complete (its body copied in x->body):

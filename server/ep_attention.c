@@ -39,7 +39,7 @@ static enum MHD_Result attention_accept(srv_exchange *x) {
     if (!srv_headers_json_type(ct))
         return srv_reply_fail(x, 415, "unsupported_media_type",
                               "the body must be JSON (Content-Type: application/json)");
-    size_t declared = srv_headers_declared_length(x->conn);
+    size_t declared = x->body.declared;
     if (declared > h->cfg->max_body_bytes) return fail_too_large(x);
     /* A budget already too full for the body's first piece is refused
      * now, before a byte of it is read. */

@@ -164,8 +164,6 @@ static enum MHD_Result answer(srv_exchange *x, const char *method) {
 
 enum MHD_Result srv_exchange_read_body(srv_exchange *x) {
     srv_http *h = x->h;
-    srv_body_init(&x->body, &h->bodies, h->cfg->max_body_bytes,
-                  srv_headers_declared_length(x->conn));
     x->state = X_READING;
     /* Due within --connection-timeout of its headers, whether or not bytes
      * keep coming. */
@@ -185,8 +183,10 @@ static enum MHD_Result on_headers(srv_exchange *x, const char *url, const char *
                       srv_keys_required(h->keys) &&
                       (x->authorization_cut || !authorized(h->keys, x->conn));
     const srv_endpoint *ep = srv_route_endpoint(x->route);
-    if (ep && ep->accept && srv_route_allows(x->route, method) && !x->unauthorized)
+    if (ep && ep->accept && srv_route_allows(x->route, method) && !x->unauthorized) {
+        x->body.declared = srv_headers_declared_length(x->conn);
         return ep->accept(x);
+    }
     /* An answer queued on this first call makes libmicrohttpd close the
      * connection afterwards, which is right when a body we do not want is
      * coming (it is never read), but wasteful otherwise. */
