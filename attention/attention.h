@@ -27,6 +27,17 @@
  *   ΔE  = [Z_1 … Z_h] · Wo + bo  n × dm (Wo absent: identity, needs hd == dm)
  *   E'  = E + ΔE
  *
+ * Today's variants, each optional (attn_weights and attn_input below), with
+ * p the tokens' positions (0 … n−1 unless given):
+ *   RoPE       Q_i, K_u rotated by position right after the projection
+ *   softcap    S ← c · tanh(S / c)
+ *   ALiBi      S[q][k] −= m_i · |p_q − p_k|
+ *   window     key k allowed for query q only where |p_q − p_k| < w
+ *   context    cross-attention: K_u, V_u = C · Wk_u + bk_u, C · Wv_u + bv_u
+ *              from m context rows; S is n × m
+ * applied in this order: S = scale · Q·Kᵀ, softcap, ALiBi, mask and
+ * window (−∞), softmax.
+ *
  * attn_compute runs these in three phases — project (QKV), attend (S, P, Z
  * per head, by a full or an online path), output (ΔE, E') — each a set of
  * tasks a caller's runner may spread over threads (compute.c).
@@ -58,8 +69,41 @@
  * validates it (else attn_compute fails, as for a size that cannot be had,
  * with ATTN_ERR_NOMEM).
  *
+ * Cross-attention weights keep K and V apart, since they project rows of
+ * another width (d_context, dc):
+ *
+ *   w_kv    dc × 2gd          columns [K_0 … K_{g-1} | V_0 … V_{g-1}]
+ *   b_kv    2gd               or NULL
+ *
+ * and then w_qkv is dm × hd and b_qkv hd: Q alone. Without w_kv, a context
+ * is projected by w_qkv's K and V columns (dc = dm).
+ *
  * The weight set does not own its buffers; whoever fills it does.
  */
+
+/* RoPE: rotary position embedding of Q and K (attention.h's top comment). */
+typedef enum attn_rope_style {
+    ATTN_ROPE_HALF,       /* coordinate t pairs with t + dims/2 (Llama, GPT-NeoX) */
+    ATTN_ROPE_INTERLEAVED /* 2t pairs with 2t + 1 (GPT-J, RoFormer) */
+} attn_rope_style;
+
+typedef enum attn_rope_scaling {
+    ATTN_ROPE_SCALING_NONE,
+    ATTN_ROPE_SCALING_LINEAR, /* f_t / factor */
+    ATTN_ROPE_SCALING_LLAMA3  /* Llama 3.1's: by wavelength, see docs/API.md */
+} attn_rope_scaling;
+
+typedef struct attn_rope {
+    size_t dims;  /* coordinates rotated: even, ≤ dh; 0 = no RoPE */
+    double theta; /* f_t = theta^(−2t/dims) */
+    attn_rope_style style;
+    attn_rope_scaling scaling;
+    double factor;                /* LINEAR, LLAMA3 */
+    double low_freq_factor;       /* LLAMA3 */
+    double high_freq_factor;      /* LLAMA3 */
+    double original_max_position; /* LLAMA3: original_max_position_embeddings */
+} attn_rope;
+
 typedef struct attn_weights {
     size_t d_model;
     size_t n_heads;
@@ -69,6 +113,15 @@ typedef struct attn_weights {
     const float *b_qkv;
     const float *w_o;
     const float *b_o;
+    size_t d_context;   /* dc: the rows of w_kv */
+    const float *w_kv;  /* or NULL: K and V are w_qkv's columns */
+    const float *b_kv;  /* or NULL */
+    attn_rope rope;     /* dims 0: none */
+    const float *alibi; /* h slopes m_i, or NULL */
+    size_t window;      /* w ≥ 1, or 0: none */
+    float softcap;      /* c > 0, or 0: none */
+    float scale;        /* the weight set's default scale, or 0: 1/sqrt(dh); attn_compute
+                           reads attn_input.scale: the caller chooses */
 } attn_weights;
 
 typedef enum attn_mask_kind {
@@ -96,21 +149,35 @@ typedef struct attn_input {
     float scale;         /* multiplies Q·Kᵀ; usually 1/sqrt(dh) */
     const size_t *heads; /* indices into 0 … h-1; may be NULL when n_heads_out == 0 */
     size_t n_heads_out;  /* called hs below */
+    const unsigned *positions; /* n positions (< 2^31), or NULL: 0 … n−1 */
+    const float *context;      /* m × dc: cross-attention's keys and values come from
+                                  it; or NULL (self-attention: m = n, C = E) */
+    size_t n_context;          /* m */
 } attn_input;
+
+/*
+ * The caller validates the variants: with a context, the mask is NONE or
+ * CUSTOM (n × m) and there is no RoPE, ALiBi or window; a custom mask is
+ * n × m (m = n without context); w_kv needs a context.
+ */
 
 /*
  * Where results go. Each buffer is caller-owned; NULL means "not wanted",
  * and work that only a NULL output needs is not done.
  *
- *   q, k, v        hs × n × dh
- *   scores         hs × n × n    scaled scores, −INFINITY where masked
- *   patterns       hs × n × n    P_i; masked entries exactly 0
+ *   q, k, v        hs × n × dh   (k, v: hs × m × dh with a context); q and k
+ *                                after RoPE
+ *   q_raw, k_raw   as q, k       before RoPE (equal to q, k without it)
+ *   scores         hs × n × m    final scores (softcap, ALiBi), −INFINITY where
+ *                                masked or outside the window
+ *   patterns       hs × n × m    P_i; masked entries exactly 0
  *   head_outputs   hs × n × dh   Z_i
  *   delta          n × dm        ΔE
  *   embeddings     n × dm        E' = E + ΔE
  */
 typedef struct attn_output {
     float *q, *k, *v;
+    float *q_raw, *k_raw;
     float *scores;
     float *patterns;
     float *head_outputs;
@@ -215,6 +282,21 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
 double attn_flops(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head, int has_w_o);
 double attn_flops_grouped(size_t n_tokens, size_t d_model, size_t n_heads, size_t n_kv_heads,
                           size_t d_head, int has_w_o);
+
+/*
+ * The floating-point operations attn_compute really does for `in` when
+ * every output is asked for: only the key blocks it computes (a causal
+ * mask's blocks above the diagonal and those wholly outside a window are
+ * skipped), the projection at g K/V heads (of the context's m rows with
+ * one). The server schedules and limits by it. Reads the positions, so
+ * costs O(n²/128) comparisons with a window.
+ */
+double attn_input_flops(const attn_input *in);
+
+/* Bytes of workspace attn_compute needs for `in`, whatever the outputs
+ * (saturating): attn_workspace_need_grouped's, with the context's K and V,
+ * RoPE's angles and the positions when they apply. */
+size_t attn_input_workspace_need(const attn_input *in);
 
 /* Bytes of workspace one computation of this size needs (saturating): an
  * upper bound for any set of outputs. Linear in n: n × (hd + 2gd) (Q, K,

@@ -267,3 +267,15 @@ size_t attn_workspace_need_grouped(size_t n_tokens, size_t d_model, size_t n_hea
     if (slice_total(&total, bytes)) return SIZE_MAX;
     return total;
 }
+
+double attn_input_flops(const attn_input *in) {
+    const attn_weights *w = in->weights;
+    return attn_flops_grouped(in->n_tokens, w->d_model, w->n_heads, w->n_kv_heads, w->d_head,
+                              w->w_o != NULL);
+}
+
+size_t attn_input_workspace_need(const attn_input *in) {
+    const attn_weights *w = in->weights;
+    return attn_workspace_need_grouped(in->n_tokens, w->d_model, w->n_heads, w->n_kv_heads,
+                                       w->d_head);
+}
