@@ -146,9 +146,9 @@ typedef struct attn_input {
     const float *embeddings; /* n × dm */
     size_t n_tokens;
     attn_mask mask;
-    float scale;         /* multiplies Q·Kᵀ; usually 1/sqrt(dh) */
-    const size_t *heads; /* indices into 0 … h-1; may be NULL when n_heads_out == 0 */
-    size_t n_heads_out;  /* called hs below */
+    float scale;               /* multiplies Q·Kᵀ; usually 1/sqrt(dh) */
+    const size_t *heads;       /* indices into 0 … h-1; may be NULL when n_heads_out == 0 */
+    size_t n_heads_out;        /* called hs below */
     const unsigned *positions; /* n positions (< 2^31), or NULL: 0 … n−1 */
     const float *context;      /* m × dc: cross-attention's keys and values come from
                                   it; or NULL (self-attention: m = n, C = E) */
