@@ -283,6 +283,11 @@ double attn_flops(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head
 double attn_flops_grouped(size_t n_tokens, size_t d_model, size_t n_heads, size_t n_kv_heads,
                           size_t d_head, int has_w_o);
 
+/* slopes[0 … h): the ALiBi paper's standard slopes for h ≥ 1 heads,
+ * m_i = 2^(−8(i+1)/h) when h is a power of two, else the paper's
+ * interleaving of the next powers (as BLOOM's build_alibi_tensor). */
+void attn_alibi_slopes(float *slopes, size_t h);
+
 /*
  * The floating-point operations attn_compute really does for `in` when
  * every output is asked for: only the key blocks it computes (a causal
