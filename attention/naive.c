@@ -2,29 +2,39 @@
  * naive.c — the float32 reference of the attention block (naive.h).
  *
  * For every head i in 0 … h−1, in turn, with one set of per-head scratch:
- * Q_i, and K, V of its K/V head u = i / (h/g), by triple loops over the
- * packed w_qkv (a K/V head is recomputed for each head of its group: the
- * reference is plain, not fast), S = scale·Q·Kᵀ, the mask as
- * −INFINITY, a stable softmax with expf, Z_i = P·V into the columns
- * i·dh … of Z. Per-head outputs are copied to every slot j listing head i.
- * Then ΔE = Z·Wo + bo (Z when Wo is absent) and E' = E + ΔE.
+ * Q_i from E, and K, V of its K/V head u = i / (h/g) from E or the context,
+ * by triple loops over the weights (a K/V head is recomputed for each head
+ * of its group: the reference is plain, not fast); RoPE row by row, its
+ * angle p·f_t in double; S = scale·Q·Kᵀ, soft-capped, minus ALiBi's
+ * m_i·|p_q − p_k|, −INFINITY where the mask or the window removes the key;
+ * a stable softmax with expf, Z_i = P·V into the columns i·dh … of Z.
+ * Per-head outputs are copied to every slot j listing head i. Then
+ * ΔE = Z·Wo + bo (Z when Wo is absent) and E' = E + ΔE.
  *
- * Scratch (floats): Q, K, V  3 · n × dh;  S, P  2 · n × n;  Z  n × hd;
- * ΔE  n × dm.
+ * Scratch (floats): Q  n × dh;  K, V  2 · m × dh;  S, P  2 · n × m;
+ * Z  n × hd;  ΔE  n × dm;  RoPE's frequencies  dims/2 doubles.
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "attention/naive.h"
+#include "attention/plan.h"
 
-static int allowed(const attn_mask *m, size_t n, size_t q, size_t k) {
-    switch (m->kind) {
-    case ATTN_MASK_CAUSAL: return k <= q;
-    case ATTN_MASK_NONE: return 1;
-    case ATTN_MASK_CUSTOM: return m->allowed[q * n + k] != 0;
-    }
-    return 0;
+/* Position of token t: the input's, or t. */
+static double position(const attn_input *in, size_t t) {
+    return in->positions ? (double)in->positions[t] : (double)t;
+}
+
+/* Whether query q may attend to key k: the mask, then the window. */
+static int allowed(const attn_input *in, size_t m, size_t q, size_t k) {
+    const attn_mask *mk = &in->mask;
+    int ok = mk->kind == ATTN_MASK_CAUSAL   ? k <= q
+             : mk->kind == ATTN_MASK_CUSTOM ? mk->allowed[q * m + k] != 0
+                                            : 1;
+    size_t w = in->weights->window;
+    if (ok && w && !in->context) ok = fabs(position(in, q) - position(in, k)) < (double)w;
+    return ok;
 }
 
 size_t attn_naive_scratch_floats(size_t n, size_t dm, size_t h, size_t dh) {
@@ -34,73 +44,132 @@ size_t attn_naive_scratch_floats(size_t n, size_t dm, size_t h, size_t dh) {
     return 3 * n * dh + 2 * n * n + n * h * dh + n * dm;
 }
 
+size_t attn_naive_scratch_need(const attn_input *in) {
+    const attn_weights *w = in->weights;
+    const size_t n = in->n_tokens, m = in->context ? in->n_context : n;
+    const size_t lim = (size_t)1 << (sizeof(size_t) * 4 - 2);
+    const size_t dm = w->d_model, h = w->n_heads, dh = w->d_head;
+    if (n >= lim || m >= lim || dm >= lim || h >= lim || dh >= lim || h * dh >= lim)
+        return SIZE_MAX;
+    /* RoPE's doubles take 2 floats each, and one more aligns them */
+    return n * dh + 2 * m * dh + 2 * n * m + n * h * dh + n * dm + (w->rope.dims / 2) * 2 + 1;
+}
+
+/* x: the row of one head's Q or K at position p, rotated in place. */
+static void rotate(float *x, double p, const attn_rope *rope, const double *freq) {
+    const size_t half = rope->dims / 2;
+    for (size_t t = 0; t < half; t++) {
+        size_t ia = rope->style == ATTN_ROPE_HALF ? t : 2 * t;
+        size_t ib = rope->style == ATTN_ROPE_HALF ? t + half : 2 * t + 1;
+        float c = (float)cos(p * freq[t]), s = (float)sin(p * freq[t]);
+        float a = x[ia], b = x[ib];
+        x[ia] = a * c - b * s;
+        x[ib] = a * s + b * c;
+    }
+}
+
 /*
- * out: as attn_compute;  scratch: attn_naive_scratch_floats floats;
- * E: n × dm;  w_qkv: dm × (hd + 2gd);  w_o: hd × dm
+ * out: as attn_compute;  scratch: attn_naive_scratch_need(in) floats;
+ * E: n × dm;  C: m × dc;  w_qkv: dm × (hd + 2gd) (Q alone, dm × hd, with
+ * w_kv: dc × 2gd);  w_o: hd × dm
  */
 void attn_compute_naive(const attn_output *out, float *scratch, const attn_input *in) {
     const attn_weights *w = in->weights;
     const size_t n = in->n_tokens, dm = w->d_model, h = w->n_heads, dh = w->d_head;
     const size_t g = w->n_kv_heads ? w->n_kv_heads : h;
     const size_t hd = h * dh, gd = g * dh, ld = hd + 2 * gd;
-    const float *E = in->embeddings;
-    float *Q = scratch, *K = Q + n * dh, *V = K + n * dh;
-    float *S = V + n * dh, *P = S + n * n, *Z = P + n * n, *D = Z + n * hd;
+    const int cross = in->context != NULL;
+    const size_t m = cross ? in->n_context : n;
+    const float *E = in->embeddings, *X = cross ? in->context : E; /* K and V come from X */
+    /* The weights of Q, and of K and V: columns, strides and rows */
+    const float *wq = w->w_qkv, *wkv = w->w_kv ? w->w_kv : w->w_qkv + hd;
+    const float *bq = w->b_qkv, *bkv = w->w_kv ? w->b_kv : w->b_qkv ? w->b_qkv + hd : NULL;
+    const size_t ldwq = w->w_kv ? hd : ld, ldwkv = w->w_kv ? 2 * gd : ld;
+    const size_t dx = cross && w->w_kv ? w->d_context : dm;
+    const int rope = w->rope.dims && !cross;
+    float *Q = scratch, *K = Q + n * dh, *V = K + m * dh;
+    float *S = V + m * dh, *P = S + n * m, *Z = P + n * m, *D = Z + n * hd;
+    float *end = D + n * dm;
+    if ((uintptr_t)end % sizeof(double)) end++; /* the spare float of the need */
+    double *freq = (double *)(void *)end;       /* dims/2 doubles: 2 floats each */
+    if (rope) attn_rope_frequencies(freq, &w->rope);
 
     for (size_t i = 0; i < h; i++) {
-        /* Q, K, V: n × dh, columns i·dh, hd + u·dh, hd + gd + u·dh of E·w_qkv */
         const size_t u = i / (h / g);
+        /* Q: n × dh, columns i·dh of E·Wq; K, V: m × dh, columns u·dh and
+         * gd + u·dh of X·Wkv */
         for (size_t t = 0; t < n; t++) {
             for (size_t c = 0; c < dh; c++) {
-                size_t cq = i * dh + c, ck = hd + u * dh + c, cv = hd + gd + u * dh + c;
-                float q = 0.0f, k = 0.0f, v = 0.0f;
-                for (size_t x = 0; x < dm; x++) {
-                    q += E[t * dm + x] * w->w_qkv[x * ld + cq];
-                    k += E[t * dm + x] * w->w_qkv[x * ld + ck];
-                    v += E[t * dm + x] * w->w_qkv[x * ld + cv];
-                }
-                if (w->b_qkv) q += w->b_qkv[cq], k += w->b_qkv[ck], v += w->b_qkv[cv];
-                Q[t * dh + c] = q, K[t * dh + c] = k, V[t * dh + c] = v;
+                float q = 0.0f;
+                for (size_t x = 0; x < dm; x++)
+                    q += E[t * dm + x] * wq[x * ldwq + i * dh + c];
+                Q[t * dh + c] = bq ? q + bq[i * dh + c] : q;
             }
         }
-        /* S: n × n = scale · Q · Kᵀ, −inf where masked */
+        for (size_t t = 0; t < m; t++) {
+            for (size_t c = 0; c < dh; c++) {
+                size_t ck = u * dh + c, cv = gd + u * dh + c;
+                float k = 0.0f, v = 0.0f;
+                for (size_t x = 0; x < dx; x++) {
+                    k += X[t * dx + x] * wkv[x * ldwkv + ck];
+                    v += X[t * dx + x] * wkv[x * ldwkv + cv];
+                }
+                if (bkv) k += bkv[ck], v += bkv[cv];
+                K[t * dh + c] = k, V[t * dh + c] = v;
+            }
+        }
+        for (size_t j = 0; j < in->n_heads_out; j++) {
+            if (in->heads[j] != i) continue;
+            if (out->q_raw) memcpy(out->q_raw + j * n * dh, Q, n * dh * sizeof(float));
+            if (out->k_raw) memcpy(out->k_raw + j * m * dh, K, m * dh * sizeof(float));
+        }
+        for (size_t t = 0; rope && t < n; t++) {
+            rotate(Q + t * dh, position(in, t), &w->rope, freq);
+            rotate(K + t * dh, position(in, t), &w->rope, freq);
+        }
+        /* S: n × m = scale · Q · Kᵀ, soft-capped, minus ALiBi; −inf where
+         * the mask or the window removes the key */
         for (size_t q = 0; q < n; q++) {
-            for (size_t k = 0; k < n; k++) {
+            for (size_t k = 0; k < m; k++) {
                 float dot = 0.0f;
                 for (size_t c = 0; c < dh; c++)
                     dot += Q[q * dh + c] * K[k * dh + c];
-                S[q * n + k] = allowed(&in->mask, n, q, k) ? in->scale * dot : -INFINITY;
+                float sc = in->scale * dot;
+                if (w->softcap != 0.0f) sc = w->softcap * tanhf(sc / w->softcap);
+                if (w->alibi && !cross)
+                    sc -= w->alibi[i] * (float)fabs(position(in, q) - position(in, k));
+                S[q * m + k] = allowed(in, m, q, k) ? sc : -INFINITY;
             }
         }
-        /* P: n × n, row softmax; a row with nothing allowed is all zeros */
+        /* P: n × m, row softmax; a row with nothing allowed is all zeros */
         for (size_t q = 0; q < n; q++) {
             float max = -INFINITY, sum = 0.0f;
-            for (size_t k = 0; k < n; k++)
-                if (S[q * n + k] > max) max = S[q * n + k];
-            for (size_t k = 0; k < n; k++) {
-                float s = S[q * n + k];
-                P[q * n + k] = (s == -INFINITY) ? 0.0f : expf(s - max);
-                sum += P[q * n + k];
+            for (size_t k = 0; k < m; k++)
+                if (S[q * m + k] > max) max = S[q * m + k];
+            for (size_t k = 0; k < m; k++) {
+                float sc = S[q * m + k];
+                P[q * m + k] = (sc == -INFINITY) ? 0.0f : expf(sc - max);
+                sum += P[q * m + k];
             }
-            for (size_t k = 0; k < n; k++)
-                P[q * n + k] = sum > 0.0f ? P[q * n + k] / sum : 0.0f;
+            for (size_t k = 0; k < m; k++)
+                P[q * m + k] = sum > 0.0f ? P[q * m + k] / sum : 0.0f;
         }
         /* Z[:, i·dh …]: n × dh = P · V */
         for (size_t q = 0; q < n; q++) {
             for (size_t c = 0; c < dh; c++) {
                 float z = 0.0f;
-                for (size_t k = 0; k < n; k++)
-                    z += P[q * n + k] * V[k * dh + c];
+                for (size_t k = 0; k < m; k++)
+                    z += P[q * m + k] * V[k * dh + c];
                 Z[q * hd + i * dh + c] = z;
             }
         }
         for (size_t j = 0; j < in->n_heads_out; j++) {
             if (in->heads[j] != i) continue;
             if (out->q) memcpy(out->q + j * n * dh, Q, n * dh * sizeof(float));
-            if (out->k) memcpy(out->k + j * n * dh, K, n * dh * sizeof(float));
-            if (out->v) memcpy(out->v + j * n * dh, V, n * dh * sizeof(float));
-            if (out->scores) memcpy(out->scores + j * n * n, S, n * n * sizeof(float));
-            if (out->patterns) memcpy(out->patterns + j * n * n, P, n * n * sizeof(float));
+            if (out->k) memcpy(out->k + j * m * dh, K, m * dh * sizeof(float));
+            if (out->v) memcpy(out->v + j * m * dh, V, m * dh * sizeof(float));
+            if (out->scores) memcpy(out->scores + j * n * m, S, n * m * sizeof(float));
+            if (out->patterns) memcpy(out->patterns + j * n * m, P, n * m * sizeof(float));
             if (out->head_outputs)
                 for (size_t t = 0; t < n; t++)
                     memcpy(out->head_outputs + j * n * dh + t * dh, Z + t * hd + i * dh,

@@ -11,12 +11,15 @@
 #include "attention/attention.h"
 #include <stddef.h>
 
-/* Floats of scratch attn_compute_naive needs (SIZE_MAX when that overflows). */
+/* Floats of scratch attn_compute_naive needs (SIZE_MAX when that
+ * overflows): for `in`, and for a self-attention input of these sizes
+ * without RoPE. */
+size_t attn_naive_scratch_need(const attn_input *in);
 size_t attn_naive_scratch_floats(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head);
 
 /*
  * Same contract as attn_compute: fills the non-NULL outputs of `out`.
- * `scratch` is caller-owned, attn_naive_scratch_floats(...) floats.
+ * `scratch` is caller-owned, attn_naive_scratch_need(in) floats.
  */
 void attn_compute_naive(const attn_output *out, float *scratch, const attn_input *in);
 
