@@ -389,9 +389,11 @@ static void model_run(const store_model *m, const float *e, float *delta, float 
     attn_workspace *ws = attn_workspace_create();
     ck_assert_ptr_nonnull(ws);
     attn_output out = {.delta = delta, .embeddings = emb};
-    attn_input in = {
-        &m->weights, e, N_TOK, {m->mask, NULL}, (float)(1 / sqrt((double)m->weights.d_head)),
-        NULL,        0};
+    attn_input in = {.weights = &m->weights,
+                     .embeddings = e,
+                     .n_tokens = N_TOK,
+                     .mask = {m->mask, NULL},
+                     .scale = (float)(1 / sqrt((double)m->weights.d_head))};
     ck_assert_int_eq(attn_compute(&out, ws, &in, NULL), 0);
     attn_workspace_destroy(ws);
 }
