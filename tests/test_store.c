@@ -1607,6 +1607,7 @@ static uint64_t file_hash(const char *path) {
 /* The hashes of the built-in files: the same on every machine. */
 #define DEMO_4D_HASH UINT64_C(0x28ae2ce00052077e)
 #define GPT2_HASH    UINT64_C(0x7e24817490589c75)
+#define LLAMA_HASH   UINT64_C(0xeb3609a80c47a6c8)
 
 static void write_builtins(const char *dir) {
     attn_error err;
@@ -1625,7 +1626,7 @@ START_TEST(test_builtin_models) {
     store_set *s;
     attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
-    ck_assert_uint_eq(store_set_count(s), 2);
+    ck_assert_uint_eq(store_set_count(s), 3);
 
     const store_model *demo = store_set_at(s, 0);
     ck_assert_str_eq(demo->name, "demo-4d");
@@ -1722,6 +1723,27 @@ START_TEST(test_builtin_models) {
     ck_assert_msg(spread / H > 0.02, "patterns nearly uniform: mean spread %g", spread / H);
     free(e);
     free(pat);
+
+    /* llama-small-shape: grouped heads and RoPE in its metadata. */
+    const store_model *l = store_set_at(s, 2);
+    ck_assert_str_eq(l->name, "llama-small-shape");
+    ck_assert_int_eq(l->mask, ATTN_MASK_CAUSAL);
+    ck_assert_uint_eq(l->weights.d_model, 2048);
+    ck_assert_uint_eq(l->weights.n_heads, 32);
+    ck_assert_uint_eq(l->weights.n_kv_heads, 8);
+    ck_assert_uint_eq(l->weights.d_head, 64);
+    ck_assert_uint_eq(l->weights.rope.dims, 64);
+    ck_assert(l->weights.rope.theta == 500000);
+    ck_assert_int_eq(l->weights.rope.style, ATTN_ROPE_HALF);
+    ck_assert_int_eq(l->weights.rope.scaling, ATTN_ROPE_SCALING_NONE);
+    ck_assert_ptr_null(l->weights.b_qkv);
+    ck_assert_ptr_nonnull(l->weights.w_o);
+    ck_assert_ptr_null(l->weights.b_o);
+    ck_assert_ptr_null(l->weights.alibi);
+    /* w_qkv 2048 × (2048 + 2·512), w_o 2048 × 2048, in place */
+    ck_assert_uint_eq(store_builtin_data_bytes(store_builtin_find("llama-small-shape")),
+                      (size_t)4 * (2048 * 3072 + 2048 * 2048));
+    ck_assert_uint_eq(l->bytes_mapped, 0);
     attn_workspace_destroy(ws);
     store_set_release(s);
 }
@@ -1746,6 +1768,9 @@ START_TEST(test_builtin_deterministic) {
                   (unsigned long long)file_hash(a));
     ck_assert_msg(file_hash(b) == GPT2_HASH, "gpt2-small-shape hash 0x%016llx",
                   (unsigned long long)file_hash(b));
+    snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", d1);
+    ck_assert_msg(file_hash(b) == LLAMA_HASH, "llama-small-shape hash 0x%016llx",
+                  (unsigned long long)file_hash(b));
 
     /* gpt3-shape's size, without writing it. */
     const store_builtin *g3 = store_builtin_find("gpt3-shape");
@@ -1753,6 +1778,16 @@ START_TEST(test_builtin_deterministic) {
     ck_assert(g3->on_demand);
     ck_assert_uint_eq(store_builtin_data_bytes(g3), (size_t)2415919104u);
     ck_assert_ptr_null(store_builtin_find("gpt4"));
+
+    /* llama3-8b-shape's size and RoPE scaling, without writing it. */
+    const store_builtin *l3 = store_builtin_find("llama3-8b-shape");
+    ck_assert_ptr_nonnull(l3);
+    ck_assert(l3->on_demand);
+    ck_assert_uint_eq(store_builtin_data_bytes(l3), (size_t)4 * (4096 * 6144 + 4096 * 4096));
+    ck_assert_uint_eq(l3->n_kv_heads, 8);
+    ck_assert_int_eq(l3->rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(l3->rope.factor == 8 && l3->rope.low_freq_factor == 1 &&
+              l3->rope.high_freq_factor == 4 && l3->rope.original_max_position == 8192);
 }
 END_TEST
 
@@ -1784,8 +1819,30 @@ START_TEST(test_make_models_binary) {
     snprintf(a, sizeof a, "%s/gpt2-small-shape.safetensors", dir);
     snprintf(b, sizeof b, "%s/gpt2-small-shape.safetensors", ref);
     ck_assert_uint_eq(file_hash(a), file_hash(b));
+    snprintf(a, sizeof a, "%s/llama-small-shape.safetensors", dir);
+    snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", ref);
+    ck_assert_uint_eq(file_hash(a), file_hash(b));
     snprintf(a, sizeof a, "%s/gpt3-shape.safetensors", dir);
     ck_assert_int_ne(access(a, F_OK), 0); /* only with --gpt3 */
+    snprintf(a, sizeof a, "%s/llama3-8b-shape.safetensors", dir);
+    ck_assert_int_ne(access(a, F_OK), 0); /* only with --llama3 */
+
+    /* --llama3 writes it, with its scaling in the metadata, and not gpt3-shape */
+    snprintf(cmd, sizeof cmd, "%s --llama3 %s >/dev/null", bin, dir);
+    ck_assert_int_eq(run(cmd), 0);
+    snprintf(a, sizeof a, "%s/llama3-8b-shape.safetensors", dir);
+    store_model *l3 = load_ok(a);
+    ck_assert_uint_eq(l3->weights.d_model, 4096);
+    ck_assert_uint_eq(l3->weights.n_kv_heads, 8);
+    ck_assert_uint_eq(l3->weights.d_head, 128);
+    ck_assert_uint_eq(l3->weights.rope.dims, 128);
+    ck_assert(l3->weights.rope.theta == 500000);
+    ck_assert_int_eq(l3->weights.rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(l3->weights.rope.factor == 8 && l3->weights.rope.original_max_position == 8192);
+    store_model_destroy(l3);
+    unlink(a);
+    snprintf(a, sizeof a, "%s/gpt3-shape.safetensors", dir);
+    ck_assert_int_ne(access(a, F_OK), 0);
 
     snprintf(cmd, sizeof cmd, "%s --help >/dev/null", bin);
     ck_assert_int_eq(run(cmd), 0);
