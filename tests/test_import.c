@@ -710,11 +710,11 @@ START_TEST(test_arch) {
     uint64_t rng = 1;
     c.dtype = STORE_DTYPE_F32;
     c.n = 0;
-    ck_add(&c, "model.layers.0.self_attn.q_proj.weight", 2, D, D, 0, 0, &rng);
-    ck_write(&c, tpath("llama.safetensors"));
+    ck_add(&c, "transformer.blocks.0.attn.Wqkv.weight", 2, 3 * D, D, 0, 0, &rng); /* MPT's */
+    ck_write(&c, tpath("mpt.safetensors"));
     ck_free(&c);
     opt.arch = STORE_IMPORT_AUTO;
-    expect_fail(tpath("llama.safetensors"), &opt, "no GPT-2", "nor BERT", NULL);
+    expect_fail(tpath("mpt.safetensors"), &opt, "no GPT-2", "nor BERT", "nor Llama", NULL);
 
     /* Not a safetensors file at all; no file at all. */
     FILE *f = fopen(tpath("junk.safetensors"), "w");
@@ -855,7 +855,7 @@ START_TEST(test_binary) {
                 "--description", "layer zero", in, x);
 
     /* Usage: 2. */
-    TOOL_EXPECT(2, "stderr", "--heads is required", in, out);
+    TOOL_EXPECT(1, "stderr", "the number of heads is unknown: give it (--heads)", in, out);
     TOOL_EXPECT(2, "stderr", "unknown arch 'gpt3'", "--arch", "gpt3", "--heads", "2", in, out);
     TOOL_EXPECT(2, "stderr", "--heads '0'", "--heads", "0", in, out);
     TOOL_EXPECT(2, "stderr", "--heads 'x'", "--heads", "x", in, out);
