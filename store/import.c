@@ -735,8 +735,11 @@ static int window_resolve(const store_import_options *opt, const json_t *cfg, co
     } else if (mt && strncmp(mt, "qwen2", 5) == 0) {
         /* Qwen2: only with use_sliding_window, from layer max_window_layers on */
         json_t *use = json_object_get(cfg, "use_sliding_window");
-        size_t from = 0;
-        if (cfg_count(cfg, KEYS("max_window_layers"), &from, path, err) < 0) return -1;
+        json_t *mwl = json_object_get(cfg, "max_window_layers");
+        if (mwl && !(json_is_integer(mwl) && json_integer_value(mwl) >= 0))
+            return store_error_set(err, path,
+                                   "config.json's \"max_window_layers\" is not an integer ≥ 0");
+        size_t from = mwl ? (size_t)json_integer_value(mwl) : 0;
         on = json_is_true(use) && layer >= from;
     } else {
         on = 1; /* Mistral: every layer */
