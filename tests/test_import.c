@@ -1552,11 +1552,11 @@ END_TEST
 /* Runs the tool with args (NULL-terminated), stdout and stderr into
  * tmpdir/stdout and tmpdir/stderr; returns its exit status. */
 static int tool_run(const char *const *args) {
-    char *argv[16];
+    char *argv[32];
     size_t n = 0;
     argv[n++] = (char *)TOOL;
     for (; args[n - 1]; n++) {
-        ck_assert_uint_lt(n, 15);
+        ck_assert_uint_lt(n, 31);
         argv[n] = (char *)args[n - 1];
     }
     argv[n] = NULL;
@@ -1668,6 +1668,47 @@ START_TEST(test_binary) {
     ck_free(&c);
     TOOL_EXPECT(0, "stdout", "from BERT layer 1 (of 2): d_model 8, 2 heads of 4, mask none",
                 "--layer", "1", "--heads", "2", bert_in, bert_out);
+
+    /* A checkpoint directory: no --heads; its variants reported. */
+    char llama_dir[512], llama_out[512], llama_file[512];
+    snprintf(llama_dir, sizeof llama_dir, "%s", tpath("llama-dir"));
+    snprintf(llama_out, sizeof llama_out, "%s", tpath("llama-l1.safetensors"));
+    snprintf(llama_file, sizeof llama_file, "%s", tpath("llama-one.safetensors"));
+    modern_build(&c, STORE_DTYPE_F32, 40, "model.layers.", ".self_attn", 0, LD, LH, LG, LDH, 0, 0,
+                 "o_proj", 0);
+    ck_write_dir(&c, llama_dir,
+                 "{\"model_type\": \"mistral\", \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2, \"rope_theta\": 1000000.0, \"sliding_window\": 4}",
+                 1);
+    ck_write(&c, llama_file);
+    ck_free(&c);
+    TOOL_EXPECT(0, "stdout",
+                "from Llama layer 1 (of 2): d_model 16, 4 heads of 4, mask causal, 2 K/V heads, "
+                "RoPE on 4 dims (theta 1e+06), window 4",
+                "--layer", "1", llama_dir, llama_out);
+    /* One file: the options. */
+    TOOL_EXPECT(
+        0, "stdout", "2 K/V heads, RoPE on 2 dims (theta 500), window 3, softcap 30, scale 0.25",
+        "--arch", "llama", "--heads", "4", "--kv-heads", "2", "--rope-theta", "500", "--rope-dims",
+        "2", "--window", "3", "--softcap", "30", "--scale", "0.25", llama_file, llama_out);
+    TOOL_EXPECT(0, "stdout", "RoPE on 4 dims", "--heads=4", "--kv-heads=2",
+                "--rope-scaling=llama3:8:1:4:8192", llama_file, llama_out);
+    ck_assert(store_model_load(&m, llama_out, &err) == 0);
+    ck_assert_int_eq(m->weights.rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(m->weights.rope.original_max_position == 8192);
+    store_model_destroy(m);
+    TOOL_EXPECT(2, "stderr", "--rope-scaling 'yarn:2'", "--heads=4", "--rope-scaling=yarn:2",
+                llama_file, llama_out);
+    TOOL_EXPECT(2, "stderr", "--rope-scaling 'llama3:8'", "--heads=4", "--rope-scaling", "llama3:8",
+                llama_file, llama_out);
+    TOOL_EXPECT(2, "stderr", "--kv-heads '0'", "--kv-heads", "0", llama_file, llama_out);
+    TOOL_EXPECT(2, "stderr", "--softcap '-1'", "--softcap", "-1", llama_file, llama_out);
+    TOOL_EXPECT(2, "stderr", "--window '0'", "--window", "0", llama_file, llama_out);
+    TOOL_EXPECT(2, "stderr", "--rope-theta 'x'", "--rope-theta", "x", llama_file, llama_out);
+    TOOL_EXPECT(2, "stderr", "unknown arch 'mpt'", "--arch", "mpt", llama_file, llama_out);
+    TOOL_EXPECT(1, "stderr", "3 K/V heads do not divide 4 heads", "--heads", "4", "--kv-heads", "3",
+                llama_file, llama_out);
+    TOOL_EXPECT(0, "stdout", "whisper", "--help");
 }
 END_TEST
 
