@@ -15,16 +15,77 @@
 #include "store/safetensors.h"
 
 static const store_builtin table[] = {
-    {"demo-4d", "The worked example 我爱你: d_model 4, one head of width 4, no mask", 4, 1, 4,
-     ATTN_MASK_NONE, 0, 0, 0, 0},
+    {"demo-4d",
+     "The worked example 我爱你: d_model 4, one head of width 4, no mask",
+     4,
+     1,
+     4,
+     ATTN_MASK_NONE,
+     0,
+     0,
+     0,
+     0,
+     0,
+     {.dims = 0}},
     {"gpt2-small-shape",
      "GPT-2 small's attention shape (d_model 768, 12 heads of 64, causal) with "
      "pseudo-random weights",
-     768, 12, 64, ATTN_MASK_CAUSAL, 1, 1, 1, 0},
+     768,
+     12,
+     64,
+     ATTN_MASK_CAUSAL,
+     1,
+     1,
+     1,
+     0,
+     0,
+     {.dims = 0}},
     {"gpt3-shape",
      "GPT-3's attention shape (d_model 12288, 96 heads of 128, causal) with "
      "pseudo-random weights",
-     12288, 96, 128, ATTN_MASK_CAUSAL, 0, 1, 0, 1},
+     12288,
+     96,
+     128,
+     ATTN_MASK_CAUSAL,
+     0,
+     1,
+     0,
+     1,
+     0,
+     {.dims = 0}},
+    {"llama-small-shape",
+     "A Llama-style attention shape (d_model 2048, 32 query heads of 64 sharing 8 K/V heads, "
+     "RoPE theta 500000, causal) with pseudo-random weights",
+     2048,
+     32,
+     64,
+     ATTN_MASK_CAUSAL,
+     0,
+     1,
+     0,
+     0,
+     8,
+     {.dims = 64, .theta = 500000, .style = ATTN_ROPE_HALF}},
+    {"llama3-8b-shape",
+     "Llama 3.1 8B's attention shape (d_model 4096, 32 query heads of 128 sharing 8 K/V heads, "
+     "RoPE theta 500000 with llama3 scaling, causal) with pseudo-random weights",
+     4096,
+     32,
+     128,
+     ATTN_MASK_CAUSAL,
+     0,
+     1,
+     0,
+     1,
+     8,
+     {.dims = 128,
+      .theta = 500000,
+      .style = ATTN_ROPE_HALF,
+      .scaling = ATTN_ROPE_SCALING_LLAMA3,
+      .factor = 8,
+      .low_freq_factor = 1,
+      .high_freq_factor = 4,
+      .original_max_position = 8192}},
 };
 
 const float store_builtin_demo_w_q[16] = {1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0};
@@ -45,10 +106,16 @@ const store_builtin *store_builtin_find(const char *name) {
     return NULL;
 }
 
+/* Columns of w_qkv: hd + 2gd. */
+static size_t qkv_cols(const store_builtin *b) {
+    size_t g = b->n_kv_heads ? b->n_kv_heads : b->n_heads;
+    return (b->n_heads + 2 * g) * b->d_head;
+}
+
 size_t store_builtin_data_bytes(const store_builtin *b) {
     size_t dm = b->d_model, hd = b->n_heads * b->d_head;
-    size_t floats = dm * 3 * hd;
-    if (b->has_b_qkv) floats += 3 * hd;
+    size_t floats = dm * qkv_cols(b);
+    if (b->has_b_qkv) floats += qkv_cols(b);
     if (b->has_w_o) floats += hd * dm;
     if (b->has_b_o) floats += dm;
     return floats * sizeof(float);
@@ -94,7 +161,7 @@ static int stream_fill(void *ctx, void *buf, size_t first, size_t count) {
 int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_bytes,
                         attn_error *err) {
     size_t dm = b->d_model, hd = b->n_heads * b->d_head;
-    size_t shape_w_qkv[2] = {dm, 3 * hd}, shape_b_qkv[1] = {3 * hd};
+    size_t shape_w_qkv[2] = {dm, qkv_cols(b)}, shape_b_qkv[1] = {qkv_cols(b)};
     size_t shape_w_o[2] = {hd, dm}, shape_b_o[1] = {dm};
     store_write_tensor t[4];
     stream streams[4];
@@ -106,11 +173,40 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
     char source[96];
     snprintf(source, sizeof source, "tools/make_models, seed 0x%016llx",
              (unsigned long long)STORE_BUILTIN_SEED);
-    const store_metadata meta[] = {
+    store_metadata meta[16] = {
         {"name", b->name},  {"description", b->description},
         {"n_heads", heads}, {"mask", b->mask == ATTN_MASK_NONE ? "none" : "causal"},
         {"source", source},
     };
+    size_t n_meta = 5;
+    /* %.17g: every double back exactly (the loader's strtod). */
+    char kv[32], theta[32], dims[32], factor[32], low[32], high[32], orig[32];
+    if (b->n_kv_heads) {
+        snprintf(kv, sizeof kv, "%zu", b->n_kv_heads);
+        meta[n_meta++] = (store_metadata){"n_kv_heads", kv};
+    }
+    if (b->rope.dims) {
+        snprintf(theta, sizeof theta, "%.17g", b->rope.theta);
+        snprintf(dims, sizeof dims, "%zu", b->rope.dims);
+        meta[n_meta++] = (store_metadata){"rope_theta", theta};
+        meta[n_meta++] = (store_metadata){"rope_dims", dims};
+        meta[n_meta++] = (store_metadata){
+            "rope_style", b->rope.style == ATTN_ROPE_INTERLEAVED ? "interleaved" : "half"};
+    }
+    if (b->rope.dims && b->rope.scaling != ATTN_ROPE_SCALING_NONE) {
+        int llama3 = b->rope.scaling == ATTN_ROPE_SCALING_LLAMA3;
+        snprintf(factor, sizeof factor, "%.17g", b->rope.factor);
+        meta[n_meta++] = (store_metadata){"rope_scaling", llama3 ? "llama3" : "linear"};
+        meta[n_meta++] = (store_metadata){"rope_factor", factor};
+        if (llama3) {
+            snprintf(low, sizeof low, "%.17g", b->rope.low_freq_factor);
+            snprintf(high, sizeof high, "%.17g", b->rope.high_freq_factor);
+            snprintf(orig, sizeof orig, "%.17g", b->rope.original_max_position);
+            meta[n_meta++] = (store_metadata){"rope_low_freq_factor", low};
+            meta[n_meta++] = (store_metadata){"rope_high_freq_factor", high};
+            meta[n_meta++] = (store_metadata){"rope_original_max_position", orig};
+        }
+    }
 
     /* One tensor; random when data is NULL. */
 #define ADD(tname, trank, tshape, tdata, tamp)                                                     \
@@ -148,7 +244,7 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
     char *path = malloc(len);
     if (!path) return store_error_set(err, dir, "out of memory");
     snprintf(path, len, "%s/%s.safetensors", dir, b->name);
-    int rc = store_file_write(path, meta, sizeof meta / sizeof meta[0], t, n, file_bytes, err);
+    int rc = store_file_write(path, meta, n_meta, t, n, file_bytes, err);
     free(path);
     return rc;
 }

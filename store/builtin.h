@@ -9,6 +9,13 @@
  *                      and b_o; pseudo-random weights
  *   gpt3-shape         d_model 12288, 96 heads of 128, causal, with w_o;
  *                      pseudo-random weights; ~2.4 GB, written on demand only
+ *   llama-small-shape  d_model 2048, 32 heads of 64 sharing 8 K/V heads,
+ *                      RoPE θ 500000 on all 64 coordinates (half), causal,
+ *                      with w_o; pseudo-random weights
+ *   llama3-8b-shape    d_model 4096, 32 heads of 128 sharing 8 K/V heads,
+ *                      RoPE θ 500000 with Llama 3.1's scaling (factor 8,
+ *                      low 1, high 4, original 8192), causal, with w_o;
+ *                      ~168 MB, written on demand only
  *
  * Pseudo-random weights are the same on every machine: each tensor has its
  * own stream, splitmix64 seeded with STORE_BUILTIN_SEED ^ FNV-1a-64 of
@@ -34,7 +41,9 @@ typedef struct store_builtin {
     size_t d_model, n_heads, d_head;
     attn_mask_kind mask;
     int has_b_qkv, has_w_o, has_b_o;
-    int on_demand; /* 1: too large to write by default */
+    int on_demand;     /* 1: too large to write by default */
+    size_t n_kv_heads; /* 0: n_heads (no n_kv_heads metadata written) */
+    attn_rope rope;    /* dims 0: none */
 } store_builtin;
 
 /* The table, in a fixed order; entries are static. */

@@ -4,30 +4,36 @@
  *
  * The steps, each failing with a message that names the checkpoint:
  *
- *   1. scan the tensor names once for each architecture's "anchor" tensor
- *      (the first one a layer needs, e.g. h.L.attn.c_attn.weight) under
- *      each accepted prefix: this detects the architecture, counts the
- *      layers (for "no layer 5: the checkpoint has layers 0 … 1") and fixes
- *      the prefix of the requested layer (both prefixes at once is refused
- *      as ambiguous rather than guessed);
+ *   0. open the checkpoint: a directory's config.json (jansson) and its
+ *      safetensors (model.safetensors, or every shard that
+ *      model.safetensors.index.json's weight_map names), or one file; the
+ *      options override the configuration (import.h);
+ *   1. the architecture: the option's, else config.json's model_type, else
+ *      the tensor names, scanned once for each architecture's "anchor"
+ *      tensor (the first one a layer needs) under each accepted prefix,
+ *      which also counts the layers and fixes the prefix of the requested
+ *      layer (two prefixes at once is refused as ambiguous, not guessed);
  *   2. find every tensor of the layer, with the prefix of step 1;
- *   3. check every shape against d, taken from the anchor, and d against
- *      n_heads; then the dtypes;
+ *   3. check every shape against d (from the anchor), h, g and dh; then
+ *      the dtypes;
  *   4. read each tensor into a float buffer (F16 / BF16 converted exactly,
  *      every value checked finite: tensor.h, which the loader reads its
  *      tensors with too, so a value it would refuse is refused here);
- *   5. assemble w_qkv, b_qkv, w_o, b_o (BERT's nn.Linear weights are
- *      transposed, GPT-2's Conv1D weights copied) and write them.
+ *   5. assemble our layout (nn.Linear weights transposed, fused per-head
+ *      rows regrouped, GPT-2's Conv1D weights copied) and write it with
+ *      the layer's variants as metadata.
  *
- * Memory: the checkpoint stays mapped (read-only, STORE_READ_MAP) for the
- * call, since one layer is a small part of a file that may be larger than
- * memory; a checkpoint truncated during the import can fault only this
- * one-shot call's process, never a server. The layer's tensors are read
- * into heap buffers freed before returning. For GPT-2 small that is
- * 2 × 9.4 MB at most.
+ * Memory: the checkpoint's files stay mapped (read-only, STORE_READ_MAP)
+ * for the call, since one layer is a small part of files that may be
+ * larger than memory; a checkpoint truncated during the import can fault
+ * only this one-shot call's process, never a server. The layer's tensors
+ * are read into heap buffers freed before returning.
  */
 #include "store/import.h"
 
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +44,143 @@
 #include "store/safetensors.h"
 #include "store/tensor.h"
 
+/* ---- the checkpoint's files ---------------------------------------------- */
+
+/* The most shards read (the largest Hub checkpoints have a few hundred). */
+#define SHARDS_MAX 1024
+
+typedef struct ckpt_src {
+    store_file *files[SHARDS_MAX];
+    size_t n_files;
+    json_t *config; /* config.json, or NULL */
+} ckpt_src;
+
+static void src_close(ckpt_src *s) {
+    for (size_t i = 0; i < s->n_files; i++)
+        store_file_close(s->files[i]);
+    s->n_files = 0;
+    json_decref(s->config);
+    s->config = NULL;
+}
+
+static const store_tensor *src_find(const ckpt_src *s, const char *name) {
+    for (size_t i = 0; i < s->n_files; i++) {
+        const store_tensor *t = store_file_find(s->files[i], name);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+static int src_add(ckpt_src *s, const char *path, attn_error *err) {
+    if (s->n_files == SHARDS_MAX)
+        return store_error_set(err, path, "more than %d shards", SHARDS_MAX);
+    if (store_file_open_mode(&s->files[s->n_files], path, STORE_READ_MAP, err) != 0) return -1;
+    s->n_files++;
+    return 0;
+}
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Opens a directory (config.json, then model.safetensors or the index's
+ * shards) or one file. */
+static int src_open(ckpt_src *s, const char *path, attn_error *err) {
+    memset(s, 0, sizeof *s);
+    if (!is_dir(path)) return src_add(s, path, err);
+    char p[4096];
+    json_error_t jerr;
+    snprintf(p, sizeof p, "%s/config.json", path);
+    if (exists(p)) {
+        s->config = json_load_file(p, JSON_REJECT_DUPLICATES, &jerr);
+        if (!s->config)
+            return store_error_set(err, p, "not JSON: %s (line %d)", jerr.text, jerr.line);
+        if (!json_is_object(s->config)) return store_error_set(err, p, "not a JSON object");
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", path);
+    if (exists(p)) return src_add(s, p, err);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
+    if (!exists(p))
+        return store_error_set(err, path,
+                               "a checkpoint directory holds model.safetensors or "
+                               "model.safetensors.index.json, and this one neither");
+    json_t *index = json_load_file(p, JSON_REJECT_DUPLICATES, &jerr);
+    if (!index) return store_error_set(err, p, "not JSON: %s (line %d)", jerr.text, jerr.line);
+    json_t *map = json_object_get(index, "weight_map");
+    if (!json_is_object(map)) {
+        json_decref(index);
+        return store_error_set(err, p, "no \"weight_map\" object");
+    }
+    /* Each shard once, in the order first named. */
+    const char *key;
+    json_t *v;
+    int rc = 0;
+    json_object_foreach(map, key, v) {
+        const char *file = json_string_value(v);
+        if (!file || !*file || strchr(file, '/')) {
+            rc = store_error_set(err, p, "weight_map's \"%s\" is not a file name of the directory",
+                                 key);
+            break;
+        }
+        char shard[4096];
+        snprintf(shard, sizeof shard, "%s/%s", path, file);
+        int seen = 0;
+        for (size_t i = 0; i < s->n_files && !seen; i++)
+            seen = strcmp(store_file_path(s->files[i]), shard) == 0;
+        if (!seen && (rc = src_add(s, shard, err)) != 0) break;
+    }
+    json_decref(index);
+    if (rc == 0 && s->n_files == 0) rc = store_error_set(err, p, "an empty weight_map");
+    return rc;
+}
+
+/* ---- config.json ------------------------------------------------------------ */
+
+/* The first of `keys` (NULL-terminated) present and not null in the
+ * config, or NULL. */
+static json_t *cfg_get(const json_t *cfg, const char *const *keys, const char **which) {
+    for (; cfg && *keys; keys++) {
+        json_t *v = json_object_get(cfg, *keys);
+        if (v && !json_is_null(v)) {
+            *which = *keys;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* A positive integer field; 0 absent, 1 read, -1 wrong type. */
+static int cfg_count(const json_t *cfg, const char *const *keys, size_t *out, const char *path,
+                     attn_error *err) {
+    const char *which;
+    json_t *v = cfg_get(cfg, keys, &which);
+    if (!v) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+        return store_error_set(err, path, "config.json's \"%s\" is not a positive integer", which);
+    *out = (size_t)json_integer_value(v);
+    return 1;
+}
+
+/* A number field (integer or real), > 0 unless `any`; 0 absent, 1 read, -1. */
+static int cfg_number(const json_t *cfg, const char *const *keys, double *out, const char *path,
+                      attn_error *err) {
+    const char *which;
+    json_t *v = cfg_get(cfg, keys, &which);
+    if (!v) return 0;
+    if (!json_is_number(v) || !(json_number_value(v) > 0))
+        return store_error_set(err, path, "config.json's \"%s\" is not a number > 0", which);
+    *out = json_number_value(v);
+    return 1;
+}
+
+#define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
 /* ---- the architectures ---------------------------------------------------- */
 
 /* Layer indices beyond this are not names we parse (no checkpoint has them). */
@@ -45,8 +188,9 @@
 
 enum { PARTS_MAX = 8 };
 
-/* One tensor of a layer: its name after "<prefix><head><L>", and its shape
- * as multiples of d (rank 1 or 2). */
+/* One tensor of a GPT-2 or BERT layer: its name after "<prefix><head><L>",
+ * and its shape as multiples of d (rank 1 or 2). The other architectures
+ * check their shapes in modern_read, against h, g and dh too. */
 typedef struct part_desc {
     const char *suffix;
     size_t rank;
@@ -60,6 +204,8 @@ typedef struct arch_desc {
     const char *prefixes[2]; /* accepted name prefixes; "" first */
     const char *head;        /* before the layer index */
     attn_mask_kind mask;
+    int by_name;                /* detected from the names (gemma2 has llama's) */
+    const char *model_types[6]; /* config.json's model_type values read as this */
     size_t n_parts;
     part_desc parts[PARTS_MAX]; /* parts[0] is the anchor; d = its shape[0] */
 } arch_desc;
@@ -70,6 +216,8 @@ static const arch_desc archs[] = {
      {"", "transformer."},
      "h.",
      ATTN_MASK_CAUSAL,
+     1,
+     {"gpt2"},
      4,
      {{".attn.c_attn.weight", 2, {1, 3}, "[d_model, 3·d_model] (Conv1D)"},
       {".attn.c_attn.bias", 1, {3, 0}, "[3·d_model]"},
@@ -80,6 +228,8 @@ static const arch_desc archs[] = {
      {"", "bert."},
      "encoder.layer.",
      ATTN_MASK_NONE,
+     1,
+     {"bert"},
      8,
      {{".attention.self.query.weight", 2, {1, 1}, "[d_model, d_model] (nn.Linear)"},
       {".attention.self.query.bias", 1, {1, 0}, "[d_model]"},
@@ -89,6 +239,51 @@ static const arch_desc archs[] = {
       {".attention.self.value.bias", 1, {1, 0}, "[d_model]"},
       {".attention.output.dense.weight", 2, {1, 1}, "[d_model, d_model] (nn.Linear)"},
       {".attention.output.dense.bias", 1, {1, 0}, "[d_model]"}}},
+    {STORE_IMPORT_LLAMA,
+     "Llama",
+     {"", "model."},
+     "layers.",
+     ATTN_MASK_CAUSAL,
+     1,
+     {"llama", "mistral", "mixtral", "qwen2"},
+     1,
+     {{".self_attn.q_proj.weight", 2, {0, 0}, "[n_heads·d_head, d_model] (nn.Linear)"}}},
+    {STORE_IMPORT_GEMMA2,
+     "Gemma 2",
+     {"", "model."},
+     "layers.",
+     ATTN_MASK_CAUSAL,
+     0,
+     {"gemma2"},
+     1,
+     {{".self_attn.q_proj.weight", 2, {0, 0}, "[n_heads·d_head, d_model] (nn.Linear)"}}},
+    {STORE_IMPORT_GPT_NEOX,
+     "GPT-NeoX",
+     {"", "gpt_neox."},
+     "layers.",
+     ATTN_MASK_CAUSAL,
+     1,
+     {"gpt_neox"},
+     1,
+     {{".attention.query_key_value.weight", 2, {0, 0}, "[3·d_model, d_model] (nn.Linear)"}}},
+    {STORE_IMPORT_BLOOM,
+     "BLOOM",
+     {"", "transformer."},
+     "h.",
+     ATTN_MASK_CAUSAL,
+     1,
+     {"bloom"},
+     1,
+     {{".self_attention.query_key_value.weight", 2, {0, 0}, "[3·d_model, d_model] (nn.Linear)"}}},
+    {STORE_IMPORT_WHISPER,
+     "Whisper decoder cross-attention",
+     {"", "model."},
+     "decoder.layers.",
+     ATTN_MASK_NONE,
+     1,
+     {"whisper"},
+     1,
+     {{".encoder_attn.q_proj.weight", 2, {0, 0}, "[d_model, d_model] (nn.Linear)"}}},
 };
 enum { N_ARCHS = sizeof archs / sizeof archs[0] };
 
@@ -97,23 +292,57 @@ enum { GPT2_W_QKV, GPT2_B_QKV, GPT2_W_O, GPT2_B_O };
 enum { BERT_W_Q, BERT_B_Q, BERT_W_K, BERT_B_K, BERT_W_V, BERT_B_V, BERT_W_O, BERT_B_O };
 
 int store_import_arch_parse(const char *text, store_import_arch *out) {
-    if (strcmp(text, "gpt2") == 0)
-        *out = STORE_IMPORT_GPT2;
-    else if (strcmp(text, "bert") == 0)
-        *out = STORE_IMPORT_BERT;
-    else if (strcmp(text, "auto") == 0)
+    if (strcmp(text, "auto") == 0) {
         *out = STORE_IMPORT_AUTO;
-    else
-        return -1;
-    return 0;
+        return 0;
+    }
+    for (size_t i = 0; i < N_ARCHS; i++)
+        if (strcmp(text, store_import_arch_name(archs[i].arch)) == 0) {
+            *out = archs[i].arch;
+            return 0;
+        }
+    return -1;
 }
 
 const char *store_import_arch_name(store_import_arch arch) {
     switch (arch) {
     case STORE_IMPORT_GPT2: return "gpt2";
     case STORE_IMPORT_BERT: return "bert";
+    case STORE_IMPORT_LLAMA: return "llama";
+    case STORE_IMPORT_GEMMA2: return "gemma2";
+    case STORE_IMPORT_GPT_NEOX: return "gpt_neox";
+    case STORE_IMPORT_BLOOM: return "bloom";
+    case STORE_IMPORT_WHISPER: return "whisper";
     default: return "auto";
     }
+}
+
+const char *store_import_arch_label(store_import_arch arch) {
+    for (size_t i = 0; i < N_ARCHS; i++)
+        if (archs[i].arch == arch) return archs[i].label;
+    return "auto";
+}
+
+/* config.json's model_type as an architecture: 0 and *out (AUTO when the
+ * config has no model_type), or -1 for one this does not read. */
+static int arch_from_config(const json_t *cfg, store_import_arch *out, const char *path,
+                            attn_error *err) {
+    *out = STORE_IMPORT_AUTO;
+    json_t *mt = json_object_get(cfg, "model_type");
+    if (!cfg || !mt) return 0;
+    const char *type = json_string_value(mt);
+    if (!type) return store_error_set(err, path, "config.json's \"model_type\" is not a string");
+    for (size_t i = 0; i < N_ARCHS; i++)
+        for (size_t k = 0; k < 6 && archs[i].model_types[k]; k++)
+            if (strcmp(type, archs[i].model_types[k]) == 0) {
+                *out = archs[i].arch;
+                return 0;
+            }
+    return store_error_set(err, path,
+                           "config.json's model_type '%s' is not one this tool reads (llama, "
+                           "mistral, mixtral, qwen2, gemma2, gpt_neox, bloom, whisper, gpt2, "
+                           "bert); --arch reads it as one of those, if its attention is",
+                           type);
 }
 
 /* ---- step 1: which architecture, which layers, which prefix ---------------- */
@@ -142,35 +371,36 @@ typedef struct arch_scan {
     unsigned prefixes; /* bit i: the requested layer's anchor is under prefixes[i] */
 } arch_scan;
 
-static void names_scan(const store_file *f, size_t layer, arch_scan scan[N_ARCHS]) {
+static void names_scan(const ckpt_src *src, size_t layer, arch_scan scan[N_ARCHS]) {
     memset(scan, 0, N_ARCHS * sizeof scan[0]);
-    for (size_t t = 0; t < store_file_count(f); t++) {
-        const char *name = store_file_tensor(f, t)->name;
-        for (size_t a = 0; a < N_ARCHS; a++)
-            for (unsigned p = 0; p < 2; p++) {
-                size_t l;
-                if (!layer_match(name, archs[a].prefixes[p], archs[a].head,
-                                 archs[a].parts[0].suffix, &l))
-                    continue;
-                if (l + 1 > scan[a].n_layers) scan[a].n_layers = l + 1;
-                if (l == layer) scan[a].prefixes |= 1u << p;
-            }
-    }
+    for (size_t fi = 0; fi < src->n_files; fi++)
+        for (size_t t = 0; t < store_file_count(src->files[fi]); t++) {
+            const char *name = store_file_tensor(src->files[fi], t)->name;
+            for (size_t a = 0; a < N_ARCHS; a++)
+                for (unsigned p = 0; p < 2; p++) {
+                    size_t l;
+                    if (!layer_match(name, archs[a].prefixes[p], archs[a].head,
+                                     archs[a].parts[0].suffix, &l))
+                        continue;
+                    if (l + 1 > scan[a].n_layers) scan[a].n_layers = l + 1;
+                    if (l == layer) scan[a].prefixes |= 1u << p;
+                }
+        }
 }
 
-/* Picks the architecture (opt's, or the only one present) and the prefix
- * of the layer; fills *arch and *prefix, or fails with err. */
-static int layer_locate(const store_file *f, const char *path, const store_import_options *opt,
-                        const arch_desc **arch, const char **prefix, size_t *n_layers,
+/* Picks the architecture (`arch`, or the only one the names show) and the
+ * prefix of the layer; fills *out and *prefix, or fails with err. */
+static int layer_locate(const ckpt_src *src, const char *path, store_import_arch arch, size_t layer,
+                        const arch_desc **out, const char **prefix, size_t *n_layers,
                         attn_error *err) {
     arch_scan scan[N_ARCHS];
-    names_scan(f, opt->layer, scan);
+    names_scan(src, layer, scan);
 
     const arch_desc *a = NULL;
     const arch_scan *s = NULL;
-    if (opt->arch == STORE_IMPORT_AUTO) {
+    if (arch == STORE_IMPORT_AUTO) {
         for (size_t i = 0; i < N_ARCHS; i++) {
-            if (scan[i].n_layers == 0) continue;
+            if (scan[i].n_layers == 0 || !archs[i].by_name) continue;
             if (a)
                 return store_error_set(err, path,
                                        "holds both %s and %s attention tensors; pass --arch",
@@ -179,22 +409,24 @@ static int layer_locate(const store_file *f, const char *path, const store_impor
             s = &scan[i];
         }
         if (!a)
-            return store_error_set(err, path,
-                                   "no GPT-2 ('[transformer.]h.N.attn.c_attn.weight') nor BERT "
-                                   "('[bert.]encoder.layer.N.attention.self.query.weight') "
-                                   "attention tensors: not a checkpoint this tool reads");
+            return store_error_set(
+                err, path,
+                "no GPT-2 ('[transformer.]h.N.attn.c_attn.weight') nor BERT "
+                "('[bert.]encoder.layer.N.attention.self.query.weight') nor Llama "
+                "('[model.]layers.N.self_attn.q_proj.weight') nor GPT-NeoX, BLOOM or Whisper "
+                "attention tensors: not a checkpoint this tool reads");
     } else {
         for (size_t i = 0; i < N_ARCHS; i++)
-            if (archs[i].arch == opt->arch) {
+            if (archs[i].arch == arch) {
                 a = &archs[i];
                 s = &scan[i];
             }
-        if (!a) return store_error_set(err, NULL, "unknown architecture %d", (int)opt->arch);
+        if (!a) return store_error_set(err, NULL, "unknown architecture %d", (int)arch);
     }
 
     char want[2][160];
     for (unsigned p = 0; p < 2; p++)
-        snprintf(want[p], sizeof want[p], "%s%s%zu%s", a->prefixes[p], a->head, opt->layer,
+        snprintf(want[p], sizeof want[p], "%s%s%zu%s", a->prefixes[p], a->head, layer,
                  a->parts[0].suffix);
     if (s->prefixes == 3)
         return store_error_set(err, path,
@@ -209,9 +441,9 @@ static int layer_locate(const store_file *f, const char *path, const store_impor
         return store_error_set(err, path,
                                "no layer %zu: no tensor '%s' (nor '%s'); the checkpoint has %s "
                                "layers 0 … %zu",
-                               opt->layer, want[0], want[1], a->label, s->n_layers - 1);
+                               layer, want[0], want[1], a->label, s->n_layers - 1);
     }
-    *arch = a;
+    *out = a;
     *prefix = a->prefixes[s->prefixes == 1 ? 0 : 1];
     *n_layers = s->n_layers;
     return 0;
@@ -255,20 +487,20 @@ static float *tensor_read(const store_tensor *t, const char *path, attn_error *e
 }
 
 /* Finds, checks and reads the layer's tensors into vals[]; d_model in *d. */
-static int layer_read(const store_file *f, const char *path, const arch_desc *a, const char *prefix,
-                      const store_import_options *opt, float *vals[PARTS_MAX], size_t *d,
+static int layer_read(const ckpt_src *src, const char *path, const arch_desc *a, const char *prefix,
+                      size_t layer, size_t n_heads, float *vals[PARTS_MAX], size_t *d,
                       attn_error *err) {
     const store_tensor *t[PARTS_MAX];
     char names[PARTS_MAX][160];
     for (size_t i = 0; i < a->n_parts; i++) {
-        snprintf(names[i], sizeof names[i], "%s%s%zu%s", prefix, a->head, opt->layer,
+        snprintf(names[i], sizeof names[i], "%s%s%zu%s", prefix, a->head, layer,
                  a->parts[i].suffix);
-        t[i] = store_file_find(f, names[i]);
+        t[i] = src_find(src, names[i]);
         if (!t[i])
             return store_error_set(err, path,
                                    "no tensor '%s': %s layer %zu is incomplete (its anchor "
                                    "'%s' is there)",
-                                   names[i], a->label, opt->layer, names[0]);
+                                   names[i], a->label, layer, names[0]);
     }
 
     const store_tensor *anchor = t[0];
@@ -278,10 +510,9 @@ static int layer_read(const store_file *f, const char *path, const arch_desc *a,
     *d = anchor->shape[0];
     for (size_t i = 0; i < a->n_parts; i++)
         if (part_shape_check(t[i], &a->parts[i], *d, names[0], path, err) != 0) return -1;
-    if (*d % opt->n_heads != 0)
-        return store_error_set(err, path,
-                               "d_model %zu (from '%s') is not divisible by %zu heads (--heads)",
-                               *d, names[0], opt->n_heads);
+    if (*d % n_heads != 0)
+        return store_error_set(err, path, "d_model %zu (from '%s') is not divisible by %zu heads",
+                               *d, names[0], n_heads);
 
     for (size_t i = 0; i < a->n_parts; i++)
         if (t[i]->dtype != STORE_DTYPE_F32 && t[i]->dtype != STORE_DTYPE_F16 &&
@@ -297,11 +528,38 @@ static int layer_read(const store_file *f, const char *path, const arch_desc *a,
 
 /* ---- step 5: our layout ----------------------------------------------------- */
 
-/* The model's four tensors, row-major F32, owned (or borrowed from vals). */
-typedef struct model_tensors {
-    const float *w_qkv, *b_qkv, *w_o, *b_o;
-    float *owned[3]; /* what to free */
-} model_tensors;
+/* The model to write: its tensors, row-major F32 (owned, or borrowed from
+ * the parts read), its shape and its variants. */
+typedef struct model_out {
+    size_t d, h, g, dh;
+    size_t dc; /* > 0: cross-attention, w_qkv is w_q */
+    const float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv;
+    float *owned[8]; /* what to free */
+    size_t n_owned;
+    attn_rope rope;
+    int alibi;
+    size_t window;
+    double softcap, scale;
+    attn_mask_kind mask;
+} model_out;
+
+/* A zeroed owned buffer of n floats, or NULL. */
+static float *owned_alloc(model_out *m, size_t n) {
+    size_t bytes;
+    if (m->n_owned == 8 || __builtin_mul_overflow(n, sizeof(float), &bytes)) return NULL;
+    float *p = calloc(1, bytes ? bytes : 1);
+    if (p) m->owned[m->n_owned++] = p;
+    return p;
+}
+
+/* nn.Linear W [out, in] (y = x·Wᵀ) into columns col0 … col0+out−1 of the
+ * row-vector matrix dst [in, dst_cols]: dst[r, col0 + c] = W[c, r]. */
+static void linear_into(float *dst, size_t dst_cols, size_t col0, const float *w, size_t out,
+                        size_t in) {
+    for (size_t r = 0; r < in; r++)
+        for (size_t c = 0; c < out; c++)
+            dst[r * dst_cols + col0 + c] = w[c * in + r];
+}
 
 /*
  * GPT-2: every tensor as it is. BERT (Linear weights W [out = d, in = d]):
@@ -309,9 +567,8 @@ typedef struct model_tensors {
  *   b_qkv[b·d + c]    = bias_b[c]
  *   w_o[r, c]         = dense[c, r]
  */
-static int layout_build(model_tensors *m, const arch_desc *a, float *const vals[PARTS_MAX],
-                        size_t d, attn_error *err) {
-    memset(m, 0, sizeof *m);
+static int layout_build(model_out *m, const arch_desc *a, float *const vals[PARTS_MAX], size_t d,
+                        attn_error *err) {
     if (a->arch == STORE_IMPORT_GPT2) {
         m->w_qkv = vals[GPT2_W_QKV];
         m->b_qkv = vals[GPT2_B_QKV];
@@ -321,27 +578,19 @@ static int layout_build(model_tensors *m, const arch_desc *a, float *const vals[
     }
     /* d·d fitted in the file as a tensor, so 3·d·d floats cannot overflow
      * unless the file was near SIZE_MAX: check anyway. */
-    size_t dd, n_qkv;
-    if (__builtin_mul_overflow(d, d, &dd) || __builtin_mul_overflow(dd, 3 * sizeof(float), &n_qkv))
+    size_t dd;
+    if (__builtin_mul_overflow(d, d, &dd) || dd > SIZE_MAX / 3 / sizeof(float))
         return store_error_set(err, NULL, "d_model %zu too large", d);
-    float *w_qkv = malloc(n_qkv), *b_qkv = malloc(3 * d * sizeof(float)),
-          *w_o = malloc(dd * sizeof(float));
-    m->owned[0] = w_qkv;
-    m->owned[1] = b_qkv;
-    m->owned[2] = w_o;
+    float *w_qkv = owned_alloc(m, 3 * dd), *b_qkv = owned_alloc(m, 3 * d),
+          *w_o = owned_alloc(m, dd);
     if (!w_qkv || !b_qkv || !w_o) return store_error_set(err, NULL, "out of memory");
-
     const float *w[3] = {vals[BERT_W_Q], vals[BERT_W_K], vals[BERT_W_V]};
     const float *b[3] = {vals[BERT_B_Q], vals[BERT_B_K], vals[BERT_B_V]};
-    for (size_t r = 0; r < d; r++)
-        for (size_t blk = 0; blk < 3; blk++)
-            for (size_t c = 0; c < d; c++)
-                w_qkv[r * 3 * d + blk * d + c] = w[blk][c * d + r];
-    for (size_t blk = 0; blk < 3; blk++)
+    for (size_t blk = 0; blk < 3; blk++) {
+        linear_into(w_qkv, 3 * d, blk * d, w[blk], d, d);
         memcpy(b_qkv + blk * d, b[blk], d * sizeof(float));
-    for (size_t r = 0; r < d; r++)
-        for (size_t c = 0; c < d; c++)
-            w_o[r * d + c] = vals[BERT_W_O][c * d + r];
+    }
+    linear_into(w_o, d, 0, vals[BERT_W_O], d, d);
     m->w_qkv = w_qkv;
     m->b_qkv = b_qkv;
     m->w_o = w_o;
@@ -349,42 +598,491 @@ static int layout_build(model_tensors *m, const arch_desc *a, float *const vals[
     return 0;
 }
 
+/* ---- the other architectures: shapes from h, g, dh; variants from config -- */
+
+/* The tensors of one such layer, found and read. */
+typedef struct modern_parts {
+    const store_tensor *t[8];
+    float *v[8];
+    char names[8][256];
+} modern_parts;
+
+/* Slots: weights and biases of q, k, v, o — or of the fused qkv and o. */
+enum { MP_WQ, MP_BQ, MP_WK, MP_BK, MP_WV, MP_BV, MP_WO, MP_BO };
+
+static void parts_free(modern_parts *p) {
+    for (size_t i = 0; i < 8; i++)
+        free(p->v[i]);
+}
+
+/* t's values as floats, in a new buffer (the caller frees it); NULL with
+ * err set when out of memory or a value is not finite. */
+static float *tensor_read(const store_tensor *t, const char *path, attn_error *err);
+
+/* Checks t's shape is [d0, d1] (d1 = 0: [d0]). */
+static int shape_want(const store_tensor *t, size_t d0, size_t d1, const char *rule,
+                      const char *path, attn_error *err) {
+    size_t rank = d1 ? 2 : 1;
+    if (t->rank == rank && t->shape[0] == d0 && (rank == 1 || t->shape[1] == d1)) return 0;
+    char got[160], exp[64];
+    if (rank == 1)
+        snprintf(exp, sizeof exp, "[%zu]", d0);
+    else
+        snprintf(exp, sizeof exp, "[%zu, %zu]", d0, d1);
+    return store_error_set(err, path, "tensor '%s' has shape %s, expected %s = %s", t->name,
+                           store_tensor_shape_text(t, got, sizeof got), exp, rule);
+}
+
+/* The number of heads: the option's, else config.json's. */
+static int heads_resolve(const store_import_options *opt, const json_t *cfg, size_t *h,
+                         const char *path, attn_error *err) {
+    *h = opt->n_heads;
+    if (*h) return 0;
+    int got = cfg_count(
+        cfg,
+        KEYS("num_attention_heads", "n_head", "decoder_attention_heads", "encoder_attention_heads"),
+        h, path, err);
+    if (got < 0) return -1;
+    if (!got)
+        return store_error_set(err, path, "the number of heads is unknown: %s (--heads)",
+                               cfg ? "config.json does not say it" : "give it");
+    if (*h > STORE_HEADS_MAX)
+        return store_error_set(err, path, "config.json's %zu heads are more than %d", *h,
+                               STORE_HEADS_MAX);
+    return 0;
+}
+
+/* RoPE from the options, else config.json, for head width dh. */
+static int rope_resolve(const store_import_options *opt, const json_t *cfg, const arch_desc *a,
+                        size_t dh, attn_rope *rope, const char *path, attn_error *err) {
+    *rope = (attn_rope){.theta = 10000, .style = ATTN_ROPE_HALF};
+    int neox = a->arch == STORE_IMPORT_GPT_NEOX;
+    if (opt->rope_theta > 0)
+        rope->theta = opt->rope_theta;
+    else if (cfg_number(cfg, neox ? KEYS("rotary_emb_base", "rope_theta") : KEYS("rope_theta"),
+                        &rope->theta, path, err) < 0)
+        return -1;
+    /* GPT-NeoX's configuration defaults rotary_pct to 0.25 (Pythia's). */
+    double fraction = neox ? 0.25 : 1;
+    if (cfg_number(
+            cfg, neox ? KEYS("rotary_pct", "partial_rotary_factor") : KEYS("partial_rotary_factor"),
+            &fraction, path, err) < 0)
+        return -1;
+    rope->dims = opt->rope_dims ? opt->rope_dims : (size_t)((double)dh * fraction);
+    if (rope->dims % 2 || rope->dims > dh || rope->dims == 0)
+        return store_error_set(err, path,
+                               "RoPE on %zu of the %zu coordinates of a head: it must be even, "
+                               "≥ 2 and at most d_head (--rope-dims)",
+                               rope->dims, dh);
+    if (opt->rope_scaling != ATTN_ROPE_SCALING_NONE) {
+        rope->scaling = opt->rope_scaling;
+        rope->factor = opt->rope_factor;
+        rope->low_freq_factor = opt->rope_low_freq_factor;
+        rope->high_freq_factor = opt->rope_high_freq_factor;
+        rope->original_max_position = opt->rope_original_max_position;
+        return 0;
+    }
+    json_t *rs = cfg ? json_object_get(cfg, "rope_scaling") : NULL;
+    if (!rs || json_is_null(rs)) return 0;
+    if (!json_is_object(rs))
+        return store_error_set(err, path, "config.json's \"rope_scaling\" is not an object");
+    const char *which;
+    json_t *type = cfg_get(rs, KEYS("rope_type", "type"), &which);
+    const char *ty = type ? json_string_value(type) : NULL;
+    if (!ty) return store_error_set(err, path, "config.json's \"rope_scaling\" has no type");
+    if (strcmp(ty, "default") == 0) return 0;
+    int llama3 = strcmp(ty, "llama3") == 0;
+    if (!llama3 && strcmp(ty, "linear") != 0)
+        return store_error_set(err, path,
+                               "config.json's rope_scaling type '%s' is not one the engine has "
+                               "(linear, llama3)",
+                               ty);
+    rope->scaling = llama3 ? ATTN_ROPE_SCALING_LLAMA3 : ATTN_ROPE_SCALING_LINEAR;
+    const char *keys[4] = {"factor", "low_freq_factor", "high_freq_factor",
+                           "original_max_position_embeddings"};
+    double *dst[4] = {&rope->factor, &rope->low_freq_factor, &rope->high_freq_factor,
+                      &rope->original_max_position};
+    for (int i = 0; i < (llama3 ? 4 : 1); i++) {
+        int got = cfg_number(rs, (const char *const[]){keys[i], NULL}, dst[i], path, err);
+        if (got < 0) return -1;
+        if (!got)
+            return store_error_set(err, path, "config.json's rope_scaling '%s' has no \"%s\"", ty,
+                                   keys[i]);
+    }
+    return 0;
+}
+
+/* The sliding window of layer L, from the options, else config.json. */
+static int window_resolve(const store_import_options *opt, const json_t *cfg, const arch_desc *a,
+                          size_t layer, size_t *window, const char *path, attn_error *err) {
+    *window = opt->window;
+    if (*window || !cfg) return 0;
+    size_t w = 0;
+    if (cfg_count(cfg, KEYS("sliding_window"), &w, path, err) < 0) return -1;
+    if (!w) return 0;
+    json_t *types = json_object_get(cfg, "layer_types");
+    const char *mt = json_string_value(json_object_get(cfg, "model_type"));
+    int on;
+    if (json_is_array(types)) {
+        /* transformers ≥ 4.54 names each layer's kind */
+        const char *kind = json_string_value(json_array_get(types, layer));
+        if (!kind)
+            return store_error_set(err, path, "config.json's \"layer_types\" has no layer %zu",
+                                   layer);
+        on = strcmp(kind, "sliding_attention") == 0;
+    } else if (a->arch == STORE_IMPORT_GEMMA2) {
+        on = layer % 2 == 0; /* Gemma 2: local (sliding) layers are the even ones */
+    } else if (mt && strncmp(mt, "qwen2", 5) == 0) {
+        /* Qwen2: only with use_sliding_window, from layer max_window_layers on */
+        json_t *use = json_object_get(cfg, "use_sliding_window");
+        json_t *mwl = json_object_get(cfg, "max_window_layers");
+        if (mwl && !(json_is_integer(mwl) && json_integer_value(mwl) >= 0))
+            return store_error_set(err, path,
+                                   "config.json's \"max_window_layers\" is not an integer ≥ 0");
+        size_t from = mwl ? (size_t)json_integer_value(mwl) : 0;
+        on = json_is_true(use) && layer >= from;
+    } else {
+        on = 1; /* Mistral: every layer */
+    }
+    *window = on ? w : 0;
+    return 0;
+}
+
+/* Finds `<base><suffix>` into p->t[slot] (required or not). */
+static int part_get(const ckpt_src *src, modern_parts *p, int slot, const char *base,
+                    const char *suffix, int required, const char *label, size_t layer,
+                    const char *path, attn_error *err) {
+    snprintf(p->names[slot], sizeof p->names[slot], "%s%s", base, suffix);
+    p->t[slot] = src_find(src, p->names[slot]);
+    if (!p->t[slot] && required)
+        return store_error_set(err, path, "no tensor '%s': %s layer %zu is incomplete",
+                               p->names[slot], label, layer);
+    return 0;
+}
+
+/*
+ * Llama, Gemma 2, GPT-NeoX, BLOOM, Whisper: reads layer `layer` into *m.
+ *   separate q, k, v (nn.Linear [out, in]):
+ *     w_qkv[r, c]        = q[c, r]             c < hd
+ *     w_qkv[r, hd + c]   = k[c, r]             c < gd
+ *     w_qkv[r, hd+gd+c]  = v[c, r]
+ *   (Whisper: w_q = qᵀ, w_kv = [kᵀ | vᵀ])
+ *   fused per head (GPT-NeoX, BLOOM), W [3hd, d], row (3i + p)·dh + j for
+ *   head i, part p (q, k, v), coordinate j:
+ *     w_qkv[r, p·hd + i·dh + j] = W[(3i + p)·dh + j, r]
+ *   w_o[r, c] = o[c, r]
+ */
+static int modern_read(const ckpt_src *src, const char *path, const arch_desc *a,
+                       const char *prefix, const store_import_options *opt, size_t h, model_out *m,
+                       attn_error *err) {
+    const json_t *cfg = src->config;
+    size_t layer = opt->layer;
+    char base[160];
+    snprintf(base, sizeof base, "%s%s%zu", prefix, a->head, layer);
+    modern_parts p = {0};
+    int fused = a->arch == STORE_IMPORT_GPT_NEOX || a->arch == STORE_IMPORT_BLOOM;
+    int rc = -1;
+    if (fused) {
+        const char *att = a->arch == STORE_IMPORT_BLOOM ? ".self_attention" : ".attention";
+        char s[64];
+        static const char *const ends[4] = {".query_key_value.weight", ".query_key_value.bias",
+                                            ".dense.weight", ".dense.bias"};
+        static const int slots[4] = {MP_WQ, MP_BQ, MP_WO, MP_BO};
+        for (int i = 0; i < 4; i++) {
+            snprintf(s, sizeof s, "%s%s", att, ends[i]);
+            if (part_get(src, &p, slots[i], base, s, i % 2 == 0, a->label, layer, path, err))
+                goto done;
+        }
+    } else {
+        const char *att = a->arch == STORE_IMPORT_WHISPER ? ".encoder_attn." : ".self_attn.";
+        const char *o = a->arch == STORE_IMPORT_WHISPER ? "out_proj" : "o_proj";
+        const char *projs[4] = {"q_proj", "k_proj", "v_proj", o};
+        char s[64];
+        for (int i = 0; i < 4; i++) {
+            snprintf(s, sizeof s, "%s%s.weight", att, projs[i]);
+            if (part_get(src, &p, 2 * i, base, s, 1, a->label, layer, path, err)) goto done;
+            snprintf(s, sizeof s, "%s%s.bias", att, projs[i]);
+            if (part_get(src, &p, 2 * i + 1, base, s, 0, a->label, layer, path, err)) goto done;
+        }
+    }
+
+    /* Shapes: d from the anchor, then h, g, dh. */
+    const store_tensor *q = p.t[MP_WQ];
+    if (q->rank != 2 || q->shape[0] == 0 || q->shape[1] == 0) {
+        char got[160];
+        store_error_set(err, path, "tensor '%s' has shape %s, expected %s", q->name,
+                        store_tensor_shape_text(q, got, sizeof got), a->parts[0].rule);
+        goto done;
+    }
+    size_t d = q->shape[1], cfg_d = 0;
+    if (cfg_count(cfg, KEYS("hidden_size", "d_model", "n_embed", "n_embd"), &cfg_d, path, err) < 0)
+        goto done;
+    if (cfg_d && cfg_d != d) {
+        store_error_set(err, path, "config.json's d_model %zu disagrees with '%s' (d_model %zu)",
+                        cfg_d, q->name, d);
+        goto done;
+    }
+    size_t g = h, dh = opt->d_head;
+    int grouped = a->arch == STORE_IMPORT_LLAMA || a->arch == STORE_IMPORT_GEMMA2;
+    if (grouped) {
+        if (opt->n_kv_heads)
+            g = opt->n_kv_heads;
+        else if (cfg_count(cfg, KEYS("num_key_value_heads"), &g, path, err) < 0)
+            goto done;
+        if (!dh && cfg_count(cfg, KEYS("head_dim"), &dh, path, err) < 0) goto done;
+        if (!dh) {
+            if (q->shape[0] % h) {
+                store_error_set(err, path,
+                                "'%s' has %zu rows, not a multiple of %zu heads (n_heads)", q->name,
+                                q->shape[0], h);
+                goto done;
+            }
+            dh = q->shape[0] / h;
+        }
+    } else if (!dh) {
+        if (d % h) {
+            store_error_set(err, path, "d_model %zu (from '%s') is not divisible by %zu heads", d,
+                            q->name, h);
+            goto done;
+        }
+        dh = d / h;
+    }
+    if (h % g) {
+        store_error_set(err, path, "%zu K/V heads do not divide %zu heads", g, h);
+        goto done;
+    }
+    size_t hd = h * dh, gd = g * dh;
+    if (fused) {
+        if (shape_want(p.t[MP_WQ], 3 * hd, d, "[3·n_heads·d_head, d_model]", path, err) ||
+            (p.t[MP_BQ] && shape_want(p.t[MP_BQ], 3 * hd, 0, "[3·n_heads·d_head]", path, err)))
+            goto done;
+    } else {
+        if (shape_want(p.t[MP_WQ], hd, d, "[n_heads·d_head, d_model]", path, err) ||
+            shape_want(p.t[MP_WK], gd, d, "[n_kv_heads·d_head, d_model]", path, err) ||
+            shape_want(p.t[MP_WV], gd, d, "[n_kv_heads·d_head, d_model]", path, err) ||
+            (p.t[MP_BQ] && shape_want(p.t[MP_BQ], hd, 0, "[n_heads·d_head]", path, err)) ||
+            (p.t[MP_BK] && shape_want(p.t[MP_BK], gd, 0, "[n_kv_heads·d_head]", path, err)) ||
+            (p.t[MP_BV] && shape_want(p.t[MP_BV], gd, 0, "[n_kv_heads·d_head]", path, err)))
+            goto done;
+    }
+    if (shape_want(p.t[MP_WO], d, hd, "[d_model, n_heads·d_head]", path, err) ||
+        (p.t[MP_BO] && shape_want(p.t[MP_BO], d, 0, "[d_model]", path, err)))
+        goto done;
+    for (int i = 0; i < 8; i++)
+        if (p.t[i] && p.t[i]->dtype != STORE_DTYPE_F32 && p.t[i]->dtype != STORE_DTYPE_F16 &&
+            p.t[i]->dtype != STORE_DTYPE_BF16) {
+            store_error_set(err, path,
+                            "tensor '%s' has dtype %s; the importer reads F32, F16 or BF16",
+                            p.names[i], store_dtype_name(p.t[i]->dtype));
+            goto done;
+        }
+
+    /* Variants. */
+    m->d = d;
+    m->h = h;
+    m->g = g;
+    m->dh = dh;
+    m->mask = a->mask;
+    if (a->arch == STORE_IMPORT_LLAMA || a->arch == STORE_IMPORT_GEMMA2 ||
+        a->arch == STORE_IMPORT_GPT_NEOX) {
+        if (rope_resolve(opt, cfg, a, dh, &m->rope, path, err) != 0) goto done;
+    }
+    m->alibi = a->arch == STORE_IMPORT_BLOOM;
+    if (a->arch != STORE_IMPORT_WHISPER) {
+        if (window_resolve(opt, cfg, a, layer, &m->window, path, err) != 0) goto done;
+        m->softcap = opt->softcap;
+        if (!m->softcap &&
+            cfg_number(cfg, KEYS("attn_logit_softcapping"), &m->softcap, path, err) < 0)
+            goto done;
+    }
+    m->scale = opt->scale;
+    double qpas = 0;
+    if (!m->scale && a->arch == STORE_IMPORT_GEMMA2) {
+        if (cfg_number(cfg, KEYS("query_pre_attn_scalar"), &qpas, path, err) < 0) goto done;
+        if (qpas) m->scale = 1 / sqrt(qpas);
+    }
+
+    /* Values, then our layout. */
+    for (int i = 0; i < 8; i++)
+        if (p.t[i] && !(p.v[i] = tensor_read(p.t[i], path, err))) goto done;
+    float *w_o = owned_alloc(m, hd * d);
+    if (!w_o) {
+        store_error_set(err, NULL, "out of memory");
+        goto done;
+    }
+    linear_into(w_o, d, 0, p.v[MP_WO], d, hd);
+    m->w_o = w_o;
+    if (p.v[MP_BO]) {
+        float *b = owned_alloc(m, d);
+        if (!b) {
+            store_error_set(err, NULL, "out of memory");
+            goto done;
+        }
+        memcpy(b, p.v[MP_BO], d * sizeof(float));
+        m->b_o = b;
+    }
+    if (fused) {
+        float *w = owned_alloc(m, d * 3 * hd), *b = p.v[MP_BQ] ? owned_alloc(m, 3 * hd) : NULL;
+        if (!w || (p.v[MP_BQ] && !b)) {
+            store_error_set(err, NULL, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < h; i++)
+            for (size_t part = 0; part < 3; part++)
+                for (size_t j = 0; j < dh; j++) {
+                    size_t row = (3 * i + part) * dh + j, col = part * hd + i * dh + j;
+                    for (size_t r = 0; r < d; r++)
+                        w[r * 3 * hd + col] = p.v[MP_WQ][row * d + r];
+                    if (b) b[col] = p.v[MP_BQ][row];
+                }
+        m->w_qkv = w;
+        m->b_qkv = b;
+    } else if (a->arch == STORE_IMPORT_WHISPER) {
+        float *wq = owned_alloc(m, d * hd), *wkv = owned_alloc(m, d * 2 * gd);
+        float *bq = p.v[MP_BQ] ? owned_alloc(m, hd) : NULL;
+        float *bkv = p.v[MP_BK] || p.v[MP_BV] ? owned_alloc(m, 2 * gd) : NULL;
+        if (!wq || !wkv || (p.v[MP_BQ] && !bq) || ((p.v[MP_BK] || p.v[MP_BV]) && !bkv)) {
+            store_error_set(err, NULL, "out of memory");
+            goto done;
+        }
+        linear_into(wq, hd, 0, p.v[MP_WQ], hd, d);
+        linear_into(wkv, 2 * gd, 0, p.v[MP_WK], gd, d);
+        linear_into(wkv, 2 * gd, gd, p.v[MP_WV], gd, d);
+        if (bq) memcpy(bq, p.v[MP_BQ], hd * sizeof(float));
+        if (bkv && p.v[MP_BK]) memcpy(bkv, p.v[MP_BK], gd * sizeof(float));
+        if (bkv && p.v[MP_BV]) memcpy(bkv + gd, p.v[MP_BV], gd * sizeof(float));
+        m->w_qkv = wq;
+        m->b_qkv = bq;
+        m->w_kv = wkv;
+        m->b_kv = bkv;
+        m->dc = d;
+    } else {
+        size_t cols = hd + 2 * gd;
+        int biased = p.v[MP_BQ] || p.v[MP_BK] || p.v[MP_BV];
+        float *w = owned_alloc(m, d * cols), *b = biased ? owned_alloc(m, cols) : NULL;
+        if (!w || (biased && !b)) {
+            store_error_set(err, NULL, "out of memory");
+            goto done;
+        }
+        linear_into(w, cols, 0, p.v[MP_WQ], hd, d);
+        linear_into(w, cols, hd, p.v[MP_WK], gd, d);
+        linear_into(w, cols, hd + gd, p.v[MP_WV], gd, d);
+        /* a bias the checkpoint lacks is zero (Qwen2 has q, k, v's alone) */
+        if (b && p.v[MP_BQ]) memcpy(b, p.v[MP_BQ], hd * sizeof(float));
+        if (b && p.v[MP_BK]) memcpy(b + hd, p.v[MP_BK], gd * sizeof(float));
+        if (b && p.v[MP_BV]) memcpy(b + hd + gd, p.v[MP_BV], gd * sizeof(float));
+        m->w_qkv = w;
+        m->b_qkv = b;
+    }
+    rc = 0;
+done:
+    parts_free(&p);
+    return rc;
+}
+
 /* The input's base name when it is printable ASCII (metadata must be
  * UTF-8, and a file name need not be), else "the checkpoint". */
 static const char *source_label(const char *path) {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    for (const char *p = base; *p; p++)
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') /* a directory given as "dir/" */
+        len--;
+    const char *base = path;
+    for (size_t i = 0; i < len; i++)
+        if (path[i] == '/') base = path + i + 1;
+    static _Thread_local char buf[256];
+    size_t n = (size_t)(path + len - base);
+    if (n == 0 || n >= sizeof buf) return "the checkpoint";
+    memcpy(buf, base, n);
+    buf[n] = '\0';
+    for (const char *p = buf; *p; p++)
         if (*p < 0x20 || *p > 0x7e) return "the checkpoint";
-    return *base ? base : "the checkpoint";
+    return buf;
+}
+
+/* %.17g: a double that reads back exactly. */
+static void num_text(char *buf, size_t len, double v) {
+    snprintf(buf, len, "%.17g", v);
 }
 
 static int model_write(const char *out_path, const char *in_path, const arch_desc *a,
-                       const store_import_options *opt, const model_tensors *m, size_t d,
-                       const char *name, store_import_result *res, attn_error *err) {
-    char heads[32], description[512], source[512];
-    snprintf(heads, sizeof heads, "%zu", opt->n_heads);
+                       const store_import_options *opt, const model_out *m, const char *name,
+                       store_import_result *res, attn_error *err) {
+    char heads[32], kv[32], description[512], source[512];
+    char theta[32], dims[32], factor[32], low[32], high[32], orig[32], window[32], softcap[32],
+        scale[32];
+    snprintf(heads, sizeof heads, "%zu", m->h);
     snprintf(description, sizeof description, "%s layer %zu attention, from %s", a->label,
              opt->layer, source_label(in_path));
     snprintf(source, sizeof source, "tools/import_checkpoint --arch %s --layer %zu from %s",
              store_import_arch_name(a->arch), opt->layer, source_label(in_path));
-    store_metadata meta[] = {
+    store_metadata meta[24] = {
         {"name", name},     {"description", opt->description ? opt->description : description},
-        {"n_heads", heads}, {"mask", a->mask == ATTN_MASK_NONE ? "none" : "causal"},
+        {"n_heads", heads}, {"mask", m->mask == ATTN_MASK_NONE ? "none" : "causal"},
         {"source", source},
     };
-    size_t shape_qkv[2] = {d, 3 * d}, shape_bqkv[1] = {3 * d}, shape_o[2] = {d, d},
-           shape_bo[1] = {d};
-    store_write_tensor tensors[] = {
-        {"w_qkv", STORE_DTYPE_F32, 2, shape_qkv, m->w_qkv, NULL, NULL},
-        {"b_qkv", STORE_DTYPE_F32, 1, shape_bqkv, m->b_qkv, NULL, NULL},
-        {"w_o", STORE_DTYPE_F32, 2, shape_o, m->w_o, NULL, NULL},
-        {"b_o", STORE_DTYPE_F32, 1, shape_bo, m->b_o, NULL, NULL},
-    };
+    size_t nm = 5;
+    if (m->g != m->h) {
+        snprintf(kv, sizeof kv, "%zu", m->g);
+        meta[nm++] = (store_metadata){"n_kv_heads", kv};
+    }
+    if (m->rope.dims) {
+        num_text(theta, sizeof theta, m->rope.theta);
+        snprintf(dims, sizeof dims, "%zu", m->rope.dims);
+        meta[nm++] = (store_metadata){"rope_theta", theta};
+        meta[nm++] = (store_metadata){"rope_dims", dims};
+        meta[nm++] = (store_metadata){"rope_style", "half"};
+        if (m->rope.scaling != ATTN_ROPE_SCALING_NONE) {
+            int llama3 = m->rope.scaling == ATTN_ROPE_SCALING_LLAMA3;
+            num_text(factor, sizeof factor, m->rope.factor);
+            meta[nm++] = (store_metadata){"rope_scaling", llama3 ? "llama3" : "linear"};
+            meta[nm++] = (store_metadata){"rope_factor", factor};
+            if (llama3) {
+                num_text(low, sizeof low, m->rope.low_freq_factor);
+                num_text(high, sizeof high, m->rope.high_freq_factor);
+                num_text(orig, sizeof orig, m->rope.original_max_position);
+                meta[nm++] = (store_metadata){"rope_low_freq_factor", low};
+                meta[nm++] = (store_metadata){"rope_high_freq_factor", high};
+                meta[nm++] = (store_metadata){"rope_original_max_position", orig};
+            }
+        }
+    }
+    if (m->alibi) meta[nm++] = (store_metadata){"alibi", "true"};
+    if (m->window) {
+        snprintf(window, sizeof window, "%zu", m->window);
+        meta[nm++] = (store_metadata){"window", window};
+    }
+    if (m->softcap > 0) {
+        num_text(softcap, sizeof softcap, m->softcap);
+        meta[nm++] = (store_metadata){"softcap", softcap};
+    }
+    if (m->scale > 0) {
+        num_text(scale, sizeof scale, m->scale);
+        meta[nm++] = (store_metadata){"scale", scale};
+    }
+
+    size_t hd = m->h * m->dh, gd = m->g * m->dh;
+    size_t qcols = m->dc ? hd : hd + 2 * gd;
+    size_t shape_qkv[2] = {m->d, qcols}, shape_bqkv[1] = {qcols}, shape_kv[2] = {m->dc, 2 * gd},
+           shape_bkv[1] = {2 * gd}, shape_o[2] = {hd, m->d}, shape_bo[1] = {m->d};
+    store_write_tensor tensors[6];
+    size_t nt = 0;
+    tensors[nt++] = (store_write_tensor){
+        m->dc ? "w_q" : "w_qkv", STORE_DTYPE_F32, 2, shape_qkv, m->w_qkv, NULL, NULL};
+    if (m->b_qkv)
+        tensors[nt++] = (store_write_tensor){
+            m->dc ? "b_q" : "b_qkv", STORE_DTYPE_F32, 1, shape_bqkv, m->b_qkv, NULL, NULL};
+    if (m->w_kv)
+        tensors[nt++] =
+            (store_write_tensor){"w_kv", STORE_DTYPE_F32, 2, shape_kv, m->w_kv, NULL, NULL};
+    if (m->b_kv)
+        tensors[nt++] =
+            (store_write_tensor){"b_kv", STORE_DTYPE_F32, 1, shape_bkv, m->b_kv, NULL, NULL};
+    tensors[nt++] = (store_write_tensor){"w_o", STORE_DTYPE_F32, 2, shape_o, m->w_o, NULL, NULL};
+    if (m->b_o)
+        tensors[nt++] =
+            (store_write_tensor){"b_o", STORE_DTYPE_F32, 1, shape_bo, m->b_o, NULL, NULL};
     size_t file_bytes;
-    if (store_file_write(out_path, meta, sizeof meta / sizeof meta[0], tensors,
-                         sizeof tensors / sizeof tensors[0], &file_bytes, err) != 0)
-        return -1;
+    if (store_file_write(out_path, meta, nm, tensors, nt, &file_bytes, err) != 0) return -1;
     if (res) res->file_bytes = file_bytes;
     return 0;
 }
@@ -394,7 +1092,7 @@ static int model_write(const char *out_path, const char *in_path, const arch_des
 int store_import_checkpoint(const char *in_path, const char *out_path,
                             const store_import_options *opt, store_import_result *res,
                             attn_error *err) {
-    if (opt->n_heads == 0 || opt->n_heads > STORE_HEADS_MAX)
+    if (opt->n_heads > STORE_HEADS_MAX)
         return store_error_set(err, NULL, "the number of heads must be 1 … %d, not %zu",
                                STORE_HEADS_MAX, opt->n_heads);
     char name[65];
@@ -420,33 +1118,49 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
         in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino)
         return store_error_set(err, out_path, "is the checkpoint itself; write to another file");
 
-    store_file *f;
-    if (store_file_open_mode(&f, in_path, STORE_READ_MAP, err) != 0) return -1;
+    ckpt_src *src = calloc(1, sizeof *src);
+    if (!src) return store_error_set(err, NULL, "out of memory");
     const arch_desc *a = NULL;
     const char *prefix = "";
-    size_t n_layers = 0, d = 0;
+    size_t n_layers = 0, d = 0, h = 0;
     float *vals[PARTS_MAX] = {0};
-    model_tensors m = {0};
+    model_out m = {0};
+    store_import_arch arch = opt->arch;
     int rc = -1;
-    if (layer_locate(f, in_path, opt, &a, &prefix, &n_layers, err) != 0 ||
-        layer_read(f, in_path, a, prefix, opt, vals, &d, err) != 0 ||
-        layout_build(&m, a, vals, d, err) != 0 ||
-        model_write(out_path, in_path, a, opt, &m, d, name, res, err) != 0)
+    if (src_open(src, in_path, err) != 0) goto done;
+    if (arch == STORE_IMPORT_AUTO && arch_from_config(src->config, &arch, in_path, err) != 0)
         goto done;
+    if (layer_locate(src, in_path, arch, opt->layer, &a, &prefix, &n_layers, err) != 0 ||
+        heads_resolve(opt, src->config, &h, in_path, err) != 0)
+        goto done;
+    if (a->arch == STORE_IMPORT_GPT2 || a->arch == STORE_IMPORT_BERT) {
+        if (layer_read(src, in_path, a, prefix, opt->layer, h, vals, &d, err) != 0 ||
+            layout_build(&m, a, vals, d, err) != 0)
+            goto done;
+        m.d = d;
+        m.h = m.g = h;
+        m.dh = d / h;
+        m.mask = a->mask;
+    } else if (modern_read(src, in_path, a, prefix, opt, h, &m, err) != 0) {
+        goto done;
+    }
+    if (model_write(out_path, in_path, a, opt, &m, name, res, err) != 0) goto done;
     if (res) {
         res->arch = a->arch;
         res->n_layers = n_layers;
-        res->d_model = d;
-        res->n_heads = opt->n_heads;
-        res->d_head = d / opt->n_heads;
+        res->d_model = m.d;
+        res->n_heads = m.h;
+        res->n_kv_heads = m.g;
+        res->d_head = m.dh;
         snprintf(res->name, sizeof res->name, "%s", name);
     }
     rc = 0;
 done:
     for (size_t i = 0; i < PARTS_MAX; i++)
         free(vals[i]);
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < m.n_owned; i++)
         free(m.owned[i]);
-    store_file_close(f);
+    src_close(src);
+    free(src);
     return rc;
 }

@@ -1,63 +1,102 @@
 /*
  * import.h — one layer's attention from a Hugging Face checkpoint, written
- * as one of our models (models/README.md). tools/import_checkpoint is the
- * command line around it; tests call it directly.
+ * as one of our models (models/README.md, which has the table of every
+ * tensor read). tools/import_checkpoint is the command line around it;
+ * tests call it directly.
  *
- * The checkpoint is one .safetensors file, tensors in F32, F16 or BF16.
- * With d = d_model and L the layer, the tensors read are:
+ * The checkpoint is a directory, as the Hub gives it: config.json (read
+ * for the architecture, the heads, RoPE, windows and scales, so that no
+ * option is needed), and model.safetensors or the shards that
+ * model.safetensors.index.json's weight_map lists; or one .safetensors
+ * file, whose configuration then comes from the options. Tensors in F32,
+ * F16 or BF16. With d = d_model, h heads, g K/V heads of width dh and L
+ * the layer:
  *
- *   GPT-2 ("h.L.attn." — or "transformer.h.L.attn." from GPT2LMHeadModel)
- *     c_attn.weight  d × 3d   Conv1D, already y = x·W: it IS w_qkv
- *     c_attn.bias    3d       b_qkv
- *     c_proj.weight  d × d    Conv1D: w_o as is
- *     c_proj.bias    d        b_o
- *     mask causal
+ *   gpt2      [transformer.]h.L.attn.c_attn, c_proj (Conv1D: x·W, taken as
+ *             they are); causal
+ *   bert      [bert.]encoder.layer.L.attention.self.{query,key,value},
+ *             output.dense (nn.Linear [out, in]: transposed); mask none
+ *   llama     [model.]layers.L.self_attn.{q,k,v,o}_proj.{weight,bias}
+ *             (Llama 2/3/3.1, Mistral, Mixtral, Qwen2): q [h·dh, d], k, v
+ *             [g·dh, d], o [d, h·dh], biases where present; RoPE "half"
+ *             (rotate_half) on the weights as stored; causal; Mistral's
+ *             and Qwen2's sliding window where config.json puts one
+ *   gemma2    the same names; plus softcap (attn_logit_softcapping), scale
+ *             query_pre_attn_scalar^(−1/2), and sliding_window on its even
+ *             layers (Gemma 2 alternates local and global layers)
+ *   gpt_neox  [gpt_neox.]layers.L.attention.query_key_value [3d, d], rows
+ *             grouped per head as [q_i | k_i | v_i] (HF views it as
+ *             (h, 3·dh)), and attention.dense; partial RoPE (rotary_pct),
+ *             "half"; causal
+ *   bloom     [transformer.]h.L.self_attention.query_key_value (fused per
+ *             head as gpt_neox's: (h, 3, dh)), self_attention.dense; ALiBi
+ *             with the standard slopes; causal
+ *   whisper   [model.]decoder.layers.L.encoder_attn.{q,k,v,out}_proj (k
+ *             has no bias): cross-attention, w_q and w_kv with d_context =
+ *             d; mask none
  *
- *   BERT ("encoder.layer.L.attention." — or "bert.encoder.layer.L.…")
- *     self.query.weight, self.key.weight, self.value.weight   d × d each,
- *                            nn.Linear [out, in], y = x·Wᵀ + b
- *     self.query.bias, self.key.bias, self.value.bias         d each
- *     output.dense.weight    d × d    [out, in]
- *     output.dense.bias      d
- *     → w_qkv = [Wqᵀ | Wkᵀ | Wvᵀ], b_qkv = [bq | bk | bv],
- *       w_o = denseᵀ, b_o = dense.bias; mask none
+ * Heads are column blocks of dh in every layout but the fused ones, which
+ * are regrouped into ours ([Q heads | K heads | V heads]). Every other
+ * tensor (embeddings, norms, MLPs, buffers) is ignored. GPT-2's and BERT's
+ * biases are required (a missing bias is more likely a wrong file than a
+ * bias-free model); the others' are read where present, as their configs'
+ * attention_bias says.
  *
- * Both split heads by columns (head i is columns i·dh … of each block, as
- * GPT-2's split_heads and BERT's transpose_for_scores), which is our
- * layout, so no column is permuted. Every other tensor of the checkpoint
- * (embeddings, layer norms, MLPs, GPT-2's old "attn.bias" mask buffer) is
- * ignored. All the tensors above are required: a missing bias is more
- * likely a wrong file than a bias-free model.
- *
- * The output holds w_qkv, b_qkv, w_o, b_o in F32 and the metadata n_heads,
- * name, description, mask and source; it is written with store_file_write
- * (atomically: a server reloading the directory never sees half a file).
+ * The output holds w_qkv (or w_q and w_kv), b_qkv (or b_q, b_kv), w_o, b_o
+ * in F32, the metadata n_heads, n_kv_heads, rope_*, alibi, window,
+ * softcap, scale as they apply, and name, description, mask and source; it
+ * is written with store_file_write (atomically: a server reloading the
+ * directory never sees half a file).
  */
 #ifndef STORE_IMPORT_H
 #define STORE_IMPORT_H
 
 #include <stddef.h>
 
+#include "attention/attention.h"
 #include "store/error.h"
 
 typedef enum store_import_arch {
-    STORE_IMPORT_AUTO, /* detect from the tensor names */
+    STORE_IMPORT_AUTO, /* from config.json's model_type, else the tensor names */
     STORE_IMPORT_GPT2,
-    STORE_IMPORT_BERT
+    STORE_IMPORT_BERT,
+    STORE_IMPORT_LLAMA,
+    STORE_IMPORT_GEMMA2,
+    STORE_IMPORT_GPT_NEOX,
+    STORE_IMPORT_BLOOM,
+    STORE_IMPORT_WHISPER
 } store_import_arch;
 
-/* "gpt2" or "bert" (also "auto") into *out; 0, or -1 for anything else. */
+/* "gpt2", "bert", "llama", "gemma2", "gpt_neox", "bloom", "whisper" or
+ * "auto" into *out; 0, or -1 for anything else. */
 int store_import_arch_parse(const char *text, store_import_arch *out);
 
-/* "gpt2", "bert" or "auto"; never NULL. */
+/* The name above; never NULL. */
 const char *store_import_arch_name(store_import_arch arch);
 
+/* For people: "GPT-2", "Llama", …; "auto" for AUTO. */
+const char *store_import_arch_label(store_import_arch arch);
+
+/*
+ * Everything a value of 0 (or NONE) leaves to config.json, and without it
+ * to the architecture's default; any other value overrides config.json.
+ */
 typedef struct store_import_options {
-    store_import_arch arch;  /* STORE_IMPORT_AUTO: from the tensor names */
-    size_t layer;            /* 0-based */
-    size_t n_heads;          /* required: a checkpoint file does not say it */
-    const char *name;        /* NULL: the output's base name without ".safetensors" */
-    const char *description; /* NULL: "GPT-2 layer 1 attention, from <input file>" */
+    store_import_arch arch;         /* STORE_IMPORT_AUTO: detected */
+    size_t layer;                   /* 0-based */
+    size_t n_heads;                 /* 0: config.json's (required without one) */
+    const char *name;               /* NULL: the output's base name without ".safetensors" */
+    const char *description;        /* NULL: "GPT-2 layer 1 attention, from <input file>" */
+    size_t n_kv_heads;              /* 0: config's num_key_value_heads, else n_heads */
+    size_t d_head;                  /* 0: config's head_dim, else d_model / n_heads */
+    double rope_theta;              /* 0: config's rope_theta / rotary_emb_base, else 10000 */
+    size_t rope_dims;               /* 0: from config's partial_rotary_factor / rotary_pct */
+    attn_rope_scaling rope_scaling; /* NONE: config's rope_scaling */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor,
+        rope_original_max_position; /* with rope_scaling */
+    size_t window;                  /* 0: config's sliding window for this layer */
+    double softcap;                 /* 0: config's attn_logit_softcapping */
+    double scale;                   /* 0: config's (gemma2: query_pre_attn_scalar^(−1/2)) */
 } store_import_options;
 
 /* What was imported, for the caller's report. */
@@ -65,20 +104,23 @@ typedef struct store_import_result {
     store_import_arch arch; /* never AUTO */
     size_t n_layers;        /* layers of that arch in the checkpoint (highest index + 1) */
     size_t d_model, n_heads, d_head;
+    size_t n_kv_heads;
     size_t file_bytes; /* of the file written */
     char name[65];     /* the model name written */
 } store_import_result;
 
 /*
- * Reads layer opt->layer of the checkpoint at in_path and writes the model
- * at out_path (replacing it; out_path must not be in_path). Returns 0 and,
- * when res is not NULL, *res; or -1 with err set: "<in_path>: <fault>" for
- * a fault of the checkpoint (unknown or ambiguous architecture, no such
- * layer, a missing tensor named in full, shapes that disagree, d_model not
- * divisible by n_heads, a dtype other than F32/F16/BF16, a non-finite
- * value), "<out_path>: …" when writing fails, a bare sentence for a bad
- * option (n_heads 0, an invalid name). On failure out_path is left as it
- * was (absent, or the previous file).
+ * Reads layer opt->layer of the checkpoint at in_path (a directory or a
+ * .safetensors file) and writes the model at out_path (replacing it;
+ * out_path must not be in_path). Returns 0 and, when res is not NULL,
+ * *res; or -1 with err set: "<in_path>: <fault>" for a fault of the
+ * checkpoint (a config.json that is not JSON or has a field of the wrong
+ * type, a model_type this does not read, a RoPE scaling it does not know,
+ * unknown or ambiguous architecture, no such layer, a missing tensor named
+ * in full, shapes that disagree, d_model not divisible by n_heads, a dtype
+ * other than F32/F16/BF16, a non-finite value), "<out_path>: …" when
+ * writing fails, a bare sentence for a bad option (an invalid name, no
+ * heads from anywhere). On failure out_path is left as it was.
  */
 int store_import_checkpoint(const char *in_path, const char *out_path,
                             const store_import_options *opt, store_import_result *res,

@@ -8,18 +8,25 @@
  * dtypes, and last the values (finite), which is the only step that reads
  * the tensors' bytes.
  *
- * Shapes, with hd = n_heads · d_head:
- *   w_qkv [dm, 3hd]: dm ≥ 1 and 3hd a positive multiple of 3·n_heads,
- *                    which gives d_head
- *   b_qkv [3hd]    w_o [hd, dm]    b_o [dm]
- *   no w_o: hd == dm
+ * Shapes, with h = n_heads, g = n_kv_heads, hd = h · d_head, gd = g · d_head:
+ *   self-attention:  w_qkv [dm, hd + 2gd]: dm ≥ 1 and its columns a positive
+ *                    multiple of h + 2g, which gives d_head; b_qkv [hd + 2gd]
+ *   cross-attention: w_q [dm, hd], a multiple of h, which gives d_head;
+ *                    b_q [hd], w_kv [dc, 2gd], b_kv [2gd]
+ *   w_o [hd, dm]    b_o [dm]    alibi [h]    no w_o: hd == dm
+ *
+ * The variants' metadata (n_kv_heads, rope_*, alibi, window, softcap,
+ * scale) is checked after the tensor names and before the shapes, but
+ * RoPE's dims after them, since they are bounded by d_head.
  *
  * Memory (see model.h): the store_model_memory owns the open file (its
  * buffer or mapping) when a tensor is used in place, and a heap buffer per
- * tensor converted or copied.
+ * tensor converted or copied, and the standard ALiBi slopes when the
+ * metadata asks for them.
  */
 #include "store/model.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +35,14 @@
 #include "store/tensor.h"
 
 /* The tensor names a model may hold, in the order of the slots below. */
-enum { T_W_QKV, T_B_QKV, T_W_O, T_B_O, T_COUNT };
-static const char *const tensor_names[T_COUNT] = {"w_qkv", "b_qkv", "w_o", "b_o"};
+enum { T_W_QKV, T_B_QKV, T_W_O, T_B_O, T_W_Q, T_B_Q, T_W_KV, T_B_KV, T_ALIBI, T_COUNT };
+static const char *const tensor_names[T_COUNT] = {"w_qkv", "b_qkv", "w_o",  "b_o",  "w_q",
+                                                  "b_q",   "w_kv",  "b_kv", "alibi"};
 
 struct store_model_memory {
     store_file *file;      /* NULL once let go (no tensor in place) */
     float *owned[T_COUNT]; /* converted or copied tensors, or NULL */
+    float *slopes;         /* metadata alibi "true": the standard slopes */
     char *name;
     char *description;
     char *path;
@@ -115,6 +124,132 @@ const char *store_model_default_name(const char *path, size_t *len) {
     return base;
 }
 
+/* A metadata number: the whole text a finite decimal (strtod's syntax,
+ * no leading space, no hex, no inf / nan), > 0. */
+static int positive_parse(const char *s, double *out) {
+    if (!*s || !((*s >= '0' && *s <= '9') || *s == '.' || *s == '+' || *s == '-')) return -1;
+    for (const char *c = s; *c; c++)
+        if (*c == 'x' || *c == 'X') return -1;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v) || !(v > 0)) return -1;
+    *out = v;
+    return 0;
+}
+
+/* A metadata count: decimal digits only, 1 … max. */
+static int count_parse(const char *s, size_t max, size_t *out) {
+    size_t v = 0;
+    if (!*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        v = v * 10 + (size_t)(*s - '0');
+        if (v > max) return -1;
+    }
+    if (v == 0) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Metadata `key` as a number > 0 into *out; 0 when absent (*out untouched),
+ * 1 when present, -1 with err set when malformed. As float when `fl`: the
+ * value must then stay finite and > 0 in float32 too. */
+static int meta_positive(const store_file *f, const char *key, int fl, double *out,
+                         const char *path, attn_error *err) {
+    const char *text = store_file_metadata(f, key);
+    if (!text) return 0;
+    double v;
+    if (positive_parse(text, &v) != 0 || (fl && !(isfinite((float)v) && (float)v > 0)))
+        return store_error_set(err, path, "metadata '%s' is '%s', not a finite number > 0%s", key,
+                               text, fl ? " (as float32)" : "");
+    *out = v;
+    return 1;
+}
+
+/* Metadata `key` as a count 1 … max; 0 absent, 1 present, -1 malformed. */
+static int meta_count(const store_file *f, const char *key, size_t max, size_t *out,
+                      const char *path, attn_error *err) {
+    const char *text = store_file_metadata(f, key);
+    if (!text) return 0;
+    if (count_parse(text, max, out) != 0)
+        return store_error_set(err, path, "metadata '%s' is '%s', not a decimal integer in 1 … %zu",
+                               key, text, max);
+    return 1;
+}
+
+/* The RoPE keys (models/README.md) into *rope, d_head known. */
+static int rope_parse(const store_file *f, size_t dh, attn_rope *rope, const char *path,
+                      attn_error *err) {
+    static const char *const keys[] = {
+        "rope_style",           "rope_scaling",          "rope_factor",
+        "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_position"};
+    double theta = 10000;
+    size_t dims = dh;
+    int has_theta, has_dims;
+    if ((has_theta = meta_positive(f, "rope_theta", 0, &theta, path, err)) < 0) return -1;
+    if ((has_dims = meta_count(f, "rope_dims", (size_t)1 << 30, &dims, path, err)) < 0) return -1;
+    *rope = (attn_rope){0};
+    if (!has_theta && !has_dims) {
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            if (store_file_metadata(f, keys[i]))
+                return store_error_set(err, path,
+                                       "metadata '%s' without RoPE (RoPE is on when 'rope_theta' "
+                                       "or 'rope_dims' is given)",
+                                       keys[i]);
+        return 0;
+    }
+    if (dims % 2 != 0 || dims > dh)
+        return store_error_set(err, path,
+                               "RoPE dims %zu%s: it must be even and at most d_head (%zu)%s", dims,
+                               has_dims ? " (metadata 'rope_dims')" : " (d_head, the default)", dh,
+                               has_dims ? "" : "; give 'rope_dims'");
+    rope->dims = dims;
+    rope->theta = theta;
+    const char *style = store_file_metadata(f, "rope_style");
+    if (!style || strcmp(style, "half") == 0)
+        rope->style = ATTN_ROPE_HALF;
+    else if (strcmp(style, "interleaved") == 0)
+        rope->style = ATTN_ROPE_INTERLEAVED;
+    else
+        return store_error_set(
+            err, path, "metadata 'rope_style' is '%s', expected 'half' or 'interleaved'", style);
+    const char *scaling = store_file_metadata(f, "rope_scaling");
+    int need[4] = {0}; /* factor, low, high, original */
+    if (!scaling) {
+        rope->scaling = ATTN_ROPE_SCALING_NONE;
+    } else if (strcmp(scaling, "linear") == 0) {
+        rope->scaling = ATTN_ROPE_SCALING_LINEAR;
+        need[0] = 1;
+    } else if (strcmp(scaling, "llama3") == 0) {
+        rope->scaling = ATTN_ROPE_SCALING_LLAMA3;
+        need[0] = need[1] = need[2] = need[3] = 1;
+    } else {
+        return store_error_set(
+            err, path, "metadata 'rope_scaling' is '%s', expected 'linear' or 'llama3'", scaling);
+    }
+    double *dst[4] = {&rope->factor, &rope->low_freq_factor, &rope->high_freq_factor,
+                      &rope->original_max_position};
+    for (int i = 0; i < 4; i++) {
+        const char *key = keys[2 + i];
+        int got = meta_positive(f, key, 0, dst[i], path, err);
+        if (got < 0) return -1;
+        if (got && !need[i])
+            return store_error_set(err, path,
+                                   "metadata '%s' without a 'rope_scaling' that uses it%s", key,
+                                   scaling ? " ('linear' takes 'rope_factor' alone)" : "");
+        if (!got && need[i])
+            return store_error_set(err, path, "metadata 'rope_scaling' '%s' needs '%s'", scaling,
+                                   key);
+    }
+    if (rope->scaling == ATTN_ROPE_SCALING_LLAMA3 &&
+        !(rope->high_freq_factor > rope->low_freq_factor))
+        return store_error_set(err, path,
+                               "metadata 'rope_high_freq_factor' (%g) must exceed "
+                               "'rope_low_freq_factor' (%g)",
+                               rope->high_freq_factor, rope->low_freq_factor);
+    return 0;
+}
+
 /* Fills m from f: 0 and *in_place (1 when a tensor is used straight from
  * the file's bytes, which must then be kept), or -1 with err set. */
 static int model_fill(store_model *m, store_file *f, const char *path, int *in_place,
@@ -128,11 +263,28 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
         for (int s = 0; s < T_COUNT; s++)
             if (strcmp(x->name, tensor_names[s]) == 0) slot = s;
         if (slot < 0)
-            return store_error_set(
-                err, path, "unknown tensor '%s' (a model holds w_qkv, b_qkv, w_o, b_o)", x->name);
+            return store_error_set(err, path,
+                                   "unknown tensor '%s' (a model holds w_qkv, b_qkv, w_o, b_o; "
+                                   "or w_q, b_q, w_kv, b_kv; and alibi)",
+                                   x->name);
         t[slot] = x;
     }
-    if (!t[T_W_QKV]) return store_error_set(err, path, "no tensor 'w_qkv' (it is required)");
+    int cross = t[T_W_Q] || t[T_B_Q] || t[T_W_KV] || t[T_B_KV];
+    if (cross && (t[T_W_QKV] || t[T_B_QKV]))
+        return store_error_set(err, path,
+                               "holds both '%s' and '%s': a model is self-attention (w_qkv, "
+                               "b_qkv) or cross-attention (w_q, b_q, w_kv, b_kv), not both",
+                               t[T_W_QKV] ? "w_qkv" : "b_qkv",
+                               t[T_W_Q]    ? "w_q"
+                               : t[T_B_Q]  ? "b_q"
+                               : t[T_W_KV] ? "w_kv"
+                                           : "b_kv");
+    if (cross && !t[T_W_Q])
+        return store_error_set(err, path, "no tensor 'w_q' (a cross-attention model needs it)");
+    if (cross && !t[T_W_KV])
+        return store_error_set(err, path, "no tensor 'w_kv' (a cross-attention model needs it)");
+    if (!cross && !t[T_W_QKV])
+        return store_error_set(err, path, "no tensor 'w_qkv' (it is required)");
 
     /* Metadata. */
     const char *heads_text = store_file_metadata(f, "n_heads");
@@ -142,6 +294,12 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
         return store_error_set(err, path,
                                "metadata 'n_heads' is '%s', not a decimal integer in 1 … %d",
                                heads_text, STORE_HEADS_MAX);
+    size_t g = n_heads;
+    if (meta_count(f, "n_kv_heads", STORE_HEADS_MAX, &g, path, err) < 0) return -1;
+    if (n_heads % g != 0)
+        return store_error_set(err, path,
+                               "metadata 'n_kv_heads' is %zu, which does not divide n_heads (%zu)",
+                               g, n_heads);
     const char *name = store_file_metadata(f, "name");
     size_t default_len;
     const char *default_name = store_model_default_name(path, &default_len);
@@ -155,39 +313,108 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
                                m->memory->name,
                                name ? "(metadata 'name')" : "(from the file name)");
     const char *mask = store_file_metadata(f, "mask");
-    if (!mask || strcmp(mask, "causal") == 0)
+    if (!mask)
+        m->mask = cross ? ATTN_MASK_NONE : ATTN_MASK_CAUSAL;
+    else if (strcmp(mask, "causal") == 0 && !cross)
         m->mask = ATTN_MASK_CAUSAL;
     else if (strcmp(mask, "none") == 0)
         m->mask = ATTN_MASK_NONE;
+    else if (strcmp(mask, "causal") == 0)
+        return store_error_set(err, path,
+                               "metadata 'mask' is 'causal' in a cross-attention model (w_q, "
+                               "w_kv): its queries and keys are not one sequence; use 'none'");
     else
         return store_error_set(err, path, "metadata 'mask' is '%s', expected 'causal' or 'none'",
                                mask);
+    size_t window = 0;
+    /* positions are < 2^31: a wider window is no window */
+    if (meta_count(f, "window", (size_t)1 << 31, &window, path, err) < 0) return -1;
+    double softcap = 0, scale = 0;
+    if (meta_positive(f, "softcap", 1, &softcap, path, err) < 0 ||
+        meta_positive(f, "scale", 1, &scale, path, err) < 0)
+        return -1;
+    const char *alibi = store_file_metadata(f, "alibi");
+    int alibi_standard = 0;
+    if (alibi && strcmp(alibi, "true") == 0)
+        alibi_standard = 1;
+    else if (alibi && strcmp(alibi, "false") != 0)
+        return store_error_set(err, path, "metadata 'alibi' is '%s', expected 'true' or 'false'",
+                               alibi);
+    if (alibi_standard && t[T_ALIBI])
+        return store_error_set(err, path,
+                               "metadata 'alibi' is 'true' and a tensor 'alibi' gives slopes too: "
+                               "one or the other");
 
     /* Shapes. */
-    const store_tensor *w = t[T_W_QKV];
     char got[160];
-    if (w->rank != 2 || w->shape[0] == 0 || w->shape[1] == 0)
-        return store_error_set(err, path,
-                               "tensor 'w_qkv' has shape %s, expected [d_model, 3·n_heads·d_head] "
-                               "with both positive",
-                               store_tensor_shape_text(w, got, sizeof got));
-    size_t dm = w->shape[0];
-    if (w->shape[1] % (3 * n_heads) != 0)
-        return store_error_set(err, path,
-                               "tensor 'w_qkv' has %zu columns, not a multiple of 3·n_heads = %zu",
-                               w->shape[1], 3 * n_heads);
-    size_t dh = w->shape[1] / (3 * n_heads), hd = n_heads * dh;
-    size_t want_qkv[1] = {3 * hd}, want_o[2] = {hd, dm}, want_bo[1] = {dm};
-    if (t[T_B_QKV] && shape_check(t[T_B_QKV], 1, want_qkv, "[3·n_heads·d_head]", path, err) != 0)
-        return -1;
+    size_t dm, dh, dc = 0;
+    if (!cross) {
+        const store_tensor *w = t[T_W_QKV];
+        size_t blocks = n_heads + 2 * g; /* heads of width d_head in w_qkv's columns */
+        if (w->rank != 2 || w->shape[0] == 0 || w->shape[1] == 0)
+            return store_error_set(
+                err, path, "tensor 'w_qkv' has shape %s, expected [d_model, %s] with both positive",
+                store_tensor_shape_text(w, got, sizeof got),
+                g == n_heads ? "3·n_heads·d_head" : "(n_heads + 2·n_kv_heads)·d_head");
+        dm = w->shape[0];
+        if (w->shape[1] % blocks != 0)
+            return store_error_set(
+                err, path, "tensor 'w_qkv' has %zu columns, not a multiple of %s = %zu",
+                w->shape[1], g == n_heads ? "3·n_heads" : "n_heads + 2·n_kv_heads", blocks);
+        dh = w->shape[1] / blocks;
+        size_t want_qkv[1] = {blocks * dh};
+        if (t[T_B_QKV] &&
+            shape_check(t[T_B_QKV], 1, want_qkv,
+                        g == n_heads ? "[3·n_heads·d_head]" : "[(n_heads + 2·n_kv_heads)·d_head]",
+                        path, err) != 0)
+            return -1;
+    } else {
+        const store_tensor *w = t[T_W_Q], *kv = t[T_W_KV];
+        if (w->rank != 2 || w->shape[0] == 0 || w->shape[1] == 0 || w->shape[1] % n_heads != 0)
+            return store_error_set(err, path,
+                                   "tensor 'w_q' has shape %s, expected [d_model, n_heads·d_head] "
+                                   "with both positive (n_heads %zu)",
+                                   store_tensor_shape_text(w, got, sizeof got), n_heads);
+        dm = w->shape[0];
+        dh = w->shape[1] / n_heads;
+        if (kv->rank != 2 || kv->shape[0] == 0 || kv->shape[1] != 2 * g * dh)
+            return store_error_set(err, path,
+                                   "tensor 'w_kv' has shape %s, expected [d_context, "
+                                   "2·n_kv_heads·d_head] = [d_context, %zu] with d_context "
+                                   "positive",
+                                   store_tensor_shape_text(kv, got, sizeof got), 2 * g * dh);
+        dc = kv->shape[0];
+        size_t want_q[1] = {n_heads * dh}, want_kv[1] = {2 * g * dh};
+        if (t[T_B_Q] && shape_check(t[T_B_Q], 1, want_q, "[n_heads·d_head]", path, err) != 0)
+            return -1;
+        if (t[T_B_KV] &&
+            shape_check(t[T_B_KV], 1, want_kv, "[2·n_kv_heads·d_head]", path, err) != 0)
+            return -1;
+        const char *self_only = store_file_metadata(f, "rope_theta")  ? "rope_theta"
+                                : store_file_metadata(f, "rope_dims") ? "rope_dims"
+                                : alibi_standard || t[T_ALIBI]        ? "alibi"
+                                : window                              ? "window"
+                                                                      : NULL;
+        if (self_only)
+            return store_error_set(err, path,
+                                   "'%s' in a cross-attention model (w_q, w_kv): RoPE, ALiBi and "
+                                   "windows compare positions of one sequence",
+                                   self_only);
+    }
+    size_t hd = n_heads * dh;
+    size_t want_o[2] = {hd, dm}, want_bo[1] = {dm}, want_alibi[1] = {n_heads};
     if (t[T_W_O] && shape_check(t[T_W_O], 2, want_o, "[n_heads·d_head, d_model]", path, err) != 0)
         return -1;
     if (t[T_B_O] && shape_check(t[T_B_O], 1, want_bo, "[d_model]", path, err) != 0) return -1;
+    if (t[T_ALIBI] && shape_check(t[T_ALIBI], 1, want_alibi, "[n_heads]", path, err) != 0)
+        return -1;
     if (!t[T_W_O] && hd != dm)
         return store_error_set(err, path,
                                "no tensor 'w_o', and the identity in its place needs "
                                "n_heads·d_head (%zu) == d_model (%zu)",
                                hd, dm);
+    attn_rope rope = {0};
+    if (rope_parse(f, dh, &rope, path, err) != 0) return -1;
 
     /* Dtypes. */
     for (int s = 0; s < T_COUNT; s++)
@@ -202,14 +429,30 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
     *in_place = 0;
     for (int s = 0; s < T_COUNT; s++)
         if (t[s] && tensor_bind(m, s, t[s], &p[s], in_place, path, err) != 0) return -1;
+    if (alibi_standard) {
+        if (!(m->memory->slopes = malloc(n_heads * sizeof(float))))
+            return store_error_set(err, path, "out of memory for the ALiBi slopes");
+        attn_alibi_slopes(m->memory->slopes, n_heads);
+        m->bytes_owned += n_heads * sizeof(float);
+        p[T_ALIBI] = m->memory->slopes;
+    }
 
     m->weights = (attn_weights){.d_model = dm,
                                 .n_heads = n_heads,
                                 .d_head = dh,
-                                .w_qkv = p[T_W_QKV],
-                                .b_qkv = p[T_B_QKV],
+                                .n_kv_heads = g,
+                                .w_qkv = cross ? p[T_W_Q] : p[T_W_QKV],
+                                .b_qkv = cross ? p[T_B_Q] : p[T_B_QKV],
                                 .w_o = p[T_W_O],
-                                .b_o = p[T_B_O]};
+                                .b_o = p[T_B_O],
+                                .d_context = cross ? dc : dm,
+                                .w_kv = p[T_W_KV],
+                                .b_kv = p[T_B_KV],
+                                .rope = rope,
+                                .alibi = p[T_ALIBI],
+                                .window = window,
+                                .softcap = (float)softcap,
+                                .scale = (float)scale};
     return 0;
 }
 
@@ -255,6 +498,7 @@ void store_model_destroy(store_model *m) {
         store_file_close(m->memory->file);
         for (int s = 0; s < T_COUNT; s++)
             free(m->memory->owned[s]);
+        free(m->memory->slopes);
         free(m->memory->name);
         free(m->memory->description);
         free(m->memory->path);

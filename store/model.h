@@ -1,17 +1,34 @@
 /*
  * model.h — one attention model, loaded from one safetensors file.
  *
- * The file's tensors (models/README.md is the full description):
+ * The file's tensors (models/README.md is the full description), with
+ * h = n_heads, g = n_kv_heads, hd = h·d_head, gd = g·d_head:
  *
- *   w_qkv   dm × 3hd   required; columns [Q heads | K heads | V heads]
- *   b_qkv   3hd        optional
- *   w_o     hd × dm    optional; absent = identity, which needs hd == dm
- *   b_o     dm         optional
+ *   w_qkv   dm × (hd + 2gd)   self-attention; columns [Q heads | K heads | V heads]
+ *   b_qkv   hd + 2gd          optional
+ *   w_q     dm × hd           cross-attention, instead of w_qkv: Q alone
+ *   b_q     hd                optional
+ *   w_kv    dc × 2gd          cross-attention: [K heads | V heads] of the context
+ *   b_kv    2gd               optional
+ *   w_o     hd × dm           optional; absent = identity, which needs hd == dm
+ *   b_o     dm                optional
+ *   alibi   h                 optional: explicit ALiBi slopes
  *
  * in F32, F16 or BF16, and its __metadata__: n_heads (required, decimal),
  * name (default: the file name without ".safetensors"), description
- * (default ""), mask ("causal" or "none", default "causal"). Other metadata
- * keys are ignored; any other tensor name is refused.
+ * (default ""), mask ("causal" or "none", default "causal", "none" for a
+ * cross-attention model, where "causal" is refused), n_kv_heads (g,
+ * default h, divides h), rope_theta / rope_dims (either turns RoPE on),
+ * rope_style, rope_scaling, rope_factor, rope_low_freq_factor,
+ * rope_high_freq_factor, rope_original_max_position, alibi ("true": the
+ * standard slopes), window, softcap, scale. Other metadata keys are
+ * ignored; any other tensor name is refused.
+ *
+ * store_model's weights fill every field of attn_weights: n_kv_heads is g
+ * (never 0), d_context the rows of w_kv, or d_model for a self-attention
+ * model (whose context, if a request gives one, w_qkv's K and V columns
+ * project); alibi points to the file's slopes or to the standard ones,
+ * which the model owns.
  *
  * Memory: the file is read whole into a buffer the model owns
  * (STORE_READ_COPY, the default), or mapped (STORE_READ_MAP; see

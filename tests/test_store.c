@@ -518,7 +518,9 @@ START_TEST(test_model_unknown_tensor) {
              header_with("\"n_heads\":\"1\"", ",\"w_qvk\":{\"dtype\":\"F32\",\"shape\":[4],"
                                               "\"data_offsets\":[192,208]}"),
              values(), 208);
-    expect_model_fault(p, "unknown tensor 'w_qvk' (a model holds w_qkv, b_qkv, w_o, b_o)");
+    expect_model_fault(
+        p, "unknown tensor 'w_qvk' (a model holds w_qkv, b_qkv, w_o, b_o; or w_q, b_q, w_kv, "
+           "b_kv; and alibi)");
     write_st(p,
              "{\"__metadata__\":{\"n_heads\":\"1\"},"
              "\"b_o\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
@@ -526,6 +528,310 @@ START_TEST(test_model_unknown_tensor) {
     expect_model_fault(p, "no tensor 'w_qkv' (it is required)");
 }
 END_TEST
+
+/* ---- today's variants: grouped heads, RoPE, ALiBi, windows, cross-attention ---- */
+
+/* One tensor of a model written by write_model: values from values(). */
+typedef struct tspec {
+    const char *name;
+    size_t rank;
+    size_t shape[2];
+} tspec;
+
+/* A model file through the writer: meta is key, value, …, NULL; then the
+ * tensors. Elements beyond values()' 4096 repeat them. */
+static void write_model(const char *path, const char *const *meta, const tspec *ts, size_t nt) {
+    store_metadata md[32];
+    size_t nm = 0;
+    for (; meta && meta[2 * nm]; nm++) {
+        ck_assert_uint_lt(nm, 32);
+        md[nm] = (store_metadata){meta[2 * nm], meta[2 * nm + 1]};
+    }
+    store_write_tensor w[16];
+    float *bufs[16];
+    for (size_t i = 0; i < nt; i++) {
+        size_t count = ts[i].rank == 1 ? ts[i].shape[0] : ts[i].shape[0] * ts[i].shape[1];
+        bufs[i] = malloc(count * sizeof(float) + 4);
+        for (size_t k = 0; k < count; k++)
+            bufs[i][k] = values()[(k + 7 * i) % 4096];
+        w[i] = (store_write_tensor){
+            ts[i].name, STORE_DTYPE_F32, ts[i].rank, ts[i].shape, bufs[i], NULL, NULL};
+    }
+    attn_error err;
+    int rc = store_file_write(path, md, nm, w, nt, NULL, &err);
+    for (size_t i = 0; i < nt; i++)
+        free(bufs[i]);
+    ck_assert_msg(rc == 0, "%s", err.message);
+}
+
+/* d_model 8, 4 heads of 2, 2 K/V heads: w_qkv [8, (4 + 2·2)·2]. */
+static const tspec gqa_tensors[] = {
+    {"w_qkv", 2, {8, 16}}, {"b_qkv", 1, {16}}, {"w_o", 2, {8, 8}}, {"b_o", 1, {8}}};
+
+/* The same heads as cross-attention from a context of width 6. */
+static const tspec cross_tensors[] = {
+    {"w_q", 2, {8, 8}}, {"b_q", 1, {8}}, {"w_kv", 2, {6, 8}}, {"b_kv", 1, {8}}, {"w_o", 2, {8, 8}}};
+
+START_TEST(test_model_variants) {
+    const char *p = tpath("variants.safetensors");
+
+    /* An old file: every new field at its "none". */
+    write_st(p, header_with("\"n_heads\":\"1\"", ""), values(), 192);
+    store_model *m = load_ok(p);
+    const attn_weights *w = &m->weights;
+    ck_assert_uint_eq(w->n_kv_heads, 1);
+    ck_assert_uint_eq(w->d_context, 4);
+    ck_assert_ptr_null(w->w_kv);
+    ck_assert_ptr_null(w->b_kv);
+    ck_assert_uint_eq(w->rope.dims, 0);
+    ck_assert_ptr_null(w->alibi);
+    ck_assert_uint_eq(w->window, 0);
+    ck_assert(w->softcap == 0 && w->scale == 0);
+    store_model_destroy(m);
+
+    /* Every key at once. */
+    const char *all[] = {"n_heads",
+                         "4",
+                         "n_kv_heads",
+                         "2",
+                         "rope_theta",
+                         "500000",
+                         "rope_dims",
+                         "2",
+                         "rope_style",
+                         "interleaved",
+                         "rope_scaling",
+                         "llama3",
+                         "rope_factor",
+                         "8",
+                         "rope_low_freq_factor",
+                         "1",
+                         "rope_high_freq_factor",
+                         "4",
+                         "rope_original_max_position",
+                         "8192",
+                         "alibi",
+                         "true",
+                         "window",
+                         "3",
+                         "softcap",
+                         "50.5",
+                         "scale",
+                         "0.25",
+                         NULL};
+    write_model(p, all, gqa_tensors, 4);
+    m = load_ok(p);
+    w = &m->weights;
+    ck_assert_uint_eq(w->d_model, 8);
+    ck_assert_uint_eq(w->n_heads, 4);
+    ck_assert_uint_eq(w->n_kv_heads, 2);
+    ck_assert_uint_eq(w->d_head, 2);
+    ck_assert_uint_eq(w->d_context, 8);
+    ck_assert_ptr_null(w->w_kv);
+    ck_assert_uint_eq(w->rope.dims, 2);
+    ck_assert(w->rope.theta == 500000);
+    ck_assert_int_eq(w->rope.style, ATTN_ROPE_INTERLEAVED);
+    ck_assert_int_eq(w->rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(w->rope.factor == 8 && w->rope.low_freq_factor == 1 &&
+              w->rope.high_freq_factor == 4 && w->rope.original_max_position == 8192);
+    ck_assert_ptr_nonnull(w->alibi);
+    /* the standard slopes of 4 heads: 2^-2, 2^-4, 2^-6, 2^-8 */
+    for (int i = 0; i < 4; i++)
+        ck_assert(w->alibi[i] == (float)ldexp(1, -2 * (i + 1)));
+    ck_assert_uint_eq(w->window, 3);
+    ck_assert(w->softcap == 50.5f);
+    ck_assert(w->scale == 0.25f);
+    ck_assert_int_eq(m->mask, ATTN_MASK_CAUSAL);
+    store_model_destroy(m);
+
+    /* RoPE from rope_theta alone: every coordinate, half, no scaling;
+     * from rope_dims alone: theta 10000; linear scaling; alibi false;
+     * explicit slopes. */
+    const char *theta_only[] = {"n_heads", "4", "n_kv_heads", "2", "rope_theta", "10000.5", NULL};
+    write_model(p, theta_only, gqa_tensors, 4);
+    m = load_ok(p);
+    ck_assert_uint_eq(m->weights.rope.dims, 2);
+    ck_assert(m->weights.rope.theta == 10000.5);
+    ck_assert_int_eq(m->weights.rope.style, ATTN_ROPE_HALF);
+    ck_assert_int_eq(m->weights.rope.scaling, ATTN_ROPE_SCALING_NONE);
+    store_model_destroy(m);
+    const char *linear[] = {
+        "n_heads", "4",           "rope_dims", "2",     "rope_style", "half", "rope_scaling",
+        "linear",  "rope_factor", "2.5",       "alibi", "false",      NULL};
+    const tspec mha[] = {{"w_qkv", 2, {8, 24}}, {"w_o", 2, {8, 8}}};
+    write_model(p, linear, mha, 2);
+    m = load_ok(p);
+    ck_assert_uint_eq(m->weights.n_kv_heads, 4);
+    ck_assert(m->weights.rope.theta == 10000);
+    ck_assert_int_eq(m->weights.rope.scaling, ATTN_ROPE_SCALING_LINEAR);
+    ck_assert(m->weights.rope.factor == 2.5);
+    ck_assert_ptr_null(m->weights.alibi);
+    store_model_destroy(m);
+    const tspec with_slopes[] = {{"w_qkv", 2, {8, 24}}, {"w_o", 2, {8, 8}}, {"alibi", 1, {4}}};
+    const char *four[] = {"n_heads", "4", NULL};
+    write_model(p, four, with_slopes, 3);
+    m = load_ok(p);
+    ck_assert_ptr_nonnull(m->weights.alibi);
+    for (int i = 0; i < 4; i++)
+        ck_assert(m->weights.alibi[i] == values()[(i + 14) % 4096]);
+    store_model_destroy(m);
+
+    /* Cross-attention: weights.w_qkv is w_q, w_kv [dc, 2gd], mask none. */
+    const char *cross[] = {"n_heads", "4", "n_kv_heads", "2", "softcap", "30", NULL};
+    write_model(p, cross, cross_tensors, 5);
+    m = load_ok(p);
+    w = &m->weights;
+    ck_assert_uint_eq(w->d_model, 8);
+    ck_assert_uint_eq(w->d_head, 2);
+    ck_assert_uint_eq(w->n_kv_heads, 2);
+    ck_assert_uint_eq(w->d_context, 6);
+    ck_assert_int_eq(m->mask, ATTN_MASK_NONE);
+    ck_assert(w->w_qkv[0] == values()[0] && w->w_qkv[63] == values()[63]);
+    ck_assert(w->b_qkv[0] == values()[7]);
+    ck_assert_ptr_nonnull(w->w_kv);
+    ck_assert(w->w_kv[0] == values()[14] && w->w_kv[47] == values()[14 + 47]);
+    ck_assert(w->b_kv[0] == values()[21]);
+    ck_assert(w->softcap == 30);
+    ck_assert_uint_eq(w->rope.dims, 0);
+    store_model_destroy(m);
+    const char *cross_none[] = {"n_heads", "4", "n_kv_heads", "2", "mask", "none", NULL};
+    const tspec cross_bare[] = {{"w_q", 2, {8, 8}}, {"w_kv", 2, {6, 8}}, {"w_o", 2, {8, 8}}};
+    write_model(p, cross_none, cross_bare, 3);
+    m = load_ok(p);
+    ck_assert_ptr_null(m->weights.b_qkv);
+    ck_assert_ptr_null(m->weights.b_kv);
+    store_model_destroy(m);
+}
+END_TEST
+
+/* The file written with `meta` (and the given tensors) is refused with fault. */
+static void expect_meta_fault(const char *const *meta, const tspec *ts, size_t nt,
+                              const char *fault) {
+    const char *p = tpath("bad-variant.safetensors");
+    write_model(p, meta, ts, nt);
+    expect_model_fault(p, fault);
+}
+
+#define GQA(...)   ((const char *const[]){"n_heads", "4", "n_kv_heads", "2", __VA_ARGS__, NULL})
+#define CROSS(...) ((const char *const[]){"n_heads", "4", "n_kv_heads", "2", __VA_ARGS__, NULL})
+
+START_TEST(test_model_variant_faults) {
+    const tspec *g = gqa_tensors, *c = cross_tensors;
+    /* n_kv_heads */
+    expect_meta_fault((const char *const[]){"n_heads", "4", "n_kv_heads", "3", NULL}, g, 4,
+                      "metadata 'n_kv_heads' is 3, which does not divide n_heads (4)");
+    static const char *const bad_counts[] = {"0", "-1", "2.0", "two", "", " 2", "99999999999"};
+    for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++) {
+        expect_meta_fault((const char *const[]){"n_heads", "4", "n_kv_heads", bad_counts[i], NULL},
+                          g, 4, "metadata 'n_kv_heads' is");
+        expect_meta_fault(GQA("window", bad_counts[i]), g, 4, "metadata 'window' is");
+        expect_meta_fault(GQA("rope_dims", bad_counts[i]), g, 4, "metadata 'rope_dims' is");
+    }
+    /* w_qkv's columns against h + 2g, and b_qkv */
+    expect_meta_fault(
+        (const char *const[]){"n_heads", "4", "n_kv_heads", "1", NULL}, g, 4,
+        "tensor 'w_qkv' has 16 columns, not a multiple of n_heads + 2·n_kv_heads = 6");
+    const tspec bad_b[] = {{"w_qkv", 2, {8, 16}}, {"b_qkv", 1, {24}}, {"w_o", 2, {8, 8}}};
+    expect_meta_fault(GQA("mask", "causal"), bad_b, 3,
+                      "tensor 'b_qkv' has shape [24], expected [(n_heads + 2·n_kv_heads)·d_head] "
+                      "= [16]");
+
+    /* numbers */
+    static const char *const bad_numbers[] = {"0", "-1", "abc", "1e999", "nan", "inf",
+                                              "",  " 1", "1 ",  "0x10",  "1,5", "-0"};
+    for (size_t i = 0; i < sizeof bad_numbers / sizeof *bad_numbers; i++) {
+        expect_meta_fault(GQA("softcap", bad_numbers[i]), g, 4, "metadata 'softcap' is");
+        expect_meta_fault(GQA("scale", bad_numbers[i]), g, 4, "metadata 'scale' is");
+        expect_meta_fault(GQA("rope_theta", bad_numbers[i]), g, 4, "metadata 'rope_theta' is");
+        expect_meta_fault(
+            GQA("rope_theta", "10", "rope_scaling", "linear", "rope_factor", bad_numbers[i]), g, 4,
+            "metadata 'rope_factor' is");
+    }
+    expect_meta_fault(GQA("softcap", "1e39"), g, 4, "not a finite number > 0 (as float32)");
+    expect_meta_fault(GQA("scale", "1e-50"), g, 4, "not a finite number > 0 (as float32)");
+
+    /* RoPE */
+    expect_meta_fault(GQA("rope_dims", "3"), g, 4,
+                      "RoPE dims 3 (metadata 'rope_dims'): it must be even and at most d_head (2)");
+    expect_meta_fault(GQA("rope_dims", "4"), g, 4, "at most d_head (2)");
+    const tspec odd[] = {{"w_qkv", 2, {3, 9}}}; /* one head of 3 */
+    expect_meta_fault((const char *const[]){"n_heads", "1", "rope_theta", "10000", NULL}, odd, 1,
+                      "RoPE dims 3 (d_head, the default)");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_style", "Half"), g, 4,
+                      "metadata 'rope_style' is 'Half', expected 'half' or 'interleaved'");
+    expect_meta_fault(GQA("rope_style", "half"), g, 4,
+                      "metadata 'rope_style' without RoPE (RoPE is on when 'rope_theta'");
+    expect_meta_fault(GQA("rope_scaling", "linear", "rope_factor", "2"), g, 4,
+                      "metadata 'rope_scaling' without RoPE");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "yarn"), g, 4,
+                      "metadata 'rope_scaling' is 'yarn', expected 'linear' or 'llama3'");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "linear"), g, 4,
+                      "metadata 'rope_scaling' 'linear' needs 'rope_factor'");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_factor", "2"), g, 4,
+                      "metadata 'rope_factor' without a 'rope_scaling' that uses it");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "linear", "rope_factor", "2",
+                          "rope_low_freq_factor", "1"),
+                      g, 4, "metadata 'rope_low_freq_factor' without a 'rope_scaling'");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "llama3", "rope_factor", "8",
+                          "rope_low_freq_factor", "1", "rope_high_freq_factor", "4"),
+                      g, 4, "'llama3' needs 'rope_original_max_position'");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "llama3", "rope_factor", "8",
+                          "rope_low_freq_factor", "4", "rope_high_freq_factor", "4",
+                          "rope_original_max_position", "8192"),
+                      g, 4, "'rope_high_freq_factor' (4) must exceed 'rope_low_freq_factor' (4)");
+
+    /* ALiBi */
+    expect_meta_fault(GQA("alibi", "yes"), g, 4,
+                      "metadata 'alibi' is 'yes', expected 'true' or 'false'");
+    const tspec slopes[] = {{"w_qkv", 2, {8, 16}}, {"w_o", 2, {8, 8}}, {"alibi", 1, {4}}};
+    expect_meta_fault(GQA("alibi", "true"), slopes, 3, "one or the other");
+    const tspec slopes3[] = {{"w_qkv", 2, {8, 16}}, {"w_o", 2, {8, 8}}, {"alibi", 1, {3}}};
+    expect_meta_fault(GQA("mask", "causal"), slopes3, 3,
+                      "tensor 'alibi' has shape [3], expected [n_heads] = [4]");
+    {
+        const char *p = tpath("nan-slope.safetensors");
+        float data[8 * 16 + 4];
+        memcpy(data, values(), sizeof data);
+        data[8 * 16 + 2] = NAN;
+        write_st(p,
+                 "{\"__metadata__\":{\"n_heads\":\"4\",\"n_kv_heads\":\"2\"},"
+                 "\"w_qkv\":{\"dtype\":\"F32\",\"shape\":[8,16],\"data_offsets\":[0,512]},"
+                 "\"alibi\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[512,528]}}",
+                 data, sizeof data);
+        expect_model_fault(p, "tensor 'alibi' holds a non-finite value (NaN) at element 2");
+    }
+
+    /* cross-attention */
+    expect_meta_fault(CROSS("rope_theta", "10000"), c, 5,
+                      "'rope_theta' in a cross-attention model (w_q, w_kv)");
+    expect_meta_fault(CROSS("rope_dims", "2"), c, 5, "'rope_dims' in a cross-attention model");
+    expect_meta_fault(CROSS("alibi", "true"), c, 5, "'alibi' in a cross-attention model");
+    expect_meta_fault(CROSS("window", "4"), c, 5, "'window' in a cross-attention model");
+    expect_meta_fault(CROSS("rope_style", "half"), c, 5, "metadata 'rope_style' without RoPE");
+    expect_meta_fault(CROSS("mask", "causal"), c, 5,
+                      "metadata 'mask' is 'causal' in a cross-attention model");
+    const tspec both[] = {{"w_qkv", 2, {8, 16}}, {"w_q", 2, {8, 8}}, {"w_kv", 2, {6, 8}}};
+    expect_meta_fault(CROSS("mask", "none"), both, 3, "holds both 'w_qkv' and 'w_q'");
+    const tspec q_only[] = {{"w_q", 2, {8, 8}}, {"w_o", 2, {8, 8}}};
+    expect_meta_fault(CROSS("mask", "none"), q_only, 2, "no tensor 'w_kv'");
+    const tspec kv_only[] = {{"w_kv", 2, {6, 8}}, {"w_o", 2, {8, 8}}};
+    expect_meta_fault(CROSS("mask", "none"), kv_only, 2, "no tensor 'w_q'");
+    const tspec kv_wide[] = {{"w_q", 2, {8, 8}}, {"w_kv", 2, {6, 16}}};
+    expect_meta_fault(CROSS("mask", "none"), kv_wide, 2,
+                      "tensor 'w_kv' has shape [6, 16], expected [d_context, 2·n_kv_heads·d_head] "
+                      "= [d_context, 8]");
+    const tspec q_odd[] = {{"w_q", 2, {8, 6}}, {"w_kv", 2, {6, 8}}};
+    expect_meta_fault(CROSS("mask", "none"), q_odd, 2, "tensor 'w_q' has shape [8, 6]");
+    const tspec bkv[] = {{"w_q", 2, {8, 8}}, {"w_kv", 2, {6, 8}}, {"b_kv", 1, {6}}};
+    expect_meta_fault(CROSS("mask", "none"), bkv, 3,
+                      "tensor 'b_kv' has shape [6], expected [2·n_kv_heads·d_head] = [8]");
+    const tspec bq[] = {{"w_q", 2, {8, 8}}, {"w_kv", 2, {6, 8}}, {"b_q", 1, {16}}};
+    expect_meta_fault(CROSS("mask", "none"), bq, 3,
+                      "tensor 'b_q' has shape [16], expected [n_heads·d_head] = [8]");
+}
+END_TEST
+#undef GQA
+#undef CROSS
 
 /* ---- dtypes ----------------------------------------------------------------- */
 
@@ -786,7 +1092,13 @@ START_TEST(test_copy_survives_truncate) {
         heads[i] = i;
     attn_workspace *ws = attn_workspace_create();
     attn_output o1 = {.embeddings = before}, o2 = {.embeddings = after};
-    attn_input in = {&g->weights, e, N, {ATTN_MASK_CAUSAL, NULL}, 0.125f, heads, 12};
+    attn_input in = {.weights = &g->weights,
+                     .embeddings = e,
+                     .n_tokens = N,
+                     .mask = {ATTN_MASK_CAUSAL, NULL},
+                     .scale = 0.125f,
+                     .heads = heads,
+                     .n_heads_out = 12};
     ck_assert_int_eq(attn_compute(&o1, ws, &in, NULL), 0);
 
     ck_assert_int_eq(truncate(path, 4096), 0); /* the header survives, the data does not */
@@ -1295,6 +1607,7 @@ static uint64_t file_hash(const char *path) {
 /* The hashes of the built-in files: the same on every machine. */
 #define DEMO_4D_HASH UINT64_C(0x28ae2ce00052077e)
 #define GPT2_HASH    UINT64_C(0x7e24817490589c75)
+#define LLAMA_HASH   UINT64_C(0xeb3609a80c47a6c8)
 
 static void write_builtins(const char *dir) {
     attn_error err;
@@ -1313,7 +1626,7 @@ START_TEST(test_builtin_models) {
     store_set *s;
     attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
-    ck_assert_uint_eq(store_set_count(s), 2);
+    ck_assert_uint_eq(store_set_count(s), 3);
 
     const store_model *demo = store_set_at(s, 0);
     ck_assert_str_eq(demo->name, "demo-4d");
@@ -1339,7 +1652,13 @@ START_TEST(test_builtin_models) {
     float patterns[9], emb[12];
     attn_output out = {.patterns = patterns, .embeddings = emb};
     size_t head = 0;
-    attn_input in = {w, &demo_e[0][0], 3, {ATTN_MASK_NONE, NULL}, 0.5f, &head, 1};
+    attn_input in = {.weights = w,
+                     .embeddings = &demo_e[0][0],
+                     .n_tokens = 3,
+                     .mask = {ATTN_MASK_NONE, NULL},
+                     .scale = 0.5f,
+                     .heads = &head,
+                     .n_heads_out = 1};
     ck_assert_int_eq(attn_compute(&out, ws, &in, NULL), 0);
     double p[3][3], e2[3][4];
     demo_reference(p, e2);
@@ -1381,7 +1700,13 @@ START_TEST(test_builtin_models) {
     for (size_t i = 0; i < H; i++)
         heads[i] = i;
     attn_output out2 = {.patterns = pat};
-    attn_input in2 = {&g->weights, e, N, {ATTN_MASK_CAUSAL, NULL}, 0.125f, heads, H};
+    attn_input in2 = {.weights = &g->weights,
+                      .embeddings = e,
+                      .n_tokens = N,
+                      .mask = {ATTN_MASK_CAUSAL, NULL},
+                      .scale = 0.125f,
+                      .heads = heads,
+                      .n_heads_out = H};
     ck_assert_int_eq(attn_compute(&out2, ws, &in2, NULL), 0);
     double spread = 0;
     for (size_t h = 0; h < H; h++) {
@@ -1398,6 +1723,27 @@ START_TEST(test_builtin_models) {
     ck_assert_msg(spread / H > 0.02, "patterns nearly uniform: mean spread %g", spread / H);
     free(e);
     free(pat);
+
+    /* llama-small-shape: grouped heads and RoPE in its metadata. */
+    const store_model *l = store_set_at(s, 2);
+    ck_assert_str_eq(l->name, "llama-small-shape");
+    ck_assert_int_eq(l->mask, ATTN_MASK_CAUSAL);
+    ck_assert_uint_eq(l->weights.d_model, 2048);
+    ck_assert_uint_eq(l->weights.n_heads, 32);
+    ck_assert_uint_eq(l->weights.n_kv_heads, 8);
+    ck_assert_uint_eq(l->weights.d_head, 64);
+    ck_assert_uint_eq(l->weights.rope.dims, 64);
+    ck_assert(l->weights.rope.theta == 500000);
+    ck_assert_int_eq(l->weights.rope.style, ATTN_ROPE_HALF);
+    ck_assert_int_eq(l->weights.rope.scaling, ATTN_ROPE_SCALING_NONE);
+    ck_assert_ptr_null(l->weights.b_qkv);
+    ck_assert_ptr_nonnull(l->weights.w_o);
+    ck_assert_ptr_null(l->weights.b_o);
+    ck_assert_ptr_null(l->weights.alibi);
+    /* w_qkv 2048 × (2048 + 2·512), w_o 2048 × 2048, in place */
+    ck_assert_uint_eq(store_builtin_data_bytes(store_builtin_find("llama-small-shape")),
+                      (size_t)4 * (2048 * 3072 + 2048 * 2048));
+    ck_assert_uint_eq(l->bytes_mapped, 0);
     attn_workspace_destroy(ws);
     store_set_release(s);
 }
@@ -1422,6 +1768,9 @@ START_TEST(test_builtin_deterministic) {
                   (unsigned long long)file_hash(a));
     ck_assert_msg(file_hash(b) == GPT2_HASH, "gpt2-small-shape hash 0x%016llx",
                   (unsigned long long)file_hash(b));
+    snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", d1);
+    ck_assert_msg(file_hash(b) == LLAMA_HASH, "llama-small-shape hash 0x%016llx",
+                  (unsigned long long)file_hash(b));
 
     /* gpt3-shape's size, without writing it. */
     const store_builtin *g3 = store_builtin_find("gpt3-shape");
@@ -1429,6 +1778,16 @@ START_TEST(test_builtin_deterministic) {
     ck_assert(g3->on_demand);
     ck_assert_uint_eq(store_builtin_data_bytes(g3), (size_t)2415919104u);
     ck_assert_ptr_null(store_builtin_find("gpt4"));
+
+    /* llama3-8b-shape's size and RoPE scaling, without writing it. */
+    const store_builtin *l3 = store_builtin_find("llama3-8b-shape");
+    ck_assert_ptr_nonnull(l3);
+    ck_assert(l3->on_demand);
+    ck_assert_uint_eq(store_builtin_data_bytes(l3), (size_t)4 * (4096 * 6144 + 4096 * 4096));
+    ck_assert_uint_eq(l3->n_kv_heads, 8);
+    ck_assert_int_eq(l3->rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(l3->rope.factor == 8 && l3->rope.low_freq_factor == 1 &&
+              l3->rope.high_freq_factor == 4 && l3->rope.original_max_position == 8192);
 }
 END_TEST
 
@@ -1460,8 +1819,30 @@ START_TEST(test_make_models_binary) {
     snprintf(a, sizeof a, "%s/gpt2-small-shape.safetensors", dir);
     snprintf(b, sizeof b, "%s/gpt2-small-shape.safetensors", ref);
     ck_assert_uint_eq(file_hash(a), file_hash(b));
+    snprintf(a, sizeof a, "%s/llama-small-shape.safetensors", dir);
+    snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", ref);
+    ck_assert_uint_eq(file_hash(a), file_hash(b));
     snprintf(a, sizeof a, "%s/gpt3-shape.safetensors", dir);
     ck_assert_int_ne(access(a, F_OK), 0); /* only with --gpt3 */
+    snprintf(a, sizeof a, "%s/llama3-8b-shape.safetensors", dir);
+    ck_assert_int_ne(access(a, F_OK), 0); /* only with --llama3 */
+
+    /* --llama3 writes it, with its scaling in the metadata, and not gpt3-shape */
+    snprintf(cmd, sizeof cmd, "%s --llama3 %s >/dev/null", bin, dir);
+    ck_assert_int_eq(run(cmd), 0);
+    snprintf(a, sizeof a, "%s/llama3-8b-shape.safetensors", dir);
+    store_model *l3 = load_ok(a);
+    ck_assert_uint_eq(l3->weights.d_model, 4096);
+    ck_assert_uint_eq(l3->weights.n_kv_heads, 8);
+    ck_assert_uint_eq(l3->weights.d_head, 128);
+    ck_assert_uint_eq(l3->weights.rope.dims, 128);
+    ck_assert(l3->weights.rope.theta == 500000);
+    ck_assert_int_eq(l3->weights.rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(l3->weights.rope.factor == 8 && l3->weights.rope.original_max_position == 8192);
+    store_model_destroy(l3);
+    unlink(a);
+    snprintf(a, sizeof a, "%s/gpt3-shape.safetensors", dir);
+    ck_assert_int_ne(access(a, F_OK), 0);
 
     snprintf(cmd, sizeof cmd, "%s --help >/dev/null", bin);
     ck_assert_int_eq(run(cmd), 0);
@@ -1499,6 +1880,8 @@ static Suite *store_suite(void) {
     tcase_add_test(tc, test_model_metadata);
     tcase_add_test(tc, test_model_bad_name);
     tcase_add_test(tc, test_model_unknown_tensor);
+    tcase_add_test(tc, test_model_variants);
+    tcase_add_test(tc, test_model_variant_faults);
     tcase_add_test(tc, test_f16_all_values);
     tcase_add_test(tc, test_f16_model);
     tcase_add_test(tc, test_bf16_model);

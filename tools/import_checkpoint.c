@@ -1,9 +1,10 @@
 /*
  * import_checkpoint.c — extracts one layer's attention from a Hugging Face
- * checkpoint (.safetensors, GPT-2 or BERT) into one of our model files,
- * then loads it back with the server's loader to prove it valid.
+ * checkpoint (a directory with config.json, or one .safetensors file) into
+ * one of our model files, then loads it back with the server's loader to
+ * prove it valid.
  *
- *   import_checkpoint [--arch gpt2|bert] [--layer L] --heads H
+ *   import_checkpoint [--arch A] [--layer L] [--heads H] [--kv-heads G] …
  *                     [--name NAME] [--description TEXT] INPUT OUTPUT
  *
  * The work is store_import_checkpoint (store/import.h, which documents the
@@ -12,6 +13,7 @@
  * Exit codes: 0 done, 1 the checkpoint could not be read or imported or
  * the model not written, 2 usage.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,33 +23,97 @@
 #include "store/model.h"
 
 static void usage(FILE *to) {
-    fprintf(to, "usage: import_checkpoint [--arch gpt2|bert] [--layer L] --heads H\n"
-                "                         [--name NAME] [--description TEXT] INPUT OUTPUT\n"
-                "\n"
-                "Extracts the attention of one layer of a Hugging Face checkpoint INPUT (one\n"
-                ".safetensors file, F32, F16 or BF16) into the model file OUTPUT (F32), ready\n"
-                "for a models directory (models/README.md):\n"
-                "  gpt2  [transformer.]h.L.attn.c_attn.{weight,bias}, c_proj.{weight,bias}\n"
-                "        (Conv1D, taken as they are); mask causal\n"
-                "  bert  [bert.]encoder.layer.L.attention.self.{query,key,value}.{weight,bias},\n"
-                "        attention.output.dense.{weight,bias} (nn.Linear, transposed); mask none\n"
-                "Other tensors of the checkpoint are ignored.\n"
-                "\n"
-                "  --arch A          gpt2 or bert (default: detected from the tensor names)\n"
-                "  --layer L         the layer, from 0 (default 0)\n"
-                "  --heads H         the number of heads (required: the file does not say it;\n"
-                "                    GPT-2 small 12, BERT-base 12)\n"
-                "  --name NAME       the model name, [A-Za-z0-9._-]{1,64} (default: OUTPUT's\n"
-                "                    file name without .safetensors)\n"
-                "  --description T   shown by GET /v1/models (default: \"GPT-2 layer L attention,\n"
-                "                    from INPUT\")\n"
-                "  --help            print this and exit\n"
-                "\n"
-                "OUTPUT is replaced atomically, then loaded back with the server's loader.\n"
-                "Name it NAME.safetensors: the server loads only *.safetensors files.\n"
-                "\n"
-                "Exit status: 0 done, 1 the checkpoint could not be imported or the model\n"
-                "written, 2 usage.\n");
+    fprintf(to,
+            "usage: import_checkpoint [--arch A] [--layer L] [--heads H] [options]\n"
+            "                         [--name NAME] [--description TEXT] INPUT OUTPUT\n"
+            "\n"
+            "Extracts the attention of one layer of a Hugging Face checkpoint INPUT into the\n"
+            "model file OUTPUT (F32), ready for a models directory (models/README.md).\n"
+            "INPUT is a checkpoint directory (config.json, and model.safetensors or the\n"
+            "shards of model.safetensors.index.json): its config gives the architecture,\n"
+            "the heads, RoPE, windows and scales; or one .safetensors file (F32, F16 or\n"
+            "BF16), whose configuration the options give. Architectures (--arch):\n"
+            "  gpt2      [transformer.]h.L.attn.c_attn, c_proj (Conv1D, as they are); causal\n"
+            "  bert      [bert.]encoder.layer.L.attention.self.{query,key,value},\n"
+            "            attention.output.dense (nn.Linear, transposed); mask none\n"
+            "  llama     [model.]layers.L.self_attn.{q,k,v,o}_proj (Llama 2/3/3.1, Mistral,\n"
+            "            Qwen2): grouped K/V heads, RoPE (half), sliding window; causal\n"
+            "  gemma2    as llama, plus softcap, query_pre_attn_scalar, windows on even layers\n"
+            "  gpt_neox  [gpt_neox.]layers.L.attention.query_key_value (fused per head),\n"
+            "            attention.dense; partial RoPE (rotary_pct); causal\n"
+            "  bloom     [transformer.]h.L.self_attention.query_key_value (fused per head),\n"
+            "            self_attention.dense; ALiBi; causal\n"
+            "  whisper   [model.]decoder.layers.L.encoder_attn.{q,k,v,out}_proj:\n"
+            "            cross-attention (w_q, w_kv); mask none\n"
+            "Other tensors of the checkpoint are ignored.\n"
+            "\n"
+            "  --arch A          one of the above (default: config.json's model_type, else\n"
+            "                    the tensor names; gemma2 needs one of the two)\n"
+            "  --layer L         the layer, from 0 (default 0)\n"
+            "  --heads H         the number of (query) heads (default: config.json's; one\n"
+            "                    .safetensors file needs it: GPT-2 small 12, BERT-base 12)\n"
+            "  --kv-heads G      K/V heads (default: config.json's num_key_value_heads, else H)\n"
+            "  --head-dim D      d_head (default: config.json's head_dim, else d_model / H)\n"
+            "  --rope-theta T    RoPE's theta (default: config.json's, else 10000)\n"
+            "  --rope-dims N     coordinates rotated (default: d_head × partial_rotary_factor\n"
+            "                    or rotary_pct)\n"
+            "  --rope-scaling S  linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_MAX_POSITION\n"
+            "                    (default: config.json's rope_scaling)\n"
+            "  --window W        sliding window of this layer (default: config.json's)\n"
+            "  --softcap C       logit soft-capping (default: attn_logit_softcapping)\n"
+            "  --scale S         the default scale (default: gemma2's\n"
+            "                    query_pre_attn_scalar^-0.5, else 1/sqrt(d_head))\n"
+            "  --name NAME       the model name, [A-Za-z0-9._-]{1,64} (default: OUTPUT's\n"
+            "                    file name without .safetensors)\n"
+            "  --description T   shown by GET /v1/models (default: \"GPT-2 layer L attention,\n"
+            "                    from INPUT\")\n"
+            "  --help            print this and exit\n"
+            "\n"
+            "For example:\n"
+            "  import_checkpoint --layer 0 Meta-Llama-3.1-8B llama31-l0.safetensors\n"
+            "  import_checkpoint --layer 1 gemma-2-9b gemma2-l1.safetensors\n"
+            "  import_checkpoint --layer 3 pythia-160m pythia-l3.safetensors\n"
+            "  import_checkpoint --layer 0 bloom-560m bloom-l0.safetensors\n"
+            "  import_checkpoint --layer 0 whisper-small whisper-cross0.safetensors\n"
+            "  import_checkpoint --arch gpt2 --heads 12 gpt2/model.safetensors g0.safetensors\n"
+            "\n"
+            "OUTPUT is replaced atomically, then loaded back with the server's loader.\n"
+            "Name it NAME.safetensors: the server loads only *.safetensors files.\n"
+            "\n"
+            "Exit status: 0 done, 1 the checkpoint could not be imported or the model\n"
+            "written, 2 usage.\n");
+}
+
+/* A number > 0 and finite, the whole text; 0 or -1. */
+static int number_parse(const char *s, double *out) {
+    char *end;
+    if (!*s || *s == ' ') return -1;
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v) || !(v > 0)) return -1;
+    *out = v;
+    return 0;
+}
+
+/* "linear:F" or "llama3:F:LOW:HIGH:ORIG" into opt; 0 or -1. */
+static int scaling_parse(const char *s, store_import_options *opt) {
+    char buf[256];
+    if (strlen(s) >= sizeof buf) return -1;
+    snprintf(buf, sizeof buf, "%s", s);
+    char *parts[6];
+    size_t n = 0;
+    for (char *tok = strtok(buf, ":"); tok && n < 6; tok = strtok(NULL, ":"))
+        parts[n++] = tok;
+    double *dst[4] = {&opt->rope_factor, &opt->rope_low_freq_factor, &opt->rope_high_freq_factor,
+                      &opt->rope_original_max_position};
+    if (n == 2 && strcmp(parts[0], "linear") == 0)
+        opt->rope_scaling = ATTN_ROPE_SCALING_LINEAR;
+    else if (n == 5 && strcmp(parts[0], "llama3") == 0)
+        opt->rope_scaling = ATTN_ROPE_SCALING_LLAMA3;
+    else
+        return -1;
+    for (size_t i = 1; i < n; i++)
+        if (number_parse(parts[i], dst[i - 1]) != 0) return -1;
+    return 0;
 }
 
 /* A decimal size_t, digits only, at most `max`; 0 or -1. */
@@ -81,7 +147,7 @@ static const char *option_value(int argc, char **argv, int *i, const char *opt, 
 int main(int argc, char **argv) {
     store_import_options opt = {.arch = STORE_IMPORT_AUTO};
     const char *paths[2] = {NULL, NULL};
-    int n_paths = 0, have_heads = 0, only_paths = 0;
+    int n_paths = 0, only_paths = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -100,7 +166,10 @@ int main(int argc, char **argv) {
             return 0;
         } else if ((v = option_value(argc, argv, &i, "--arch", &missing))) {
             if (store_import_arch_parse(v, &opt.arch) != 0) {
-                fprintf(stderr, "import_checkpoint: unknown arch '%s' (gpt2 or bert)\n", v);
+                fprintf(stderr,
+                        "import_checkpoint: unknown arch '%s' (gpt2, bert, llama, gemma2, "
+                        "gpt_neox, bloom or whisper)\n",
+                        v);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--layer", &missing))) {
@@ -114,7 +183,51 @@ int main(int argc, char **argv) {
                         STORE_HEADS_MAX);
                 return 2;
             }
-            have_heads = 1;
+        } else if ((v = option_value(argc, argv, &i, "--kv-heads", &missing))) {
+            if (size_parse(v, STORE_HEADS_MAX, &opt.n_kv_heads) != 0 || opt.n_kv_heads == 0) {
+                fprintf(stderr, "import_checkpoint: --kv-heads '%s' is not a number in 1 … %d\n", v,
+                        STORE_HEADS_MAX);
+                return 2;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--head-dim", &missing))) {
+            if (size_parse(v, 1u << 20, &opt.d_head) != 0 || opt.d_head == 0) {
+                fprintf(stderr, "import_checkpoint: --head-dim '%s' is not a positive number\n", v);
+                return 2;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--rope-dims", &missing))) {
+            if (size_parse(v, 1u << 20, &opt.rope_dims) != 0 || opt.rope_dims == 0) {
+                fprintf(stderr, "import_checkpoint: --rope-dims '%s' is not a positive number\n",
+                        v);
+                return 2;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--window", &missing))) {
+            if (size_parse(v, (size_t)1 << 31, &opt.window) != 0 || opt.window == 0) {
+                fprintf(stderr, "import_checkpoint: --window '%s' is not a number ≥ 1\n", v);
+                return 2;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--rope-theta", &missing))) {
+            if (number_parse(v, &opt.rope_theta) != 0) {
+                fprintf(stderr, "import_checkpoint: --rope-theta '%s' is not a number > 0\n", v);
+                return 2;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--softcap", &missing))) {
+            if (number_parse(v, &opt.softcap) != 0) {
+                fprintf(stderr, "import_checkpoint: --softcap '%s' is not a number > 0\n", v);
+                return 2;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--scale", &missing))) {
+            if (number_parse(v, &opt.scale) != 0) {
+                fprintf(stderr, "import_checkpoint: --scale '%s' is not a number > 0\n", v);
+                return 2;
+            }
+        } else if ((v = option_value(argc, argv, &i, "--rope-scaling", &missing))) {
+            if (scaling_parse(v, &opt) != 0) {
+                fprintf(stderr,
+                        "import_checkpoint: --rope-scaling '%s' is not linear:FACTOR nor "
+                        "llama3:FACTOR:LOW:HIGH:ORIGINAL (numbers > 0)\n",
+                        v);
+                return 2;
+            }
         } else if ((v = option_value(argc, argv, &i, "--name", &missing))) {
             if (!store_model_name_valid(v, strlen(v))) {
                 fprintf(stderr,
@@ -129,11 +242,6 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "import_checkpoint: unknown option '%s' (see --help)\n", argv[i]);
             return 2;
         }
-    }
-    if (!have_heads) {
-        fprintf(stderr, "import_checkpoint: --heads is required: a checkpoint file does not "
-                        "say it (GPT-2 small 12, BERT-base 12; see --help)\n");
-        return 2;
     }
     if (n_paths != 2) {
         fprintf(stderr, "import_checkpoint: %s is missing (see --help)\n",
@@ -154,11 +262,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "import_checkpoint: written but not loadable, removed: %s\n", err.message);
         return 1;
     }
-    printf("%s: model '%s' from %s layer %zu (of %zu): d_model %zu, %zu heads of %zu, mask %s; "
-           "%zu bytes\n",
-           paths[1], m->name, res.arch == STORE_IMPORT_GPT2 ? "GPT-2" : "BERT", opt.layer,
-           res.n_layers, m->weights.d_model, m->weights.n_heads, m->weights.d_head,
-           m->mask == ATTN_MASK_NONE ? "none" : "causal", res.file_bytes);
+    printf("%s: model '%s' from %s layer %zu (of %zu): d_model %zu, %zu heads of %zu, mask %s",
+           paths[1], m->name, store_import_arch_label(res.arch), opt.layer, res.n_layers,
+           m->weights.d_model, m->weights.n_heads, m->weights.d_head,
+           m->mask == ATTN_MASK_NONE ? "none" : "causal");
+    if (m->weights.n_kv_heads != m->weights.n_heads)
+        printf(", %zu K/V heads", m->weights.n_kv_heads);
+    if (m->weights.rope.dims)
+        printf(", RoPE on %zu dims (theta %g)", m->weights.rope.dims, m->weights.rope.theta);
+    if (m->weights.alibi) printf(", ALiBi");
+    if (m->weights.window) printf(", window %zu", m->weights.window);
+    if (m->weights.softcap > 0) printf(", softcap %g", (double)m->weights.softcap);
+    if (m->weights.scale > 0) printf(", scale %g", (double)m->weights.scale);
+    if (m->weights.w_kv) printf(", cross-attention from d_context %zu", m->weights.d_context);
+    printf("; %zu bytes\n", res.file_bytes);
     store_model_destroy(m);
     size_t len = strlen(paths[1]), slen = strlen(".safetensors");
     if (len < slen || strcmp(paths[1] + len - slen, ".safetensors") != 0)

@@ -3,7 +3,7 @@
  * directory, then loads each file back with the server's loader to prove
  * it valid and to report the memory it takes.
  *
- *   make_models [--gpt3] OUTDIR
+ *   make_models [--gpt3] [--llama3] OUTDIR
  *
  * Same bytes on every machine (a fixed seed, our own PRNG, no time, no
  * locale). Files are replaced atomically (written beside, then renamed), so
@@ -22,19 +22,26 @@
 static void usage(FILE *to) {
     fprintf(
         to,
-        "usage: make_models [--gpt3] OUTDIR\n"
+        "usage: make_models [--gpt3] [--llama3] OUTDIR\n"
         "\n"
         "Writes the built-in attention models into OUTDIR (created if missing):\n"
         "  demo-4d.safetensors           the worked example: d_model 4, 1 head of 4, mask none\n"
         "  gpt2-small-shape.safetensors  d_model 768, 12 heads of 64, causal (~9.5 MB)\n"
-        "and with --gpt3 also\n"
+        "  llama-small-shape.safetensors d_model 2048, 32 heads of 64 sharing 8 K/V heads,\n"
+        "                                RoPE theta 500000, causal (~42 MB)\n"
+        "with --gpt3 also\n"
         "  gpt3-shape.safetensors        d_model 12288, 96 heads of 128, causal (~2.4 GB)\n"
+        "and with --llama3 also\n"
+        "  llama3-8b-shape.safetensors   d_model 4096, 32 heads of 128 sharing 8 K/V heads,\n"
+        "                                RoPE theta 500000 with llama3 scaling (factor 8,\n"
+        "                                low 1, high 4, original 8192), causal (~168 MB)\n"
         "\n"
         "Weights come from a fixed seed (0x%016llx): the files are the same on every\n"
         "machine. Each file is read back with the server's loader. The format is\n"
         "described in models/README.md.\n"
         "\n"
         "  --gpt3   also write gpt3-shape (needs ~2.4 GB of disk)\n"
+        "  --llama3 also write llama3-8b-shape (needs ~168 MB of disk)\n"
         "  --help   print this and exit\n"
         "\n"
         "Exit status: 0 done, 1 a model could not be written or read back, 2 usage.\n",
@@ -59,17 +66,17 @@ static int write_one(const store_builtin *b, const char *dir) {
         fprintf(stderr, "make_models: written but not loadable: %s\n", err.message);
         return -1;
     }
-    printf("%s: %zu bytes (tensor data %zu); d_model %zu, n_heads %zu, d_head %zu, mask %s; "
-           "loaded: %zu bytes mapped, %zu bytes on the heap\n",
+    printf("%s: %zu bytes (tensor data %zu); d_model %zu, n_heads %zu, n_kv_heads %zu, d_head %zu, "
+           "mask %s; loaded: %zu bytes mapped, %zu bytes on the heap\n",
            path, file_bytes, store_builtin_data_bytes(b), m->weights.d_model, m->weights.n_heads,
-           m->weights.d_head, m->mask == ATTN_MASK_NONE ? "none" : "causal", m->bytes_mapped,
-           m->bytes_owned);
+           m->weights.n_kv_heads, m->weights.d_head, m->mask == ATTN_MASK_NONE ? "none" : "causal",
+           m->bytes_mapped, m->bytes_owned);
     store_model_destroy(m);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    int gpt3 = 0;
+    int gpt3 = 0, llama3 = 0;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -77,6 +84,8 @@ int main(int argc, char **argv) {
             return 0;
         } else if (strcmp(argv[i], "--gpt3") == 0) {
             gpt3 = 1;
+        } else if (strcmp(argv[i], "--llama3") == 0) {
+            llama3 = 1;
         } else if (argv[i][0] == '-' || dir) {
             fprintf(stderr, "make_models: unexpected argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -95,7 +104,9 @@ int main(int argc, char **argv) {
 
     for (size_t i = 0; i < store_builtin_count(); i++) {
         const store_builtin *b = store_builtin_at(i);
-        if (b->on_demand && !gpt3) continue;
+        if (b->on_demand && !(gpt3 && strcmp(b->name, "gpt3-shape") == 0) &&
+            !(llama3 && strcmp(b->name, "llama3-8b-shape") == 0))
+            continue;
         if (write_one(b, dir) != 0) return 1;
     }
     return 0;
