@@ -9,7 +9,8 @@
  *
  * For each task this file decides what the path sees (attn_block): where
  * head i's Q, and the K and V of its K/V head (shared by its group, never
- * copied), are in QKV, which keys its rows may attend to (kend),
+ * copied), are in QKV, which keys its rows may attend to (kbeg … kend,
+ * attn_block_keys, computed once per call), its ALiBi slope,
  * where its S, P and Z go, and which scratch it uses. The path
  * (attend_full.c, attend_online.c) then computes that block alone.
  *
@@ -32,25 +33,66 @@ static attn_block block_make(const attn_plan *pl, const attn_call *c, size_t i, 
                              attn_scratch scratch) {
     const attn_sizes *sz = &pl->sz;
     const attn_output *out = &pl->out;
-    const size_t nsq = sz->n * sz->n, ndh = sz->n * sz->dh;
+    const size_t nm = sz->n * sz->m, ndh = sz->n * sz->dh;
     const int listed = j != SIZE_MAX;
-    attn_block b = {.q = c->qkv + attn_col_q(sz, i),
-                    .k = c->qkv + attn_col_k(sz, i),
-                    .v = c->qkv + attn_col_v(sz, i),
+    const size_t blk = r0 / ATTN_BLOCK_Q;
+    const float *alibi = pl->in->weights->alibi;
+    attn_block b = {.q = c->q + attn_col_q(sz, i),
+                    .k = c->kv + attn_col_k(sz, i),
+                    .v = c->kv + attn_col_v(sz, i),
                     .r0 = r0,
                     .rb = attn_min(ATTN_BLOCK_Q, sz->n - r0),
-                    .s = listed && out->scores ? out->scores + j * nsq : NULL,
-                    .p = listed && out->patterns ? out->patterns + j * nsq : NULL,
+                    .kbeg = c->range[2 * blk],
+                    .kend = c->range[2 * blk + 1],
+                    .rules = {.mask = &pl->in->mask,
+                              .m = sz->m,
+                              .pos = c->pos,
+                              .window = pl->in->weights->window,
+                              .softcap = pl->in->weights->softcap,
+                              .slope = alibi ? alibi[i] : 0.0f},
+                    .s = listed && out->scores ? out->scores + j * nm : NULL,
+                    .p = listed && out->patterns ? out->patterns + j * nm : NULL,
                     .ldz = sz->dh,
                     .scratch = scratch};
-    /* Causal: the keys past the block's last row are masked for all its
-     * rows, so neither path computes them. */
-    b.kend = pl->in->mask.kind == ATTN_MASK_CAUSAL ? r0 + b.rb : sz->n;
     if (c->zall)
         b.z = c->zall + i * sz->dh, b.ldz = sz->hd;
     else if (listed && out->head_outputs)
         b.z = out->head_outputs + j * ndh;
     return b;
+}
+
+/* Position of token t: pos[t], or t when the input gives none. */
+static unsigned long long pos_at(const unsigned *pos, size_t t) {
+    return pos ? pos[t] : t;
+}
+
+void attn_block_keys(const attn_plan *pl, const unsigned *pos, size_t blk, size_t *kbeg,
+                     size_t *kend) {
+    const attn_sizes *sz = &pl->sz;
+    const size_t r0 = blk * ATTN_BLOCK_Q, r1 = r0 + attn_min(ATTN_BLOCK_Q, sz->n - r0);
+    const unsigned long long w = pl->in->weights->window;
+    /* Causal: the keys past the block's last row are masked for all its
+     * rows, so neither path computes them. */
+    *kbeg = 0;
+    *kend = pl->in->mask.kind == ATTN_MASK_CAUSAL ? r1 : sz->m;
+    if (!w || sz->cross) return;
+    /* A window: key k can be allowed only if |p_q − p_k| < w for some query
+     * of the block, so only if pmin − w < p_k < pmax + w. The first and
+     * last such keys bound the block's keys (positions need not increase:
+     * a key between them may still be masked, by the score pass). */
+    unsigned long long pmin = pos_at(pos, r0), pmax = pmin;
+    for (size_t q = r0; q < r1; q++) {
+        unsigned long long p = pos_at(pos, q);
+        if (p < pmin) pmin = p;
+        if (p > pmax) pmax = p;
+    }
+    size_t a = 0, b = *kend;
+    while (a < b && !(pos_at(pos, a) + w > pmin && pos_at(pos, a) < pmax + w))
+        a++;
+    while (b > a && !(pos_at(pos, b - 1) + w > pmin && pos_at(pos, b - 1) < pmax + w))
+        b--;
+    *kbeg = a;
+    *kend = b;
 }
 
 /* attn_task_fn, task t: block t % blocks of head order[t / blocks]. */
@@ -103,13 +145,13 @@ int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block) {
 
     /* A head listed again: a copy of what its first position shows. */
     const attn_output *out = &pl->out;
-    const size_t nsq = sz->n * sz->n; /* fits: scores/patterns of that size exist when used */
+    const size_t nm = sz->n * sz->m; /* fits: scores/patterns of that size exist when used */
     const size_t ndh = sz->n * sz->dh;
     for (size_t j = 0; j < sz->hs; j++) {
         size_t first = slot[heads[j]];
         if (first == j) continue;
-        if (out->scores) copy_slot(out->scores, j, first, nsq);
-        if (out->patterns) copy_slot(out->patterns, j, first, nsq);
+        if (out->scores) copy_slot(out->scores, j, first, nm);
+        if (out->patterns) copy_slot(out->patterns, j, first, nm);
         if (out->head_outputs) copy_slot(out->head_outputs, j, first, ndh);
     }
     return 0;

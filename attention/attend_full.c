@@ -3,49 +3,76 @@
  *
  * Taken when scores or patterns are shown, and then by every head, so that
  * ΔE is bit for bit the same whichever heads are listed. Per block of B
- * query rows r0 … r1 of head i (attend.c), kend = r1 when causal (the
- * blocks above the diagonal are all masked, never computed), else n:
+ * query rows r0 … r1 of head i (attend.c), only its keys kbeg … kend are
+ * computed (causal: kend = r1, the blocks above the diagonal are never
+ * computed; a window: the keys within reach of the block's positions):
  *
- *   S_i[r0:r1, 0:kend] = scale · Q_i[r0:r1] · K_i[0:kend]ᵀ    sgemm, straight
- *       into the caller's scores (else patterns) rows, else B × n scratch
- *   mask (−inf), fused row softmax (vexp.c) into patterns or the scratch
- *   Z[r0:r1] = P_i[r0:r1, 0:kend] · V_i[0:kend]                sgemm
+ *   S_i[r0:r1, kbeg:kend] = scale · Q_i[r0:r1] · K_i[kbeg:kend]ᵀ   sgemm,
+ *       straight into the caller's scores (else patterns) rows, else B × m
+ *       scratch
+ *   the score rules (softcap, ALiBi, mask, window; kernels.c), fused row
+ *   softmax (vexp.c) into patterns or the scratch
+ *   Z[r0:r1] = P_i[r0:r1, kbeg:kend] · V_i[kbeg:kend]               sgemm
  *
  * Nothing past what the plan's outputs need runs: without patterns and Z,
  * the block ends with the masked scores.
  */
 #include <cblas.h>
+#include <math.h>
+#include <string.h>
 
 #include "attention/kernels.h"
 #include "attention/plan.h"
 
+/* rows × [0 … cols) of x (stride ldx) outside [kbeg, kend) ← value */
+static void fill_outside(float *x, size_t ldx, size_t rows, size_t cols, size_t kbeg, size_t kend,
+                         float value) {
+    for (size_t r = 0; r < rows; r++) {
+        float *xr = x + r * ldx;
+        for (size_t k = 0; k < kbeg; k++)
+            xr[k] = value;
+        for (size_t k = kend; k < cols; k++)
+            xr[k] = value;
+    }
+}
+
 /*
- * b->s: n × n (the head's scores) or NULL, b->p: n × n (its patterns) or
+ * b->s: n × m (the head's scores) or NULL, b->p: n × m (its patterns) or
  * NULL, b->z: n × dh (stride ldz) or NULL; all three written only in rows
  * r0 … r0+rb. S goes to s, else into p (softmax in place), else into the
- * B × n scratch rows; P goes to p, else into the scratch rows.
- * Q_i, K_i, V_i: n × dh each, stride ld.
+ * B × m scratch rows; P goes to p, else into the scratch rows. Only keys
+ * kbeg … kend are computed; the caller's rows get −inf and 0 elsewhere.
+ * Q_i: n × dh, stride ldq; K_i, V_i: m × dh, stride ldkv.
  */
 static int full_block(const attn_plan *pl, const attn_block *b) {
     const attn_sizes *sz = &pl->sz;
-    const size_t n = sz->n, r0 = b->r0, rb = b->rb, kend = b->kend;
+    const size_t m = sz->m, r0 = b->r0, rb = b->rb, kbeg = b->kbeg, kend = b->kend;
+    const size_t kb = kend - kbeg;
     float *rows = b->scratch.rows;
-    float *sd = b->s ? b->s + r0 * n : b->p ? b->p + r0 * n : rows;
-    /* S[r0:r1, 0:kend] = scale · Q_i[r0:r1] · K_i[0:kend]ᵀ;  (m, n, k) = (rb, kend, dh) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kend, (int)sz->dh,
-                pl->in->scale, b->q + r0 * sz->ld, (int)sz->ld, b->k, (int)sz->ld, 0.0f, sd,
-                (int)n);
-    /* The caller's rows get −inf up to n; scratch rows only need kend. */
-    size_t scols = sd == rows ? kend : n;
-    if (attn_mask_tile(sd, n, &pl->in->mask, n, r0, rb, 0, scols)) return ATTN_FAIL_NONFINITE;
+    float *sd = b->s ? b->s + r0 * m : b->p ? b->p + r0 * m : rows;
+    if (sd != rows) fill_outside(sd, m, rb, m, kbeg, kend, -INFINITY);
+    if (kb) {
+        /* S[r0:r1, kbeg:kend] = scale · Q_i[r0:r1] · K_i[kbeg:kend]ᵀ;  (m, n, k) = (rb, kb, dh) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kb, (int)sz->dh,
+                    pl->in->scale, b->q + r0 * sz->ldq, (int)sz->ldq, b->k + kbeg * sz->ldkv,
+                    (int)sz->ldkv, 0.0f, sd + kbeg, (int)m);
+        if (attn_score_tile(sd + kbeg, m, &b->rules, r0, rb, kbeg, kb)) return ATTN_FAIL_NONFINITE;
+    }
     if (!b->p && !b->z) return 0;
-    float *pd = b->p ? b->p + r0 * n : rows;
-    attn_softmax_block(pd, n, sd, n, rb, b->p ? n : kend, r0,
+    float *pd = b->p ? b->p + r0 * m : rows;
+    if (pd != rows) fill_outside(pd, m, rb, m, kbeg, kend, 0.0f);
+    attn_softmax_block(pd + kbeg, m, sd + kbeg, m, rb, kb, r0, kbeg,
                        pl->in->mask.kind == ATTN_MASK_CAUSAL);
     if (!b->z) return 0;
-    /* Z[r0:r1] = P[r0:r1, 0:kend] · V_i[0:kend];  (m, n, k) = (rb, dh, kend) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)sz->dh, (int)kend, 1.0f,
-                pd, (int)n, b->v, (int)sz->ld, 0.0f, b->z + r0 * b->ldz, (int)b->ldz);
+    float *zr = b->z + r0 * b->ldz;
+    if (!kb) { /* no key for any row of the block: Z is 0 */
+        for (size_t r = 0; r < rb; r++)
+            memset(zr + r * b->ldz, 0, sz->dh * sizeof(float));
+        return 0;
+    }
+    /* Z[r0:r1] = P[r0:r1, kbeg:kend] · V_i[kbeg:kend];  (m, n, k) = (rb, dh, kb) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)sz->dh, (int)kb, 1.0f,
+                pd + kbeg, (int)m, b->v + kbeg * sz->ldkv, (int)sz->ldkv, 0.0f, zr, (int)b->ldz);
     return 0;
 }
 

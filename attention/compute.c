@@ -33,6 +33,7 @@
  * this file fills the caller's attn_error.
  */
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "attention/attention.h"
@@ -63,33 +64,69 @@ static int floats_bytes(size_t *bytes, size_t rows, size_t cols) {
     return size_mul(bytes, count, sizeof(float));
 }
 
-/* The sizes of n tokens, h heads of dh sharing g K/V heads (0 = h); -1 when
- * hd + 2gd overflows, or when g does not divide h. Blocks are clamped to n
- * so that a tiny call carves a tiny workspace. */
-static int sizes_make(attn_sizes *sz, size_t n, size_t dm, size_t h, size_t g, size_t dh,
-                      size_t hs) {
+/* The sizes of n tokens, h heads of dh sharing g K/V heads (0 = h), whose
+ * keys are m rows (a context's, when `cross`; else m = n); -1 when hd + 2gd
+ * overflows, or when g does not divide h. Blocks are clamped to n and m so
+ * that a tiny call carves a tiny workspace. */
+static int sizes_make(attn_sizes *sz, size_t n, size_t dm, size_t h, size_t g, size_t dh, size_t hs,
+                      int cross, size_t m) {
     *sz = (attn_sizes){.n = n, .dm = dm, .h = h, .g = g ? g : h, .dh = dh, .hs = hs};
     if (h && (sz->g > h || h % sz->g)) return -1;
     size_t kv;
     if (size_mul(&sz->hd, h, dh) || size_mul(&sz->gd, sz->g, dh) || size_mul(&kv, sz->gd, 2) ||
         size_add(&sz->ld, sz->hd, kv))
         return -1;
+    sz->cross = cross;
+    sz->m = cross ? m : n;
+    sz->ldq = cross ? sz->hd : sz->ld;
+    sz->ldkv = cross ? kv : sz->ld;
     sz->bq = attn_min(ATTN_BLOCK_Q, n);
-    sz->bk = attn_min(ATTN_BLOCK_K, n);
+    sz->bk = attn_min(ATTN_BLOCK_K, sz->m);
     sz->blocks = attn_div_up(n, ATTN_BLOCK_Q);
+    return 0;
+}
+
+/* Whether a rule of `in` reads the tokens' positions. */
+static int reads_positions(const attn_input *in) {
+    const attn_weights *w = in->weights;
+    return w->rope.dims || w->alibi || w->window;
+}
+
+/* The sizes of `in`'s call. */
+static int sizes_of(attn_sizes *sz, const attn_input *in) {
+    const attn_weights *w = in->weights;
+    if (sizes_make(sz, in->n_tokens, w->d_model, w->n_heads, w->n_kv_heads, w->d_head,
+                   in->n_heads_out, in->context != NULL, in->n_context))
+        return -1;
+    sz->dc = in->context && w->w_kv ? w->d_context : w->d_model;
+    sz->rope = in->context ? 0 : w->rope.dims; /* none with a context (the caller's rule) */
+    sz->own_positions = !in->positions && reads_positions(in);
     return 0;
 }
 
 /* *bytes = the size of slice s; -1 on overflow. */
 static int slice_bytes(size_t *bytes, int s, const attn_sizes *sz) {
+    size_t a, b;
     switch (s) {
-    case WS_QKV: return floats_bytes(bytes, sz->n, sz->ld);
-    case WS_ROWS: return floats_bytes(bytes, sz->bq, sz->n);
+    case WS_QKV:
+        if (!sz->cross) return floats_bytes(bytes, sz->n, sz->ld);
+        /* Q, then KV: each rounded so that KV starts aligned */
+        if (floats_bytes(&a, sz->n, sz->hd) || floats_bytes(&b, sz->m, sz->ldkv)) return -1;
+        a = attn_slice_round(a);
+        return size_add(bytes, a, b);
+    case WS_ROWS: return floats_bytes(bytes, sz->bq, sz->m);
     case WS_TILE:
         *bytes = (sz->bq * sz->bk + 2 * sz->bq) * sizeof(float); /* small constants */
         return 0;
     case WS_Z: return floats_bytes(bytes, sz->n, sz->hd);
     case WS_SLOT: return size_mul(bytes, sz->h, 2 * sizeof(size_t));
+    case WS_RANGE: return size_mul(bytes, sz->blocks, 2 * sizeof(size_t));
+    case WS_POS: return size_mul(bytes, sz->own_positions ? sz->n : 0, sizeof(unsigned));
+    case WS_ROPE:
+        /* dims/2 doubles, rounded up to the alignment, then n × dims floats */
+        a = attn_slice_round(sz->rope / 2 * sizeof(double));
+        if (floats_bytes(&b, sz->n, sz->rope)) return -1;
+        return size_add(bytes, a, b);
     }
     return -1;
 }
@@ -114,7 +151,7 @@ static attn_stage stage_of(const attn_output *o) {
     if (o->head_outputs) return ATTN_STAGE_Z;
     if (o->patterns) return ATTN_STAGE_PATTERNS;
     if (o->scores) return ATTN_STAGE_SCORES;
-    if (o->q || o->k || o->v) return ATTN_STAGE_QKV;
+    if (o->q || o->k || o->v || o->q_raw || o->k_raw) return ATTN_STAGE_QKV;
     return ATTN_STAGE_NOTHING;
 }
 
@@ -122,21 +159,23 @@ static attn_stage stage_of(const attn_output *o) {
  * into *total; -1 when a size overflows. */
 static int plan_make(attn_plan *pl, size_t *total, const attn_output *out, const attn_input *in) {
     const attn_weights *w = in->weights;
-    if (sizes_make(&pl->sz, in->n_tokens, w->d_model, w->n_heads, w->n_kv_heads, w->d_head,
-                   in->n_heads_out))
-        return -1;
+    if (sizes_of(&pl->sz, in)) return -1;
     pl->in = in;
     pl->out = *out;
     attn_output *o = &pl->out;
     if (pl->sz.hs == 0) /* per-head outputs of no head: nothing to show */
-        o->q = o->k = o->v = o->scores = o->patterns = o->head_outputs = NULL;
+        o->q = o->k = o->v = o->q_raw = o->k_raw = o->scores = o->patterns = o->head_outputs = NULL;
     pl->stage = stage_of(o);
     /* The caller's scores or patterns, even with no head listed: ΔE must
      * not depend on the list. */
     pl->path = out->scores || out->patterns ? ATTN_PATH_FULL : ATTN_PATH_ONLINE;
     const int qk = pl->stage >= ATTN_STAGE_SCORES, zs = pl->stage >= ATTN_STAGE_Z;
-    pl->parts = (o->q || qk ? ATTN_PART_Q : 0) | (o->k || qk ? ATTN_PART_K : 0) |
-                (o->v || zs ? ATTN_PART_V : 0);
+    pl->parts = (o->q || o->q_raw || qk ? ATTN_PART_Q : 0) |
+                (o->k || o->k_raw || qk ? ATTN_PART_K : 0) | (o->v || zs ? ATTN_PART_V : 0);
+    /* RoPE rotates Q and K in the projection's tiles, unless they are to
+     * be shown unrotated first. */
+    const int rope = pl->sz.rope && (pl->parts & (ATTN_PART_Q | ATTN_PART_K));
+    pl->rope_in_tiles = rope && !o->q_raw && !o->k_raw;
 
     /* P needs rows of scratch for a head whose patterns are not shown but
      * whose Z is needed. */
@@ -147,6 +186,9 @@ static int plan_make(attn_plan *pl, size_t *total, const attn_output *out, const
     need[WS_TILE] = !full && zs;
     need[WS_Z] = all && w->w_o != NULL;
     need[WS_SLOT] = pl->sz.hs > 0 || qk;
+    need[WS_RANGE] = qk;
+    need[WS_POS] = pl->sz.own_positions && (qk || rope);
+    need[WS_ROPE] = rope;
     for (int s = 0; s < WS_COUNT; s++) {
         pl->bytes[s] = 0;
         if (need[s] && slice_bytes(&pl->bytes[s], s, &pl->sz)) return -1;
@@ -164,7 +206,9 @@ static int call_make(attn_call *c, const attn_plan *pl, size_t total, attn_works
     *c = (attn_call){.pl = pl, .runner = runner, .ws = ws};
     atomic_init(&c->rc, 0);
     /* cblas takes int sizes. */
-    if (sz->n > INT_MAX || sz->dm > INT_MAX || sz->ld > INT_MAX) return ATTN_FAIL_NOMEM;
+    if (sz->n > INT_MAX || sz->m > INT_MAX || sz->dm > INT_MAX || sz->dc > INT_MAX ||
+        sz->ld > INT_MAX)
+        return ATTN_FAIL_NOMEM;
     unsigned char *block = attn_workspace_reserve(ws, total);
     if (!block) return ATTN_FAIL_NOMEM;
     float *slice[WS_COUNT];
@@ -174,6 +218,29 @@ static int call_make(attn_call *c, const attn_plan *pl, size_t total, attn_works
         off += attn_slice_round(pl->bytes[s]);
     }
     c->qkv = slice[WS_QKV];
+    if (c->qkv) {
+        c->q = c->qkv;
+        c->kv = sz->cross ? (float *)(void *)((unsigned char *)c->qkv +
+                                              attn_slice_round(sz->n * sz->hd * sizeof(float)))
+                          : c->qkv + sz->hd;
+    }
+    c->pos = pl->in->positions;
+    if (slice[WS_POS]) {
+        unsigned *pos = (unsigned *)(void *)slice[WS_POS];
+        for (size_t t = 0; t < sz->n; t++)
+            pos[t] = (unsigned)t;
+        c->pos = pos;
+    }
+    if (!reads_positions(pl->in)) c->pos = NULL;
+    if (slice[WS_ROPE]) {
+        c->freq = (double *)(void *)slice[WS_ROPE];
+        c->angles = (float *)(void *)((unsigned char *)slice[WS_ROPE] +
+                                      attn_slice_round(sz->rope / 2 * sizeof(double)));
+        attn_rope_frequencies(c->freq, &pl->in->weights->rope);
+    }
+    c->range = (size_t *)(void *)slice[WS_RANGE];
+    for (size_t blk = 0; c->range && blk < sz->blocks; blk++)
+        attn_block_keys(pl, c->pos, blk, &c->range[2 * blk], &c->range[2 * blk + 1]);
     c->scratch = (attn_scratch){.rows = slice[WS_ROWS], .tile = slice[WS_TILE]};
     c->slot = (size_t *)(void *)slice[WS_SLOT];
     c->order = c->slot ? c->slot + sz->h : NULL;
@@ -261,7 +328,7 @@ size_t attn_workspace_need_grouped(size_t n_tokens, size_t d_model, size_t n_hea
     attn_sizes sz;
     size_t bytes[WS_COUNT], total;
     /* ΔE is written into the caller's buffer, never scratch: d_model plays no part */
-    if (sizes_make(&sz, n_tokens, d_model, n_heads, n_kv_heads, d_head, 0)) return SIZE_MAX;
+    if (sizes_make(&sz, n_tokens, d_model, n_heads, n_kv_heads, d_head, 0, 0, 0)) return SIZE_MAX;
     for (int s = 0; s < WS_COUNT; s++)
         if (slice_bytes(&bytes[s], s, &sz)) return SIZE_MAX;
     if (slice_total(&total, bytes)) return SIZE_MAX;
@@ -269,13 +336,35 @@ size_t attn_workspace_need_grouped(size_t n_tokens, size_t d_model, size_t n_hea
 }
 
 double attn_input_flops(const attn_input *in) {
-    const attn_weights *w = in->weights;
-    return attn_flops_grouped(in->n_tokens, w->d_model, w->n_heads, w->n_kv_heads, w->d_head,
-                              w->w_o != NULL);
+    attn_plan pl = {.in = in};
+    if (sizes_of(&pl.sz, in)) return INFINITY;
+    const attn_sizes *sz = &pl.sz;
+    const double dh = (double)sz->dh, hd = (double)sz->hd, gd = (double)sz->gd;
+    double f;
+    if (sz->cross) /* E · Wq, C · Wkv */
+        f = 2.0 * (double)sz->n * hd * (double)sz->dm +
+            2.0 * (double)sz->m * 2.0 * gd * (double)sz->dc;
+    else /* E · w_qkv */
+        f = 2.0 * (double)sz->n * (double)sz->ld * (double)sz->dm;
+    /* Q_i · K_u(i)ᵀ and P_i · V_u(i) over each block's keys, for every head */
+    double pairs = 0.0;
+    for (size_t blk = 0; blk < sz->blocks; blk++) {
+        size_t kbeg, kend, rb = attn_min(ATTN_BLOCK_Q, sz->n - blk * ATTN_BLOCK_Q);
+        attn_block_keys(&pl, in->positions, blk, &kbeg, &kend);
+        pairs += (double)rb * (double)(kend - kbeg);
+    }
+    f += (double)sz->h * 4.0 * pairs * dh;
+    if (in->weights->w_o) f += 2.0 * (double)sz->n * (double)sz->dm * hd; /* Z · w_o */
+    return f;
 }
 
+/* Every slice at once, as attn_workspace_need_grouped, for in's sizes. */
 size_t attn_input_workspace_need(const attn_input *in) {
-    const attn_weights *w = in->weights;
-    return attn_workspace_need_grouped(in->n_tokens, w->d_model, w->n_heads, w->n_kv_heads,
-                                       w->d_head);
+    attn_sizes sz;
+    size_t bytes[WS_COUNT], total;
+    if (sizes_of(&sz, in)) return SIZE_MAX;
+    for (int s = 0; s < WS_COUNT; s++)
+        if (slice_bytes(&bytes[s], s, &sz)) return SIZE_MAX;
+    if (slice_total(&total, bytes)) return SIZE_MAX;
+    return total;
 }

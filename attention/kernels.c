@@ -51,9 +51,10 @@ static size_t causal_len(size_t q, size_t k0, size_t cols) {
     return q - k0 + 1 < cols ? q - k0 + 1 : cols;
 }
 
-/* s: rows × cols (stride lds) */
-int attn_mask_tile(float *s, size_t lds, const attn_mask *mask, size_t n, size_t q0, size_t rows,
-                   size_t k0, size_t cols) {
+/* s: rows × cols (stride lds); the mask alone, m keys per row of a custom
+ * mask. */
+static int mask_tile(float *s, size_t lds, const attn_mask *mask, size_t m, size_t q0, size_t rows,
+                     size_t k0, size_t cols) {
     int bad = 0;
     for (size_t r = 0; r < rows; r++) {
         float *sr = s + r * lds;
@@ -68,7 +69,7 @@ int attn_mask_tile(float *s, size_t lds, const attn_mask *mask, size_t n, size_t
             break;
         }
         case ATTN_MASK_CUSTOM: {
-            const unsigned char *ok = mask->allowed + q * n + k0;
+            const unsigned char *ok = mask->allowed + q * m + k0;
             for (size_t c = 0; c < cols; c++) {
                 if (!ok[c])
                     sr[c] = -INFINITY;
@@ -82,13 +83,56 @@ int attn_mask_tile(float *s, size_t lds, const attn_mask *mask, size_t n, size_t
     return bad ? -1 : 0;
 }
 
+/* |a − b| of two positions, exact (they are below 2^31, so is it) */
+static unsigned pos_distance(unsigned a, unsigned b) {
+    return a > b ? a - b : b - a;
+}
+
+/* s: rows × cols (stride lds) */
+int attn_score_tile(float *s, size_t lds, const attn_score_rules *rules, size_t q0, size_t rows,
+                    size_t k0, size_t cols) {
+    const attn_mask *mask = rules->mask;
+    if (!rules->window && rules->softcap == 0.0f && rules->slope == 0.0f)
+        return mask_tile(s, lds, mask, rules->m, q0, rows, k0, cols);
+    const unsigned *pos = rules->pos;
+    const size_t w = rules->window;
+    const float slope = rules->slope;
+    int bad = 0;
+    for (size_t r = 0; r < rows; r++) {
+        float *sr = s + r * lds;
+        const size_t q = q0 + r;
+        /* causal: keys past q are masked, not computed on */
+        size_t len = mask->kind == ATTN_MASK_CAUSAL ? causal_len(q, k0, cols) : cols;
+        const unsigned char *ok =
+            mask->kind == ATTN_MASK_CUSTOM ? mask->allowed + q * rules->m + k0 : NULL;
+        if (rules->softcap != 0.0f) attn_vsoftcap(sr, rules->softcap, len);
+        const unsigned pq = pos ? pos[q] : 0;
+        for (size_t c = 0; c < len; c++) {
+            /* Without positions (a context) the distance plays no part. */
+            unsigned d = pos ? pos_distance(pq, pos[k0 + c]) : 0;
+            if ((ok && !ok[c]) || (w && d >= w)) {
+                sr[c] = -INFINITY;
+                continue;
+            }
+            /* d < 2^31 converts to the nearest float: ALiBi's penalty is
+             * within half an ulp of slope · |p_q − p_k| */
+            float v = sr[c] - slope * (float)d;
+            bad |= !(fabsf(v) <= FLT_MAX);
+            sr[c] = v;
+        }
+        for (size_t c = len; c < cols; c++)
+            sr[c] = -INFINITY;
+    }
+    return bad ? -1 : 0;
+}
+
 /* p: rows × cols (stride ldp), s: rows × cols (stride lds); p may equal s */
 void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t rows, size_t cols,
-                        size_t q0, int causal) {
+                        size_t q0, size_t k0, int causal) {
     for (size_t r = 0; r < rows; r++) {
         const float *sr = s + r * lds;
         float *pr = p + r * ldp;
-        size_t len = causal ? causal_len(q0 + r, 0, cols) : cols; /* keys past len: masked */
+        size_t len = causal ? causal_len(q0 + r, k0, cols) : cols; /* keys past len: masked */
 
         /* Subtract the row max over allowed keys so that exp cannot
          * overflow; masked entries are -inf and never win the max. */
@@ -139,5 +183,32 @@ void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, siz
         attn_vscale(tr, 1.0f / l_new, len);
         l[r] = l_new;
         memset(tr + len, 0, (cols - len) * sizeof(float));
+    }
+}
+
+/* x: rows × (heads · dh) (stride ldx), angles: rows × dims (stride ldangles) */
+void attn_rope_rows(float *x, size_t ldx, const float *angles, size_t ldangles, size_t rows,
+                    size_t heads, size_t dh, size_t dims, attn_rope_style style) {
+    const size_t half = dims / 2;
+    for (size_t r = 0; r < rows; r++) {
+        const float *cs = angles + r * ldangles, *sn = cs + half;
+        for (size_t e = 0; e < heads; e++) {
+            float *xr = x + r * ldx + e * dh;
+            if (style == ATTN_ROPE_HALF) {
+                /* contiguous halves: the loop vectorises as it stands */
+                float *a = xr, *b = xr + half;
+                for (size_t t = 0; t < half; t++) {
+                    float at = a[t], bt = b[t];
+                    a[t] = at * cs[t] - bt * sn[t];
+                    b[t] = at * sn[t] + bt * cs[t];
+                }
+            } else {
+                for (size_t t = 0; t < half; t++) {
+                    float at = xr[2 * t], bt = xr[2 * t + 1];
+                    xr[2 * t] = at * cs[t] - bt * sn[t];
+                    xr[2 * t + 1] = at * sn[t] + bt * cs[t];
+                }
+            }
+        }
     }
 }

@@ -22,27 +22,39 @@ void attn_copy_block(float *dst, size_t ldd, const float *src, size_t lds, size_
 /* out[x] = a[x] + b[x]        count floats; out may alias a or b */
 void attn_add(float *out, const float *a, const float *b, size_t count);
 
+/* What the score pass applies to a block's scaled scores, in this order:
+ * soft-capping, ALiBi, then the mask and the window (−INFINITY). */
+typedef struct attn_score_rules {
+    const attn_mask *mask;
+    size_t m;            /* keys: the row length of a custom mask */
+    const unsigned *pos; /* the positions of queries and keys, or NULL (none needed) */
+    size_t window;       /* w, or 0 */
+    float softcap;       /* c, or 0 */
+    float slope;         /* the head's ALiBi slope, or 0 */
+} attn_score_rules;
+
 /*
- * s: rows × cols tile of scores (stride lds), s[r][c] the score of query
- * q0 + r and key k0 + c, in a problem of n tokens. Writes −INFINITY where
- * the query may not attend to the key (causal: k > q). Returns 0, or -1 when
- * an allowed score is not finite (the scores overflowed float32): −INFINITY
- * must mean "masked" and nothing else downstream.
+ * s: rows × cols tile of scaled scores (stride lds), s[r][c] the score of
+ * query q0 + r and key k0 + c. Applies the rules: s ← c · tanh(s / c),
+ * s −= slope · |p_q − p_k|, and −INFINITY where the mask or the window
+ * removes the key (causal: k > q). Returns 0, or -1 when an allowed score
+ * is not finite (the scores overflowed float32): −INFINITY must mean
+ * "masked" and nothing else downstream.
  */
-int attn_mask_tile(float *s, size_t lds, const attn_mask *mask, size_t n, size_t q0, size_t rows,
-                   size_t k0, size_t cols);
+int attn_score_tile(float *s, size_t lds, const attn_score_rules *rules, size_t q0, size_t rows,
+                    size_t k0, size_t cols);
 
 /*
  * p: rows × cols (stride ldp), s: rows × cols (stride lds); p may be s (in
  * place). Row-wise softmax of masked scores, row r being query q0 + r and
- * column c key c: p[r][c] = exp(s[r][c] − m_r) / Σ_c' exp(s[r][c'] − m_r), m_r
- * the row's maximum over its allowed entries. Entries equal to −INFINITY are
- * masked and come out exactly 0; a row with no allowed entry comes out all
- * 0 (not NaN). With `causal` set, keys c > q are known masked: they are not
- * read and come out 0.
+ * column c key k0 + c: p[r][c] = exp(s[r][c] − m_r) / Σ_c' exp(s[r][c'] − m_r),
+ * m_r the row's maximum over its allowed entries. Entries equal to
+ * −INFINITY are masked and come out exactly 0; a row with no allowed entry
+ * comes out all 0 (not NaN). With `causal` set, keys past q are known
+ * masked: they are not read and come out 0.
  */
 void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t rows, size_t cols,
-                        size_t q0, int causal);
+                        size_t q0, size_t k0, int causal);
 
 /*
  * One step of the online softmax over a tile of keys k0 … k0+cols.
@@ -57,5 +69,16 @@ void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t
  */
 void attn_softmax_online(float *t, size_t ldt, float *m, float *l, float *z, size_t ldz, size_t dh,
                          size_t rows, size_t cols, size_t q0, size_t k0, int causal);
+
+/*
+ * RoPE on rows × heads blocks of dh columns: x: rows × (heads · dh)
+ * (stride ldx), head e at columns e·dh; angles: rows × dims (stride
+ * ldangles), per row cos(p·f_t) for t < dims/2, then sin(p·f_t). Pair t of
+ * a head is (t, t + dims/2) for ATTN_ROPE_HALF, (2t, 2t + 1) for
+ * ATTN_ROPE_INTERLEAVED: (a, b) → (a·cos − b·sin, a·sin + b·cos);
+ * columns dims … dh stay as they are.
+ */
+void attn_rope_rows(float *x, size_t ldx, const float *angles, size_t ldangles, size_t rows,
+                    size_t heads, size_t dh, size_t dims, attn_rope_style style);
 
 #endif

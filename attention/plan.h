@@ -3,6 +3,7 @@
  * the phases that carry it out (compute.c drives them):
  *
  *   project   QKV = E · w_qkv + b_qkv            project.c
+ *             (with a context: Q = E · Wq, KV = C · Wkv); RoPE on Q and K
  *   attend    Z_i = softmax(S_i + M) · V_i       attend.c, by one of two
  *             paths: attend_full.c (n × n S and P), attend_online.c (tiles)
  *   output    ΔE = Z · w_o + b_o,  E' = E + ΔE   output.c
@@ -19,6 +20,7 @@
 #include <stddef.h>
 
 #include "attention/attention.h"
+#include "attention/kernels.h"
 #include "attention/workspace.h"
 
 /* Query rows per block (both paths) and keys per tile (online path). The
@@ -58,23 +60,36 @@ enum { ATTN_PART_Q = 1, ATTN_PART_K = 2, ATTN_PART_V = 4 };
 /* The sizes of one call (hd and ld known not to overflow). */
 typedef struct attn_sizes {
     size_t n, dm, h, dh;
-    size_t g;      /* K/V heads, dividing h */
-    size_t hd;     /* h · dh */
-    size_t gd;     /* g · dh */
-    size_t ld;     /* hd + 2gd: the stride of QKV and w_qkv */
-    size_t hs;     /* heads listed in in->heads */
-    size_t bq, bk; /* ATTN_BLOCK_Q and ATTN_BLOCK_K clamped to n */
-    size_t blocks; /* blocks of B query rows per head */
+    size_t g;          /* K/V heads, dividing h */
+    size_t hd;         /* h · dh */
+    size_t gd;         /* g · dh */
+    size_t ld;         /* hd + 2gd: the stride of QKV and w_qkv */
+    size_t m;          /* keys: n, or the context's rows */
+    size_t dc;         /* the width of the rows keys come from: dm, or the context's */
+    int cross;         /* K and V come from a context */
+    size_t ldq;        /* the stride of Q's rows: ld, or hd with a context */
+    size_t ldkv;       /* the stride of K's and V's rows: ld, or 2gd with a context */
+    size_t hs;         /* heads listed in in->heads */
+    size_t bq;         /* ATTN_BLOCK_Q clamped to n */
+    size_t bk;         /* ATTN_BLOCK_K clamped to m */
+    size_t blocks;     /* blocks of B query rows per head */
+    size_t rope;       /* coordinates RoPE rotates (dims), or 0 */
+    int own_positions; /* rules read positions the input does not give: 0 … n−1 made */
 } attn_sizes;
 
 /* The slices of one call's scratch, carved in this order. */
 enum {
-    WS_QKV,  /* n × (hd + 2gd) floats: Q of every head, K and V of every K/V head */
-    WS_ROWS, /* B × n floats: P rows of a head whose patterns are not shown */
-    WS_TILE, /* B × K + 2B floats: online tile, running max and sum */
-    WS_Z,    /* n × hd floats: [Z_1 … Z_h], only when w_o is applied */
-    WS_SLOT, /* 2h size_t: slot[i], the first position of head i in in->heads
-              * (or SIZE_MAX); then order[t], the head of task t */
+    WS_QKV,   /* n × (hd + 2gd) floats: Q of every head, K and V of every K/V head;
+               * with a context n × hd (Q) then m × 2gd (K, V) */
+    WS_ROWS,  /* B × m floats: P rows of a head whose patterns are not shown */
+    WS_TILE,  /* B × K + 2B floats: online tile, running max and sum */
+    WS_Z,     /* n × hd floats: [Z_1 … Z_h], only when w_o is applied */
+    WS_SLOT,  /* 2h size_t: slot[i], the first position of head i in in->heads
+               * (or SIZE_MAX); then order[t], the head of task t */
+    WS_RANGE, /* 2 · blocks size_t: the keys [kbeg, kend) of each block of query rows */
+    WS_POS,   /* n unsigned: 0 … n−1, when a rule reads positions the input does not give */
+    WS_ROPE,  /* dims/2 doubles (the frequencies f_t), then n × dims floats: per row,
+               * cos(p·f_t) for t < dims/2, then sin(p·f_t) */
     WS_COUNT
 };
 
@@ -86,6 +101,7 @@ typedef struct attn_plan {
     attn_stage stage; /* the last stage computed */
     attn_path path;
     unsigned parts;         /* ATTN_PART_*: the projections needed */
+    int rope_in_tiles;      /* RoPE in the projection's tiles (no q_raw, k_raw to copy first) */
     size_t bytes[WS_COUNT]; /* slice sizes; 0 = slice not needed */
 } attn_plan;
 
@@ -105,10 +121,12 @@ typedef struct attn_scratch {
 
 /* One head's block of query rows, as the attend paths see it. */
 typedef struct attn_block {
-    const float *q, *k, *v; /* Q_i, K_u(i), V_u(i): n × dh each, stride ld, in QKV */
+    const float *q;         /* Q_i: n × dh, stride ldq, in QKV */
+    const float *k, *v;     /* K_u(i), V_u(i): m × dh each, stride ldkv, in QKV */
     size_t r0, rb;          /* query rows r0 … r0+rb */
-    size_t kend;            /* keys past kend are masked for every row of the block */
-    float *s, *p;           /* the head's n × n scores and patterns (caller's), or NULL */
+    size_t kbeg, kend;      /* keys outside kbeg … kend are masked for every row */
+    attn_score_rules rules; /* what the score pass applies, the head's ALiBi slope included */
+    float *s, *p;           /* the head's n × m scores and patterns (caller's), or NULL */
     float *z;               /* the head's Z: n × dh, stride ldz; or NULL */
     size_t ldz;
     attn_scratch scratch;
@@ -121,18 +139,25 @@ typedef int (*attn_block_fn)(const attn_plan *pl, const attn_block *b);
  * for rc (and each task's own part of the outputs). */
 typedef struct attn_call {
     const attn_plan *pl;
-    const attn_runner *runner; /* or NULL: every task in turn */
-    attn_workspace *ws;        /* the caller's */
-    float *qkv;                /* n × (hd + 2gd) */
-    attn_scratch scratch;      /* the caller's slices */
-    size_t *slot;              /* h: head → first position in in->heads, or SIZE_MAX */
-    size_t *order;             /* h: the heads, in task order */
-    size_t distinct;           /* distinct heads listed */
-    float *zall;               /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
-    float *d;                  /* n × dm: ΔE (delta, or embeddings finished in place) */
-    attn_block_fn block;       /* the attend path's */
-    attn_tiling tiles;         /* of the phase running */
-    atomic_int rc;             /* 0, or the first ATTN_FAIL_* a task stored */
+    const attn_runner *runner;    /* or NULL: every task in turn */
+    attn_workspace *ws;           /* the caller's */
+    float *qkv;                   /* n × (hd + 2gd), or with a context Q then KV */
+    float *q;                     /* Q of head 0: n × hd, stride ldq */
+    float *kv;                    /* K of K/V head 0: m × 2gd, stride ldkv (V at + gd) */
+    const unsigned *pos;          /* n positions, or NULL when no rule reads them */
+    size_t *range;                /* 2 · blocks: kbeg, kend of each block of query rows */
+    double *freq;                 /* dims/2: RoPE's f_t, or NULL */
+    float *angles;                /* n × dims: RoPE's cos, sin per row, or NULL */
+    attn_scratch scratch;         /* the caller's slices */
+    size_t *slot;                 /* h: head → first position in in->heads, or SIZE_MAX */
+    size_t *order;                /* h: the heads, in task order */
+    size_t distinct;              /* distinct heads listed */
+    float *zall;                  /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
+    float *d;                     /* n × dm: ΔE (delta, or embeddings finished in place) */
+    const struct attn_proj *proj; /* the projection's products (project.c), while it runs */
+    attn_block_fn block;          /* the attend path's */
+    attn_tiling tiles;            /* of the phase running */
+    atomic_int rc;                /* 0, or the first ATTN_FAIL_* a task stored */
 } attn_call;
 
 static inline size_t attn_min(size_t a, size_t b) {
@@ -143,9 +168,10 @@ static inline size_t attn_div_up(size_t a, size_t b) {
     return a / b + (a % b != 0);
 }
 
-/* The columns of QKV (and w_qkv, b_qkv) where head i's Q, and the K and V
- * of its K/V head u(i) = ⌊i / (h/g)⌋, begin. A K/V head is projected once
- * and read in place by every head of its group. */
+/* The columns where head i's Q begins in Q (c->q, and its weights), and
+ * where the K and V of its K/V head u(i) = ⌊i / (h/g)⌋ begin in KV (c->kv,
+ * and its weights). A K/V head is projected once and read in place by
+ * every head of its group. */
 static inline size_t attn_col_q(const attn_sizes *sz, size_t i) {
     return i * sz->dh;
 }
@@ -153,16 +179,30 @@ static inline size_t attn_kv_head(const attn_sizes *sz, size_t i) {
     return i / (sz->h / sz->g);
 }
 static inline size_t attn_col_k(const attn_sizes *sz, size_t i) {
-    return sz->hd + attn_kv_head(sz, i) * sz->dh;
+    return attn_kv_head(sz, i) * sz->dh;
 }
 static inline size_t attn_col_v(const attn_sizes *sz, size_t i) {
-    return sz->hd + sz->gd + attn_kv_head(sz, i) * sz->dh;
+    return sz->gd + attn_kv_head(sz, i) * sz->dh;
 }
+
+/* The keys [*kbeg, *kend) that block `blk` of query rows may attend to:
+ * the causal mask ends them at the block's last row, a window keeps the
+ * keys within w of some query's position (compute.c). Depends on the
+ * shape and positions alone. */
+void attn_block_keys(const attn_plan *pl, const unsigned *pos, size_t blk, size_t *kbeg,
+                     size_t *kend);
 
 /* bytes rounded up to ATTN_WS_ALIGN, for a slice the plan sized. */
 static inline size_t attn_slice_round(size_t bytes) {
     return (bytes + ATTN_WS_ALIGN - 1) / ATTN_WS_ALIGN * ATTN_WS_ALIGN;
 }
+
+/* RoPE (rope.c): freq[0 … dims/2) ← f_t after the rope's scaling; then the
+ * table of `rows` positions pos[0 …]: angles row r (stride ldangles) ←
+ * cos(pos[r]·f_t) for t < dims/2, then sin(pos[r]·f_t). */
+void attn_rope_frequencies(double *freq, const attn_rope *rope);
+void attn_rope_angles(float *angles, size_t ldangles, const double *freq, size_t dims,
+                      const unsigned *pos, size_t rows);
 
 /* ---- the phases; each returns 0 or ATTN_FAIL_* ---------------------------- */
 
@@ -183,8 +223,10 @@ int attn_output_delta(const attn_plan *pl, attn_call *c);
 int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block);
 
 /* The tiling of a rows × cols result; it depends on the shape alone
- * (tasks.c). */
+ * (tasks.c). attn_tiling_aligned's column tiles are multiples of `quantum`
+ * columns (so that RoPE finds whole heads in one tile). */
 attn_tiling attn_tiling_make(size_t rows, size_t cols);
+attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum);
 
 /* Tile t of g: rows *r0 … *r0+*rb, columns *c0 … *c0+*cb. */
 static inline void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, size_t *rb,

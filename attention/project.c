@@ -1,51 +1,137 @@
 /*
- * project.c — the projection phase: QKV = E · w_qkv + b_qkv.
+ * project.c — the projection phase: QKV = E · w_qkv + b_qkv, then RoPE.
  *
  *   QKV   n × (hd + 2gd)   columns [Q_0 … Q_{h-1} | K_0 … K_{g-1} | V_0 … V_{g-1}]
  *                          as w_qkv's
  *
- * When (nearly) all of QKV is used — ΔE is wanted, or every head is listed
- * and Q, K and V are all needed — it is one GEMM cut in tiles, one task each
- * (tasks.c). Otherwise only the blocks of the listed heads' needed parts are
- * computed, each n × dh by its own sgemm reading its columns of w_qkv in
- * place, on the calling thread; a K/V head shared by several listed heads
- * is projected once. Then the q, k, v outputs are copied out of QKV, for
- * every listed position (a head listed twice is copied twice; a listed
- * head's k and v are those of its K/V head).
+ * With a context (cross-attention) it is two products, Q = E · Wq + bq
+ * (n × hd) and KV = C · Wkv + bkv (m × 2gd), Wkv being w_kv or, without
+ * it, w_qkv's K and V columns.
  *
- * Later phases read Q_i, K_u(i), V_u(i) in place out of QKV (stride ld).
+ * When (nearly) all of QKV is used — ΔE is wanted, or every head is listed
+ * and Q, K and V are all needed — each product is one GEMM cut in tiles,
+ * one task each (tasks.c). Otherwise only the blocks of the listed heads'
+ * needed parts are computed, each n × dh by its own sgemm reading its
+ * columns of the weights in place, on the calling thread; a K/V head
+ * shared by several listed heads is projected once.
+ *
+ * RoPE: the table of cos and sin of the call's positions is made first,
+ * once for every head (rope.c, tasks over rows), then each tile rotates
+ * the Q and K heads it holds while they are in cache (the tiles' columns
+ * are then whole heads). When q_raw or k_raw are shown, they are copied
+ * out first and the rotation runs after, over what was projected.
+ *
+ * Then the q, k, v outputs are copied out of QKV, for every listed
+ * position (a head listed twice is copied twice; a listed head's k and v
+ * are those of its K/V head). Later phases read Q_i, K_u(i), V_u(i) in
+ * place out of QKV.
  */
 #include <cblas.h>
 
 #include "attention/kernels.h"
 #include "attention/plan.h"
 
-/* attn_task_fn, tile t of QKV = E · w_qkv + b_qkv. */
-static void project_task(void *arg, size_t t, attn_workspace *ws) {
+/* One product of the projection: dst = x · w + b, rows × cols. */
+struct attn_proj {
+    const float *x; /* rows × k, stride k */
+    size_t rows, k;
+    const float *w; /* k × cols, stride ldw */
+    size_t ldw;
+    const float *b; /* cols, or NULL */
+    float *dst;     /* rows × cols, stride ldd */
+    size_t ldd, cols;
+    size_t rope_heads; /* heads of dh columns from column 0 that RoPE rotates: h + g, or 0 */
+    attn_tiling tiles;
+};
+
+/* The products of the call: 1 (self-attention) or 2 (Q, then KV). */
+static size_t proj_make(struct attn_proj pr[2], const attn_plan *pl, const attn_call *c) {
+    const attn_sizes *sz = &pl->sz;
+    const attn_input *in = pl->in;
+    const attn_weights *w = in->weights;
+    const size_t dh = sz->dh;
+    if (!sz->cross) {
+        pr[0] = (struct attn_proj){in->embeddings,
+                                   sz->n,
+                                   sz->dm,
+                                   w->w_qkv,
+                                   sz->ld,
+                                   w->b_qkv,
+                                   c->qkv,
+                                   sz->ld,
+                                   sz->ld,
+                                   sz->rope ? sz->h + sz->g : 0,
+                                   {0}};
+        pr[0].tiles = attn_tiling_aligned(sz->n, sz->ld, pl->rope_in_tiles ? dh : 1);
+        return 1;
+    }
+    const int apart = w->w_kv != NULL;
+    pr[0] = (struct attn_proj){
+        in->embeddings, sz->n,  sz->dm, w->w_qkv, apart ? sz->hd : sz->ld, w->b_qkv, c->q,
+        sz->hd,         sz->hd, 0,      {0}};
+    pr[1] = (struct attn_proj){in->context,
+                               sz->m,
+                               sz->dc,
+                               apart ? w->w_kv : w->w_qkv + sz->hd,
+                               apart ? sz->ldkv : sz->ld,
+                               apart      ? w->b_kv
+                               : w->b_qkv ? w->b_qkv + sz->hd
+                                          : NULL,
+                               c->kv,
+                               sz->ldkv,
+                               sz->ldkv,
+                               0,
+                               {0}};
+    pr[0].tiles = attn_tiling_make(sz->n, sz->hd);
+    pr[1].tiles = attn_tiling_make(sz->m, sz->ldkv);
+    return 2;
+}
+
+/* attn_task_fn, rows 64t … of RoPE's table. */
+#define ANGLE_ROWS 64
+static void angles_task(void *arg, size_t t, attn_workspace *ws) {
     (void)ws;
     const attn_call *c = arg;
     const attn_sizes *sz = &c->pl->sz;
-    const attn_weights *w = c->pl->in->weights;
-    size_t r0, rb, c0, cb;
-    attn_tiling_tile(&c->tiles, t, &r0, &rb, &c0, &cb);
-    float *dst = c->qkv + r0 * sz->ld + c0;
-    /* (m, n, k) = (rb, cb, dm) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)sz->dm, 1.0f,
-                c->pl->in->embeddings + r0 * sz->dm, (int)sz->dm, w->w_qkv + c0, (int)sz->ld, 0.0f,
-                dst, (int)sz->ld);
-    if (w->b_qkv) attn_add_bias_rows(dst, w->b_qkv + c0, rb, cb, sz->ld);
+    size_t r0 = t * ANGLE_ROWS, rows = attn_min(ANGLE_ROWS, sz->n - r0);
+    attn_rope_angles(c->angles + r0 * sz->rope, sz->rope, c->freq, sz->rope, c->pos + r0, rows);
 }
 
-/* qkv[:, col … col+dh]: n × dh (stride ld)  ←  E: n × dm,
- * w_qkv[:, col … col+dh]: dm × dh (stride ld), b_qkv[col …]: dh */
-static void project_block(const attn_plan *pl, float *qkv, size_t col) {
-    const attn_sizes *sz = &pl->sz;
-    const attn_weights *w = pl->in->weights;
-    /* (m, n, k) = (n, dh, dm) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)sz->n, (int)sz->dh, (int)sz->dm,
-                1.0f, pl->in->embeddings, (int)sz->dm, w->w_qkv + col, (int)sz->ld, 0.0f, qkv + col,
-                (int)sz->ld);
-    if (w->b_qkv) attn_add_bias_rows(qkv + col, w->b_qkv + col, sz->n, sz->dh, sz->ld);
+/* Rotates rows r0 … r0+rows of `heads` heads from column col0 of Q or K
+ * (x: stride ldx) by their positions' angles. */
+static void rope_rotate(const attn_call *c, float *x, size_t ldx, size_t r0, size_t rows,
+                        size_t heads) {
+    const attn_sizes *sz = &c->pl->sz;
+    attn_rope_rows(x + r0 * ldx, ldx, c->angles + r0 * sz->rope, sz->rope, rows, heads, sz->dh,
+                   sz->rope, c->pl->in->weights->rope.style);
+}
+
+/* attn_task_fn, tile t of all the products' tiles, in order. */
+static void project_task(void *arg, size_t t, attn_workspace *ws) {
+    (void)ws;
+    const attn_call *c = arg;
+    const struct attn_proj *p = c->proj;
+    size_t count0 = p->tiles.nr * p->tiles.nc;
+    if (t >= count0) t -= count0, p++;
+    size_t r0, rb, c0, cb;
+    attn_tiling_tile(&p->tiles, t, &r0, &rb, &c0, &cb);
+    float *dst = p->dst + r0 * p->ldd + c0;
+    /* (m, n, k) = (rb, cb, k) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)p->k, 1.0f,
+                p->x + r0 * p->k, (int)p->k, p->w + c0, (int)p->ldw, 0.0f, dst, (int)p->ldd);
+    if (p->b) attn_add_bias_rows(dst, p->b + c0, rb, cb, p->ldd);
+    if (!c->pl->rope_in_tiles || !p->rope_heads) return;
+    /* The tile's columns are whole heads (tiling aligned to dh). */
+    const size_t dh = c->pl->sz.dh, e0 = c0 / dh, e1 = attn_min((c0 + cb) / dh, p->rope_heads);
+    if (e1 > e0) rope_rotate(c, p->dst + e0 * dh, p->ldd, r0, rb, e1 - e0);
+}
+
+/* dst[:, col … col+dh] of product p: rows × dh, by one sgemm. */
+static void project_cols(const struct attn_proj *p, size_t col, size_t dh) {
+    /* (m, n, k) = (rows, dh, k) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->rows, (int)dh, (int)p->k, 1.0f,
+                p->x, (int)p->k, p->w + col, (int)p->ldw, 0.0f, p->dst + col, (int)p->ldd);
+    if (p->b) attn_add_bias_rows(p->dst + col, p->b + col, p->rows, dh, p->ldd);
 }
 
 /* Whether listed position j is the first whose head uses its K/V head (so
@@ -58,38 +144,86 @@ static int kv_first(const attn_plan *pl, size_t j) {
     return 1;
 }
 
+/* The K/V product and the column offset of KV's column 0 in it. */
+static const struct attn_proj *kv_proj(const attn_plan *pl, const struct attn_proj *pr,
+                                       size_t *off) {
+    *off = pl->sz.cross ? 0 : pl->sz.hd;
+    return pl->sz.cross ? &pr[1] : &pr[0];
+}
+
+/* Applies f to the (Q or K) blocks of heads the partial path projected:
+ * each listed head's Q, each of their K/V heads' K once. */
+static void listed_blocks(const attn_plan *pl, attn_call *c, const struct attn_proj *pr,
+                          void (*f)(const attn_plan *, attn_call *, const struct attn_proj *,
+                                    size_t col, unsigned part)) {
+    const attn_sizes *sz = &pl->sz;
+    size_t off;
+    const struct attn_proj *kvp = kv_proj(pl, pr, &off);
+    for (size_t j = 0; j < sz->hs; j++) {
+        size_t i = pl->in->heads[j];
+        if (c->slot[i] != j) continue; /* at its first position */
+        if (pl->parts & ATTN_PART_Q) f(pl, c, &pr[0], attn_col_q(sz, i), ATTN_PART_Q);
+        if (!kv_first(pl, j)) continue;
+        if (pl->parts & ATTN_PART_K) f(pl, c, kvp, off + attn_col_k(sz, i), ATTN_PART_K);
+        if (pl->parts & ATTN_PART_V) f(pl, c, kvp, off + attn_col_v(sz, i), ATTN_PART_V);
+    }
+}
+
+static void block_project(const attn_plan *pl, attn_call *c, const struct attn_proj *p, size_t col,
+                          unsigned part) {
+    (void)c, (void)part;
+    project_cols(p, col, pl->sz.dh);
+}
+
+static void block_rotate(const attn_plan *pl, attn_call *c, const struct attn_proj *p, size_t col,
+                         unsigned part) {
+    if (part != ATTN_PART_V) rope_rotate(c, p->dst + col, p->ldd, 0, pl->sz.n, 1);
+}
+
+/* out: hs × rows × dh, the listed heads' blocks from `src` (stride ld),
+ * col_of(sz, i) their columns. */
+static void copy_heads(float *out, const attn_plan *pl, const float *src, size_t ld, size_t rows,
+                       size_t (*col_of)(const attn_sizes *, size_t)) {
+    const attn_sizes *sz = &pl->sz;
+    for (size_t j = 0; j < sz->hs; j++)
+        attn_copy_block(out + j * rows * sz->dh, sz->dh, src + col_of(sz, pl->in->heads[j]), ld,
+                        rows, sz->dh);
+}
+
 int attn_project(const attn_plan *pl, attn_call *c) {
     const attn_sizes *sz = &pl->sz;
-    const attn_input *in = pl->in;
+    const attn_output *out = &pl->out;
     const unsigned all = ATTN_PART_Q | ATTN_PART_K | ATTN_PART_V;
-    if (pl->stage == ATTN_STAGE_DELTA || (c->distinct == sz->h && pl->parts == all)) {
-        c->tiles = attn_tiling_make(sz->n, sz->ld);
-        int rc = attn_run(c, project_task, c->tiles.nr * c->tiles.nc);
+    const int rope = pl->bytes[WS_ROPE] != 0;
+    struct attn_proj pr[2];
+    size_t nproj = proj_make(pr, pl, c);
+    int rc;
+    if (rope && (rc = attn_run(c, angles_task, attn_div_up(sz->n, ANGLE_ROWS)))) return rc;
+
+    const int whole = pl->stage == ATTN_STAGE_DELTA || (c->distinct == sz->h && pl->parts == all);
+    if (whole) {
+        size_t count = 0;
+        for (size_t x = 0; x < nproj; x++)
+            count += pr[x].tiles.nr * pr[x].tiles.nc;
+        c->proj = pr;
+        rc = attn_run(c, project_task, count);
+        c->proj = NULL;
         if (rc) return rc;
     } else {
-        for (size_t j = 0; j < sz->hs; j++) {
-            size_t i = in->heads[j];
-            if (c->slot[i] != j) continue; /* projected at its first position */
-            if (pl->parts & ATTN_PART_Q) project_block(pl, c->qkv, attn_col_q(sz, i));
-            if (kv_first(pl, j)) {
-                if (pl->parts & ATTN_PART_K) project_block(pl, c->qkv, attn_col_k(sz, i));
-                if (pl->parts & ATTN_PART_V) project_block(pl, c->qkv, attn_col_v(sz, i));
-            }
-        }
+        listed_blocks(pl, c, pr, block_project);
     }
-    const attn_output *out = &pl->out;
-    const size_t ndh = sz->n * sz->dh;
-    for (size_t j = 0; j < sz->hs; j++) {
-        size_t i = in->heads[j];
-        if (out->q)
-            attn_copy_block(out->q + j * ndh, sz->dh, c->qkv + attn_col_q(sz, i), sz->ld, sz->n,
-                            sz->dh);
-        if (out->k)
-            attn_copy_block(out->k + j * ndh, sz->dh, c->qkv + attn_col_k(sz, i), sz->ld, sz->n,
-                            sz->dh);
-        if (out->v)
-            attn_copy_block(out->v + j * ndh, sz->dh, c->qkv + attn_col_v(sz, i), sz->ld, sz->n,
-                            sz->dh);
+
+    if (out->q_raw) copy_heads(out->q_raw, pl, c->q, sz->ldq, sz->n, attn_col_q);
+    if (out->k_raw) copy_heads(out->k_raw, pl, c->kv, sz->ldkv, sz->m, attn_col_k);
+    if (rope && (!whole || !pl->rope_in_tiles)) {
+        if (whole) /* Q's h heads and K's g heads are side by side */
+            rope_rotate(c, c->qkv, sz->ld, 0, sz->n, sz->h + sz->g);
+        else
+            listed_blocks(pl, c, pr, block_rotate);
     }
+
+    if (out->q) copy_heads(out->q, pl, c->q, sz->ldq, sz->n, attn_col_q);
+    if (out->k) copy_heads(out->k, pl, c->kv, sz->ldkv, sz->m, attn_col_k);
+    if (out->v) copy_heads(out->v, pl, c->kv, sz->ldkv, sz->m, attn_col_v);
     return 0;
 }

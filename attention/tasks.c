@@ -30,12 +30,21 @@
 #endif
 
 attn_tiling attn_tiling_make(size_t rows, size_t cols) {
+    return attn_tiling_aligned(rows, cols, 1);
+}
+
+attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum) {
+    /* Halved column tiles stay multiples of the kernels' widths (16), or
+     * of the quantum. */
+    const size_t unit = quantum > 1 ? quantum : 16;
     attn_tiling g = {rows, cols, attn_min(rows, ATTN_TILE), attn_min(cols, ATTN_TILE), 0, 0};
+    if (quantum > 1) g.cb = attn_min(cols, attn_div_up(g.cb, quantum) * quantum);
     for (;;) {
         g.nr = attn_div_up(rows, g.rb), g.nc = attn_div_up(cols, g.cb);
         if (g.nr * g.nc >= ATTN_TILES_MIN) break;
-        if (g.cb >= 2 * ATTN_TILE_MIN && g.cb >= g.rb)
-            g.cb = attn_div_up(g.cb / 2, 16) * 16; /* a multiple of the kernels' widths */
+        size_t half = attn_div_up(g.cb / 2, unit) * unit;
+        if (g.cb >= 2 * ATTN_TILE_MIN && g.cb >= g.rb && half < g.cb)
+            g.cb = half;
         else if (g.rb >= 2 * ATTN_TILE_MIN)
             g.rb /= 2;
         else

@@ -38,6 +38,7 @@
 /* sleef.h declares the 256-bit functions only when AVX is on for the whole
  * file; this is its prototype, under the same target as its callers. */
 AVX2_FMA __m256 Sleef_expf8_u10avx2(__m256);
+AVX2_FMA __m256 Sleef_tanhf8_u10avx2(__m256);
 
 AVX2_FMA static float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -106,6 +107,17 @@ AVX2_FMA static void vscale_avx2(float *y, float a, size_t count) {
         y[k] *= a;
 }
 
+AVX2_FMA static void vsoftcap_avx2(float *y, float cap, size_t count) {
+    const __m256 c = _mm256_set1_ps(cap), inv = _mm256_set1_ps(1.0f / cap);
+    size_t k = 0;
+    for (; k + 8 <= count; k += 8) {
+        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(y + k), inv);
+        _mm256_storeu_ps(y + k, _mm256_mul_ps(c, Sleef_tanhf8_u10avx2(x)));
+    }
+    for (; k < count; k++)
+        y[k] = cap * Sleef_tanhf_u10(y[k] * (1.0f / cap));
+}
+
 static int have_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
@@ -168,6 +180,18 @@ void attn_vscale(float *y, float a, size_t count) {
 #endif
     for (size_t k = 0; k < count; k++)
         y[k] *= a;
+}
+
+void attn_vsoftcap(float *y, float cap, size_t count) {
+#ifdef ATTN_VEXP_X86
+    if (have_avx2()) {
+        vsoftcap_avx2(y, cap, count);
+        return;
+    }
+#endif
+    /* y / cap as y · (1/cap) on every path, so that the paths agree */
+    for (size_t k = 0; k < count; k++)
+        y[k] = cap * Sleef_tanhf_u10(y[k] * (1.0f / cap));
 }
 
 void attn_vexp(float *y, const float *x, size_t count) {

@@ -1,7 +1,7 @@
 /*
  * vexp.h — internal to attention/: the vectorised row primitives of the
- * softmax (row max, exp with a shift and its sum, scaling), on SLEEF's
- * exp with at most 1 ulp of error.
+ * softmax (row max, exp with a shift and its sum, scaling) and of
+ * soft-capping, on SLEEF's exp and tanh with at most 1 ulp of error.
  *
  * The SIMD width is chosen at run time on every call (a cached CPUID bit
  * read by __builtin_cpu_supports, no state of ours): AVX2 + FMA when the
@@ -29,6 +29,10 @@ float attn_vexp_shift_sum(float *y, const float *x, float shift, size_t count);
 
 /* y[k] *= a        count floats */
 void attn_vscale(float *y, float a, size_t count);
+
+/* y[k] = cap · tanh(y[k] / cap), soft-capping        count floats; cap > 0.
+ * ≤ 1 ulp in the tanh; ±inf gives ±cap, NaN stays NaN. */
+void attn_vsoftcap(float *y, float cap, size_t count);
 
 /* Name of the SIMD path attn_vexp takes on this CPU ("avx2", "sse", "scalar"),
  * for benchmarks and logs. */
