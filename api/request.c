@@ -37,9 +37,9 @@
 
 #define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
-static const char *const top_fields[] = {
-    "embeddings",   "tokens",   "model",     "weights", "mask",           "scale",
-    "return",       "select_heads", "encoding", "positions", "context", "context_tokens"};
+static const char *const top_fields[] = {"embeddings", "tokens",    "model",   "weights",
+                                         "mask",       "scale",     "return",  "select_heads",
+                                         "encoding",   "positions", "context", "context_tokens"};
 
 static const struct {
     const char *name;
@@ -240,8 +240,9 @@ static int decode_labels(const json_t *labels, const char *field, const char *ro
     if (labels == NULL) return 0;
     api_path_key(path, sizeof path, "", field);
     if (!json_is_array(labels))
-        return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected an array of strings",
-                              field, api_json_type_name(labels));
+        return attn_error_set(err, 400, "wrong_type", path,
+                              "%s is %s, expected an array of strings", field,
+                              api_json_type_name(labels));
     for (size_t i = 0; i < json_array_size(labels); i++) {
         const json_t *t = json_array_get(labels, i);
         if (!json_is_string(t)) {
@@ -460,8 +461,8 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
         return attn_error_set(err, 422, "invalid_combination", "/context_tokens",
                               "context_tokens label the rows of context, which the request does "
                               "not have");
-    if (decode_labels(ctx_tokens, "context_tokens", "context", req->n_context,
-                      &req->context_tokens, &req->context_tokens_json_bytes, err) < 0 ||
+    if (decode_labels(ctx_tokens, "context_tokens", "context", req->n_context, &req->context_tokens,
+                      &req->context_tokens_json_bytes, err) < 0 ||
         decode_mask(req, json_object_get(root, "mask"), err) < 0)
         return -1;
     if (weights == NULL) return 0; /* the server binds the named model */

@@ -133,11 +133,11 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
 #define OUT_ALIGN 64
 
 static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn_error *err) {
-    float **slots[API_OUTPUTS] = {&req->output.q,         &req->output.k,
-                                  &req->output.v,         &req->output.scores,
-                                  &req->output.patterns,  &req->output.head_outputs,
-                                  &req->output.delta,     &req->output.embeddings,
-                                  &req->output.q_raw,     &req->output.k_raw};
+    float **slots[API_OUTPUTS] = {&req->output.q,        &req->output.k,
+                                  &req->output.v,        &req->output.scores,
+                                  &req->output.patterns, &req->output.head_outputs,
+                                  &req->output.delta,    &req->output.embeddings,
+                                  &req->output.q_raw,    &req->output.k_raw};
     size_t bytes[API_OUTPUTS] = {0}, total = 0;
 
     for (unsigned i = 0; i < API_OUTPUTS; i++) {
@@ -193,9 +193,10 @@ static int bind_context(const api_request *req, const attn_weights *w, attn_erro
     if (req->d_context != dc)
         return attn_error_set(err, 422, "dimension_mismatch", "/context",
                               "context rows have %zu numbers, expected %s = %zu", req->d_context,
-                              w->w_kv ? "the weights' d_context" : "d_model (self-attention "
-                                                                    "weights project a context "
-                                                                    "as they do embeddings)",
+                              w->w_kv ? "the weights' d_context"
+                                      : "d_model (self-attention "
+                                        "weights project a context "
+                                        "as they do embeddings)",
                               dc);
     static const char *const names[] = {"rope", "alibi", "window"};
     int has[] = {w->rope.dims != 0, w->alibi != NULL, w->window != 0};
@@ -243,8 +244,8 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
     }
     /* The request's scale, else the weight set's, else 1/sqrt(d_head). */
     if (!req->scale_given)
-        req->scale = weights->scale > 0.0f ? weights->scale
-                                           : (float)(1.0 / sqrt((double)weights->d_head));
+        req->scale =
+            weights->scale > 0.0f ? weights->scale : (float)(1.0 / sqrt((double)weights->d_head));
 
     req->input = (attn_input){
         .weights = weights,

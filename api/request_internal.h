@@ -73,7 +73,7 @@ struct api_request {
     /* Filled by api_request_bind, and the outputs by api_request_alloc_outputs. */
     int bound;
     int outputs_made;
-    size_t *heads;         /* hs indices */
+    size_t *heads;                   /* hs indices */
     float *out_buffers[API_OUTPUTS]; /* one per API_RETURN_* bit, NULL when not asked */
     attn_input input;
     attn_output output;

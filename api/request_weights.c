@@ -43,8 +43,8 @@ static const char *const head_fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_
 static const char *const kv_fields[] = {"w_k", "w_v", "b_k", "b_v"};
 static const char *const rope_fields[] = {"theta", "dims", "style", "scaling"};
 static const char *const linear_fields[] = {"type", "factor"};
-static const char *const llama3_fields[] = {"type", "factor", "low_freq_factor",
-                                            "high_freq_factor", "original_max_position_embeddings"};
+static const char *const llama3_fields[] = {"type", "factor", "low_freq_factor", "high_freq_factor",
+                                            "original_max_position_embeddings"};
 
 /* Integers a double holds exactly: window's largest. */
 #define EXACT_INTEGER_MAX 9007199254740992.0 /* 2^53 */
@@ -79,9 +79,9 @@ static void head_field_names(const char *list, size_t i, const char *field, char
 
 /* The shape of one projection: `rows` rows (d_model, or d_context: `rows_what`)
  * and d_head columns; *dh is 0 for the first, which fixes it. */
-static int check_projection(const api_arrays *lifted, const json_t *obj, const char *list,
-                            size_t i, const char *field, size_t rows_want, const char *rows_what,
-                            size_t *dh, const api_limits *limits, attn_error *err) {
+static int check_projection(const api_arrays *lifted, const json_t *obj, const char *list, size_t i,
+                            const char *field, size_t rows_want, const char *rows_what, size_t *dh,
+                            const api_limits *limits, attn_error *err) {
     char name[96], path[API_PATH_MAX];
     const json_t *m = json_object_get(obj, field);
     size_t rows, cols;
@@ -113,8 +113,8 @@ typedef struct outline {
     size_t dm, kv_rows; /* rows of w_q; of w_k and w_v (d_context with a context) */
     const char *kv_rows_what;
     size_t h, g, dh;
-    int grouped;             /* kv_heads given */
-    int q_bias, kv_bias;     /* some b_q; some b_k or b_v */
+    int grouped;         /* kv_heads given */
+    int q_bias, kv_bias; /* some b_q; some b_k or b_v */
     const api_limits *limits;
 } outline;
 
@@ -127,8 +127,7 @@ static int check_head(const api_arrays *lifted, const json_t *head, size_t i, ou
     snprintf(path, sizeof path, "/weights/heads/%zu", i);
     if (!json_is_object(head))
         return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected an object with %s",
-                              name, api_json_type_name(head),
-                              o->grouped ? "w_q" : "w_q, w_k, w_v");
+                              name, api_json_type_name(head), o->grouped ? "w_q" : "w_q, w_k, w_v");
     if (o->grouped)
         for (size_t f = 0; f < 4; f++)
             if (json_object_get(head, kv_fields[f])) {
@@ -154,8 +153,7 @@ static int check_head(const api_arrays *lifted, const json_t *head, size_t i, ou
 }
 
 /* Pass 1 for kv_heads: g objects {w_k, w_v, b_k?, b_v?}, g dividing h. */
-static int check_kv_heads(const api_arrays *lifted, const json_t *kv, outline *o,
-                          attn_error *err) {
+static int check_kv_heads(const api_arrays *lifted, const json_t *kv, outline *o, attn_error *err) {
     char name[96], path[API_PATH_MAX];
 
     if (!json_is_array(kv))
@@ -224,12 +222,11 @@ static int check_w_o(const api_arrays *lifted, const json_t *w_o, size_t h, size
 static int positive_number(const json_t *v, const char *name, const char *path, double *out,
                            attn_error *err) {
     if (!json_is_number(v))
-        return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected a number > 0",
-                              name, api_json_type_name(v));
+        return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected a number > 0", name,
+                              api_json_type_name(v));
     *out = json_number_value(v);
     if (!(*out > 0) || !isfinite(*out))
-        return attn_error_set(err, 422, "out_of_range", path, "%s must be > 0, got %g", name,
-                              *out);
+        return attn_error_set(err, 422, "out_of_range", path, "%s must be > 0, got %g", name, *out);
     return 0;
 }
 
@@ -457,22 +454,28 @@ int api_weights_decode(api_request *req, const json_t *weights, const api_limits
                               "weights.heads has %zu heads, over the limit max_heads = %zu", o.h,
                               limits->max_heads);
     o.g = o.h;
+    /* kv_heads' own type first: it decides what a head may hold */
+    if (kv && !json_is_array(kv))
+        return attn_error_set(err, 400, "wrong_type", "/weights/kv_heads",
+                              "weights.kv_heads is %s, expected an array of K/V heads",
+                              api_json_type_name(kv));
     for (size_t i = 0; i < o.h; i++)
         if (check_head(req->arrays, json_array_get(heads, i), i, &o, err) < 0) return -1;
     if (kv && check_kv_heads(req->arrays, kv, &o, err) < 0) return -1;
     size_t h = o.h, g = o.g, dh = o.dh, dm = o.dm, dc = o.kv_rows;
     if (api_size_mul(h, dh, &hd) < 0 || api_size_mul(g, dh, &gd) < 0 ||
         api_size_mul(gd, 2, &kv_cols) < 0 || api_size_add(hd, cross ? 0 : kv_cols, &q_cols) < 0 ||
-        api_size_mul(dm, q_cols, &qkv_count) < 0 || (cross && api_size_mul(dc, kv_cols, &kv_count) < 0) ||
-        api_size_mul(hd, dm, &o_count) < 0 || qkv_count > SIZE_MAX / sizeof(float) ||
-        kv_count > SIZE_MAX / sizeof(float) || o_count > SIZE_MAX / sizeof(float))
+        api_size_mul(dm, q_cols, &qkv_count) < 0 ||
+        (cross && api_size_mul(dc, kv_cols, &kv_count) < 0) || api_size_mul(hd, dm, &o_count) < 0 ||
+        qkv_count > SIZE_MAX / sizeof(float) || kv_count > SIZE_MAX / sizeof(float) ||
+        o_count > SIZE_MAX / sizeof(float))
         return attn_error_set(err, 503, "out_of_memory", "/weights",
                               "the weights are too large to hold in memory");
     qkv_cols = q_cols;
     if (check_w_o(req->arrays, w_o, h, dh, dm, err) < 0) return -1;
 
-    req->inline_weights = (attn_weights){.d_model = dm, .n_heads = h, .d_head = dh,
-                                         .n_kv_heads = g};
+    req->inline_weights =
+        (attn_weights){.d_model = dm, .n_heads = h, .d_head = dh, .n_kv_heads = g};
     if (decode_variants(req, weights, &req->inline_weights, err) < 0) return -1;
 
     int q_bias = o.q_bias || (!cross && o.kv_bias), kv_bias = cross && o.kv_bias;

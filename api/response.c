@@ -172,9 +172,9 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
     total = strlen("{\"model\":") + (req->model ? req->model_json_bytes : 4) +
             strlen(",\"n_tokens\":") + decimal_width(n) + strlen(",\"d_model\":") +
             decimal_width(dm) + strlen(",\"n_heads\":") + decimal_width(w->n_heads) +
-            strlen(",\"n_kv_heads\":") + decimal_width(kv_heads_of(w)) +
-            strlen(",\"d_head\":") + decimal_width(dh) + strlen(",\"mask\":\"") +
-            strlen(mask_word(mask)) + strlen("\",\"scale\":") + api_float_format(num, scale);
+            strlen(",\"n_kv_heads\":") + decimal_width(kv_heads_of(w)) + strlen(",\"d_head\":") +
+            decimal_width(dh) + strlen(",\"mask\":\"") + strlen(mask_word(mask)) +
+            strlen("\",\"scale\":") + api_float_format(num, scale);
     if (req->context) total += strlen(",\"n_context\":") + decimal_width(m);
     if (req->tokens && (size_add(&total, strlen(",\"tokens\":")) < 0 ||
                         size_add(&total, req->tokens_json_bytes) < 0))

@@ -1026,11 +1026,10 @@ START_TEST(test_largest_accepted) {
         snprintf(t, sizeof t, "t%zu", i);
         json_array_append_new(tokens, json_string(t));
     }
-    json_t *r =
-        json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings",
-                  filled(n, dm, 0.5), "tokens", tokens, "select_heads", sel, "return", "q", "k",
-                  "v", "head_outputs", "delta", "embeddings", "q", "k", "q_raw", "k_raw", "mask",
-                  "causal", "weights", "heads", heads);
+    json_t *r = json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings",
+                          filled(n, dm, 0.5), "tokens", tokens, "select_heads", sel, "return", "q",
+                          "k", "v", "head_outputs", "delta", "embeddings", "q", "k", "q_raw",
+                          "k_raw", "mask", "causal", "weights", "heads", heads);
     api_request *req = decode_ok_limits(json_deep_copy(r), &default_limits);
     ck_assert_uint_eq(api_request_input(req)->n_tokens, n);
     ck_assert_uint_eq(api_request_input(req)->weights->n_heads, h);
@@ -1225,9 +1224,9 @@ START_TEST(test_response_defaults) {
     char *raw;
     json_t *resp = respond_body(base_request(), &raw);
     static const char *const order[] = {
-        "\"model\":",  "\"n_tokens\":", "\"d_model\":",  "\"n_heads\":",
-        "\"n_kv_heads\":", "\"d_head\":",   "\"mask\":",     "\"scale\":",
-        "\"heads\":",  "\"patterns\":", "\"embeddings\":"};
+        "\"model\":",      "\"n_tokens\":", "\"d_model\":",   "\"n_heads\":",
+        "\"n_kv_heads\":", "\"d_head\":",   "\"mask\":",      "\"scale\":",
+        "\"heads\":",      "\"patterns\":", "\"embeddings\":"};
     const char *prev = raw;
 
     ck_assert(json_is_null(json_object_get(resp, "model")));
