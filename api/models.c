@@ -35,9 +35,15 @@ static size_t kv_heads_of(const attn_weights *w) {
     return w->n_kv_heads ? w->n_kv_heads : w->n_heads;
 }
 
-/* The shortest %g text that reads back as v (RoPE's parameters are doubles). */
+/* v as it was likely written: an integer as one ("theta": 500000), else the
+ * shortest %g text that reads back as v (RoPE's parameters are doubles). */
 static void write_double(api_buffer *b, double v) {
     char text[40];
+    if (floor(v) == v && fabs(v) < 1e15) {
+        snprintf(text, sizeof text, "%.0f", v);
+        api_buffer_append_str(b, text);
+        return;
+    }
     for (int digits = 1; digits <= 17; digits++) {
         snprintf(text, sizeof text, "%.*g", digits, v);
         if (strtod(text, NULL) == v) break;

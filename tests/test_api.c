@@ -592,10 +592,9 @@ START_TEST(test_request_cost_and_outputs) {
     api_request *req = NULL;
     attn_error err;
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
-    const attn_input *in = api_request_input(req);
-    const attn_weights *w = in->weights;
-    ck_assert(api_request_cost(req) ==
-              attn_flops(in->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL));
+    /* the engine's count for this input: causal, so only the blocks it computes */
+    ck_assert(api_request_cost(req) == attn_input_flops(api_request_input(req)));
+    ck_assert(api_request_cost(req) <= attn_flops(3, 4, 2, 2, 0));
     ck_assert(api_request_cost(req) > 0);
     ck_assert_ptr_null(api_request_output(req)->embeddings);
     ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
@@ -718,7 +717,11 @@ static void response_limit_pair(json_t *body) {
 
 START_TEST(test_limits) {
     api_limits at, over;
-    double flops = attn_flops(3, 4, 2, 2, 0);
+    api_request *bound = decode_ok(base_request());
+    /* the work of the bound input, as the engine counts it */
+    double flops = attn_input_flops(api_request_input(bound));
+    size_t scratch = attn_input_workspace_need(api_request_input(bound));
+    api_request_free(bound);
 
     at = over = big_limits;
     at.max_tokens = 3, over.max_tokens = 2;
@@ -744,7 +747,7 @@ START_TEST(test_limits) {
     limit_pair(base_request(), at, over, "");
 
     /* scratch: n 3, 2 heads of 2 */
-    size_t scratch = attn_workspace_need(3, 4, 2, 2);
+    ck_assert(scratch > 0 && scratch <= attn_workspace_need(3, 4, 2, 2) + 4096);
     at = over = big_limits;
     at.max_workspace_bytes = scratch, over.max_workspace_bytes = scratch - 1;
     limit_pair(base_request(), at, over, "");
