@@ -23,13 +23,20 @@
  *   405 method_not_allowed      known path, wrong method (with Allow)
  *   413 body_too_large          body over --max-body-bytes
  *   415 unsupported_media_type  POST whose Content-Type is not JSON
- *   422 dimension_mismatch      shapes disagree: ragged rows, no rows, d_model or d_head
- *                               mismatch, mask or tokens of the wrong size, no w_o while
- *                               h·d_head != d_model, a tensor's shape and data length
+ *   422 dimension_mismatch      shapes disagree: ragged rows, no rows, d_model, d_context
+ *                               or d_head mismatch, mask, tokens, positions,
+ *                               context_tokens or alibi of the wrong size, kv_heads not
+ *                               dividing the heads, no w_o while h·d_head != d_model, a
+ *                               tensor's shape and data length
  *   422 non_finite_number       a number not finite as float32 (1e39, 1e999, a NaN or
  *                               ±inf in a tensor's data), or a returned result that
  *                               overflowed float32 (path "")
- *   422 out_of_range            scale <= 0, a select_heads index outside 0…h-1 or repeated
+ *   422 out_of_range            scale <= 0, a select_heads index outside 0…h-1 or repeated,
+ *                               a position, rope value, window, softcap or weights' scale
+ *                               out of its range
+ *   422 invalid_combination     fields that exclude each other: a context with a causal
+ *                               mask, rope, alibi or window; context_tokens without a
+ *                               context; a cross-attention model without a context
  *   422 limit_exceeded          tokens, heads, d_model, work or response size over its limit
  *   422 invalid_tensor          a tensor object whose dtype is not "float32", or whose
  *                               data is not valid base64 (path .../dtype or .../data)

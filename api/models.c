@@ -1,18 +1,26 @@
 /*
  * models.c — the models endpoints' JSON.
  *
- * A model's weights are stored packed (attn_weights: w_qkv is dm × 3hd);
- * the inline form a client sends splits them per head, so head i's w_q is
- * the dm × dh block of w_qkv at column i·dh, read with stride 3hd: nothing
- * is copied, the writer walks the packed matrix.
+ * A model's weights are stored packed (attn_weights: w_qkv is
+ * dm × (hd + 2gd), or dm × hd beside a w_kv of dc × 2gd for
+ * cross-attention); the inline form a client sends splits them per head,
+ * so head i's w_q is the dm × dh block of w_qkv at column i·dh, read with
+ * w_qkv's row stride: nothing is copied, the writer walks the packed
+ * matrices. With g < h K/V heads the inline form has kv_heads, and the
+ * heads only w_q and b_q; with g = h, w_k and w_v stay in the heads, the
+ * form of multi-head attention. Either reads back (request_weights.c) into
+ * the same packed buffers, so a model sent back inline answers as it does.
  */
 #include "api/models.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/buffer.h"
+#include "api/float_format.h"
 #include "api/json_write.h"
 
 /* Bytes one float takes at most in the JSON, its comma included; rows and
@@ -23,65 +31,191 @@ static const char *mask_word(attn_mask_kind kind) {
     return kind == ATTN_MASK_NONE ? "none" : "causal";
 }
 
-static void write_summary(api_buffer *b, const api_model_info *m) {
+static size_t kv_heads_of(const attn_weights *w) {
+    return w->n_kv_heads ? w->n_kv_heads : w->n_heads;
+}
+
+/* v as it was likely written: an integer as one ("theta": 500000), else the
+ * shortest %g text that reads back as v (RoPE's parameters are doubles). */
+static void write_double(api_buffer *b, double v) {
+    char text[40];
+    if (floor(v) == v && fabs(v) < 1e15) {
+        snprintf(text, sizeof text, "%.0f", v);
+        api_buffer_append_str(b, text);
+        return;
+    }
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, v);
+        if (strtod(text, NULL) == v) break;
+    }
+    api_buffer_append_str(b, text);
+}
+
+static void write_rope(api_buffer *b, const attn_rope *r) {
+    api_buffer_append_str(b, "{\"theta\":");
+    write_double(b, r->theta);
+    api_buffer_append_str(b, ",\"dims\":");
+    api_write_size(b, r->dims);
+    api_buffer_append_str(b, r->style == ATTN_ROPE_INTERLEAVED ? ",\"style\":\"interleaved\""
+                                                               : ",\"style\":\"half\"");
+    if (r->scaling != ATTN_ROPE_SCALING_NONE) {
+        api_buffer_append_str(b, r->scaling == ATTN_ROPE_SCALING_LINEAR
+                                     ? ",\"scaling\":{\"type\":\"linear\",\"factor\":"
+                                     : ",\"scaling\":{\"type\":\"llama3\",\"factor\":");
+        write_double(b, r->factor);
+        if (r->scaling == ATTN_ROPE_SCALING_LLAMA3) {
+            api_buffer_append_str(b, ",\"low_freq_factor\":");
+            write_double(b, r->low_freq_factor);
+            api_buffer_append_str(b, ",\"high_freq_factor\":");
+            write_double(b, r->high_freq_factor);
+            api_buffer_append_str(b, ",\"original_max_position_embeddings\":");
+            write_double(b, r->original_max_position);
+        }
+        api_buffer_append(b, "}", 1);
+    }
+    api_buffer_append(b, "}", 1);
+}
+
+/* ,"rope":…,"alibi":[…],"window":…,"softcap":…,"scale":…, those the weights set. */
+static void write_variants(api_buffer *b, const attn_weights *w, api_nonfinite *bad) {
+    char num[API_FLOAT_TEXT_MAX];
+    if (w->rope.dims) {
+        api_buffer_append_str(b, ",\"rope\":");
+        write_rope(b, &w->rope);
+    }
+    if (w->alibi) {
+        api_buffer_append_str(b, ",\"alibi\":");
+        api_write_vector(b, w->alibi, w->n_heads, bad);
+    }
+    if (w->window) {
+        api_buffer_append_str(b, ",\"window\":");
+        api_write_size(b, w->window);
+    }
+    if (w->softcap > 0.0f) {
+        api_buffer_append_str(b, ",\"softcap\":");
+        api_buffer_append(b, num, api_float_format(num, w->softcap));
+    }
+    if (w->scale > 0.0f) {
+        api_buffer_append_str(b, ",\"scale\":");
+        api_buffer_append(b, num, api_float_format(num, w->scale));
+    }
+}
+
+/* Shown when the weights are cross-attention, or say a width of their own. */
+static int shows_d_context(const attn_weights *w) {
+    return w->w_kv != NULL || (w->d_context != 0 && w->d_context != w->d_model);
+}
+
+static void write_summary(api_buffer *b, const api_model_info *m, api_nonfinite *bad) {
     const attn_weights *w = m->weights;
     api_buffer_append_str(b, "{\"name\":");
     api_write_string(b, m->name);
     api_buffer_append_str(b, ",\"d_model\":");
     api_write_size(b, w->d_model);
+    if (shows_d_context(w)) {
+        api_buffer_append_str(b, ",\"d_context\":");
+        api_write_size(b, w->d_context);
+    }
     api_buffer_append_str(b, ",\"n_heads\":");
     api_write_size(b, w->n_heads);
+    api_buffer_append_str(b, ",\"n_kv_heads\":");
+    api_write_size(b, kv_heads_of(w));
     api_buffer_append_str(b, ",\"d_head\":");
     api_write_size(b, w->d_head);
     api_buffer_append_str(b, ",\"mask\":\"");
     api_buffer_append_str(b, mask_word(m->mask));
-    api_buffer_append_str(b, "\",\"description\":");
+    api_buffer_append(b, "\"", 1);
+    write_variants(b, w, bad);
+    api_buffer_append_str(b, ",\"description\":");
     api_write_string(b, m->description ? m->description : "");
 }
 
 char *api_models_encode_list(const api_model_info *models, size_t count, size_t *len) {
     api_buffer b;
+    api_nonfinite bad = {0, 0, 0}; /* the store refuses non-finite weights at load */
     api_buffer_init(&b, 64 + count * 160);
     api_buffer_append_str(&b, "{\"models\":[");
     for (size_t i = 0; i < count; i++) {
         if (i) api_buffer_append(&b, ",", 1);
-        write_summary(&b, &models[i]);
+        write_summary(&b, &models[i], &bad);
         api_buffer_append(&b, "}", 1);
     }
     api_buffer_append_str(&b, "]}");
-    return api_buffer_finish(&b, len);
+    char *text = api_buffer_finish(&b, len);
+    if (text && bad.found) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
-/* An upper bound of the weights' JSON text; SIZE_MAX when it overflows. */
+/* An upper bound of the weights' JSON text; SIZE_MAX when it overflows.
+ * The sizes are the store's, each far below SIZE_MAX^(1/2), so only the
+ * products are checked. */
 static size_t weights_json_bound(const attn_weights *w) {
-    size_t hd = w->n_heads * w->d_head, rows = 3 * hd + w->d_model + 2 * hd + w->d_model + 64;
-    size_t floats = 3 * hd * w->d_model + 3 * hd + hd * w->d_model + w->d_model, bytes;
-    if (__builtin_mul_overflow(floats, (size_t)FLOAT_JSON_MAX, &bytes) ||
-        __builtin_add_overflow(bytes, rows * 3 + w->n_heads * 64 + 64, &bytes))
+    size_t h = w->n_heads, g = kv_heads_of(w), dh = w->d_head, dm = w->d_model;
+    size_t kv_rows = w->w_kv ? w->d_context : dm, hd = h * dh, gd = g * dh;
+    size_t rows = h * dm + 2 * g * kv_rows + hd + 3 * h + 2 * g + 64;
+    size_t q, kv, o, floats, bytes;
+    /* w_q, w_k and w_v, w_o, the biases and the slopes */
+    if (__builtin_mul_overflow(dm, hd, &q) || __builtin_mul_overflow(kv_rows, 2 * gd, &kv) ||
+        __builtin_mul_overflow(hd, dm, &o) || __builtin_add_overflow(q, kv, &floats) ||
+        __builtin_add_overflow(floats, o, &floats) ||
+        __builtin_add_overflow(floats, hd + 2 * gd + dm + h, &floats) ||
+        __builtin_mul_overflow(floats, (size_t)FLOAT_JSON_MAX, &bytes) ||
+        __builtin_add_overflow(bytes, rows * 3 + (h + g) * 64 + 1024, &bytes))
         return SIZE_MAX;
     return bytes;
 }
 
+/* One K/V head u's w_k, w_v (and b_k, b_v), from w_qkv after Q or from w_kv. */
+static void write_kv(api_buffer *b, const attn_weights *w, size_t u, api_nonfinite *bad) {
+    size_t dh = w->d_head, hd = w->n_heads * dh, gd = kv_heads_of(w) * dh;
+    const float *m = w->w_kv ? w->w_kv : w->w_qkv + hd;
+    const float *bias = w->w_kv ? w->b_kv : w->b_qkv ? w->b_qkv + hd : NULL;
+    size_t rows = w->w_kv ? w->d_context : w->d_model, ld = w->w_kv ? 2 * gd : hd + 2 * gd;
+
+    api_buffer_append_str(b, "\"w_k\":");
+    api_write_matrix(b, m + u * dh, rows, dh, ld, 0, bad);
+    api_buffer_append_str(b, ",\"w_v\":");
+    api_write_matrix(b, m + gd + u * dh, rows, dh, ld, 0, bad);
+    if (bias) {
+        api_buffer_append_str(b, ",\"b_k\":");
+        api_write_vector(b, bias + u * dh, dh, bad);
+        api_buffer_append_str(b, ",\"b_v\":");
+        api_write_vector(b, bias + gd + u * dh, dh, bad);
+    }
+}
+
 static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *bad) {
-    static const char *const w_keys[3] = {"\"w_q\":", "\"w_k\":", "\"w_v\":"};
-    static const char *const b_keys[3] = {",\"b_q\":", ",\"b_k\":", ",\"b_v\":"};
-    size_t dm = w->d_model, dh = w->d_head, hd = w->n_heads * dh, ld = 3 * hd;
+    size_t dm = w->d_model, dh = w->d_head, h = w->n_heads, g = kv_heads_of(w), hd = h * dh;
+    size_t ld = w->w_kv ? hd : hd + 2 * g * dh;
+    int grouped = g != h;
 
     api_buffer_append_str(b, "{\"heads\":[");
-    for (size_t i = 0; i < w->n_heads; i++) {
-        api_buffer_append_str(b, i ? ",{" : "{");
-        for (size_t p = 0; p < 3; p++) { /* q, k, v: column block p·hd + i·dh */
-            if (p) api_buffer_append(b, ",", 1);
-            api_buffer_append_str(b, w_keys[p]);
-            api_write_matrix(b, w->w_qkv + p * hd + i * dh, dm, dh, ld, 0, bad);
+    for (size_t i = 0; i < h; i++) {
+        api_buffer_append_str(b, i ? ",{\"w_q\":" : "{\"w_q\":");
+        api_write_matrix(b, w->w_qkv + i * dh, dm, dh, ld, 0, bad);
+        if (w->b_qkv) {
+            api_buffer_append_str(b, ",\"b_q\":");
+            api_write_vector(b, w->b_qkv + i * dh, dh, bad);
         }
-        for (size_t p = 0; w->b_qkv && p < 3; p++) {
-            api_buffer_append_str(b, b_keys[p]);
-            api_write_vector(b, w->b_qkv + p * hd + i * dh, dh, bad);
+        if (!grouped) {
+            api_buffer_append(b, ",", 1);
+            write_kv(b, w, i, bad);
         }
         api_buffer_append(b, "}", 1);
     }
     api_buffer_append(b, "]", 1);
+    if (grouped) {
+        api_buffer_append_str(b, ",\"kv_heads\":[");
+        for (size_t u = 0; u < g; u++) {
+            api_buffer_append_str(b, u ? ",{" : "{");
+            write_kv(b, w, u, bad);
+            api_buffer_append(b, "}", 1);
+        }
+        api_buffer_append(b, "]", 1);
+    }
     if (w->w_o) {
         api_buffer_append_str(b, ",\"w_o\":");
         api_write_matrix(b, w->w_o, hd, dm, dm, 0, bad);
@@ -90,6 +224,7 @@ static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *b
         api_buffer_append_str(b, ",\"b_o\":");
         api_write_vector(b, w->b_o, dm, bad);
     }
+    write_variants(b, w, bad);
     api_buffer_append(b, "}", 1);
 }
 
@@ -111,7 +246,7 @@ char *api_model_encode(const api_model_info *model, int with_weights, size_t max
     } else {
         api_buffer_init(&b, 256);
     }
-    write_summary(&b, model);
+    write_summary(&b, model, &bad);
     if (with_weights) {
         /* The store refuses non-finite weights at load, so `bad` stays 0. */
         api_buffer_append_str(&b, ",\"weights\":");

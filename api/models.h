@@ -19,15 +19,19 @@ typedef struct api_model_info {
     const attn_weights *weights;
 } api_model_info;
 
-/* {"models": [{"name", "d_model", "n_heads", "d_head", "mask", "description"}, …]}
- * in the order given. Returns a malloc'd body (caller frees) and its length
- * in *len, or NULL when out of memory. */
+/* {"models": [{"name", "d_model", "d_context"?, "n_heads", "n_kv_heads", "d_head", "mask",
+ * "rope"?, "alibi"?, "window"?, "softcap"?, "scale"?, "description"}, …]} in the order
+ * given: d_context for cross-attention weights (w_kv) or when it differs
+ * from d_model, the variants those the weights set (alibi as its h slopes).
+ * Returns a malloc'd body (caller frees) and its length in *len, or NULL
+ * when out of memory. */
 char *api_models_encode_list(const api_model_info *models, size_t count, size_t *len);
 
 /*
  * One model's object; with `with_weights` it also carries "weights" in the
  * inline form of POST /v1/attention (per head w_q, w_k, w_v and the biases
- * the model has, then w_o and b_o), so that a client can send them back.
+ * the model has, or with g < h K/V heads w_q and b_q per head and kv_heads;
+ * then w_o, b_o and the variants), so that a client can send them back.
  * Refuses with 422 limit_exceeded when that text could exceed
  * max_response_bytes, 503 out_of_memory when memory runs out.
  */

@@ -37,8 +37,9 @@
 
 #define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
-static const char *const top_fields[] = {"embeddings", "tokens", "model",        "weights", "mask",
-                                         "scale",      "return", "select_heads", "encoding"};
+static const char *const top_fields[] = {"embeddings", "tokens",    "model",   "weights",
+                                         "mask",       "scale",     "return",  "select_heads",
+                                         "encoding",   "positions", "context", "context_tokens"};
 
 static const struct {
     const char *name;
@@ -52,6 +53,8 @@ static const struct {
     {"head_outputs", API_RETURN_HEAD_OUTPUTS},
     {"delta", API_RETURN_DELTA},
     {"embeddings", API_RETURN_EMBEDDINGS},
+    {"q_raw", API_RETURN_Q_RAW},
+    {"k_raw", API_RETURN_K_RAW},
 };
 
 /* Is v the string `word`, NUL bytes and all? */
@@ -92,7 +95,8 @@ static int decode_unknown_fields(const json_t *root, attn_error *err) {
             api_path_key(path, sizeof path, "", key);
             return attn_error_set(err, 400, "unknown_field", path,
                                   "unknown field \"%s\"; the fields are embeddings, tokens, "
-                                  "model, weights, mask, scale, return, select_heads, encoding",
+                                  "model, weights, mask, scale, return, select_heads, encoding, "
+                                  "positions, context, context_tokens",
                                   key);
         }
     }
@@ -152,7 +156,8 @@ static int decode_return(api_request *req, const json_t *ret, attn_error *err) {
         if (k == n)
             return attn_error_set(err, 400, "invalid_value", path,
                                   "return[%zu] = \"%s\" is not an output; the outputs are q, k, "
-                                  "v, scores, patterns, head_outputs, delta, embeddings",
+                                  "v, q_raw, k_raw, scores, patterns, head_outputs, delta, "
+                                  "embeddings",
                                   i, json_string_value(name));
         req->returns |= return_names[k].bit;
     }
@@ -226,32 +231,102 @@ static int decode_embeddings(api_request *req, const json_t *emb, const api_limi
     return api_matrix_read(emb, req->arrays, "embeddings", "/embeddings", req->embeddings, dm, err);
 }
 
-static int decode_tokens(api_request *req, const json_t *tokens, attn_error *err) {
+/* Labels, one string per row of `rows` (`count` of them): tokens for the
+ * embeddings, context_tokens for the context. */
+static int decode_labels(const json_t *labels, const char *field, const char *rows, size_t count,
+                         json_t **keep, size_t *json_bytes, attn_error *err) {
     char path[API_PATH_MAX];
 
-    if (tokens == NULL) return 0;
-    if (!json_is_array(tokens))
-        return attn_error_set(err, 400, "wrong_type", "/tokens",
-                              "tokens is %s, expected an array of strings",
-                              api_json_type_name(tokens));
-    for (size_t i = 0; i < json_array_size(tokens); i++) {
-        const json_t *t = json_array_get(tokens, i);
+    if (labels == NULL) return 0;
+    api_path_key(path, sizeof path, "", field);
+    if (!json_is_array(labels))
+        return attn_error_set(err, 400, "wrong_type", path,
+                              "%s is %s, expected an array of strings", field,
+                              api_json_type_name(labels));
+    for (size_t i = 0; i < json_array_size(labels); i++) {
+        const json_t *t = json_array_get(labels, i);
         if (!json_is_string(t)) {
-            api_path_index(path, sizeof path, "/tokens", i);
-            return attn_error_set(err, 400, "wrong_type", path,
-                                  "tokens[%zu] is %s, expected a string", i, api_json_type_name(t));
+            char cell[API_PATH_MAX];
+            api_path_index(cell, sizeof cell, path, i);
+            return attn_error_set(err, 400, "wrong_type", cell, "%s[%zu] is %s, expected a string",
+                                  field, i, api_json_type_name(t));
         }
     }
-    if (json_array_size(tokens) != req->n_tokens)
-        return attn_error_set(err, 422, "dimension_mismatch", "/tokens",
-                              "tokens has %zu labels, expected one per embeddings row (%zu)",
-                              json_array_size(tokens), req->n_tokens);
+    if (json_array_size(labels) != count)
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "%s has %zu labels, expected one per %s row (%zu)", field,
+                              json_array_size(labels), rows, count);
     /* The echo's exact length, for the response bound. */
-    req->tokens_json_bytes = api_json_bytes(tokens);
-    if (req->tokens_json_bytes == 0)
+    *json_bytes = api_json_bytes(labels);
+    if (*json_bytes == 0)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
-    req->tokens = json_incref((json_t *)tokens);
+    *keep = json_incref((json_t *)labels);
     return 0;
+}
+
+/* Positions below 2^31: the engine's rule (attention.h), and exact in a double. */
+#define POSITION_LIMIT 2147483648.0
+
+static int decode_positions(api_request *req, const json_t *pos, attn_error *err) {
+    char path[API_PATH_MAX];
+    size_t n = req->n_tokens;
+
+    if (pos == NULL) return 0;
+    if (!json_is_array(pos))
+        return attn_error_set(err, 400, "wrong_type", "/positions",
+                              "positions is %s, expected an array of integers",
+                              api_json_type_name(pos));
+    /* Types before sizes, as for the mask. */
+    for (size_t i = 0; i < json_array_size(pos); i++) {
+        const json_t *v = json_array_get(pos, i);
+        if (json_is_number(v)) continue;
+        api_path_index(path, sizeof path, "/positions", i);
+        return attn_error_set(err, 400, "wrong_type", path,
+                              "positions[%zu] is %s, expected an integer", i,
+                              api_json_type_name(v));
+    }
+    if (json_array_size(pos) != n)
+        return attn_error_set(err, 422, "dimension_mismatch", "/positions",
+                              "positions has %zu entries, expected one per embeddings row (%zu)",
+                              json_array_size(pos), n);
+    req->positions = malloc((n ? n : 1) * sizeof *req->positions);
+    if (req->positions == NULL)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the positions");
+    for (size_t i = 0; i < n; i++) {
+        double d = json_number_value(json_array_get(pos, i));
+        if (!(d >= 0 && d < POSITION_LIMIT) || floor(d) != d) {
+            api_path_index(path, sizeof path, "/positions", i);
+            return attn_error_set(err, 422, "out_of_range", path,
+                                  "positions[%zu] = %g is not a position: an integer from 0 to "
+                                  "2147483647",
+                                  i, d);
+        }
+        req->positions[i] = (unsigned)d;
+    }
+    return 0;
+}
+
+static int decode_context(api_request *req, const json_t *ctx, const api_limits *limits,
+                          attn_error *err) {
+    size_t m, dc, count;
+
+    if (ctx == NULL) return 0;
+    if (api_matrix_shape(ctx, req->arrays, "context", "/context", &m, &dc, err) < 0) return -1;
+    /* The context's rows are keys, as many as tokens would be. */
+    if (limits && m > limits->max_tokens)
+        return attn_error_set(err, 422, "limit_exceeded", "/context",
+                              "context has %zu rows, over the limit max_tokens = %zu", m,
+                              limits->max_tokens);
+    if (limits && dc > limits->max_d_model)
+        return attn_error_set(err, 422, "limit_exceeded", "/context",
+                              "context rows have %zu numbers (d_context), over the limit "
+                              "max_d_model = %zu",
+                              dc, limits->max_d_model);
+    if (api_size_mul(m, dc, &count) < 0 || (req->context = malloc(count * sizeof(float))) == NULL)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the context");
+    req->n_context = m;
+    req->d_context = dc;
+    return api_matrix_read(ctx, req->arrays, "context", "/context", req->context, dc, err);
 }
 
 /* A mask cell is 0, 1, true or false. */
@@ -269,11 +344,17 @@ static int mask_cell(const json_t *v, unsigned char *dst) {
 
 static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
     char row_path[API_PATH_MAX], cell_path[API_PATH_MAX];
-    size_t n = req->n_tokens, count;
+    size_t n = req->n_tokens, m = api_request_kv_rows(req), count;
+    const char *m_what = req->context ? "n_context" : "n_tokens";
 
     if (mask == NULL) return 0;
     req->mask_given = 1;
     if (json_string_is(mask, "causal")) {
+        /* Context rows have no order relative to the tokens. */
+        if (req->context)
+            return attn_error_set(err, 422, "invalid_combination", "/mask",
+                                  "mask \"causal\" has no meaning with context (cross-attention); "
+                                  "give \"none\" or an n_tokens × n_context matrix");
         req->mask_kind = ATTN_MASK_CAUSAL;
         return 0;
     }
@@ -294,11 +375,11 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
         if (lifted->rows != n)
             return attn_error_set(err, 422, "dimension_mismatch", "/mask",
                                   "mask has %zu rows, expected n_tokens = %zu", lifted->rows, n);
-        if (lifted->cols != n)
+        if (lifted->cols != m)
             return attn_error_set(err, 422, "dimension_mismatch", "/mask/0",
-                                  "mask[0] has %zu entries, expected n_tokens = %zu", lifted->cols,
-                                  n);
-        if (api_size_mul(n, n, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
+                                  "mask[0] has %zu entries, expected %s = %zu", lifted->cols,
+                                  m_what, m);
+        if (api_size_mul(n, m, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
             return attn_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
         for (size_t i = 0; i < count; i++)
             req->mask_allowed[i] = lifted->data[i] != 0.0f;
@@ -322,18 +403,18 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
     for (size_t q = 0; q < n; q++) {
         const json_t *row = json_array_get(mask, q);
         api_path_index(row_path, sizeof row_path, "/mask", q);
-        if (json_array_size(row) != n)
+        if (json_array_size(row) != m)
             return attn_error_set(err, 422, "dimension_mismatch", row_path,
-                                  "mask[%zu] has %zu entries, expected n_tokens = %zu", q,
-                                  json_array_size(row), n);
+                                  "mask[%zu] has %zu entries, expected %s = %zu", q,
+                                  json_array_size(row), m_what, m);
     }
-    if (api_size_mul(n, n, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
+    if (api_size_mul(n, m, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the mask");
     for (size_t q = 0; q < n; q++) {
         const json_t *row = json_array_get(mask, q);
-        for (size_t k = 0; k < n; k++) {
+        for (size_t k = 0; k < m; k++) {
             const json_t *cell = json_array_get(row, k);
-            if (mask_cell(cell, &req->mask_allowed[q * n + k]) < 0) {
+            if (mask_cell(cell, &req->mask_allowed[q * m + k]) < 0) {
                 api_path_index(row_path, sizeof row_path, "/mask", q);
                 api_path_index(cell_path, sizeof cell_path, row_path, k);
                 return attn_error_set(err, 400, "wrong_type", cell_path,
@@ -370,7 +451,18 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
         decode_scale(req, json_object_get(root, "scale"), err) < 0 ||
         decode_select_heads(req, json_object_get(root, "select_heads"), err) < 0 ||
         decode_embeddings(req, json_object_get(root, "embeddings"), limits, err) < 0 ||
-        decode_tokens(req, json_object_get(root, "tokens"), err) < 0 ||
+        decode_labels(json_object_get(root, "tokens"), "tokens", "embeddings", req->n_tokens,
+                      &req->tokens, &req->tokens_json_bytes, err) < 0 ||
+        decode_positions(req, json_object_get(root, "positions"), err) < 0 ||
+        decode_context(req, json_object_get(root, "context"), limits, err) < 0)
+        return -1;
+    const json_t *ctx_tokens = json_object_get(root, "context_tokens");
+    if (ctx_tokens && !req->context)
+        return attn_error_set(err, 422, "invalid_combination", "/context_tokens",
+                              "context_tokens label the rows of context, which the request does "
+                              "not have");
+    if (decode_labels(ctx_tokens, "context_tokens", "context", req->n_context, &req->context_tokens,
+                      &req->context_tokens_json_bytes, err) < 0 ||
         decode_mask(req, json_object_get(root, "mask"), err) < 0)
         return -1;
     if (weights == NULL) return 0; /* the server binds the named model */
@@ -379,12 +471,18 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
 }
 
 int api_request_array_rank(const char *path) {
-    static const char heads[] = "/weights/heads/";
+    static const char heads[] = "/weights/heads/", kv[] = "/weights/kv_heads/";
+    const char *p;
     if (!strcmp(path, "/mask")) return API_ARRAYS_MASK;
-    if (!strcmp(path, "/embeddings") || !strcmp(path, "/weights/w_o")) return 2;
-    if (!strcmp(path, "/weights/b_o")) return 1;
-    if (strncmp(path, heads, sizeof heads - 1)) return 0;
-    const char *p = path + sizeof heads - 1;
+    if (!strcmp(path, "/embeddings") || !strcmp(path, "/context") || !strcmp(path, "/weights/w_o"))
+        return 2;
+    if (!strcmp(path, "/weights/b_o") || !strcmp(path, "/weights/alibi")) return 1;
+    if (!strncmp(path, heads, sizeof heads - 1))
+        p = path + sizeof heads - 1;
+    else if (!strncmp(path, kv, sizeof kv - 1))
+        p = path + sizeof kv - 1;
+    else
+        return 0;
     if (*p < '0' || *p > '9') return 0;
     while (*p >= '0' && *p <= '9')
         p++;
@@ -403,29 +501,34 @@ int api_request_array_rank(const char *path) {
 static size_t array_max_elements(const void *ctx, const char *path, int *strings) {
     const api_limits *limits = ctx;
     *strings = 0;
-    if (!strcmp(path, "/tokens")) {
+    if (!strcmp(path, "/tokens") || !strcmp(path, "/context_tokens")) {
         *strings = 1;
         return limits->max_tokens;
     }
-    if (!strcmp(path, "/select_heads") || !strcmp(path, "/weights/heads")) return limits->max_heads;
+    if (!strcmp(path, "/positions")) return limits->max_tokens;
+    if (!strcmp(path, "/select_heads") || !strcmp(path, "/weights/heads") ||
+        !strcmp(path, "/weights/kv_heads"))
+        return limits->max_heads;
     if (!strcmp(path, "/return")) return sizeof return_names / sizeof return_names[0];
     return 0;
 }
 
 /*
  * The most values (api_arrays_rules max_values) an accepted body has, for
- * jansson to build: the top object and its 9 fields, 8 return names, a
+ * jansson to build: the top object and its 12 fields, 10 return names, a
  * tensor object of 6 values (itself, dtype, shape and its 2 sizes, data)
- * for embeddings, w_o and b_o, weights and heads; max_tokens tokens; per
- * head its object, 6 tensor objects and its select_heads index: 38. Lifted
- * arrays and strings count as the `[]` and `""` left for them. 40 a head
- * and 64 in all leave room.
+ * for embeddings, context, w_o, b_o and alibi, weights and heads, rope
+ * and its scaling (12), window, softcap, scale; max_tokens each of
+ * tokens, positions and context_tokens; per head its object, 6 tensor
+ * objects and its select_heads index (38), and per K/V head its object
+ * and 4 tensor objects (25). Lifted arrays and strings count as the `[]`
+ * and `""` left for them. 72 a head and 128 in all leave room.
  */
 static size_t values_max(const api_limits *limits) {
-    size_t per_heads, total;
-    if (api_size_mul(limits->max_heads, 40, &per_heads) < 0 ||
-        api_size_add(per_heads, limits->max_tokens, &total) < 0 ||
-        api_size_add(total, 64, &total) < 0)
+    size_t per_heads, per_tokens, total;
+    if (api_size_mul(limits->max_heads, 72, &per_heads) < 0 ||
+        api_size_mul(limits->max_tokens, 3, &per_tokens) < 0 ||
+        api_size_add(per_heads, per_tokens, &total) < 0 || api_size_add(total, 128, &total) < 0)
         return SIZE_MAX;
     return total;
 }
@@ -445,18 +548,21 @@ static int decode_violation(const api_arrays *arrays, const api_limits *limits, 
                               "a string is longer than the limit max_string_bytes = %zu",
                               limits->max_string_bytes);
     case API_ARRAYS_NOT_STRING: {
-        /* where is /tokens/i, as decode_tokens would name it */
+        /* where is /tokens/i or /context_tokens/i, as decode_labels would name it */
         const char *index = strrchr(where, '/');
-        return attn_error_set(err, 400, "wrong_type", where, "tokens[%s] is %s, expected a string",
-                              index ? index + 1 : "?", api_arrays_violation_value(arrays));
+        int field = index ? (int)(index - where - 1) : 0;
+        return attn_error_set(err, 400, "wrong_type", where, "%.*s[%s] is %s, expected a string",
+                              field, where + 1, index ? index + 1 : "?",
+                              api_arrays_violation_value(arrays));
     }
     case API_ARRAYS_TOO_LONG: {
         size_t most = array_max_elements(limits, where, &strings);
-        if (!strcmp(where, "/tokens"))
+        if (!strcmp(where, "/tokens") || !strcmp(where, "/context_tokens") ||
+            !strcmp(where, "/positions"))
             return attn_error_set(err, 422, "limit_exceeded", where,
-                                  "tokens has more than %zu labels, over the limit max_tokens = "
-                                  "%zu (one label per embeddings row)",
-                                  most, limits->max_tokens);
+                                  "%s has more than %zu entries, over the limit max_tokens = %zu "
+                                  "(one per row)",
+                                  where + 1, most, limits->max_tokens);
         if (!strcmp(where, "/return"))
             return attn_error_set(err, 422, "limit_exceeded", where,
                                   "return has more than %zu names; there are %zu outputs, each "
@@ -464,8 +570,7 @@ static int decode_violation(const api_arrays *arrays, const api_limits *limits, 
                                   most, most);
         return attn_error_set(err, 422, "limit_exceeded", where,
                               "%s has more than %zu heads, over the limit max_heads = %zu",
-                              !strcmp(where, "/select_heads") ? "select_heads" : "weights.heads",
-                              most, limits->max_heads);
+                              where + 1, most, limits->max_heads);
     }
     case API_ARRAYS_TOO_MANY:
         return attn_error_set(err, 422, "limit_exceeded", where,

@@ -19,9 +19,9 @@
  *   api_response_encode  (response.h) the JSON answer
  *   api_request_free     frees everything the request owns
  *
- * The request owns its embeddings, inline weights, mask, head list, token
- * labels and output buffers. Weights bound from a model stay owned by the
- * model store; the caller keeps them alive until api_request_free.
+ * The request owns its embeddings, positions, context, inline weights (and
+ * their ALiBi slopes), mask, head list, token labels and output buffers. Weights bound from a model
+ * stay owned by the model store; the caller keeps them alive until api_request_free.
  */
 #ifndef API_REQUEST_H
 #define API_REQUEST_H
@@ -35,10 +35,10 @@ typedef struct api_limits {
     size_t max_tokens;          /* n */
     size_t max_heads;           /* h */
     size_t max_d_model;         /* dm, and dh */
-    double max_flops;           /* attn_flops of one request */
+    double max_flops;           /* attn_input_flops of one request */
     size_t max_response_bytes;  /* worst-case size of the 200 body: every number
                                    at its widest, 16 characters and a comma */
-    size_t max_workspace_bytes; /* scratch one computation needs (attn_workspace_need) */
+    size_t max_workspace_bytes; /* scratch one computation needs (attn_input_workspace_need) */
     size_t max_json_depth;      /* nesting of arrays and objects; 0: jansson's own */
     size_t max_string_bytes;    /* any string but a tensor's base64 "data"; 0: none */
 } api_limits;
@@ -71,9 +71,10 @@ const char *api_request_model(const api_request *req);
 size_t api_request_model_length(const api_request *req);
 
 /*
- * Binds a named model's weights: checks embeddings, mask and select_heads
- * against them and the limits (work, scratch and response size included),
- * and applies the model's default mask when the request gave none. Nothing
+ * Binds a named model's weights: checks embeddings, context, mask and
+ * select_heads against them and the limits (work, scratch and response
+ * size included), and applies the model's default mask (none with a
+ * context) and scale when the request gave none. Nothing
  * the limits bound is allocated yet. `weights` is not copied and must
  * outlive the request. Returns 0, or -1 with *err filled.
  */
@@ -81,7 +82,7 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
                      const api_limits *limits, attn_error *err);
 
 /* The floating-point operations a bound request's computation takes
- * (attn_flops of its sizes). */
+ * (attn_input_flops of its input). */
 double api_request_cost(const api_request *req);
 
 /*

@@ -5,8 +5,12 @@
  * api_request_bind is the one place for every rule that needs the weights,
  * whether they came inline (api_request_decode calls it) or from the model
  * store (the server calls it): d_model agreement, the identity rule for a
- * missing w_o, the range of select_heads, the default mask and scale, then
- * the limits on heads, d_head, work (attn_flops) and response size. The
+ * missing w_o, a context and the variants it excludes (cross-attention
+ * needs one; RoPE, ALiBi and windows need token positions a context does
+ * not have), the range of select_heads, the default mask and scale, then
+ * the limits on heads, d_head, work (attn_input_flops), scratch
+ * (attn_input_workspace_need) and response size, on the attn_input the
+ * engine will read. The
  * output buffers come later (api_request_alloc_outputs), on the thread
  * that computes: the limits hold before anything they bound is allocated.
  *
@@ -25,20 +29,26 @@
 #include "api/buffer.h"
 #include "api/json_path.h"
 
-/* Numbers of output `bit` for hs heads; -1 when it overflows. */
-static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n, size_t *count) {
+/* Numbers of output `bit` for hs heads, n tokens and m keys; -1 when it
+ * overflows. */
+static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n, size_t m,
+                        size_t *count) {
     size_t per_head;
 
     switch (bit) {
     case API_RETURN_Q:
-    case API_RETURN_K:
-    case API_RETURN_V:
+    case API_RETURN_Q_RAW:
     case API_RETURN_HEAD_OUTPUTS:
         if (api_size_mul(n, w->d_head, &per_head) < 0) return -1;
         return api_size_mul(hs, per_head, count);
+    case API_RETURN_K:
+    case API_RETURN_V:
+    case API_RETURN_K_RAW:
+        if (api_size_mul(m, w->d_head, &per_head) < 0) return -1;
+        return api_size_mul(hs, per_head, count);
     case API_RETURN_SCORES:
     case API_RETURN_PATTERNS:
-        if (api_size_mul(n, n, &per_head) < 0) return -1;
+        if (api_size_mul(n, m, &per_head) < 0) return -1;
         return api_size_mul(hs, per_head, count);
     default: /* delta, embeddings */ return api_size_mul(n, w->d_model, count);
     }
@@ -79,8 +89,9 @@ static int bind_select_heads(api_request *req, size_t h, attn_error *err) {
     return 0;
 }
 
+/* The limits, on req->input as the engine will read it. */
 static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
-                       attn_mask_kind default_mask, const api_limits *limits, attn_error *err) {
+                       const api_limits *limits, attn_error *err) {
     const char *where = req->model ? "/model" : "/weights/heads";
     size_t total = 0;
     double flops;
@@ -94,7 +105,7 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
         return attn_error_set(err, 422, "limit_exceeded", where,
                               "the weights have d_head = %zu, over the limit max_d_model = %zu",
                               w->d_head, limits->max_d_model);
-    flops = attn_flops(req->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL);
+    flops = attn_input_flops(&req->input);
     if (flops > limits->max_flops)
         return attn_error_set(err, 422, "limit_exceeded", "",
                               "this request needs %.4g floating-point operations, over the limit "
@@ -102,15 +113,14 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
                               flops, limits->max_flops);
     /* Few heads of a tiny d_model can still make a huge n × 3hd scratch: the
      * work limit alone does not bound memory. */
-    size_t scratch = attn_workspace_need(req->n_tokens, w->d_model, w->n_heads, w->d_head);
+    size_t scratch = attn_input_workspace_need(&req->input);
     if (scratch > limits->max_workspace_bytes)
         return attn_error_set(err, 422, "limit_exceeded", "",
                               "this request needs %zu bytes of scratch memory, over the limit "
                               "max_workspace_bytes = %zu",
                               scratch, limits->max_workspace_bytes);
-    attn_mask_kind mask = req->mask_given ? req->mask_kind : default_mask;
-    float scale = req->scale_given ? req->scale : (float)(1.0 / sqrt((double)w->d_head));
-    if (api_response_bytes_max(req, w, hs, mask, scale, &total) < 0) total = SIZE_MAX;
+    if (api_response_bytes_max(req, w, hs, req->input.mask.kind, req->input.scale, &total) < 0)
+        total = SIZE_MAX;
     if (total > limits->max_response_bytes)
         return attn_error_set(err, 422, "limit_exceeded", "/return",
                               "the outputs asked for need up to %zu bytes of JSON, over the limit "
@@ -123,16 +133,18 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
 #define OUT_ALIGN 64
 
 static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn_error *err) {
-    float **slots[8] = {&req->output.q,      &req->output.k,         &req->output.v,
-                        &req->output.scores, &req->output.patterns,  &req->output.head_outputs,
-                        &req->output.delta,  &req->output.embeddings};
-    size_t bytes[8] = {0}, total = 0;
+    float **slots[API_OUTPUTS] = {&req->output.q,        &req->output.k,
+                                  &req->output.v,        &req->output.scores,
+                                  &req->output.patterns, &req->output.head_outputs,
+                                  &req->output.delta,    &req->output.embeddings,
+                                  &req->output.q_raw,    &req->output.k_raw};
+    size_t bytes[API_OUTPUTS] = {0}, total = 0;
 
-    for (unsigned i = 0; i < 8; i++) {
+    for (unsigned i = 0; i < API_OUTPUTS; i++) {
         size_t count;
         if (!(req->returns & (1u << i))) continue;
-        if (output_count(1u << i, hs, w, req->n_tokens, &count) < 0 ||
-            count > (SIZE_MAX - OUT_ALIGN) / sizeof(float) / 8)
+        if (output_count(1u << i, hs, w, req->n_tokens, api_request_kv_rows(req), &count) < 0 ||
+            count > (SIZE_MAX - OUT_ALIGN) / sizeof(float) / API_OUTPUTS)
             return attn_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
         bytes[i] = count * sizeof(float); /* 0: no heads selected, nothing to compute */
         total += (bytes[i] + OUT_ALIGN - 1) / OUT_ALIGN * OUT_ALIGN;
@@ -148,7 +160,7 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn
         api_advise_huge_pages(block, total);
         memset(block, 0, total);
     }
-    for (unsigned i = 0; i < 8; i++) {
+    for (unsigned i = 0; i < API_OUTPUTS; i++) {
         if (bytes[i] == 0) continue;
         if (block) {
             req->out_buffers[i] = (float *)(void *)block;
@@ -164,9 +176,45 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn
     return 0;
 }
 
+/* A context against the weights: its width, and what it excludes. The
+ * variants are the weights', so a model's are named at /context (the
+ * request cannot change them) and inline ones at their field. */
+static int bind_context(const api_request *req, const attn_weights *w, attn_error *err) {
+    if (req->context == NULL) {
+        if (w->w_kv)
+            return attn_error_set(err, 422, "invalid_combination", "/context",
+                                  "the model is cross-attention: its keys and values come from "
+                                  "context (n_context × d_context = %zu numbers a row), which the "
+                                  "request does not give",
+                                  w->d_context);
+        return 0;
+    }
+    size_t dc = w->w_kv ? w->d_context : w->d_model;
+    if (req->d_context != dc)
+        return attn_error_set(err, 422, "dimension_mismatch", "/context",
+                              "context rows have %zu numbers, expected %s = %zu", req->d_context,
+                              w->w_kv ? "the weights' d_context"
+                                      : "d_model (self-attention "
+                                        "weights project a context "
+                                        "as they do embeddings)",
+                              dc);
+    static const char *const names[] = {"rope", "alibi", "window"};
+    int has[] = {w->rope.dims != 0, w->alibi != NULL, w->window != 0};
+    for (size_t i = 0; i < 3; i++) {
+        char path[API_PATH_MAX];
+        if (!has[i]) continue;
+        api_path_key(path, sizeof path, "/weights", names[i]);
+        return attn_error_set(err, 422, "invalid_combination", req->model ? "/context" : path,
+                              "%s%s needs the positions of keys, which context rows do not "
+                              "have; cross-attention takes no %s",
+                              req->model ? "the model's " : "weights.", names[i], names[i]);
+    }
+    return 0;
+}
+
 int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_kind default_mask,
                      const api_limits *limits, attn_error *err) {
-    size_t hs;
+    size_t hs, g;
 
     if (req->bound)
         return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
@@ -180,16 +228,24 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
     if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
         return attn_error_set(err, 422, "dimension_mismatch", req->model ? "/model" : "/weights",
                               "the weights have no w_o, which needs n_heads · d_head = d_model");
+    g = weights->n_kv_heads ? weights->n_kv_heads : weights->n_heads;
+    if (weights->n_heads % g != 0)
+        return attn_error_set(err, 500, "internal_error", "",
+                              "the weights' K/V heads do not divide their heads");
+    if (bind_context(req, weights, err) < 0) return -1;
     if (bind_select_heads(req, weights->n_heads, err) < 0) return -1;
     hs = req->input.n_heads_out;
-    if (bind_limits(req, weights, hs, default_mask, limits, err) < 0) return -1;
     if (!req->mask_given) {
         if (default_mask == ATTN_MASK_CUSTOM)
             return attn_error_set(err, 500, "internal_error", "",
                                   "a model's default mask cannot be custom");
-        req->mask_kind = default_mask;
+        /* Context rows come in no order: causal has no meaning there. */
+        req->mask_kind = req->context ? ATTN_MASK_NONE : default_mask;
     }
-    if (!req->scale_given) req->scale = (float)(1.0 / sqrt((double)weights->d_head));
+    /* The request's scale, else the weight set's, else 1/sqrt(d_head). */
+    if (!req->scale_given)
+        req->scale =
+            weights->scale > 0.0f ? weights->scale : (float)(1.0 / sqrt((double)weights->d_head));
 
     req->input = (attn_input){
         .weights = weights,
@@ -199,14 +255,17 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
         .scale = req->scale,
         .heads = hs ? req->heads : NULL,
         .n_heads_out = hs,
+        .positions = req->positions,
+        .context = req->context,
+        .n_context = req->context ? req->n_context : 0,
     };
+    if (bind_limits(req, weights, hs, limits, err) < 0) return -1;
     req->bound = 1;
     return 0;
 }
 
 double api_request_cost(const api_request *req) {
-    const attn_weights *w = req->input.weights;
-    return attn_flops(req->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL);
+    return attn_input_flops(&req->input);
 }
 
 int api_request_alloc_outputs(api_request *req, attn_workspace *outputs, attn_error *err) {
@@ -230,16 +289,22 @@ void api_request_free(api_request *req) {
     if (req == NULL) return;
     json_decref(req->model);
     json_decref(req->tokens);
+    json_decref(req->context_tokens);
     free(req->embeddings);
+    free(req->positions);
+    free(req->context);
     free(req->mask_allowed);
     free(req->select);
     free(req->w_qkv);
     free(req->b_qkv);
     free(req->w_o);
     free(req->b_o);
+    free(req->w_kv);
+    free(req->b_kv);
+    free(req->alibi);
     free(req->heads);
     if (!req->out_ws)
-        for (size_t i = 0; i < 8; i++)
+        for (size_t i = 0; i < API_OUTPUTS; i++)
             free(req->out_buffers[i]);
     free(req);
 }

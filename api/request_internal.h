@@ -27,7 +27,12 @@ enum {
     API_RETURN_HEAD_OUTPUTS = 1 << 5,
     API_RETURN_DELTA = 1 << 6,
     API_RETURN_EMBEDDINGS = 1 << 7,
+    API_RETURN_Q_RAW = 1 << 8, /* shown after v (response.c) */
+    API_RETURN_K_RAW = 1 << 9,
 };
+
+/* One output buffer per API_RETURN_* bit. */
+#define API_OUTPUTS 10
 
 struct api_request {
     const api_arrays *arrays; /* during decode: the arrays read from the text */
@@ -40,12 +45,18 @@ struct api_request {
 
     float *embeddings; /* n × dm */
     size_t n_tokens, d_model;
+    unsigned *positions; /* n, or NULL: 0 … n−1 */
+
+    float *context; /* m × dc, or NULL: self-attention */
+    size_t n_context, d_context;
+    json_t *context_tokens; /* a reference to the request's array, or NULL */
+    size_t context_tokens_json_bytes;
 
     int mask_given; /* 0: the default is applied at bind */
     attn_mask_kind mask_kind;
-    unsigned char *mask_allowed; /* n × n, CUSTOM only */
+    unsigned char *mask_allowed; /* n × m (m = n without context), CUSTOM only */
 
-    int scale_given; /* 0: 1/sqrt(dh) at bind */
+    int scale_given; /* 0: the weights' scale, else 1/sqrt(dh), at bind */
     float scale;
 
     unsigned returns; /* API_RETURN_* bits */
@@ -56,23 +67,29 @@ struct api_request {
     size_t n_select;
 
     /* Inline weights: the packed buffers (see attn_weights) and their view. */
-    float *w_qkv, *b_qkv, *w_o, *b_o;
+    float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv, *alibi;
     attn_weights inline_weights;
 
     /* Filled by api_request_bind, and the outputs by api_request_alloc_outputs. */
     int bound;
     int outputs_made;
-    size_t *heads;         /* hs indices */
-    float *out_buffers[8]; /* one per API_RETURN_* bit, NULL when not asked */
+    size_t *heads;                   /* hs indices */
+    float *out_buffers[API_OUTPUTS]; /* one per API_RETURN_* bit, NULL when not asked */
     attn_input input;
     attn_output output;
 };
 
-/* Reads the `weights` object of a request whose embeddings are decoded into
- * req->inline_weights and the buffers behind it. The limits on heads and
- * d_head are checked before the weights are allocated. */
+/* Reads the `weights` object of a request whose embeddings and context are
+ * decoded into req->inline_weights and the buffers behind it (with a
+ * context, K and V project its rows: w_kv). The limits on heads and d_head
+ * are checked before the weights are allocated. */
 int api_weights_decode(api_request *req, const json_t *weights, const api_limits *limits,
                        attn_error *err);
+
+/* The rows of K and V: the context's, or the tokens'. */
+static inline size_t api_request_kv_rows(const api_request *req) {
+    return req->context ? req->n_context : req->n_tokens;
+}
 
 /*
  * The most bytes api_response_encode (response.c) writes for `req` bound to

@@ -7,10 +7,14 @@
  * into the same buffer), so that their escaping — "\u0000" included — is
  * jansson's.
  *
- * Field order: model, n_tokens, d_model, n_heads, d_head, mask, scale,
- * tokens (when given), heads, then the outputs asked for in the order of
- * the contract's table. Per-head outputs are hs × rows × cols for the
- * selected heads, in the order of `heads`; a masked score (−∞) is null.
+ * Field order: model, n_tokens, n_context (with a context), d_model,
+ * n_heads, n_kv_heads, d_head, mask, scale, tokens and context_tokens
+ * (when given), heads, then the outputs asked for in the order of the
+ * contract's table, q_raw and k_raw after v. Per-head outputs are hs ×
+ * rows × cols for the selected heads, in the order of `heads`: rows are
+ * the n tokens, or for k, v and k_raw the m keys (the context's rows with
+ * a context), and scores and patterns are m wide; a masked score (−∞) is
+ * null.
  * Numbers use api_float_format: shortest float32 round-trip text.
  *
  * With "encoding": "base64" each output is instead one tensor object
@@ -136,34 +140,47 @@ static int matrix_bytes(size_t rows, size_t cols, size_t *bytes) {
     return 0;
 }
 
+static size_t kv_heads_of(const attn_weights *w) {
+    return w->n_kv_heads ? w->n_kv_heads : w->n_heads;
+}
+
 int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
                            attn_mask_kind mask, float scale, size_t *bytes) {
-    size_t n = req->n_tokens, dm = req->d_model, dh = w->d_head, total = 0, part;
+    size_t n = req->n_tokens, m = api_request_kv_rows(req), dm = req->d_model, dh = w->d_head;
+    size_t total = 0, part;
     char num[API_FLOAT_TEXT_MAX];
     const struct {
         unsigned bit;
         const char *key;
         int per_head;
-        size_t cols;
+        size_t rows, cols;
     } outputs[] = {
-        {API_RETURN_Q, ",\"q\":", 1, dh},
-        {API_RETURN_K, ",\"k\":", 1, dh},
-        {API_RETURN_V, ",\"v\":", 1, dh},
-        {API_RETURN_SCORES, ",\"scores\":", 1, n},
-        {API_RETURN_PATTERNS, ",\"patterns\":", 1, n},
-        {API_RETURN_HEAD_OUTPUTS, ",\"head_outputs\":", 1, dh},
-        {API_RETURN_DELTA, ",\"delta\":", 0, dm},
-        {API_RETURN_EMBEDDINGS, ",\"embeddings\":", 0, dm},
+        {API_RETURN_Q, ",\"q\":", 1, n, dh},
+        {API_RETURN_K, ",\"k\":", 1, m, dh},
+        {API_RETURN_V, ",\"v\":", 1, m, dh},
+        {API_RETURN_Q_RAW, ",\"q_raw\":", 1, n, dh},
+        {API_RETURN_K_RAW, ",\"k_raw\":", 1, m, dh},
+        {API_RETURN_SCORES, ",\"scores\":", 1, n, m},
+        {API_RETURN_PATTERNS, ",\"patterns\":", 1, n, m},
+        {API_RETURN_HEAD_OUTPUTS, ",\"head_outputs\":", 1, n, dh},
+        {API_RETURN_DELTA, ",\"delta\":", 0, n, dm},
+        {API_RETURN_EMBEDDINGS, ",\"embeddings\":", 0, n, dm},
     };
 
-    /* {"model":…,"n_tokens":…,"d_model":…,"n_heads":…,"d_head":…,"mask":"…","scale":… */
+    /* {"model":…,"n_tokens":…[,"n_context":…],"d_model":…,"n_heads":…,"n_kv_heads":…,
+     * "d_head":…,"mask":"…","scale":… */
     total = strlen("{\"model\":") + (req->model ? req->model_json_bytes : 4) +
             strlen(",\"n_tokens\":") + decimal_width(n) + strlen(",\"d_model\":") +
             decimal_width(dm) + strlen(",\"n_heads\":") + decimal_width(w->n_heads) +
-            strlen(",\"d_head\":") + decimal_width(dh) + strlen(",\"mask\":\"") +
-            strlen(mask_word(mask)) + strlen("\",\"scale\":") + api_float_format(num, scale);
+            strlen(",\"n_kv_heads\":") + decimal_width(kv_heads_of(w)) + strlen(",\"d_head\":") +
+            decimal_width(dh) + strlen(",\"mask\":\"") + strlen(mask_word(mask)) +
+            strlen("\",\"scale\":") + api_float_format(num, scale);
+    if (req->context) total += strlen(",\"n_context\":") + decimal_width(m);
     if (req->tokens && (size_add(&total, strlen(",\"tokens\":")) < 0 ||
                         size_add(&total, req->tokens_json_bytes) < 0))
+        return -1;
+    if (req->context_tokens && (size_add(&total, strlen(",\"context_tokens\":")) < 0 ||
+                                size_add(&total, req->context_tokens_json_bytes) < 0))
         return -1;
     /* ,"heads":[i,j,…] and the closing brace */
     if (size_add(&total, strlen(",\"heads\":[]}") + (hs ? hs - 1 : 0)) < 0) return -1;
@@ -176,17 +193,17 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
         if (size_add(&total, strlen(outputs[i].key)) < 0) return -1;
         if (req->base64) {
             /* {"dtype":"float32","shape":[hs,n,cols],"data":"…"} */
-            part = strlen("{\"dtype\":\"float32\",\"shape\":[") + decimal_width(n) + 1 +
-                   decimal_width(outputs[i].cols) + strlen("],\"data\":\"\"}");
+            part = strlen("{\"dtype\":\"float32\",\"shape\":[") + decimal_width(outputs[i].rows) +
+                   1 + decimal_width(outputs[i].cols) + strlen("],\"data\":\"\"}");
             if (outputs[i].per_head) part += decimal_width(hs) + 1;
-            if (size_add(&total, part) < 0 || api_size_mul(heads, n, &count) < 0 ||
+            if (size_add(&total, part) < 0 || api_size_mul(heads, outputs[i].rows, &count) < 0 ||
                 api_size_mul(count, outputs[i].cols, &count) < 0 ||
                 api_size_mul(count, sizeof(float), &count) < 0 ||
                 api_base64_encoded_length(count, &count) < 0 || size_add(&total, count) < 0)
                 return -1;
             continue;
         }
-        if (matrix_bytes(n, outputs[i].cols, &part) < 0) return -1;
+        if (matrix_bytes(outputs[i].rows, outputs[i].cols, &part) < 0) return -1;
         if (outputs[i].per_head) { /* [m0,m1,…] */
             if (api_size_mul(hs, part + 1, &part) < 0 || api_size_add(part, hs ? 1 : 2, &part) < 0)
                 return -1;
@@ -200,7 +217,8 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
 char *api_response_encode(const api_request *req, size_t *len, attn_error *err) {
     const attn_weights *w = req->input.weights;
     const attn_output *o = &req->output;
-    size_t n = req->n_tokens, dm = req->d_model, hs = req->input.n_heads_out;
+    size_t n = req->n_tokens, m = api_request_kv_rows(req), dm = req->d_model;
+    size_t hs = req->input.n_heads_out;
     size_t dh = w ? w->d_head : 0, h = w ? w->n_heads : 0;
     char num[API_FLOAT_TEXT_MAX];
     overflow_at bad = {{0, 0, 0}, NULL, SIZE_MAX};
@@ -210,16 +228,18 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err) 
         const char *key;
         const float *data;
         int per_head;
-        size_t cols;
+        size_t rows, cols;
     } outputs[] = {
-        {API_RETURN_Q, ",\"q\":", o->q, 1, dh},
-        {API_RETURN_K, ",\"k\":", o->k, 1, dh},
-        {API_RETURN_V, ",\"v\":", o->v, 1, dh},
-        {API_RETURN_SCORES, ",\"scores\":", o->scores, 1, n},
-        {API_RETURN_PATTERNS, ",\"patterns\":", o->patterns, 1, n},
-        {API_RETURN_HEAD_OUTPUTS, ",\"head_outputs\":", o->head_outputs, 1, dh},
-        {API_RETURN_DELTA, ",\"delta\":", o->delta, 0, dm},
-        {API_RETURN_EMBEDDINGS, ",\"embeddings\":", o->embeddings, 0, dm},
+        {API_RETURN_Q, ",\"q\":", o->q, 1, n, dh},
+        {API_RETURN_K, ",\"k\":", o->k, 1, m, dh},
+        {API_RETURN_V, ",\"v\":", o->v, 1, m, dh},
+        {API_RETURN_Q_RAW, ",\"q_raw\":", o->q_raw, 1, n, dh},
+        {API_RETURN_K_RAW, ",\"k_raw\":", o->k_raw, 1, m, dh},
+        {API_RETURN_SCORES, ",\"scores\":", o->scores, 1, n, m},
+        {API_RETURN_PATTERNS, ",\"patterns\":", o->patterns, 1, n, m},
+        {API_RETURN_HEAD_OUTPUTS, ",\"head_outputs\":", o->head_outputs, 1, n, dh},
+        {API_RETURN_DELTA, ",\"delta\":", o->delta, 0, n, dm},
+        {API_RETURN_EMBEDDINGS, ",\"embeddings\":", o->embeddings, 0, n, dm},
     };
 
     /* a first guess of the size; the buffer grows as needed */
@@ -232,10 +252,16 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err) 
     }
     api_buffer_append_str(&b, ",\"n_tokens\":");
     api_write_size(&b, n);
+    if (req->context) {
+        api_buffer_append_str(&b, ",\"n_context\":");
+        api_write_size(&b, m);
+    }
     api_buffer_append_str(&b, ",\"d_model\":");
     api_write_size(&b, dm);
     api_buffer_append_str(&b, ",\"n_heads\":");
     api_write_size(&b, h);
+    api_buffer_append_str(&b, ",\"n_kv_heads\":");
+    api_write_size(&b, w ? kv_heads_of(w) : 0);
     api_buffer_append_str(&b, ",\"d_head\":");
     api_write_size(&b, dh);
     api_buffer_append_str(&b, ",\"mask\":\"");
@@ -245,6 +271,10 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err) 
     if (req->tokens) {
         api_buffer_append_str(&b, ",\"tokens\":");
         api_write_json(&b, req->tokens);
+    }
+    if (req->context_tokens) {
+        api_buffer_append_str(&b, ",\"context_tokens\":");
+        api_write_json(&b, req->context_tokens);
     }
     api_buffer_append_str(&b, ",\"heads\":[");
     for (size_t i = 0; i < hs; i++) {
@@ -259,10 +289,10 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err) 
         bad.output = outputs[i].key + 2; /* past ,\" */
         bad.head = SIZE_MAX;
         if (req->base64)
-            append_tensor(&b, outputs[i].data, req->heads, hs, outputs[i].per_head, n,
+            append_tensor(&b, outputs[i].data, req->heads, hs, outputs[i].per_head, outputs[i].rows,
                           outputs[i].cols, outputs[i].bit == API_RETURN_SCORES, &bad);
         else if (outputs[i].per_head)
-            append_per_head(&b, outputs[i].data, req->heads, hs, n, outputs[i].cols,
+            append_per_head(&b, outputs[i].data, req->heads, hs, outputs[i].rows, outputs[i].cols,
                             outputs[i].bit == API_RETURN_SCORES, &bad);
         else
             api_write_matrix(&b, outputs[i].data, n, outputs[i].cols, outputs[i].cols, 0, &bad.at);

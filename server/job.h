@@ -77,8 +77,8 @@ typedef struct srv_job {
 #define SRV_JOB_TRIM_BODY_BYTES      ((size_t)1 << 20)
 #define SRV_JOB_KEEP_WORKSPACE_BYTES ((size_t)64 << 20)
 
-/* A computation is offered to idle workers when its work (attn_flops,
- * causal or not) reaches this: ~1 ms on one core, against tens of µs to
+/* A computation is offered to idle workers when its work (attn_input_flops:
+ * the key blocks it really computes) reaches this: ~1 ms on one core, against tens of µs to
  * hand helpers the three phases' tasks. GPT-2's shape reaches it from
  * n ≈ 22, the teaching sizes never do. */
 #define SRV_JOB_SPLIT_FLOPS 1e8

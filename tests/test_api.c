@@ -592,10 +592,9 @@ START_TEST(test_request_cost_and_outputs) {
     api_request *req = NULL;
     attn_error err;
     ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
-    const attn_input *in = api_request_input(req);
-    const attn_weights *w = in->weights;
-    ck_assert(api_request_cost(req) ==
-              attn_flops(in->n_tokens, w->d_model, w->n_heads, w->d_head, w->w_o != NULL));
+    /* the engine's count for this input: causal, so only the blocks it computes */
+    ck_assert(api_request_cost(req) == attn_input_flops(api_request_input(req)));
+    ck_assert(api_request_cost(req) <= attn_flops(3, 4, 2, 2, 0));
     ck_assert(api_request_cost(req) > 0);
     ck_assert_ptr_null(api_request_output(req)->embeddings);
     ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
@@ -718,7 +717,11 @@ static void response_limit_pair(json_t *body) {
 
 START_TEST(test_limits) {
     api_limits at, over;
-    double flops = attn_flops(3, 4, 2, 2, 0);
+    api_request *bound = decode_ok(base_request());
+    /* the work of the bound input, as the engine counts it */
+    double flops = attn_input_flops(api_request_input(bound));
+    size_t scratch = attn_input_workspace_need(api_request_input(bound));
+    api_request_free(bound);
 
     at = over = big_limits;
     at.max_tokens = 3, over.max_tokens = 2;
@@ -744,7 +747,7 @@ START_TEST(test_limits) {
     limit_pair(base_request(), at, over, "");
 
     /* scratch: n 3, 2 heads of 2 */
-    size_t scratch = attn_workspace_need(3, 4, 2, 2);
+    ck_assert(scratch > 0 && scratch <= attn_workspace_need(3, 4, 2, 2) + 4096);
     at = over = big_limits;
     at.max_workspace_bytes = scratch, over.max_workspace_bytes = scratch - 1;
     limit_pair(base_request(), at, over, "");
@@ -932,9 +935,10 @@ static char *repeat_body(const char *head, const char *item, const char *tail, s
  */
 START_TEST(test_small_values_refused) {
     const size_t size = 4 << 20;
-    /* 13376 values in all under the defaults: root, model, embeddings and
-     * its [], x, then 445 items of 30 and 21 of the next */
-    const char *nested_at = "/x/445/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0";
+    /* 33920 values in all under the defaults (128 heads · 72, 3 · 8192
+     * tokens, 128): root, model, embeddings and its [], x, then 1130 items
+     * of 30 and 15 of the next */
+    const char *nested_at = "/x/1130/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0";
     static const struct {
         const char *head, *item, *tail;
         int status;
@@ -990,7 +994,7 @@ END_TEST
 
 /* The largest request the contract accepts of max_tokens tokens and
  * max_heads heads passes the scan: every head's six matrices as tensor
- * objects, select_heads of every head, return of 8 names (one repeated). */
+ * objects, select_heads of every head, return of 10 names (two repeated). */
 START_TEST(test_largest_accepted) {
     const size_t n = default_limits.max_tokens, h = default_limits.max_heads, dm = h, dh = 1;
     json_t *heads = json_array(), *tokens = json_array(), *sel = json_array();
@@ -1025,10 +1029,10 @@ START_TEST(test_largest_accepted) {
         snprintf(t, sizeof t, "t%zu", i);
         json_array_append_new(tokens, json_string(t));
     }
-    json_t *r =
-        json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings", filled(n, dm, 0.5),
-                  "tokens", tokens, "select_heads", sel, "return", "q", "k", "v", "head_outputs",
-                  "delta", "embeddings", "q", "k", "mask", "causal", "weights", "heads", heads);
+    json_t *r = json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings",
+                          filled(n, dm, 0.5), "tokens", tokens, "select_heads", sel, "return", "q",
+                          "k", "v", "head_outputs", "delta", "embeddings", "q", "k", "q_raw",
+                          "k_raw", "mask", "causal", "weights", "heads", heads);
     api_request *req = decode_ok_limits(json_deep_copy(r), &default_limits);
     ck_assert_uint_eq(api_request_input(req)->n_tokens, n);
     ck_assert_uint_eq(api_request_input(req)->weights->n_heads, h);
@@ -1223,19 +1227,21 @@ START_TEST(test_response_defaults) {
     char *raw;
     json_t *resp = respond_body(base_request(), &raw);
     static const char *const order[] = {
-        "\"model\":", "\"n_tokens\":", "\"d_model\":", "\"n_heads\":",  "\"d_head\":",
-        "\"mask\":",  "\"scale\":",    "\"heads\":",   "\"patterns\":", "\"embeddings\":"};
+        "\"model\":",      "\"n_tokens\":", "\"d_model\":",   "\"n_heads\":",
+        "\"n_kv_heads\":", "\"d_head\":",   "\"mask\":",      "\"scale\":",
+        "\"heads\":",      "\"patterns\":", "\"embeddings\":"};
     const char *prev = raw;
 
     ck_assert(json_is_null(json_object_get(resp, "model")));
     ck_assert_int_eq(num(json_object_get(resp, "n_tokens")), 3);
     ck_assert_int_eq(num(json_object_get(resp, "d_model")), 4);
     ck_assert_int_eq(num(json_object_get(resp, "n_heads")), 2);
+    ck_assert_int_eq(num(json_object_get(resp, "n_kv_heads")), 2); /* h without kv_heads */
     ck_assert_int_eq(num(json_object_get(resp, "d_head")), 2);
     ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "causal");
     ck_assert((float)num(json_object_get(resp, "scale")) == (float)(1 / sqrt(2.0)));
     dump_eq(json_object_get(resp, "heads"), "[0,1]");
-    ck_assert_uint_eq(json_object_size(resp), 10);
+    ck_assert_uint_eq(json_object_size(resp), 11);
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const char *p = strstr(raw, order[i]);
         ck_assert_msg(p && p >= prev, "field order at %s", order[i]);

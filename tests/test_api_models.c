@@ -13,6 +13,7 @@
 
 #include "api/models.h"
 #include "api/request.h"
+#include "api/response.h"
 
 static const api_limits limits = {.max_tokens = 64,
                                   .max_heads = 8,
@@ -82,6 +83,129 @@ START_TEST(test_weights_round_trip) {
 }
 END_TEST
 
+/* Computes a bound request; its answer's text. */
+static char *answer(api_request *req) {
+    attn_workspace *ws = attn_workspace_create();
+    attn_error err;
+    size_t len;
+    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), &err), 0);
+    attn_workspace_destroy(ws);
+    char *text = api_response_encode(req, &len, &err);
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+/* A model's inline form with everything today's attention adds: shown,
+ * sent back inline, bound, and answering byte for byte as the model. */
+static void variants_round_trip(const char *body_text, const char *request_rest,
+                                size_t expect_fields) {
+    api_request *req = decode(body_text);
+    const attn_weights *w = api_request_input(req)->weights;
+    api_model_info info = {"v", "", ATTN_MASK_CAUSAL, w};
+    attn_error err;
+    size_t len;
+    char *text = api_model_encode(&info, 1, 1 << 20, &len, &err);
+    ck_assert_ptr_nonnull(text);
+    json_t *model = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    ck_assert_ptr_nonnull(model);
+    ck_assert_uint_eq(json_object_size(model), expect_fields);
+
+    /* the same request, by name against the model and inline with the shown weights */
+    char by_name[4096], inline_again[65536];
+    char *weights = json_dumps(json_object_get(model, "weights"), JSON_COMPACT);
+    snprintf(by_name, sizeof by_name, "{\"model\":\"v\",%s}", request_rest);
+    snprintf(inline_again, sizeof inline_again, "{\"weights\":%s,%s}", weights, request_rest);
+    api_request *named = decode(by_name), *back = decode(inline_again);
+    ck_assert_int_eq(api_request_bind(named, w, ATTN_MASK_CAUSAL, &limits, &err), 0);
+    const attn_weights *w2 = api_request_input(back)->weights;
+    ck_assert_uint_eq(w2->n_kv_heads ? w2->n_kv_heads : w2->n_heads,
+                      w->n_kv_heads ? w->n_kv_heads : w->n_heads);
+    ck_assert(memcmp(&w2->rope, &w->rope, sizeof w->rope) == 0);
+    ck_assert(w2->window == w->window && w2->softcap == w->softcap && w2->scale == w->scale);
+    ck_assert((w2->alibi == NULL) == (w->alibi == NULL));
+    if (w->alibi) ck_assert(floats_equal(w->alibi, w2->alibi, w->n_heads));
+    ck_assert((w2->w_kv == NULL) == (w->w_kv == NULL));
+    char *a = answer(named), *b = answer(back);
+    /* "model" differs: compare from n_tokens on */
+    ck_assert_str_eq(strstr(a, "\"n_tokens\""), strstr(b, "\"n_tokens\""));
+    free(a), free(b);
+    free(weights);
+    api_request_free(named);
+    api_request_free(back);
+    json_decref(model);
+    free(text);
+    api_request_free(req);
+}
+
+START_TEST(test_variants_round_trip) {
+    /* 4 heads of width 1, 2 K/V heads with biases, w_o; RoPE with llama3
+     * scaling, ALiBi slopes, a window, soft-capping and a scale */
+    const char *gqa =
+        "{\"embeddings\":[[0.1,-0.2,0.3,0.1,0,0,0,0]],\"weights\":{"
+        "\"heads\":[{\"w_q\":[[1,2],[3,4],[5,6],[7,8],[1,0],[0,1],[1,1],[0,0]],\"b_q\":[0.5,0]},"
+        "{\"w_q\":[[0.1,0.2],[0.3,0.4],[0.5,0.6],[0.7,0.8],[1,0],[0,1],[1,1],[0,0]]},"
+        "{\"w_q\":[[-1,2],[-3,4],[5,-6],[7,8],[1,0],[0,1],[1,1],[0,2]]},"
+        "{\"w_q\":[[5,6],[7,8],[9,10],[11,12],[1,0],[0,1],[1,1],[0,3]]}],"
+        "\"kv_heads\":[{\"w_k\":[[1,0],[0,1],[0,0],[1,1],[1,0],[0,1],[1,1],[0,0]],"
+        "\"w_v\":[[0.5,1],[0.25,1],[1,1],[2,1],[1,0],[0,1],[1,1],[0,0]],\"b_k\":[1e-7,0]},"
+        "{\"w_k\":[[0.3,1],[0.7,1],[-1,1],[2,1],[1,0],[0,1],[1,1],[0,0]],"
+        "\"w_v\":[[3,1],[1,1],[4,1],[1,1],[1,0],[0,1],[1,1],[0,0]],\"b_v\":[0.125,3]}],"
+        "\"rope\":{\"theta\":500000,\"style\":\"interleaved\",\"scaling\":{\"type\":"
+        "\"llama3\",\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4,"
+        "\"original_max_position_embeddings\":8192}},"
+        "\"alibi\":[0.5,0.1,0.3,0.7],\"window\":3,\"softcap\":50,\"scale\":0.3}}";
+    /* summary 7 fields + rope, alibi, window, softcap, scale + weights */
+    variants_round_trip(gqa,
+                        "\"embeddings\":[[0.1,-0.2,0.3,0.1,1,0,0,0],[1,2,3,4,5,6,7,8],"
+                        "[0,0,1,0,0,0,-1,0]],\"positions\":[7,100,9000],\"return\":[\"q\",\"k\","
+                        "\"v\",\"q_raw\",\"k_raw\",\"scores\",\"patterns\",\"embeddings\"]",
+                        13);
+    /* cross-attention: Q of d_model 4, K/V of a context of width 3; d_context shown */
+    const char *cross = "{\"embeddings\":[[0.1,-0.2,0.3,0.1]],\"context\":[[1,2,3]],\"weights\":{"
+                        "\"heads\":[{\"w_q\":[[1,2],[3,4],[5,6],[7,8]],\"w_k\":[[1,0],[0,1],[1,1]],"
+                        "\"w_v\":[[0.5,1],[2,0],[1,-1]],\"b_k\":[1,2]},"
+                        "{\"w_q\":[[1,0],[0,1],[0,0],[1,1]],\"w_k\":[[0.25,0],[0,4],[1,3]],"
+                        "\"w_v\":[[1,1],[2,2],[3,-3]]}],\"scale\":0.125}}";
+    variants_round_trip(cross,
+                        "\"embeddings\":[[0.1,-0.2,0.3,0.1],[1,2,3,4]],\"context\":[[1,2,3],"
+                        "[0,1,0],[-1,0.5,2]],\"return\":[\"k\",\"v\",\"patterns\",\"delta\"]",
+                        10);
+}
+END_TEST
+
+START_TEST(test_variants_summary) {
+    const char *body = "{\"embeddings\":[[0.1,-0.2,0.3,0.1]],\"context\":[[1,2,3]],\"weights\":{"
+                       "\"heads\":[{\"w_q\":[[1],[3],[5],[7]]},{\"w_q\":[[1],[0],[0],[1]]},"
+                       "{\"w_q\":[[1],[3],[5],[7]]},{\"w_q\":[[1],[0],[0],[1]]}],"
+                       "\"kv_heads\":[{\"w_k\":[[1],[0],[1]],\"w_v\":[[0.5],[2],[1]]}],"
+                       "\"softcap\":30,\"scale\":0.0625}}";
+    api_request *req = decode(body);
+    api_model_info info = {"x", "", ATTN_MASK_NONE, api_request_input(req)->weights};
+    size_t len;
+    char *text = api_models_encode_list(&info, 1, &len);
+    ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"d_context\":3,"
+                           "\"n_heads\":4,\"n_kv_heads\":1,\"d_head\":1,\"mask\":\"none\","
+                           "\"softcap\":30,\"scale\":0.0625,\"description\":\"\"}]}");
+    free(text);
+    api_request_free(req);
+
+    body = "{\"embeddings\":[[0.1,-0.2]],\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],"
+           "\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}],\"rope\":{\"scaling\":{\"type\":"
+           "\"linear\",\"factor\":2.5}},\"alibi\":true,\"window\":4096}}";
+    req = decode(body);
+    info.weights = api_request_input(req)->weights;
+    text = api_models_encode_list(&info, 1, &len);
+    ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":2,\"n_heads\":1,"
+                           "\"n_kv_heads\":1,\"d_head\":2,\"mask\":\"none\",\"rope\":{"
+                           "\"theta\":10000,\"dims\":2,\"style\":\"half\",\"scaling\":{"
+                           "\"type\":\"linear\",\"factor\":2.5}},\"alibi\":[0.00390625],"
+                           "\"window\":4096,\"description\":\"\"}]}");
+    free(text);
+    api_request_free(req);
+}
+END_TEST
+
 START_TEST(test_list_and_summary) {
     api_request *req = decode(inline_body);
     const attn_weights *w = api_request_input(req)->weights;
@@ -97,7 +221,8 @@ START_TEST(test_list_and_summary) {
     json_t *a = json_array_get(models, 0);
     ck_assert_str_eq(json_string_value(json_object_get(a, "description")), "first \"quoted\"");
     ck_assert_str_eq(json_string_value(json_object_get(a, "mask")), "none");
-    ck_assert_uint_eq(json_object_size(a), 6); /* exactly the contract's fields */
+    ck_assert_uint_eq(json_object_size(a), 7); /* exactly the contract's fields */
+    ck_assert_int_eq(json_integer_value(json_object_get(a, "n_kv_heads")), 2);
     ck_assert_ptr_null(json_object_get(a, "weights"));
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(models, 1), "description")),
                      "");
@@ -112,7 +237,7 @@ START_TEST(test_list_and_summary) {
     attn_error err;
     text = api_model_encode(&infos[1], 0, 1 << 20, &len, &err);
     json_t *one = json_loads(text, 0, NULL);
-    ck_assert_uint_eq(json_object_size(one), 6);
+    ck_assert_uint_eq(json_object_size(one), 7);
     json_decref(one);
     free(text);
     api_request_free(req);
@@ -155,6 +280,8 @@ int main(void) {
     TCase *tc = tcase_create("models");
     tcase_add_test(tc, test_weights_round_trip);
     tcase_add_test(tc, test_list_and_summary);
+    tcase_add_test(tc, test_variants_round_trip);
+    tcase_add_test(tc, test_variants_summary);
     tcase_add_test(tc, test_weights_limit_and_flag);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
