@@ -20,6 +20,8 @@
  * interleaved run by run.
  *
  * Usage: bench_attention [--quick]           both tables (--quick: fewer samples)
+ *        bench_attention --only NAME           the latency rows whose shape's name
+ *            contains NAME, alone
  *        bench_attention --rss N patterns|emb  one GPT-2-shape computation of n = N
  *            on 1 worker, then its memory accounting on one line (for
  *            /usr/bin/time -v; bench/rss.sh)
@@ -81,15 +83,30 @@ static double peak_gflops(peak_bufs *pk) {
 /* Configurations of one latency row. */
 enum { C_SERVER, C_ONE, C_GEMMS2, C_GEMMS1, C_COUNT };
 
+/* Which configurations a shape samples: all; the server and the GEMMs on 2
+ * threads (a layer 4096 wide at n = 4096, whose 1-thread runs would take
+ * seconds each); the server alone (the 1 worker runs once, for the bit for
+ * bit check; a windowed layer, which no full n × n GEMM stands for). */
+typedef enum lat_heavy { H_ALL, H_TWO_THREADS, H_SERVER } lat_heavy;
+
+/* Shapes the summary lines below the tables read together. */
+typedef enum lat_group { G_NONE, G_LLAMA, G_MISTRAL } lat_group;
+
 typedef struct lat_shape {
     bench_shape s;
     int emb_only; /* the default output set is not measured: its patterns would be too large */
     int target;   /* one of the shapes the 15 % target is stated for */
+    int norope;   /* also the same layer without RoPE, in the same samples */
+    lat_heavy heavy;
+    lat_group group;
 } lat_shape;
 
 typedef struct lat_row {
     const char *name;
-    int patterns, target;
+    const char *outputs; /* "default", "emb", "emb, no RoPE" */
+    int target, norope;
+    lat_group group;
+    int have[C_COUNT];
     double t[C_COUNT]; /* medians, seconds per call */
     double peak;       /* GFLOP/s of the 2048³ sgemm on 2 threads, same samples */
     double flops;
@@ -97,32 +114,52 @@ typedef struct lat_row {
     int same;       /* split bits == 1-worker bits */
 } lat_row;
 
-/* Measures one shape: appends one row per output set to rows. */
+/* One measured set of a shape: an input and an output set. */
+typedef struct lat_set {
+    const attn_input *in;
+    int patterns;
+    const char *label;
+} lat_set;
+
+/* Measures one shape: appends one row per set (output set, or the layer
+ * without RoPE) to rows. */
 static int latency_shape(lat_row *rows, const lat_shape *ls, server_pool *sp, peak_bufs *pk,
                          double *peaks, int *npeaks) {
     problem p;
     problem_make(&p, ls->s);
-    int sets = ls->emb_only ? 1 : 2, reps = ls->s.reps;
-    attn_output out[2][2]; /* [output set][C_SERVER, C_ONE] */
+    attn_weights w_norope = p.w;
+    w_norope.rope = (attn_rope){0};
+    attn_input in_norope = p.in;
+    in_norope.weights = &w_norope;
+    lat_set sets[3];
+    int nsets = 0;
+    if (!ls->emb_only) sets[nsets++] = (lat_set){&p.in, 1, "default"};
+    sets[nsets++] = (lat_set){&p.in, 0, "emb"};
+    if (ls->norope) sets[nsets++] = (lat_set){&in_norope, 0, "emb, no RoPE"};
+    const int reps = ls->s.reps, all = ls->heavy == H_ALL, gemms = ls->heavy != H_SERVER;
+    attn_output out[3][2]; /* [set][C_SERVER, C_ONE] */
     problem_gemms g;
-    problem_gemms_make(&g, &p);
-    for (int o = 0; o < sets; o++)
+    if (gemms) problem_gemms_make(&g, &p);
+    for (int o = 0; o < nsets; o++)
         for (int c = 0; c < 2; c++)
-            problem_outputs_make(&out[o][c], &p, !ls->emb_only && o == 0);
+            problem_outputs_make(&out[o][c], &p, sets[o].patterns);
 
     /* Warm-up: workspaces grow and pages are touched; sizes the samples. */
     openblas_set_num_threads(1);
-    int inner[2], inner_gemms;
-    for (int o = 0; o < sets; o++) {
-        server_pool_time(sp, &p.in, &out[o][C_SERVER], SPLIT_AS_SERVER, 1, NULL);
-        inner[o] = inner_calls(server_pool_time(sp, &p.in, &out[o][C_ONE], SPLIT_NEVER, 1, NULL));
+    int inner[3], inner_gemms = 1;
+    for (int o = 0; o < nsets; o++) {
+        server_pool_time(sp, sets[o].in, &out[o][C_SERVER], SPLIT_AS_SERVER, 1, NULL);
+        inner[o] =
+            inner_calls(server_pool_time(sp, sets[o].in, &out[o][C_ONE], SPLIT_NEVER, 1, NULL));
     }
     double t0 = bench_now();
-    problem_gemms_run(&g, &p);
-    inner_gemms = inner_calls(bench_now() - t0);
+    if (gemms) {
+        problem_gemms_run(&g, &p);
+        inner_gemms = inner_calls(bench_now() - t0);
+    }
 
-    double t[2][C_COUNT][MAXREP], pk_gf[MAXREP];
-    size_t helpers[2] = {0, 0};
+    double t[3][C_COUNT][MAXREP], pk_gf[MAXREP];
+    size_t helpers[3] = {0, 0, 0};
     /* Each round: first everything on 2 OpenBLAS threads, then the GEMMs on
      * 1 thread, then the pool's configurations. After a call on 2 threads,
      * OpenBLAS's other thread spins for work for about 0.1 s (its
@@ -134,53 +171,69 @@ static int latency_shape(lat_row *rows, const lat_shape *ls, server_pool *sp, pe
      * on it waits milliseconds: a server under steady load keeps its cores
      * awake, and so does this order.) */
     for (int k = 0; k < reps; k++) {
-        openblas_set_num_threads(2);
-        t0 = bench_now();
-        for (int i = 0; i < inner_gemms; i++)
-            problem_gemms_run(&g, &p);
-        t[0][C_GEMMS2][k] = (bench_now() - t0) / inner_gemms;
-        pk_gf[k] = peaks[(*npeaks)++] = peak_gflops(pk);
-        double two_threads_end = bench_now();
-        openblas_set_num_threads(1);
-        t0 = bench_now();
-        for (int i = 0; i < inner_gemms; i++)
-            problem_gemms_run(&g, &p);
-        t[0][C_GEMMS1][k] = (bench_now() - t0) / inner_gemms;
-        while (bench_now() - two_threads_end < 0.15) /* busy, not asleep: see above */
-            ;
-        for (int o = 0; o < sets; o++) {
-            t[o][C_SERVER][k] = server_pool_time(sp, &p.in, &out[o][C_SERVER], SPLIT_AS_SERVER,
+        if (gemms) {
+            openblas_set_num_threads(2);
+            t0 = bench_now();
+            for (int i = 0; i < inner_gemms; i++)
+                problem_gemms_run(&g, &p);
+            t[0][C_GEMMS2][k] = (bench_now() - t0) / inner_gemms;
+            pk_gf[k] = peaks[(*npeaks)++] = peak_gflops(pk);
+            double two_threads_end = bench_now();
+            openblas_set_num_threads(1);
+            if (all) {
+                t0 = bench_now();
+                for (int i = 0; i < inner_gemms; i++)
+                    problem_gemms_run(&g, &p);
+                t[0][C_GEMMS1][k] = (bench_now() - t0) / inner_gemms;
+            }
+            while (bench_now() - two_threads_end < 0.15) /* busy, not asleep: see above */
+                ;
+        }
+        for (int o = 0; o < nsets; o++) {
+            t[o][C_SERVER][k] = server_pool_time(sp, sets[o].in, &out[o][C_SERVER], SPLIT_AS_SERVER,
                                                  inner[o], &helpers[o]);
-            t[o][C_ONE][k] =
-                server_pool_time(sp, &p.in, &out[o][C_ONE], SPLIT_NEVER, inner[o], NULL);
+            if (all)
+                t[o][C_ONE][k] =
+                    server_pool_time(sp, sets[o].in, &out[o][C_ONE], SPLIT_NEVER, inner[o], NULL);
         }
     }
     openblas_set_num_threads(1);
 
-    double gemms1 = bench_median(t[0][C_GEMMS1], reps), gemms2 = bench_median(t[0][C_GEMMS2], reps);
-    double peak = bench_median(pk_gf, reps);
-    for (int o = 0; o < sets; o++) {
+    double gemms1 = all ? bench_median(t[0][C_GEMMS1], reps) : 0.0;
+    double gemms2 = gemms ? bench_median(t[0][C_GEMMS2], reps) : 0.0;
+    double peak = gemms ? bench_median(pk_gf, reps) : 0.0;
+    for (int o = 0; o < nsets; o++) {
         lat_row *r = &rows[o];
-        int pat = !ls->emb_only && o == 0;
         size_t emb = p.s.n * p.s.dm * sizeof(float);
-        r->name = ls->s.name;
-        r->patterns = pat;
-        r->target = ls->target;
+        *r = (lat_row){.name = ls->s.name,
+                       .outputs = sets[o].label,
+                       .target = ls->target,
+                       .norope = sets[o].in == &in_norope,
+                       .group = ls->group,
+                       .have = {1, all, gemms, all}};
         r->t[C_SERVER] = bench_median(t[o][C_SERVER], reps);
-        r->t[C_ONE] = bench_median(t[o][C_ONE], reps);
+        r->t[C_ONE] = all ? bench_median(t[o][C_ONE], reps) : 0.0;
         r->t[C_GEMMS1] = gemms1, r->t[C_GEMMS2] = gemms2;
         r->peak = peak;
         r->flops = problem_flops(&p);
         r->helpers = (double)helpers[o] / ((double)reps * inner[o]);
         r->same = !memcmp(out[o][C_SERVER].embeddings, out[o][C_ONE].embeddings, emb) &&
-                  (!pat || !memcmp(out[o][C_SERVER].patterns, out[o][C_ONE].patterns,
-                                   problem_patterns_bytes(&p)));
+                  (!sets[o].patterns || !memcmp(out[o][C_SERVER].patterns, out[o][C_ONE].patterns,
+                                                problem_patterns_bytes(&p)));
         for (int c = 0; c < 2; c++)
             problem_outputs_free(&out[o][c]);
     }
-    problem_gemms_free(&g);
+    if (gemms) problem_gemms_free(&g);
     problem_free(&p);
-    return sets;
+    return nsets;
+}
+
+/* a ÷ b, or a dash when either was not measured. */
+static void print_ratio(int have, double a, double b) {
+    if (have)
+        printf(" %.2f |", a / b);
+    else
+        printf(" — |");
 }
 
 static void print_latency(const lat_row *rows, int nrows, const lat_shape *shapes, int nshapes,
@@ -200,19 +253,27 @@ static void print_latency(const lat_row *rows, int nrows, const lat_shape *shape
     for (int s = 0; s < nshapes; s++)
         printf(" %s %d%s", shapes[s].s.name, shapes[s].s.reps, s + 1 < nshapes ? "," : ".\n\n");
 
-    printf("Times (GFLOP/s = attn_flops, full n × n, / time):\n\n"
+    printf("Times (GFLOP/s = attn_flops, full n × n, / time; — not measured):\n\n"
            "| shape n × d_model × heads | outputs | server: 2 workers × 1 BLAS thread, split | "
            "1 worker × 1 BLAS thread | GEMMs alone, 2 BLAS threads | GEMMs alone, 1 BLAS thread "
            "| FLOP limit (2 threads) |\n|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nrows; i++) {
         const lat_row *r = &rows[i];
-        printf("| %s | %s |", r->name, r->patterns ? "default" : "emb");
+        printf("| %s | %s |", r->name, r->outputs);
         for (int c = 0; c < C_COUNT; c++) {
+            if (!r->have[c]) {
+                printf(" — |");
+                continue;
+            }
             print_time(r->t[c]);
             printf(" (%.1f) |", r->flops / r->t[c] * 1e-9);
         }
-        print_time(r->flops / (r->peak * 1e9));
-        printf(" (%.1f) |\n", r->peak);
+        if (r->have[C_GEMMS2]) {
+            print_time(r->flops / (r->peak * 1e9));
+            printf(" (%.1f) |\n", r->peak);
+        } else {
+            printf(" — |\n");
+        }
     }
 
     printf("\nRatios of times (below 1: faster; the causal engine skips the blocks above the "
@@ -224,10 +285,17 @@ static void print_latency(const lat_row *rows, int nrows, const lat_shape *shape
     for (int i = 0; i < nrows; i++) {
         const lat_row *r = &rows[i];
         double limit = r->flops / (r->peak * 1e9);
-        printf("| %s | %s | **%.2f** | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", r->name,
-               r->patterns ? "default" : "emb", r->t[C_SERVER] / r->t[C_GEMMS2],
-               r->t[C_SERVER] / limit, r->t[C_GEMMS2] / limit, r->t[C_ONE] / r->t[C_GEMMS1],
-               r->t[C_ONE] / r->t[C_SERVER], r->helpers, r->same ? "yes" : "NO");
+        int g2 = r->have[C_GEMMS2], one = r->have[C_ONE];
+        printf("| %s | %s |", r->name, r->outputs);
+        if (g2)
+            printf(" **%.2f** |", r->t[C_SERVER] / r->t[C_GEMMS2]);
+        else
+            printf(" — |");
+        print_ratio(g2, r->t[C_SERVER], limit);
+        print_ratio(g2, r->t[C_GEMMS2], limit);
+        print_ratio(one, r->t[C_ONE], r->t[C_GEMMS1]);
+        print_ratio(one, r->t[C_ONE], r->t[C_SERVER]);
+        printf(" %.2f | %s |\n", r->helpers, r->same ? "yes" : "NO");
     }
     printf("\nTarget: server ÷ GEMMs alone (2 threads) ≤ 1.15 at GPT-2 n = 128, 1024, 4096:");
     int met = 1;
@@ -236,11 +304,35 @@ static void print_latency(const lat_row *rows, int nrows, const lat_shape *shape
         if (!rows[i].target) continue;
         double ratio = rows[i].t[C_SERVER] / rows[i].t[C_GEMMS2];
         met = met && ratio <= 1.15;
-        printf("%s%s %s %.2f%s", sep, rows[i].name, rows[i].patterns ? "default" : "emb", ratio,
+        printf("%s%s %s %.2f%s", sep, rows[i].name, rows[i].outputs, ratio,
                ratio <= 1.15 ? "" : " (over)");
         sep = "; ";
     }
     printf(" — **%s**.\n\n", met ? "met" : "not met");
+
+    /* The layers of today's models. */
+    const lat_row *mistral[2] = {NULL, NULL};
+    for (int i = 0; i < nrows; i++) {
+        const lat_row *r = &rows[i];
+        if (r->group == G_LLAMA && !r->norope)
+            printf("Llama-3-8B layer, %s: server ÷ GEMMs alone (2 threads) %.2f (goal ≤ 1.10).\n",
+                   r->name, r->t[C_SERVER] / r->t[C_GEMMS2]);
+        if (r->group == G_LLAMA && r->norope) {
+            const lat_row *with = r - 1; /* the same shape's row with RoPE, same samples */
+            printf("RoPE's cost, %s: server %.1f %% of the layer's time (with %.2f ms, without "
+                   "%.2f ms), 1 worker %.1f %% (goal ≤ 3 %%).\n",
+                   r->name, 100.0 * (with->t[C_SERVER] - r->t[C_SERVER]) / with->t[C_SERVER],
+                   with->t[C_SERVER] * 1e3, r->t[C_SERVER] * 1e3,
+                   100.0 * (with->t[C_ONE] - r->t[C_ONE]) / with->t[C_ONE]);
+        }
+        if (r->group == G_MISTRAL) mistral[mistral[0] ? 1 : 0] = r;
+    }
+    if (mistral[0] && mistral[1])
+        printf("Mistral-7B layer, window 1024: server %s %.2f ms, %s %.2f ms, ratio %.2f (goal "
+               "≤ 2.2).\n",
+               mistral[0]->name, mistral[0]->t[C_SERVER] * 1e3, mistral[1]->name,
+               mistral[1]->t[C_SERVER] * 1e3, mistral[1]->t[C_SERVER] / mistral[0]->t[C_SERVER]);
+    printf("\n");
 }
 
 /* ---- throughput ------------------------------------------------------------------------ */
@@ -312,7 +404,7 @@ static int rss_mode(size_t n, int patterns) {
     openblas_set_num_threads(1);
     size_t before = rss_now();
     problem p;
-    problem_make(&p, (bench_shape){"GPT-2", n, 768, 12, 64, 1, 1});
+    problem_make(&p, (bench_shape){"GPT-2", n, 768, 12, 64, 1, 1, 0, 0, 0.0, 0});
     attn_output out;
     problem_outputs_make(&out, &p, patterns);
     attn_workspace *ws = attn_workspace_create();
@@ -334,7 +426,8 @@ static int rss_mode(size_t n, int patterns) {
 /* ---- main -------------------------------------------------------------------------------- */
 
 static int usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--quick]\n       %s --rss N patterns|emb\n", argv0, argv0);
+    fprintf(stderr, "usage: %s [--quick | --only NAME]\n       %s --rss N patterns|emb\n", argv0,
+            argv0);
     return 2;
 }
 
@@ -346,22 +439,43 @@ int main(int argc, char **argv) {
         return rss_mode((size_t)n, pat);
     }
     int quick = argc == 2 && !strcmp(argv[1], "--quick");
-    if (argc > 1 && !quick) return usage(argv[0]);
+    const char *only = argc == 3 && !strcmp(argv[1], "--only") ? argv[2] : NULL;
+    if (argc > 1 && !quick && !only) return usage(argv[0]);
 
+    /* The layers 4096 wide: 32 heads of 128, 8 K/V heads, RoPE (half style) on all 128
+     * coordinates, θ 500000 for Llama 3, 10000 for Mistral, whose window is 1024 here.
+     * Their samples take 0.5 – 5 s each: few of them. */
+    /* patterns: 805 MB at GPT-2 n = 4096, 4 GB at Llama's; emb only there */
+    // clang-format off
     lat_shape shapes[] = {
-        {{"3×4×1", 3, 4, 1, 4, 0, 15}, 0, 0},
-        {{"16×64×4", 16, 64, 4, 16, 1, 15}, 0, 0},
-        {{"128×768×12 (GPT-2)", 128, 768, 12, 64, 1, 15}, 0, 1},
-        {{"1024×768×12 (GPT-2)", 1024, 768, 12, 64, 1, 11}, 0, 1},
-        {{"4096×768×12 (GPT-2)", 4096, 768, 12, 64, 1, 7}, 1, 1}, /* patterns: 805 MB */
-        {{"128×12288×96 (GPT-3 width)", 128, 12288, 96, 128, 1, 5}, 0, 0},
+        {{"3×4×1", 3, 4, 1, 4, 0, 15, 0, 0, 0.0, 0}, 0, 0, 0, H_ALL, G_NONE},
+        {{"16×64×4", 16, 64, 4, 16, 1, 15, 0, 0, 0.0, 0}, 0, 0, 0, H_ALL, G_NONE},
+        {{"128×768×12 (GPT-2)", 128, 768, 12, 64, 1, 15, 0, 0, 0.0, 0}, 0, 1, 0, H_ALL, G_NONE},
+        {{"1024×768×12 (GPT-2)", 1024, 768, 12, 64, 1, 11, 0, 0, 0.0, 0}, 0, 1, 0, H_ALL, G_NONE},
+        {{"4096×768×12 (GPT-2)", 4096, 768, 12, 64, 1, 7, 0, 0, 0.0, 0}, 1, 1, 0, H_ALL, G_NONE},
+        {{"128×12288×96 (GPT-3 width)", 128, 12288, 96, 128, 1, 5, 0, 0, 0.0, 0}, 0, 0, 0, H_ALL,
+         G_NONE},
+        {{"1024×4096×32/8 (Llama-3-8B)", 1024, 4096, 32, 128, 1, 7, 8, 128, 500000.0, 0}, 1, 0, 1,
+         H_ALL, G_LLAMA},
+        {{"4096×4096×32/8 (Llama-3-8B)", 4096, 4096, 32, 128, 1, 3, 8, 128, 500000.0, 0}, 1, 0, 0,
+         H_TWO_THREADS, G_LLAMA},
+        {{"4096×4096×32/8 w1024 (Mistral-7B)", 4096, 4096, 32, 128, 1, 3, 8, 128, 10000.0, 1024},
+         1, 0, 0, H_SERVER, G_MISTRAL},
+        {{"8192×4096×32/8 w1024 (Mistral-7B)", 8192, 4096, 32, 128, 1, 3, 8, 128, 10000.0, 1024},
+         1, 0, 0, H_SERVER, G_MISTRAL},
     };
+    // clang-format on
     enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
-    int nshapes = NSHAPES;
-    if (quick) { /* the GPT-3-width weights alone take ~10 s to fill and 2.4 GB */
-        nshapes = NSHAPES - 1;
-        for (int s = 0; s < nshapes; s++)
-            shapes[s].s.reps = s < 3 ? 3 : 1;
+    bench_shape tp[] = {shapes[2].s, shapes[3].s};
+    int nshapes = 0;
+    for (int s = 0; s < NSHAPES; s++) {
+        /* quick: the GPT-3-width weights alone take ~10 s to fill and 2.4 GB, the layers
+         * 4096 wide at n ≥ 4096 seconds a call; the Llama row at n = 1024 stays, once */
+        if (quick && (s == 5 || (shapes[s].group != G_NONE && shapes[s].s.n > 1024))) continue;
+        if (only && !strstr(shapes[s].s.name, only)) continue;
+        shapes[nshapes] = shapes[s];
+        if (quick) shapes[nshapes].s.reps = s < 3 ? 3 : 1;
+        nshapes++;
     }
 
     printf("OpenBLAS: %s; core %s; %d procs; softmax exp: SLEEF %s.\n", openblas_get_config(),
@@ -384,7 +498,7 @@ int main(int argc, char **argv) {
     }
     openblas_set_num_threads(1);
 
-    lat_row rows[2 * NSHAPES];
+    lat_row rows[3 * NSHAPES];
     double peaks[NSHAPES * MAXREP];
     int nrows = 0, npeaks = 0;
     for (int s = 0; s < nshapes; s++) {
@@ -397,9 +511,8 @@ int main(int argc, char **argv) {
                   bench_median(peak2, 5));
     fflush(stdout);
 
-    bench_shape tp[] = {shapes[2].s, shapes[3].s};
     int requests[] = {quick ? 16 : 60, quick ? 4 : 10};
-    throughput(tp, requests, 2, quick ? 1 : 5, pools);
+    if (!only) throughput(tp, requests, 2, quick ? 1 : 5, pools);
 
     int same = 1;
     for (int i = 0; i < nrows; i++)

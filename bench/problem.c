@@ -61,15 +61,16 @@ static void fill(float *x, size_t count, float amp, uint64_t *st) {
 
 void problem_make(problem *p, bench_shape s) {
     uint64_t st = 42;
-    size_t hd = s.h * s.dh;
+    if (!s.g) s.g = s.h;
+    size_t hd = s.h * s.dh, ld = hd + 2 * s.g * s.dh;
     memset(p, 0, sizeof(*p));
     p->s = s;
-    p->w_qkv = bench_alloc(s.dm * 3 * hd * sizeof(float));
-    p->b_qkv = bench_alloc(3 * hd * sizeof(float));
+    p->w_qkv = bench_alloc(s.dm * ld * sizeof(float));
+    p->b_qkv = bench_alloc(ld * sizeof(float));
     p->b_o = bench_alloc(s.dm * sizeof(float));
     p->E = bench_alloc(s.n * s.dm * sizeof(float));
-    fill(p->w_qkv, s.dm * 3 * hd, 1.0f / sqrtf((float)s.dm), &st);
-    fill(p->b_qkv, 3 * hd, 0.1f, &st);
+    fill(p->w_qkv, s.dm * ld, 1.0f / sqrtf((float)s.dm), &st);
+    fill(p->b_qkv, ld, 0.1f, &st);
     fill(p->b_o, s.dm, 0.1f, &st);
     fill(p->E, s.n * s.dm, 1.0f, &st);
     if (s.w_o) {
@@ -82,10 +83,13 @@ void problem_make(problem *p, bench_shape s) {
     p->w = (attn_weights){.d_model = s.dm,
                           .n_heads = s.h,
                           .d_head = s.dh,
+                          .n_kv_heads = s.g,
                           .w_qkv = p->w_qkv,
                           .b_qkv = p->b_qkv,
                           .w_o = p->w_o,
-                          .b_o = p->b_o};
+                          .b_o = p->b_o,
+                          .rope = {.dims = s.rope, .theta = s.theta, .style = ATTN_ROPE_HALF},
+                          .window = s.window};
     p->in = (attn_input){.weights = &p->w,
                          .embeddings = p->E,
                          .n_tokens = s.n,
@@ -100,14 +104,14 @@ void problem_free(problem *p) {
 }
 
 size_t problem_input_bytes(const problem *p) {
-    size_t hd = p->s.h * p->s.dh;
-    size_t floats = p->s.n * p->s.dm + p->s.dm * 3 * hd + 3 * hd + p->s.dm;
+    size_t hd = p->s.h * p->s.dh, ld = hd + 2 * p->s.g * p->s.dh;
+    size_t floats = p->s.n * p->s.dm + p->s.dm * ld + ld + p->s.dm;
     if (p->w_o) floats += hd * p->s.dm;
     return floats * sizeof(float);
 }
 
 double problem_flops(const problem *p) {
-    return attn_flops(p->s.n, p->s.dm, p->s.h, p->s.dh, p->s.w_o);
+    return attn_flops_grouped(p->s.n, p->s.dm, p->s.h, p->s.g, p->s.dh, p->s.w_o);
 }
 
 size_t problem_patterns_bytes(const problem *p) {
@@ -125,8 +129,8 @@ void problem_outputs_free(attn_output *out) {
 }
 
 void problem_gemms_make(problem_gemms *g, const problem *p) {
-    size_t n = p->s.n, hd = p->s.h * p->s.dh;
-    *g = (problem_gemms){bench_floats(n * 3 * hd), bench_floats(n * n), bench_floats(n * hd),
+    size_t n = p->s.n, hd = p->s.h * p->s.dh, ld = hd + 2 * p->s.g * p->s.dh;
+    *g = (problem_gemms){bench_floats(n * ld), bench_floats(n * n), bench_floats(n * hd),
                          bench_floats(n * p->s.dm)};
 }
 
@@ -136,17 +140,19 @@ void problem_gemms_free(problem_gemms *g) {
 
 void problem_gemms_run(problem_gemms *g, const problem *p) {
     const int n = (int)p->s.n, dm = (int)p->s.dm, dh = (int)p->s.dh;
-    const int hd = (int)(p->s.h * p->s.dh), ld = 3 * hd;
-    /* (m, n, k) = (n, 3hd, dm) */
+    const int hd = (int)(p->s.h * p->s.dh), gd = (int)(p->s.g * p->s.dh), ld = hd + 2 * gd;
+    const int group = (int)(p->s.h / p->s.g);
+    /* (m, n, k) = (n, hd + 2gd, dm) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, ld, dm, 1.0f, p->E, dm, p->w_qkv, ld,
                 0.0f, g->qkv, ld);
     for (int i = 0; i < (int)p->s.h; i++) {
+        const int u = i / group; /* the K/V head of head i */
         /* (m, n, k) = (n, n, dh) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, p->in.scale, g->qkv + i * dh,
-                    ld, g->qkv + hd + i * dh, ld, 0.0f, g->s, n);
+                    ld, g->qkv + hd + u * dh, ld, 0.0f, g->s, n);
         /* (m, n, k) = (n, dh, n) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, g->s, n,
-                    g->qkv + 2 * hd + i * dh, ld, 0.0f, g->z + i * dh, hd);
+                    g->qkv + hd + gd + u * dh, ld, 0.0f, g->z + i * dh, hd);
     }
     if (p->w_o) /* (m, n, k) = (n, dm, hd) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dm, hd, 1.0f, g->z, hd, p->w_o,

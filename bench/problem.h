@@ -30,8 +30,12 @@ float *bench_floats(size_t count);
 typedef struct bench_shape {
     const char *name;
     size_t n, dm, h, dh;
-    int w_o;  /* with w_o (else the identity: h · dh == dm) */
-    int reps; /* latency samples */
+    int w_o;       /* with w_o (else the identity: h · dh == dm) */
+    int reps;      /* latency samples */
+    size_t g;      /* K/V heads, or 0: h */
+    size_t rope;   /* RoPE's dims (half style), or 0: none */
+    double theta;  /* RoPE's θ */
+    size_t window; /* w, or 0: none */
 } bench_shape;
 
 typedef struct problem {
@@ -48,7 +52,8 @@ void problem_make(problem *p, bench_shape s);
 void problem_free(problem *p);
 /* Bytes of the inputs (E) and the weights (w_qkv, b_qkv, w_o, b_o). */
 size_t problem_input_bytes(const problem *p);
-/* attn_flops of the problem: the full n × n products, causal or not. */
+/* attn_flops_grouped of the problem: the full n × n products, causal or
+ * windowed or not. */
 double problem_flops(const problem *p);
 
 /* The API's output sets: default = patterns (h × n × n) + embeddings;
@@ -60,16 +65,16 @@ size_t problem_patterns_bytes(const problem *p);
 /* ---- the GEMMs alone ----------------------------------------------------------- */
 
 /* Buffers of the raw GEMM sequence, with the engine's shapes and strides:
- * QKV n × 3hd, one S n × n, Z n × hd, D n × dm. */
+ * QKV n × (hd + 2gd), one S n × n, Z n × hd, D n × dm. */
 typedef struct problem_gemms {
     float *qkv, *s, *z, *d;
 } problem_gemms;
 
 void problem_gemms_make(problem_gemms *g, const problem *p);
 void problem_gemms_free(problem_gemms *g);
-/* By raw cblas_sgemm, full n × n: E·w_qkv, per head Q_i·K_iᵀ and P_i·V_i,
- * then Z·w_o — exactly attn_flops of work, at OpenBLAS's current thread
- * count. */
+/* By raw cblas_sgemm, full n × n: E·w_qkv (K and V at g heads), per head
+ * Q_i·K_u(i)ᵀ and P_i·V_u(i), then Z·w_o — exactly attn_flops_grouped of
+ * work (no RoPE, no window), at OpenBLAS's current thread count. */
 void problem_gemms_run(problem_gemms *g, const problem *p);
 
 /* One square cblas_sgemm of side m on buffers of bench_floats(m · m) each:

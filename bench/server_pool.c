@@ -5,7 +5,7 @@
  * split.c's helpers read their workspace from it; the index after it picks
  * the worker's output buffers in a stream. The bench links pool.c and
  * split.c only (no api, store or job objects), so the split rule of job.c
- * is repeated here; it reads the same SRV_JOB_SPLIT_FLOPS.
+ * is repeated here: attn_input_flops against the same SRV_JOB_SPLIT_FLOPS.
  *
  * Completion: the main thread waits on a condition variable that the job
  * (latency) or the last request of a stream signals, so a worker that has
@@ -78,8 +78,7 @@ void server_pool_destroy(server_pool *sp) {
 /* job.c's job_compute: split when large enough and allowed. */
 static void compute(bench_worker *w, const attn_output *out, const attn_input *in,
                     server_split split, size_t *helpers) {
-    const attn_weights *wt = in->weights;
-    double flops = attn_flops(in->n_tokens, wt->d_model, wt->n_heads, wt->d_head, wt->w_o != NULL);
+    double flops = attn_input_flops(in);
     attn_error err;
     int rc;
     if (split == SPLIT_NEVER || flops < w->sw.split_flops) {

@@ -4,7 +4,8 @@
  * computation split over the idle workers by server/split.c's runner.
  *
  * The rule for splitting is the server's (server/job.c): attn_compute_with
- * and the pool runner when attn_flops reaches SRV_JOB_SPLIT_FLOPS,
+ * and the pool runner when attn_input_flops (the key blocks really
+ * computed) reaches SRV_JOB_SPLIT_FLOPS,
  * attn_compute otherwise. OpenBLAS's thread count is process-global and
  * the caller's to set, between calls only.
  */
