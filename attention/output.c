@@ -24,11 +24,16 @@ static void output_task(void *arg, size_t t, attn_workspace *ws) {
     size_t r0, rb, c0, cb;
     attn_tiling_tile(&c->tiles, t, &r0, &rb, &c0, &cb);
     float *d = c->d + r0 * sz->dm + c0;
-    if (w->w_o) /* (m, n, k) = (rb, cb, hd) */
+    if (w->w_o) {
+        /* ΔE starts as the bias and Z · w_o adds to it (beta 1), as in project.c */
+        if (w->b_o) attn_copy_block(d, sz->dm, w->b_o + c0, 0, rb, cb);
+        /* (m, n, k) = (rb, cb, hd) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)sz->hd, 1.0f,
-                    c->zall + r0 * sz->hd, (int)sz->hd, w->w_o + c0, (int)sz->dm, 0.0f, d,
-                    (int)sz->dm);
-    if (w->b_o) attn_add_bias_rows(d, w->b_o + c0, rb, cb, sz->dm);
+                    c->zall + r0 * sz->hd, (int)sz->hd, w->w_o + c0, (int)sz->dm,
+                    w->b_o ? 1.0f : 0.0f, d, (int)sz->dm);
+    } else if (w->b_o) {
+        attn_add_bias_rows(d, w->b_o + c0, rb, cb, sz->dm);
+    }
     float *e = c->pl->out.embeddings;
     if (!e) return;
     const float *e0 = c->pl->in->embeddings;

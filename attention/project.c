@@ -116,10 +116,13 @@ static void project_task(void *arg, size_t t, attn_workspace *ws) {
     size_t r0, rb, c0, cb;
     attn_tiling_tile(&p->tiles, t, &r0, &rb, &c0, &cb);
     float *dst = p->dst + r0 * p->ldd + c0;
+    /* The tile starts as the bias and the product adds to it (beta 1): no
+     * pass over it after, and none of OpenBLAS's to zero it first. */
+    if (p->b) attn_copy_block(dst, p->ldd, p->b + c0, 0, rb, cb);
     /* (m, n, k) = (rb, cb, k) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)p->k, 1.0f,
-                p->x + r0 * p->k, (int)p->k, p->w + c0, (int)p->ldw, 0.0f, dst, (int)p->ldd);
-    if (p->b) attn_add_bias_rows(dst, p->b + c0, rb, cb, p->ldd);
+                p->x + r0 * p->k, (int)p->k, p->w + c0, (int)p->ldw, p->b ? 1.0f : 0.0f, dst,
+                (int)p->ldd);
     if (!c->pl->rope_in_tiles || !p->rope_heads) return;
     /* The tile's columns are whole heads (tiling aligned to dh). */
     const size_t dh = c->pl->sz.dh, e0 = c0 / dh, e1 = attn_min((c0 + cb) / dh, p->rope_heads);
@@ -128,10 +131,12 @@ static void project_task(void *arg, size_t t, attn_workspace *ws) {
 
 /* dst[:, col … col+dh] of product p: rows × dh, by one sgemm. */
 static void project_cols(const struct attn_proj *p, size_t col, size_t dh) {
+    /* as project_task: the bias first, then the product added to it */
+    if (p->b) attn_copy_block(p->dst + col, p->ldd, p->b + col, 0, p->rows, dh);
     /* (m, n, k) = (rows, dh, k) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->rows, (int)dh, (int)p->k, 1.0f,
-                p->x, (int)p->k, p->w + col, (int)p->ldw, 0.0f, p->dst + col, (int)p->ldd);
-    if (p->b) attn_add_bias_rows(p->dst + col, p->b + col, p->rows, dh, p->ldd);
+                p->x, (int)p->k, p->w + col, (int)p->ldw, p->b ? 1.0f : 0.0f, p->dst + col,
+                (int)p->ldd);
 }
 
 /* Whether listed position j is the first whose head uses its K/V head (so

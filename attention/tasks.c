@@ -18,6 +18,13 @@
  * Tiles start at ATTN_TILE × ATTN_TILE and are halved (columns first, down
  * to ATTN_TILE_MIN) until there are ATTN_TILES_MIN of them, enough to keep
  * two to four threads busy to the end; tiny results stay one tile.
+ *
+ * A result of at most ATTN_TILE rows (a projection or ΔE of a few hundred
+ * tokens) is cut instead into full-height tiles, ATTN_TILES_FEW of equal
+ * width or as many of at most ATTN_TILE_WIDE columns as it takes (unless
+ * the cut above gives fewer): each sgemm packs its rows of E (or Z) once
+ * per tile, so 128-wide tiles re-packed them 18 times for GPT-2's QKV at
+ * n = 128, and its 12 ΔE tiles were 64 wide (bench/README.md, (a)).
  */
 #ifndef ATTN_TILE
 #define ATTN_TILE 256
@@ -27,6 +34,12 @@
 #endif
 #ifndef ATTN_TILES_MIN
 #define ATTN_TILES_MIN 12
+#endif
+#ifndef ATTN_TILES_FEW
+#define ATTN_TILES_FEW 4
+#endif
+#ifndef ATTN_TILE_WIDE
+#define ATTN_TILE_WIDE 1024
 #endif
 
 attn_tiling attn_tiling_make(size_t rows, size_t cols) {
@@ -50,6 +63,13 @@ attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum) {
         else
             break;
     }
+    if (rows > ATTN_TILE) return g;
+    size_t few = attn_div_up(cols, ATTN_TILE_WIDE);
+    if (few < ATTN_TILES_FEW) few = ATTN_TILES_FEW;
+    if (few >= g.nr * g.nc) return g;
+    g.rb = rows;
+    g.cb = attn_min(cols, attn_div_up(attn_div_up(cols, few), unit) * unit);
+    g.nr = 1, g.nc = attn_div_up(cols, g.cb);
     return g;
 }
 

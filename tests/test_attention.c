@@ -1424,6 +1424,50 @@ START_TEST(test_runner_tasks) {
 }
 END_TEST
 
+/* A projection or ΔE of at most 256 rows is cut into full-height tiles:
+ * 4 of them, or as many of at most 1024 columns as it takes (rather than
+ * 12 or more narrow ones, each re-packing the rows); split bit for bit as
+ * serial, with RoPE rotating whole heads in the tiles. */
+START_TEST(test_runner_few_tiles) {
+    static const struct {
+        shape s;
+        size_t proj, delta; /* tiles */
+    } cases[] = {
+        {{.n = 100, .dm = 512, .h = 8, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, 4, 4},
+        {{.n = 256, .dm = 512, .h = 8, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, 4, 4},
+        {{.n = 16, .dm = 64, .h = 32, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, 6, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int rope = 0; rope < 2; rope++) {
+            shape s = cases[k].s;
+            problem p;
+            problem_make(&p, s, ATTN_MASK_CAUSAL, 181 + k);
+            if (rope) p.w.rope = (attn_rope){.dims = s.dh, .theta = 10000.0};
+            p.in.n_heads_out = 0;
+            attn_workspace *ws = attn_workspace_create(), *ws_with = attn_workspace_create();
+            outputs serial, o;
+            outputs_make(&serial, &p.in), outputs_make(&o, &p.in);
+            attn_output vs = outputs_view(&serial, 1u << O_E), vo = outputs_view(&o, 1u << O_E);
+            ck_assert_int_eq(attn_compute(&vs, ws, &p.in, NULL), 0);
+            test_runner r;
+            test_runner_init(&r, 2, ws_with);
+            attn_runner runner = {.run = test_run, .ctx = &r};
+            ck_assert_int_eq(attn_compute_with(&vo, ws_with, &p.in, &runner, NULL), 0);
+            /* the runner gets only runs of more than one task: RoPE's table (rows by 64)
+             * first, then the projection, the heads, ΔE */
+            size_t first = rope && s.n > 64;
+            ck_assert_uint_eq(r.runs, first + 2 + (cases[k].delta > 1));
+            ck_assert_uint_eq(r.counts[first], cases[k].proj);
+            if (cases[k].delta > 1) ck_assert_uint_eq(r.counts[first + 2], cases[k].delta);
+            ck_assert(!memcmp(o.buf[O_E], serial.buf[O_E], o.count[O_E] * sizeof(float)));
+            test_runner_free(&r);
+            outputs_free(&serial), outputs_free(&o);
+            attn_workspace_destroy(ws), attn_workspace_destroy(ws_with);
+            problem_free(&p);
+        }
+}
+END_TEST
+
 /* The runner's stop ends a computation before the phase it says no to:
  * ATTN_ERR_STOPPED, and no task of that phase or after runs. */
 typedef struct stopping_runner {
@@ -2113,6 +2157,7 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, test_linear_memory);
     tcase_add_loop_test(tc, test_runner_bitwise, 0, 6);
     tcase_add_test(tc, test_runner_tasks);
+    tcase_add_test(tc, test_runner_few_tiles);
     tcase_add_test(tc, test_runner_nonfinite);
     tcase_add_test(tc, test_runner_stop);
     tcase_add_test(tc, test_online_gap_repro);
