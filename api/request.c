@@ -297,7 +297,7 @@ static int decode_positions(api_request *req, const json_t *pos, attn_error *err
         if (!(d >= 0 && d < POSITION_LIMIT) || floor(d) != d) {
             api_path_index(path, sizeof path, "/positions", i);
             return attn_error_set(err, 422, "out_of_range", path,
-                                  "positions[%zu] = %g is not a position: an integer from 0 to "
+                                  "positions[%zu] = %.16g is not a position: an integer from 0 to "
                                   "2147483647",
                                   i, d);
         }

@@ -240,8 +240,8 @@ static int integer_in(const json_t *v, const char *name, const char *path, doubl
     *out = json_number_value(v);
     if (!(*out >= least && *out <= most) || floor(*out) != *out)
         return attn_error_set(err, 422, "out_of_range", path,
-                              "%s must be an integer from %.0f to %.0f, got %g", name, least, most,
-                              *out);
+                              "%s must be an integer from %.0f to %.0f, got %.16g", name, least,
+                              most, *out);
     return 0;
 }
 

@@ -419,6 +419,35 @@ START_TEST(test_positions_and_context_refused) {
 }
 END_TEST
 
+/* A refused number is quoted exactly: one past a bound must not read as a
+ * value inside it (2147483648 printed as 2.14748e+09). */
+START_TEST(test_refused_numbers_quoted_exactly) {
+    static const struct {
+        edit e[1];
+        const char *path, *quoted;
+    } cases[] = {
+        {{{"/positions", "[0,1,2147483648]"}}, "/positions/2", "2147483648"},
+        {{{"/positions", "[0,2147483647.5,1]"}}, "/positions/1", "2147483647.5"},
+        {{{"/weights/window", "9007199254740994"}}, "/weights/window", "9007199254740994"},
+        {{{"/weights/rope", "{\"dims\":1234567}"}}, "/weights/rope/dims", "1234567"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *body = edited(base(), cases[i].e, 1);
+        char *text = dump(body);
+        const char *seen;
+        api_request *req = NULL;
+        attn_error err;
+        memset(&err, 0, sizeof err);
+        ck_assert_int_eq(api_request_decode(text, strlen(text), &limits, &req, &err), -1);
+        ck_assert_str_eq(err.path, cases[i].path);
+        seen = strstr(err.message, cases[i].quoted);
+        ck_assert_msg(seen != NULL, "\"%s\" does not quote %s", err.message, cases[i].quoted);
+        free(text);
+        json_decref(body);
+    }
+}
+END_TEST
+
 /* ---- packing ---------------------------------------------------------------- */
 
 /* The JSON number at path's (r, c). */
@@ -1010,6 +1039,7 @@ int main(void) {
     tcase_add_test(decode, test_weight_variants_refused);
     tcase_add_test(decode, test_kv_heads_refused);
     tcase_add_test(decode, test_positions_and_context_refused);
+    tcase_add_test(decode, test_refused_numbers_quoted_exactly);
     tcase_add_test(decode, test_grouped_packing);
     tcase_add_test(decode, test_cross_packing);
     tcase_add_test(decode, test_variants_bound);
