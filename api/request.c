@@ -294,10 +294,16 @@ static int decode_positions(api_request *req, const json_t *pos, attn_error *err
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the positions");
     for (size_t i = 0; i < n; i++) {
         double d = json_number_value(json_array_get(pos, i));
-        if (!(d >= 0 && d < POSITION_LIMIT) || floor(d) != d) {
+        if (floor(d) != d) { /* not an integer: a wrong type, as in select_heads */
+            api_path_index(path, sizeof path, "/positions", i);
+            return attn_error_set(err, 400, "wrong_type", path,
+                                  "positions[%zu] = %.16g is not an integer, expected a position",
+                                  i, d);
+        }
+        if (!(d >= 0 && d < POSITION_LIMIT)) {
             api_path_index(path, sizeof path, "/positions", i);
             return attn_error_set(err, 422, "out_of_range", path,
-                                  "positions[%zu] = %g is not a position: an integer from 0 to "
+                                  "positions[%zu] = %.16g is not a position: an integer from 0 to "
                                   "2147483647",
                                   i, d);
         }

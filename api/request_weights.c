@@ -24,6 +24,7 @@
  *
  * The buffers belong to the request (freed by api_request_free).
  */
+#include "api/float32.h"
 #include "api/request_internal.h"
 
 #include <math.h>
@@ -218,30 +219,38 @@ static int check_w_o(const api_arrays *lifted, const json_t *w_o, size_t h, size
 
 /* ---- the variants ---------------------------------------------------------- */
 
-/* A number > 0 (a double: RoPE's parameters are not float32). */
+/* A number > 0, kept as a double (RoPE's frequencies are computed in
+ * double), but like every number of the contract finite as a float32. */
 static int positive_number(const json_t *v, const char *name, const char *path, double *out,
                            attn_error *err) {
     if (!json_is_number(v))
         return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected a number > 0", name,
                               api_json_type_name(v));
     *out = json_number_value(v);
-    if (!(*out > 0) || !isfinite(*out))
+    if (!api_double_fits_float32(*out))
+        return attn_error_set(err, 422, "non_finite_number", path,
+                              "%s = %.17g is too large for a finite float32", name, *out);
+    if (!(*out > 0))
         return attn_error_set(err, 422, "out_of_range", path, "%s must be > 0, got %g", name, *out);
     return 0;
 }
 
-/* An integer in [least, most]; a fraction is a value out of range, as in
- * positions. */
+/* An integer in [least, most]; a fraction is not an integer, a wrong
+ * type (400) as in select_heads and positions. */
 static int integer_in(const json_t *v, const char *name, const char *path, double least,
                       double most, double *out, attn_error *err) {
     if (!json_is_number(v))
         return attn_error_set(err, 400, "wrong_type", path, "%s is %s, expected an integer", name,
                               api_json_type_name(v));
+    if (floor(json_number_value(v)) != json_number_value(v))
+        return attn_error_set(err, 400, "wrong_type", path,
+                              "%s = %.16g is not an integer, expected an integer", name,
+                              json_number_value(v));
     *out = json_number_value(v);
-    if (!(*out >= least && *out <= most) || floor(*out) != *out)
+    if (!(*out >= least && *out <= most))
         return attn_error_set(err, 422, "out_of_range", path,
-                              "%s must be an integer from %.0f to %.0f, got %g", name, least, most,
-                              *out);
+                              "%s must be an integer from %.0f to %.0f, got %.16g", name, least,
+                              most, *out);
     return 0;
 }
 

@@ -267,9 +267,10 @@ static int call_make(attn_call *c, const attn_plan *pl, size_t total, attn_works
 static int call_error(attn_error *err, int rc) {
     switch (rc) {
     case ATTN_FAIL_NONFINITE:
-        return attn_error_set(err, 0, ATTN_ERR_NONFINITE, "",
-                              "the attention scores overflow float32; the embeddings or weights "
-                              "are too large");
+        return attn_error_set(
+            err, 0, ATTN_ERR_NONFINITE, "",
+            "the attention scores overflow float32: the embeddings, the weights, the "
+            "scale or the ALiBi penalties are too large");
     case ATTN_FAIL_STOPPED:
         return attn_error_set(err, 0, ATTN_ERR_STOPPED, "",
                               "the computation was stopped before it ended");

@@ -26,6 +26,7 @@
  */
 #include "store/model.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -152,14 +153,16 @@ static int count_parse(const char *s, size_t max, size_t *out) {
 }
 
 /* Metadata `key` as a number > 0 into *out; 0 when absent (*out untouched),
- * 1 when present, -1 with err set when malformed. As float when `fl`: the
- * value must then stay finite and > 0 in float32 too. */
+ * 1 when present, -1 with err set when malformed. At most FLT_MAX always,
+ * as every number of the API (so that ?weights=true shows a weight set a
+ * request may send back); as float when `fl`: the value must then stay
+ * > 0 in float32 too. */
 static int meta_positive(const store_file *f, const char *key, int fl, double *out,
                          const char *path, attn_error *err) {
     const char *text = store_file_metadata(f, key);
     if (!text) return 0;
     double v;
-    if (positive_parse(text, &v) != 0 || (fl && !(isfinite((float)v) && (float)v > 0)))
+    if (positive_parse(text, &v) != 0 || !(v <= FLT_MAX) || (fl && !((float)v > 0)))
         return store_error_set(err, path, "metadata '%s' is '%s', not a finite number > 0%s", key,
                                text, fl ? " (as float32)" : "");
     *out = v;

@@ -190,7 +190,8 @@ START_TEST(test_weight_variants_refused) {
         {{{"/weights/rope", "{\"dims\":1}"}}, 422, "out_of_range", "/weights/rope/dims"},
         {{{"/weights/rope", "{\"dims\":0}"}}, 422, "out_of_range", "/weights/rope/dims"},
         {{{"/weights/rope", "{\"dims\":4}"}}, 422, "out_of_range", "/weights/rope/dims"},
-        {{{"/weights/rope", "{\"dims\":1.5}"}}, 422, "out_of_range", "/weights/rope/dims"},
+        {{{"/weights/rope", "{\"dims\":1.5}"}}, 400, "wrong_type", "/weights/rope/dims"},
+        {{{"/weights/rope", "{\"theta\":1e39}"}}, 422, "non_finite_number", "/weights/rope/theta"},
         {{{"/weights/rope", "{\"dims\":\"2\"}"}}, 400, "wrong_type", "/weights/rope/dims"},
         {{{"/weights/rope", "{\"style\":\"full\"}"}}, 400, "invalid_value", "/weights/rope/style"},
         {{{"/weights/rope", "{\"style\":1}"}}, 400, "wrong_type", "/weights/rope/style"},
@@ -237,7 +238,7 @@ START_TEST(test_weight_variants_refused) {
         {{{"/weights/alibi", "[0.5,\"a\"]"}}, 400, "wrong_type", "/weights/alibi/1"},
         {{{"/weights/window", "0"}}, 422, "out_of_range", "/weights/window"},
         {{{"/weights/window", "-3"}}, 422, "out_of_range", "/weights/window"},
-        {{{"/weights/window", "2.5"}}, 422, "out_of_range", "/weights/window"},
+        {{{"/weights/window", "2.5"}}, 400, "wrong_type", "/weights/window"},
         {{{"/weights/window", "\"2\""}}, 400, "wrong_type", "/weights/window"},
         {{{"/weights/softcap", "0"}}, 422, "out_of_range", "/weights/softcap"},
         {{{"/weights/softcap", "-30"}}, 422, "out_of_range", "/weights/softcap"},
@@ -341,7 +342,7 @@ START_TEST(test_positions_and_context_refused) {
         {{{"/positions", "[0,1,2,3]"}}, 422, "dimension_mismatch", "/positions"},
         {{{"/positions", "[0,-1,2]"}}, 422, "out_of_range", "/positions/1"},
         {{{"/positions", "[0,1,2147483648]"}}, 422, "out_of_range", "/positions/2"},
-        {{{"/positions", "[0,0.5,1]"}}, 422, "out_of_range", "/positions/1"},
+        {{{"/positions", "[0,0.5,1]"}}, 400, "wrong_type", "/positions/1"},
         {{{"/positions", "[0,\"1\",2]"}}, 400, "wrong_type", "/positions/1"},
         {{{"/positions", "[0,1,null,5]"}}, 400, "wrong_type", "/positions/2"},
         {{{"/context", "\"c\""}}, 400, "wrong_type", "/context"},
@@ -416,6 +417,35 @@ START_TEST(test_positions_and_context_refused) {
     ck_assert(api_request_input(req)->context[0] == 1.0f &&
               api_request_input(req)->context[1] == 2.0f);
     api_request_free(req);
+}
+END_TEST
+
+/* A refused number is quoted exactly: one past a bound must not read as a
+ * value inside it (2147483648 printed as 2.14748e+09). */
+START_TEST(test_refused_numbers_quoted_exactly) {
+    static const struct {
+        edit e[1];
+        const char *path, *quoted;
+    } cases[] = {
+        {{{"/positions", "[0,1,2147483648]"}}, "/positions/2", "2147483648"},
+        {{{"/positions", "[0,2147483647.5,1]"}}, "/positions/1", "2147483647.5"},
+        {{{"/weights/window", "9007199254740994"}}, "/weights/window", "9007199254740994"},
+        {{{"/weights/rope", "{\"dims\":1234567}"}}, "/weights/rope/dims", "1234567"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *body = edited(base(), cases[i].e, 1);
+        char *text = dump(body);
+        const char *seen;
+        api_request *req = NULL;
+        attn_error err;
+        memset(&err, 0, sizeof err);
+        ck_assert_int_eq(api_request_decode(text, strlen(text), &limits, &req, &err), -1);
+        ck_assert_str_eq(err.path, cases[i].path);
+        seen = strstr(err.message, cases[i].quoted);
+        ck_assert_msg(seen != NULL, "\"%s\" does not quote %s", err.message, cases[i].quoted);
+        free(text);
+        json_decref(body);
+    }
 }
 END_TEST
 
@@ -1010,6 +1040,7 @@ int main(void) {
     tcase_add_test(decode, test_weight_variants_refused);
     tcase_add_test(decode, test_kv_heads_refused);
     tcase_add_test(decode, test_positions_and_context_refused);
+    tcase_add_test(decode, test_refused_numbers_quoted_exactly);
     tcase_add_test(decode, test_grouped_packing);
     tcase_add_test(decode, test_cross_packing);
     tcase_add_test(decode, test_variants_bound);

@@ -737,8 +737,9 @@ START_TEST(test_model_variant_faults) {
                       "= [16]");
 
     /* numbers */
-    static const char *const bad_numbers[] = {"0", "-1", "abc", "1e999", "nan", "inf",
-                                              "",  " 1", "1 ",  "0x10",  "1,5", "-0"};
+    static const char *const bad_numbers[] = {
+        "0",  "-1", "abc",  "1e999", "nan", "inf", "",
+        " 1", "1 ", "0x10", "1,5",   "-0",  "1e39"}; /* 1e39: past float32, for RoPE too */
     for (size_t i = 0; i < sizeof bad_numbers / sizeof *bad_numbers; i++) {
         expect_meta_fault(GQA("softcap", bad_numbers[i]), g, 4, "metadata 'softcap' is");
         expect_meta_fault(GQA("scale", bad_numbers[i]), g, 4, "metadata 'scale' is");
