@@ -79,8 +79,9 @@ typedef struct srv_job {
 
 /* A computation is offered to idle workers when its work (attn_input_flops:
  * the key blocks it really computes) reaches this: ~1 ms on one core, against tens of µs to
- * hand helpers the three phases' tasks. GPT-2's shape reaches it from
- * n ≈ 22, the teaching sizes never do. */
+ * hand helpers the phases' tasks (three; four with RoPE's table). GPT-2's shape reaches it
+ * from n = 21 (below one block of 128 query rows, causal skips nothing), the teaching
+ * sizes never do. bench/server_pool.c applies the same rule. */
 #define SRV_JOB_SPLIT_FLOPS 1e8
 
 /* One worker's own state. */
