@@ -338,12 +338,13 @@ static void print_latency(const lat_row *rows, int nrows, const lat_shape *shape
     for (int i = 0; i < nrows; i++) {
         if (!rows[i].target) continue;
         if (!targets++)
-            printf("Target: server ÷ GEMMs alone (2 threads) ≤ 1.15 at GPT-2 n = 128, 1024, "
-                   "4096:");
+            printf("Target: server ÷ GEMMs alone (2 threads) ≤ 1.0 at GPT-2 n = 128, ≤ 1.15 at "
+                   "n = 1024, 4096:");
         double ratio = rows[i].t[C_SERVER] / rows[i].t[C_GEMMS2];
-        met = met && ratio <= 1.15;
+        double most = strncmp(rows[i].name, "128×", strlen("128×")) == 0 ? 1.0 : 1.15;
+        met = met && ratio <= most;
         printf("%s%s %s %.2f%s", sep, rows[i].name, rows[i].outputs, ratio,
-               ratio <= 1.15 ? "" : " (over)");
+               ratio <= most ? "" : " (over)");
         sep = "; ";
     }
     if (targets) printf(" — **%s**.\n\n", met ? "met" : "not met");
