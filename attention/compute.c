@@ -231,7 +231,9 @@ static int call_make(attn_call *c, const attn_plan *pl, size_t total, attn_works
             pos[t] = (unsigned)t;
         c->pos = pos;
     }
-    if (!reads_positions(pl->in)) c->pos = NULL;
+    /* A context's keys have no positions (the caller refuses the rules
+     * that read them): never index the n positions by m keys. */
+    if (!reads_positions(pl->in) || sz->cross) c->pos = NULL;
     if (slice[WS_ROPE]) {
         c->freq = (double *)(void *)slice[WS_ROPE];
         c->angles = (float *)(void *)((unsigned char *)slice[WS_ROPE] +

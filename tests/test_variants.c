@@ -643,6 +643,35 @@ START_TEST(test_context) {
 }
 END_TEST
 
+/* The rules that read positions are the caller's to refuse with a context
+ * (docs/API.md); given anyway, with m > n keys and positions of n tokens,
+ * the engine ignores them rather than read positions past n. */
+START_TEST(test_context_ignores_position_rules) {
+    cfg c = base(20);
+    c.mask = ATTN_MASK_NONE;
+    c.m = 300, c.dc = 24, c.w_kv = 1;
+    c.positions = POS_SHUFFLED;
+    problem p;
+    problem_make(&p, &c, 5);
+    outputs plain, ruled;
+    outputs_make(&plain, &p, WANT_ALL);
+    outputs_make(&ruled, &p, WANT_ALL);
+    attn_workspace *ws = attn_workspace_create();
+    ck_assert_int_eq(attn_compute(&plain.o, ws, &p.in, NULL), 0);
+    p.w.window = 2, p.w.rope = ROPE_HALF;
+    float slopes[4] = {1, 1, 1, 1};
+    p.w.alibi = slopes;
+    ck_assert_int_eq(attn_compute(&ruled.o, ws, &p.in, NULL), 0);
+    for (int b = 0; b < O_COUNT; b++)
+        ck_assert_msg(memcmp(plain.buf[b], ruled.buf[b], plain.count[b] * sizeof(float)) == 0, "%s",
+                      out_names[b]);
+    p.w.alibi = NULL;
+    outputs_free(&plain), outputs_free(&ruled);
+    attn_workspace_destroy(ws);
+    problem_free(&p);
+}
+END_TEST
+
 /* ---- layers as today's models combine them ----------------------------------- */
 
 START_TEST(test_mistral_layer) { /* GQA + RoPE + window, causal */
@@ -759,6 +788,7 @@ static Suite *variants_suite(void) {
     tcase_add_test(tc, test_window_dead_rows);
     tcase_add_test(tc, test_softcap);
     tcase_add_test(tc, test_context);
+    tcase_add_test(tc, test_context_ignores_position_rules);
     tcase_add_test(tc, test_mistral_layer);
     tcase_add_test(tc, test_gemma2_layer);
     tcase_add_test(tc, test_all_heads_listed_subsets);
