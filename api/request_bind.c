@@ -90,8 +90,8 @@ static int bind_select_heads(api_request *req, size_t h, attn_error *err) {
 }
 
 /* The limits, on req->input as the engine will read it. */
-static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
-                       const api_limits *limits, attn_error *err) {
+static int bind_limits(api_request *req, const attn_weights *w, size_t hs, const api_limits *limits,
+                       attn_error *err) {
     const char *where = req->model ? "/model" : "/weights/heads";
     size_t total = 0;
     double flops;
@@ -105,7 +105,9 @@ static int bind_limits(const api_request *req, const attn_weights *w, size_t hs,
         return attn_error_set(err, 422, "limit_exceeded", where,
                               "the weights have d_head = %zu, over the limit max_d_model = %zu",
                               w->d_head, limits->max_d_model);
-    flops = attn_input_flops(&req->input);
+    /* Counted once (with a window it scans the positions): the limit, the
+     * server's scheduling and its split all read req->flops. */
+    flops = req->flops = attn_input_flops(&req->input);
     if (flops > limits->max_flops)
         return attn_error_set(err, 422, "limit_exceeded", "",
                               "this request needs %.4g floating-point operations, over the limit "
@@ -265,7 +267,7 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
 }
 
 double api_request_cost(const api_request *req) {
-    return attn_input_flops(&req->input);
+    return req->flops;
 }
 
 int api_request_alloc_outputs(api_request *req, attn_workspace *outputs, attn_error *err) {

@@ -72,6 +72,7 @@ struct api_request {
 
     /* Filled by api_request_bind, and the outputs by api_request_alloc_outputs. */
     int bound;
+    double flops; /* attn_input_flops of the bound input */
     int outputs_made;
     size_t *heads;                   /* hs indices */
     float *out_buffers[API_OUTPUTS]; /* one per API_RETURN_* bit, NULL when not asked */

@@ -141,8 +141,7 @@ static int job_stop(void *job) {
  * it is large enough (see the top comment). */
 static int job_compute(const srv_job *job, srv_worker *w, const attn_output *out,
                        const attn_input *in, attn_error *err) {
-    double flops = attn_input_flops(in);
-    if (!w->pool || flops < w->split_flops) return attn_compute(out, w->ws, in, err);
+    if (!w->pool || srv_job_cost(job) < w->split_flops) return attn_compute(out, w->ws, in, err);
     srv_split split = {.pool = w->pool, .ws = w->ws, .stop = job_stop, .stop_ctx = (void *)job};
     attn_runner runner = srv_split_runner(&split);
     int rc = attn_compute_with(out, w->ws, in, &runner, err);
