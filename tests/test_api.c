@@ -32,6 +32,7 @@
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
+#include "tests/json_build.h"
 #include "tests/json_edit.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -43,32 +44,9 @@ static const api_limits big_limits = {.max_tokens = 4096,
                                       .max_response_bytes = (size_t)1 << 30,
                                       .max_workspace_bytes = (size_t)1 << 30};
 
-/* Exactly representable pseudo-random values in [-1, 1): multiples of 1/8. */
-static double val(size_t i) {
-    return (double)((int)((i * 37 + 11) % 17) - 8) / 8.0;
-}
-
-static json_t *matrix(size_t rows, size_t cols, size_t seed) {
-    json_t *m = json_array();
-    for (size_t r = 0; r < rows; r++) {
-        json_t *row = json_array();
-        for (size_t c = 0; c < cols; c++)
-            json_array_append_new(row, json_real(val(seed + r * cols + c)));
-        json_array_append_new(m, row);
-    }
-    return m;
-}
-
-static json_t *vector(size_t n, size_t seed) {
-    json_t *v = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(v, json_real(val(seed + i)));
-    return v;
-}
-
 static json_t *head(size_t dm, size_t dh, size_t seed) {
-    return json_pack("{s:o, s:o, s:o}", "w_q", matrix(dm, dh, seed), "w_k",
-                     matrix(dm, dh, seed + 100), "w_v", matrix(dm, dh, seed + 200));
+    return json_pack("{s:o, s:o, s:o}", "w_q", tj_matrix(dm, dh, seed), "w_k",
+                     tj_matrix(dm, dh, seed + 100), "w_v", tj_matrix(dm, dh, seed + 200));
 }
 
 /* n tokens, d_model dm, h heads of width dh; no w_o (so h·dh should be dm). */
@@ -76,7 +54,8 @@ static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh) {
     json_t *heads = json_array();
     for (size_t i = 0; i < h; i++)
         json_array_append_new(heads, head(dm, dh, 1000 * (i + 1)));
-    return json_pack("{s:o, s:{s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads", heads);
+    return json_pack("{s:o, s:{s:o}}", "embeddings", tj_matrix(n, dm, 7), "weights", "heads",
+                     heads);
 }
 
 static json_t *base_request(void) {
@@ -496,11 +475,11 @@ START_TEST(test_dimension_mismatch) {
     ck_assert_str_eq(err.message, "weights.heads[1].w_k has 3 rows, expected d_model = 4");
 
     r = base_request(); /* d_head differs between heads */
-    tj_put(r, "/weights/heads/1/w_v", matrix(4, 3, 5));
+    tj_put(r, "/weights/heads/1/w_v", tj_matrix(4, 3, 5));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/1/w_v", NULL);
 
     r = base_request(); /* … and within a head */
-    tj_put(r, "/weights/heads/0/w_k", matrix(4, 1, 5));
+    tj_put(r, "/weights/heads/0/w_k", tj_matrix(4, 1, 5));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/0/w_k", NULL);
 
     r = request_with(3, 4, 1, 2); /* no w_o and h·dh = 2 != 4 */
@@ -508,18 +487,18 @@ START_TEST(test_dimension_mismatch) {
     ck_assert_msg(strstr(err.message, "identity"), "%s", err.message);
 
     r = request_with(3, 4, 1, 2); /* w_o with the wrong rows, then columns */
-    tj_put(r, "/weights/w_o", matrix(4, 4, 3));
+    tj_put(r, "/weights/w_o", tj_matrix(4, 4, 3));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/w_o", NULL);
     r = request_with(3, 4, 1, 2);
-    tj_put(r, "/weights/w_o", matrix(2, 3, 3));
+    tj_put(r, "/weights/w_o", tj_matrix(2, 3, 3));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/w_o", NULL);
     r = request_with(3, 4, 1, 2);
-    tj_put(r, "/weights/w_o", matrix(2, 4, 3));
-    tj_put(r, "/weights/b_o", vector(3, 3));
+    tj_put(r, "/weights/w_o", tj_matrix(2, 4, 3));
+    tj_put(r, "/weights/b_o", tj_vector(3, 3));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/b_o", NULL);
 
     r = base_request();
-    tj_put(r, "/weights/heads/1/b_k", vector(3, 1));
+    tj_put(r, "/weights/heads/1/b_k", tj_vector(3, 1));
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads/1/b_k", NULL);
 
     r = base_request();
@@ -527,7 +506,7 @@ START_TEST(test_dimension_mismatch) {
     expect_error(r, NULL, 422, "dimension_mismatch", "/weights/heads", NULL);
 
     r = base_request();
-    tj_put(r, "/mask", matrix(2, 3, 0));
+    tj_put(r, "/mask", tj_matrix(2, 3, 0));
     expect_error(r, NULL, 422, "dimension_mismatch", "/mask", NULL);
     r = base_request();
     tj_put(r, "/mask", json_pack("[[b,b,b],[b,b],[b,b,b]]", 1, 0, 0, 1, 1, 1, 1, 1));
@@ -737,7 +716,7 @@ START_TEST(test_limits) {
 
     /* d_head over the d_model limit on its own: one head of width 5 with w_o */
     json_t *r = request_with(3, 4, 1, 5);
-    tj_put(r, "/weights/w_o", matrix(5, 4, 9));
+    tj_put(r, "/weights/w_o", tj_matrix(5, 4, 9));
     at = over = big_limits;
     at.max_d_model = 5, over.max_d_model = 4;
     limit_pair(r, at, over, "/weights/heads/0/w_q");
@@ -1058,7 +1037,7 @@ END_TEST
 START_TEST(test_weights_packing) {
     json_t *r = base_request();
     json_t *copy = json_deep_copy(r);
-    tj_put(r, "/weights/heads/1/b_k", vector(2, 50));
+    tj_put(r, "/weights/heads/1/b_k", tj_vector(2, 50));
     api_request *req = decode_ok(r);
     const attn_weights *w = api_request_input(req)->weights;
     size_t dm = 4, dh = 2, h = 2, hd = 4;
@@ -1081,7 +1060,7 @@ START_TEST(test_weights_packing) {
         }
     ck_assert_ptr_nonnull(w->b_qkv);
     for (size_t c = 0; c < 3 * hd; c++) {
-        float expect = (c == hd + dh || c == hd + dh + 1) ? (float)val(50 + c - hd - dh) : 0.0f;
+        float expect = (c == hd + dh || c == hd + dh + 1) ? (float)tj_val(50 + c - hd - dh) : 0.0f;
         ck_assert(w->b_qkv[c] == expect);
     }
     api_request_free(req);
@@ -1108,7 +1087,7 @@ START_TEST(test_model_bind) {
     json_t *resp;
 
     api_request *req = decode_ok(json_pack("{s:s, s:o, s:[i,i]}", "model", "tiny-2.v1_x",
-                                           "embeddings", matrix(3, 4, 7), "select_heads", 1, 0));
+                                           "embeddings", tj_matrix(3, 4, 7), "select_heads", 1, 0));
     ck_assert_str_eq(api_request_model(req), "tiny-2.v1_x");
     ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_NONE, &big_limits, &err), 0);
     ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_NONE);
@@ -1122,21 +1101,21 @@ START_TEST(test_model_bind) {
     api_request_free(req);
 
     /* a request's mask overrides the model's */
-    req = decode_ok(json_pack("{s:s, s:o, s:s}", "model", "m", "embeddings", matrix(3, 4, 7),
+    req = decode_ok(json_pack("{s:s, s:o, s:s}", "model", "m", "embeddings", tj_matrix(3, 4, 7),
                               "mask", "causal"));
     ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_NONE, &big_limits, &err), 0);
     ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_CAUSAL);
     api_request_free(req);
 
     /* checks that need the model's weights */
-    req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", matrix(3, 5, 7)));
+    req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", tj_matrix(3, 5, 7)));
     ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), -1);
     ck_assert_int_eq(err.status, 422);
     ck_assert_str_eq(err.code, "dimension_mismatch");
     ck_assert_str_eq(err.path, "/embeddings");
     api_request_free(req);
 
-    req = decode_ok(json_pack("{s:s, s:o, s:[i]}", "model", "m", "embeddings", matrix(3, 4, 7),
+    req = decode_ok(json_pack("{s:s, s:o, s:[i]}", "model", "m", "embeddings", tj_matrix(3, 4, 7),
                               "select_heads", 2));
     ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), -1);
     ck_assert_str_eq(err.code, "out_of_range");
@@ -1147,7 +1126,7 @@ START_TEST(test_model_bind) {
      * store's rule, which the server applies (tests/test_http.c); the echo
      * escapes what it must, NUL bytes included */
     req = decode_ok(json_pack("{s:o, s:o}", "model", json_stringn("a \"b\"\0c", 7), "embeddings",
-                              matrix(3, 4, 7)));
+                              tj_matrix(3, 4, 7)));
     ck_assert_uint_eq(api_request_model_length(req), 7);
     ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), 0);
     resp = respond(req, NULL);
@@ -1158,7 +1137,7 @@ START_TEST(test_model_bind) {
 
     api_limits few = big_limits;
     few.max_heads = 1;
-    req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", matrix(3, 4, 7)));
+    req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", tj_matrix(3, 4, 7)));
     ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &few, &err), -1);
     ck_assert_str_eq(err.code, "limit_exceeded");
     ck_assert_str_eq(err.path, "/model");

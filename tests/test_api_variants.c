@@ -20,6 +20,7 @@
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
+#include "tests/json_build.h"
 #include "tests/json_edit.h"
 
 static const api_limits limits = {.max_tokens = 64,
@@ -29,39 +30,17 @@ static const api_limits limits = {.max_tokens = 64,
                                   .max_response_bytes = (size_t)1 << 28,
                                   .max_workspace_bytes = (size_t)1 << 28};
 
-/* Exactly representable pseudo-random values in [-1, 1): multiples of 1/8. */
-static double val(size_t i) {
-    return (double)((int)((i * 37 + 11) % 17) - 8) / 8.0;
-}
-
-static json_t *matrix(size_t rows, size_t cols, size_t seed) {
-    json_t *m = json_array();
-    for (size_t r = 0; r < rows; r++) {
-        json_t *row = json_array();
-        for (size_t c = 0; c < cols; c++)
-            json_array_append_new(row, json_real(val(seed + r * cols + c)));
-        json_array_append_new(m, row);
-    }
-    return m;
-}
-
-static json_t *vector(size_t n, size_t seed) {
-    json_t *v = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(v, json_real(val(seed + i)));
-    return v;
-}
-
 /* n tokens of width dm; h heads of width dh, each with w_q, w_k, w_v of
  * kv_rows rows for K and V; no w_o (so h·dh should be dm, or give one). */
 static json_t *request_kv(size_t n, size_t dm, size_t h, size_t dh, size_t kv_rows) {
     json_t *heads = json_array();
     for (size_t i = 0; i < h; i++)
         json_array_append_new(heads,
-                              json_pack("{s:o, s:o, s:o}", "w_q", matrix(dm, dh, 1000 * (i + 1)),
-                                        "w_k", matrix(kv_rows, dh, 1000 * (i + 1) + 100), "w_v",
-                                        matrix(kv_rows, dh, 1000 * (i + 1) + 200)));
-    return json_pack("{s:o, s:{s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads", heads);
+                              json_pack("{s:o, s:o, s:o}", "w_q", tj_matrix(dm, dh, 1000 * (i + 1)),
+                                        "w_k", tj_matrix(kv_rows, dh, 1000 * (i + 1) + 100), "w_v",
+                                        tj_matrix(kv_rows, dh, 1000 * (i + 1) + 200)));
+    return json_pack("{s:o, s:{s:o}}", "embeddings", tj_matrix(n, dm, 7), "weights", "heads",
+                     heads);
 }
 
 /* 3 tokens, d_model 4, 2 heads of width 2. */
@@ -74,12 +53,13 @@ static json_t *base(void) {
 static json_t *grouped(size_t n, size_t dm, size_t h, size_t g, size_t dh, size_t kv_rows) {
     json_t *heads = json_array(), *kv = json_array();
     for (size_t i = 0; i < h; i++)
-        json_array_append_new(heads, json_pack("{s:o}", "w_q", matrix(dm, dh, 1000 * (i + 1))));
+        json_array_append_new(heads, json_pack("{s:o}", "w_q", tj_matrix(dm, dh, 1000 * (i + 1))));
     for (size_t u = 0; u < g; u++)
-        json_array_append_new(kv, json_pack("{s:o, s:o}", "w_k", matrix(kv_rows, dh, 500 + 50 * u),
-                                            "w_v", matrix(kv_rows, dh, 700 + 30 * u)));
-    return json_pack("{s:o, s:{s:o, s:o, s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads",
-                     heads, "kv_heads", kv, "w_o", matrix(h * dh, dm, 31));
+        json_array_append_new(kv,
+                              json_pack("{s:o, s:o}", "w_k", tj_matrix(kv_rows, dh, 500 + 50 * u),
+                                        "w_v", tj_matrix(kv_rows, dh, 700 + 30 * u)));
+    return json_pack("{s:o, s:{s:o, s:o, s:o}}", "embeddings", tj_matrix(n, dm, 7), "weights",
+                     "heads", heads, "kv_heads", kv, "w_o", tj_matrix(h * dh, dm, 31));
 }
 
 static char *dump(const json_t *j) {
@@ -402,10 +382,10 @@ START_TEST(test_positions_and_context_refused) {
     api_request_free(decode_ok(edited(base(), (edit[]){{"/context", "[[1,2,3,4]]"}}, 1)));
     /* context rows count against max_tokens (64 here); its width against max_d_model */
     json_t *r = base();
-    tj_put(r, "/context", matrix(65, 4, 3));
+    tj_put(r, "/context", tj_matrix(65, 4, 3));
     expect_error(r, 422, "limit_exceeded", "/context");
     r = request_kv(3, 4, 2, 2, 65);
-    tj_put(r, "/context", matrix(1, 65, 3));
+    tj_put(r, "/context", tj_matrix(1, 65, 3));
     expect_error(r, 422, "limit_exceeded", "/context");
     /* a context as a tensor object, like any matrix */
     r = request_kv(3, 4, 2, 2, 2);
@@ -462,8 +442,8 @@ START_TEST(test_grouped_packing) {
     /* h 4 of width 1, g 2, d_model 4; a bias on K/V head 1 and on head 2's q */
     size_t dm = 4, h = 4, g = 2, dh = 1, hd = 4, gd = 2, ld = hd + 2 * gd;
     json_t *r = grouped(3, dm, h, g, dh, dm);
-    tj_put(r, "/weights/kv_heads/1/b_v", vector(1, 77));
-    tj_put(r, "/weights/heads/2/b_q", vector(1, 78));
+    tj_put(r, "/weights/kv_heads/1/b_v", tj_vector(1, 77));
+    tj_put(r, "/weights/heads/2/b_q", tj_vector(1, 78));
     json_t *copy = json_deep_copy(r);
     api_request *req = decode_ok(r);
     const attn_weights *w = api_request_input(req)->weights;
@@ -488,7 +468,7 @@ START_TEST(test_grouped_packing) {
     }
     ck_assert_ptr_nonnull(w->b_qkv);
     for (size_t c = 0; c < ld; c++) {
-        float want = c == 2 ? (float)val(78) : c == hd + gd + 1 ? (float)val(77) : 0.0f;
+        float want = c == 2 ? (float)tj_val(78) : c == hd + gd + 1 ? (float)tj_val(77) : 0.0f;
         ck_assert_msg(w->b_qkv[c] == want, "b_qkv[%zu]", c);
     }
     api_request_free(req);
@@ -500,8 +480,8 @@ START_TEST(test_cross_packing) {
     /* 2 heads of width 2 over d_model 4; K/V heads of a context of width 3 */
     size_t dm = 4, dc = 3, h = 2, dh = 2, hd = 4, gd = 4;
     json_t *r = request_kv(3, dm, h, dh, dc);
-    tj_put(r, "/context", matrix(5, dc, 9));
-    tj_put(r, "/weights/heads/1/b_k", vector(2, 60));
+    tj_put(r, "/context", tj_matrix(5, dc, 9));
+    tj_put(r, "/weights/heads/1/b_k", tj_vector(2, 60));
     json_t *copy = json_deep_copy(r);
     api_request *req = decode_ok(r);
     const attn_input *in = api_request_input(req);
@@ -530,7 +510,7 @@ START_TEST(test_cross_packing) {
     ck_assert_ptr_null(w->b_qkv); /* no b_q */
     ck_assert_ptr_nonnull(w->b_kv);
     for (size_t c = 0; c < 2 * gd; c++)
-        ck_assert(w->b_kv[c] == (c == 2 || c == 3 ? (float)val(60 + c - 2) : 0.0f));
+        ck_assert(w->b_kv[c] == (c == 2 || c == 3 ? (float)tj_val(60 + c - 2) : 0.0f));
     /* the mask defaults to none with a context, not to causal */
     ck_assert_int_eq(in->mask.kind, ATTN_MASK_NONE);
     api_request_free(req);
@@ -773,9 +753,9 @@ END_TEST
 START_TEST(test_cross_numbers) {
     const size_t n = 3, m = 5, dm = 4, dc = 3, dh = 2;
     json_t *r = request_kv(n, dm, 2, dh, dc);
-    tj_put(r, "/context", matrix(m, dc, 9));
+    tj_put(r, "/context", tj_matrix(m, dc, 9));
     tj_put(r, "/context_tokens", json_pack("[s,s,s,s,s]", "a", "b", "c", "d", "\xc3\xa9"));
-    tj_put(r, "/weights/heads/1/b_v", vector(2, 3));
+    tj_put(r, "/weights/heads/1/b_v", tj_vector(2, 3));
     json_t *mask = json_array();
     for (size_t t = 0; t < n; t++) {
         json_t *row = json_array();
@@ -815,7 +795,7 @@ START_TEST(test_cross_numbers) {
                 k[s][c] += cell(ctx, s, j) * cell(tj_at(copy, "weights/heads/1/w_k"), j, c);
                 v[s][c] += cell(ctx, s, j) * cell(tj_at(copy, "weights/heads/1/w_v"), j, c);
             }
-            v[s][c] += val(3 + c);
+            v[s][c] += tj_val(3 + c);
         }
     }
     json_t *gk = json_array_get(json_object_get(resp, "k"), 0);
@@ -862,7 +842,7 @@ END_TEST
  * at the bound the request passes and its body fits, one byte under fails. */
 START_TEST(test_cross_response_bound) {
     json_t *r = request_kv(3, 4, 2, 2, 3);
-    tj_put(r, "/context", matrix(7, 3, 9));
+    tj_put(r, "/context", tj_matrix(7, 3, 9));
     tj_put(r, "/context_tokens",
            json_pack("[s,s,s,s,s,s,s]", "x", "\x01", "y", "z", "w", "v", "\"quoted\""));
     tj_put(r, "/return",
@@ -911,7 +891,7 @@ END_TEST
 START_TEST(test_model_variants_bind) {
     /* a cross-attention model: 2 heads of 2 over d_model 4, context width 3 */
     json_t *inline_body = request_kv(3, 4, 2, 2, 3);
-    tj_put(inline_body, "/context", matrix(2, 3, 9));
+    tj_put(inline_body, "/context", tj_matrix(2, 3, 9));
     api_request *owner = decode_ok(inline_body);
     const attn_weights *cross = api_request_input(owner)->weights;
     attn_error err;
@@ -1002,7 +982,7 @@ END_TEST
 START_TEST(test_limits_on_bound_input) {
     json_t *bodies[3] = {grouped(6, 4, 4, 2, 1, 4), base(), request_kv(3, 4, 2, 2, 3)};
     tj_put(bodies[1], "/weights/window", json_integer(1));
-    tj_put(bodies[2], "/context", matrix(40, 3, 9));
+    tj_put(bodies[2], "/context", tj_matrix(40, 3, 9));
     for (size_t b = 0; b < 3; b++) {
         char *text = dump(bodies[b]);
         api_request *req = NULL;

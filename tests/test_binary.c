@@ -29,6 +29,7 @@
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
+#include "tests/json_build.h"
 #include "tests/json_edit.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -44,10 +45,6 @@ static const char *const output_names[] = {
     "q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"};
 
 /* Exactly representable values in [-1, 1): multiples of 1/8. */
-static double val(size_t i) {
-    return (double)((int)((i * 37 + 11) % 17) - 8) / 8.0;
-}
-
 /* Floats of every kind but non-finite: xorshift bits, exponents kept small
  * enough that results stay finite, subnormals and -0 included now and then. */
 static float rnd_float(uint32_t *state) {
@@ -62,17 +59,6 @@ static float rnd_float(uint32_t *state) {
     return f;
 }
 
-static json_t *matrix(size_t rows, size_t cols, size_t seed) {
-    json_t *m = json_array();
-    for (size_t r = 0; r < rows; r++) {
-        json_t *row = json_array();
-        for (size_t c = 0; c < cols; c++)
-            json_array_append_new(row, json_real(val(seed + r * cols + c)));
-        json_array_append_new(m, row);
-    }
-    return m;
-}
-
 static json_t *rnd_matrix(size_t rows, size_t cols, uint32_t *state) {
     json_t *m = json_array();
     for (size_t r = 0; r < rows; r++) {
@@ -84,23 +70,17 @@ static json_t *rnd_matrix(size_t rows, size_t cols, uint32_t *state) {
     return m;
 }
 
-static json_t *vector(size_t n, size_t seed) {
-    json_t *v = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(v, json_real(val(seed + i)));
-    return v;
-}
-
 /* n tokens, d_model dm, h heads of width dh; no w_o (so h·dh should be dm). */
 static json_t *request_with(size_t n, size_t dm, size_t h, size_t dh) {
     json_t *heads = json_array();
     for (size_t i = 0; i < h; i++) {
         size_t seed = 1000 * (i + 1);
-        json_array_append_new(heads, json_pack("{s:o, s:o, s:o}", "w_q", matrix(dm, dh, seed),
-                                               "w_k", matrix(dm, dh, seed + 100), "w_v",
-                                               matrix(dm, dh, seed + 200)));
+        json_array_append_new(heads, json_pack("{s:o, s:o, s:o}", "w_q", tj_matrix(dm, dh, seed),
+                                               "w_k", tj_matrix(dm, dh, seed + 100), "w_v",
+                                               tj_matrix(dm, dh, seed + 200)));
     }
-    return json_pack("{s:o, s:{s:o}}", "embeddings", matrix(n, dm, 7), "weights", "heads", heads);
+    return json_pack("{s:o, s:{s:o}}", "embeddings", tj_matrix(n, dm, 7), "weights", "heads",
+                     heads);
 }
 
 static json_t *base_request(void) {
@@ -114,9 +94,9 @@ static json_t *full_request(void) {
     static const char *const biases[] = {"b_q", "b_k", "b_v"};
     for (size_t i = 0; i < 2; i++)
         for (size_t b = 0; b < 3; b++)
-            json_object_set_new(json_array_get(heads, i), biases[b], vector(2, 40 + 10 * i + b));
-    json_object_set_new(json_object_get(r, "weights"), "w_o", matrix(4, 4, 300));
-    json_object_set_new(json_object_get(r, "weights"), "b_o", vector(4, 77));
+            json_object_set_new(json_array_get(heads, i), biases[b], tj_vector(2, 40 + 10 * i + b));
+    json_object_set_new(json_object_get(r, "weights"), "w_o", tj_matrix(4, 4, 300));
+    json_object_set_new(json_object_get(r, "weights"), "b_o", tj_vector(4, 77));
     return r;
 }
 
@@ -954,7 +934,7 @@ START_TEST(test_non_finite_data) {
         float e[12];
         size_t shape[2] = {3, 4};
         for (size_t i = 0; i < 12; i++)
-            e[i] = (float)val(i);
+            e[i] = (float)tj_val(i);
         memcpy(&e[9], &patterns[p], 4);
         tj_put(r, "/embeddings", tensor(e, shape, 2));
         attn_error err;
@@ -979,7 +959,7 @@ START_TEST(test_non_finite_data) {
     float *w = malloc(64 * 32 * sizeof *w);
     size_t shape[2] = {64, 32};
     for (size_t i = 0; i < 64 * 32; i++)
-        w[i] = (float)val(i);
+        w[i] = (float)tj_val(i);
     w[1600] = NAN; /* row 50, column 0 */
     tj_put(r, "/weights/heads/1/w_q", tensor(w, shape, 2));
     attn_error err;
