@@ -44,7 +44,6 @@ static const api_limits big_limits = {.max_tokens = 4096,
 static const char *const output_names[] = {
     "q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"};
 
-/* Exactly representable values in [-1, 1): multiples of 1/8. */
 /* Floats of every kind but non-finite: xorshift bits, exponents kept small
  * enough that results stay finite, subnormals and -0 included now and then. */
 static float rnd_float(uint32_t *state) {
