@@ -273,6 +273,31 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
                       const attn_runner *runner, attn_error *err);
 
 /*
+ * A batch: `count` computations through one weight set, as many sequences
+ * of their own lengths, masks, positions, contexts and listed heads.
+ * Every ins[i].weights is the same pointer; out[i] says what sequence i
+ * wants, as for attn_compute. Each sequence's results are bit for bit
+ * those of attn_compute_with(&outs[i], ws, &ins[i], ...) alone, whatever
+ * it is batched with: batch invariance is a property of the engine, not
+ * of the batch's make-up (batch.c says how). The work is many sequences'
+ * projections and ΔE in few GEMMs over their stacked rows, and their
+ * attention as tasks per (sequence, head, block of query rows), handed to
+ * `runner` (NULL: run in turn on this thread).
+ *
+ * Returns 0, or -1 with *err filled as attn_compute_with does and, when
+ * the error is one sequence's (ATTN_ERR_NONFINITE), *failed set to its
+ * index (else to count); failed may be NULL. count 0 is a success.
+ */
+int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_input *ins,
+                       size_t count, const attn_runner *runner, attn_error *err, size_t *failed);
+
+/* The work of a batch: the sum of attn_input_flops over its sequences. */
+double attn_batch_flops(const attn_input *ins, size_t count);
+
+/* Bytes of workspace attn_compute_batch needs for the batch (saturating). */
+size_t attn_batch_workspace_need(const attn_input *ins, size_t count);
+
+/*
  * Floating-point operations one computation of n tokens takes with these
  * dimensions (multiply-adds counted as 2), for limits and benchmarks.
  * A double, so that no size can overflow it. attn_flops is multi-head
