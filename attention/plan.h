@@ -135,29 +135,43 @@ typedef struct attn_block {
 /* A path's work on one block; 0 or ATTN_FAIL_*. */
 typedef int (*attn_block_fn)(const attn_plan *pl, const attn_block *b);
 
+/* One product of the projection: dst = x · w + b, rows × cols (project.c). */
+typedef struct attn_proj {
+    const float *x; /* rows × k, stride k */
+    size_t rows, k;
+    const float *w; /* k × cols, stride ldw */
+    size_t ldw;
+    const float *b; /* cols, or NULL */
+    float *dst;     /* rows × cols, stride ldd */
+    size_t ldd, cols;
+    size_t rope_heads; /* heads of dh columns from column 0 that RoPE rotates: h + g, or 0 */
+    attn_tiling tiles;
+} attn_proj;
+
 /* One call's buffers and what its tasks share; read-only in the tasks but
  * for rc (and each task's own part of the outputs). */
 typedef struct attn_call {
     const attn_plan *pl;
-    const attn_runner *runner;    /* or NULL: every task in turn */
-    attn_workspace *ws;           /* the caller's */
-    float *qkv;                   /* n × (hd + 2gd), or with a context Q then KV */
-    float *q;                     /* Q of head 0: n × hd, stride ldq */
-    float *kv;                    /* K of K/V head 0: m × 2gd, stride ldkv (V at + gd) */
-    const unsigned *pos;          /* n positions, or NULL when no rule reads them */
-    size_t *range;                /* 2 · blocks: kbeg, kend of each block of query rows */
-    double *freq;                 /* dims/2: RoPE's f_t, or NULL */
-    float *angles;                /* n × dims: RoPE's cos, sin per row, or NULL */
-    attn_scratch scratch;         /* the caller's slices */
-    size_t *slot;                 /* h: head → first position in in->heads, or SIZE_MAX */
-    size_t *order;                /* h: the heads, in task order */
-    size_t distinct;              /* distinct heads listed */
-    float *zall;                  /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
-    float *d;                     /* n × dm: ΔE (delta, or embeddings finished in place) */
-    const struct attn_proj *proj; /* the projection's products (project.c), while it runs */
-    attn_block_fn block;          /* the attend path's */
-    attn_tiling tiles;            /* of the phase running */
-    atomic_int rc;                /* 0, or the first ATTN_FAIL_* a task stored */
+    const attn_runner *runner; /* or NULL: every task in turn */
+    attn_workspace *ws;        /* the caller's */
+    float *qkv;                /* n × (hd + 2gd), or with a context Q then KV */
+    float *q;                  /* Q of head 0: n × hd, stride ldq */
+    float *kv;                 /* K of K/V head 0: m × 2gd, stride ldkv (V at + gd) */
+    const unsigned *pos;       /* n positions, or NULL when no rule reads them */
+    size_t *range;             /* 2 · blocks: kbeg, kend of each block of query rows */
+    double *freq;              /* dims/2: RoPE's f_t, or NULL */
+    float *angles;             /* n × dims: RoPE's cos, sin per row, or NULL */
+    attn_scratch scratch;      /* the caller's slices */
+    size_t *slot;              /* h: head → first position in in->heads, or SIZE_MAX */
+    size_t *order;             /* h: the heads, in task order */
+    size_t distinct;           /* distinct heads listed */
+    float *zall;               /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
+    float *d;                  /* n × dm: ΔE (delta, or embeddings finished in place) */
+    const attn_proj *proj;     /* the projection's products (project.c), while it runs */
+    int rotated;               /* RoPE already applied to QKV, in the projection's tiles */
+    attn_block_fn block;       /* the attend path's */
+    attn_tiling tiles;         /* of the phase running */
+    atomic_int rc;             /* 0, or the first ATTN_FAIL_* a task stored */
 } attn_call;
 
 static inline size_t attn_min(size_t a, size_t b) {
@@ -204,6 +218,31 @@ void attn_rope_frequencies(double *freq, const attn_rope *rope);
 void attn_rope_angles(float *angles, size_t ldangles, const double *freq, size_t dims,
                       const unsigned *pos, size_t rows);
 
+/* ---- the plan and the call (compute.c) ------------------------------------ */
+
+/* The plan of `out` on `in`, its slices sized into pl->bytes and their sum
+ * into *total; -1 when a size overflows. */
+int attn_plan_make(attn_plan *pl, size_t *total, const attn_output *out, const attn_input *in);
+
+/* The sizes of `in`'s call; -1 when a size overflows or g does not divide h. */
+int attn_sizes_of(attn_sizes *sz, const attn_input *in);
+
+/* *total = the sum of the slices `bytes`, each rounded up to ATTN_WS_ALIGN;
+ * -1 on overflow. */
+int attn_slice_total(size_t *total, const size_t bytes[WS_COUNT]);
+
+/* *bytes = the size slice s would have for sz; -1 on overflow. */
+int attn_slice_bytes(size_t *bytes, int s, const attn_sizes *sz);
+
+/* The call of plan pl on the slices given (slice[s] NULL where pl->bytes[s]
+ * is 0): the buffers, positions, key ranges, head slots, where Z and ΔE go
+ * (compute.c's call_make on one block; batch.c on a batch's). */
+void attn_call_init(attn_call *c, const attn_plan *pl, attn_workspace *ws,
+                    const attn_runner *runner, float *const slice[WS_COUNT]);
+
+/* Fills *err (may be NULL) for a phase's ATTN_FAIL_* rc; returns -1. */
+int attn_fail_error(attn_error *err, int rc);
+
 /* ---- the phases; each returns 0 or ATTN_FAIL_* ---------------------------- */
 
 /* QKV (the parts and heads the plan needs), then the q, k, v outputs. */
@@ -217,14 +256,49 @@ int attn_attend_online(const attn_plan *pl, attn_call *c);
 /* ΔE and E' from Z. */
 int attn_output_delta(const attn_plan *pl, attn_call *c);
 
+/* ---- the steps of the phases, which a batch (batch.c) runs for many calls
+ * at once: each phase above is these steps, in this order ------------------ */
+
+/* Projection (project.c). RoPE's table: attn_angles_tasks tasks of
+ * attn_angles_task (0 when the call needs no table). Then, when
+ * attn_project_whole says all of QKV is computed, the tiles of its products
+ * (attn_project_tiles fills pr, points c->proj at it and returns their
+ * count) as tasks of attn_project_task, which rotate the tiles when
+ * pl->rope_in_tiles (the caller then sets c->rotated). Then
+ * attn_project_rest, on the calling thread: the listed heads' own blocks
+ * when not whole, q_raw and k_raw, the rotation not yet done, q, k, v. */
+size_t attn_angles_tasks(const attn_plan *pl);
+void attn_angles_task(void *arg, size_t t, attn_workspace *ws);
+int attn_project_whole(const attn_plan *pl, const attn_call *c);
+size_t attn_project_tiles(const attn_plan *pl, attn_call *c, attn_proj pr[2]);
+void attn_project_task(void *arg, size_t t, attn_workspace *ws);
+void attn_project_rest(const attn_plan *pl, attn_call *c);
+
+/* Attend (attend.c): attn_attend_prepare orders the heads, sets the path's
+ * block function and returns the count of attn_attend_task's tasks; after
+ * them attn_attend_finish copies the slots of heads listed again. The
+ * paths' block functions are attn_full_block and attn_online_block. */
+size_t attn_attend_prepare(const attn_plan *pl, attn_call *c, attn_block_fn block);
+void attn_attend_task(void *arg, size_t t, attn_workspace *ws);
+void attn_attend_finish(const attn_plan *pl, attn_call *c);
+int attn_full_block(const attn_plan *pl, const attn_block *b);
+int attn_online_block(const attn_plan *pl, const attn_block *b);
+
+/* Output (output.c): attn_output_tiles sets c->tiles to ΔE's and returns
+ * their count, each a task of attn_output_task. */
+size_t attn_output_tiles(const attn_plan *pl, attn_call *c);
+void attn_output_task(void *arg, size_t t, attn_workspace *ws);
+
 /* ---- shared by the phases ------------------------------------------------- */
 
 /* The heads' tasks with `block` as the path (attend.c). */
 int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block);
 
-/* The tiling of a rows × cols result; it depends on the shape alone
- * (tasks.c). attn_tiling_aligned's column tiles are multiples of `quantum`
- * columns (so that RoPE finds whole heads in one tile). */
+/* The tiling of a rows × cols result (tasks.c). Its column tiles depend on
+ * cols and quantum alone, never on rows, so that a row's products are the
+ * same sgemm columns whatever rows surround it (batch.c).
+ * attn_tiling_aligned's column tiles are multiples of `quantum` columns (so
+ * that RoPE finds whole heads in one tile). */
 attn_tiling attn_tiling_make(size_t rows, size_t cols);
 attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum);
 
