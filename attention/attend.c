@@ -158,10 +158,3 @@ void attn_attend_finish(const attn_plan *pl, attn_call *c) {
         if (out->head_outputs) copy_slot(out->head_outputs, j, first, ndh);
     }
 }
-
-int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block) {
-    int rc = attn_run(c, attn_attend_task, attn_attend_prepare(pl, c, block));
-    if (rc) return rc;
-    attn_attend_finish(pl, c);
-    return 0;
-}

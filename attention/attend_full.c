@@ -75,7 +75,3 @@ int attn_full_block(const attn_plan *pl, const attn_block *b) {
                 pd + kbeg, (int)m, b->v + kbeg * sz->ldkv, (int)sz->ldkv, 0.0f, zr, (int)b->ldz);
     return 0;
 }
-
-int attn_attend_full(const attn_plan *pl, attn_call *c) {
-    return attn_attend(pl, c, attn_full_block);
-}

@@ -59,7 +59,3 @@ int attn_online_block(const attn_plan *pl, const attn_block *b) {
     }
     return 0;
 }
-
-int attn_attend_online(const attn_plan *pl, attn_call *c) {
-    return attn_attend(pl, c, attn_online_block);
-}

@@ -45,7 +45,3 @@ size_t attn_output_tiles(const attn_plan *pl, attn_call *c) {
     c->tiles = attn_tiling_make(pl->sz.n, pl->sz.dm);
     return c->tiles.nr * c->tiles.nc;
 }
-
-int attn_output_delta(const attn_plan *pl, attn_call *c) {
-    return attn_run(c, attn_output_task, attn_output_tiles(pl, c));
-}

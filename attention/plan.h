@@ -1,6 +1,6 @@
 /*
  * plan.h — internal to attention/: the plan of one attn_compute call and
- * the phases that carry it out (compute.c drives them):
+ * the phases that carry it out (batch.c drives them, for one call or many):
  *
  *   project   QKV = E · w_qkv + b_qkv            project.c
  *             (with a context: Q = E · Wq, KV = C · Wkv); RoPE on Q and K
@@ -32,6 +32,14 @@
 #ifndef ATTN_BLOCK_K
 #define ATTN_BLOCK_K 256
 #endif
+
+/* The rows of every sgemm of the projection and of ΔE are a multiple of
+ * ATTN_ROWS_QUANTUM, and each call's rows start at a multiple of it in
+ * the stacked rows of a batch (batch.c): OpenBLAS's sgemm kernels for
+ * Haswell and Zen compute a row by one of two instruction orders chosen by
+ * its place in blocks of 12 rows, and its remainders of fewer than 12 rows
+ * by others again. */
+#define ATTN_ROWS_QUANTUM 12
 
 /* Why a phase failed; 0 is success. Only attn_compute_with turns these into
  * an attn_error. */
@@ -77,7 +85,11 @@ typedef struct attn_sizes {
     int own_positions; /* rules read positions the input does not give: 0 … n−1 made */
 } attn_sizes;
 
-/* The slices of one call's scratch, carved in this order. */
+/* The slices of one call's scratch, as the plan sizes them. batch.c carves
+ * a call's WS_SLOT, WS_RANGE and WS_POS; the others tell which scratch the
+ * call needs and how much (WS_ROWS, WS_TILE also on another thread's
+ * workspace), while the batch lays out QKV, Z and RoPE's table over the
+ * stacked rows of all its calls. */
 enum {
     WS_QKV,   /* n × (hd + 2gd) floats: Q of every head, K and V of every K/V head;
                * with a context n × hd (Q) then m × 2gd (K, V) */
@@ -243,21 +255,9 @@ void attn_call_init(attn_call *c, const attn_plan *pl, attn_workspace *ws,
 /* Fills *err (may be NULL) for a phase's ATTN_FAIL_* rc; returns -1. */
 int attn_fail_error(attn_error *err, int rc);
 
-/* ---- the phases; each returns 0 or ATTN_FAIL_* ---------------------------- */
-
-/* QKV (the parts and heads the plan needs), then the q, k, v outputs. */
-int attn_project(const attn_plan *pl, attn_call *c);
-
-/* Z of every head the plan needs (and S, P where shown), one path each;
- * then the slots of heads listed again. */
-int attn_attend_full(const attn_plan *pl, attn_call *c);
-int attn_attend_online(const attn_plan *pl, attn_call *c);
-
-/* ΔE and E' from Z. */
-int attn_output_delta(const attn_plan *pl, attn_call *c);
-
-/* ---- the steps of the phases, which a batch (batch.c) runs for many calls
- * at once: each phase above is these steps, in this order ------------------ */
+/* ---- the phases' steps, each 0 or ATTN_FAIL_* where it returns an int;
+ * batch.c runs each step for all the calls of a batch at once, a batch of
+ * one being attn_compute_with -------------------------------------------- */
 
 /* Projection (project.c). RoPE's table: attn_angles_tasks tasks of
  * attn_angles_task (0 when the call needs no table). Then, when
@@ -291,9 +291,6 @@ void attn_output_task(void *arg, size_t t, attn_workspace *ws);
 
 /* ---- shared by the phases ------------------------------------------------- */
 
-/* The heads' tasks with `block` as the path (attend.c). */
-int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block);
-
 /* The tiling of a rows × cols result (tasks.c). Its column tiles depend on
  * cols and quantum alone, never on rows, so that a row's products are the
  * same sgemm columns whatever rows surround it (batch.c).
@@ -310,10 +307,6 @@ static inline void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, 
     *rb = attn_min(g->rb, g->rows - *r0);
     *cb = attn_min(g->cb, g->cols - *c0);
 }
-
-/* Runs task(c, t, ws) for t in 0 … count-1, by the runner or in turn, after
- * asking its stop; returns c->rc (tasks.c). */
-int attn_run(attn_call *c, attn_task_fn task, size_t count);
 
 /* A task's failure: the first one stored wins. */
 void attn_call_fail(attn_call *c, int rc);

@@ -222,18 +222,3 @@ void attn_project_rest(const attn_plan *pl, attn_call *c) {
     if (out->k) copy_heads(out->k, pl, c->kv, sz->ldkv, sz->m, attn_col_k);
     if (out->v) copy_heads(out->v, pl, c->kv, sz->ldkv, sz->m, attn_col_v);
 }
-
-int attn_project(const attn_plan *pl, attn_call *c) {
-    int rc;
-    size_t angles = attn_angles_tasks(pl);
-    if (angles && (rc = attn_run(c, attn_angles_task, angles))) return rc;
-    if (attn_project_whole(pl, c)) {
-        attn_proj pr[2];
-        rc = attn_run(c, attn_project_task, attn_project_tiles(pl, c, pr));
-        c->proj = NULL;
-        if (rc) return rc;
-        c->rotated = pl->rope_in_tiles;
-    }
-    attn_project_rest(pl, c);
-    return 0;
-}

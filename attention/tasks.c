@@ -1,16 +1,15 @@
 /*
- * tasks.c — how a phase's work is cut into tasks and run (plan.h).
+ * tasks.c — how a phase's work is cut into tasks (plan.h).
  *
  * A phase is a set of independent tasks: the tiles of a GEMM's result
- * (projection, ΔE) or the blocks of query rows of the heads (attend).
- * attn_run hands them to the caller's runner as one run, or runs them in
- * turn on the calling thread when there is no runner (or one task). The
- * cut depends on the shape alone, so every runner makes the very same sgemm
- * calls on the very same data, and the results are bit for bit equal
- * whatever the threads. A task writes only its own part, so tasks need no
- * lock; a failing task stores its code in the call's one atomic int (the
- * first stored wins) and the tasks after it skip their work. The runner's
- * stop is asked once per phase, before it, on the calling thread.
+ * (projection, ΔE) or the blocks of query rows of the heads (attend), run
+ * by batch.c as one run of the caller's runner, or in turn on the calling
+ * thread when there is no runner (or one task). The cut depends on the
+ * shape alone, so every runner makes the very same sgemm calls on the very
+ * same data, and the results are bit for bit equal whatever the threads.
+ * A task writes only its own part, so tasks need no lock; a failing task
+ * stores its code in its call's one atomic int (the first stored wins) and
+ * the call's tasks after it skip their work.
  */
 #include "attention/plan.h"
 
@@ -26,10 +25,11 @@
  * and still give each row the very sgemm columns its own call gives it
  * (batch.c).
  *
- * Rows: a result of at most ATTN_TILE rows is one full-height row of tiles;
- * a taller one is cut into ATTN_TILE rows, halved (down to ATTN_TILE_MIN)
- * until there are ATTN_TILES_MIN tiles, enough to keep two to four threads
- * busy to the end.
+ * Rows: a result of at most ATTN_TILE rows (padded to ATTN_ROWS_QUANTUM)
+ * is one full-height row of tiles; a taller one is cut into ATTN_TILE_ROWS
+ * rows, halved (down to ATTN_TILE_ROWS_MIN) until there are ATTN_TILES_MIN tiles, enough to keep
+ * two to four threads busy to the end. Every row tile is a multiple of ATTN_ROWS_QUANTUM rows when
+ * the result's rows are (plan.h).
  */
 #ifndef ATTN_TILE
 #define ATTN_TILE 256
@@ -37,6 +37,14 @@
 #ifndef ATTN_TILE_MIN
 #define ATTN_TILE_MIN 64
 #endif
+#ifndef ATTN_TILE_ROWS /* 20 · ATTN_ROWS_QUANTUM; halved, 120 and 60 */
+#define ATTN_TILE_ROWS 240
+#endif
+#ifndef ATTN_TILE_ROWS_MIN
+#define ATTN_TILE_ROWS_MIN 60
+#endif
+/* ATTN_TILE rows padded to ATTN_ROWS_QUANTUM: 256 tokens are one row of tiles */
+#define ATTN_TILE_TALL ((ATTN_TILE + ATTN_ROWS_QUANTUM - 1) / ATTN_ROWS_QUANTUM * ATTN_ROWS_QUANTUM)
 #ifndef ATTN_TILES_MIN
 #define ATTN_TILES_MIN 12
 #endif
@@ -54,7 +62,7 @@ attn_tiling attn_tiling_make(size_t rows, size_t cols) {
 attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum) {
     const size_t unit = quantum > 1 ? quantum : 16;
     if (!rows || !cols) return (attn_tiling){rows, cols, 1, 1, 0, 0}; /* no tiles */
-    attn_tiling g = {rows, cols, attn_min(rows, ATTN_TILE), cols, 0, 0};
+    attn_tiling g = {rows, cols, rows <= ATTN_TILE_TALL ? rows : ATTN_TILE_ROWS, cols, 0, 0};
     if (cols >= 2 * ATTN_TILE_MIN) {
         size_t few = attn_div_up(cols, ATTN_TILE_WIDE);
         if (few < ATTN_TILES_FEW) few = ATTN_TILES_FEW;
@@ -63,22 +71,12 @@ attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum) {
     g.nc = attn_div_up(cols, g.cb);
     for (;;) {
         g.nr = attn_div_up(rows, g.rb);
-        if (rows <= ATTN_TILE || g.nr * g.nc >= ATTN_TILES_MIN || g.rb < 2 * ATTN_TILE_MIN) break;
+        if (rows <= ATTN_TILE_TALL || g.nr * g.nc >= ATTN_TILES_MIN ||
+            g.rb / 2 < ATTN_TILE_ROWS_MIN)
+            break;
         g.rb /= 2;
     }
     return g;
-}
-
-int attn_run(attn_call *c, attn_task_fn task, size_t count) {
-    const attn_runner *runner = c->runner;
-    if (runner && runner->stop && runner->stop(runner->ctx)) attn_call_fail(c, ATTN_FAIL_STOPPED);
-    if (atomic_load(&c->rc)) return atomic_load(&c->rc);
-    if (runner && count > 1)
-        runner->run(runner->ctx, task, c, count);
-    else
-        for (size_t t = 0; t < count && !atomic_load(&c->rc); t++)
-            task(c, t, c->ws);
-    return atomic_load(&c->rc);
 }
 
 void attn_call_fail(attn_call *c, int rc) {
