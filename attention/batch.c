@@ -27,44 +27,55 @@
  *
  * Memory, one block of the caller's workspace (B_*): the stacked QKV (or
  * Q and KV), Z and ΔE of the whole batch, RoPE's table, copies of E and C
- * when the sequences' rows do not already follow one another in memory,
+ * padded to 12 rows each (unless their rows are already so, one after the
+ * other in memory),
  * one B × m + tile scratch shared by the tasks this thread runs (they run
  * one at a time), and per sequence its plan, call and small slices. Its
  * size is batch_layout's, which attn_batch_workspace_need computes for the
  * worst outputs: an exact upper bound.
  *
  * Batch invariance: every number of sequence i is bit for bit what
- * attn_compute_with gives for sequence i alone, whatever the batch holds.
- * The attend phase makes the same calls on the same data (same plan,
+ * attn_compute_with gives for sequence i alone, whatever the batch holds,
+ * because a call alone is a batch of one and takes the same steps. The
+ * attend phase makes the same sgemm calls on the same data (same plan,
  * same strides: Q, K, V keep their row strides hd + 2gd, or hd and 2gd,
  * in the stack). The element-wise steps (bias, RoPE, E + ΔE) compute each
  * element from that element's inputs alone. What needs an argument is the
- * stacked sgemm of the projection and of ΔE, whose rows now sit among
- * other sequences' rows, in tiles cut elsewhere:
+ * stacked sgemm of the projection and of ΔE, whose rows sit among other
+ * sequences' rows:
  *
  *  - The column tiles are the same: attn_tiling_aligned's columns depend
  *    on the columns and the quantum (dh whenever there is RoPE) alone,
  *    never on the rows (tasks.c), so an element is computed by an sgemm
- *    over the same columns of W in the stack and alone.
+ *    over the same columns of W alone and in the stack.
  *  - K is never split by us: every tile's sgemm runs over all of dm (or
  *    dc, or hd), and starts from the same C (the bias, beta 1; or beta 0).
- *  - In OpenBLAS 0.3.21 (Debian 12) the level-3 driver
- *    (driver/level3/level3.c) cuts K into blocks by its ls loop, whose
- *    min_l depends on K and GEMM_Q alone; every K block's products of one
- *    element are accumulated by the micro-kernel in k order, one FMA
- *    chain per element, and added to C in block order. The row (N, for
- *    row-major) and column (M) blocks only choose which elements a kernel
- *    call computes; the threaded driver splits M and N, never K. So
- *    an element depends on its row of A, its column of B and K alone.
- *  - interface/gemm.c has no M = 1 or N = 1 forwarding to gemv in 0.3.21
- *    (GEMM_GEMV_FORWARD came later, and is built for ARM64 and RISC-V
- *    only), so a one-token sequence alone takes the same kernel. Its
- *    sgemm_direct path needs AVX-512 (SkylakeX), beta 0 and alpha 1, and
- *    its small-matrix path (SMALL_MATRIX_OPT) is permitted only by the
- *    SkylakeX kernels: sgemm_small_matrix_permit of the Haswell and Zen
- *    kernels returns 0. On an AVX-512 machine both may take a small
- *    tile through another kernel than a large one; tests/test_batch_engine.c
- *    checks the property bit for bit on the machine it runs on.
+ *    OpenBLAS's level-3 driver (driver/level3/level3.c, 0.3.21 as in
+ *    Debian 12) cuts K into blocks by its ls loop, whose min_l depends on
+ *    K and GEMM_Q alone, and adds the blocks to C in order.
+ *  - Rows: a row's value is not a function of its row of A and K alone. The
+ *    Haswell/Zen sgemm kernel computes rows (N, for row-major) in blocks of
+ *    12 from the call's first row, with two instruction orders inside a
+ *    block, and the last rows of a call that is not a multiple of 12 by
+ *    narrower kernels with orders of their own (measured on this machine:
+ *    a row takes one of two values in a call of 12k rows, by its place mod
+ *    12, and others in calls of other lengths). So every sequence's rows
+ *    are stacked from a multiple of ATTN_ROWS_QUANTUM (12) and padded to
+ *    one, with rows of zeros (E, C, Z) that no output reads; every row tile
+ *    is a multiple of 12 rows (tasks.c). A row then sits at the same place
+ *    mod 12 of a call of 12k rows, alone or in any batch. The cost: a
+ *    sequence of n rows takes ⌈n/12⌉·12 rows of the products (16 → 24).
+ *  - OpenBLAS's own threads would split a call's rows at places of their
+ *    own (its threaded driver splits M and N): the invariance holds with
+ *    its thread count at 1, the server's setting (server/main.c).
+ *  - interface/gemm.c of 0.3.21 forwards nothing to gemv (GEMM_GEMV_FORWARD
+ *    came later, and is built for ARM64 and RISC-V only); its sgemm_direct
+ *    path needs AVX-512 (SkylakeX) and its small-matrix path is permitted
+ *    only by the SkylakeX kernels (sgemm_small_matrix_permit of the Haswell
+ *    and Zen kernels returns 0, checked in the installed library). On an
+ *    AVX-512 machine a small tile may take another kernel than a large one:
+ *    tests/test_batch_engine.c checks the property bit for bit where it
+ *    runs.
  *
  * A sequence that wants only some heads' q, k or v projects them by their
  * own sgemm, as attn_compute does, outside the stack. Errors: each
