@@ -77,6 +77,9 @@ ISVC_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 # Knative serves one port, named "", "http1" (HTTP/1.1) or "h2c"; the server
 # speaks HTTP/1.1 only.
 KNATIVE_HTTP_PORT_NAMES = {"", "http1"}
+# A Deployment rather than a Knative Service; RawDeployment is the name before
+# KServe 0.20's rename (constants.go, ParseDeploymentMode).
+STANDARD_MODES = {"Standard", "RawDeployment"}
 # KServe mounts a storageUri's download here (constants.DefaultModelLocalMountPath).
 KSERVE_MODEL_DIR = "/mnt/models"
 
@@ -211,18 +214,22 @@ def check_isvc(need, isvc, runtimes, timeout):
     if model.get("storageUri"):
         need(models_dir == KSERVE_MODEL_DIR, f"{where}: a storageUri lands in {KSERVE_MODEL_DIR}, ATTN_MODELS_DIR is {models_dir}")
     annotations = get(isvc, "metadata.annotations") or {}
-    mode = annotations.get("serving.kserve.io/deploymentMode")
+    standard = annotations.get("serving.kserve.io/deploymentMode") in STANDARD_MODES
     # inference_service_validation.go, validateAutoScalingCompExtension.
     if pred.get("scaleMetric") in ("cpu", "memory"):
-        need(mode == "Standard" and annotations.get("serving.kserve.io/autoscalerClass") == "hpa",
+        need(standard and annotations.get("serving.kserve.io/autoscalerClass") == "hpa",
              f"{where}: scaleMetric {pred.get('scaleMetric')} needs deploymentMode Standard and autoscalerClass hpa")
     if pred.get("scaleMetric") == "cpu" and pred.get("scaleTarget") is not None:
         need(1 <= pred["scaleTarget"] <= 100, f"{where}: a CPU scaleTarget is a percentage, 1 to 100")
     need((pred.get("minReplicas") or 0) >= 2, f"{where}: fewer than 2 replicas")
     need((pred.get("maxReplicas") or 0) >= (pred.get("minReplicas") or 0), f"{where}: maxReplicas below minReplicas")
-    if mode == "Standard":
+    if standard:
         need((pred.get("terminationGracePeriodSeconds") or 0) > timeout,
              f"{where}: terminationGracePeriodSeconds does not outlast the drain")
+    else:
+        # knative/serving pkg/apis/serving/fieldmask.go, PodSpecMask.
+        need("terminationGracePeriodSeconds" not in pred,
+             f"{where}: Knative refuses terminationGracePeriodSeconds (deploymentMode Standard allows it)")
 
 
 def validate(top):

@@ -45,6 +45,13 @@ def drop_annotation(doc, key):
     return doc
 
 
+def knative(doc, grace=False):
+    """The InferenceService as deploy/README.md says to run it on Knative."""
+    del doc["metadata"]["annotations"]
+    for key in ("scaleMetric", "scaleTarget") + (() if grace else ("terminationGracePeriodSeconds",)):
+        del doc["spec"]["predictor"][key]
+
+
 # (what, file, change to the parsed document, words the fault must contain;
 # None: must still pass)
 CASES = [
@@ -106,6 +113,10 @@ CASES = [
     ("one replica", ISVC, lambda d: d["spec"]["predictor"].update(minReplicas=1), "fewer than 2"),
     ("short grace period", ISVC, lambda d: d["spec"]["predictor"].update(terminationGracePeriodSeconds=30),
      "outlast the drain"),
+    ("on Knative", ISVC, knative, None),
+    ("on Knative with a grace period", ISVC, lambda d: knative(d, grace=True), "Knative refuses"),
+    ("under the name before the rename", ISVC,
+     lambda d: d["metadata"]["annotations"].update({"serving.kserve.io/deploymentMode": "RawDeployment"}), None),
     ("no predictor", ISVC, lambda d: d["spec"].pop("predictor"), "no spec.predictor"),
     ("Deployment readiness on /healthz", DEP,
      lambda d: d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"].update(path="/healthz"),
