@@ -26,6 +26,11 @@
 #include "api/json_path.h"
 #include "api/oip_internal.h"
 
+/* Binary tensors are little-endian on the wire and copied as they are. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the Open Inference Protocol's binary tensors are copied as little-endian floats"
+#endif
+
 const char *const api_oip_output_names[OIP_OUTPUTS] = {
     [OIP_PATTERNS] = "patterns",
     [OIP_EMBEDDINGS] = "embeddings",
@@ -313,6 +318,26 @@ static int read_mask(const oip_tensor *t, unsigned char *real, size_t count, con
 
 /* Float32 values, finite. */
 static float *read_floats(const oip_tensor *t, attn_error *err) {
+    if (!t->data) {
+        /* Binary FP32 is the floats' own bytes on the little-endian hosts
+         * this builds for (x86-64, aarch64): one copy, no conversion. */
+        float *f = malloc((t->elements ? t->elements : 1) * sizeof *f);
+        if (!f) {
+            fail_oom(err);
+            return NULL;
+        }
+        memcpy(f, t->bin, t->elements * sizeof *f);
+        for (size_t i = 0; i < t->elements; i++)
+            if (!isfinite(f[i])) {
+                char path[API_PATH_MAX];
+                api_path_index(path, sizeof path, "/inputs", t->index);
+                free(f);
+                attn_error_set(err, 422, "non_finite_number", path,
+                               "inputs[%zu] value %zu is not a finite float32", t->index, i);
+                return NULL;
+            }
+        return f;
+    }
     double *v = tensor_values(t, err);
     if (!v) return NULL;
     float *f = malloc((t->elements ? t->elements : 1) * sizeof *f);
@@ -623,7 +648,8 @@ static int compact(api_oip_request *r, const float *emb, const unsigned char *re
 static int limits_and_outputs(api_oip_request *r, const api_limits *lim, attn_error *err) {
     const attn_weights *w = r->model.weights;
     if (lim) {
-        if (w->n_heads > lim->max_heads || w->d_head > lim->max_d_model)
+        if (w->n_heads > lim->max_heads || w->d_head > lim->max_d_model ||
+            w->d_model > lim->max_d_model)
             return attn_error_set(err, 422, "limit_exceeded", "",
                                   "the model's heads or d_head are over this server's limits");
         r->flops = attn_batch_flops(r->ins, r->count);

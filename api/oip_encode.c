@@ -21,8 +21,17 @@
 #include "api/float_format.h"
 #include "api/oip_internal.h"
 
+/* Binary tensors are little-endian on the wire and copied as they are. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the Open Inference Protocol's binary tensors are copied as little-endian floats"
+#endif
+
 char *api_oip_error_json(const attn_error *err, size_t *len) {
-    json_t *o = json_pack("{s:s}", "error", err->message);
+    /* A message cut at its buffer's end may end inside a UTF-8 sequence,
+     * which jansson would refuse. */
+    attn_error clean = *err;
+    attn_error_sanitize(&clean);
+    json_t *o = json_pack("{s:s}", "error", clean.message);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (text) *len = strlen(text);
