@@ -18,6 +18,7 @@
 
 #include "api/oip.h"
 #include "attention/attention.h"
+#include "server/route.h"
 #include "tests/oip_client.h"
 
 enum { DM = 4, H = 2, DH = 2, DC = 3 };
@@ -495,6 +496,45 @@ START_TEST(metadata) {
 }
 END_TEST
 
+START_TEST(routes) {
+    ck_assert_int_eq(srv_route_find("/v2"), SRV_ROUTE_V2);
+    ck_assert_int_eq(srv_route_find("/v2/health/live"), SRV_ROUTE_V2_LIVE);
+    ck_assert_int_eq(srv_route_find("/v2/health/ready"), SRV_ROUTE_V2_READY);
+    ck_assert_int_eq(srv_route_find("/v2/models/demo-4d"), SRV_ROUTE_V2_MODEL);
+    ck_assert_int_eq(srv_route_find("/v2/models/demo-4d/ready"), SRV_ROUTE_V2_MODEL_READY);
+    ck_assert_int_eq(srv_route_find("/v2/models/demo-4d/infer"), SRV_ROUTE_V2_INFER);
+    const char *other[] = {"/v2/",
+                           "/v2/models",
+                           "/v2/models/",
+                           "/v2/models//infer",
+                           "/v2/models/a/b",
+                           "/v2/models/a/infer/",
+                           "/v2/models/a/versions/1/infer",
+                           "/v2/health",
+                           "/V2"};
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        ck_assert_msg(srv_route_find(other[i]) == SRV_ROUTE_OTHER, "%s", other[i]);
+        ck_assert_msg(srv_route_oip(SRV_ROUTE_OTHER, other[i]) || other[i][1] == 'V', "%s",
+                      other[i]);
+    }
+    ck_assert(!srv_route_oip(SRV_ROUTE_OTHER, "/v1/x"));
+    ck_assert(!srv_route_oip(SRV_ROUTE_OTHER, "/v2x"));
+    ck_assert(!srv_route_oip(SRV_ROUTE_MODEL, "/v1/models/a"));
+    ck_assert(srv_route_oip(SRV_ROUTE_V2_INFER, "/v2/models/a/infer"));
+    size_t len;
+    const char *name = srv_route_v2_model_name("/v2/models/gpt2-small-shape/infer", &len);
+    ck_assert_uint_eq(len, strlen("gpt2-small-shape"));
+    ck_assert(strncmp(name, "gpt2-small-shape", len) == 0);
+    name = srv_route_v2_model_name("/v2/models/demo-4d", &len);
+    ck_assert_uint_eq(len, 7);
+    ck_assert(srv_route_allows(SRV_ROUTE_V2_INFER, "POST"));
+    ck_assert(!srv_route_allows(SRV_ROUTE_V2_INFER, "GET"));
+    ck_assert(srv_route_allows(SRV_ROUTE_V2_MODEL, "HEAD"));
+    ck_assert(srv_route_open(SRV_ROUTE_V2_LIVE) && srv_route_open(SRV_ROUTE_V2_READY));
+    ck_assert(!srv_route_open(SRV_ROUTE_V2) && !srv_route_open(SRV_ROUTE_V2_INFER));
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("oip");
     TCase *tc = tcase_create("oip");
@@ -505,6 +545,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, bitwise_against_unpadded);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, metadata);
+    tcase_add_test(tc, routes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,6 +15,8 @@
 #include <float.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -761,6 +763,98 @@ START_TEST(limits_and_keys) {
 }
 END_TEST
 
+/* A heavy infer, posted from a thread: its status when it is answered. */
+typedef struct heavy {
+    unsigned port;
+    const oc_body *body;
+    long status;
+} heavy;
+
+static void *heavy_thread(void *arg) {
+    heavy *hv = arg;
+    char hl[64];
+    snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %zu", hv->body->json_len);
+    const char *headers[] = {"Content-Type:", hl, NULL};
+    hs_response r;
+    hs_request(NULL, hv->port, "POST", "/v2/models/gpt2-small-shape/infer", headers, hv->body->data,
+               hv->body->len, &r);
+    hv->status = r.status;
+    hs_response_free(&r);
+    return NULL;
+}
+
+/* While draining: readiness 503 (server and model), new work refused, both
+ * in the protocol's form; the infers in flight are answered. */
+START_TEST(drain) {
+    const char *names[] = {"gpt2-small-shape", NULL};
+    const char *extra[] = {"--workers", "1", NULL};
+    start_with(names, extra);
+    enum { N = 1024, D = 768, K = 2 };
+    float *emb = malloc((size_t)N * D * sizeof *emb);
+    fill(emb, (size_t)N * D, 3);
+    oc_input in = {"embeddings", "FP32", 2, {N, D}, emb, 1};
+    oc_output out = {"embeddings", 1};
+    oc_body body;
+    oc_build(&body, NULL, &in, 1, &out, 1, NULL, 0);
+    /* A draining server closes each connection after its answer and
+     * accepts no new one: one kept-alive connection per question asked. */
+    enum { Q = 4 };
+    CURL *conn[Q];
+    hs_response r;
+    for (int i = 0; i < Q; i++) {
+        conn[i] = curl_easy_init();
+        hs_request(conn[i], srv.port, "GET", "/v2/health/live", NULL, NULL, 0, &r);
+        ck_assert_int_eq(r.status, 200);
+        hs_response_free(&r);
+    }
+    heavy hv[K];
+    pthread_t t[K];
+    for (int i = 0; i < K; i++) {
+        hv[i] = (heavy){srv.port, &body, 0};
+        pthread_create(&t[i], NULL, heavy_thread, &hv[i]);
+    }
+    /* both received: in flight with this connection's request */
+    long in_flight = 0;
+    for (int i = 0; i < 1000 && in_flight < K + 1; i++) {
+        hs_request(conn[0], srv.port, "GET", "/metrics", NULL, NULL, 0, &r);
+        in_flight = hs_metric_value(r.body, "\nattn_http_requests_in_flight ");
+        hs_response_free(&r);
+        if (in_flight < K + 1) usleep(10000);
+    }
+    ck_assert_int_ge(in_flight, K + 1);
+    hs_signal(&srv, SIGTERM);
+    usleep(100000);
+    hs_request(conn[0], srv.port, "GET", "/v2/health/ready", NULL, NULL, 0, &r);
+    check_error_body(&r, 503, "ready while draining");
+    char *ra = hs_header(&r, "Retry-After");
+    ck_assert_ptr_nonnull(ra);
+    free(ra);
+    hs_response_free(&r);
+    hs_request(conn[1], srv.port, "GET", "/v2/models/gpt2-small-shape/ready", NULL, NULL, 0, &r);
+    check_error_body(&r, 503, "model ready while draining");
+    hs_response_free(&r);
+    const char *small = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,768],"
+                        "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":3072}}]}";
+    hs_request(conn[2], srv.port, "POST", "/v2/models/gpt2-small-shape/infer", NULL, small,
+               strlen(small), &r);
+    check_error_body(&r, 503, "infer while draining");
+    hs_response_free(&r);
+    hs_request(conn[3], srv.port, "GET", "/v2/health/live", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+    for (int i = 0; i < Q; i++)
+        curl_easy_cleanup(conn[i]);
+    for (int i = 0; i < K; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(hv[i].status, 200);
+    }
+    ck_assert_int_eq(hs_wait(&srv, 60), 0);
+    finish();
+    oc_body_free(&body);
+    free(emb);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("oip_http");
     TCase *tc = tcase_create("oip_http");
@@ -772,6 +866,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, triton_defaults_and_json_outputs);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, limits_and_keys);
+    tcase_add_test(tc, drain);
     suite_add_tcase(s, tc);
     return s;
 }
