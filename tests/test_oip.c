@@ -496,6 +496,64 @@ START_TEST(metadata) {
 }
 END_TEST
 
+/* Nested JSON data reads as its flat row-major order; no heads selected
+ * gives per-head outputs of no head; no outputs asked gives none. */
+START_TEST(nested_data_and_empty_selections) {
+    const char *flat = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,4],\"datatype\":"
+                       "\"FP32\",\"data\":[1,0.5,-1,0.25,0,1,0.5,-0.5]}],\"outputs\":[{\"name\":"
+                       "\"embeddings\"}]}";
+    const char *nested = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,4],\"datatype\":"
+                         "\"FP32\",\"data\":[[1,0.5,-1,0.25],[0,1,0.5,-0.5]]}],\"outputs\":[{"
+                         "\"name\":\"embeddings\"}]}";
+    oc_body a = {strdup(flat), strlen(flat), 0}, b = {strdup(nested), strlen(nested), 0};
+    char *ta, *tb;
+    oc_result ra, rb;
+    attn_error err;
+    ck_assert_int_eq(run(&self_m, &a, &ta, &ra, &err), 0);
+    ck_assert_int_eq(run(&self_m, &b, &tb, &rb, &err), 0);
+    ck_assert_str_eq(ta, tb);
+    oc_result_free(&ra);
+    oc_result_free(&rb);
+    free(ta);
+    free(tb);
+    oc_body_free(&a);
+    oc_body_free(&b);
+
+    const char *none = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,4],\"datatype\":"
+                       "\"FP32\",\"data\":[1,0.5,-1,0.25,0,1,0.5,-0.5]}],\"outputs\":[{\"name\":"
+                       "\"patterns\"},{\"name\":\"delta\"}],\"parameters\":{\"select_heads\":[]}}";
+    oc_body c = {strdup(none), strlen(none), 0};
+    char *tc;
+    oc_result rc;
+    ck_assert_int_eq(run(&self_m, &c, &tc, &rc, &err), 0);
+    size_t count, rank;
+    long long shape[4];
+    int bin;
+    float *p = oc_output_values(&rc, "patterns", &count, shape, &rank, &bin);
+    ck_assert_uint_eq(rank, 3);
+    ck_assert_int_eq(shape[0], 0);
+    ck_assert_uint_eq(count, 0);
+    free(p);
+    float *d = oc_output_values(&rc, "delta", &count, shape, &rank, &bin);
+    ck_assert_uint_eq(count, 2 * DM);
+    free(d);
+    oc_result_free(&rc);
+    free(tc);
+    oc_body_free(&c);
+
+    const char *no_out = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
+                         "\"FP32\",\"data\":[1,2,3,4]}],\"outputs\":[]}";
+    oc_body e = {strdup(no_out), strlen(no_out), 0};
+    char *te;
+    oc_result re;
+    ck_assert_int_eq(run(&self_m, &e, &te, &re, &err), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(re.json, "outputs")), 0);
+    oc_result_free(&re);
+    free(te);
+    oc_body_free(&e);
+}
+END_TEST
+
 START_TEST(routes) {
     ck_assert_int_eq(srv_route_find("/v2"), SRV_ROUTE_V2);
     ck_assert_int_eq(srv_route_find("/v2/health/live"), SRV_ROUTE_V2_LIVE);
@@ -546,6 +604,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, metadata);
     tcase_add_test(tc, routes);
+    tcase_add_test(tc, nested_data_and_empty_selections);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -23,10 +23,15 @@ enum { DM = 4, H = 2, DH = 2, DC = 3 };
 static float w_qkv[DM * 3 * H * DH], w_q[DM * H * DH], w_kv[DC * 2 * H * DH], w_o[H * DH * DM];
 static const float slopes[H] = {0.5f, 0.25f};
 
-static const attn_weights self_w = {.d_model = DM, .n_heads = H, .d_head = DH, .w_qkv = w_qkv,
-                                    .w_o = w_o, .alibi = slopes};
-static const attn_weights cross_w = {.d_model = DM, .n_heads = H, .d_head = DH, .w_qkv = w_q,
-                                     .w_o = w_o, .d_context = DC, .w_kv = w_kv};
+static const attn_weights self_w = {
+    .d_model = DM, .n_heads = H, .d_head = DH, .w_qkv = w_qkv, .w_o = w_o, .alibi = slopes};
+static const attn_weights cross_w = {.d_model = DM,
+                                     .n_heads = H,
+                                     .d_head = DH,
+                                     .w_qkv = w_q,
+                                     .w_o = w_o,
+                                     .d_context = DC,
+                                     .w_kv = w_kv};
 
 static const api_limits limits = {.max_tokens = 64,
                                   .max_heads = 8,
