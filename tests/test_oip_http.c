@@ -47,11 +47,11 @@ static void remove_dir(const char *dir) {
 static char dir[64];
 static hs_server srv;
 
-/* extra: up to 4 more arguments, NULL-terminated (may be NULL). */
+/* extra: up to 8 more arguments, NULL-terminated (may be NULL). */
 static void start_with(const char *const *names, const char *const *extra) {
     models_dir(dir, sizeof dir, names);
-    const char *args[8] = {"--models-dir", dir};
-    for (size_t i = 0; extra && extra[i] && i < 4; i++)
+    const char *args[11] = {"--models-dir", dir};
+    for (size_t i = 0; extra && extra[i] && i < 8; i++)
         args[2 + i] = extra[i];
     ck_assert_int_eq(hs_start(&srv, args), 0);
 }
@@ -726,9 +726,17 @@ START_TEST(limits_and_keys) {
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, "k1\n", 3), 3);
     close(fd);
-    const char *extra[] = {"--api-keys-file", keys, "--max-tokens", "4", NULL};
+    const char *extra[] = {
+        "--api-keys-file", keys, "--max-tokens", "4", "--max-body-bytes", "300", NULL};
+    static char big[400];
+    memset(big, ' ', sizeof big - 1);
     start_with(names, extra);
     hs_response r;
+    /* a body over --max-body-bytes, announced by its Content-Length */
+    const char *auth0[] = {"Authorization: Bearer k1", NULL};
+    post_raw("demo-4d", auth0, big, sizeof big - 1, &r);
+    check_error_body(&r, 413, "body too large");
+    hs_response_free(&r);
     /* probes need no key; the rest do, answered in the protocol's form */
     ck_assert_int_eq(hs_request(NULL, srv.port, "GET", "/v2/health/ready", NULL, NULL, 0, &r),
                      CURLE_OK);
