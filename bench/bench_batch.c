@@ -1,5 +1,5 @@
 /*
- * bench_batch.c — (f) a batch of short sequences through one weight set.
+ * bench_batch.c — (g) a batch of short sequences through one weight set.
  *
  * GPT-2's shape (d_model 768, 12 heads of 64, w_o, biases), 64 causal
  * sequences of 16 tokens, the API's default outputs (patterns of every
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
     if (la && fscanf(la, "%lf", &load1) != 1) load1 = -1.0;
     if (la) fclose(la);
 
-    printf("## (f) A batch of 64 sequences of 16 tokens, GPT-2's shape (median of %d)\n\n", reps);
+    printf("## (g) A batch of 64 sequences of 16 tokens, GPT-2's shape (median of %d)\n\n", reps);
     printf("Default outputs (patterns + embeddings); attn_batch_flops %.2f GFLOP, the packed "
            "sequence's attn_input_flops %.2f GFLOP. Load average %.2f before, %.2f after.\n\n",
            attn_batch_flops(ins, SEQS) / 1e9, attn_input_flops(&packed) / 1e9, load0, load1);

@@ -255,6 +255,10 @@ void srv_job_run(srv_job *job, srv_worker *w) {
         job_model_weights(job, w);
         return;
     }
+    if (job->kind == SRV_JOB_OIP) {
+        srv_job_oip_run(job, w);
+        return;
+    }
     if (!job->request && srv_job_decode(job, w) != 0) return;
     job_attention(job, w);
 }
