@@ -108,6 +108,7 @@ static int bind_limits(api_request *req, const attn_weights *w, size_t hs, const
     /* Counted once (with a window it scans the positions): the limit, the
      * server's scheduling and its split all read req->flops. */
     flops = req->flops = attn_input_flops(&req->input);
+    if (req->in_batch) return 0; /* the rest holds for the whole batch (batch.c) */
     if (flops > limits->max_flops)
         return attn_error_set(err, 422, "limit_exceeded", "",
                               "this request needs %.4g floating-point operations, over the limit "
@@ -182,9 +183,11 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn
  * variants are the weights', so a model's are named at /context (the
  * request cannot change them) and inline ones at their field. */
 static int bind_context(const api_request *req, const attn_weights *w, attn_error *err) {
+    char at[API_PATH_MAX];
+    api_request_path(req, "context", at, sizeof at);
     if (req->context == NULL) {
         if (w->w_kv)
-            return attn_error_set(err, 422, "invalid_combination", "/context",
+            return attn_error_set(err, 422, "invalid_combination", at,
                                   "the model is cross-attention: its keys and values come from "
                                   "context (n_context × d_context = %zu numbers a row), which the "
                                   "request does not give",
@@ -193,7 +196,7 @@ static int bind_context(const api_request *req, const attn_weights *w, attn_erro
     }
     size_t dc = w->w_kv ? w->d_context : w->d_model;
     if (req->d_context != dc)
-        return attn_error_set(err, 422, "dimension_mismatch", "/context",
+        return attn_error_set(err, 422, "dimension_mismatch", at,
                               "context rows have %zu numbers, expected %s = %zu", req->d_context,
                               w->w_kv ? "the weights' d_context"
                                       : "d_model (self-attention "
@@ -206,7 +209,7 @@ static int bind_context(const api_request *req, const attn_weights *w, attn_erro
         char path[API_PATH_MAX];
         if (!has[i]) continue;
         api_path_key(path, sizeof path, "/weights", names[i]);
-        return attn_error_set(err, 422, "invalid_combination", req->model ? "/context" : path,
+        return attn_error_set(err, 422, "invalid_combination", req->model ? at : path,
                               "%s%s needs the positions of keys, which context rows do not "
                               "have; cross-attention takes no %s",
                               req->model ? "the model's " : "weights.", names[i], names[i]);
@@ -220,11 +223,14 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
 
     if (req->bound)
         return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
-    if (weights->d_model != req->d_model)
-        return attn_error_set(err, 422, "dimension_mismatch", "/embeddings",
+    if (weights->d_model != req->d_model) {
+        char at[API_PATH_MAX];
+        api_request_path(req, "embeddings", at, sizeof at);
+        return attn_error_set(err, 422, "dimension_mismatch", at,
                               "embeddings rows have %zu numbers, expected the model's d_model = "
                               "%zu",
                               req->d_model, weights->d_model);
+    }
     if (weights->n_heads == 0 || weights->d_head == 0)
         return attn_error_set(err, 500, "internal_error", "", "the weights have no heads");
     if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
