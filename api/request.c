@@ -105,7 +105,7 @@ static int decode_unknown_fields(const json_t *root, attn_error *err) {
 
 /* Only the type is checked here: what a model's name may be is the model
  * store's rule, which the server applies before it looks the name up. */
-static int decode_model(api_request *req, const json_t *model, attn_error *err) {
+int api_request_decode_model(api_request *req, const json_t *model, attn_error *err) {
     if (!json_is_string(model))
         return attn_error_set(err, 400, "wrong_type", "/model", "model is %s, expected a string",
                               api_json_type_name(model));
@@ -493,7 +493,7 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
         return attn_error_set(err, 400, "missing_field", "",
                               "the request needs model (a preloaded model's name) or weights "
                               "(an inline weight set)");
-    if (model && decode_model(req, model, err) < 0) return -1;
+    if (model && api_request_decode_model(req, model, err) < 0) return -1;
     if (weights && !json_is_object(weights))
         return attn_error_set(err, 400, "wrong_type", "/weights",
                               "weights is %s, expected an object with heads, w_o, b_o",

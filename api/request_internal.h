@@ -147,6 +147,19 @@ int api_response_sequence_bytes_max(const api_request *req, size_t *bytes);
 int api_response_append_shared(api_buffer *b, const api_request *req);
 int api_response_append_sequence(api_buffer *b, const api_request *req, attn_error *err);
 
+/*
+ * A batch's outputs in one block (batch.c): api_request_outputs_bytes is
+ * the bytes a bound request's outputs take there; api_request_outputs_place
+ * points them into `block` (zeroed, that many bytes, owned by `owner`, the
+ * caller's attn_workspace), or callocs each when owner is NULL.
+ */
+int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err);
+int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,
+                              attn_error *err);
+
+/* The model field's type (a string), kept as the request's name to bind. */
+int api_request_decode_model(api_request *req, const json_t *model, attn_error *err);
+
 /* Checked size arithmetic: 0, or -1 when the result does not fit size_t. */
 static inline int api_size_mul(size_t a, size_t b, size_t *out) {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;
