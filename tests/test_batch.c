@@ -41,6 +41,13 @@ static char *dump(const json_t *j) {
     return s;
 }
 
+/* dump, freeing the tree. */
+static char *dump_take(json_t *j) {
+    char *s = dump(j);
+    json_decref(j);
+    return s;
+}
+
 /* The single answer of `body`, computed on its own (malloc'd text). */
 static char *single_answer(const json_t *body, size_t *len) {
     char *text = dump(body);
@@ -361,7 +368,7 @@ START_TEST(test_limits) {
     api_limits lim = limits;
     /* max_batch: 5 is fine at 5, too many at 4, on the text and after it */
     lim.max_batch = 5;
-    char *text = dump(base());
+    char *text = dump_take(base());
     api_batch *b = NULL;
     attn_error err;
     ck_assert_int_eq(api_batch_decode(text, strlen(text), &lim, &b, &err), 0);
@@ -372,7 +379,7 @@ START_TEST(test_limits) {
     /* max_tokens: 2+3+2+3+2 = 12 tokens in all; each sequence at most 3 */
     lim = limits;
     lim.max_tokens = 12;
-    text = dump(base());
+    text = dump_take(base());
     ck_assert_int_eq(api_batch_decode(text, strlen(text), &lim, &b, &err), 0);
     api_batch_free(b);
     free(text);
@@ -389,7 +396,7 @@ START_TEST(test_limits) {
                       "/sequences/4", NULL),
                  &lim, 422, "limit_exceeded", "/sequences/1/tokens");
     /* work: the sum over the sequences */
-    text = dump(base());
+    text = dump_take(base());
     ck_assert_int_eq(api_batch_decode(text, strlen(text), &limits, &b, &err), 0);
     double total = api_batch_cost(b), sum = 0;
     for (size_t i = 0; i < api_batch_count(b); i++)
