@@ -463,6 +463,62 @@ START_TEST(test_non_finite_names_sequence) {
 }
 END_TEST
 
+/* Each sequence's embeddings, context and mask, and the shared mask, are
+ * lifted from the text: batches of many more numbers than the scan lets
+ * jansson see as values (values_max: 2,560 for these limits) are accepted. */
+START_TEST(test_sequences_lifted) {
+    /* two heads of 16 over d_model 32, no w_o */
+    json_t *heads = json_array();
+    for (size_t i = 0; i < 2; i++)
+        json_array_append_new(heads,
+                              json_pack("{s:o, s:o, s:o}", "w_q", tj_matrix(32, 16, i), "w_k",
+                                        tj_matrix(32, 16, i + 1), "w_v", tj_matrix(32, 16, i + 2)));
+    json_t *seqs = json_array();
+    for (size_t i = 0; i < 10; i++) { /* 10 × 25 × 32 numbers, 10 × 25 × 25 mask cells */
+        json_t *mask = json_array();
+        for (size_t q = 0; q < 25; q++) {
+            json_t *row = json_array();
+            for (size_t k = 0; k < 25; k++)
+                json_array_append_new(row, json_integer(k <= q));
+            json_array_append_new(mask, row);
+        }
+        json_array_append_new(
+            seqs, json_pack("{s:o, s:o}", "embeddings", tj_matrix(25, 32, i), "mask", mask));
+    }
+    json_t *body = json_pack("{s:{s:O}, s:o}", "weights", "heads", heads, "sequences", seqs);
+    char *text = dump_take(body);
+    api_batch *b = NULL;
+    attn_error err;
+    ck_assert_msg(api_batch_decode(text, strlen(text), &limits, &b, &err) == 0, "%s at %s: %s",
+                  err.code, err.path, err.message);
+    ck_assert_uint_eq(api_batch_count(b), 10);
+    ck_assert_int_eq(api_batch_inputs(b)[9].mask.kind, ATTN_MASK_CUSTOM);
+    api_batch_free(b);
+    free(text);
+    /* contexts of 200 rows, and a shared mask of 20 × 200 */
+    seqs = json_array();
+    for (size_t i = 0; i < 4; i++)
+        json_array_append_new(seqs, json_pack("{s:o, s:o}", "embeddings", tj_matrix(20, 32, i),
+                                              "context", tj_matrix(200, 32, i + 9)));
+    json_t *mask = json_array();
+    for (size_t q = 0; q < 20; q++) {
+        json_t *row = json_array();
+        for (size_t k = 0; k < 200; k++)
+            json_array_append_new(row, json_boolean(k % 3));
+        json_array_append_new(mask, row);
+    }
+    body = json_pack("{s:{s:o}, s:o, s:o}", "weights", "heads", heads, "sequences", seqs, "mask",
+                     mask);
+    text = dump_take(body);
+    ck_assert_msg(api_batch_decode(text, strlen(text), &limits, &b, &err) == 0, "%s at %s: %s",
+                  err.code, err.path, err.message);
+    ck_assert_uint_eq(api_batch_inputs(b)[3].n_context, 200);
+    ck_assert(!api_batch_inputs(b)[3].mask.allowed[0] && api_batch_inputs(b)[3].mask.allowed[1]);
+    api_batch_free(b);
+    free(text);
+}
+END_TEST
+
 START_TEST(test_array_rank) {
     ck_assert_int_eq(api_batch_array_rank("/sequences/0/embeddings"), 2);
     ck_assert_int_eq(api_batch_array_rank("/sequences/17/context"), 2);
@@ -484,6 +540,7 @@ int main(void) {
     tcase_add_test(decode, test_named_model_binds);
     tcase_add_test(decode, test_limits);
     tcase_add_test(decode, test_array_rank);
+    tcase_add_test(decode, test_sequences_lifted);
     tcase_add_test(numbers, test_random_inline_batches_answer_as_singles);
     tcase_add_test(numbers, test_random_cross_batches_answer_as_singles);
     tcase_add_test(numbers, test_batch_against_float64);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/batch_build.h"
 #include "tests/http_harness.h"
@@ -250,6 +251,57 @@ START_TEST(test_max_batch_flag_and_env) {
 }
 END_TEST
 
+/* A running batch whose client leaves stops between its phases and is
+ * counted dropped, as a single request is (test_hostile.c). */
+START_TEST(test_gone_client_drops_batch) {
+    hs_server s;
+    start(&s, NULL);
+    /* 16 sequences of 512 zero rows of gpt2-small-shape: seconds of work */
+    size_t seqs = 16, rows = 512, cap = seqs * rows * (768 * 2 + 2) + seqs * 32 + 256, len = 0;
+    char *b = malloc(cap);
+    len += (size_t)sprintf(b, "{\"model\":\"gpt2-small-shape\",\"return\":[\"embeddings\"],"
+                              "\"sequences\":[");
+    for (size_t q = 0; q < seqs; q++) {
+        len += (size_t)sprintf(b + len, "%s{\"embeddings\":[", q ? "," : "");
+        for (size_t i = 0; i < rows; i++) {
+            b[len++] = '[';
+            for (int j = 0; j < 768; j++) {
+                b[len++] = '0';
+                b[len++] = j < 767 ? ',' : ']';
+            }
+            b[len++] = i < rows - 1 ? ',' : ']';
+        }
+        b[len++] = '}';
+    }
+    strcpy(b + len, "]}");
+    len += 2;
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /v1/attention/batch HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+             "X-Request-Id: batch-runner\r\nContent-Length: %zu\r\n\r\n",
+             len);
+    int fd = hs_raw_open(s.port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(hs_raw_send(fd, head, strlen(head)), 0);
+    ck_assert_int_eq(hs_raw_send(fd, b, len), 0);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 1, 20), 1);
+    close(fd);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_jobs_dropped_total ", 1, 20), 1);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 0, 5), 0);
+    char *log = NULL, *line = NULL;
+    for (int i = 0; i < 100 && !line; i++, usleep(20000)) {
+        free(log);
+        log = hs_log(&s);
+        line = hs_access_line(log, "batch-runner");
+    }
+    ck_assert_msg(line && strstr(line, " 499 "), "%s", line ? line : "(no line)");
+    free(line);
+    free(log);
+    free(b);
+    finish(&s);
+}
+END_TEST
+
 START_TEST(test_route) {
     hs_server s;
     start(&s, NULL);
@@ -283,6 +335,7 @@ int main(void) {
     tcase_add_test(tc, test_refusals_over_http);
     tcase_add_test(tc, test_max_batch_flag_and_env);
     tcase_add_test(tc, test_route);
+    tcase_add_test(tc, test_gone_client_drops_batch);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

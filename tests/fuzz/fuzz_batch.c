@@ -62,8 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     size_t failed = 0, len;
-    if (attn_compute_batch(api_batch_outputs(b), ws, api_batch_inputs(b), api_batch_count(b),
-                           NULL, &err, &failed) == 0) {
+    if (attn_compute_batch(api_batch_outputs(b), ws, api_batch_inputs(b), api_batch_count(b), NULL,
+                           &err, &failed) == 0) {
         free(api_batch_encode(b, &len, &err));
     } else if (err.code == ATTN_ERR_NONFINITE && failed >= api_batch_count(b)) {
         abort();
