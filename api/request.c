@@ -9,6 +9,12 @@
  * weights decode reads them (request_weights.c) and binds at once, so both
  * paths run the same checks.
  *
+ * The fields of one sequence (embeddings, tokens, positions, context,
+ * context_tokens, mask) are read by api_request_decode_sequence under the
+ * request's JSON Pointer prefix (req->at: "" here), and the options by
+ * api_request_decode_options, so that a batch (batch.c) reads each of its
+ * sequences with this same code, its paths under /sequences/i.
+ *
  * The large arrays of numbers (embeddings, inline weights, a custom mask),
  * and the base64 of tensor objects, are read straight from the text first
  * (arrays.h), so jansson's tree holds only the rest; and the same scan
