@@ -142,7 +142,7 @@ static char *demo_batch(size_t n, size_t tokens) {
 
 START_TEST(test_refusals_over_http) {
     hs_server s;
-    const char *args[] = {"--max-batch", "4", "--max-tokens", "10", NULL};
+    const char *args[] = {"--max-batch", "4", "--max-tokens", "10", "--max-body-bytes", "4k", NULL};
     start(&s, args);
     unsigned p = s.port;
     char *b = demo_batch(4, 2);
@@ -196,6 +196,10 @@ START_TEST(test_refusals_over_http) {
     expect(p, "{\"model\":\"demo-4d\",\"sequences\":[{\"embeddings\":\"x\"}]}", 400, "wrong_type",
            "/sequences/0/embeddings");
     expect(p, "{\"model\":\"demo-4d\",\"sequences\":[1", 400, "invalid_json", "");
+    b = demo_batch(200, 1); /* over the body limit, refused from its Content-Length */
+    ck_assert_uint_gt(strlen(b), 4096);
+    expect(p, b, 413, "body_too_large", "");
+    free(b);
     finish(&s);
 
     /* the work limit over the whole batch: each sequence of 2 alone is within it */
