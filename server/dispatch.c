@@ -78,7 +78,7 @@ enum MHD_Result srv_dispatch(srv_exchange *x) {
             attn_error_set(&err, 503, "out_of_memory", NULL, "memory for the job could not be had");
         srv_job_discard(&x->job);
         x->job.status = err.status;
-        x->job.response = api_error_to_json(&err, &x->job.response_len);
+        x->job.response = srv_reply_error_body(x, &err, &x->job.response_len);
         x->state = X_DONE;
         MHD_resume_connection(x->conn);
     }
@@ -92,5 +92,6 @@ enum MHD_Result srv_dispatch_reply(srv_exchange *x) {
     if (!j->response) return srv_reply_oom(x);
     char *body = j->response;
     j->response = NULL; /* moved into libmicrohttpd */
-    return srv_reply(x, (unsigned)j->status, body, j->response_len, 1, "application/json");
+    return srv_reply(x, (unsigned)j->status, body, j->response_len, 1,
+                     j->content_type ? j->content_type : "application/json");
 }

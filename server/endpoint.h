@@ -28,15 +28,21 @@ typedef struct srv_endpoint {
     int (*headers)(const srv_exchange *x, struct MHD_Response *r, unsigned status);
 } srv_endpoint;
 
-extern const srv_endpoint srv_ep_attention; /* ep_attention.c */
-extern const srv_endpoint srv_ep_batch;     /* ep_batch.c */
-extern const srv_endpoint srv_ep_models;    /* ep_models.c: the list */
-extern const srv_endpoint srv_ep_model;     /* ep_models.c: one model */
-extern const srv_endpoint srv_ep_healthz;   /* ep_probes.c */
-extern const srv_endpoint srv_ep_readyz;    /* ep_probes.c */
-extern const srv_endpoint srv_ep_metrics;   /* ep_probes.c */
-extern const srv_endpoint srv_ep_openapi;   /* ep_static.c */
-extern const srv_endpoint srv_ep_page;      /* ep_static.c */
+extern const srv_endpoint srv_ep_attention;      /* ep_attention.c */
+extern const srv_endpoint srv_ep_batch;          /* ep_batch.c */
+extern const srv_endpoint srv_ep_models;         /* ep_models.c: the list */
+extern const srv_endpoint srv_ep_model;          /* ep_models.c: one model */
+extern const srv_endpoint srv_ep_healthz;        /* ep_probes.c */
+extern const srv_endpoint srv_ep_readyz;         /* ep_probes.c */
+extern const srv_endpoint srv_ep_metrics;        /* ep_probes.c */
+extern const srv_endpoint srv_ep_openapi;        /* ep_static.c */
+extern const srv_endpoint srv_ep_page;           /* ep_static.c */
+extern const srv_endpoint srv_ep_v2_server;      /* ep_v2.c: GET /v2 */
+extern const srv_endpoint srv_ep_v2_live;        /* ep_v2.c */
+extern const srv_endpoint srv_ep_v2_ready;       /* ep_v2.c */
+extern const srv_endpoint srv_ep_v2_model;       /* ep_v2.c: a model's metadata */
+extern const srv_endpoint srv_ep_v2_model_ready; /* ep_v2.c */
+extern const srv_endpoint srv_ep_v2_infer;       /* ep_v2_infer.c */
 
 /* The endpoint of a route; NULL for SRV_ROUTE_OTHER (route.c). */
 const srv_endpoint *srv_route_endpoint(srv_route r);

@@ -262,6 +262,10 @@ void srv_job_run(srv_job *job, srv_worker *w) {
         srv_job_batch_run(job, w);
         return;
     }
+    if (job->kind == SRV_JOB_OIP) {
+        srv_job_oip_run(job, w);
+        return;
+    }
     if (!job->request && srv_job_decode(job, w) != 0) return;
     job_attention(job, w);
 }

@@ -43,8 +43,12 @@
 typedef enum srv_job_kind {
     SRV_JOB_ATTENTION,     /* body → the attention answer */
     SRV_JOB_MODEL_WEIGHTS, /* model_name → the model with its weights */
-    SRV_JOB_BATCH          /* body → the answer of POST /v1/attention/batch (job_batch.c) */
+    SRV_JOB_BATCH,         /* body → the answer of POST /v1/attention/batch (job_batch.c) */
+    SRV_JOB_OIP            /* oip_model, body → an Open Inference Protocol answer (job_oip.c) */
 } srv_job_kind;
+
+/* The longest model name (store_model_name_valid's rule). */
+#define SRV_JOB_MODEL_NAME_MAX 64
 
 typedef struct srv_job {
     /* inputs, not owned by the job */
@@ -52,6 +56,10 @@ typedef struct srv_job {
     const char *body; /* SRV_JOB_ATTENTION, SRV_JOB_BATCH */
     size_t body_len;
     const char *model_name; /* SRV_JOB_MODEL_WEIGHTS */
+    /* SRV_JOB_OIP: the model named by the path (validated, NUL-terminated)
+     * and the request's Inference-Header-Content-Length (-1: none). */
+    char oip_model[SRV_JOB_MODEL_NAME_MAX + 1];
+    long long oip_header_len;
     const api_limits *limits;
     struct timespec submitted; /* CLOCK_MONOTONIC, when queued */
     /* The client, asked before the job runs and between the phases of a
@@ -69,6 +77,8 @@ typedef struct srv_job {
     int status;     /* HTTP status of the answer */
     char *response; /* malloc'd body (JSON); the reader frees it */
     size_t response_len;
+    const char *content_type; /* static; NULL: application/json */
+    size_t json_len;          /* SRV_JOB_OIP: the JSON part when binary follows, else 0 */
     double queue_ms, decode_ms, compute_ms, encode_ms;
     int dropped; /* 1: its client had gone, so it was not run or not finished (no response) */
 } srv_job;
@@ -133,6 +143,11 @@ void srv_job_discard(srv_job *job);
 /* The worker's last job is answered: it lets its model set go (which may
  * destroy a set a reload replaced, hence after the answer, not in it). */
 void srv_worker_idle(srv_worker *w);
+
+/* Runs an SRV_JOB_OIP job (job_oip.c): the model from the worker's store,
+ * decode, compute as one batch (split over idle workers when large), encode;
+ * errors in the protocol's form. */
+void srv_job_oip_run(srv_job *job, srv_worker *w);
 
 /* Pool worker context hooks (pool.h): `ctx` is the server's store (or NULL);
  * each worker makes its srv_worker on start and destroys it on stop. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api/error.h"
+#include "api/oip.h"
 #include "server/cors.h"
 #include "server/endpoint.h"
 
@@ -16,6 +17,9 @@
 static const char oom_body[] =
     "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"the server is out of memory\","
     "\"path\":\"\"}}";
+
+/* The Open Inference Protocol's form of it, for the /v2 paths. */
+static const char oom_body_oip[] = "{\"error\":\"the server is out of memory\"}";
 
 enum MHD_Result srv_reply(srv_exchange *x, unsigned status, char *body, size_t len, int must_free,
                           const char *content_type) {
@@ -53,12 +57,20 @@ enum MHD_Result srv_reply_json(srv_exchange *x, unsigned status, const char *tex
 }
 
 enum MHD_Result srv_reply_oom(srv_exchange *x) {
+    if (srv_route_oip(x->route, x->path))
+        return srv_reply(x, 503, (char *)oom_body_oip, sizeof oom_body_oip - 1, 0,
+                         "application/json");
     return srv_reply(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
+}
+
+char *srv_reply_error_body(const srv_exchange *x, const attn_error *err, size_t *len) {
+    if (srv_route_oip(x->route, x->path)) return api_oip_error_json(err, len);
+    return api_error_to_json(err, len);
 }
 
 enum MHD_Result srv_reply_error(srv_exchange *x, const attn_error *err) {
     size_t len = 0;
-    char *body = api_error_to_json(err, &len);
+    char *body = srv_reply_error_body(x, err, &len);
     if (!body) return srv_reply_oom(x);
     return srv_reply(x, (unsigned)err->status, body, len, 1, "application/json");
 }

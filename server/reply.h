@@ -26,9 +26,14 @@ enum MHD_Result srv_reply(srv_exchange *x, unsigned status, char *body, size_t l
 /* A constant JSON text. */
 enum MHD_Result srv_reply_json(srv_exchange *x, unsigned status, const char *text);
 
-/* The contract's error body for err (the static out_of_memory body when
+/* The error body for err (srv_reply_error_body) (the static out_of_memory body when
  * even that cannot be allocated). */
 enum MHD_Result srv_reply_error(srv_exchange *x, const attn_error *err);
+
+/* The error body for err on x's route, malloc'd (NULL when out of
+ * memory): the contract's, or on the /v2 paths the Open Inference
+ * Protocol's {"error": "..."}. */
+char *srv_reply_error_body(const srv_exchange *x, const attn_error *err, size_t *len);
 
 /* An error of this status and code with a printf-style message, path "". */
 enum MHD_Result srv_reply_fail(srv_exchange *x, int status, const char *code, const char *fmt, ...)

@@ -33,10 +33,32 @@ static const route_row route_table[SRV_ROUTE_COUNT] = {
     [SRV_ROUTE_MODELS] = {"/v1/models", "models", M_GET | M_HEAD, 0, &srv_ep_models},
     [SRV_ROUTE_MODEL] = {NULL, "model", M_GET | M_HEAD, 0, &srv_ep_model},
     [SRV_ROUTE_PAGE] = {"/", "page", M_GET | M_HEAD, 1, &srv_ep_page},
+    /* The Open Inference Protocol; its health probes carry no key, as
+     * /healthz and /readyz. */
+    [SRV_ROUTE_V2] = {"/v2", "v2", M_GET | M_HEAD, 0, &srv_ep_v2_server},
+    [SRV_ROUTE_V2_LIVE] = {"/v2/health/live", "v2_live", M_GET | M_HEAD, 1, &srv_ep_v2_live},
+    [SRV_ROUTE_V2_READY] = {"/v2/health/ready", "v2_ready", M_GET | M_HEAD, 1, &srv_ep_v2_ready},
+    [SRV_ROUTE_V2_MODEL] = {NULL, "v2_model", M_GET | M_HEAD, 0, &srv_ep_v2_model},
+    [SRV_ROUTE_V2_MODEL_READY] = {NULL, "v2_model_ready", M_GET | M_HEAD, 0,
+                                  &srv_ep_v2_model_ready},
+    [SRV_ROUTE_V2_INFER] = {NULL, "v2_infer", M_POST, 0, &srv_ep_v2_infer},
     [SRV_ROUTE_OTHER] = {NULL, "other", 0, 0, NULL},
 };
 
-#define MODEL_PREFIX "/v1/models/"
+#define MODEL_PREFIX    "/v1/models/"
+#define V2_MODEL_PREFIX "/v2/models/"
+
+/* /v2/models/{name}[/ready|/infer]: one non-empty segment for the name. */
+static srv_route find_v2_model(const char *path) {
+    size_t p = sizeof V2_MODEL_PREFIX - 1;
+    if (strncmp(path, V2_MODEL_PREFIX, p) != 0 || !path[p] || path[p] == '/')
+        return SRV_ROUTE_OTHER;
+    const char *rest = strchr(path + p, '/');
+    if (!rest) return SRV_ROUTE_V2_MODEL;
+    if (strcmp(rest, "/ready") == 0) return SRV_ROUTE_V2_MODEL_READY;
+    if (strcmp(rest, "/infer") == 0) return SRV_ROUTE_V2_INFER;
+    return SRV_ROUTE_OTHER;
+}
 
 srv_route srv_route_find(const char *path) {
     if (!path) return SRV_ROUTE_OTHER;
@@ -47,7 +69,19 @@ srv_route srv_route_find(const char *path) {
     size_t p = sizeof MODEL_PREFIX - 1;
     if (strncmp(path, MODEL_PREFIX, p) == 0 && path[p] && !strchr(path + p, '/'))
         return SRV_ROUTE_MODEL;
-    return SRV_ROUTE_OTHER;
+    return find_v2_model(path);
+}
+
+const char *srv_route_v2_model_name(const char *path, size_t *len) {
+    const char *name = path + sizeof V2_MODEL_PREFIX - 1;
+    *len = strcspn(name, "/");
+    return name;
+}
+
+int srv_route_oip(srv_route r, const char *path) {
+    if (r >= SRV_ROUTE_V2 && r <= SRV_ROUTE_V2_INFER) return 1;
+    return r == SRV_ROUTE_OTHER && path && strncmp(path, "/v2", 3) == 0 &&
+           (path[3] == '\0' || path[3] == '/' || path[3] == '?');
 }
 
 const char *srv_route_model_name(const char *path) {

@@ -8,17 +8,25 @@
 #ifndef SRV_ROUTE_H
 #define SRV_ROUTE_H
 
+#include <stddef.h>
+
 typedef enum srv_route {
-    SRV_ROUTE_ATTENTION, /* POST /v1/attention */
-    SRV_ROUTE_BATCH,     /* POST /v1/attention/batch */
-    SRV_ROUTE_HEALTHZ,   /* GET  /healthz */
-    SRV_ROUTE_READYZ,    /* GET  /readyz */
-    SRV_ROUTE_METRICS,   /* GET  /metrics */
-    SRV_ROUTE_OPENAPI,   /* GET  /v1/openapi.yaml */
-    SRV_ROUTE_MODELS,    /* GET  /v1/models */
-    SRV_ROUTE_MODEL,     /* GET  /v1/models/{name} */
-    SRV_ROUTE_PAGE,      /* GET  /, the teaching page */
-    SRV_ROUTE_OTHER,     /* anything else: 404 */
+    SRV_ROUTE_ATTENTION,      /* POST /v1/attention */
+    SRV_ROUTE_BATCH,          /* POST /v1/attention/batch */
+    SRV_ROUTE_HEALTHZ,        /* GET  /healthz */
+    SRV_ROUTE_READYZ,         /* GET  /readyz */
+    SRV_ROUTE_METRICS,        /* GET  /metrics */
+    SRV_ROUTE_OPENAPI,        /* GET  /v1/openapi.yaml */
+    SRV_ROUTE_MODELS,         /* GET  /v1/models */
+    SRV_ROUTE_MODEL,          /* GET  /v1/models/{name} */
+    SRV_ROUTE_PAGE,           /* GET  /, the teaching page */
+    SRV_ROUTE_V2,             /* GET  /v2: the Open Inference Protocol's server metadata */
+    SRV_ROUTE_V2_LIVE,        /* GET  /v2/health/live */
+    SRV_ROUTE_V2_READY,       /* GET  /v2/health/ready */
+    SRV_ROUTE_V2_MODEL,       /* GET  /v2/models/{name} */
+    SRV_ROUTE_V2_MODEL_READY, /* GET  /v2/models/{name}/ready */
+    SRV_ROUTE_V2_INFER,       /* POST /v2/models/{name}/infer */
+    SRV_ROUTE_OTHER,          /* anything else: 404 */
     SRV_ROUTE_COUNT
 } srv_route;
 
@@ -27,6 +35,15 @@ srv_route srv_route_find(const char *path);
 
 /* The {name} of a SRV_ROUTE_MODEL path (a pointer into `path`). */
 const char *srv_route_model_name(const char *path);
+
+/* The {name} of a SRV_ROUTE_V2_MODEL, _MODEL_READY or _INFER path: a
+ * pointer into `path` and its length (not NUL-terminated there). */
+const char *srv_route_v2_model_name(const char *path, size_t *len);
+
+/* 1 when errors on this route, or on the unknown path `path` (may be
+ * NULL), take the Open Inference Protocol's form {"error": "..."}: the
+ * /v2 paths. */
+int srv_route_oip(srv_route r, const char *path);
 
 /* The metrics label of a route: "attention", "healthz", ..., "other". */
 const char *srv_route_name(srv_route r);

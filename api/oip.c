@@ -1,0 +1,944 @@
+/*
+ * oip.c — an Open Inference Protocol infer request, from its bytes to the
+ * engine's batch (oip.h says what the wire format follows).
+ *
+ * Steps: split the body at the JSON header's length; parse the header
+ * (duplicate keys refused); read each input's description and find its
+ * values, in JSON `data` (flat or nested, row-major) or in the bytes after
+ * the header (each input with `binary_data_size` takes the next that many
+ * bytes; every byte must be claimed exactly once); check shapes against
+ * each other and the model; compact every row's real tokens into a
+ * sequence of its own; then parameters, heads and the limits on the whole
+ * request, before the outputs are allocated.
+ *
+ * Statuses, as docs/API.md's table says: the body or the framing of the
+ * binary part malformed, a wrong type or datatype, an unknown name: 400; a
+ * shape that disagrees with its data, another input or the model, values
+ * out of range, limits: 422.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/float_format.h"
+#include "api/json_path.h"
+#include "api/oip_internal.h"
+
+/* Binary tensors are little-endian on the wire and copied as they are. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the Open Inference Protocol's binary tensors are copied as little-endian floats"
+#endif
+
+const char *const api_oip_output_names[OIP_OUTPUTS] = {
+    [OIP_PATTERNS] = "patterns",
+    [OIP_EMBEDDINGS] = "embeddings",
+    [OIP_DELTA] = "delta",
+    [OIP_Q] = "q",
+    [OIP_K] = "k",
+    [OIP_V] = "v",
+    [OIP_SCORES] = "scores",
+    [OIP_HEAD_OUTPUTS] = "head_outputs",
+};
+
+typedef enum { DT_BOOL, DT_INT32, DT_INT64, DT_FP32, DT_OTHER } oip_dtype;
+
+static const size_t dtype_size[] = {[DT_BOOL] = 1, [DT_INT32] = 4, [DT_INT64] = 8, [DT_FP32] = 4};
+
+enum { IN_EMBEDDINGS, IN_MASK, IN_POSITIONS, IN_CONTEXT, IN_CONTEXT_MASK, IN_COUNT };
+static const char *const input_names[IN_COUNT] = {"embeddings", "attention_mask", "positions",
+                                                  "context", "context_mask"};
+
+#define MAX_RANK 3
+
+/* One input as the header describes it, and where its values are. */
+typedef struct oip_tensor {
+    int given;
+    size_t index; /* in "inputs", for the error's path */
+    oip_dtype dtype;
+    const char *dtype_name;
+    size_t rank, shape[MAX_RANK];
+    size_t elements;
+    const json_t *data;       /* or NULL: binary */
+    const unsigned char *bin; /* its bytes, when binary */
+    size_t bin_len;
+} oip_tensor;
+
+static int fail_oom(attn_error *err) {
+    return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+}
+
+static oip_dtype dtype_of(const char *s) {
+    if (strcmp(s, "BOOL") == 0) return DT_BOOL;
+    if (strcmp(s, "INT32") == 0) return DT_INT32;
+    if (strcmp(s, "INT64") == 0) return DT_INT64;
+    if (strcmp(s, "FP32") == 0) return DT_FP32;
+    return DT_OTHER;
+}
+
+/* "[2, 3, 4]" into buf. */
+static const char *shape_text(char *buf, size_t size, const oip_tensor *t) {
+    size_t k = (size_t)snprintf(buf, size, "[");
+    for (size_t i = 0; i < t->rank && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%zu", i ? ", " : "", t->shape[i]);
+    if (k < size) snprintf(buf + k, size - k, "]");
+    return buf;
+}
+
+/* Counts the scalars of nested JSON arrays (0 … depth levels); -1 when a
+ * value is not an array or a scalar of the datatype's JSON type. */
+static int data_count(const json_t *v, oip_dtype dt, size_t depth, size_t *count) {
+    if (json_is_array(v)) {
+        if (depth > MAX_RANK + 1) return -1;
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e) {
+            if (data_count(e, dt, depth + 1, count) < 0) return -1;
+        }
+        return 0;
+    }
+    int ok = dt == DT_BOOL   ? json_is_boolean(v) || json_is_integer(v)
+             : dt == DT_FP32 ? json_is_number(v)
+                             : json_is_integer(v);
+    if (!ok) return -1;
+    (*count)++;
+    return 0;
+}
+
+/* Writes the scalars in order as doubles (booleans as 0/1). */
+static void data_fill(const json_t *v, double *dst, size_t *k) {
+    if (json_is_array(v)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e)
+            data_fill(e, dst, k);
+        return;
+    }
+    dst[(*k)++] = json_is_boolean(v)   ? (json_is_true(v) ? 1.0 : 0.0)
+                  : json_is_integer(v) ? (double)json_integer_value(v)
+                                       : json_real_value(v);
+}
+
+/* The values of tensor t as doubles (t->elements of them), malloc'd: its
+ * JSON data or its little-endian bytes. NULL with *err. */
+static double *tensor_values(const oip_tensor *t, attn_error *err) {
+    char path[API_PATH_MAX], shp[96];
+    double *v = malloc((t->elements ? t->elements : 1) * sizeof *v);
+    if (!v) {
+        fail_oom(err);
+        return NULL;
+    }
+    if (t->data) {
+        size_t count = 0, k = 0;
+        api_path_index(path, sizeof path, "/inputs", t->index);
+        if (data_count(t->data, t->dtype, 0, &count) < 0) {
+            free(v);
+            attn_error_set(err, 400, "invalid_type", path,
+                           "inputs[%zu].data holds a value that is not a %s", t->index,
+                           t->dtype == DT_BOOL   ? "boolean"
+                           : t->dtype == DT_FP32 ? "number"
+                                                 : "integer");
+            return NULL;
+        }
+        if (count != t->elements) {
+            free(v);
+            attn_error_set(err, 422, "dimension_mismatch", path,
+                           "inputs[%zu] has shape %s (%zu values), its data %zu values", t->index,
+                           shape_text(shp, sizeof shp, t), t->elements, count);
+            return NULL;
+        }
+        data_fill(t->data, v, &k);
+        return v;
+    }
+    const unsigned char *p = t->bin;
+    for (size_t i = 0; i < t->elements; i++) {
+        uint64_t u = 0;
+        size_t s = dtype_size[t->dtype];
+        for (size_t b = 0; b < s; b++)
+            u |= (uint64_t)p[i * s + b] << (8 * b);
+        switch (t->dtype) {
+        case DT_BOOL: v[i] = (double)u; break;
+        case DT_INT32: v[i] = (double)(int32_t)(uint32_t)u; break;
+        case DT_INT64: v[i] = (double)(int64_t)u; break;
+        default: {
+            uint32_t w = (uint32_t)u;
+            float f;
+            memcpy(&f, &w, sizeof f);
+            v[i] = (double)f;
+        }
+        }
+    }
+    return v;
+}
+
+/* One entry of "inputs". */
+static int read_input(const json_t *in, size_t i, const api_oip_model *m, oip_tensor *ts,
+                      const unsigned char *bin, size_t bin_len, size_t *bin_used, attn_error *err) {
+    char path[API_PATH_MAX];
+    api_path_index(path, sizeof path, "/inputs", i);
+    if (!json_is_object(in))
+        return attn_error_set(err, 400, "invalid_type", path, "inputs[%zu] is not an object", i);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)in, key, v) {
+        if (strcmp(key, "name") && strcmp(key, "shape") && strcmp(key, "datatype") &&
+            strcmp(key, "parameters") && strcmp(key, "data"))
+            return attn_error_set(err, 400, "unknown_field", path,
+                                  "inputs[%zu] has an unknown field \"%s\"", i, key);
+    }
+    const json_t *name = json_object_get(in, "name"), *shape = json_object_get(in, "shape"),
+                 *dt = json_object_get(in, "datatype"), *params = json_object_get(in, "parameters"),
+                 *data = json_object_get(in, "data");
+    if (!json_is_string(name) || !json_is_string(dt) || !json_is_array(shape))
+        return attn_error_set(err, 400, "missing_field", path,
+                              "inputs[%zu] needs a string name, a string datatype and an array "
+                              "shape",
+                              i);
+    int which = -1;
+    for (int k = 0; k < IN_COUNT; k++)
+        if (strcmp(json_string_value(name), input_names[k]) == 0) which = k;
+    int cross = m->weights->w_kv != NULL;
+    if (which < 0 || (!cross && which >= IN_CONTEXT))
+        return attn_error_set(err, 400, "unknown_input", path,
+                              "inputs[%zu] is not an input of this model (%s); GET "
+                              "/v2/models/{name} lists them",
+                              i,
+                              cross ? "embeddings, attention_mask, positions, context, "
+                                      "context_mask"
+                                    : "embeddings, attention_mask, positions");
+    oip_tensor *t = &ts[which];
+    if (t->given)
+        return attn_error_set(err, 400, "duplicate_input", path, "input \"%s\" is given twice",
+                              input_names[which]);
+    t->given = 1;
+    t->index = i;
+    t->dtype_name = json_string_value(dt);
+    t->dtype = dtype_of(t->dtype_name);
+    t->rank = json_array_size(shape);
+    if (t->rank > MAX_RANK || t->rank == 0)
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "inputs[%zu] (%s) has %zu dimensions; see GET /v2/models/{name}", i,
+                              input_names[which], t->rank);
+    t->elements = 1;
+    for (size_t d = 0; d < t->rank; d++) {
+        const json_t *s = json_array_get(shape, d);
+        if (!json_is_integer(s) || json_integer_value(s) < 0)
+            return attn_error_set(err, 400, "invalid_type", path,
+                                  "inputs[%zu].shape holds a value that is not a size", i);
+        t->shape[d] = (size_t)json_integer_value(s);
+        if (__builtin_mul_overflow(t->elements, t->shape[d], &t->elements))
+            return attn_error_set(err, 422, "limit_exceeded", path, "inputs[%zu] is too large", i);
+    }
+    const json_t *bsize = NULL;
+    if (params) {
+        if (!json_is_object(params))
+            return attn_error_set(err, 400, "invalid_type", path,
+                                  "inputs[%zu].parameters is not an object", i);
+        bsize = json_object_get(params, "binary_data_size");
+        if (bsize && (!json_is_integer(bsize) || json_integer_value(bsize) < 0))
+            return attn_error_set(err, 400, "invalid_type", path,
+                                  "inputs[%zu].parameters.binary_data_size is not a size", i);
+    }
+    if (!!bsize == !!data)
+        return attn_error_set(err, 400, "missing_field", path,
+                              "inputs[%zu] needs either data or parameters.binary_data_size", i);
+    if (data && !json_is_array(data))
+        return attn_error_set(err, 400, "invalid_type", path, "inputs[%zu].data is not an array",
+                              i);
+    t->data = data;
+    if (bsize) {
+        size_t want = (size_t)json_integer_value(bsize);
+        if (want > bin_len - *bin_used)
+            return attn_error_set(err, 400, "invalid_binary", path,
+                                  "inputs[%zu] claims %zu bytes of binary data; only %zu are left "
+                                  "after the JSON header",
+                                  i, want, bin_len - *bin_used);
+        t->bin = bin + *bin_used;
+        t->bin_len = want;
+        *bin_used += want;
+    }
+    return 0;
+}
+
+/* The datatype, shape and data size of an input whose rank is `rank`
+ * (batch axis included) and whose leading sizes must be lead[0 … nlead). */
+static int check_tensor(const oip_tensor *t, const char *what, oip_dtype want, oip_dtype alt,
+                        size_t rank, const size_t *lead, size_t nlead, attn_error *err) {
+    char path[API_PATH_MAX], shp[96];
+    api_path_index(path, sizeof path, "/inputs", t->index);
+    if (t->dtype != want && t->dtype != alt)
+        return attn_error_set(err, 400, "invalid_datatype", path,
+                              "input %s has datatype %s; it takes %s%s%s", what, t->dtype_name,
+                              want == DT_FP32    ? "FP32"
+                              : want == DT_INT64 ? "INT64"
+                                                 : "INT32",
+                              alt != want ? " or " : "", alt != want ? "BOOL" : "");
+    int ok = t->rank == rank;
+    for (size_t d = 0; ok && d < nlead; d++)
+        ok = t->shape[d] == lead[d];
+    if (!ok)
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "input %s has shape %s, which does not fit the embeddings' (see GET "
+                              "/v2/models/{name})",
+                              what, shape_text(shp, sizeof shp, t));
+    size_t bytes;
+    if (!t->data &&
+        (__builtin_mul_overflow(t->elements, dtype_size[t->dtype], &bytes) || bytes != t->bin_len))
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "input %s has shape %s of %s: %zu bytes, but binary_data_size is "
+                              "%zu",
+                              what, shape_text(shp, sizeof shp, t), t->dtype_name,
+                              t->elements * dtype_size[t->dtype], t->bin_len);
+    return 0;
+}
+
+/* A 0/1 mask's values into `real` (NULL tensor: every entry 1). */
+static int read_mask(const oip_tensor *t, unsigned char *real, size_t count, const char *what,
+                     attn_error *err) {
+    if (!t->given) {
+        memset(real, 1, count);
+        return 0;
+    }
+    double *v = tensor_values(t, err);
+    if (!v) return -1;
+    for (size_t i = 0; i < count; i++) {
+        if (v[i] != 0.0 && v[i] != 1.0) {
+            char path[API_PATH_MAX];
+            api_path_index(path, sizeof path, "/inputs", t->index);
+            free(v);
+            return attn_error_set(err, 422, "out_of_range", path,
+                                  "%s[%zu] is neither 0 (padding) nor 1 (a real token)", what, i);
+        }
+        real[i] = v[i] == 1.0;
+    }
+    free(v);
+    return 0;
+}
+
+/* Float32 values, finite. */
+static float *read_floats(const oip_tensor *t, attn_error *err) {
+    if (!t->data) {
+        /* Binary FP32 is the floats' own bytes on the little-endian hosts
+         * this builds for (x86-64, aarch64): one copy, no conversion. */
+        float *f = malloc((t->elements ? t->elements : 1) * sizeof *f);
+        if (!f) {
+            fail_oom(err);
+            return NULL;
+        }
+        memcpy(f, t->bin, t->elements * sizeof *f);
+        for (size_t i = 0; i < t->elements; i++)
+            if (!isfinite(f[i])) {
+                char path[API_PATH_MAX];
+                api_path_index(path, sizeof path, "/inputs", t->index);
+                free(f);
+                attn_error_set(err, 422, "non_finite_number", path,
+                               "inputs[%zu] value %zu is not a finite float32", t->index, i);
+                return NULL;
+            }
+        return f;
+    }
+    double *v = tensor_values(t, err);
+    if (!v) return NULL;
+    float *f = malloc((t->elements ? t->elements : 1) * sizeof *f);
+    if (!f) {
+        free(v);
+        fail_oom(err);
+        return NULL;
+    }
+    for (size_t i = 0; i < t->elements; i++) {
+        f[i] = (float)v[i];
+        if (!isfinite(f[i])) {
+            char path[API_PATH_MAX];
+            api_path_index(path, sizeof path, "/inputs", t->index);
+            free(v);
+            free(f);
+            attn_error_set(err, 422, "non_finite_number", path,
+                           "inputs[%zu] value %zu is not a finite float32", t->index, i);
+            return NULL;
+        }
+    }
+    free(v);
+    return f;
+}
+
+/* The request's parameters: mask, scale, select_heads, binary_data_output;
+ * other keys (Triton's priority, timeout, …) are the protocol's and
+ * ignored. */
+static int read_parameters(const json_t *p, const attn_weights *w, attn_mask_kind *mask,
+                           float *scale, json_t **select, int *bin_out, attn_error *err) {
+    if (!p) return 0;
+    if (!json_is_object(p))
+        return attn_error_set(err, 400, "invalid_type", "/parameters",
+                              "parameters is not an object");
+    const json_t *v = json_object_get(p, "mask");
+    if (v) {
+        if (json_is_string(v) && strcmp(json_string_value(v), "causal") == 0)
+            *mask = ATTN_MASK_CAUSAL;
+        else if (json_is_string(v) && strcmp(json_string_value(v), "none") == 0)
+            *mask = ATTN_MASK_NONE;
+        else
+            return attn_error_set(err, 400, "invalid_value", "/parameters/mask",
+                                  "parameters.mask is \"causal\" or \"none\"");
+        if (*mask == ATTN_MASK_CAUSAL && w->w_kv)
+            return attn_error_set(err, 422, "invalid_combination", "/parameters/mask",
+                                  "a cross-attention model's context rows have no order: the "
+                                  "mask is \"none\"");
+    }
+    v = json_object_get(p, "scale");
+    if (v) {
+        if (!json_is_number(v))
+            return attn_error_set(err, 400, "invalid_type", "/parameters/scale",
+                                  "parameters.scale is not a number");
+        double d = json_number_value(v);
+        if (!(d > 0) || (float)d > FLT_MAX || (float)d <= 0)
+            return attn_error_set(err, 422, "out_of_range", "/parameters/scale",
+                                  "parameters.scale must be a positive finite float32");
+        *scale = (float)d;
+    }
+    v = json_object_get(p, "binary_data_output");
+    if (v) {
+        if (!json_is_boolean(v))
+            return attn_error_set(err, 400, "invalid_type", "/parameters/binary_data_output",
+                                  "parameters.binary_data_output is not a boolean");
+        *bin_out = json_is_true(v);
+    }
+    v = json_object_get(p, "select_heads");
+    if (v) *select = (json_t *)v;
+    return 0;
+}
+
+/* select_heads: an array of integers, or a string "0,2,5" (the protocol's
+ * parameters are scalars). */
+static int read_heads(api_oip_request *r, const json_t *sel, size_t h, attn_error *err) {
+    static const char *path = "/parameters/select_heads";
+    size_t cap = h ? h : 1, hs = 0;
+    r->heads = malloc(cap * sizeof *r->heads);
+    unsigned char *seen = calloc(h ? h : 1, 1);
+    if (!r->heads || !seen) {
+        free(seen);
+        return fail_oom(err);
+    }
+    if (!sel) {
+        for (size_t i = 0; i < h; i++)
+            r->heads[i] = i;
+        r->hs = h;
+        free(seen);
+        return 0;
+    }
+    /* Parsed into long longs first, as many as the entries can be. */
+    size_t cap_vals = 1;
+    if (json_is_array(sel)) {
+        cap_vals += json_array_size(sel);
+    } else if (json_is_string(sel)) {
+        for (const char *c = json_string_value(sel); *c; c++)
+            cap_vals += *c == ',';
+    }
+    long long *vals = malloc(cap_vals * sizeof *vals);
+    if (!vals) {
+        free(seen);
+        return fail_oom(err);
+    }
+    size_t nv = 0;
+    int bad = 0;
+    if (json_is_array(sel)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(sel, i, e) {
+            if (!json_is_integer(e)) bad = 1;
+            vals[nv++] = bad ? 0 : json_integer_value(e);
+        }
+    } else if (json_is_string(sel)) {
+        const char *s = json_string_value(sel);
+        size_t slen = json_string_length(sel);
+        if (slen == 0 || strlen(s) != slen) bad = 1;
+        while (!bad && *s) {
+            char *end;
+            while (*s == ' ')
+                s++;
+            if (*s < '0' || *s > '9' || nv >= cap_vals) {
+                bad = 1;
+                break;
+            }
+            vals[nv++] = strtoll(s, &end, 10);
+            s = end;
+            while (*s == ' ')
+                s++;
+            if (*s == ',') {
+                s++;
+                if (!*s) bad = 1;
+            } else if (*s) {
+                bad = 1;
+            }
+        }
+    } else {
+        bad = 1;
+    }
+    if (bad) {
+        free(seen);
+        free(vals);
+        return attn_error_set(err, 400, "invalid_type", path,
+                              "parameters.select_heads is an array of head indices or a string "
+                              "of comma-separated ones (\"0,2\")");
+    }
+    if (nv > h) {
+        free(seen);
+        free(vals);
+        return attn_error_set(err, 422, "out_of_range", path,
+                              "parameters.select_heads lists %zu heads; the model has %zu", nv, h);
+    }
+    for (size_t i = 0; i < nv; i++) {
+        if (vals[i] < 0 || (unsigned long long)vals[i] >= h || seen[vals[i]]) {
+            long long bad_val = vals[i];
+            free(seen);
+            free(vals);
+            return attn_error_set(err, 422, "out_of_range", path,
+                                  "parameters.select_heads[%zu] = %lld is %s (the model has heads "
+                                  "0 to %zu)",
+                                  i, bad_val,
+                                  bad_val >= 0 && (unsigned long long)bad_val < h
+                                      ? "a repeated index"
+                                      : "not a head index",
+                                  h - 1);
+        }
+        seen[vals[i]] = 1;
+        r->heads[hs++] = (size_t)vals[i];
+    }
+    free(seen);
+    free(vals);
+    r->hs = hs;
+    return 0;
+}
+
+/* "outputs": names and binary_data; the default is patterns and
+ * embeddings. */
+static int read_outputs(api_oip_request *r, const json_t *outs, int bin_out, attn_error *err) {
+    if (!outs) {
+        r->n_out = 2;
+        r->out_kind[0] = OIP_PATTERNS;
+        r->out_kind[1] = OIP_EMBEDDINGS;
+        r->out_binary[0] = r->out_binary[1] = bin_out;
+        return 0;
+    }
+    if (!json_is_array(outs))
+        return attn_error_set(err, 400, "invalid_type", "/outputs", "outputs is not an array");
+    size_t i;
+    const json_t *o;
+    unsigned seen = 0;
+    json_array_foreach(outs, i, o) {
+        char path[API_PATH_MAX];
+        api_path_index(path, sizeof path, "/outputs", i);
+        const json_t *name = json_is_object(o) ? json_object_get(o, "name") : NULL;
+        if (!json_is_string(name))
+            return attn_error_set(err, 400, "invalid_type", path,
+                                  "outputs[%zu] is not an object with a string name", i);
+        int kind = -1;
+        for (int k = 0; k < OIP_OUTPUTS; k++)
+            if (strcmp(json_string_value(name), api_oip_output_names[k]) == 0) kind = k;
+        if (kind < 0)
+            return attn_error_set(err, 400, "unknown_output", path,
+                                  "outputs[%zu] names no output of this model (patterns, "
+                                  "embeddings, delta, q, k, v, scores, head_outputs)",
+                                  i);
+        if (seen & (1u << kind))
+            return attn_error_set(err, 400, "duplicate_output", path,
+                                  "output \"%s\" is asked for twice", api_oip_output_names[kind]);
+        seen |= 1u << kind;
+        int binary = bin_out;
+        const json_t *p = json_object_get(o, "parameters");
+        if (p && !json_is_object(p))
+            return attn_error_set(err, 400, "invalid_type", path,
+                                  "outputs[%zu].parameters is not an object", i);
+        const json_t *b = p ? json_object_get(p, "binary_data") : NULL;
+        if (b && !json_is_boolean(b))
+            return attn_error_set(err, 400, "invalid_type", path,
+                                  "outputs[%zu].parameters.binary_data is not a boolean", i);
+        if (b) binary = json_is_true(b);
+        r->out_kind[r->n_out] = kind;
+        r->out_binary[r->n_out] = binary;
+        r->n_out++;
+    }
+    return 0;
+}
+
+size_t api_oip_compact_count(const api_oip_request *r, int kind, size_t rt, size_t mr) {
+    switch (kind) {
+    case OIP_Q:
+    case OIP_HEAD_OUTPUTS: return r->hs * rt * r->dh;
+    case OIP_K:
+    case OIP_V: return r->hs * mr * r->dh;
+    case OIP_SCORES:
+    case OIP_PATTERNS: return r->hs * rt * mr;
+    default: return rt * r->dm;
+    }
+}
+
+size_t api_oip_padded_count(const api_oip_request *r, int kind) {
+    return r->B * api_oip_compact_count(r, kind, r->n, r->m);
+}
+
+/* The rows' real tokens (and context rows), the sequences they make, and
+ * their stacked embeddings, positions and context. */
+static int compact(api_oip_request *r, const float *emb, const unsigned char *real,
+                   const double *pos, const float *ctx, const unsigned char *ctx_real, size_t dc,
+                   attn_error *err) {
+    size_t B = r->B, n = r->n, m = r->m, total = 0, ctotal = 0;
+    r->tok = malloc(B * n * sizeof *r->tok);
+    r->ntok = calloc(B, sizeof *r->ntok);
+    r->ctok = malloc(B * m * sizeof *r->ctok);
+    r->nctx = calloc(B, sizeof *r->nctx);
+    r->seq = malloc(B * sizeof *r->seq);
+    if (!r->tok || !r->ntok || !r->ctok || !r->nctx || !r->seq) return fail_oom(err);
+    for (size_t b = 0; b < B; b++) {
+        for (size_t i = 0; i < n; i++)
+            if (real[b * n + i]) r->tok[b * n + r->ntok[b]++] = i;
+        if (r->has_context) {
+            for (size_t j = 0; j < m; j++)
+                if (ctx_real[b * m + j]) r->ctok[b * m + r->nctx[b]++] = j;
+            if (r->ntok[b] && !r->nctx[b])
+                return attn_error_set(err, 422, "invalid_combination", "/inputs",
+                                      "row %zu has real tokens but no real context row to attend "
+                                      "to",
+                                      b);
+        } else {
+            memcpy(r->ctok + b * m, r->tok + b * n, r->ntok[b] * sizeof *r->ctok);
+            r->nctx[b] = r->ntok[b];
+        }
+        if (r->ntok[b]) r->seq[r->count++] = b;
+        total += r->ntok[b];
+        ctotal += r->nctx[b];
+    }
+    r->cemb = malloc((total ? total : 1) * r->dm * sizeof *r->cemb);
+    if (pos) r->cpos = malloc((total ? total : 1) * sizeof *r->cpos);
+    if (r->has_context) r->cctx = malloc((ctotal ? ctotal : 1) * dc * sizeof *r->cctx);
+    r->ins = calloc(r->count ? r->count : 1, sizeof *r->ins);
+    r->outs = calloc(r->count ? r->count : 1, sizeof *r->outs);
+    if (!r->cemb || (pos && !r->cpos) || (r->has_context && !r->cctx) || !r->ins || !r->outs)
+        return fail_oom(err);
+    size_t at = 0, cat = 0;
+    for (size_t s = 0; s < r->count; s++) {
+        size_t b = r->seq[s], rt = r->ntok[b], mr = r->nctx[b];
+        attn_input *in = &r->ins[s];
+        for (size_t i = 0; i < rt; i++) {
+            size_t t = r->tok[b * n + i];
+            memcpy(r->cemb + (at + i) * r->dm, emb + (b * n + t) * r->dm, r->dm * sizeof *r->cemb);
+            if (pos) r->cpos[at + i] = (unsigned)pos[b * n + t];
+        }
+        if (r->has_context)
+            for (size_t j = 0; j < mr; j++)
+                memcpy(r->cctx + (cat + j) * dc, ctx + (b * m + r->ctok[b * m + j]) * dc,
+                       dc * sizeof *r->cctx);
+        *in = (attn_input){
+            .weights = r->model.weights,
+            .embeddings = r->cemb + at * r->dm,
+            .n_tokens = rt,
+            .heads = r->hs ? r->heads : NULL,
+            .n_heads_out = r->hs,
+            .positions = pos ? r->cpos + at : NULL,
+            .context = r->has_context ? r->cctx + cat * dc : NULL,
+            .n_context = r->has_context ? mr : 0,
+        };
+        at += rt;
+        cat += mr;
+    }
+    return 0;
+}
+
+/* The limits over the whole request, then the outputs' block. */
+static int limits_and_outputs(api_oip_request *r, const api_limits *lim, attn_error *err) {
+    const attn_weights *w = r->model.weights;
+    if (lim) {
+        if (w->n_heads > lim->max_heads || w->d_head > lim->max_d_model ||
+            w->d_model > lim->max_d_model)
+            return attn_error_set(err, 422, "limit_exceeded", "",
+                                  "the model's heads or d_head are over this server's limits");
+        r->flops = attn_batch_flops(r->ins, r->count);
+        if (r->flops > lim->max_flops)
+            return attn_error_set(err, 422, "limit_exceeded", "",
+                                  "this request needs %.4g floating-point operations, over the "
+                                  "limit max_flops = %.4g",
+                                  r->flops, lim->max_flops);
+        size_t scratch = attn_batch_workspace_need(r->ins, r->count);
+        if (scratch > lim->max_workspace_bytes)
+            return attn_error_set(err, 422, "limit_exceeded", "",
+                                  "this request needs %zu bytes of scratch memory, over the limit "
+                                  "max_workspace_bytes = %zu",
+                                  scratch, lim->max_workspace_bytes);
+        /* Every number at its widest, a comma each, and room for the
+         * JSON around them. */
+        double bytes = 512;
+        for (size_t k = 0; k < r->n_out; k++)
+            bytes += 128 + (double)api_oip_padded_count(r, r->out_kind[k]) *
+                               (r->out_binary[k] ? 4.0 : 1.0 + API_FLOAT_TEXT_WIDEST);
+        if (bytes > (double)lim->max_response_bytes)
+            return attn_error_set(err, 422, "limit_exceeded", "/outputs",
+                                  "the outputs asked for need up to %.0f bytes, over the limit "
+                                  "max_response_bytes = %zu; ask for fewer outputs or heads",
+                                  bytes, lim->max_response_bytes);
+    } else {
+        r->flops = attn_batch_flops(r->ins, r->count);
+    }
+    size_t total = 0;
+    for (size_t s = 0; s < r->count; s++) {
+        size_t b = r->seq[s];
+        for (size_t k = 0; k < r->n_out; k++)
+            total += api_oip_compact_count(r, r->out_kind[k], r->ntok[b], r->nctx[b]);
+    }
+    r->block = calloc(total ? total : 1, sizeof *r->block);
+    if (!r->block) return fail_oom(err);
+    float *p = r->block;
+    for (size_t s = 0; s < r->count; s++) {
+        size_t b = r->seq[s];
+        attn_output *o = &r->outs[s];
+        for (size_t k = 0; k < r->n_out; k++) {
+            float **slot = NULL;
+            switch (r->out_kind[k]) {
+            case OIP_PATTERNS: slot = &o->patterns; break;
+            case OIP_EMBEDDINGS: slot = &o->embeddings; break;
+            case OIP_DELTA: slot = &o->delta; break;
+            case OIP_Q: slot = &o->q; break;
+            case OIP_K: slot = &o->k; break;
+            case OIP_V: slot = &o->v; break;
+            case OIP_SCORES: slot = &o->scores; break;
+            default: slot = &o->head_outputs; break;
+            }
+            size_t c = api_oip_compact_count(r, r->out_kind[k], r->ntok[b], r->nctx[b]);
+            if (c) *slot = p;
+            p += c;
+        }
+    }
+    return 0;
+}
+
+/* The inputs' shapes against each other and the model; values read. */
+static int decode_inputs(api_oip_request *r, oip_tensor *ts, const api_limits *lim,
+                         size_t max_batch, attn_error *err) {
+    const attn_weights *w = r->model.weights;
+    oip_tensor *e = &ts[IN_EMBEDDINGS];
+    if (!e->given)
+        return attn_error_set(err, 400, "missing_field", "/inputs",
+                              "the request has no input named embeddings");
+    if (w->w_kv && !ts[IN_CONTEXT].given)
+        return attn_error_set(err, 400, "missing_field", "/inputs",
+                              "the model is cross-attention: it needs an input named context");
+    if (e->dtype != DT_FP32)
+        return check_tensor(e, "embeddings", DT_FP32, DT_FP32, 0, NULL, 0, err);
+    char path[API_PATH_MAX];
+    api_path_index(path, sizeof path, "/inputs", e->index);
+    if (e->rank < 2)
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "embeddings is [B, n, d_model] or [n, d_model]");
+    r->batch_axis = e->rank == 3;
+    r->B = r->batch_axis ? e->shape[0] : 1;
+    r->n = e->shape[e->rank - 2];
+    r->dm = w->d_model;
+    r->dh = w->d_head;
+    if (e->shape[e->rank - 1] != w->d_model)
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "embeddings rows have %zu numbers, expected the model's d_model = "
+                              "%zu",
+                              e->shape[e->rank - 1], w->d_model);
+    if (r->B == 0 || r->n == 0)
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "embeddings has no rows or no tokens");
+    if (r->B > max_batch)
+        return attn_error_set(err, 422, "limit_exceeded", path,
+                              "the batch has %zu rows, over the limit of %zu", r->B, max_batch);
+    size_t bn;
+    if (__builtin_mul_overflow(r->B, r->n, &bn) || (lim && bn > lim->max_tokens))
+        return attn_error_set(err, 422, "limit_exceeded", path,
+                              "the batch holds %zu × %zu tokens (padding included), over the limit "
+                              "max_tokens = %zu",
+                              r->B, r->n, lim ? lim->max_tokens : 0);
+    size_t lead[2] = {r->B, r->n}, rk = r->batch_axis ? 2 : 1;
+    const size_t *ld = r->batch_axis ? lead : lead + 1;
+    if (check_tensor(e, "embeddings", DT_FP32, DT_FP32, e->rank, ld, rk, err) < 0) return -1;
+    if (ts[IN_MASK].given &&
+        check_tensor(&ts[IN_MASK], "attention_mask", DT_INT32, DT_BOOL, rk, ld, rk, err) < 0)
+        return -1;
+    if (ts[IN_POSITIONS].given &&
+        check_tensor(&ts[IN_POSITIONS], "positions", DT_INT64, DT_INT64, rk, ld, rk, err) < 0)
+        return -1;
+    size_t dc = 0;
+    r->has_context = ts[IN_CONTEXT].given;
+    r->m = r->n;
+    if (r->has_context) {
+        oip_tensor *c = &ts[IN_CONTEXT];
+        dc = w->d_context;
+        if (c->rank != e->rank || (r->batch_axis && c->shape[0] != r->B) ||
+            c->shape[c->rank - 1] != dc || c->shape[c->rank - 2] == 0) {
+            if (c->dtype != DT_FP32)
+                return check_tensor(c, "context", DT_FP32, DT_FP32, 0, NULL, 0, err);
+            api_path_index(path, sizeof path, "/inputs", c->index);
+            return attn_error_set(err, 422, "dimension_mismatch", path,
+                                  "context is [B, m, d_context = %zu] (without a batch axis [m, "
+                                  "%zu]), m ≥ 1, with the embeddings' B",
+                                  dc, dc);
+        }
+        r->m = c->shape[c->rank - 2];
+        size_t cl[2] = {r->B, r->m};
+        const size_t *cld = r->batch_axis ? cl : cl + 1;
+        if (check_tensor(c, "context", DT_FP32, DT_FP32, c->rank, cld, rk, err) < 0) return -1;
+        if (ts[IN_CONTEXT_MASK].given && check_tensor(&ts[IN_CONTEXT_MASK], "context_mask",
+                                                      DT_INT32, DT_BOOL, rk, cld, rk, err) < 0)
+            return -1;
+    } else if (ts[IN_CONTEXT_MASK].given) {
+        return attn_error_set(err, 400, "missing_field", "/inputs",
+                              "context_mask is given without context");
+    }
+    int rc = -1;
+    float *emb = NULL, *ctx = NULL;
+    unsigned char *real = malloc(bn), *ctx_real = NULL;
+    double *pos = NULL;
+    if (!real) return fail_oom(err);
+    if (r->has_context && !(ctx_real = malloc(r->B * r->m))) goto out;
+    if (read_mask(&ts[IN_MASK], real, bn, "attention_mask", err) < 0) goto out;
+    if (r->has_context &&
+        read_mask(&ts[IN_CONTEXT_MASK], ctx_real, r->B * r->m, "context_mask", err) < 0)
+        goto out;
+    if (ts[IN_POSITIONS].given) {
+        if (!(pos = tensor_values(&ts[IN_POSITIONS], err))) goto out;
+        for (size_t i = 0; i < bn; i++)
+            if (real[i] && !(pos[i] >= 0 && pos[i] <= 2147483647.0)) {
+                api_path_index(path, sizeof path, "/inputs", ts[IN_POSITIONS].index);
+                attn_error_set(err, 422, "out_of_range", path,
+                               "positions[%zu] = %.0f is not in 0 … 2^31 − 1", i, pos[i]);
+                goto out;
+            }
+    }
+    if (!(emb = read_floats(e, err))) goto out;
+    if (r->has_context && !(ctx = read_floats(&ts[IN_CONTEXT], err))) goto out;
+    rc = compact(r, emb, real, pos, ctx, ctx_real, dc, err);
+out:
+    free(real);
+    free(ctx_real);
+    free(pos);
+    free(emb);
+    free(ctx);
+    return rc;
+}
+
+int api_oip_decode(const char *body, size_t len, long long header_len, const api_oip_model *m,
+                   const api_limits *limits, size_t max_batch, api_oip_request **out,
+                   attn_error *err) {
+    *out = NULL;
+    size_t hl = len;
+    if (header_len >= 0) {
+        if ((unsigned long long)header_len > len)
+            return attn_error_set(err, 400, "invalid_binary", "",
+                                  "Inference-Header-Content-Length is %lld, past the body's %zu "
+                                  "bytes",
+                                  header_len, len);
+        hl = (size_t)header_len;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(body, hl, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return attn_error_set(err, 400, "invalid_json", "", "the JSON header is not JSON: %s",
+                              jerr.text);
+    api_oip_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        json_decref(root);
+        return fail_oom(err);
+    }
+    r->model = *m;
+    const attn_weights *w = m->weights;
+    oip_tensor ts[IN_COUNT] = {0};
+    attn_mask_kind mask = w->w_kv ? ATTN_MASK_NONE : m->mask;
+    int bin_out = 0;
+    float scale = w->scale > 0.0f ? w->scale : (float)(1.0 / sqrt((double)w->d_head));
+    json_t *select = NULL;
+    const char *key;
+    json_t *v;
+    size_t used = 0;
+    int rc = -1;
+
+    if (!json_is_object(root)) {
+        attn_error_set(err, 400, "invalid_type", "", "the JSON header is not an object");
+        goto out;
+    }
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "id") && strcmp(key, "parameters") && strcmp(key, "inputs") &&
+            strcmp(key, "outputs")) {
+            char path[API_PATH_MAX];
+            api_path_key(path, sizeof path, "", key);
+            attn_error_set(err, 400, "unknown_field", path, "unknown field \"%s\"", key);
+            goto out;
+        }
+    }
+    v = json_object_get(root, "id");
+    if (v && !json_is_string(v)) {
+        attn_error_set(err, 400, "invalid_type", "/id", "id is not a string");
+        goto out;
+    }
+    r->id = json_incref(v);
+    if (read_parameters(json_object_get(root, "parameters"), w, &mask, &scale, &select, &bin_out,
+                        err) < 0)
+        goto out;
+    v = json_object_get(root, "inputs");
+    if (!json_is_array(v) || json_array_size(v) == 0) {
+        attn_error_set(err, 400, "missing_field", "/inputs", "inputs is not a non-empty array");
+        goto out;
+    }
+    const unsigned char *bin = (const unsigned char *)body + hl;
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (read_input(json_array_get(v, i), i, m, ts, bin, len - hl, &used, err) < 0) goto out;
+    if (used != len - hl) {
+        attn_error_set(err, 400, "invalid_binary", "",
+                       "%zu bytes follow the JSON header, but the inputs' binary_data_size "
+                       "sum to %zu",
+                       len - hl, used);
+        goto out;
+    }
+    if (read_outputs(r, json_object_get(root, "outputs"), bin_out, err) < 0) goto out;
+    if (read_heads(r, select, w->n_heads, err) < 0) goto out;
+    if (decode_inputs(r, ts, limits, max_batch, err) < 0) goto out;
+    for (size_t s = 0; s < r->count; s++) {
+        r->ins[s].mask.kind = mask;
+        r->ins[s].scale = scale;
+    }
+    if (limits_and_outputs(r, limits, err) < 0) goto out;
+    rc = 0;
+out:
+    json_decref(root);
+    if (rc < 0) {
+        api_oip_free(r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+size_t api_oip_count(const api_oip_request *r) {
+    return r->count;
+}
+
+const attn_input *api_oip_inputs(const api_oip_request *r) {
+    return r->ins;
+}
+
+const attn_output *api_oip_outputs(const api_oip_request *r) {
+    return r->outs;
+}
+
+double api_oip_cost(const api_oip_request *r) {
+    return r->flops;
+}
+
+void api_oip_free(api_oip_request *r) {
+    if (!r) return;
+    json_decref(r->id);
+    free(r->heads);
+    free(r->tok);
+    free(r->ntok);
+    free(r->ctok);
+    free(r->nctx);
+    free(r->seq);
+    free(r->cemb);
+    free(r->cpos);
+    free(r->cctx);
+    free(r->ins);
+    free(r->outs);
+    free(r->block);
+    free(r);
+}

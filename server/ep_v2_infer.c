@@ -1,0 +1,122 @@
+/*
+ * ep_v2_infer.c — POST /v2/models/{name}/infer, the Open Inference
+ * Protocol's inference (api/oip.h says what the wire format follows).
+ *
+ * From the headers alone, before a byte of the body is read: 503 while
+ * draining, 415 for a Content-Type other than JSON or
+ * application/octet-stream (none at all is accepted: tritonclient sends
+ * none), 413 from Content-Length, 503 when the body budget cannot hold a
+ * first piece. Once the body is in: 400 for an
+ * Inference-Header-Content-Length that is not a length, 404 for a name no
+ * model can have; then a job for the pool (job_oip.c), which finds the
+ * model in the store's current set. The answer carries
+ * Inference-Header-Content-Length when binary tensors follow its JSON.
+ */
+#include "server/endpoint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/dispatch.h"
+#include "server/headers.h"
+#include "server/reply.h"
+#include "store/model.h"
+
+static enum MHD_Result fail_overloaded(srv_exchange *x) {
+    return srv_reply_fail(x, 503, "overloaded",
+                          "the server holds too many request bodies (%zu bytes at most); retry "
+                          "later",
+                          x->h->cfg->max_inflight_bytes);
+}
+
+static enum MHD_Result fail_too_large(srv_exchange *x) {
+    return srv_reply_fail(x, 413, "body_too_large",
+                          "the body is larger than the limit of %zu bytes",
+                          x->h->cfg->max_body_bytes);
+}
+
+/* JSON (any application/json or +json, as /v1), application/octet-stream,
+ * or no Content-Type. */
+static int infer_type(const char *ct) {
+    if (srv_headers_json_type(ct)) return 1;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    static const char oct[] = "application/octet-stream";
+    size_t n = sizeof oct - 1;
+    return strncasecmp(ct, oct, n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
+static enum MHD_Result infer_accept(srv_exchange *x) {
+    srv_http *h = x->h;
+    if (atomic_load(&h->draining))
+        return srv_reply_fail(x, 503, "shutting_down",
+                              "the server is shutting down; retry elsewhere");
+    const char *ct =
+        MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!infer_type(ct))
+        return srv_reply_fail(x, 415, "unsupported_media_type",
+                              "the body must be JSON (application/json), or JSON and binary "
+                              "tensors (application/octet-stream with "
+                              "Inference-Header-Content-Length)");
+    size_t declared = x->body.declared;
+    if (declared > h->cfg->max_body_bytes) return fail_too_large(x);
+    if (srv_body_first_piece(declared) > srv_budget_room(&h->bodies)) return fail_overloaded(x);
+    return srv_exchange_read_body(x);
+}
+
+/* Inference-Header-Content-Length: -1 when absent, -2 when not a length. */
+static long long header_length(struct MHD_Connection *conn) {
+    const char *v =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    if (!v) return -1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (*v < '0' || *v > '9') return -2;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    while (*end == ' ' || *end == '\t')
+        end++;
+    return errno || *end ? -2 : n;
+}
+
+static enum MHD_Result infer_answer(srv_exchange *x) {
+    switch (x->body.state) {
+    case SRV_BODY_TOO_LARGE: return fail_too_large(x);
+    case SRV_BODY_NO_MEMORY:
+        return srv_reply_fail(x, 503, "out_of_memory", "memory for the body could not be had");
+    case SRV_BODY_OVERLOADED: return fail_overloaded(x);
+    case SRV_BODY_OK: break;
+    }
+    size_t len;
+    const char *name = srv_route_v2_model_name(x->path, &len);
+    if (!store_model_name_valid(name, len))
+        return srv_reply_fail(x, 404, "unknown_model",
+                              "no model of this name is loaded; GET /v1/models lists them");
+    long long hl = header_length(x->conn);
+    if (hl == -2)
+        return srv_reply_fail(x, 400, "invalid_binary",
+                              "Inference-Header-Content-Length is not a length in bytes");
+    x->job.kind = SRV_JOB_OIP;
+    memcpy(x->job.oip_model, name, len);
+    x->job.oip_model[len] = '\0';
+    x->job.oip_header_len = hl;
+    x->job.body = x->body.data ? x->body.data : "";
+    x->job.body_len = x->body.len;
+    return srv_dispatch(x);
+}
+
+static int infer_headers(const srv_exchange *x, struct MHD_Response *r, unsigned status) {
+    if (status == 200 && x->job.json_len) {
+        char v[32];
+        snprintf(v, sizeof v, "%zu", x->job.json_len);
+        MHD_add_response_header(r, "Inference-Header-Content-Length", v);
+    }
+    return 0;
+}
+
+const srv_endpoint srv_ep_v2_infer = {infer_accept, infer_answer, infer_headers};

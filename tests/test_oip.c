@@ -1,0 +1,618 @@
+/*
+ * test_oip.c — api/oip.h, the Open Inference Protocol's decoding and
+ * encoding, without a server: padded batches (right and left padding,
+ * holes, a row of padding only) against float64 references written here,
+ * positions given and by rank (ALiBi makes them matter), cross-attention
+ * with a context and its mask, binary outputs bit for bit those of
+ * attn_compute on each sequence unpadded, the limits, and refusals with
+ * their statuses.
+ */
+#include <check.h>
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/oip.h"
+#include "attention/attention.h"
+#include "server/route.h"
+#include "tests/oip_client.h"
+
+enum { DM = 4, H = 2, DH = 2, DC = 3 };
+
+static float w_qkv[DM * 3 * H * DH], b_qkv[3 * H * DH], w_o[H * DH * DM], b_o[DM], slopes[H];
+static float xq[DM * H * DH], xb_q[H * DH], w_kv[DC * 2 * H * DH], b_kv[2 * H * DH];
+static attn_weights self_w, cross_w;
+static api_oip_model self_m, cross_m;
+
+static const api_limits limits = {.max_tokens = 64,
+                                  .max_heads = 16,
+                                  .max_d_model = 64,
+                                  .max_flops = 1e12,
+                                  .max_response_bytes = (size_t)1 << 26,
+                                  .max_workspace_bytes = (size_t)1 << 26};
+
+/* Multiples of 1/16 in [-1, 1): exact in float32. */
+static void fill(float *v, size_t n, unsigned seed) {
+    uint32_t x = seed * 2654435761u + 7u;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        v[i] = (float)((int)(x >> 20) % 32 - 16) / 16.0f;
+    }
+}
+
+static void setup(void) {
+    fill(w_qkv, sizeof w_qkv / sizeof *w_qkv, 1);
+    fill(b_qkv, sizeof b_qkv / sizeof *b_qkv, 2);
+    fill(w_o, sizeof w_o / sizeof *w_o, 3);
+    fill(b_o, DM, 4);
+    slopes[0] = 0.5f;
+    slopes[1] = 0.25f;
+    self_w = (attn_weights){.d_model = DM,
+                            .n_heads = H,
+                            .d_head = DH,
+                            .n_kv_heads = H,
+                            .w_qkv = w_qkv,
+                            .b_qkv = b_qkv,
+                            .w_o = w_o,
+                            .b_o = b_o,
+                            .alibi = slopes};
+    self_m = (api_oip_model){"tiny", &self_w, ATTN_MASK_CAUSAL};
+    fill(xq, sizeof xq / sizeof *xq, 5);
+    fill(xb_q, H * DH, 6);
+    fill(w_kv, sizeof w_kv / sizeof *w_kv, 7);
+    fill(b_kv, 2 * H * DH, 8);
+    cross_w = (attn_weights){.d_model = DM,
+                             .n_heads = H,
+                             .d_head = DH,
+                             .n_kv_heads = H,
+                             .w_qkv = xq,
+                             .b_qkv = xb_q,
+                             .w_o = w_o,
+                             .b_o = b_o,
+                             .d_context = DC,
+                             .w_kv = w_kv,
+                             .b_kv = b_kv};
+    cross_m = (api_oip_model){"cross", &cross_w, ATTN_MASK_NONE};
+}
+
+/* The float64 reference of one unpadded sequence: n rows of e, m context
+ * rows of c (NULL: self-attention), positions p (NULL: 0 … n−1), every
+ * head. Outputs as attention.h lays them out, hs = H. */
+typedef struct ref_out {
+    double q[H * 16 * DH], k[H * 16 * DH], v[H * 16 * DH], s[H * 16 * 16], p[H * 16 * 16],
+        z[H * 16 * DH], delta[16 * DM], emb[16 * DM];
+} ref_out;
+
+static void reference(ref_out *o, const attn_weights *w, const float *e, size_t n, const float *c,
+                      size_t m, const long long *pos, int causal, double scale) {
+    size_t hd = H * DH;
+    if (!c) m = n;
+    for (size_t hh = 0; hh < H; hh++) {
+        for (size_t i = 0; i < n; i++)
+            for (size_t d = 0; d < DH; d++) {
+                double a = w->b_qkv[hh * DH + d];
+                for (size_t x = 0; x < DM; x++)
+                    a += (double)e[i * DM + x] * w->w_qkv[x * (c ? hd : 3 * hd) + hh * DH + d];
+                o->q[(hh * n + i) * DH + d] = a;
+            }
+        for (size_t j = 0; j < m; j++)
+            for (size_t d = 0; d < DH; d++) {
+                double kk, vv;
+                if (c) {
+                    kk = w->b_kv[hh * DH + d], vv = w->b_kv[hd + hh * DH + d];
+                    for (size_t x = 0; x < DC; x++) {
+                        kk += (double)c[j * DC + x] * w->w_kv[x * 2 * hd + hh * DH + d];
+                        vv += (double)c[j * DC + x] * w->w_kv[x * 2 * hd + hd + hh * DH + d];
+                    }
+                } else {
+                    kk = w->b_qkv[hd + hh * DH + d], vv = w->b_qkv[2 * hd + hh * DH + d];
+                    for (size_t x = 0; x < DM; x++) {
+                        kk += (double)e[j * DM + x] * w->w_qkv[x * 3 * hd + hd + hh * DH + d];
+                        vv += (double)e[j * DM + x] * w->w_qkv[x * 3 * hd + 2 * hd + hh * DH + d];
+                    }
+                }
+                o->k[(hh * m + j) * DH + d] = kk;
+                o->v[(hh * m + j) * DH + d] = vv;
+            }
+        for (size_t i = 0; i < n; i++) {
+            double mx = -INFINITY, sum = 0;
+            double *s = o->s + (hh * n + i) * m, *p = o->p + (hh * n + i) * m;
+            for (size_t j = 0; j < m; j++) {
+                double a = 0;
+                for (size_t d = 0; d < DH; d++)
+                    a += o->q[(hh * n + i) * DH + d] * o->k[(hh * m + j) * DH + d];
+                a *= scale;
+                if (w->alibi) {
+                    double pi = pos ? (double)pos[i] : (double)i,
+                           pj = pos ? (double)pos[j] : (double)j;
+                    a -= w->alibi[hh] * fabs(pi - pj);
+                }
+                s[j] = causal && j > i ? -INFINITY : a;
+                if (s[j] > mx) mx = s[j];
+            }
+            for (size_t j = 0; j < m; j++)
+                sum += p[j] = s[j] == -INFINITY ? 0 : exp(s[j] - mx);
+            for (size_t j = 0; j < m; j++)
+                p[j] /= sum;
+            for (size_t d = 0; d < DH; d++) {
+                double a = 0;
+                for (size_t j = 0; j < m; j++)
+                    a += p[j] * o->v[(hh * m + j) * DH + d];
+                o->z[(hh * n + i) * DH + d] = a;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t x = 0; x < DM; x++) {
+            double a = w->b_o[x];
+            for (size_t hh = 0; hh < H; hh++)
+                for (size_t d = 0; d < DH; d++)
+                    a += o->z[(hh * n + i) * DH + d] * w->w_o[(hh * DH + d) * DM + x];
+            o->delta[i * DM + x] = a;
+            o->emb[i * DM + x] = e[i * DM + x] + a;
+        }
+}
+
+/* Decode, compute (no runner), encode; the answer parsed into *res. 0, or
+ * the error's status. */
+static int run(const api_oip_model *m, const oc_body *b, char **answer, oc_result *res,
+               attn_error *err) {
+    api_oip_request *r;
+    if (api_oip_decode(b->data, b->len, b->json_len ? (long long)b->json_len : -1, m, &limits, 64,
+                       &r, err) != 0)
+        return err->status;
+    attn_workspace *ws = attn_workspace_create();
+    size_t failed;
+    ck_assert_int_eq(attn_compute_batch(api_oip_outputs(r), ws, api_oip_inputs(r), api_oip_count(r),
+                                        NULL, err, &failed),
+                     0);
+    attn_workspace_destroy(ws);
+    size_t len, json_len;
+    *answer = api_oip_encode(r, &len, &json_len, err);
+    ck_assert_ptr_nonnull(*answer);
+    api_oip_free(r);
+    ck_assert_int_eq(oc_parse(res, *answer, len, json_len ? (long long)json_len : -1), 0);
+    return 0;
+}
+
+static const char *names[8] = {"q",     "k",         "v", "scores", "patterns", "head_outputs",
+                               "delta", "embeddings"};
+
+static int near(double got, double want) {
+    return fabs(got - want) <= 1e-5 * (1 + fabs(want));
+}
+
+/* B rows of n tokens (real[b·n + i]), positions or NULL, against the
+ * reference of each real sequence; context rows (cm per row, creal) for
+ * the cross model. JSON outputs (binary ones with `binary`). */
+static void check_padded(const api_oip_model *m, size_t B, size_t n, const int32_t *real,
+                         const int64_t *pos, size_t cm, const int32_t *creal, int causal,
+                         double scale, const char *params, int binary) {
+    float emb[4 * 8 * DM], ctx[4 * 8 * DC];
+    fill(emb, B * n * DM, (unsigned)(17 + n));
+    fill(ctx, B * cm * DC, 23);
+    oc_input ins[5] = {{"embeddings", "FP32", 3, {(long long)B, (long long)n, DM}, emb, binary},
+                       {"attention_mask", "INT32", 2, {(long long)B, (long long)n}, real, 0}};
+    size_t n_in = 2;
+    if (pos)
+        ins[n_in++] = (oc_input){"positions", "INT64", 2, {(long long)B, (long long)n}, pos, 0};
+    if (cm) {
+        ins[n_in++] = (oc_input){"context", "FP32", 3, {(long long)B, (long long)cm, DC}, ctx, 1};
+        ins[n_in++] =
+            (oc_input){"context_mask", "INT32", 2, {(long long)B, (long long)cm}, creal, 0};
+    }
+    oc_output outs[8];
+    for (size_t k = 0; k < 8; k++)
+        outs[k] = (oc_output){names[k], binary};
+    oc_body body;
+    oc_build(&body, "t", ins, n_in, outs, 8, params, 0);
+    char *answer;
+    oc_result res;
+    attn_error err;
+    ck_assert_msg(run(m, &body, &answer, &res, &err) == 0, "%s", err.message);
+    size_t M = cm ? cm : n;
+    for (size_t k = 0; k < 8; k++) {
+        size_t count, rank;
+        long long shape[4];
+        int was_bin;
+        float *v = oc_output_values(&res, names[k], &count, shape, &rank, &was_bin);
+        ck_assert_ptr_nonnull(v);
+        ck_assert_int_eq(was_bin, binary);
+        ck_assert_int_eq(shape[0], (long long)B);
+        size_t cols = k == 3 || k == 4 ? M : k < 6 ? DH : DM;
+        size_t rows = k == 1 || k == 2 ? M : n;
+        size_t heads = k < 6 ? H : 1;
+        ck_assert_uint_eq(count, B * heads * rows * cols);
+        for (size_t b = 0; b < B; b++) {
+            size_t idx[8], rt = 0, cidx[8], mr = 0;
+            long long cp[8];
+            float ce[8 * DM], cc[8 * DC];
+            for (size_t i = 0; i < n; i++)
+                if (real[b * n + i]) {
+                    idx[rt] = i;
+                    cp[rt] = pos ? pos[b * n + i] : (long long)rt;
+                    memcpy(ce + rt * DM, emb + (b * n + i) * DM, sizeof(float) * DM);
+                    rt++;
+                }
+            for (size_t j = 0; j < M; j++)
+                if (cm ? creal[b * cm + j] : real[b * n + j]) {
+                    cidx[mr] = j;
+                    if (cm) memcpy(cc + mr * DC, ctx + (b * cm + j) * DC, sizeof(float) * DC);
+                    mr++;
+                }
+            ref_out ro;
+            if (rt) reference(&ro, m->weights, ce, rt, cm ? cc : NULL, mr, cp, causal, scale);
+            const double *want[8] = {ro.q, ro.k, ro.v, ro.s, ro.p, ro.z, ro.delta, ro.emb};
+            size_t wrows = k == 1 || k == 2 ? mr : rt, wcols = k == 3 || k == 4 ? mr : cols;
+            for (size_t hh = 0; hh < heads; hh++)
+                for (size_t i = 0; i < rows; i++) {
+                    long ci = -1;
+                    const size_t *ri = k == 1 || k == 2 ? cidx : idx;
+                    for (size_t t = 0; t < wrows; t++)
+                        if (ri[t] == i) ci = (long)t;
+                    for (size_t j = 0; j < cols; j++) {
+                        float g = v[((b * heads + hh) * rows + i) * cols + j];
+                        if (ci < 0) {
+                            ck_assert_msg(g == 0.0f, "%s row %zu token %zu: padding not 0",
+                                          names[k], b, i);
+                            continue;
+                        }
+                        long cj = (long)j;
+                        if (k == 3 || k == 4) {
+                            cj = -1;
+                            for (size_t t = 0; t < mr; t++)
+                                if (cidx[t] == j) cj = (long)t;
+                        }
+                        if (cj < 0) {
+                            if (k == 4)
+                                ck_assert(g == 0.0f);
+                            else
+                                ck_assert_msg(g == (binary ? -INFINITY : -FLT_MAX),
+                                              "scores: padded key %g", g);
+                            continue;
+                        }
+                        double w = want[k][(hh * wrows + (size_t)ci) * wcols + (size_t)cj];
+                        if (isinf(w))
+                            ck_assert(g == (binary ? -INFINITY : -FLT_MAX));
+                        else
+                            ck_assert_msg(near(g, w), "%s row %zu [%zu][%zu][%zu]: %.9g, want %.9g",
+                                          names[k], b, hh, i, j, g, w);
+                    }
+                }
+        }
+        free(v);
+    }
+    oc_result_free(&res);
+    free(answer);
+    oc_body_free(&body);
+}
+
+static const int32_t real_3x4[] = {1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0};
+
+START_TEST(padded_against_reference) {
+    double sc = 1 / sqrt(2.0);
+    check_padded(&self_m, 3, 4, real_3x4, NULL, 0, NULL, 1, sc, NULL, 0);
+    check_padded(&self_m, 3, 4, real_3x4, NULL, 0, NULL, 1, sc, NULL, 1);
+    check_padded(&self_m, 3, 4, real_3x4, NULL, 0, NULL, 0, 0.75,
+                 "{\"mask\":\"none\",\"scale\":0.75}", 0);
+}
+END_TEST
+
+START_TEST(positions_given_and_by_rank) {
+    static const int64_t pos[] = {5, 6, 0, 0, 9, 2, 9, 40, 0, 0, 0, 0};
+    check_padded(&self_m, 3, 4, real_3x4, pos, 0, NULL, 1, 1 / sqrt(2.0), NULL, 0);
+}
+END_TEST
+
+START_TEST(cross_attention) {
+    static const int32_t creal[] = {1, 1, 1, 0, 0, 1, 1, 1, 1, 1};
+    check_padded(&cross_m, 2, 4, real_3x4, NULL, 5, creal, 0, 1 / sqrt(2.0), NULL, 0);
+    check_padded(&cross_m, 2, 4, real_3x4, NULL, 5, creal, 0, 1 / sqrt(2.0), NULL, 1);
+}
+END_TEST
+
+/* Binary outputs are exactly attn_compute's for each sequence alone. */
+START_TEST(bitwise_against_unpadded) {
+    enum { B = 3, N = 4 };
+    float emb[B * N * DM];
+    fill(emb, B * N * DM, 99);
+    oc_input ins[2] = {{"embeddings", "FP32", 3, {B, N, DM}, emb, 1},
+                       {"attention_mask", "INT32", 2, {B, N}, real_3x4, 1}};
+    oc_output outs[2] = {{"patterns", 1}, {"embeddings", 1}};
+    oc_body body;
+    oc_build(&body, NULL, ins, 2, outs, 2, "{\"select_heads\":[1]}", 0);
+    char *answer;
+    oc_result res;
+    attn_error err;
+    ck_assert_msg(run(&self_m, &body, &answer, &res, &err) == 0, "%s", err.message);
+    size_t count, rank;
+    long long shape[4];
+    int bin;
+    float *pat = oc_output_values(&res, "patterns", &count, shape, &rank, &bin);
+    float *out = oc_output_values(&res, "embeddings", &count, shape, &rank, &bin);
+    attn_workspace *ws = attn_workspace_create();
+    for (size_t b = 0; b < B; b++) {
+        float e[N * DM], p[N * N], o[N * DM];
+        size_t idx[N], rt = 0, head = 1;
+        for (size_t i = 0; i < N; i++)
+            if (real_3x4[b * N + i]) {
+                memcpy(e + rt * DM, emb + (b * N + i) * DM, sizeof(float) * DM);
+                idx[rt++] = i;
+            }
+        if (!rt) continue;
+        attn_input in = {.weights = &self_w,
+                         .embeddings = e,
+                         .n_tokens = rt,
+                         .mask = {ATTN_MASK_CAUSAL, NULL},
+                         .scale = (float)(1 / sqrt(2.0)),
+                         .heads = &head,
+                         .n_heads_out = 1};
+        attn_output ao = {.patterns = p, .embeddings = o};
+        ck_assert_int_eq(attn_compute(&ao, ws, &in, &err), 0);
+        for (size_t i = 0; i < rt; i++) {
+            ck_assert(memcmp(out + (b * N + idx[i]) * DM, o + i * DM, sizeof(float) * DM) == 0);
+            for (size_t j = 0; j < rt; j++)
+                ck_assert(memcmp(pat + (b * N + idx[i]) * N + idx[j], p + i * rt + j,
+                                 sizeof(float)) == 0);
+        }
+    }
+    attn_workspace_destroy(ws);
+    free(pat);
+    free(out);
+    oc_result_free(&res);
+    free(answer);
+    oc_body_free(&body);
+}
+END_TEST
+
+/* A request's status from api_oip_decode (0 when accepted). */
+static int status_of(const api_oip_model *m, const char *json, long long hl, const void *bin,
+                     size_t bin_len, const api_limits *lim) {
+    size_t jl = strlen(json);
+    char *body = malloc(jl + bin_len + 1);
+    memcpy(body, json, jl);
+    if (bin_len) memcpy(body + jl, bin, bin_len);
+    api_oip_request *r = NULL;
+    attn_error err = {0};
+    int rc = api_oip_decode(body, jl + bin_len, hl, m, lim, 64, &r, &err);
+    /* the body is not needed once decoded */
+    memset(body, 0, jl + bin_len);
+    free(body);
+    api_oip_free(r);
+    if (rc == 0) return 0;
+    ck_assert_int_ne(err.status, 0);
+    size_t len;
+    char *text = api_oip_error_json(&err, &len);
+    json_t *j = json_loadb(text, len, 0, NULL);
+    ck_assert(j && json_is_string(json_object_get(j, "error")) && json_object_size(j) == 1);
+    json_decref(j);
+    free(text);
+    return err.status;
+}
+
+#define E1 "{\"name\":\"embeddings\",\"shape\":[1,1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]}"
+#define C1 "{\"name\":\"context\",\"shape\":[1,2,3],\"datatype\":\"FP32\",\"data\":[1,2,3,4,5,6]}"
+
+START_TEST(refusals) {
+    ck_assert_int_eq(status_of(&self_m, "{\"inputs\":[" E1 "]}", -1, NULL, 0, &limits), 0);
+    ck_assert_int_eq(status_of(&cross_m, "{\"inputs\":[" E1 "," C1 "]}", -1, NULL, 0, &limits), 0);
+    /* cross-attention: context missing, causal, width, its mask's shape, a
+     * row with tokens and no context */
+    ck_assert_int_eq(status_of(&cross_m, "{\"inputs\":[" E1 "]}", -1, NULL, 0, &limits), 400);
+    ck_assert_int_eq(status_of(&cross_m,
+                               "{\"inputs\":[" E1 "," C1 "],\"parameters\":{\"mask\":\"causal\"}}",
+                               -1, NULL, 0, &limits),
+                     422);
+    ck_assert_int_eq(
+        status_of(&cross_m,
+                  "{\"inputs\":[" E1
+                  ",{\"name\":\"context\",\"shape\":[1,3,2],\"datatype\":\"FP32\",\"data\":[1,2,"
+                  "3,4,5,6]}]}",
+                  -1, NULL, 0, &limits),
+        422);
+    ck_assert_int_eq(
+        status_of(&cross_m,
+                  "{\"inputs\":[" E1 "," C1
+                  ",{\"name\":\"context_mask\",\"shape\":[1,3],\"datatype\":\"INT32\",\"data\":[1,"
+                  "1,1]}]}",
+                  -1, NULL, 0, &limits),
+        422);
+    ck_assert_int_eq(
+        status_of(&cross_m,
+                  "{\"inputs\":[" E1 "," C1
+                  ",{\"name\":\"context_mask\",\"shape\":[1,2],\"datatype\":\"BOOL\",\"data\":["
+                  "false,false]}]}",
+                  -1, NULL, 0, &limits),
+        422);
+    ck_assert_int_eq(
+        status_of(&cross_m,
+                  "{\"inputs\":[" E1
+                  ",{\"name\":\"context\",\"shape\":[1,2,3],\"datatype\":\"INT32\",\"data\":[1,2,"
+                  "3,4,5,6]}]}",
+                  -1, NULL, 0, &limits),
+        400);
+    /* limits over the whole request */
+    api_limits tight = limits;
+    tight.max_tokens = 3;
+    ck_assert_int_eq(
+        status_of(&self_m,
+                  "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,2,4],\"datatype\":\"FP32\","
+                  "\"data\":[1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4]}]}",
+                  -1, NULL, 0, &tight),
+        422);
+    tight = limits;
+    tight.max_response_bytes = 100;
+    ck_assert_int_eq(status_of(&self_m, "{\"inputs\":[" E1 "]}", -1, NULL, 0, &tight), 422);
+    tight = limits;
+    tight.max_flops = 1;
+    ck_assert_int_eq(status_of(&self_m, "{\"inputs\":[" E1 "]}", -1, NULL, 0, &tight), 422);
+    /* binary framing: header length past the body, sizes that do not sum */
+    static const float four[4] = {1, 2, 3, 4};
+    const char *bj = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\","
+                     "\"parameters\":{\"binary_data_size\":16}}]}";
+    long long bl = (long long)strlen(bj);
+    ck_assert_int_eq(status_of(&self_m, bj, bl, four, 16, &limits), 0);
+    ck_assert_int_eq(status_of(&self_m, bj, bl + 17, four, 16, &limits), 400);
+    ck_assert_int_eq(status_of(&self_m, bj, bl, four, 12, &limits), 400);
+    ck_assert_int_eq(status_of(&self_m, bj, bl - 1, four, 16, &limits), 400);
+    /* a NaN in binary data */
+    float nan4[4] = {1, NAN, 3, 4};
+    ck_assert_int_eq(status_of(&self_m, bj, bl, nan4, 16, &limits), 422);
+    /* BOOL mask in bytes: one byte each, values 0 or 1 */
+    const char *mj = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\","
+                     "\"data\":[1,2,3,4]},{\"name\":\"attention_mask\",\"shape\":[1],\"datatype\":"
+                     "\"BOOL\",\"parameters\":{\"binary_data_size\":1}}]}";
+    ck_assert_int_eq(status_of(&self_m, mj, (long long)strlen(mj), "\1", 1, &limits), 0);
+    ck_assert_int_eq(status_of(&self_m, mj, (long long)strlen(mj), "\2", 1, &limits), 422);
+    /* Triton's own request parameters are accepted and ignored */
+    ck_assert_int_eq(status_of(&self_m,
+                               "{\"inputs\":[" E1
+                               "],\"parameters\":{\"priority\":1,\"timeout\":5,\"sequence_id\":0}}",
+                               -1, NULL, 0, &limits),
+                     0);
+}
+END_TEST
+
+START_TEST(metadata) {
+    size_t len;
+    char *text = api_oip_model_metadata(&cross_m, &len);
+    json_t *j = json_loadb(text, len, 0, NULL);
+    free(text);
+    const json_t *ins = json_object_get(j, "inputs");
+    ck_assert_uint_eq(json_array_size(ins), 5);
+    const json_t *c = json_array_get(ins, 3);
+    ck_assert_str_eq(json_string_value(json_object_get(c, "name")), "context");
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(c, "shape"), 2)), DC);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ins, 4), "name")),
+                     "context_mask");
+    json_decref(j);
+    text = api_oip_server_metadata(&len);
+    ck_assert_ptr_nonnull(strstr(text, "\"binary_tensor_data\""));
+    free(text);
+}
+END_TEST
+
+/* Nested JSON data reads as its flat row-major order; no heads selected
+ * gives per-head outputs of no head; no outputs asked gives none. */
+START_TEST(nested_data_and_empty_selections) {
+    const char *flat = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,4],\"datatype\":"
+                       "\"FP32\",\"data\":[1,0.5,-1,0.25,0,1,0.5,-0.5]}],\"outputs\":[{\"name\":"
+                       "\"embeddings\"}]}";
+    const char *nested = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,4],\"datatype\":"
+                         "\"FP32\",\"data\":[[1,0.5,-1,0.25],[0,1,0.5,-0.5]]}],\"outputs\":[{"
+                         "\"name\":\"embeddings\"}]}";
+    oc_body a = {strdup(flat), strlen(flat), 0}, b = {strdup(nested), strlen(nested), 0};
+    char *ta, *tb;
+    oc_result ra, rb;
+    attn_error err;
+    ck_assert_int_eq(run(&self_m, &a, &ta, &ra, &err), 0);
+    ck_assert_int_eq(run(&self_m, &b, &tb, &rb, &err), 0);
+    ck_assert_str_eq(ta, tb);
+    oc_result_free(&ra);
+    oc_result_free(&rb);
+    free(ta);
+    free(tb);
+    oc_body_free(&a);
+    oc_body_free(&b);
+
+    const char *none = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,4],\"datatype\":"
+                       "\"FP32\",\"data\":[1,0.5,-1,0.25,0,1,0.5,-0.5]}],\"outputs\":[{\"name\":"
+                       "\"patterns\"},{\"name\":\"delta\"}],\"parameters\":{\"select_heads\":[]}}";
+    oc_body c = {strdup(none), strlen(none), 0};
+    char *tc;
+    oc_result rc;
+    ck_assert_int_eq(run(&self_m, &c, &tc, &rc, &err), 0);
+    size_t count, rank;
+    long long shape[4];
+    int bin;
+    float *p = oc_output_values(&rc, "patterns", &count, shape, &rank, &bin);
+    ck_assert_uint_eq(rank, 3);
+    ck_assert_int_eq(shape[0], 0);
+    ck_assert_uint_eq(count, 0);
+    free(p);
+    float *d = oc_output_values(&rc, "delta", &count, shape, &rank, &bin);
+    ck_assert_uint_eq(count, 2 * DM);
+    free(d);
+    oc_result_free(&rc);
+    free(tc);
+    oc_body_free(&c);
+
+    const char *no_out = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
+                         "\"FP32\",\"data\":[1,2,3,4]}],\"outputs\":[]}";
+    oc_body e = {strdup(no_out), strlen(no_out), 0};
+    char *te;
+    oc_result re;
+    ck_assert_int_eq(run(&self_m, &e, &te, &re, &err), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(re.json, "outputs")), 0);
+    oc_result_free(&re);
+    free(te);
+    oc_body_free(&e);
+}
+END_TEST
+
+START_TEST(routes) {
+    ck_assert_int_eq(srv_route_find("/v2"), SRV_ROUTE_V2);
+    ck_assert_int_eq(srv_route_find("/v2/health/live"), SRV_ROUTE_V2_LIVE);
+    ck_assert_int_eq(srv_route_find("/v2/health/ready"), SRV_ROUTE_V2_READY);
+    ck_assert_int_eq(srv_route_find("/v2/models/demo-4d"), SRV_ROUTE_V2_MODEL);
+    ck_assert_int_eq(srv_route_find("/v2/models/demo-4d/ready"), SRV_ROUTE_V2_MODEL_READY);
+    ck_assert_int_eq(srv_route_find("/v2/models/demo-4d/infer"), SRV_ROUTE_V2_INFER);
+    const char *other[] = {"/v2/",
+                           "/v2/models",
+                           "/v2/models/",
+                           "/v2/models//infer",
+                           "/v2/models/a/b",
+                           "/v2/models/a/infer/",
+                           "/v2/models/a/versions/1/infer",
+                           "/v2/health",
+                           "/V2"};
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        ck_assert_msg(srv_route_find(other[i]) == SRV_ROUTE_OTHER, "%s", other[i]);
+        ck_assert_msg(srv_route_oip(SRV_ROUTE_OTHER, other[i]) || other[i][1] == 'V', "%s",
+                      other[i]);
+    }
+    ck_assert(!srv_route_oip(SRV_ROUTE_OTHER, "/v1/x"));
+    ck_assert(!srv_route_oip(SRV_ROUTE_OTHER, "/v2x"));
+    ck_assert(!srv_route_oip(SRV_ROUTE_MODEL, "/v1/models/a"));
+    ck_assert(srv_route_oip(SRV_ROUTE_V2_INFER, "/v2/models/a/infer"));
+    size_t len;
+    const char *name = srv_route_v2_model_name("/v2/models/gpt2-small-shape/infer", &len);
+    ck_assert_uint_eq(len, strlen("gpt2-small-shape"));
+    ck_assert(strncmp(name, "gpt2-small-shape", len) == 0);
+    name = srv_route_v2_model_name("/v2/models/demo-4d", &len);
+    ck_assert_uint_eq(len, 7);
+    ck_assert(srv_route_allows(SRV_ROUTE_V2_INFER, "POST"));
+    ck_assert(!srv_route_allows(SRV_ROUTE_V2_INFER, "GET"));
+    ck_assert(srv_route_allows(SRV_ROUTE_V2_MODEL, "HEAD"));
+    ck_assert(srv_route_open(SRV_ROUTE_V2_LIVE) && srv_route_open(SRV_ROUTE_V2_READY));
+    ck_assert(!srv_route_open(SRV_ROUTE_V2) && !srv_route_open(SRV_ROUTE_V2_INFER));
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("oip");
+    TCase *tc = tcase_create("oip");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, padded_against_reference);
+    tcase_add_test(tc, positions_given_and_by_rank);
+    tcase_add_test(tc, cross_attention);
+    tcase_add_test(tc, bitwise_against_unpadded);
+    tcase_add_test(tc, refusals);
+    tcase_add_test(tc, metadata);
+    tcase_add_test(tc, routes);
+    tcase_add_test(tc, nested_data_and_empty_selections);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

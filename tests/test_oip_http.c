@@ -1,0 +1,888 @@
+/*
+ * test_oip_http.c — the Open Inference Protocol (KServe v2) over real HTTP:
+ * metadata, health and readiness; padded batches answered bit for bit as
+ * POST /v1/attention answers each real sequence unpadded (its base64
+ * outputs against the binary tensors of /v2, byte for byte), with the
+ * padded rows 0; the binary tensor data extension both ways as
+ * tritonclient writes and reads it (tests/oip_client.h); every refusal
+ * with its status and the protocol's {"error": "..."} body.
+ *
+ * Each test writes its models (the built-in ones) into a fresh directory,
+ * starts the built server on a loopback port and stops it with hs_finish,
+ * which fails on a non-zero exit or a sanitizer report.
+ */
+#include <check.h>
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/base64.h"
+#include "store/builtin.h"
+#include "tests/http_harness.h"
+#include "tests/oip_client.h"
+
+static void models_dir(char *dir, size_t size, const char *const *names) {
+    snprintf(dir, size, "/tmp/attn-oip-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (; *names; names++) {
+        attn_error err;
+        ck_assert_msg(store_builtin_write(store_builtin_find(*names), dir, NULL, &err) == 0, "%s",
+                      err.message);
+    }
+}
+
+static void remove_dir(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static char dir[64];
+static hs_server srv;
+
+/* extra: up to 8 more arguments, NULL-terminated (may be NULL). */
+static void start_with(const char *const *names, const char *const *extra) {
+    models_dir(dir, sizeof dir, names);
+    const char *args[11] = {"--models-dir", dir};
+    for (size_t i = 0; extra && extra[i] && i < 8; i++)
+        args[2 + i] = extra[i];
+    ck_assert_int_eq(hs_start(&srv, args), 0);
+}
+
+static void start(void) {
+    const char *names[] = {"demo-4d", "gpt2-small-shape", "llama-small-shape", NULL};
+    start_with(names, NULL);
+}
+
+static void finish(void) {
+    char why[2048];
+    ck_assert_msg(hs_finish(&srv, why, sizeof why) == 0, "%s", why);
+    remove_dir(dir);
+}
+
+/* An answer's body as JSON, its status checked. */
+static json_t *get_json(const char *method, const char *path, long want) {
+    hs_response r;
+    ck_assert_int_eq(hs_request(NULL, srv.port, method, path, NULL, NULL, 0, &r), CURLE_OK);
+    ck_assert_msg(r.status == want, "%s %s: %ld, want %ld: %s", method, path, r.status, want,
+                  r.body);
+    json_t *j = r.len ? json_loadb(r.body, r.len, 0, NULL) : json_null();
+    ck_assert_msg(j != NULL, "%s %s: not JSON: %s", method, path, r.body);
+    hs_response_free(&r);
+    return j;
+}
+
+/* A protocol error: status, and a body that is exactly {"error": string}. */
+static void check_error_body(const hs_response *r, long want, const char *what) {
+    ck_assert_msg(r->status == want, "%s: status %ld, want %ld: %s", what, r->status, want,
+                  r->body);
+    json_t *j = json_loadb(r->body, r->len, 0, NULL);
+    ck_assert_msg(j && json_is_object(j) && json_object_size(j) == 1 &&
+                      json_is_string(json_object_get(j, "error")),
+                  "%s: not the protocol's error body: %s", what, r->body);
+    json_decref(j);
+}
+
+/* POST /v2/models/{model}/infer as tritonclient sends it: no Content-Type,
+ * Inference-Header-Content-Length when bytes follow. */
+static void post_v2(const char *model, const oc_body *b, hs_response *r) {
+    char path[128], hl[64];
+    snprintf(path, sizeof path, "/v2/models/%s/infer", model);
+    snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %zu", b->json_len);
+    const char *headers[] = {"Content-Type:", b->json_len ? hl : NULL, NULL};
+    ck_assert_int_eq(hs_request(NULL, srv.port, "POST", path, headers, b->data, b->len, r),
+                     CURLE_OK);
+}
+
+/* A raw body with its own headers. */
+static void post_raw(const char *model, const char *const *headers, const char *body, size_t len,
+                     hs_response *r) {
+    char path[128];
+    snprintf(path, sizeof path, "/v2/models/%s/infer", model);
+    ck_assert_int_eq(hs_request(NULL, srv.port, "POST", path, headers, body, len, r), CURLE_OK);
+}
+
+static oc_result parse_answer(const hs_response *r) {
+    ck_assert_msg(r->status == 200, "status %ld: %s", r->status, r->body);
+    char *hl = hs_header(r, "Inference-Header-Content-Length");
+    oc_result res;
+    ck_assert_int_eq(oc_parse(&res, r->body, r->len, hl ? atoll(hl) : -1), 0);
+    char *ct = hs_header(r, "Content-Type");
+    ck_assert_ptr_nonnull(ct);
+    ck_assert_str_eq(ct, hl ? "application/octet-stream" : "application/json");
+    free(ct);
+    free(hl);
+    return res;
+}
+
+/* Pseudo-random floats in [-1, 1), exact in float32. */
+static void fill(float *v, size_t n, unsigned seed) {
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        v[i] = (float)((int)(x >> 16) % 256) / 256.0f;
+    }
+}
+
+static const char *all_names[] = {"q",     "k",         "v", "scores", "patterns", "head_outputs",
+                                  "delta", "embeddings"};
+
+/* Output `name` of /v1's base64 answer j, decoded. */
+static float *v1_output(const json_t *j, const char *name, size_t *count) {
+    const json_t *t = json_object_get(j, name);
+    ck_assert_msg(t != NULL, "/v1 answer lacks %s", name);
+    const char *data = json_string_value(json_object_get(t, "data"));
+    size_t len = strlen(data), n, bad;
+    ck_assert_int_eq(api_base64_decoded_length(data, len, &n), 0);
+    float *v = malloc(n ? n : 1);
+    ck_assert_int_eq(api_base64_decode(v, data, len, &bad), 0);
+    *count = n / sizeof(float);
+    return v;
+}
+
+/* POST /v1/attention for rows × dm embeddings (and positions) with `extra`
+ * fields; every output, base64. */
+static json_t *post_v1(const char *model, const float *emb, size_t rows, size_t dm,
+                       const int64_t *pos, const char *extra) {
+    json_t *req = json_pack("{s:s,s:s}", "model", model, "encoding", "base64");
+    json_t *e = json_array(), *ret = json_array();
+    for (size_t i = 0; i < rows; i++) {
+        json_t *row = json_array();
+        for (size_t c = 0; c < dm; c++)
+            json_array_append_new(row, json_real(emb[i * dm + c]));
+        json_array_append_new(e, row);
+    }
+    json_object_set_new(req, "embeddings", e);
+    for (size_t k = 0; k < 8; k++)
+        json_array_append_new(ret, json_string(all_names[k]));
+    json_object_set_new(req, "return", ret);
+    if (pos) {
+        json_t *p = json_array();
+        for (size_t i = 0; i < rows; i++)
+            json_array_append_new(p, json_integer(pos[i]));
+        json_object_set_new(req, "positions", p);
+    }
+    if (extra) {
+        json_t *x = json_loads(extra, 0, NULL);
+        ck_assert_ptr_nonnull(x);
+        json_object_update(req, x);
+        json_decref(x);
+    }
+    char *text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    hs_response r;
+    ck_assert_int_eq(
+        hs_request(NULL, srv.port, "POST", "/v1/attention", NULL, text, strlen(text), &r),
+        CURLE_OK);
+    free(text);
+    ck_assert_msg(r.status == 200, "/v1: %ld %s", r.status, r.body);
+    json_t *j = json_loadb(r.body, r.len, 0, NULL);
+    hs_response_free(&r);
+    return j;
+}
+
+/* A padded batch through /v2 (every output, binary) against /v1 for each
+ * real sequence unpadded, bit for bit; padded rows 0; padded keys masked. */
+typedef struct batch_case {
+    const char *model;
+    size_t dm, hs, dh; /* hs: heads returned */
+    size_t B, n;
+    const int32_t *real; /* B × n, or NULL: no attention_mask */
+    int mask_bool;       /* send the mask as BOOL */
+    const int64_t *pos;  /* B × n, or NULL */
+    int batch_axis;
+    const char *v2_params; /* the request's parameters, or NULL */
+    const char *v1_extra;  /* the same for /v1 */
+    int json_inputs;       /* embeddings as JSON data rather than bytes */
+} batch_case;
+
+static void check_batch(const batch_case *c) {
+    size_t B = c->B, n = c->n, dm = c->dm;
+    float *emb = malloc(B * n * dm * sizeof *emb);
+    fill(emb, B * n * dm, (unsigned)(B * 31 + n));
+    uint8_t *mb = malloc(B * n);
+    for (size_t i = 0; i < B * n; i++)
+        mb[i] = c->real ? (uint8_t)c->real[i] : 1;
+    oc_input ins[3];
+    size_t n_in = 0;
+    long long s3[3] = {(long long)B, (long long)n, (long long)dm};
+    long long s2[2] = {(long long)B, (long long)n};
+    ins[n_in] = (oc_input){"embeddings", "FP32", c->batch_axis ? 3 : 2, {0}, emb, !c->json_inputs};
+    memcpy(ins[n_in].shape, c->batch_axis ? s3 : s3 + 1, ins[n_in].rank * sizeof(long long));
+    n_in++;
+    if (c->real) {
+        ins[n_in] = (oc_input){"attention_mask",
+                               c->mask_bool ? "BOOL" : "INT32",
+                               c->batch_axis ? 2 : 1,
+                               {0},
+                               c->mask_bool ? (void *)mb : c->real,
+                               0};
+        memcpy(ins[n_in].shape, c->batch_axis ? s2 : s2 + 1, ins[n_in].rank * sizeof(long long));
+        n_in++;
+    }
+    if (c->pos) {
+        ins[n_in] = (oc_input){"positions", "INT64", c->batch_axis ? 2 : 1, {0}, c->pos, 1};
+        memcpy(ins[n_in].shape, c->batch_axis ? s2 : s2 + 1, ins[n_in].rank * sizeof(long long));
+        n_in++;
+    }
+    oc_output outs[8];
+    for (size_t k = 0; k < 8; k++)
+        outs[k] = (oc_output){all_names[k], 1};
+    oc_body body;
+    oc_build(&body, "batch-1", ins, n_in, outs, 8, c->v2_params, 0);
+    hs_response r;
+    post_v2(c->model, &body, &r);
+    oc_result res = parse_answer(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(res.json, "id")), "batch-1");
+    ck_assert_str_eq(json_string_value(json_object_get(res.json, "model_name")), c->model);
+
+    float *got[8];
+    for (size_t k = 0; k < 8; k++) {
+        size_t count, rank;
+        long long shape[4];
+        int was_bin;
+        got[k] = oc_output_values(&res, all_names[k], &count, shape, &rank, &was_bin);
+        ck_assert_ptr_nonnull(got[k]);
+        ck_assert(was_bin);
+        int per_head = k < 6;
+        size_t want_rank = (per_head ? 3 : 2) + (c->batch_axis ? 1 : 0);
+        ck_assert_uint_eq(rank, want_rank);
+        size_t a = c->batch_axis ? 1 : 0;
+        if (c->batch_axis) ck_assert_int_eq(shape[0], (long long)B);
+        if (per_head) {
+            ck_assert_int_eq(shape[a], (long long)c->hs);
+            ck_assert_int_eq(shape[a + 1], (long long)n);
+            ck_assert_int_eq(shape[a + 2], (long long)(k == 3 || k == 4 ? n : c->dh));
+        } else {
+            ck_assert_int_eq(shape[a], (long long)n);
+            ck_assert_int_eq(shape[a + 1], (long long)dm);
+        }
+    }
+    for (size_t b = 0; b < B; b++) {
+        size_t idx[64], rt = 0;
+        for (size_t i = 0; i < n; i++)
+            if (mb[b * n + i]) idx[rt++] = i;
+        size_t per[8];
+        for (size_t k = 0; k < 8; k++)
+            per[k] = k < 6 ? c->hs * n * (k == 3 || k == 4 ? n : c->dh) : n * dm;
+        if (rt == 0) {
+            for (size_t k = 0; k < 8; k++)
+                for (size_t e = 0; e < per[k]; e++)
+                    ck_assert_msg(got[k][b * per[k] + e] == 0.0f, "row %zu (all padding) %s", b,
+                                  all_names[k]);
+            continue;
+        }
+        float *cemb = malloc(rt * dm * sizeof *cemb);
+        int64_t cpos[64];
+        for (size_t i = 0; i < rt; i++) {
+            memcpy(cemb + i * dm, emb + (b * n + idx[i]) * dm, dm * sizeof *cemb);
+            if (c->pos) cpos[i] = c->pos[b * n + idx[i]];
+        }
+        json_t *v1 = post_v1(c->model, cemb, rt, dm, c->pos ? cpos : NULL, c->v1_extra);
+        free(cemb);
+        for (size_t k = 0; k < 8; k++) {
+            size_t count;
+            float *want = v1_output(v1, all_names[k], &count);
+            const float *g = got[k] + b * per[k];
+            size_t width = k < 6 ? (k == 3 || k == 4 ? n : c->dh) : dm;
+            size_t wwant = k < 6 ? (k == 3 || k == 4 ? rt : c->dh) : dm;
+            size_t heads = k < 6 ? c->hs : 1;
+            for (size_t hh = 0; hh < heads; hh++)
+                for (size_t i = 0; i < n; i++) {
+                    /* the compact row of token i, or -1 for padding */
+                    long ci = -1;
+                    for (size_t t = 0; t < rt; t++)
+                        if (idx[t] == i) ci = (long)t;
+                    for (size_t col = 0; col < width; col++) {
+                        float gv = g[(hh * n + i) * width + col];
+                        /* k and v rows are keys: their own padding rule */
+                        int square = k == 3 || k == 4;
+                        if (ci < 0) {
+                            ck_assert_msg(gv == 0.0f, "row %zu %s: padded token %zu not 0", b,
+                                          all_names[k], i);
+                            continue;
+                        }
+                        long cc = (long)col;
+                        if (square) {
+                            cc = -1;
+                            for (size_t t = 0; t < rt; t++)
+                                if (idx[t] == col) cc = (long)t;
+                            if (cc < 0) {
+                                if (k == 3)
+                                    ck_assert_msg(isinf(gv) && gv < 0,
+                                                  "row %zu scores: padded key not -inf", b);
+                                else
+                                    ck_assert_msg(gv == 0.0f, "row %zu patterns: padded key", b);
+                                continue;
+                            }
+                        }
+                        float wv = want[(hh * (k < 6 ? rt : rt) + (size_t)ci) * wwant + (size_t)cc];
+                        ck_assert_msg(memcmp(&gv, &wv, sizeof gv) == 0,
+                                      "row %zu %s head %zu token %zu col %zu: %.9g, /v1 %.9g", b,
+                                      all_names[k], hh, i, col, gv, wv);
+                    }
+                }
+            free(want);
+        }
+        json_decref(v1);
+    }
+    for (size_t k = 0; k < 8; k++)
+        free(got[k]);
+    oc_result_free(&res);
+    hs_response_free(&r);
+    oc_body_free(&body);
+    free(emb);
+    free(mb);
+}
+
+START_TEST(metadata_and_health) {
+    start();
+    json_t *j = get_json("GET", "/v2", 200);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "name")), "attention-server");
+    ck_assert(json_is_string(json_object_get(j, "version")));
+    const json_t *ext = json_object_get(j, "extensions");
+    int found = 0;
+    for (size_t i = 0; i < json_array_size(ext); i++)
+        found |= strcmp(json_string_value(json_array_get(ext, i)), "binary_tensor_data") == 0;
+    ck_assert(found);
+    json_decref(j);
+    j = get_json("GET", "/v2/health/live", 200);
+    ck_assert(json_is_true(json_object_get(j, "live")));
+    json_decref(j);
+    j = get_json("GET", "/v2/health/ready", 200);
+    ck_assert(json_is_true(json_object_get(j, "ready")));
+    json_decref(j);
+    j = get_json("GET", "/v2/models/gpt2-small-shape/ready", 200);
+    ck_assert(json_is_true(json_object_get(j, "ready")));
+    json_decref(j);
+
+    j = get_json("GET", "/v2/models/gpt2-small-shape", 200);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "name")), "gpt2-small-shape");
+    ck_assert(json_is_string(json_object_get(j, "platform")));
+    const char *in_names[] = {"embeddings", "attention_mask", "positions"};
+    const char *in_types[] = {"FP32", "INT32", "INT64"};
+    const json_t *ins = json_object_get(j, "inputs");
+    ck_assert_uint_eq(json_array_size(ins), 3);
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *t = json_array_get(ins, i);
+        ck_assert_str_eq(json_string_value(json_object_get(t, "name")), in_names[i]);
+        ck_assert_str_eq(json_string_value(json_object_get(t, "datatype")), in_types[i]);
+        const json_t *s = json_object_get(t, "shape");
+        ck_assert_uint_eq(json_array_size(s), i == 0 ? 3 : 2);
+        ck_assert_int_eq(json_integer_value(json_array_get(s, 0)), -1);
+        ck_assert_int_eq(json_integer_value(json_array_get(s, 1)), -1);
+        if (i == 0) ck_assert_int_eq(json_integer_value(json_array_get(s, 2)), 768);
+    }
+    const json_t *outs = json_object_get(j, "outputs");
+    ck_assert_uint_eq(json_array_size(outs), 8);
+    for (size_t i = 0; i < 8; i++) {
+        const json_t *t = json_array_get(outs, i);
+        const char *name = json_string_value(json_object_get(t, "name"));
+        ck_assert_str_eq(json_string_value(json_object_get(t, "datatype")), "FP32");
+        const json_t *s = json_object_get(t, "shape");
+        size_t rank = json_array_size(s);
+        long long last = json_integer_value(json_array_get(s, rank - 1));
+        if (!strcmp(name, "embeddings") || !strcmp(name, "delta"))
+            ck_assert(rank == 3 && last == 768);
+        else if (!strcmp(name, "patterns") || !strcmp(name, "scores"))
+            ck_assert(rank == 4 && last == -1);
+        else
+            ck_assert(rank == 4 && last == 64);
+    }
+    json_decref(j);
+
+    hs_response r;
+    ck_assert_int_eq(
+        hs_request(NULL, srv.port, "GET", "/v2/models/no-such-model", NULL, NULL, 0, &r), CURLE_OK);
+    check_error_body(&r, 404, "unknown model");
+    hs_response_free(&r);
+    ck_assert_int_eq(
+        hs_request(NULL, srv.port, "GET", "/v2/models/no-such-model/ready", NULL, NULL, 0, &r),
+        CURLE_OK);
+    check_error_body(&r, 404, "unknown model ready");
+    hs_response_free(&r);
+    const char *unknown[] = {"/v2/", "/v2/models", "/v2/models/demo-4d/versions/1",
+                             "/v2/models/demo-4d/infer/x", "/v2/health"};
+    for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
+        ck_assert_int_eq(hs_request(NULL, srv.port, "GET", unknown[i], NULL, NULL, 0, &r),
+                         CURLE_OK);
+        check_error_body(&r, 404, unknown[i]);
+        hs_response_free(&r);
+    }
+    ck_assert_int_eq(hs_request(NULL, srv.port, "POST", "/v2", NULL, "{}", 2, &r), CURLE_OK);
+    check_error_body(&r, 405, "POST /v2");
+    hs_response_free(&r);
+    ck_assert_int_eq(
+        hs_request(NULL, srv.port, "GET", "/v2/models/demo-4d/infer", NULL, NULL, 0, &r), CURLE_OK);
+    check_error_body(&r, 405, "GET infer");
+    char *allow = hs_header(&r, "Allow");
+    ck_assert_str_eq(allow, "POST");
+    free(allow);
+    hs_response_free(&r);
+    /* /v1 keeps its own error form */
+    ck_assert_int_eq(hs_request(NULL, srv.port, "GET", "/v1/nothing", NULL, NULL, 0, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"code\":\"not_found\""));
+    hs_response_free(&r);
+    finish();
+}
+END_TEST
+
+static const int32_t real_4x5[] = {
+    1, 1, 1, 0, 0, /* right padding */
+    0, 0, 1, 1, 1, /* left padding */
+    1, 0, 1, 0, 1, /* holes */
+    0, 0, 0, 0, 0, /* all padding */
+};
+
+START_TEST(padded_batch_gpt2) {
+    start();
+    batch_case c = {"gpt2-small-shape", 768, 12, 64, 4, 5, real_4x5, 0, NULL, 1, NULL, NULL, 0};
+    check_batch(&c);
+    /* the mask as BOOL, and every parameter; select_heads as a string */
+    c.mask_bool = 1;
+    c.v2_params = "{\"mask\":\"none\",\"scale\":0.3,\"select_heads\":\"3, 0,7\"}";
+    c.v1_extra = "{\"mask\":\"none\",\"scale\":0.3,\"select_heads\":[3,0,7]}";
+    c.hs = 3;
+    check_batch(&c);
+    c.v2_params = "{\"mask\":\"causal\",\"select_heads\":[11,2]}";
+    c.v1_extra = "{\"mask\":\"causal\",\"select_heads\":[11,2]}";
+    c.hs = 2;
+    c.json_inputs = 1;
+    check_batch(&c);
+    finish();
+}
+END_TEST
+
+START_TEST(single_row_and_no_batch_axis) {
+    start();
+    static const int32_t one[] = {0, 1, 1, 1};
+    batch_case c = {"gpt2-small-shape", 768, 12, 64, 1, 4, one, 0, NULL, 1, NULL, NULL, 0};
+    check_batch(&c);
+    c.batch_axis = 0;
+    check_batch(&c);
+    c.real = NULL; /* no attention_mask: every token real */
+    check_batch(&c);
+    c.batch_axis = 1;
+    check_batch(&c);
+    finish();
+}
+END_TEST
+
+START_TEST(positions_rope_gqa) {
+    start();
+    static const int64_t pos[] = {7, 8, 9, 100, 0, 3, 1, 2};
+    static const int32_t real[] = {1, 1, 1, 0, 0, 1, 1, 1};
+    /* without positions, a left-padded row counts its real tokens from 0 */
+    batch_case c = {"llama-small-shape", 2048, 32, 64, 2, 4, real, 0, NULL, 1, NULL, NULL, 0};
+    check_batch(&c);
+    c.pos = pos;
+    check_batch(&c);
+    finish();
+}
+END_TEST
+
+/* tritonclient's defaults: outputs not named → binary_data_output: true,
+ * the default outputs (patterns, embeddings) as bytes; id echoed. */
+START_TEST(triton_defaults_and_json_outputs) {
+    start();
+    float emb[3 * 4];
+    fill(emb, 12, 5);
+    oc_input in = {"embeddings", "FP32", 2, {3, 4}, emb, 1};
+    oc_body b;
+    oc_build(&b, "req-42", &in, 1, NULL, 0, NULL, 1);
+    hs_response r;
+    post_v2("demo-4d", &b, &r);
+    oc_result res = parse_answer(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(res.json, "id")), "req-42");
+    const json_t *outs = json_object_get(res.json, "outputs");
+    ck_assert_uint_eq(json_array_size(outs), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(outs, 0), "name")),
+                     "patterns");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(outs, 1), "name")),
+                     "embeddings");
+    ck_assert_uint_eq(res.bin_len, (9 + 12) * sizeof(float));
+    oc_result_free(&res);
+    hs_response_free(&r);
+    oc_body_free(&b);
+
+    /* JSON outputs, JSON inputs, no Inference-Header-Content-Length; a
+     * padded key's score is -3.4028235e38 in JSON */
+    static const int32_t real[] = {1, 0, 1};
+    oc_input ins[2] = {{"embeddings", "FP32", 2, {3, 4}, emb, 0},
+                       {"attention_mask", "INT32", 1, {3}, real, 0}};
+    oc_output o[2] = {{"scores", -1}, {"embeddings", 0}};
+    oc_build(&b, NULL, ins, 2, o, 2, NULL, 0);
+    ck_assert_uint_eq(b.json_len, 0);
+    post_v2("demo-4d", &b, &r);
+    ck_assert_ptr_null(hs_header(&r, "Inference-Header-Content-Length"));
+    res = parse_answer(&r);
+    ck_assert_ptr_null(json_object_get(res.json, "id"));
+    const json_t *scores = json_array_get(json_object_get(res.json, "outputs"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(scores, "name")), "scores");
+    const json_t *data = json_object_get(scores, "data");
+    ck_assert_uint_eq(json_array_size(data), 9);
+    /* query 0, key 1 (padding): masked */
+    ck_assert((float)json_real_value(json_array_get(data, 1)) == -FLT_MAX);
+    /* query 1 is padding: 0 */
+    for (size_t k = 3; k < 6; k++)
+        ck_assert(json_number_value(json_array_get(data, k)) == 0);
+    ck_assert_ptr_nonnull(strstr(r.body, "-3.4028235e38"));
+    oc_result_free(&res);
+    hs_response_free(&r);
+    oc_body_free(&b);
+
+    /* application/json and application/octet-stream are both accepted */
+    const char *json_body = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
+                            "\"FP32\",\"data\":[[0.1,0.2,0.3,0.4]]}]}";
+    const char *types[] = {"Content-Type: application/json",
+                           "Content-Type: application/octet-stream"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *h[] = {types[i], NULL};
+        post_raw("demo-4d", h, json_body, strlen(json_body), &r);
+        ck_assert_msg(r.status == 200, "%s: %ld %s", types[i], r.status, r.body);
+        hs_response_free(&r);
+    }
+    finish();
+}
+END_TEST
+
+/* One refusal: the body sent with its header length, the status and the
+ * protocol's error body expected. */
+typedef struct bad_case {
+    const char *what;
+    const char *json;
+    const char *bin; /* bytes after the JSON, or NULL */
+    size_t bin_len;
+    long long header_len; /* -1: the JSON's own length (when bin), -2: no header */
+    long status;
+} bad_case;
+
+static void check_bad(const char *model, const bad_case *c) {
+    size_t jl = strlen(c->json);
+    char *body = malloc(jl + c->bin_len + 1);
+    memcpy(body, c->json, jl);
+    if (c->bin) memcpy(body + jl, c->bin, c->bin_len);
+    char hl[64];
+    snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %lld",
+             c->header_len == -1 ? (long long)jl : c->header_len);
+    const char *h[] = {"Content-Type:", c->header_len == -2 ? NULL : hl, NULL};
+    hs_response r;
+    post_raw(model, h, body, jl + c->bin_len, &r);
+    check_error_body(&r, c->status, c->what);
+    hs_response_free(&r);
+    free(body);
+}
+
+#define EMB14 "{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]}"
+#define EMB_BIN(size)                                                                              \
+    "{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\",\"parameters\":{"              \
+    "\"binary_data_size\":" #size "}}"
+
+START_TEST(refusals) {
+    start();
+    static const float four[4] = {0.5f, 0.25f, -1, 2};
+    const bad_case cases[] = {
+        {"not JSON", "{\"inputs\":", NULL, 0, -2, 400},
+        {"not an object", "[1]", NULL, 0, -2, 400},
+        {"unknown field", "{\"inputs\":[" EMB14 "],\"extra\":1}", NULL, 0, -2, 400},
+        {"no inputs", "{\"outputs\":[]}", NULL, 0, -2, 400},
+        {"no embeddings",
+         "{\"inputs\":[{\"name\":\"positions\",\"shape\":[1],\"datatype\":\"INT64\",\"data\":[0]}]"
+         "}",
+         NULL, 0, -2, 400},
+        {"unknown input",
+         "{\"inputs\":[" EMB14
+         ",{\"name\":\"tokens\",\"shape\":[1],\"datatype\":\"INT64\",\"data\":[0]}]}",
+         NULL, 0, -2, 400},
+        {"context on a self-attention model",
+         "{\"inputs\":[" EMB14
+         ",{\"name\":\"context\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}",
+         NULL, 0, -2, 400},
+        {"duplicate input", "{\"inputs\":[" EMB14 "," EMB14 "]}", NULL, 0, -2, 400},
+        {"wrong datatype FP64",
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP64\",\"data\":[1,"
+         "2,3,4]}]}",
+         NULL, 0, -2, 400},
+        {"mask INT64",
+         "{\"inputs\":[" EMB14
+         ",{\"name\":\"attention_mask\",\"shape\":[1],\"datatype\":\"INT64\",\"data\":[1]}]}",
+         NULL, 0, -2, 400},
+        {"positions INT32",
+         "{\"inputs\":[" EMB14
+         ",{\"name\":\"positions\",\"shape\":[1],\"datatype\":\"INT32\",\"data\":[1]}]}",
+         NULL, 0, -2, 400},
+        {"data not numbers",
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,"
+         "2,\"3\",4]}]}",
+         NULL, 0, -2, 400},
+        {"shape product != data length",
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,"
+         "2,3]}]}",
+         NULL, 0, -2, 422},
+        {"d_model disagrees",
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,3],\"datatype\":\"FP32\",\"data\":[1,"
+         "2,3]}]}",
+         NULL, 0, -2, 422},
+        {"rank 1 embeddings",
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[4],\"datatype\":\"FP32\",\"data\":[1,2,"
+         "3,4]}]}",
+         NULL, 0, -2, 422},
+        {"mask shape disagrees",
+         "{\"inputs\":[" EMB14
+         ",{\"name\":\"attention_mask\",\"shape\":[2],\"datatype\":\"INT32\",\"data\":[1,1]}]}",
+         NULL, 0, -2, 422},
+        {"mask value 2",
+         "{\"inputs\":[" EMB14
+         ",{\"name\":\"attention_mask\",\"shape\":[1],\"datatype\":\"INT32\",\"data\":[2]}]}",
+         NULL, 0, -2, 422},
+        {"negative position",
+         "{\"inputs\":[" EMB14
+         ",{\"name\":\"positions\",\"shape\":[1],\"datatype\":\"INT64\",\"data\":[-1]}]}",
+         NULL, 0, -2, 422},
+        {"unknown output", "{\"inputs\":[" EMB14 "],\"outputs\":[{\"name\":\"logits\"}]}", NULL, 0,
+         -2, 400},
+        {"duplicate output",
+         "{\"inputs\":[" EMB14 "],\"outputs\":[{\"name\":\"q\"},{\"name\":\"q\"}]}", NULL, 0, -2,
+         400},
+        {"binary_data not a boolean",
+         "{\"inputs\":[" EMB14
+         "],\"outputs\":[{\"name\":\"q\",\"parameters\":{\"binary_data\":1}}]}",
+         NULL, 0, -2, 400},
+        {"bad mask parameter", "{\"inputs\":[" EMB14 "],\"parameters\":{\"mask\":\"diagonal\"}}",
+         NULL, 0, -2, 400},
+        {"scale not a number", "{\"inputs\":[" EMB14 "],\"parameters\":{\"scale\":\"big\"}}", NULL,
+         0, -2, 400},
+        {"scale not positive", "{\"inputs\":[" EMB14 "],\"parameters\":{\"scale\":-1}}", NULL, 0,
+         -2, 422},
+        {"select_heads malformed string",
+         "{\"inputs\":[" EMB14 "],\"parameters\":{\"select_heads\":\"0,,1\"}}", NULL, 0, -2, 400},
+        {"select_heads not a list", "{\"inputs\":[" EMB14 "],\"parameters\":{\"select_heads\":1}}",
+         NULL, 0, -2, 400},
+        {"select_heads out of range",
+         "{\"inputs\":[" EMB14 "],\"parameters\":{\"select_heads\":[1]}}", NULL, 0, -2, 422},
+        {"select_heads string out of range",
+         "{\"inputs\":[" EMB14 "],\"parameters\":{\"select_heads\":\"0,5\"}}", NULL, 0, -2, 422},
+        {"binary_data_output not a boolean",
+         "{\"inputs\":[" EMB14 "],\"parameters\":{\"binary_data_output\":\"yes\"}}", NULL, 0, -2,
+         400},
+        {"id not a string", "{\"id\":7,\"inputs\":[" EMB14 "]}", NULL, 0, -2, 400},
+        {"header length past the body", "{\"inputs\":[" EMB_BIN(16) "]}", (const char *)four, 16,
+         100000, 400},
+        {"header length not a number", "{\"inputs\":[" EMB14 "]}", NULL, 0, -3, 400},
+        {"binary size past the rest", "{\"inputs\":[" EMB_BIN(20) "]}", (const char *)four, 16, -1,
+         400},
+        {"binary bytes left over", "{\"inputs\":[" EMB_BIN(12) "]}", (const char *)four, 16, -1,
+         400},
+        {"binary without the header", "{\"inputs\":[" EMB_BIN(16) "]}", NULL, 0, -2, 400},
+        {"binary size != shape × datatype", "{\"inputs\":[" EMB_BIN(12) "]}", (const char *)four,
+         12, -1, 422},
+        {"both data and binary_data_size",
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\","
+         "\"parameters\":{\"binary_data_size\":16},\"data\":[1,2,3,4]}]}",
+         (const char *)four, 16, -1, 400},
+        {"negative binary_data_size", "{\"inputs\":[" EMB_BIN(-4) "]}", NULL, 0, -1, 400},
+        {"non-finite float32",
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,"
+         "2,3,1e39]}]}",
+         NULL, 0, -2, 422},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (cases[i].header_len == -3) {
+            const char *h[] = {"Content-Type:", "Inference-Header-Content-Length: ten", NULL};
+            hs_response r;
+            post_raw("demo-4d", h, cases[i].json, strlen(cases[i].json), &r);
+            check_error_body(&r, 400, cases[i].what);
+            hs_response_free(&r);
+            continue;
+        }
+        check_bad("demo-4d", &cases[i]);
+    }
+    /* unknown model, a name no model can have, 415 */
+    bad_case ok = {"unknown model", "{\"inputs\":[" EMB14 "]}", NULL, 0, -2, 404};
+    check_bad("no-such-model", &ok);
+    ok.what = "invalid model name";
+    check_bad("bad%20name", &ok);
+    const char *h[] = {"Content-Type: text/plain", NULL};
+    hs_response r;
+    post_raw("demo-4d", h, ok.json, strlen(ok.json), &r);
+    check_error_body(&r, 415, "text/plain");
+    hs_response_free(&r);
+    finish();
+}
+END_TEST
+
+START_TEST(limits_and_keys) {
+    const char *names[] = {"demo-4d", NULL};
+    char keys[] = "/tmp/attn-oip-keys-XXXXXX";
+    int fd = mkstemp(keys);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "k1\n", 3), 3);
+    close(fd);
+    const char *extra[] = {
+        "--api-keys-file", keys, "--max-tokens", "4", "--max-body-bytes", "300", NULL};
+    static char big[400];
+    memset(big, ' ', sizeof big - 1);
+    start_with(names, extra);
+    hs_response r;
+    /* a body over --max-body-bytes, announced by its Content-Length */
+    const char *auth0[] = {"Authorization: Bearer k1", NULL};
+    post_raw("demo-4d", auth0, big, sizeof big - 1, &r);
+    check_error_body(&r, 413, "body too large");
+    hs_response_free(&r);
+    /* probes need no key; the rest do, answered in the protocol's form */
+    ck_assert_int_eq(hs_request(NULL, srv.port, "GET", "/v2/health/ready", NULL, NULL, 0, &r),
+                     CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+    ck_assert_int_eq(hs_request(NULL, srv.port, "GET", "/v2", NULL, NULL, 0, &r), CURLE_OK);
+    check_error_body(&r, 401, "no key");
+    hs_response_free(&r);
+    const char *auth[] = {"Authorization: Bearer k1", "Content-Type:", NULL};
+    const char *body = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,3,4],\"datatype\":"
+                       "\"FP32\",\"data\":[1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4]}]}";
+    post_raw("demo-4d", auth + 1, body, strlen(body), &r);
+    check_error_body(&r, 401, "infer without key");
+    hs_response_free(&r);
+    /* 2 × 3 tokens, padding included, over --max-tokens 4 */
+    post_raw("demo-4d", auth, body, strlen(body), &r);
+    check_error_body(&r, 422, "over max_tokens");
+    hs_response_free(&r);
+    /* 5 rows: a batch axis over the bound (max_tokens stands for max_batch) */
+    const char *rows = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[5,1,4],\"datatype\":"
+                       "\"FP32\",\"data\":[1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4]}]}";
+    post_raw("demo-4d", auth, rows, strlen(rows), &r);
+    check_error_body(&r, 422, "batch over the bound");
+    hs_response_free(&r);
+    const char *fine = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
+                       "\"FP32\",\"data\":[1,2,3,4]}]}";
+    post_raw("demo-4d", auth, fine, strlen(fine), &r);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+    finish();
+    unlink(keys);
+}
+END_TEST
+
+/* A heavy infer, posted from a thread: its status when it is answered. */
+typedef struct heavy {
+    unsigned port;
+    const oc_body *body;
+    long status;
+} heavy;
+
+static void *heavy_thread(void *arg) {
+    heavy *hv = arg;
+    char hl[64];
+    snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %zu", hv->body->json_len);
+    const char *headers[] = {"Content-Type:", hl, NULL};
+    hs_response r;
+    hs_request(NULL, hv->port, "POST", "/v2/models/gpt2-small-shape/infer", headers, hv->body->data,
+               hv->body->len, &r);
+    hv->status = r.status;
+    hs_response_free(&r);
+    return NULL;
+}
+
+/* While draining: readiness 503 (server and model), new work refused, both
+ * in the protocol's form; the infers in flight are answered. */
+START_TEST(drain) {
+    const char *names[] = {"gpt2-small-shape", NULL};
+    const char *extra[] = {"--workers", "1", NULL};
+    start_with(names, extra);
+    enum { N = 1024, D = 768, K = 2 };
+    float *emb = malloc((size_t)N * D * sizeof *emb);
+    fill(emb, (size_t)N * D, 3);
+    oc_input in = {"embeddings", "FP32", 2, {N, D}, emb, 1};
+    oc_output out = {"embeddings", 1};
+    oc_body body;
+    oc_build(&body, NULL, &in, 1, &out, 1, NULL, 0);
+    /* A draining server closes each connection after its answer and
+     * accepts no new one: one kept-alive connection per question asked. */
+    enum { Q = 4 };
+    CURL *conn[Q];
+    hs_response r;
+    for (int i = 0; i < Q; i++) {
+        conn[i] = curl_easy_init();
+        hs_request(conn[i], srv.port, "GET", "/v2/health/live", NULL, NULL, 0, &r);
+        ck_assert_int_eq(r.status, 200);
+        hs_response_free(&r);
+    }
+    heavy hv[K];
+    pthread_t t[K];
+    for (int i = 0; i < K; i++) {
+        hv[i] = (heavy){srv.port, &body, 0};
+        pthread_create(&t[i], NULL, heavy_thread, &hv[i]);
+    }
+    /* both received: in flight with this connection's request */
+    long in_flight = 0;
+    for (int i = 0; i < 1000 && in_flight < K + 1; i++) {
+        hs_request(conn[0], srv.port, "GET", "/metrics", NULL, NULL, 0, &r);
+        in_flight = hs_metric_value(r.body, "\nattn_http_requests_in_flight ");
+        hs_response_free(&r);
+        if (in_flight < K + 1) usleep(10000);
+    }
+    ck_assert_int_ge(in_flight, K + 1);
+    hs_signal(&srv, SIGTERM);
+    usleep(100000);
+    hs_request(conn[0], srv.port, "GET", "/v2/health/ready", NULL, NULL, 0, &r);
+    check_error_body(&r, 503, "ready while draining");
+    char *ra = hs_header(&r, "Retry-After");
+    ck_assert_ptr_nonnull(ra);
+    free(ra);
+    hs_response_free(&r);
+    hs_request(conn[1], srv.port, "GET", "/v2/models/gpt2-small-shape/ready", NULL, NULL, 0, &r);
+    check_error_body(&r, 503, "model ready while draining");
+    hs_response_free(&r);
+    const char *small = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,768],"
+                        "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":3072}}]}";
+    hs_request(conn[2], srv.port, "POST", "/v2/models/gpt2-small-shape/infer", NULL, small,
+               strlen(small), &r);
+    check_error_body(&r, 503, "infer while draining");
+    hs_response_free(&r);
+    hs_request(conn[3], srv.port, "GET", "/v2/health/live", NULL, NULL, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+    for (int i = 0; i < Q; i++)
+        curl_easy_cleanup(conn[i]);
+    for (int i = 0; i < K; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(hv[i].status, 200);
+    }
+    ck_assert_int_eq(hs_wait(&srv, 60), 0);
+    finish();
+    oc_body_free(&body);
+    free(emb);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("oip_http");
+    TCase *tc = tcase_create("oip_http");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, metadata_and_health);
+    tcase_add_test(tc, padded_batch_gpt2);
+    tcase_add_test(tc, single_row_and_no_batch_axis);
+    tcase_add_test(tc, positions_rope_gqa);
+    tcase_add_test(tc, triton_defaults_and_json_outputs);
+    tcase_add_test(tc, refusals);
+    tcase_add_test(tc, limits_and_keys);
+    tcase_add_test(tc, drain);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
