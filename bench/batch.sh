@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# (f) POST /v1/attention/batch against the same sequences as single
+# (g) POST /v1/attention/batch against the same sequences as single
 # requests: starts attention-server on a free loopback port with the
 # built-in models and runs bench/build/bench_batch against it.
 #

@@ -1,5 +1,5 @@
 /*
- * bench_batch.c — (f) POST /v1/attention/batch against the same sequences
+ * bench_batch.c — (g) POST /v1/attention/batch against the same sequences
  * as single POST /v1/attention requests, over real HTTP (libcurl).
  *
  *   build/bench_batch PORT [--seqs 64] [--tokens 16] [--rounds 7]
@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
     }
     curl_easy_cleanup(c);
 
-    printf("## (f) POST /v1/attention/batch against single requests\n\n");
+    printf("## (g) POST /v1/attention/batch against single requests\n\n");
     printf("gpt2-small-shape, %zu sequences of %zu tokens, base64 tensors both ways (default "
            "outputs: patterns, embeddings), 127.0.0.1; %d interleaved rounds after a warm-up.\n\n",
            seqs, tokens, rounds);
