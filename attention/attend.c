@@ -96,7 +96,7 @@ void attn_block_keys(const attn_plan *pl, const unsigned *pos, size_t blk, size_
 }
 
 /* attn_task_fn, task t: block t % blocks of head order[t / blocks]. */
-static void head_task(void *arg, size_t t, attn_workspace *ws) {
+void attn_attend_task(void *arg, size_t t, attn_workspace *ws) {
     attn_call *c = arg;
     const attn_plan *pl = c->pl;
     const attn_sizes *sz = &pl->sz;
@@ -131,7 +131,7 @@ static void copy_slot(float *buf, size_t to, size_t from, size_t size) {
     memcpy(buf + to * size, buf + from * size, size * sizeof(float));
 }
 
-int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block) {
+size_t attn_attend_prepare(const attn_plan *pl, attn_call *c, attn_block_fn block) {
     const attn_sizes *sz = &pl->sz;
     const size_t *heads = pl->in->heads, *slot = c->slot;
     size_t count = 0;
@@ -140,10 +140,13 @@ int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block) {
     for (size_t i = 0; pl->stage == ATTN_STAGE_DELTA && i < sz->h; i++)
         if (slot[i] == SIZE_MAX) c->order[count++] = i;
     c->block = block;
-    int rc = attn_run(c, head_task, count * sz->blocks);
-    if (rc) return rc;
+    return count * sz->blocks;
+}
 
+void attn_attend_finish(const attn_plan *pl, attn_call *c) {
     /* A head listed again: a copy of what its first position shows. */
+    const attn_sizes *sz = &pl->sz;
+    const size_t *heads = pl->in->heads, *slot = c->slot;
     const attn_output *out = &pl->out;
     const size_t nm = sz->n * sz->m; /* fits: scores/patterns of that size exist when used */
     const size_t ndh = sz->n * sz->dh;
@@ -154,5 +157,4 @@ int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block) {
         if (out->patterns) copy_slot(out->patterns, j, first, nm);
         if (out->head_outputs) copy_slot(out->head_outputs, j, first, ndh);
     }
-    return 0;
 }

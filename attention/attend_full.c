@@ -44,7 +44,7 @@ static void fill_outside(float *x, size_t ldx, size_t rows, size_t cols, size_t 
  * kbeg … kend are computed; the caller's rows get −inf and 0 elsewhere.
  * Q_i: n × dh, stride ldq; K_i, V_i: m × dh, stride ldkv.
  */
-static int full_block(const attn_plan *pl, const attn_block *b) {
+int attn_full_block(const attn_plan *pl, const attn_block *b) {
     const attn_sizes *sz = &pl->sz;
     const size_t m = sz->m, r0 = b->r0, rb = b->rb, kbeg = b->kbeg, kend = b->kend;
     const size_t kb = kend - kbeg;
@@ -74,8 +74,4 @@ static int full_block(const attn_plan *pl, const attn_block *b) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)sz->dh, (int)kb, 1.0f,
                 pd + kbeg, (int)m, b->v + kbeg * sz->ldkv, (int)sz->ldkv, 0.0f, zr, (int)b->ldz);
     return 0;
-}
-
-int attn_attend_full(const attn_plan *pl, attn_call *c) {
-    return attn_attend(pl, c, full_block);
 }

@@ -27,7 +27,7 @@
 /* b->z: n × dh (stride ldz), the head's, gets Z_i in rows r0 … r0+rb;
  * b->scratch.tile: bq × bk, then m: bq, l: bq. Q_i: n × dh, stride ldq;
  * K_i, V_i: m × dh, stride ldkv. */
-static int online_block(const attn_plan *pl, const attn_block *b) {
+int attn_online_block(const attn_plan *pl, const attn_block *b) {
     const attn_sizes *sz = &pl->sz;
     if (!b->z) return 0;
     const size_t r0 = b->r0, rb = b->rb, ldt = sz->bk;
@@ -58,8 +58,4 @@ static int online_block(const attn_plan *pl, const attn_block *b) {
                     zr, (int)b->ldz);
     }
     return 0;
-}
-
-int attn_attend_online(const attn_plan *pl, attn_call *c) {
-    return attn_attend(pl, c, online_block);
 }

@@ -40,7 +40,8 @@
  *
  * attn_compute runs these in three phases — project (QKV), attend (S, P, Z
  * per head, by a full or an online path), output (ΔE, E') — each a set of
- * tasks a caller's runner may spread over threads (compute.c).
+ * tasks a caller's runner may spread over threads (compute.c), for one
+ * sequence or, by attn_compute_batch, for many at once (batch.c).
  *
  * The module knows nothing of HTTP or JSON. It allocates nothing but the
  * workspace, holds no global state, and is reentrant: any number of threads
@@ -274,19 +275,29 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
 
 /*
  * A batch: `count` computations through one weight set, as many sequences
- * of their own lengths, masks, positions, contexts and listed heads.
- * Every ins[i].weights is the same pointer; out[i] says what sequence i
- * wants, as for attn_compute. Each sequence's results are bit for bit
- * those of attn_compute_with(&outs[i], ws, &ins[i], ...) alone, whatever
- * it is batched with: batch invariance is a property of the engine, not
- * of the batch's make-up (batch.c says how). The work is many sequences'
- * projections and ΔE in few GEMMs over their stacked rows, and their
- * attention as tasks per (sequence, head, block of query rows), handed to
- * `runner` (NULL: run in turn on this thread).
+ * of their own lengths, masks, positions, contexts, listed heads and
+ * outputs. Every ins[i].weights is the same pointer (sequences of several
+ * weight sets are computed one by one); outs[i] says what sequence i wants,
+ * as for attn_compute, and its results land in outs[i]'s buffers. Each
+ * sequence's results are bit for bit those of attn_compute_with(&outs[i],
+ * ws, &ins[i], ...) alone, whatever it is batched with and whatever the
+ * runner: batch invariance is a property of the engine, not of the batch's
+ * make-up (batch.c says how; it holds with OpenBLAS's own thread count at
+ * 1, as the server sets it). attn_compute_with is itself a batch of one.
+ *
+ * The work: the projections (E · W_qkv + b_qkv, with contexts C · W_kv)
+ * and ΔE of all sequences in few GEMMs over their stacked rows, each
+ * sequence's rows padded to a multiple of 12 (a sequence of n tokens costs
+ * ⌈n/12⌉·12 rows of them); RoPE by each sequence's own positions; the
+ * attention as tasks per (sequence, head, block of 128 query rows); each
+ * phase one call of runner->run (NULL: run in turn on this thread), so
+ * that a pool spreads every sequence's work over its workers.
  *
  * Returns 0, or -1 with *err filled as attn_compute_with does and, when
  * the error is one sequence's (ATTN_ERR_NONFINITE), *failed set to its
- * index (else to count); failed may be NULL. count 0 is a success.
+ * index — the lowest, when several fail — (else to count); failed may be
+ * NULL. count 0 is a success. The workspace grows to at most
+ * attn_batch_workspace_need(ins, count) bytes.
  */
 int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_input *ins,
                        size_t count, const attn_runner *runner, attn_error *err, size_t *failed);
@@ -294,7 +305,11 @@ int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_i
 /* The work of a batch: the sum of attn_input_flops over its sequences. */
 double attn_batch_flops(const attn_input *ins, size_t count);
 
-/* Bytes of workspace attn_compute_batch needs for the batch (saturating). */
+/* Bytes of workspace attn_compute_batch takes for the batch, whatever the
+ * outputs (saturating): an upper bound, checked by the tests. Linear
+ * in the batch's rows: its stacked QKV, Z, ΔE and padded copies of E (and
+ * C), RoPE's table, one block of query rows × m of the longest sequence,
+ * and per sequence a few hundred bytes of its plan and small tables. */
 size_t attn_batch_workspace_need(const attn_input *ins, size_t count);
 
 /*
@@ -324,14 +339,14 @@ void attn_alibi_slopes(float *slopes, size_t h);
 double attn_input_flops(const attn_input *in);
 
 /* Bytes of workspace attn_compute needs for `in`, whatever the outputs
- * (saturating): attn_workspace_need_grouped's, with the context's K and V,
- * RoPE's angles and the positions when they apply. */
+ * (saturating): attn_batch_workspace_need of the batch of one. */
 size_t attn_input_workspace_need(const attn_input *in);
 
 /* Bytes of workspace one computation of this size needs (saturating): an
- * upper bound for any set of outputs. Linear in n: n × (hd + 2gd) (Q, K,
- * V), n × hd (Z, with w_o), one block of query rows × n and a small tile;
- * the n × n scores and patterns live only in the caller's outputs.
+ * upper bound for any set of outputs. Linear in n, over n padded to 12
+ * rows: n × (hd + 2gd) (Q, K, V), n × hd (Z), n × dm twice (ΔE, and E's
+ * padded copy), one block of query rows × n and a small tile; the n × n
+ * scores and patterns live only in the caller's outputs.
  * attn_workspace_need is multi-head (g = h); attn_workspace_need_grouped
  * takes g = n_kv_heads (0 = n_heads). */
 size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size_t d_head);

@@ -1,5 +1,5 @@
 /*
- * compute.c — attn_compute: the driver of one call, and its plan.
+ * compute.c — attn_compute: the plan of one call, its call, and its sizes.
  *
  * A call reads as its phases (plan.h), each a function of the plan:
  *
@@ -12,25 +12,27 @@
  *             (attend.c, attend_full.c, attend_online.c)
  *   output    ΔE = Z · w_o + b_o,  E' = E + ΔE                output.c
  *
- * Work not asked for is not done: without delta/embeddings only the listed
- * heads are projected and attended; with only q/k/v nothing past the
- * projection runs; without patterns and head outputs nothing past the
+ * attn_compute_with is a batch of one (batch.c drives the phases), so
+ * that a sequence's rows go through the same sgemm rows alone and in any
+ * batch. Work not asked for is not done: without delta/embeddings only the
+ * listed heads are projected and attended; with only q/k/v nothing past
+ * the projection runs; without patterns and head outputs nothing past the
  * scores. When scores or patterns are shown, every head takes the full
  * path (so that ΔE does not depend on which heads are listed), else the
- * online one. When w_o is NULL, Z is written directly into delta (or
- * embeddings) and no Z scratch exists.
+ * online one. When w_o is NULL, Z is written directly into ΔE's rows and
+ * no Z scratch exists.
  *
  * Memory: everything lives in the caller's workspace, one block carved by a
- * table of slice sizes (WS_*, plan.h), each size computed with overflow
- * checks. No slice is n × n. A head listed twice is computed once and
- * copied.
+ * table of slice sizes (WS_* here for the call's own, B_* in batch.c for
+ * the stacked rows), each size computed with overflow checks. No slice is
+ * n × n. A head listed twice is computed once and copied.
  *
  * Threads: no globals, no static state. Each phase is one run of tasks
  * (tasks.c); attn_compute runs them in turn, attn_compute_with hands them
  * to the caller's runner, with bit for bit the same results. OpenBLAS's own
  * thread count is the server's business (see bench/README.md); this module
  * never sets it. Errors: the phases return small ints (ATTN_FAIL_*); only
- * this file fills the caller's attn_error.
+ * attn_fail_error turns them into the caller's attn_error.
  */
 #include <limits.h>
 #include <math.h>
@@ -93,7 +95,7 @@ static int reads_positions(const attn_input *in) {
 }
 
 /* The sizes of `in`'s call. */
-static int sizes_of(attn_sizes *sz, const attn_input *in) {
+int attn_sizes_of(attn_sizes *sz, const attn_input *in) {
     const attn_weights *w = in->weights;
     if (sizes_make(sz, in->n_tokens, w->d_model, w->n_heads, w->n_kv_heads, w->d_head,
                    in->n_heads_out, in->context != NULL, in->n_context))
@@ -105,7 +107,7 @@ static int sizes_of(attn_sizes *sz, const attn_input *in) {
 }
 
 /* *bytes = the size of slice s; -1 on overflow. */
-static int slice_bytes(size_t *bytes, int s, const attn_sizes *sz) {
+int attn_slice_bytes(size_t *bytes, int s, const attn_sizes *sz) {
     size_t a, b;
     switch (s) {
     case WS_QKV:
@@ -132,7 +134,7 @@ static int slice_bytes(size_t *bytes, int s, const attn_sizes *sz) {
 }
 
 /* Sum of the slices, each rounded up to ATTN_WS_ALIGN; -1 on overflow. */
-static int slice_total(size_t *total, const size_t bytes[WS_COUNT]) {
+int attn_slice_total(size_t *total, const size_t bytes[WS_COUNT]) {
     size_t t = 0;
     for (int s = 0; s < WS_COUNT; s++) {
         size_t b = bytes[s];
@@ -155,11 +157,10 @@ static attn_stage stage_of(const attn_output *o) {
     return ATTN_STAGE_NOTHING;
 }
 
-/* The plan of `out` on `in`, its slices sized into pl->bytes and their sum
- * into *total; -1 when a size overflows. */
-static int plan_make(attn_plan *pl, size_t *total, const attn_output *out, const attn_input *in) {
+/* The plan of `out` on `in` (plan.h). */
+int attn_plan_make(attn_plan *pl, size_t *total, const attn_output *out, const attn_input *in) {
     const attn_weights *w = in->weights;
-    if (sizes_of(&pl->sz, in)) return -1;
+    if (attn_sizes_of(&pl->sz, in)) return -1;
     pl->in = in;
     pl->out = *out;
     attn_output *o = &pl->out;
@@ -191,32 +192,18 @@ static int plan_make(attn_plan *pl, size_t *total, const attn_output *out, const
     need[WS_ROPE] = rope;
     for (int s = 0; s < WS_COUNT; s++) {
         pl->bytes[s] = 0;
-        if (need[s] && slice_bytes(&pl->bytes[s], s, &pl->sz)) return -1;
+        if (need[s] && attn_slice_bytes(&pl->bytes[s], s, &pl->sz)) return -1;
     }
-    return slice_total(total, pl->bytes);
+    return attn_slice_total(total, pl->bytes);
 }
 
 /* ---- the call ------------------------------------------------------------ */
 
-/* The call's buffers carved from ws (`total` bytes), the heads' first
- * positions, and where Z and ΔE go. 0 or ATTN_FAIL_NOMEM. */
-static int call_make(attn_call *c, const attn_plan *pl, size_t total, attn_workspace *ws,
-                     const attn_runner *runner) {
+void attn_call_init(attn_call *c, const attn_plan *pl, attn_workspace *ws,
+                    const attn_runner *runner, float *const slice[WS_COUNT]) {
     const attn_sizes *sz = &pl->sz;
     *c = (attn_call){.pl = pl, .runner = runner, .ws = ws};
     atomic_init(&c->rc, 0);
-    /* cblas takes int sizes. */
-    if (sz->n > INT_MAX || sz->m > INT_MAX || sz->dm > INT_MAX || sz->dc > INT_MAX ||
-        sz->ld > INT_MAX)
-        return ATTN_FAIL_NOMEM;
-    unsigned char *block = attn_workspace_reserve(ws, total);
-    if (!block) return ATTN_FAIL_NOMEM;
-    float *slice[WS_COUNT];
-    size_t off = 0; /* the same rounding as slice_total, so within total */
-    for (int s = 0; s < WS_COUNT; s++) {
-        slice[s] = pl->bytes[s] ? (float *)(void *)(block + off) : NULL;
-        off += attn_slice_round(pl->bytes[s]);
-    }
     c->qkv = slice[WS_QKV];
     if (c->qkv) {
         c->q = c->qkv;
@@ -262,11 +249,10 @@ static int call_make(attn_call *c, const attn_plan *pl, size_t total, attn_works
         c->d = pl->out.delta ? pl->out.delta : pl->out.embeddings;
         c->zall = pl->in->weights->w_o ? slice[WS_Z] : c->d;
     }
-    return 0;
 }
 
 /* Fills *err for a phase's ATTN_FAIL_*; returns -1. */
-static int call_error(attn_error *err, int rc) {
+int attn_fail_error(attn_error *err, int rc) {
     switch (rc) {
     case ATTN_FAIL_NONFINITE:
         return attn_error_set(
@@ -289,17 +275,10 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
 
 int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_input *in,
                       const attn_runner *runner, attn_error *err) {
-    attn_plan pl;
-    attn_call c;
-    size_t total;
-    if (plan_make(&pl, &total, out, in)) return call_error(err, ATTN_FAIL_NOMEM);
-    if (pl.stage == ATTN_STAGE_NOTHING) return 0;
-    int rc = call_make(&c, &pl, total, ws, runner);
-    if (!rc) rc = attn_project(&pl, &c);
-    if (!rc && pl.stage >= ATTN_STAGE_SCORES)
-        rc = pl.path == ATTN_PATH_FULL ? attn_attend_full(&pl, &c) : attn_attend_online(&pl, &c);
-    if (!rc && pl.stage == ATTN_STAGE_DELTA) rc = attn_output_delta(&pl, &c);
-    return rc ? call_error(err, rc) : 0;
+    /* A batch of one: the rows of its sgemms are laid out as in any batch,
+     * which is what makes a batch's sequences equal to the bit to their
+     * own calls (batch.c). */
+    return attn_compute_batch(out, ws, in, 1, runner, err, NULL);
 }
 
 /* ---- sizes for limits, metrics and benchmarks ---------------------------- */
@@ -324,23 +303,19 @@ size_t attn_workspace_need(size_t n_tokens, size_t d_model, size_t n_heads, size
     return attn_workspace_need_grouped(n_tokens, d_model, n_heads, n_heads, d_head);
 }
 
-/* Every slice at once: an upper bound for any output set. Linear in n:
- * no path keeps an n × n buffer (the caller's scores/patterns excepted). */
+/* The batch of one input of these sizes, for the worst outputs. Linear in
+ * n: no path keeps an n × n buffer (the caller's scores/patterns excepted). */
 size_t attn_workspace_need_grouped(size_t n_tokens, size_t d_model, size_t n_heads,
                                    size_t n_kv_heads, size_t d_head) {
-    attn_sizes sz;
-    size_t bytes[WS_COUNT], total;
-    /* ΔE is written into the caller's buffer, never scratch: d_model plays no part */
-    if (sizes_make(&sz, n_tokens, d_model, n_heads, n_kv_heads, d_head, 0, 0, 0)) return SIZE_MAX;
-    for (int s = 0; s < WS_COUNT; s++)
-        if (slice_bytes(&bytes[s], s, &sz)) return SIZE_MAX;
-    if (slice_total(&total, bytes)) return SIZE_MAX;
-    return total;
+    attn_weights w = {
+        .d_model = d_model, .n_heads = n_heads, .d_head = d_head, .n_kv_heads = n_kv_heads};
+    attn_input in = {.weights = &w, .n_tokens = n_tokens};
+    return attn_batch_workspace_need(&in, 1);
 }
 
 double attn_input_flops(const attn_input *in) {
     attn_plan pl = {.in = in};
-    if (sizes_of(&pl.sz, in)) return INFINITY;
+    if (attn_sizes_of(&pl.sz, in)) return INFINITY;
     const attn_sizes *sz = &pl.sz;
     const double dh = (double)sz->dh, hd = (double)sz->hd, gd = (double)sz->gd;
     double f;
@@ -361,13 +336,7 @@ double attn_input_flops(const attn_input *in) {
     return f;
 }
 
-/* Every slice at once, as attn_workspace_need_grouped, for in's sizes. */
+/* The batch of one, for the worst outputs (batch.c). */
 size_t attn_input_workspace_need(const attn_input *in) {
-    attn_sizes sz;
-    size_t bytes[WS_COUNT], total;
-    if (sizes_of(&sz, in)) return SIZE_MAX;
-    for (int s = 0; s < WS_COUNT; s++)
-        if (slice_bytes(&bytes[s], s, &sz)) return SIZE_MAX;
-    if (slice_total(&total, bytes)) return SIZE_MAX;
-    return total;
+    return attn_batch_workspace_need(in, 1);
 }

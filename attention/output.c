@@ -16,7 +16,7 @@
 
 /* attn_task_fn, tile t of ΔE = Z · w_o + b_o (Z already in d without w_o),
  * then E' = E + ΔE. */
-static void output_task(void *arg, size_t t, attn_workspace *ws) {
+void attn_output_task(void *arg, size_t t, attn_workspace *ws) {
     (void)ws;
     const attn_call *c = arg;
     const attn_sizes *sz = &c->pl->sz;
@@ -41,7 +41,7 @@ static void output_task(void *arg, size_t t, attn_workspace *ws) {
         attn_add(e + r * sz->dm + c0, e0 + r * sz->dm + c0, c->d + r * sz->dm + c0, cb);
 }
 
-int attn_output_delta(const attn_plan *pl, attn_call *c) {
+size_t attn_output_tiles(const attn_plan *pl, attn_call *c) {
     c->tiles = attn_tiling_make(pl->sz.n, pl->sz.dm);
-    return attn_run(c, output_task, c->tiles.nr * c->tiles.nc);
+    return c->tiles.nr * c->tiles.nc;
 }

@@ -1,6 +1,6 @@
 /*
  * plan.h — internal to attention/: the plan of one attn_compute call and
- * the phases that carry it out (compute.c drives them):
+ * the phases that carry it out (batch.c drives them, for one call or many):
  *
  *   project   QKV = E · w_qkv + b_qkv            project.c
  *             (with a context: Q = E · Wq, KV = C · Wkv); RoPE on Q and K
@@ -32,6 +32,14 @@
 #ifndef ATTN_BLOCK_K
 #define ATTN_BLOCK_K 256
 #endif
+
+/* The rows of every sgemm of the projection and of ΔE are a multiple of
+ * ATTN_ROWS_QUANTUM, and each call's rows start at a multiple of it in
+ * the stacked rows of a batch (batch.c): OpenBLAS's sgemm kernels for
+ * Haswell and Zen compute a row by one of two instruction orders chosen by
+ * its place in blocks of 12 rows, and its remainders of fewer than 12 rows
+ * by others again. */
+#define ATTN_ROWS_QUANTUM 12
 
 /* Why a phase failed; 0 is success. Only attn_compute_with turns these into
  * an attn_error. */
@@ -77,7 +85,11 @@ typedef struct attn_sizes {
     int own_positions; /* rules read positions the input does not give: 0 … n−1 made */
 } attn_sizes;
 
-/* The slices of one call's scratch, carved in this order. */
+/* The slices of one call's scratch, as the plan sizes them. batch.c carves
+ * a call's WS_SLOT, WS_RANGE and WS_POS; the others tell which scratch the
+ * call needs and how much (WS_ROWS, WS_TILE also on another thread's
+ * workspace), while the batch lays out QKV, Z and RoPE's table over the
+ * stacked rows of all its calls. */
 enum {
     WS_QKV,   /* n × (hd + 2gd) floats: Q of every head, K and V of every K/V head;
                * with a context n × hd (Q) then m × 2gd (K, V) */
@@ -135,29 +147,43 @@ typedef struct attn_block {
 /* A path's work on one block; 0 or ATTN_FAIL_*. */
 typedef int (*attn_block_fn)(const attn_plan *pl, const attn_block *b);
 
+/* One product of the projection: dst = x · w + b, rows × cols (project.c). */
+typedef struct attn_proj {
+    const float *x; /* rows × k, stride k */
+    size_t rows, k;
+    const float *w; /* k × cols, stride ldw */
+    size_t ldw;
+    const float *b; /* cols, or NULL */
+    float *dst;     /* rows × cols, stride ldd */
+    size_t ldd, cols;
+    size_t rope_heads; /* heads of dh columns from column 0 that RoPE rotates: h + g, or 0 */
+    attn_tiling tiles;
+} attn_proj;
+
 /* One call's buffers and what its tasks share; read-only in the tasks but
  * for rc (and each task's own part of the outputs). */
 typedef struct attn_call {
     const attn_plan *pl;
-    const attn_runner *runner;    /* or NULL: every task in turn */
-    attn_workspace *ws;           /* the caller's */
-    float *qkv;                   /* n × (hd + 2gd), or with a context Q then KV */
-    float *q;                     /* Q of head 0: n × hd, stride ldq */
-    float *kv;                    /* K of K/V head 0: m × 2gd, stride ldkv (V at + gd) */
-    const unsigned *pos;          /* n positions, or NULL when no rule reads them */
-    size_t *range;                /* 2 · blocks: kbeg, kend of each block of query rows */
-    double *freq;                 /* dims/2: RoPE's f_t, or NULL */
-    float *angles;                /* n × dims: RoPE's cos, sin per row, or NULL */
-    attn_scratch scratch;         /* the caller's slices */
-    size_t *slot;                 /* h: head → first position in in->heads, or SIZE_MAX */
-    size_t *order;                /* h: the heads, in task order */
-    size_t distinct;              /* distinct heads listed */
-    float *zall;                  /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
-    float *d;                     /* n × dm: ΔE (delta, or embeddings finished in place) */
-    const struct attn_proj *proj; /* the projection's products (project.c), while it runs */
-    attn_block_fn block;          /* the attend path's */
-    attn_tiling tiles;            /* of the phase running */
-    atomic_int rc;                /* 0, or the first ATTN_FAIL_* a task stored */
+    const attn_runner *runner; /* or NULL: every task in turn */
+    attn_workspace *ws;        /* the caller's */
+    float *qkv;                /* n × (hd + 2gd), or with a context Q then KV */
+    float *q;                  /* Q of head 0: n × hd, stride ldq */
+    float *kv;                 /* K of K/V head 0: m × 2gd, stride ldkv (V at + gd) */
+    const unsigned *pos;       /* n positions, or NULL when no rule reads them */
+    size_t *range;             /* 2 · blocks: kbeg, kend of each block of query rows */
+    double *freq;              /* dims/2: RoPE's f_t, or NULL */
+    float *angles;             /* n × dims: RoPE's cos, sin per row, or NULL */
+    attn_scratch scratch;      /* the caller's slices */
+    size_t *slot;              /* h: head → first position in in->heads, or SIZE_MAX */
+    size_t *order;             /* h: the heads, in task order */
+    size_t distinct;           /* distinct heads listed */
+    float *zall;               /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
+    float *d;                  /* n × dm: ΔE (delta, or embeddings finished in place) */
+    const attn_proj *proj;     /* the projection's products (project.c), while it runs */
+    int rotated;               /* RoPE already applied to QKV, in the projection's tiles */
+    attn_block_fn block;       /* the attend path's */
+    attn_tiling tiles;         /* of the phase running */
+    atomic_int rc;             /* 0, or the first ATTN_FAIL_* a task stored */
 } attn_call;
 
 static inline size_t attn_min(size_t a, size_t b) {
@@ -204,27 +230,72 @@ void attn_rope_frequencies(double *freq, const attn_rope *rope);
 void attn_rope_angles(float *angles, size_t ldangles, const double *freq, size_t dims,
                       const unsigned *pos, size_t rows);
 
-/* ---- the phases; each returns 0 or ATTN_FAIL_* ---------------------------- */
+/* ---- the plan and the call (compute.c) ------------------------------------ */
 
-/* QKV (the parts and heads the plan needs), then the q, k, v outputs. */
-int attn_project(const attn_plan *pl, attn_call *c);
+/* The plan of `out` on `in`, its slices sized into pl->bytes and their sum
+ * into *total; -1 when a size overflows. */
+int attn_plan_make(attn_plan *pl, size_t *total, const attn_output *out, const attn_input *in);
 
-/* Z of every head the plan needs (and S, P where shown), one path each;
- * then the slots of heads listed again. */
-int attn_attend_full(const attn_plan *pl, attn_call *c);
-int attn_attend_online(const attn_plan *pl, attn_call *c);
+/* The sizes of `in`'s call; -1 when a size overflows or g does not divide h. */
+int attn_sizes_of(attn_sizes *sz, const attn_input *in);
 
-/* ΔE and E' from Z. */
-int attn_output_delta(const attn_plan *pl, attn_call *c);
+/* *total = the sum of the slices `bytes`, each rounded up to ATTN_WS_ALIGN;
+ * -1 on overflow. */
+int attn_slice_total(size_t *total, const size_t bytes[WS_COUNT]);
+
+/* *bytes = the size slice s would have for sz; -1 on overflow. */
+int attn_slice_bytes(size_t *bytes, int s, const attn_sizes *sz);
+
+/* The call of plan pl on the slices given (slice[s] NULL where pl->bytes[s]
+ * is 0): the buffers, positions, key ranges, head slots, where Z and ΔE go
+ * (compute.c's call_make on one block; batch.c on a batch's). */
+void attn_call_init(attn_call *c, const attn_plan *pl, attn_workspace *ws,
+                    const attn_runner *runner, float *const slice[WS_COUNT]);
+
+/* Fills *err (may be NULL) for a phase's ATTN_FAIL_* rc; returns -1. */
+int attn_fail_error(attn_error *err, int rc);
+
+/* ---- the phases' steps, each 0 or ATTN_FAIL_* where it returns an int;
+ * batch.c runs each step for all the calls of a batch at once, a batch of
+ * one being attn_compute_with -------------------------------------------- */
+
+/* Projection (project.c). RoPE's table: attn_angles_tasks tasks of
+ * attn_angles_task (0 when the call needs no table). Then, when
+ * attn_project_whole says all of QKV is computed, the tiles of its products
+ * (attn_project_tiles fills pr, points c->proj at it and returns their
+ * count) as tasks of attn_project_task, which rotate the tiles when
+ * pl->rope_in_tiles (the caller then sets c->rotated). Then
+ * attn_project_rest, on the calling thread: the listed heads' own blocks
+ * when not whole, q_raw and k_raw, the rotation not yet done, q, k, v. */
+size_t attn_angles_tasks(const attn_plan *pl);
+void attn_angles_task(void *arg, size_t t, attn_workspace *ws);
+int attn_project_whole(const attn_plan *pl, const attn_call *c);
+size_t attn_project_tiles(const attn_plan *pl, attn_call *c, attn_proj pr[2]);
+void attn_project_task(void *arg, size_t t, attn_workspace *ws);
+void attn_project_rest(const attn_plan *pl, attn_call *c);
+
+/* Attend (attend.c): attn_attend_prepare orders the heads, sets the path's
+ * block function and returns the count of attn_attend_task's tasks; after
+ * them attn_attend_finish copies the slots of heads listed again. The
+ * paths' block functions are attn_full_block and attn_online_block. */
+size_t attn_attend_prepare(const attn_plan *pl, attn_call *c, attn_block_fn block);
+void attn_attend_task(void *arg, size_t t, attn_workspace *ws);
+void attn_attend_finish(const attn_plan *pl, attn_call *c);
+int attn_full_block(const attn_plan *pl, const attn_block *b);
+int attn_online_block(const attn_plan *pl, const attn_block *b);
+
+/* Output (output.c): attn_output_tiles sets c->tiles to ΔE's and returns
+ * their count, each a task of attn_output_task. */
+size_t attn_output_tiles(const attn_plan *pl, attn_call *c);
+void attn_output_task(void *arg, size_t t, attn_workspace *ws);
 
 /* ---- shared by the phases ------------------------------------------------- */
 
-/* The heads' tasks with `block` as the path (attend.c). */
-int attn_attend(const attn_plan *pl, attn_call *c, attn_block_fn block);
-
-/* The tiling of a rows × cols result; it depends on the shape alone
- * (tasks.c). attn_tiling_aligned's column tiles are multiples of `quantum`
- * columns (so that RoPE finds whole heads in one tile). */
+/* The tiling of a rows × cols result (tasks.c). Its column tiles depend on
+ * cols and quantum alone, never on rows, so that a row's products are the
+ * same sgemm columns whatever rows surround it (batch.c).
+ * attn_tiling_aligned's column tiles are multiples of `quantum` columns (so
+ * that RoPE finds whole heads in one tile). */
 attn_tiling attn_tiling_make(size_t rows, size_t cols);
 attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum);
 
@@ -236,10 +307,6 @@ static inline void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, 
     *rb = attn_min(g->rb, g->rows - *r0);
     *cb = attn_min(g->cb, g->cols - *c0);
 }
-
-/* Runs task(c, t, ws) for t in 0 … count-1, by the runner or in turn, after
- * asking its stop; returns c->rc (tasks.c). */
-int attn_run(attn_call *c, attn_task_fn task, size_t count);
 
 /* A task's failure: the first one stored wins. */
 void attn_call_fail(attn_call *c, int rc);

@@ -31,57 +31,46 @@
 #include "attention/kernels.h"
 #include "attention/plan.h"
 
-/* One product of the projection: dst = x · w + b, rows × cols. */
-struct attn_proj {
-    const float *x; /* rows × k, stride k */
-    size_t rows, k;
-    const float *w; /* k × cols, stride ldw */
-    size_t ldw;
-    const float *b; /* cols, or NULL */
-    float *dst;     /* rows × cols, stride ldd */
-    size_t ldd, cols;
-    size_t rope_heads; /* heads of dh columns from column 0 that RoPE rotates: h + g, or 0 */
-    attn_tiling tiles;
-};
-
 /* The products of the call: 1 (self-attention) or 2 (Q, then KV). */
-static size_t proj_make(struct attn_proj pr[2], const attn_plan *pl, const attn_call *c) {
+static size_t proj_make(attn_proj pr[2], const attn_plan *pl, const attn_call *c) {
     const attn_sizes *sz = &pl->sz;
     const attn_input *in = pl->in;
     const attn_weights *w = in->weights;
     const size_t dh = sz->dh;
     if (!sz->cross) {
-        pr[0] = (struct attn_proj){in->embeddings,
-                                   sz->n,
-                                   sz->dm,
-                                   w->w_qkv,
-                                   sz->ld,
-                                   w->b_qkv,
-                                   c->qkv,
-                                   sz->ld,
-                                   sz->ld,
-                                   sz->rope ? sz->h + sz->g : 0,
-                                   {0}};
-        pr[0].tiles = attn_tiling_aligned(sz->n, sz->ld, pl->rope_in_tiles ? dh : 1);
+        pr[0] = (attn_proj){in->embeddings,
+                            sz->n,
+                            sz->dm,
+                            w->w_qkv,
+                            sz->ld,
+                            w->b_qkv,
+                            c->qkv,
+                            sz->ld,
+                            sz->ld,
+                            sz->rope ? sz->h + sz->g : 0,
+                            {0}};
+        /* whole heads per tile whenever there is RoPE, rotated in the tiles
+         * or not, so that the tiles are the same for every plan of a shape */
+        pr[0].tiles = attn_tiling_aligned(sz->n, sz->ld, sz->rope ? dh : 1);
         return 1;
     }
     const int apart = w->w_kv != NULL;
-    pr[0] = (struct attn_proj){
+    pr[0] = (attn_proj){
         in->embeddings, sz->n,  sz->dm, w->w_qkv, apart ? sz->hd : sz->ld, w->b_qkv, c->q,
         sz->hd,         sz->hd, 0,      {0}};
-    pr[1] = (struct attn_proj){in->context,
-                               sz->m,
-                               sz->dc,
-                               apart ? w->w_kv : w->w_qkv + sz->hd,
-                               apart ? sz->ldkv : sz->ld,
-                               apart      ? w->b_kv
-                               : w->b_qkv ? w->b_qkv + sz->hd
-                                          : NULL,
-                               c->kv,
-                               sz->ldkv,
-                               sz->ldkv,
-                               0,
-                               {0}};
+    pr[1] = (attn_proj){in->context,
+                        sz->m,
+                        sz->dc,
+                        apart ? w->w_kv : w->w_qkv + sz->hd,
+                        apart ? sz->ldkv : sz->ld,
+                        apart      ? w->b_kv
+                        : w->b_qkv ? w->b_qkv + sz->hd
+                                   : NULL,
+                        c->kv,
+                        sz->ldkv,
+                        sz->ldkv,
+                        0,
+                        {0}};
     pr[0].tiles = attn_tiling_make(sz->n, sz->hd);
     pr[1].tiles = attn_tiling_make(sz->m, sz->ldkv);
     return 2;
@@ -89,7 +78,11 @@ static size_t proj_make(struct attn_proj pr[2], const attn_plan *pl, const attn_
 
 /* attn_task_fn, rows 64t … of RoPE's table. */
 #define ANGLE_ROWS 64
-static void angles_task(void *arg, size_t t, attn_workspace *ws) {
+size_t attn_angles_tasks(const attn_plan *pl) {
+    return pl->bytes[WS_ROPE] ? attn_div_up(pl->sz.n, ANGLE_ROWS) : 0;
+}
+
+void attn_angles_task(void *arg, size_t t, attn_workspace *ws) {
     (void)ws;
     const attn_call *c = arg;
     const attn_sizes *sz = &c->pl->sz;
@@ -107,10 +100,10 @@ static void rope_rotate(const attn_call *c, float *x, size_t ldx, size_t r0, siz
 }
 
 /* attn_task_fn, tile t of all the products' tiles, in order. */
-static void project_task(void *arg, size_t t, attn_workspace *ws) {
+void attn_project_task(void *arg, size_t t, attn_workspace *ws) {
     (void)ws;
     const attn_call *c = arg;
-    const struct attn_proj *p = c->proj;
+    const attn_proj *p = c->proj;
     size_t count0 = p->tiles.nr * p->tiles.nc;
     if (t >= count0) t -= count0, p++;
     size_t r0, rb, c0, cb;
@@ -130,7 +123,7 @@ static void project_task(void *arg, size_t t, attn_workspace *ws) {
 }
 
 /* dst[:, col … col+dh] of product p: rows × dh, by one sgemm. */
-static void project_cols(const struct attn_proj *p, size_t col, size_t dh) {
+static void project_cols(const attn_proj *p, size_t col, size_t dh) {
     /* as project_task: the bias first, then the product added to it */
     if (p->b) attn_copy_block(p->dst + col, p->ldd, p->b + col, 0, p->rows, dh);
     /* (m, n, k) = (rows, dh, k) */
@@ -150,20 +143,19 @@ static int kv_first(const attn_plan *pl, size_t j) {
 }
 
 /* The K/V product and the column offset of KV's column 0 in it. */
-static const struct attn_proj *kv_proj(const attn_plan *pl, const struct attn_proj *pr,
-                                       size_t *off) {
+static const attn_proj *kv_proj(const attn_plan *pl, const attn_proj *pr, size_t *off) {
     *off = pl->sz.cross ? 0 : pl->sz.hd;
     return pl->sz.cross ? &pr[1] : &pr[0];
 }
 
 /* Applies f to the (Q or K) blocks of heads the partial path projected:
  * each listed head's Q, each of their K/V heads' K once. */
-static void listed_blocks(const attn_plan *pl, attn_call *c, const struct attn_proj *pr,
-                          void (*f)(const attn_plan *, attn_call *, const struct attn_proj *,
-                                    size_t col, unsigned part)) {
+static void listed_blocks(const attn_plan *pl, attn_call *c, const attn_proj *pr,
+                          void (*f)(const attn_plan *, attn_call *, const attn_proj *, size_t col,
+                                    unsigned part)) {
     const attn_sizes *sz = &pl->sz;
     size_t off;
-    const struct attn_proj *kvp = kv_proj(pl, pr, &off);
+    const attn_proj *kvp = kv_proj(pl, pr, &off);
     for (size_t j = 0; j < sz->hs; j++) {
         size_t i = pl->in->heads[j];
         if (c->slot[i] != j) continue; /* at its first position */
@@ -174,13 +166,13 @@ static void listed_blocks(const attn_plan *pl, attn_call *c, const struct attn_p
     }
 }
 
-static void block_project(const attn_plan *pl, attn_call *c, const struct attn_proj *p, size_t col,
+static void block_project(const attn_plan *pl, attn_call *c, const attn_proj *p, size_t col,
                           unsigned part) {
     (void)c, (void)part;
     project_cols(p, col, pl->sz.dh);
 }
 
-static void block_rotate(const attn_plan *pl, attn_call *c, const struct attn_proj *p, size_t col,
+static void block_rotate(const attn_plan *pl, attn_call *c, const attn_proj *p, size_t col,
                          unsigned part) {
     if (part != ATTN_PART_V) rope_rotate(c, p->dst + col, p->ldd, 0, pl->sz.n, 1);
 }
@@ -195,40 +187,38 @@ static void copy_heads(float *out, const attn_plan *pl, const float *src, size_t
                         rows, sz->dh);
 }
 
-int attn_project(const attn_plan *pl, attn_call *c) {
+int attn_project_whole(const attn_plan *pl, const attn_call *c) {
+    const unsigned all = ATTN_PART_Q | ATTN_PART_K | ATTN_PART_V;
+    return pl->stage == ATTN_STAGE_DELTA || (c->distinct == pl->sz.h && pl->parts == all);
+}
+
+size_t attn_project_tiles(const attn_plan *pl, attn_call *c, attn_proj pr[2]) {
+    size_t nproj = proj_make(pr, pl, c), count = 0;
+    for (size_t x = 0; x < nproj; x++)
+        count += pr[x].tiles.nr * pr[x].tiles.nc;
+    c->proj = pr;
+    return count;
+}
+
+void attn_project_rest(const attn_plan *pl, attn_call *c) {
     const attn_sizes *sz = &pl->sz;
     const attn_output *out = &pl->out;
-    const unsigned all = ATTN_PART_Q | ATTN_PART_K | ATTN_PART_V;
-    const int rope = pl->bytes[WS_ROPE] != 0;
-    struct attn_proj pr[2];
-    size_t nproj = proj_make(pr, pl, c);
-    int rc;
-    if (rope && (rc = attn_run(c, angles_task, attn_div_up(sz->n, ANGLE_ROWS)))) return rc;
-
-    const int whole = pl->stage == ATTN_STAGE_DELTA || (c->distinct == sz->h && pl->parts == all);
-    if (whole) {
-        size_t count = 0;
-        for (size_t x = 0; x < nproj; x++)
-            count += pr[x].tiles.nr * pr[x].tiles.nc;
-        c->proj = pr;
-        rc = attn_run(c, project_task, count);
-        c->proj = NULL;
-        if (rc) return rc;
-    } else {
-        listed_blocks(pl, c, pr, block_project);
-    }
+    const int rope = pl->bytes[WS_ROPE] != 0, whole = attn_project_whole(pl, c);
+    attn_proj pr[2];
+    proj_make(pr, pl, c);
+    if (!whole) listed_blocks(pl, c, pr, block_project);
 
     if (out->q_raw) copy_heads(out->q_raw, pl, c->q, sz->ldq, sz->n, attn_col_q);
     if (out->k_raw) copy_heads(out->k_raw, pl, c->kv, sz->ldkv, sz->m, attn_col_k);
-    if (rope && (!whole || !pl->rope_in_tiles)) {
+    if (rope && !c->rotated) {
         if (whole) /* Q's h heads and K's g heads are side by side */
             rope_rotate(c, c->qkv, sz->ld, 0, sz->n, sz->h + sz->g);
         else
             listed_blocks(pl, c, pr, block_rotate);
+        c->rotated = 1;
     }
 
     if (out->q) copy_heads(out->q, pl, c->q, sz->ldq, sz->n, attn_col_q);
     if (out->k) copy_heads(out->k, pl, c->kv, sz->ldkv, sz->m, attn_col_k);
     if (out->v) copy_heads(out->v, pl, c->kv, sz->ldkv, sz->m, attn_col_v);
-    return 0;
 }

@@ -1,208 +1,154 @@
 /*
- * bench_batch.c — (g) POST /v1/attention/batch against the same sequences
- * as single POST /v1/attention requests, over real HTTP (libcurl).
+ * bench_batch.c — (g) a batch of short sequences through one weight set.
  *
- *   build/bench_batch PORT [--seqs 64] [--tokens 16] [--rounds 7]
+ * GPT-2's shape (d_model 768, 12 heads of 64, w_o, biases), 64 causal
+ * sequences of 16 tokens, the API's default outputs (patterns of every
+ * head, embeddings), computed three ways:
  *
- * The server on 127.0.0.1:PORT serves gpt2-small-shape (batch.sh starts
- * one). Sequences of random embeddings (multiples of 1/16, a fixed seed),
- * sent as base64 tensor objects, answers asked in base64 too (the default
- * outputs, patterns and embeddings). Each round times, one after the
- * other: the batch of all sequences in one request, then the same
- * sequences as single requests over 1, 2 and 4 keep-alive connections
- * (one thread each, taking the next sequence as it is free). A first
- * round warms the server up and is not counted. Prints sequences per
- * second per round, their medians and the ratio of the batch's median to
- * the best single one, as a markdown table.
+ *   batch     attn_compute_batch of the 64: W_qkv and W_o packed once per
+ *             column tile for all 1024 rows
+ *   separate  64 calls of attn_compute, one per sequence
+ *   packed    one sequence of the 1024 tokens with a block-diagonal custom
+ *             mask (64 causal blocks of 16): what a caller that packs them
+ *             gets, the attention over 1024 keys per query included
+ *
+ * in two threadings: one thread and 1 BLAS thread (no runner), and the
+ * server's pool of 2 workers (bench/server_pool.c) where the batch and the
+ * packed sequence are one job split by the server's runner and the
+ * separate sequences are 64 requests queued at once. Samples of the
+ * configurations are interleaved; the table gives medians.
+ *
+ *   ./bench_batch [--reps N]
  */
-#include <curl/curl.h>
-#include <pthread.h>
-#include <stdatomic.h>
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "api/base64.h"
+#include "attention/attention.h"
+#include "bench/problem.h"
+#include "bench/server_pool.h"
 
-#define D_MODEL    768
-#define MAX_ROUNDS 31
+enum { SEQS = 64, LEN = 16, N = SEQS * LEN };
+enum { C_BATCH, C_SEPARATE, C_PACKED, C_COUNT };
+static const char *const names[C_COUNT] = {"batch", "separate", "packed"};
 
-static unsigned port;
-
-typedef struct sink {
-    size_t len;
-} sink;
-
-static size_t drop(char *p, size_t size, size_t n, void *arg) {
-    (void)p;
-    ((sink *)arg)->len += size * n;
-    return size * n;
-}
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* POSTs body on c; exits unless the answer is 200. */
-static void post(CURL *c, const char *path, const char *body) {
-    char url[96];
-    sink s = {0};
-    long status = 0;
-    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drop);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    CURLcode rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (rc != CURLE_OK || status != 200) {
-        fprintf(stderr, "bench_batch: %s answered %ld (%s)\n", path, status,
-                curl_easy_strerror(rc));
+static void check(int rc, const char *what, const attn_error *err) {
+    if (rc) {
+        fprintf(stderr, "bench_batch: %s failed (%s: %s)\n", what, err->code, err->message);
         exit(1);
     }
 }
 
-static CURL *handle(void) {
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h); /* kept for the handle's life */
-    return c;
-}
-
-/* A tensor object of n × D_MODEL values from the seed. */
-static char *tensor(size_t n, unsigned *seed) {
-    size_t count = n * D_MODEL, b64;
-    float *f = malloc(count * sizeof *f);
-    for (size_t i = 0; i < count; i++) {
-        *seed = *seed * 1103515245u + 12345u;
-        f[i] = (float)((int)((*seed >> 8) % 32) - 16) / 16.0f;
-    }
-    api_base64_encoded_length(count * sizeof *f, &b64);
-    char *t = malloc(b64 + 96);
-    int head = sprintf(t, "{\"dtype\":\"float32\",\"shape\":[%zu,%d],\"data\":\"", n, D_MODEL);
-    size_t w = api_base64_encode(t + head, f, count * sizeof *f);
-    strcpy(t + head + w, "\"}");
-    free(f);
-    return t;
-}
-
-typedef struct singles {
-    char **bodies;
-    size_t count;
-    atomic_size_t next;
-} singles;
-
-static void *single_worker(void *arg) {
-    singles *s = arg;
-    CURL *c = handle();
-    for (size_t i; (i = atomic_fetch_add(&s->next, 1)) < s->count;)
-        post(c, "/v1/attention", s->bodies[i]);
-    curl_easy_cleanup(c);
-    return NULL;
-}
-
-/* Seconds to send every single body over `conns` connections. */
-static double run_singles(singles *s, int conns) {
-    pthread_t t[8];
-    atomic_store(&s->next, 0);
-    double t0 = now();
-    for (int i = 0; i < conns; i++)
-        pthread_create(&t[i], NULL, single_worker, s);
-    for (int i = 0; i < conns; i++)
-        pthread_join(t[i], NULL);
-    return now() - t0;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-    double s[MAX_ROUNDS];
-    memcpy(s, v, (size_t)n * sizeof *v);
-    qsort(s, (size_t)n, sizeof *s, cmp);
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 int main(int argc, char **argv) {
-    size_t seqs = 64, tokens = 16;
-    int rounds = 7;
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s PORT [--seqs N] [--tokens N] [--rounds N]\n", argv[0]);
-        return 2;
-    }
-    port = (unsigned)atoi(argv[1]);
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seqs")) seqs = (size_t)atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "--tokens")) tokens = (size_t)atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
-    }
-    if (rounds < 1 || rounds > MAX_ROUNDS || seqs < 1 || tokens < 1) return 2;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int reps = 11;
+    for (int a = 1; a < argc; a++)
+        if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]);
+    if (reps < 1 || reps > 1000) reps = 11;
+    openblas_set_num_threads(1);
 
-    static const char opts[] = "\"model\":\"gpt2-small-shape\",\"encoding\":\"base64\"";
-    singles s = {.bodies = calloc(seqs, sizeof(char *)), .count = seqs};
-    size_t batch_len = 64;
-    unsigned seed = 2024;
-    char **tensors = calloc(seqs, sizeof(char *));
-    for (size_t i = 0; i < seqs; i++) {
-        tensors[i] = tensor(tokens, &seed);
-        s.bodies[i] = malloc(strlen(tensors[i]) + 96);
-        sprintf(s.bodies[i], "{%s,\"embeddings\":%s}", opts, tensors[i]);
-        batch_len += strlen(tensors[i]) + 24;
-    }
-    char *batch = malloc(batch_len + 96), *w = batch;
-    w += sprintf(w, "{%s,\"sequences\":[", opts);
-    for (size_t i = 0; i < seqs; i++)
-        w += sprintf(w, "%s{\"embeddings\":%s}", i ? "," : "", tensors[i]);
-    strcpy(w, "]}");
+    bench_shape s = {.name = "gpt2", .n = N, .dm = 768, .h = 12, .dh = 64, .w_o = 1};
+    problem p;
+    problem_make(&p, s);
+    const size_t dm = s.dm, h = s.h;
 
-    static const int conns[] = {1, 2, 4};
-    double rate[4][MAX_ROUNDS];
-    CURL *c = handle();
-    for (int r = -1; r < rounds; r++) { /* round -1: warm-up */
-        double t0 = now();
-        post(c, "/v1/attention/batch", batch);
-        double tb = now() - t0;
-        if (r >= 0) rate[0][r] = (double)seqs / tb;
-        for (int k = 0; k < 3; k++) {
-            double ts = run_singles(&s, conns[k]);
-            if (r >= 0) rate[1 + k][r] = (double)seqs / ts;
-        }
+    /* the 64 sequences: 16 rows each of p's E, one after the other */
+    attn_input ins[SEQS];
+    attn_output outs[SEQS];
+    for (size_t i = 0; i < SEQS; i++) {
+        ins[i] = p.in;
+        ins[i].embeddings = p.E + i * LEN * dm;
+        ins[i].n_tokens = LEN;
+        ins[i].mask = (attn_mask){ATTN_MASK_CAUSAL, NULL};
+        outs[i] = (attn_output){.patterns = bench_floats(h * LEN * LEN),
+                                .embeddings = bench_floats(LEN * dm)};
     }
-    curl_easy_cleanup(c);
+    /* the packed sequence: 64 causal blocks of 16 on the diagonal */
+    unsigned char *allowed = bench_alloc((size_t)N * N);
+    for (size_t q = 0; q < N; q++)
+        for (size_t k = 0; k < N; k++)
+            allowed[q * N + k] = k / LEN == q / LEN && k <= q;
+    attn_input packed = p.in;
+    packed.mask = (attn_mask){ATTN_MASK_CUSTOM, allowed};
+    attn_output pout = {.patterns = bench_floats(h * (size_t)N * N),
+                        .embeddings = bench_floats((size_t)N * dm)};
 
-    printf("## (g) POST /v1/attention/batch against single requests\n\n");
-    printf("gpt2-small-shape, %zu sequences of %zu tokens, base64 tensors both ways (default "
-           "outputs: patterns, embeddings), 127.0.0.1; %d interleaved rounds after a warm-up.\n\n",
-           seqs, tokens, rounds);
-    printf("| how | sequences/s (rounds) | median |\n|---|---|---|\n");
-    double best = 0;
-    for (int k = 0; k < 4; k++) {
-        if (k == 0)
-            printf("| one batch request |");
-        else
-            printf("| %zu single requests, %d connection%s |", seqs, conns[k - 1],
-                   conns[k - 1] > 1 ? "s" : "");
-        for (int r = 0; r < rounds; r++)
-            printf("%s %.0f", r ? "," : "", rate[k][r]);
-        double m = median(rate[k], rounds);
-        if (k > 0 && m > best) best = m;
-        printf(" | %.0f |\n", m);
+    attn_workspace *ws = attn_workspace_create();
+    attn_error err = {0};
+    size_t failed;
+    server_pool *sp = server_pool_create(2);
+    attn_output *stream_outs = bench_alloc(2 * sizeof(attn_output));
+    for (int w = 0; w < 2; w++)
+        stream_outs[w] = (attn_output){.patterns = bench_floats(h * LEN * LEN),
+                                       .embeddings = bench_floats(LEN * dm)};
+
+    double *t[2][C_COUNT];
+    for (int m = 0; m < 2; m++)
+        for (int c = 0; c < C_COUNT; c++)
+            t[m][c] = bench_alloc((size_t)reps * sizeof(double));
+    double load0 = 0.0;
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la && fscanf(la, "%lf", &load0) != 1) load0 = -1.0;
+    if (la) fclose(la);
+
+    for (int k = -1; k < reps; k++) { /* k = -1: a warm-up, not kept */
+        double t0, dt[2][C_COUNT];
+        t0 = bench_now();
+        check(attn_compute_batch(outs, ws, ins, SEQS, NULL, &err, &failed), "batch", &err);
+        dt[0][C_BATCH] = bench_now() - t0;
+        t0 = bench_now();
+        for (size_t i = 0; i < SEQS; i++)
+            check(attn_compute(&outs[i], ws, &ins[i], &err), "attn_compute", &err);
+        dt[0][C_SEPARATE] = bench_now() - t0;
+        t0 = bench_now();
+        check(attn_compute(&pout, ws, &packed, &err), "packed", &err);
+        dt[0][C_PACKED] = bench_now() - t0;
+
+        dt[1][C_BATCH] = server_pool_time_batch(sp, ins, outs, SEQS, SPLIT_AS_SERVER, 1, NULL);
+        double busy;
+        dt[1][C_SEPARATE] =
+            SEQS / server_pool_stream(sp, &ins[0], stream_outs, SEQS, SPLIT_AS_SERVER, &busy);
+        dt[1][C_PACKED] = server_pool_time(sp, &packed, &pout, SPLIT_AS_SERVER, 1, NULL);
+        if (k < 0) continue;
+        for (int m = 0; m < 2; m++)
+            for (int c = 0; c < C_COUNT; c++)
+                t[m][c][k] = dt[m][c];
     }
-    printf("\nbatch ÷ best single: %.2f×\n", median(rate[0], rounds) / best);
-    for (size_t i = 0; i < seqs; i++) {
-        free(tensors[i]);
-        free(s.bodies[i]);
+    double load1 = 0.0;
+    la = fopen("/proc/loadavg", "r");
+    if (la && fscanf(la, "%lf", &load1) != 1) load1 = -1.0;
+    if (la) fclose(la);
+
+    printf("## (g) A batch of 64 sequences of 16 tokens, GPT-2's shape (median of %d)\n\n", reps);
+    printf("Default outputs (patterns + embeddings); attn_batch_flops %.2f GFLOP, the packed "
+           "sequence's attn_input_flops %.2f GFLOP. Load average %.2f before, %.2f after.\n\n",
+           attn_batch_flops(ins, SEQS) / 1e9, attn_input_flops(&packed) / 1e9, load0, load1);
+    printf("| threading | batch ms | 64 separate ms | packed 1024 ms | separate / batch | "
+           "packed / batch |\n|---|---:|---:|---:|---:|---:|\n");
+    static const char *const modes[2] = {"1 thread, 1 BLAS thread",
+                                         "2 workers (server pool, split)"};
+    for (int m = 0; m < 2; m++) {
+        double med[C_COUNT];
+        for (int c = 0; c < C_COUNT; c++)
+            med[c] = bench_median(t[m][c], reps);
+        printf("| %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", modes[m], 1e3 * med[C_BATCH],
+               1e3 * med[C_SEPARATE], 1e3 * med[C_PACKED], med[C_SEPARATE] / med[C_BATCH],
+               med[C_PACKED] / med[C_BATCH]);
     }
-    free(tensors);
-    free(s.bodies);
-    free(batch);
-    curl_global_cleanup();
+    printf("\n(2 workers: %s and %s are one job each, split over the idle worker by the "
+           "server's runner; %s is 64 requests queued at once, wall time to the last.)\n",
+           names[C_BATCH], names[C_PACKED], names[C_SEPARATE]);
+
+    server_pool_destroy(sp);
+    attn_workspace_destroy(ws);
+    for (size_t i = 0; i < SEQS; i++)
+        free(outs[i].patterns), free(outs[i].embeddings);
+    for (int w = 0; w < 2; w++)
+        free(stream_outs[w].patterns), free(stream_outs[w].embeddings);
+    free(stream_outs), free(pout.patterns), free(pout.embeddings), free(allowed);
+    for (int m = 0; m < 2; m++)
+        for (int c = 0; c < C_COUNT; c++)
+            free(t[m][c]);
+    problem_free(&p);
     return 0;
 }

@@ -95,11 +95,33 @@ static void compute(bench_worker *w, const attn_output *out, const attn_input *i
     }
 }
 
+/* As compute, for a batch: split when the batch's work reaches the
+ * server's threshold. */
+static void compute_batch(bench_worker *w, const attn_output *outs, const attn_input *ins,
+                          size_t count, server_split split, size_t *helpers) {
+    attn_error err;
+    size_t failed;
+    int rc;
+    if (split == SPLIT_NEVER || attn_batch_flops(ins, count) < w->sw.split_flops) {
+        rc = attn_compute_batch(outs, w->sw.ws, ins, count, NULL, &err, &failed);
+    } else {
+        srv_split s = {.pool = w->sw.pool, .ws = w->sw.ws};
+        attn_runner runner = srv_split_runner(&s);
+        rc = attn_compute_batch(outs, w->sw.ws, ins, count, &runner, &err, &failed);
+        *helpers += s.helpers;
+    }
+    if (rc) {
+        fprintf(stderr, "bench: attn_compute_batch failed (%s: %s)\n", err.code, err.message);
+        exit(1);
+    }
+}
+
 /* ---- latency: one job, the other workers idle ----------------------------- */
 
 typedef struct latency_job {
     const attn_input *in;
     const attn_output *out;
+    size_t count; /* a batch of count inputs, or 0: one computation of in */
     server_split split;
     int calls;
     double seconds;
@@ -113,7 +135,10 @@ static void latency_run(void *arg, void *wctx) {
     latency_job *j = arg;
     double t0 = bench_now();
     for (int k = 0; k < j->calls; k++)
-        compute(wctx, j->out, j->in, j->split, &j->helpers);
+        if (j->count)
+            compute_batch(wctx, j->out, j->in, j->count, j->split, &j->helpers);
+        else
+            compute(wctx, j->out, j->in, j->split, &j->helpers);
     j->seconds = (bench_now() - t0) / j->calls;
     pthread_mutex_lock(&j->mu);
     j->done = 1;
@@ -121,9 +146,7 @@ static void latency_run(void *arg, void *wctx) {
     pthread_mutex_unlock(&j->mu);
 }
 
-double server_pool_time(server_pool *sp, const attn_input *in, const attn_output *out,
-                        server_split split, int calls, size_t *helpers) {
-    latency_job j = {.in = in, .out = out, .split = split, .calls = calls};
+static double latency(server_pool *sp, latency_job j, size_t *helpers) {
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     if (pool_submit(sp->pool, latency_run, &j) != POOL_OK) {
@@ -138,6 +161,19 @@ double server_pool_time(server_pool *sp, const attn_input *in, const attn_output
     pthread_mutex_destroy(&j.mu);
     if (helpers) *helpers += j.helpers;
     return j.seconds;
+}
+
+double server_pool_time(server_pool *sp, const attn_input *in, const attn_output *out,
+                        server_split split, int calls, size_t *helpers) {
+    return latency(sp, (latency_job){.in = in, .out = out, .split = split, .calls = calls},
+                   helpers);
+}
+
+double server_pool_time_batch(server_pool *sp, const attn_input *ins, const attn_output *outs,
+                              size_t count, server_split split, int calls, size_t *helpers) {
+    return latency(
+        sp, (latency_job){.in = ins, .out = outs, .count = count, .split = split, .calls = calls},
+        helpers);
 }
 
 /* ---- throughput: a queue of requests ---------------------------------------- */

@@ -36,6 +36,13 @@ void server_pool_destroy(server_pool *sp);
 double server_pool_time(server_pool *sp, const attn_input *in, const attn_output *out,
                         server_split split, int calls, size_t *helpers);
 
+/* Latency of a batch: attn_compute_batch of `count` inputs into outs[0 …
+ * count), as one job, split over the idle workers when attn_batch_flops
+ * reaches the server's threshold (SPLIT_AS_SERVER). As server_pool_time
+ * otherwise. */
+double server_pool_time_batch(server_pool *sp, const attn_input *ins, const attn_output *outs,
+                              size_t count, server_split split, int calls, size_t *helpers);
+
 /*
  * Throughput: `requests` computations of `in` queued at once, one job each;
  * the worker with index w writes into outs[w] (one output set per worker,
