@@ -191,8 +191,9 @@ FUZZ_CC      := clang
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE -I. $(PKG_CFLAGS)
-FUZZ_TARGETS := request safetensors oip
+FUZZ_TARGETS := request batch safetensors oip
 FUZZ_SRC_request     := tests/fuzz/fuzz_request.c $(API_SRC) $(ATTN_SRC)
+FUZZ_SRC_batch       := tests/fuzz/fuzz_batch.c $(API_SRC) $(ATTN_SRC)
 FUZZ_SRC_safetensors := tests/fuzz/fuzz_safetensors.c $(STORE_SRC) $(ATTN_SRC)
 FUZZ_SRC_oip         := tests/fuzz/fuzz_oip.c $(API_SRC) $(ATTN_SRC)
 

@@ -743,7 +743,8 @@ static int decode_inputs(api_oip_request *r, oip_tensor *ts, const api_limits *l
                               "embeddings has no rows or no tokens");
     if (r->B > max_batch)
         return attn_error_set(err, 422, "limit_exceeded", path,
-                              "the batch has %zu rows, over the limit of %zu", r->B, max_batch);
+                              "the batch has %zu rows, over the limit max_batch = %zu", r->B,
+                              max_batch);
     size_t bn;
     if (__builtin_mul_overflow(r->B, r->n, &bn) || (lim && bn > lim->max_tokens))
         return attn_error_set(err, 422, "limit_exceeded", path,

@@ -9,6 +9,12 @@
  * weights decode reads them (request_weights.c) and binds at once, so both
  * paths run the same checks.
  *
+ * The fields of one sequence (embeddings, tokens, positions, context,
+ * context_tokens, mask) are read by api_request_decode_sequence under the
+ * request's JSON Pointer prefix (req->at: "" here), and the options by
+ * api_request_decode_options, so that a batch (batch.c) reads each of its
+ * sequences with this same code, its paths under /sequences/i.
+ *
  * The large arrays of numbers (embeddings, inline weights, a custom mask),
  * and the base64 of tensor objects, are read straight from the text first
  * (arrays.h), so jansson's tree holds only the rest; and the same scan
@@ -63,8 +69,8 @@ static int json_string_is(const json_t *v, const char *word) {
            memcmp(json_string_value(v), word, strlen(word)) == 0;
 }
 
-static int decode_parse_error(const char *body, size_t len, const json_error_t *jerr,
-                              attn_error *err) {
+int api_decode_parse_error(const char *body, size_t len, const json_error_t *jerr,
+                           attn_error *err) {
     enum json_error_code code = json_error_code(jerr);
 
     if (code == json_error_out_of_memory)
@@ -105,7 +111,7 @@ static int decode_unknown_fields(const json_t *root, attn_error *err) {
 
 /* Only the type is checked here: what a model's name may be is the model
  * store's rule, which the server applies before it looks the name up. */
-static int decode_model(api_request *req, const json_t *model, attn_error *err) {
+int api_request_decode_model(api_request *req, const json_t *model, attn_error *err) {
     if (!json_is_string(model))
         return attn_error_set(err, 400, "wrong_type", "/model", "model is %s, expected a string",
                               api_json_type_name(model));
@@ -204,21 +210,26 @@ static int decode_select_heads(api_request *req, const json_t *sel, attn_error *
     return 0;
 }
 
+void api_request_path(const api_request *req, const char *field, char *dst, size_t cap) {
+    api_path_key(dst, cap, req->at, field);
+}
+
 static int decode_embeddings(api_request *req, const json_t *emb, const api_limits *limits,
                              attn_error *err) {
+    char at[API_PATH_MAX];
     size_t n, dm, count;
 
+    api_request_path(req, "embeddings", at, sizeof at);
     if (emb == NULL)
-        return attn_error_set(err, 400, "missing_field", "/embeddings",
+        return attn_error_set(err, 400, "missing_field", at,
                               "embeddings (n × d_model numbers) is required");
-    if (api_matrix_shape(emb, req->arrays, "embeddings", "/embeddings", &n, &dm, err) < 0)
-        return -1;
+    if (api_matrix_shape(emb, req->arrays, "embeddings", at, &n, &dm, err) < 0) return -1;
     if (limits && n > limits->max_tokens)
-        return attn_error_set(err, 422, "limit_exceeded", "/embeddings",
+        return attn_error_set(err, 422, "limit_exceeded", at,
                               "embeddings has %zu rows (tokens), over the limit max_tokens = %zu",
                               n, limits->max_tokens);
     if (limits && dm > limits->max_d_model)
-        return attn_error_set(err, 422, "limit_exceeded", "/embeddings",
+        return attn_error_set(err, 422, "limit_exceeded", at,
                               "embeddings rows have %zu numbers (d_model), over the limit "
                               "max_d_model = %zu",
                               dm, limits->max_d_model);
@@ -228,17 +239,18 @@ static int decode_embeddings(api_request *req, const json_t *emb, const api_limi
     api_advise_huge_pages(req->embeddings, count * sizeof(float));
     req->n_tokens = n;
     req->d_model = dm;
-    return api_matrix_read(emb, req->arrays, "embeddings", "/embeddings", req->embeddings, dm, err);
+    return api_matrix_read(emb, req->arrays, "embeddings", at, req->embeddings, dm, err);
 }
 
 /* Labels, one string per row of `rows` (`count` of them): tokens for the
  * embeddings, context_tokens for the context. */
-static int decode_labels(const json_t *labels, const char *field, const char *rows, size_t count,
-                         json_t **keep, size_t *json_bytes, attn_error *err) {
+static int decode_labels(const api_request *req, const json_t *labels, const char *field,
+                         const char *rows, size_t count, json_t **keep, size_t *json_bytes,
+                         attn_error *err) {
     char path[API_PATH_MAX];
 
     if (labels == NULL) return 0;
-    api_path_key(path, sizeof path, "", field);
+    api_request_path(req, field, path, sizeof path);
     if (!json_is_array(labels))
         return attn_error_set(err, 400, "wrong_type", path,
                               "%s is %s, expected an array of strings", field,
@@ -268,25 +280,26 @@ static int decode_labels(const json_t *labels, const char *field, const char *ro
 #define POSITION_LIMIT 2147483648.0
 
 static int decode_positions(api_request *req, const json_t *pos, attn_error *err) {
-    char path[API_PATH_MAX];
+    char at[API_PATH_MAX], path[API_PATH_MAX];
     size_t n = req->n_tokens;
 
     if (pos == NULL) return 0;
+    api_request_path(req, "positions", at, sizeof at);
     if (!json_is_array(pos))
-        return attn_error_set(err, 400, "wrong_type", "/positions",
+        return attn_error_set(err, 400, "wrong_type", at,
                               "positions is %s, expected an array of integers",
                               api_json_type_name(pos));
     /* Types before sizes, as for the mask. */
     for (size_t i = 0; i < json_array_size(pos); i++) {
         const json_t *v = json_array_get(pos, i);
         if (json_is_number(v)) continue;
-        api_path_index(path, sizeof path, "/positions", i);
+        api_path_index(path, sizeof path, at, i);
         return attn_error_set(err, 400, "wrong_type", path,
                               "positions[%zu] is %s, expected an integer", i,
                               api_json_type_name(v));
     }
     if (json_array_size(pos) != n)
-        return attn_error_set(err, 422, "dimension_mismatch", "/positions",
+        return attn_error_set(err, 422, "dimension_mismatch", at,
                               "positions has %zu entries, expected one per embeddings row (%zu)",
                               json_array_size(pos), n);
     req->positions = malloc((n ? n : 1) * sizeof *req->positions);
@@ -295,13 +308,13 @@ static int decode_positions(api_request *req, const json_t *pos, attn_error *err
     for (size_t i = 0; i < n; i++) {
         double d = json_number_value(json_array_get(pos, i));
         if (floor(d) != d) { /* not an integer: a wrong type, as in select_heads */
-            api_path_index(path, sizeof path, "/positions", i);
+            api_path_index(path, sizeof path, at, i);
             return attn_error_set(err, 400, "wrong_type", path,
                                   "positions[%zu] = %.16g is not an integer, expected a position",
                                   i, d);
         }
         if (!(d >= 0 && d < POSITION_LIMIT)) {
-            api_path_index(path, sizeof path, "/positions", i);
+            api_path_index(path, sizeof path, at, i);
             return attn_error_set(err, 422, "out_of_range", path,
                                   "positions[%zu] = %.16g is not a position: an integer from 0 to "
                                   "2147483647",
@@ -314,17 +327,19 @@ static int decode_positions(api_request *req, const json_t *pos, attn_error *err
 
 static int decode_context(api_request *req, const json_t *ctx, const api_limits *limits,
                           attn_error *err) {
+    char at[API_PATH_MAX];
     size_t m, dc, count;
 
     if (ctx == NULL) return 0;
-    if (api_matrix_shape(ctx, req->arrays, "context", "/context", &m, &dc, err) < 0) return -1;
+    api_request_path(req, "context", at, sizeof at);
+    if (api_matrix_shape(ctx, req->arrays, "context", at, &m, &dc, err) < 0) return -1;
     /* The context's rows are keys, as many as tokens would be. */
     if (limits && m > limits->max_tokens)
-        return attn_error_set(err, 422, "limit_exceeded", "/context",
+        return attn_error_set(err, 422, "limit_exceeded", at,
                               "context has %zu rows, over the limit max_tokens = %zu", m,
                               limits->max_tokens);
     if (limits && dc > limits->max_d_model)
-        return attn_error_set(err, 422, "limit_exceeded", "/context",
+        return attn_error_set(err, 422, "limit_exceeded", at,
                               "context rows have %zu numbers (d_context), over the limit "
                               "max_d_model = %zu",
                               dc, limits->max_d_model);
@@ -332,7 +347,7 @@ static int decode_context(api_request *req, const json_t *ctx, const api_limits 
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the context");
     req->n_context = m;
     req->d_context = dc;
-    return api_matrix_read(ctx, req->arrays, "context", "/context", req->context, dc, err);
+    return api_matrix_read(ctx, req->arrays, "context", at, req->context, dc, err);
 }
 
 /* A mask cell is 0, 1, true or false. */
@@ -348,17 +363,21 @@ static int mask_cell(const json_t *v, unsigned char *dst) {
     return -1;
 }
 
-static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
-    char row_path[API_PATH_MAX], cell_path[API_PATH_MAX];
+/* The mask under `prefix`: the request's own (req->at), or the top of a
+ * batch for its shared mask. */
+static int decode_mask(api_request *req, const json_t *mask, const char *prefix, attn_error *err) {
+    char at[API_PATH_MAX], row0[API_PATH_MAX], row_path[API_PATH_MAX], cell_path[API_PATH_MAX];
     size_t n = req->n_tokens, m = api_request_kv_rows(req), count;
     const char *m_what = req->context ? "n_context" : "n_tokens";
 
     if (mask == NULL) return 0;
+    api_path_key(at, sizeof at, prefix, "mask");
+    api_path_index(row0, sizeof row0, at, 0);
     req->mask_given = 1;
     if (json_string_is(mask, "causal")) {
         /* Context rows have no order relative to the tokens. */
         if (req->context)
-            return attn_error_set(err, 422, "invalid_combination", "/mask",
+            return attn_error_set(err, 422, "invalid_combination", at,
                                   "mask \"causal\" has no meaning with context (cross-attention); "
                                   "give \"none\" or an n_tokens × n_context matrix");
         req->mask_kind = ATTN_MASK_CAUSAL;
@@ -369,20 +388,20 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
         return 0;
     }
     if (json_is_string(mask))
-        return attn_error_set(err, 400, "invalid_value", "/mask",
+        return attn_error_set(err, 400, "invalid_value", at,
                               "mask must be \"causal\", \"none\" or an n × n matrix of 0/1 or "
                               "booleans");
     if (!json_is_array(mask))
-        return attn_error_set(err, 400, "wrong_type", "/mask",
+        return attn_error_set(err, 400, "wrong_type", at,
                               "mask is %s, expected \"causal\", \"none\" or an n × n matrix",
                               api_json_type_name(mask));
-    const api_array *lifted = api_arrays_find(req->arrays, "/mask");
+    const api_array *lifted = api_arrays_find(req->arrays, at);
     if (lifted) { /* rows of valid cells, all as long as the first */
         if (lifted->rows != n)
-            return attn_error_set(err, 422, "dimension_mismatch", "/mask",
+            return attn_error_set(err, 422, "dimension_mismatch", at,
                                   "mask has %zu rows, expected n_tokens = %zu", lifted->rows, n);
         if (lifted->cols != m)
-            return attn_error_set(err, 422, "dimension_mismatch", "/mask/0",
+            return attn_error_set(err, 422, "dimension_mismatch", row0,
                                   "mask[0] has %zu entries, expected %s = %zu", lifted->cols,
                                   m_what, m);
         if (api_size_mul(n, m, &count) < 0 || (req->mask_allowed = malloc(count)) == NULL)
@@ -396,19 +415,19 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
      * whatever its length. */
     for (size_t q = 0; q < json_array_size(mask); q++) {
         const json_t *row = json_array_get(mask, q);
-        api_path_index(row_path, sizeof row_path, "/mask", q);
+        api_path_index(row_path, sizeof row_path, at, q);
         if (!json_is_array(row))
             return attn_error_set(err, 400, "wrong_type", row_path,
                                   "mask[%zu] is %s, expected an array of 0/1 or booleans", q,
                                   api_json_type_name(row));
     }
     if (json_array_size(mask) != n)
-        return attn_error_set(err, 422, "dimension_mismatch", "/mask",
+        return attn_error_set(err, 422, "dimension_mismatch", at,
                               "mask has %zu rows, expected n_tokens = %zu", json_array_size(mask),
                               n);
     for (size_t q = 0; q < n; q++) {
         const json_t *row = json_array_get(mask, q);
-        api_path_index(row_path, sizeof row_path, "/mask", q);
+        api_path_index(row_path, sizeof row_path, at, q);
         if (json_array_size(row) != m)
             return attn_error_set(err, 422, "dimension_mismatch", row_path,
                                   "mask[%zu] has %zu entries, expected %s = %zu", q,
@@ -421,7 +440,7 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
         for (size_t k = 0; k < m; k++) {
             const json_t *cell = json_array_get(row, k);
             if (mask_cell(cell, &req->mask_allowed[q * m + k]) < 0) {
-                api_path_index(row_path, sizeof row_path, "/mask", q);
+                api_path_index(row_path, sizeof row_path, at, q);
                 api_path_index(cell_path, sizeof cell_path, row_path, k);
                 return attn_error_set(err, 400, "wrong_type", cell_path,
                                       "mask[%zu][%zu] is %s, expected 0, 1, true or false", q, k,
@@ -432,6 +451,39 @@ static int decode_mask(api_request *req, const json_t *mask, attn_error *err) {
     }
     req->mask_kind = ATTN_MASK_CUSTOM;
     return 0;
+}
+
+int api_request_decode_options(api_request *req, const json_t *obj, attn_error *err) {
+    return decode_encoding(req, json_object_get(obj, "encoding"), err) < 0 ||
+                   decode_return(req, json_object_get(obj, "return"), err) < 0 ||
+                   decode_scale(req, json_object_get(obj, "scale"), err) < 0 ||
+                   decode_select_heads(req, json_object_get(obj, "select_heads"), err) < 0
+               ? -1
+               : 0;
+}
+
+int api_request_decode_sequence(api_request *req, const json_t *obj, const json_t *default_mask,
+                                const api_limits *limits, attn_error *err) {
+    char path[API_PATH_MAX];
+    if (decode_embeddings(req, json_object_get(obj, "embeddings"), limits, err) < 0 ||
+        decode_labels(req, json_object_get(obj, "tokens"), "tokens", "embeddings", req->n_tokens,
+                      &req->tokens, &req->tokens_json_bytes, err) < 0 ||
+        decode_positions(req, json_object_get(obj, "positions"), err) < 0 ||
+        decode_context(req, json_object_get(obj, "context"), limits, err) < 0)
+        return -1;
+    const json_t *ctx_tokens = json_object_get(obj, "context_tokens");
+    if (ctx_tokens && !req->context) {
+        api_request_path(req, "context_tokens", path, sizeof path);
+        return attn_error_set(err, 422, "invalid_combination", path,
+                              "context_tokens label the rows of context, which the request does "
+                              "not have");
+    }
+    if (decode_labels(req, ctx_tokens, "context_tokens", "context", req->n_context,
+                      &req->context_tokens, &req->context_tokens_json_bytes, err) < 0)
+        return -1;
+    const json_t *mask = json_object_get(obj, "mask");
+    if (mask) return decode_mask(req, mask, req->at, err);
+    return decode_mask(req, default_mask, "", err);
 }
 
 static int decode_fields(api_request *req, const json_t *root, const api_limits *limits,
@@ -447,29 +499,13 @@ static int decode_fields(api_request *req, const json_t *root, const api_limits 
         return attn_error_set(err, 400, "missing_field", "",
                               "the request needs model (a preloaded model's name) or weights "
                               "(an inline weight set)");
-    if (model && decode_model(req, model, err) < 0) return -1;
+    if (model && api_request_decode_model(req, model, err) < 0) return -1;
     if (weights && !json_is_object(weights))
         return attn_error_set(err, 400, "wrong_type", "/weights",
                               "weights is %s, expected an object with heads, w_o, b_o",
                               api_json_type_name(weights));
-    if (decode_encoding(req, json_object_get(root, "encoding"), err) < 0 ||
-        decode_return(req, json_object_get(root, "return"), err) < 0 ||
-        decode_scale(req, json_object_get(root, "scale"), err) < 0 ||
-        decode_select_heads(req, json_object_get(root, "select_heads"), err) < 0 ||
-        decode_embeddings(req, json_object_get(root, "embeddings"), limits, err) < 0 ||
-        decode_labels(json_object_get(root, "tokens"), "tokens", "embeddings", req->n_tokens,
-                      &req->tokens, &req->tokens_json_bytes, err) < 0 ||
-        decode_positions(req, json_object_get(root, "positions"), err) < 0 ||
-        decode_context(req, json_object_get(root, "context"), limits, err) < 0)
-        return -1;
-    const json_t *ctx_tokens = json_object_get(root, "context_tokens");
-    if (ctx_tokens && !req->context)
-        return attn_error_set(err, 422, "invalid_combination", "/context_tokens",
-                              "context_tokens label the rows of context, which the request does "
-                              "not have");
-    if (decode_labels(ctx_tokens, "context_tokens", "context", req->n_context, &req->context_tokens,
-                      &req->context_tokens_json_bytes, err) < 0 ||
-        decode_mask(req, json_object_get(root, "mask"), err) < 0)
+    if (api_request_decode_options(req, root, err) < 0 ||
+        api_request_decode_sequence(req, root, NULL, limits, err) < 0)
         return -1;
     if (weights == NULL) return 0; /* the server binds the named model */
     if (api_weights_decode(req, weights, limits, err) < 0) return -1;
@@ -616,7 +652,7 @@ int api_request_decode(const char *body, size_t len, const api_limits *limits, a
     if (root == NULL) {
         api_arrays_fix_error(arrays, body, len, &jerr);
         api_arrays_free(arrays);
-        return decode_parse_error(body, len, &jerr, err);
+        return api_decode_parse_error(body, len, &jerr, err);
     }
     if (!json_is_object(root)) {
         attn_error_set(err, 400, "invalid_json", "", "the body must be a JSON object, not %s",

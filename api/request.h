@@ -41,6 +41,7 @@ typedef struct api_limits {
     size_t max_workspace_bytes; /* scratch one computation needs (attn_input_workspace_need) */
     size_t max_json_depth;      /* nesting of arrays and objects; 0: jansson's own */
     size_t max_string_bytes;    /* any string but a tensor's base64 "data"; 0: none */
+    size_t max_batch;           /* sequences of a batch (api/batch.h) */
 } api_limits;
 
 typedef struct api_request api_request;

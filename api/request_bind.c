@@ -108,6 +108,7 @@ static int bind_limits(api_request *req, const attn_weights *w, size_t hs, const
     /* Counted once (with a window it scans the positions): the limit, the
      * server's scheduling and its split all read req->flops. */
     flops = req->flops = attn_input_flops(&req->input);
+    if (req->in_batch) return 0; /* the rest holds for the whole batch (batch.c) */
     if (flops > limits->max_flops)
         return attn_error_set(err, 422, "limit_exceeded", "",
                               "this request needs %.4g floating-point operations, over the limit "
@@ -134,34 +135,35 @@ static int bind_limits(api_request *req, const attn_weights *w, size_t hs, const
 /* Output buffers carved from req->out_ws start at multiples of this. */
 #define OUT_ALIGN 64
 
-static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn_error *err) {
-    float **slots[API_OUTPUTS] = {&req->output.q,        &req->output.k,
-                                  &req->output.v,        &req->output.scores,
-                                  &req->output.patterns, &req->output.head_outputs,
-                                  &req->output.delta,    &req->output.embeddings,
-                                  &req->output.q_raw,    &req->output.k_raw};
-    size_t bytes[API_OUTPUTS] = {0}, total = 0;
-
+/* The bytes of each output the request asked for (0 for the others) and
+ * of all of them, each rounded up to OUT_ALIGN. */
+static int outputs_sizes(const api_request *req, size_t bytes[API_OUTPUTS], size_t *total,
+                         attn_error *err) {
+    const attn_weights *w = req->input.weights;
+    size_t hs = req->input.n_heads_out;
+    *total = 0;
     for (unsigned i = 0; i < API_OUTPUTS; i++) {
         size_t count;
+        bytes[i] = 0;
         if (!(req->returns & (1u << i))) continue;
         if (output_count(1u << i, hs, w, req->n_tokens, api_request_kv_rows(req), &count) < 0 ||
             count > (SIZE_MAX - OUT_ALIGN) / sizeof(float) / API_OUTPUTS)
             return attn_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
         bytes[i] = count * sizeof(float); /* 0: no heads selected, nothing to compute */
-        total += (bytes[i] + OUT_ALIGN - 1) / OUT_ALIGN * OUT_ALIGN;
+        *total += (bytes[i] + OUT_ALIGN - 1) / OUT_ALIGN * OUT_ALIGN;
     }
-    unsigned char *block = NULL;
-    if (req->out_ws && total > 0) {
-        /* The worker's block, kept between requests: its pages are already
-         * mapped. Zeroed, as calloc's would be, so that nothing of an
-         * earlier request can show. */
-        block = attn_workspace_reserve(req->out_ws, total);
-        if (block == NULL)
-            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
-        api_advise_huge_pages(block, total);
-        memset(block, 0, total);
-    }
+    return 0;
+}
+
+/* Points the outputs into `block` (zeroed, of outputs_sizes' total), or
+ * callocs each when block is NULL. */
+static int outputs_place(api_request *req, const size_t bytes[API_OUTPUTS], unsigned char *block,
+                         attn_error *err) {
+    float **slots[API_OUTPUTS] = {&req->output.q,        &req->output.k,
+                                  &req->output.v,        &req->output.scores,
+                                  &req->output.patterns, &req->output.head_outputs,
+                                  &req->output.delta,    &req->output.embeddings,
+                                  &req->output.q_raw,    &req->output.k_raw};
     for (unsigned i = 0; i < API_OUTPUTS; i++) {
         if (bytes[i] == 0) continue;
         if (block) {
@@ -178,13 +180,49 @@ static int bind_outputs(api_request *req, const attn_weights *w, size_t hs, attn
     return 0;
 }
 
+static int bind_outputs(api_request *req, attn_error *err) {
+    size_t bytes[API_OUTPUTS], total;
+    if (outputs_sizes(req, bytes, &total, err) < 0) return -1;
+    unsigned char *block = NULL;
+    if (req->out_ws && total > 0) {
+        /* The worker's block, kept between requests: its pages are already
+         * mapped. Zeroed, as calloc's would be, so that nothing of an
+         * earlier request can show. */
+        block = attn_workspace_reserve(req->out_ws, total);
+        if (block == NULL)
+            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
+        api_advise_huge_pages(block, total);
+        memset(block, 0, total);
+    }
+    return outputs_place(req, bytes, block, err);
+}
+
+int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err) {
+    size_t bytes[API_OUTPUTS];
+    return outputs_sizes(req, bytes, total, err);
+}
+
+int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,
+                              attn_error *err) {
+    size_t bytes[API_OUTPUTS], total;
+    if (!req->bound || req->outputs_made)
+        return attn_error_set(err, 500, "internal_error", "",
+                              "outputs are made once, for a bound request");
+    req->out_ws = owner;
+    req->outputs_made = 1;
+    if (outputs_sizes(req, bytes, &total, err) < 0) return -1;
+    return outputs_place(req, bytes, total ? block : NULL, err);
+}
+
 /* A context against the weights: its width, and what it excludes. The
  * variants are the weights', so a model's are named at /context (the
  * request cannot change them) and inline ones at their field. */
 static int bind_context(const api_request *req, const attn_weights *w, attn_error *err) {
+    char at[API_PATH_MAX];
+    api_request_path(req, "context", at, sizeof at);
     if (req->context == NULL) {
         if (w->w_kv)
-            return attn_error_set(err, 422, "invalid_combination", "/context",
+            return attn_error_set(err, 422, "invalid_combination", at,
                                   "the model is cross-attention: its keys and values come from "
                                   "context (n_context × d_context = %zu numbers a row), which the "
                                   "request does not give",
@@ -193,7 +231,7 @@ static int bind_context(const api_request *req, const attn_weights *w, attn_erro
     }
     size_t dc = w->w_kv ? w->d_context : w->d_model;
     if (req->d_context != dc)
-        return attn_error_set(err, 422, "dimension_mismatch", "/context",
+        return attn_error_set(err, 422, "dimension_mismatch", at,
                               "context rows have %zu numbers, expected %s = %zu", req->d_context,
                               w->w_kv ? "the weights' d_context"
                                       : "d_model (self-attention "
@@ -206,7 +244,7 @@ static int bind_context(const api_request *req, const attn_weights *w, attn_erro
         char path[API_PATH_MAX];
         if (!has[i]) continue;
         api_path_key(path, sizeof path, "/weights", names[i]);
-        return attn_error_set(err, 422, "invalid_combination", req->model ? "/context" : path,
+        return attn_error_set(err, 422, "invalid_combination", req->model ? at : path,
                               "%s%s needs the positions of keys, which context rows do not "
                               "have; cross-attention takes no %s",
                               req->model ? "the model's " : "weights.", names[i], names[i]);
@@ -220,11 +258,14 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
 
     if (req->bound)
         return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
-    if (weights->d_model != req->d_model)
-        return attn_error_set(err, 422, "dimension_mismatch", "/embeddings",
+    if (weights->d_model != req->d_model) {
+        char at[API_PATH_MAX];
+        api_request_path(req, "embeddings", at, sizeof at);
+        return attn_error_set(err, 422, "dimension_mismatch", at,
                               "embeddings rows have %zu numbers, expected the model's d_model = "
                               "%zu",
                               req->d_model, weights->d_model);
+    }
     if (weights->n_heads == 0 || weights->d_head == 0)
         return attn_error_set(err, 500, "internal_error", "", "the weights have no heads");
     if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
@@ -276,7 +317,7 @@ int api_request_alloc_outputs(api_request *req, attn_workspace *outputs, attn_er
                               "outputs are made once, for a bound request");
     req->out_ws = outputs;
     req->outputs_made = 1;
-    return bind_outputs(req, req->input.weights, req->input.n_heads_out, err);
+    return bind_outputs(req, err);
 }
 
 const attn_input *api_request_input(const api_request *req) {

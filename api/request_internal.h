@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "api/arrays.h"
+#include "api/buffer.h"
 #include "api/request.h"
 
 /* The `return` names, one bit each, in the order of the response. */
@@ -34,8 +35,19 @@ enum {
 /* One output buffer per API_RETURN_* bit. */
 #define API_OUTPUTS 10
 
+/* Room for a sequence's JSON Pointer: "/sequences/" and a size_t. */
+#define API_AT_MAX 40
+
 struct api_request {
     const api_arrays *arrays; /* during decode: the arrays read from the text */
+    /* Where the per-sequence fields (embeddings, tokens, positions, context,
+     * context_tokens, mask) sit in the body: "" for POST /v1/attention,
+     * "/sequences/3" for a batch's sequence 3; every path of theirs starts
+     * with it. */
+    char at[API_AT_MAX];
+    /* 1: one sequence of a batch, whose work, scratch and response limits
+     * hold for the whole batch (batch.c), not for the sequence alone. */
+    int in_batch;
     attn_workspace *out_ws;   /* the caller's block for the outputs, or NULL: calloc */
     json_t *model;            /* a reference to the name (a string), or NULL for inline
                                  weights; its rule is the model store's, not checked here */
@@ -80,6 +92,26 @@ struct api_request {
     attn_output output;
 };
 
+/*
+ * The two halves of decoding a body, shared by request.c and batch.c.
+ * api_request_decode_options reads the fields a batch shares (encoding,
+ * return, scale, select_heads) from `obj`, at the top of the body.
+ * api_request_decode_sequence reads the per-sequence fields from `obj`,
+ * every path under req->at; `default_mask` (may be NULL), at the top of the
+ * body, is the mask when `obj` has none (a batch's shared mask).
+ */
+int api_request_decode_options(api_request *req, const json_t *obj, attn_error *err);
+int api_request_decode_sequence(api_request *req, const json_t *obj, const json_t *default_mask,
+                                const api_limits *limits, attn_error *err);
+
+/* jansson's error on a body (after api_arrays_fix_error) as the contract's:
+ * 503, 422 non_finite_number at the number's path, or 400 invalid_json. */
+int api_decode_parse_error(const char *body, size_t len, const json_error_t *jerr, attn_error *err);
+
+/* dst = req->at + "/" + field: the path of one of the request's
+ * per-sequence fields. */
+void api_request_path(const api_request *req, const char *field, char *dst, size_t cap);
+
 /* Reads the `weights` object of a request whose embeddings and context are
  * decoded into req->inline_weights and the buffers behind it (with a
  * context, K and V project its rows: w_kv). The limits on heads and d_head
@@ -101,6 +133,32 @@ static inline size_t api_request_kv_rows(const api_request *req) {
  */
 int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
                            attn_mask_kind mask, float scale, size_t *bytes);
+
+/*
+ * A batch's answer (batch.c) from the pieces of a single one, for bound
+ * requests: the fields its sequences share, "model":… to "heads":[…]
+ * without braces, and one sequence's object {"n_tokens":…, outputs}. The
+ * bounds count as api_response_bytes_max does. api_response_append_sequence
+ * returns -1 with a 422 in *err (path "") when an output holds a number
+ * JSON cannot carry, having appended part of the object.
+ */
+int api_response_shared_bytes_max(const api_request *req, size_t *bytes);
+int api_response_sequence_bytes_max(const api_request *req, size_t *bytes);
+int api_response_append_shared(api_buffer *b, const api_request *req);
+int api_response_append_sequence(api_buffer *b, const api_request *req, attn_error *err);
+
+/*
+ * A batch's outputs in one block (batch.c): api_request_outputs_bytes is
+ * the bytes a bound request's outputs take there; api_request_outputs_place
+ * points them into `block` (zeroed, that many bytes, owned by `owner`, the
+ * caller's attn_workspace), or callocs each when owner is NULL.
+ */
+int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err);
+int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,
+                              attn_error *err);
+
+/* The model field's type (a string), kept as the request's name to bind. */
+int api_request_decode_model(api_request *req, const json_t *model, attn_error *err);
 
 /* Checked size arithmetic: 0, or -1 when the result does not fit size_t. */
 static inline int api_size_mul(size_t a, size_t b, size_t *out) {

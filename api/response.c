@@ -144,11 +144,31 @@ static size_t kv_heads_of(const attn_weights *w) {
     return w->n_kv_heads ? w->n_kv_heads : w->n_heads;
 }
 
-int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
-                           attn_mask_kind mask, float scale, size_t *bytes) {
-    size_t n = req->n_tokens, m = api_request_kv_rows(req), dm = req->d_model, dh = w->d_head;
-    size_t total = 0, part;
+/* The fields a batch shares, as a single answer writes them:
+ * "model":…,"d_model":…,"n_heads":…,"n_kv_heads":…,"d_head":…,"scale":…
+ * and ,"heads":[…] (the opening brace not counted). */
+static int shared_bytes(const api_request *req, const attn_weights *w, size_t hs, float scale,
+                        size_t *total) {
     char num[API_FLOAT_TEXT_MAX];
+    size_t t = strlen("\"model\":") + (req->model ? req->model_json_bytes : 4) +
+               strlen(",\"d_model\":") + decimal_width(w->d_model) + strlen(",\"n_heads\":") +
+               decimal_width(w->n_heads) + strlen(",\"n_kv_heads\":") +
+               decimal_width(kv_heads_of(w)) + strlen(",\"d_head\":") + decimal_width(w->d_head) +
+               strlen(",\"scale\":") + api_float_format(num, scale);
+    /* ,"heads":[i,j,…] */
+    if (size_add(&t, strlen(",\"heads\":[]") + (hs ? hs - 1 : 0)) < 0) return -1;
+    for (size_t i = 0; i < hs; i++)
+        if (size_add(&t, decimal_width(req->heads[i])) < 0) return -1;
+    return size_add(total, t);
+}
+
+/* The fields of one sequence, each with its leading comma:
+ * ,"n_tokens":…[,"n_context":…],"mask":"…"[,"tokens":…][,"context_tokens":…]
+ * and the outputs. */
+static int sequence_bytes(const api_request *req, const attn_weights *w, size_t hs,
+                          attn_mask_kind mask, size_t *total) {
+    size_t n = req->n_tokens, m = api_request_kv_rows(req), dm = req->d_model, dh = w->d_head;
+    size_t part;
     const struct {
         unsigned bit;
         const char *key;
@@ -167,39 +187,31 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
         {API_RETURN_EMBEDDINGS, ",\"embeddings\":", 0, n, dm},
     };
 
-    /* {"model":…,"n_tokens":…[,"n_context":…],"d_model":…,"n_heads":…,"n_kv_heads":…,
-     * "d_head":…,"mask":"…","scale":… */
-    total = strlen("{\"model\":") + (req->model ? req->model_json_bytes : 4) +
-            strlen(",\"n_tokens\":") + decimal_width(n) + strlen(",\"d_model\":") +
-            decimal_width(dm) + strlen(",\"n_heads\":") + decimal_width(w->n_heads) +
-            strlen(",\"n_kv_heads\":") + decimal_width(kv_heads_of(w)) + strlen(",\"d_head\":") +
-            decimal_width(dh) + strlen(",\"mask\":\"") + strlen(mask_word(mask)) +
-            strlen("\",\"scale\":") + api_float_format(num, scale);
-    if (req->context) total += strlen(",\"n_context\":") + decimal_width(m);
-    if (req->tokens && (size_add(&total, strlen(",\"tokens\":")) < 0 ||
-                        size_add(&total, req->tokens_json_bytes) < 0))
+    if (size_add(total, strlen(",\"n_tokens\":") + decimal_width(n) + strlen(",\"mask\":\"\"") +
+                            strlen(mask_word(mask))) < 0)
         return -1;
-    if (req->context_tokens && (size_add(&total, strlen(",\"context_tokens\":")) < 0 ||
-                                size_add(&total, req->context_tokens_json_bytes) < 0))
+    if (req->context && size_add(total, strlen(",\"n_context\":") + decimal_width(m)) < 0)
         return -1;
-    /* ,"heads":[i,j,…] and the closing brace */
-    if (size_add(&total, strlen(",\"heads\":[]}") + (hs ? hs - 1 : 0)) < 0) return -1;
-    for (size_t i = 0; i < hs; i++)
-        if (size_add(&total, decimal_width(req->heads[i])) < 0) return -1;
+    if (req->tokens && (size_add(total, strlen(",\"tokens\":")) < 0 ||
+                        size_add(total, req->tokens_json_bytes) < 0))
+        return -1;
+    if (req->context_tokens && (size_add(total, strlen(",\"context_tokens\":")) < 0 ||
+                                size_add(total, req->context_tokens_json_bytes) < 0))
+        return -1;
 
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
         size_t count, heads = outputs[i].per_head ? hs : 1;
         if (!(req->returns & outputs[i].bit)) continue;
-        if (size_add(&total, strlen(outputs[i].key)) < 0) return -1;
+        if (size_add(total, strlen(outputs[i].key)) < 0) return -1;
         if (req->base64) {
             /* {"dtype":"float32","shape":[hs,n,cols],"data":"…"} */
             part = strlen("{\"dtype\":\"float32\",\"shape\":[") + decimal_width(outputs[i].rows) +
                    1 + decimal_width(outputs[i].cols) + strlen("],\"data\":\"\"}");
             if (outputs[i].per_head) part += decimal_width(hs) + 1;
-            if (size_add(&total, part) < 0 || api_size_mul(heads, outputs[i].rows, &count) < 0 ||
+            if (size_add(total, part) < 0 || api_size_mul(heads, outputs[i].rows, &count) < 0 ||
                 api_size_mul(count, outputs[i].cols, &count) < 0 ||
                 api_size_mul(count, sizeof(float), &count) < 0 ||
-                api_base64_encoded_length(count, &count) < 0 || size_add(&total, count) < 0)
+                api_base64_encoded_length(count, &count) < 0 || size_add(total, count) < 0)
                 return -1;
             continue;
         }
@@ -208,21 +220,52 @@ int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t
             if (api_size_mul(hs, part + 1, &part) < 0 || api_size_add(part, hs ? 1 : 2, &part) < 0)
                 return -1;
         }
-        if (size_add(&total, part) < 0) return -1;
+        if (size_add(total, part) < 0) return -1;
     }
+    return 0;
+}
+
+int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
+                           attn_mask_kind mask, float scale, size_t *bytes) {
+    size_t total = strlen("{}");
+    if (shared_bytes(req, w, hs, scale, &total) < 0 || sequence_bytes(req, w, hs, mask, &total) < 0)
+        return -1;
     *bytes = total;
     return 0;
 }
 
-char *api_response_encode(const api_request *req, size_t *len, attn_error *err) {
+int api_response_sequence_bytes_max(const api_request *req, size_t *bytes) {
+    /* {…}: the brace replaces the first field's comma */
+    size_t total = strlen("}");
+    if (sequence_bytes(req, req->input.weights, req->input.n_heads_out, req->input.mask.kind,
+                       &total) < 0)
+        return -1;
+    *bytes = total;
+    return 0;
+}
+
+int api_response_shared_bytes_max(const api_request *req, size_t *bytes) {
+    size_t total = 0;
+    if (shared_bytes(req, req->input.weights, req->input.n_heads_out, req->input.scale, &total) < 0)
+        return -1;
+    *bytes = total;
+    return 0;
+}
+
+/* What a body holds of a request: a single answer (every field), the
+ * fields a batch shares, or one sequence's. */
+typedef enum { PART_ALL, PART_SHARED, PART_SEQUENCE } part_kind;
+
+/* Writes `part` of req's answer, the object's braces excluded; 0, or -1
+ * with *bad where an output holds a number JSON cannot carry. */
+static int write_fields(api_buffer *b, const api_request *req, part_kind part, overflow_at *bad) {
     const attn_weights *w = req->input.weights;
     const attn_output *o = &req->output;
     size_t n = req->n_tokens, m = api_request_kv_rows(req), dm = req->d_model;
     size_t hs = req->input.n_heads_out;
     size_t dh = w ? w->d_head : 0, h = w ? w->n_heads : 0;
+    int shared = part != PART_SEQUENCE, own = part != PART_SHARED;
     char num[API_FLOAT_TEXT_MAX];
-    overflow_at bad = {{0, 0, 0}, NULL, SIZE_MAX};
-    api_buffer b;
     const struct {
         unsigned bit;
         const char *key;
@@ -242,61 +285,116 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err) 
         {API_RETURN_EMBEDDINGS, ",\"embeddings\":", o->embeddings, 0, n, dm},
     };
 
+    if (shared) {
+        api_buffer_append_str(b, "\"model\":");
+        if (req->model) {
+            api_write_json(b, req->model);
+        } else {
+            api_buffer_append_str(b, "null");
+        }
+    }
+    if (own) {
+        api_buffer_append_str(b, shared ? ",\"n_tokens\":" : "\"n_tokens\":");
+        api_write_size(b, n);
+        if (req->context) {
+            api_buffer_append_str(b, ",\"n_context\":");
+            api_write_size(b, m);
+        }
+    }
+    if (shared) {
+        api_buffer_append_str(b, ",\"d_model\":");
+        api_write_size(b, w ? w->d_model : dm);
+        api_buffer_append_str(b, ",\"n_heads\":");
+        api_write_size(b, h);
+        api_buffer_append_str(b, ",\"n_kv_heads\":");
+        api_write_size(b, w ? kv_heads_of(w) : 0);
+        api_buffer_append_str(b, ",\"d_head\":");
+        api_write_size(b, dh);
+    }
+    if (own) {
+        api_buffer_append_str(b, ",\"mask\":\"");
+        api_buffer_append_str(b, mask_word(req->mask_kind));
+        api_buffer_append_str(b, "\"");
+    }
+    if (shared) {
+        api_buffer_append_str(b, ",\"scale\":");
+        api_buffer_append(b, num, api_float_format(num, req->scale));
+    }
+    if (own && req->tokens) {
+        api_buffer_append_str(b, ",\"tokens\":");
+        api_write_json(b, req->tokens);
+    }
+    if (own && req->context_tokens) {
+        api_buffer_append_str(b, ",\"context_tokens\":");
+        api_write_json(b, req->context_tokens);
+    }
+    if (shared) {
+        api_buffer_append_str(b, ",\"heads\":[");
+        for (size_t i = 0; i < hs; i++) {
+            if (i) api_buffer_append(b, ",", 1);
+            api_write_size(b, req->heads[i]);
+        }
+        api_buffer_append_str(b, "]");
+    }
+    if (!own) return 0;
+
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad->at.found; i++) {
+        if (!(req->returns & outputs[i].bit)) continue;
+        api_buffer_append_str(b, outputs[i].key);
+        bad->output = outputs[i].key + 2; /* past ,\" */
+        bad->head = SIZE_MAX;
+        if (req->base64)
+            append_tensor(b, outputs[i].data, req->heads, hs, outputs[i].per_head, outputs[i].rows,
+                          outputs[i].cols, outputs[i].bit == API_RETURN_SCORES, bad);
+        else if (outputs[i].per_head)
+            append_per_head(b, outputs[i].data, req->heads, hs, outputs[i].rows, outputs[i].cols,
+                            outputs[i].bit == API_RETURN_SCORES, bad);
+        else
+            api_write_matrix(b, outputs[i].data, n, outputs[i].cols, outputs[i].cols, 0, &bad->at);
+    }
+    return bad->at.found ? -1 : 0;
+}
+
+/* The 422 of an output that overflowed float32. */
+static void overflow_error(const overflow_at *bad, attn_error *err) {
+    int name_len = (int)strcspn(bad->output, "\"");
+    if (bad->head != SIZE_MAX)
+        attn_error_set(err, 422, "non_finite_number", "",
+                       "the result overflows float32: %.*s of head %zu, row %zu, column "
+                       "%zu is not finite; the embeddings or weights are too large",
+                       name_len, bad->output, bad->head, bad->at.row, bad->at.col);
+    else
+        attn_error_set(err, 422, "non_finite_number", "",
+                       "the result overflows float32: %.*s row %zu, column %zu is not "
+                       "finite; the embeddings or weights are too large",
+                       name_len, bad->output, bad->at.row, bad->at.col);
+}
+
+int api_response_append_shared(api_buffer *b, const api_request *req) {
+    overflow_at bad = {{0, 0, 0}, NULL, SIZE_MAX};
+    return write_fields(b, req, PART_SHARED, &bad);
+}
+
+int api_response_append_sequence(api_buffer *b, const api_request *req, attn_error *err) {
+    overflow_at bad = {{0, 0, 0}, NULL, SIZE_MAX};
+    api_buffer_append_str(b, "{");
+    if (write_fields(b, req, PART_SEQUENCE, &bad) < 0) {
+        overflow_error(&bad, err);
+        return -1;
+    }
+    api_buffer_append_str(b, "}");
+    return 0;
+}
+
+char *api_response_encode(const api_request *req, size_t *len, attn_error *err) {
+    size_t n = req->n_tokens, dm = req->d_model;
+    overflow_at bad = {{0, 0, 0}, NULL, SIZE_MAX};
+    api_buffer b;
+
     /* a first guess of the size; the buffer grows as needed */
     api_buffer_init(&b, n < 4096 && dm < 4096 ? 256 + n * dm * 12 : 1 << 20);
-    api_buffer_append_str(&b, "{\"model\":");
-    if (req->model) {
-        api_write_json(&b, req->model);
-    } else {
-        api_buffer_append_str(&b, "null");
-    }
-    api_buffer_append_str(&b, ",\"n_tokens\":");
-    api_write_size(&b, n);
-    if (req->context) {
-        api_buffer_append_str(&b, ",\"n_context\":");
-        api_write_size(&b, m);
-    }
-    api_buffer_append_str(&b, ",\"d_model\":");
-    api_write_size(&b, dm);
-    api_buffer_append_str(&b, ",\"n_heads\":");
-    api_write_size(&b, h);
-    api_buffer_append_str(&b, ",\"n_kv_heads\":");
-    api_write_size(&b, w ? kv_heads_of(w) : 0);
-    api_buffer_append_str(&b, ",\"d_head\":");
-    api_write_size(&b, dh);
-    api_buffer_append_str(&b, ",\"mask\":\"");
-    api_buffer_append_str(&b, mask_word(req->mask_kind));
-    api_buffer_append_str(&b, "\",\"scale\":");
-    api_buffer_append(&b, num, api_float_format(num, req->scale));
-    if (req->tokens) {
-        api_buffer_append_str(&b, ",\"tokens\":");
-        api_write_json(&b, req->tokens);
-    }
-    if (req->context_tokens) {
-        api_buffer_append_str(&b, ",\"context_tokens\":");
-        api_write_json(&b, req->context_tokens);
-    }
-    api_buffer_append_str(&b, ",\"heads\":[");
-    for (size_t i = 0; i < hs; i++) {
-        if (i) api_buffer_append(&b, ",", 1);
-        api_write_size(&b, req->heads[i]);
-    }
-    api_buffer_append_str(&b, "]");
-
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad.at.found; i++) {
-        if (!(req->returns & outputs[i].bit)) continue;
-        api_buffer_append_str(&b, outputs[i].key);
-        bad.output = outputs[i].key + 2; /* past ,\" */
-        bad.head = SIZE_MAX;
-        if (req->base64)
-            append_tensor(&b, outputs[i].data, req->heads, hs, outputs[i].per_head, outputs[i].rows,
-                          outputs[i].cols, outputs[i].bit == API_RETURN_SCORES, &bad);
-        else if (outputs[i].per_head)
-            append_per_head(&b, outputs[i].data, req->heads, hs, outputs[i].rows, outputs[i].cols,
-                            outputs[i].bit == API_RETURN_SCORES, &bad);
-        else
-            api_write_matrix(&b, outputs[i].data, n, outputs[i].cols, outputs[i].cols, 0, &bad.at);
-    }
+    api_buffer_append_str(&b, "{");
+    write_fields(&b, req, PART_ALL, &bad);
     api_buffer_append_str(&b, "}");
     char *text = api_buffer_finish(&b, len);
     if (!text) {
@@ -306,17 +404,7 @@ char *api_response_encode(const api_request *req, size_t *len, attn_error *err) 
     }
     if (bad.at.found) {
         free(text);
-        int name_len = (int)strcspn(bad.output, "\"");
-        if (bad.head != SIZE_MAX)
-            attn_error_set(err, 422, "non_finite_number", "",
-                           "the result overflows float32: %.*s of head %zu, row %zu, column "
-                           "%zu is not finite; the embeddings or weights are too large",
-                           name_len, bad.output, bad.head, bad.at.row, bad.at.col);
-        else
-            attn_error_set(err, 422, "non_finite_number", "",
-                           "the result overflows float32: %.*s row %zu, column %zu is not "
-                           "finite; the embeddings or weights are too large",
-                           name_len, bad.output, bad.at.row, bad.at.col);
+        overflow_error(&bad, err);
         return NULL;
     }
     return text;

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/batch.h"
 #include "api/error.h"
 #include "api/models.h"
 #include "api/response.h"
@@ -171,6 +172,8 @@ void srv_worker_idle(srv_worker *w) {
 void srv_job_discard(srv_job *job) {
     api_request_free(job->request);
     job->request = NULL;
+    api_batch_free(job->batch);
+    job->batch = NULL;
     store_set_release(job->set);
     job->set = NULL;
 }
@@ -253,6 +256,10 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     }
     if (job->kind == SRV_JOB_MODEL_WEIGHTS) {
         job_model_weights(job, w);
+        return;
+    }
+    if (job->kind == SRV_JOB_BATCH) {
+        srv_job_batch_run(job, w);
         return;
     }
     if (job->kind == SRV_JOB_OIP) {

@@ -43,6 +43,7 @@
 typedef enum srv_job_kind {
     SRV_JOB_ATTENTION,     /* body → the attention answer */
     SRV_JOB_MODEL_WEIGHTS, /* model_name → the model with its weights */
+    SRV_JOB_BATCH,         /* body → the answer of POST /v1/attention/batch (job_batch.c) */
     SRV_JOB_OIP            /* oip_model, body → an Open Inference Protocol answer (job_oip.c) */
 } srv_job_kind;
 
@@ -52,7 +53,7 @@ typedef enum srv_job_kind {
 typedef struct srv_job {
     /* inputs, not owned by the job */
     srv_job_kind kind;
-    const char *body; /* SRV_JOB_ATTENTION */
+    const char *body; /* SRV_JOB_ATTENTION, SRV_JOB_BATCH */
     size_t body_len;
     const char *model_name; /* SRV_JOB_MODEL_WEIGHTS */
     /* SRV_JOB_OIP: the model named by the path (validated, NUL-terminated)
@@ -69,8 +70,9 @@ typedef struct srv_job {
 
     /* results, written by srv_job_run */
     /* set by srv_job_decode, owned by the job until it has run */
-    api_request *request; /* decoded and bound, its outputs not yet made */
-    store_set *set;       /* the set its weights come from, one reference */
+    api_request *request;    /* decoded and bound, its outputs not yet made */
+    struct api_batch *batch; /* SRV_JOB_BATCH: the same, while it runs */
+    store_set *set;          /* the set its weights come from, one reference */
 
     int status;     /* HTTP status of the answer */
     char *response; /* malloc'd body (JSON); the reader frees it */
@@ -130,6 +132,10 @@ double srv_job_cost(const srv_job *job);
  * even the error body could not be allocated (status is then 503).
  */
 void srv_job_run(srv_job *job, srv_worker *w);
+
+/* Runs a SRV_JOB_BATCH job (job_batch.c), as srv_job_run does an attention
+ * job: decode, bind, compute, encode, all on this worker. */
+void srv_job_batch_run(srv_job *job, srv_worker *w);
 
 /* Frees what a job that will not run holds (its decoded request and set). */
 void srv_job_discard(srv_job *job);

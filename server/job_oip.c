@@ -64,9 +64,7 @@ void srv_job_oip_run(srv_job *job, srv_worker *w) {
         return;
     }
     api_oip_model model = {m->name, &m->weights, m->mask};
-    /* --max-batch is not a setting of this server yet: the batch axis is
-     * bounded by max_tokens, which bounds B × n anyway. */
-    size_t max_batch = job->limits ? job->limits->max_tokens : (size_t)-1;
+    size_t max_batch = job->limits ? job->limits->max_batch : (size_t)-1;
     int rc = api_oip_decode(job->body, job->body_len, job->oip_header_len, &model, job->limits,
                             max_batch, &r, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -177,6 +177,7 @@ int main(int argc, char **argv) {
 
     api_limits limits = {
         .max_tokens = cfg.max_tokens,
+        .max_batch = cfg.max_batch,
         .max_heads = cfg.max_heads,
         .max_d_model = cfg.max_d_model,
         .max_flops = cfg.max_flops,

@@ -23,6 +23,7 @@ typedef struct route_row {
 /* Indexed by srv_route. */
 static const route_row route_table[SRV_ROUTE_COUNT] = {
     [SRV_ROUTE_ATTENTION] = {"/v1/attention", "attention", M_POST, 0, &srv_ep_attention},
+    [SRV_ROUTE_BATCH] = {"/v1/attention/batch", "attention_batch", M_POST, 0, &srv_ep_batch},
     /* Probes carry no key; the page holds no secret and asks for the key
      * when the API does. */
     [SRV_ROUTE_HEALTHZ] = {"/healthz", "healthz", M_GET | M_HEAD, 1, &srv_ep_healthz},

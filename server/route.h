@@ -12,6 +12,7 @@
 
 typedef enum srv_route {
     SRV_ROUTE_ATTENTION,      /* POST /v1/attention */
+    SRV_ROUTE_BATCH,          /* POST /v1/attention/batch */
     SRV_ROUTE_HEALTHZ,        /* GET  /healthz */
     SRV_ROUTE_READYZ,         /* GET  /readyz */
     SRV_ROUTE_METRICS,        /* GET  /metrics */

@@ -726,8 +726,15 @@ START_TEST(limits_and_keys) {
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, "k1\n", 3), 3);
     close(fd);
-    const char *extra[] = {
-        "--api-keys-file", keys, "--max-tokens", "4", "--max-body-bytes", "300", NULL};
+    const char *extra[] = {"--api-keys-file",
+                           keys,
+                           "--max-tokens",
+                           "4",
+                           "--max-batch",
+                           "3",
+                           "--max-body-bytes",
+                           "300",
+                           NULL};
     static char big[400];
     memset(big, ' ', sizeof big - 1);
     start_with(names, extra);
@@ -755,11 +762,12 @@ START_TEST(limits_and_keys) {
     post_raw("demo-4d", auth, body, strlen(body), &r);
     check_error_body(&r, 422, "over max_tokens");
     hs_response_free(&r);
-    /* 5 rows: a batch axis over the bound (max_tokens stands for max_batch) */
-    const char *rows = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[5,1,4],\"datatype\":"
-                       "\"FP32\",\"data\":[1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4]}]}";
+    /* 4 rows of one token: within --max-tokens 4, over --max-batch 3 */
+    const char *rows = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[4,1,4],\"datatype\":"
+                       "\"FP32\",\"data\":[1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4]}]}";
     post_raw("demo-4d", auth, rows, strlen(rows), &r);
-    check_error_body(&r, 422, "batch over the bound");
+    check_error_body(&r, 422, "batch over --max-batch");
+    ck_assert_msg(strstr(r.body, "max_batch = 3"), "%s", r.body);
     hs_response_free(&r);
     const char *fine = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
                        "\"FP32\",\"data\":[1,2,3,4]}]}";

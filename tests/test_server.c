@@ -354,6 +354,9 @@ START_TEST(config_help) {
         "--max-tokens",
         "ATTN_MAX_TOKENS",
         "8192",
+        "--max-batch",
+        "ATTN_MAX_BATCH",
+        "256",
         "--max-heads",
         "ATTN_MAX_HEADS",
         "128",
@@ -1050,6 +1053,10 @@ START_TEST(routes) {
     ck_assert_int_eq(srv_route_find("/v1/models/"), SRV_ROUTE_OTHER);
     ck_assert_int_eq(srv_route_find("/v1/models/a/b"), SRV_ROUTE_OTHER);
     ck_assert_int_eq(srv_route_find("/v1/attention/"), SRV_ROUTE_OTHER);
+    ck_assert_int_eq(srv_route_find("/v1/attention/batch"), SRV_ROUTE_BATCH);
+    ck_assert_str_eq(srv_route_name(SRV_ROUTE_BATCH), "attention_batch");
+    ck_assert_str_eq(srv_route_allow(SRV_ROUTE_BATCH), "POST");
+    ck_assert(!srv_route_open(SRV_ROUTE_BATCH));
     ck_assert_int_eq(srv_route_find("/V1/attention"), SRV_ROUTE_OTHER);
     ck_assert_int_eq(srv_route_find("/"), SRV_ROUTE_PAGE);
     ck_assert_int_eq(srv_route_find(""), SRV_ROUTE_OTHER);
