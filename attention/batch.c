@@ -10,29 +10,61 @@
  *             positions) carved from the batch's block
  *   project   RoPE's table: each sequence's rows by its own positions, one
  *             run of every sequence's tasks. Then the sequences whose QKV
- *             is computed whole are stacked: their rows of E (and C) side
- *             by side, at most three products — self-attention's E · w_qkv
+ *             is computed whole are stacked: their rows of E (and C) packed
+ *             (below), at most three products — self-attention's E · w_qkv
  *             over all their rows, and with contexts E · Wq and C · Wkv —
- *             whose tiles are one run; the tiles rotate Q and K by the
- *             stacked table's rows. Then, per sequence on this thread, what
- *             attn_project_rest does for one call: the listed heads' own
- *             blocks for a sequence that wants only some, q_raw and k_raw,
- *             the rotation not done in the tiles, q, k, v.
+ *             whose tiles are one run; each tile copies its rows to their
+ *             sequence's own QKV (unless they are already there) and
+ *             rotates Q and K there by the sequence's own table. Then, per
+ *             sequence on this thread, what attn_project_rest does for one
+ *             call: the listed heads' own blocks for a sequence that wants
+ *             only some, q_raw and k_raw, the rotation not done in the
+ *             tiles, q, k, v.
  *   attend    one run of the tasks per (sequence, head, block of 128 query
  *             rows), each attn_attend_task on the sequence's own call: its
  *             path, keys, rules and outputs as attn_compute would have them
- *   output    ΔE = Z · w_o + b_o over the stacked rows of the sequences that
- *             want it, one run of its tiles; each tile then copies its rows
- *             to their sequence's delta and adds E for its embeddings.
+ *   output    the sequences' Z packed; ΔE = Z · w_o + b_o over the packed
+ *             rows of the sequences that want it, one run of its tiles;
+ *             each tile then copies its rows to their sequence's delta and
+ *             adds E for its embeddings.
  *
- * Memory, one block of the caller's workspace (B_*): the stacked QKV (or
- * Q and KV), Z and ΔE of the whole batch, RoPE's table, copies of E and C
- * padded to 12 rows each (unless their rows are already so, one after the
- * other in memory),
- * one B × m + tile scratch shared by the tasks this thread runs (they run
- * one at a time), and per sequence its plan, call and small slices. Its
- * size is batch_layout's, which attn_batch_workspace_need computes for the
- * worst outputs: an exact upper bound.
+ * Packed rows. Each stacked product (S_SELF, S_Q, S_KV, S_D) computes rows
+ * in blocks of 12, every block full. A sequence of n = 12q + t rows takes
+ * q full blocks of its own, its rows in order (those of the sequences with
+ * no tail first), then its t tail rows go to the tail blocks after all the
+ * full ones: tail row j to half A (slots 0 … 5) when j is even, to half B
+ * (slots 6 … 11) when odd, each half filled in the sequences' order; a slot
+ * no row takes is a row of zeros. A product of rows ΣA in half A and ΣB
+ * in half B is ⌈max(ΣA, ΣB)/6⌉ blocks, and a sequence's halves differ by at
+ * most one row: 64 × 16 rows are 64 + 22 blocks (1032 rows), against 64 × 2
+ * (1536) when every sequence was padded to 12 alone. A sequence alone is
+ * the same: q blocks and one tail block (n rounded up to 12).
+ *   The other phases read a sequence's rows in order, n rows at its own
+ * stride: they are the packed rows themselves when its rows are all in
+ * full blocks, or when it is the product's only sequence with a tail (then
+ * its tail block, right after its full blocks, is put in row order after
+ * the product and back before ΔE, tail_in_order: a call alone copies
+ * nothing but its tail); otherwise its own copy (B_QKVO, B_QO, B_KVO,
+ * B_ZO), which the tiles write row by row from the packed rows, and from
+ * which its Z is packed. The copies cost a pass over the rows of the
+ * sequences with tails (64 × 16: QKV 9 MiB, Z 3 MiB), well under the
+ * 0.5 × of the products' work the padding cost; E and C are packed by a
+ * copy unless they already are the packed rows (all in full blocks, one
+ * after the other in memory). RoPE rotates a row by its own sequence's
+ * table, and ΔE's rows go to their sequence's delta and E + ΔE, by the
+ * product's map of packed rows (B_MAP); the biases are the same for every
+ * row (each tile starts as them).
+ *
+ * Memory, one block of the caller's workspace (B_*): the packed QKV (or
+ * Q and KV), Z and ΔE of the whole batch and the sequences' own copies,
+ * RoPE's table, packed copies of E and C, the maps, one B × m + tile
+ * scratch shared by the tasks this thread runs (they run one at a time;
+ * between the runs it holds a tail block put in order), and per sequence
+ * its plan, call and small slices. Its size is batch_layout's, which
+ * attn_batch_workspace_need computes for the worst outputs (every sequence
+ * packed, wanting ΔE, copied): an exact upper bound, as a subset of the
+ * sequences never takes more packed rows and the own rows of a sequence
+ * outside the products are at most the packed rows it leaves.
  *
  * Batch invariance: every number of sequence i is bit for bit what
  * attn_compute_with gives for sequence i alone, whatever the batch holds,
@@ -57,14 +89,15 @@
  *    Haswell/Zen sgemm kernel computes rows (N, for row-major) in blocks of
  *    12 from the call's first row, with two instruction orders inside a
  *    block, and the last rows of a call that is not a multiple of 12 by
- *    narrower kernels with orders of their own (measured on this machine:
- *    a row takes one of two values in a call of 12k rows, by its place mod
- *    12, and others in calls of other lengths). So every sequence's rows
- *    are stacked from a multiple of ATTN_ROWS_QUANTUM (12) and padded to
- *    one, with rows of zeros (E, C, Z) that no output reads; every row tile
- *    is a multiple of 12 rows (tasks.c). A row then sits at the same place
- *    mod 12 of a call of 12k rows, alone or in any batch. The cost: a
- *    sequence of n rows takes ⌈n/12⌉·12 rows of the products (16 → 24).
+ *    narrower kernels with orders of their own. Measured on this machine
+ *    (OpenBLAS 0.3.21, calls of 12 … 276 rows, K × N from 8 × 8 to
+ *    768 × 2304, beta 0 and 1): in a call of 12k rows a row has one value
+ *    at slots 0 … 5 of any of its blocks and another at slots 6 … 11,
+ *    whatever the block, the call's length and the other rows (both the
+ *    same when K ≤ 12). So the rounding is a function of the half a row
+ *    sits in, and each row has a half that is a function of its sequence
+ *    alone (packed_row: its length and index); every product's rows are
+ *    whole blocks and every row tile a multiple of 12 rows (tasks.c).
  *  - OpenBLAS's own threads would split a call's rows at places of their
  *    own (its threaded driver splits M and N): the invariance holds with
  *    its thread count at 1, the server's setting (server/main.c).
