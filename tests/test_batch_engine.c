@@ -807,6 +807,44 @@ START_TEST(test_gpt2_64x16) {
 }
 END_TEST
 
+/* What the packed rows rest on (attention/batch.c): in a row-major sgemm
+ * of 12k rows, a row's bits depend only on the half of its block of 12
+ * it sits in (slots 0 … 5 or 6 … 11), not on the block, the call's length
+ * or the other rows. Checked here for the shapes of the small models and
+ * GPT-2's ΔE column tile, so that a BLAS whose kernels differ fails here
+ * first, by name. */
+START_TEST(test_sgemm_halves) {
+    static const int shapes[][2] = {{16, 48}, {32, 96}, {768, 192}};
+    for (size_t sh = 0; sh < 3; sh++) {
+        const int K = shapes[sh][0], N = shapes[sh][1], rows = 12 * 11;
+        uint64_t st = 31 + sh;
+        float *a = xcalloc((size_t)rows * K, sizeof(float)), *w = xcalloc((size_t)K * N, 4);
+        float *c = xcalloc((size_t)rows * N, sizeof(float)), *x = xcalloc((size_t)K, 4);
+        float *ref = xcalloc(2 * (size_t)N, sizeof(float));
+        fill(w, (size_t)K * N, 0.2, &st), fill(x, (size_t)K, 1.0, &st);
+        for (int half = 0; half < 2; half++) { /* row x at slot 0 and 6 of one block */
+            fill(a, 12 * (size_t)K, 1.0, &st);
+            memcpy(a + (size_t)half * 6 * K, x, (size_t)K * sizeof(float));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 12, N, K, 1.0f, a, K, w, N, 0.0f,
+                        c, N);
+            memcpy(ref + half * N, c + (size_t)half * 6 * N, (size_t)N * sizeof(float));
+        }
+        for (int blocks = 1; blocks <= 11; blocks += 5)
+            for (int p = 0; p < 12 * blocks; p += 1 + (blocks > 1) * 4) {
+                fill(a, (size_t)rows * K, 1.0, &st);
+                memcpy(a + (size_t)p * K, x, (size_t)K * sizeof(float));
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 12 * blocks, N, K, 1.0f, a,
+                            K, w, N, 0.0f, c, N);
+                ck_assert_msg(
+                    !memcmp(c + (size_t)p * N, ref + (p % 12 >= 6) * N, (size_t)N * sizeof(float)),
+                    "K %d, N %d: row at %d of %d rows differs from its half's", K, N, p,
+                    12 * blocks);
+            }
+        free(a), free(w), free(c), free(x), free(ref);
+    }
+}
+END_TEST
+
 /* Sequences 2 and 4 overflow their scores: the batch fails with
  * ATTN_ERR_NONFINITE and names the first, on this thread and split. */
 START_TEST(test_nonfinite) {
@@ -937,6 +975,7 @@ static Suite *batch_suite(void) {
     tcase_add_test(tc, test_batch_of_one);
     tcase_add_test(tc, test_many_tiny);
     tcase_add_test(tc, test_gpt2_widths);
+    tcase_add_test(tc, test_sgemm_halves);
     tcase_add_test(tc, test_length_pairs);
     tcase_add_test(tc, test_length_pairs_cross);
     tcase_add_test(tc, test_many_tails);
