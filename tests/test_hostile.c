@@ -6,6 +6,7 @@
  *             a length with chunked, an unknown coding, no Host, NUL
  *             bytes): the contract's JSON error, then the connection
  *             closed, so no smuggled request behind is ever answered;
+ *             an encoded slash (%2F) is no path separator;
  *             libmicrohttpd's own refusals counted by their real status.
  *   slow      headers or a body sent a byte at a time, or never, end at
  *             --connection-timeout with a 408; header-only POSTs announcing
@@ -300,6 +301,70 @@ START_TEST(nul_bytes_refused) {
     free(raw);
     finish(&s);
     unlink(keys);
+}
+END_TEST
+
+/* GET path, or POST it with body when body is not NULL: the status, and
+ * the body in *out (free it). */
+static long ask(unsigned port, const char *path, const char *body, char **out) {
+    hs_response r;
+    hs_request(NULL, port, body ? "POST" : "GET", path, NULL, body, body ? strlen(body) : 0, &r);
+    long status = r.status;
+    *out = strdup(r.body ? r.body : "");
+    hs_response_free(&r);
+    return status;
+}
+
+/* An encoded slash is no path separator: "demo-4d%2Fready" is one
+ * segment, which names no model (a model's name has no '%'), answered in
+ * its route family's error form; other escapes still decode. */
+START_TEST(encoded_slash_is_no_separator) {
+    hs_server s;
+    start(&s, NULL);
+    static const char infer[] = "{\"inputs\":[{\"name\":\"embeddings\",\"datatype\":\"FP32\","
+                                "\"shape\":[1,4],\"data\":[1,2,3,4]}]}";
+    char *b;
+    ck_assert_int_eq(ask(s.port, "/v2/models/demo-4d/ready", NULL, &b), 200);
+    free(b);
+    ck_assert_int_eq(ask(s.port, "/v2/models/demo-4d/infer", infer, &b), 200);
+    free(b);
+    static const char *const v2_unknown[] = {
+        "/v2/models/demo-4d%2Fready", "/v2/models/demo-4d%2fready", "/v2/models/demo%2F4d/ready",
+        "/v2/models/demo%2F4d", "/v2/models/demo-4d%2F"};
+    for (size_t i = 0; i < sizeof v2_unknown / sizeof v2_unknown[0]; i++) {
+        long st = ask(s.port, v2_unknown[i], NULL, &b);
+        /* the Open Inference Protocol's form: {"error": "message"} */
+        ck_assert_msg(st == 404 && strncmp(b, "{\"error\":\"", 10) == 0, "%s: %ld %s",
+                      v2_unknown[i], st, b);
+        free(b);
+    }
+    long st = ask(s.port, "/v2/models/demo%2F4d/infer", infer, &b);
+    ck_assert_msg(st == 404 && strncmp(b, "{\"error\":\"", 10) == 0, "%ld %s", st, b);
+    free(b);
+    /* the path of a model's metadata, which takes no POST: no inference */
+    st = ask(s.port, "/v2/models/demo-4d%2Finfer", infer, &b);
+    ck_assert_msg(st >= 400 && !strstr(b, "\"outputs\""), "%ld %s", st, b);
+    free(b);
+    static const char *const v1_unknown[] = {"/v1/models/demo-4d%2Fx", "/v1/models/demo%2F4d",
+                                             "/v1/models/demo%2f4d", "/v1/models/demo-4d%2F"};
+    for (size_t i = 0; i < sizeof v1_unknown / sizeof v1_unknown[0]; i++) {
+        st = ask(s.port, v1_unknown[i], NULL, &b);
+        ck_assert_msg(st == 404 && strstr(b, "{\"error\":{\"code\":\"unknown_model\""),
+                      "%s: %ld %s", v1_unknown[i], st, b);
+        free(b);
+    }
+    /* other escapes decode, in the path and in the query */
+    st = ask(s.port, "/v1/models/demo%2D4d", NULL, &b);
+    ck_assert_msg(st == 200 && strstr(b, "\"d_model\":4") && !strstr(b, "\"w_q\""), "%ld %s", st,
+                  b);
+    free(b);
+    st = ask(s.port, "/v1/models/demo-4d?weights=tr%75e", NULL, &b);
+    ck_assert_msg(st == 200 && strstr(b, "\"w_q\""), "%ld %s", st, b);
+    free(b);
+    st = ask(s.port, "/v2/models/demo%2d4d/ready", NULL, &b);
+    ck_assert_msg(st == 200 && strcmp(b, "{\"ready\":true}") == 0, "%ld %s", st, b);
+    free(b);
+    finish(&s);
 }
 END_TEST
 
@@ -721,6 +786,7 @@ static Suite *hostile_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, framing_refused);
     tcase_add_test(tc, nul_bytes_refused);
+    tcase_add_test(tc, encoded_slash_is_no_separator);
     tcase_add_test(tc, library_errors_counted);
     suite_add_tcase(s, tc);
     tc = tcase_create("slow");
