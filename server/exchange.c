@@ -72,6 +72,38 @@ static int target_has_nul(const char *uri, int *in_query) {
     return 0;
 }
 
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* The path routed on: a raw request target's path (before any '?') with
+ * its percent-escapes decoded, as libmicrohttpd decodes them, but for %2F
+ * and %00, kept as sent. libmicrohttpd's decoded path turns an encoded
+ * slash into a separator, so "/v2/models/demo-4d%2Fready" would route as
+ * the model's readiness; kept, it is one segment, which names no model (a
+ * model's name has no '%'). NULL when out of memory. */
+static char *routing_path(const char *raw) {
+    size_t n = strcspn(raw, "?");
+    char *out = malloc(n + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int hi = raw[i] == '%' ? hex_digit(raw[i + 1]) : -1; /* then raw[i + 2] exists */
+        int lo = hi >= 0 ? hex_digit(raw[i + 2]) : -1;
+        int c = hi * 16 + lo;
+        if (lo < 0 || c == '/' || c == 0) {
+            *o++ = raw[i];
+            continue;
+        }
+        *o++ = (char)c;
+        i += 2;
+    }
+    *o = '\0';
+    return out;
+}
+
 srv_exchange *srv_exchange_create(srv_http *h, const char *uri, struct MHD_Connection *conn) {
     srv_exchange *x = calloc(1, sizeof *x);
     if (!x) return NULL;
@@ -113,13 +145,16 @@ static int learn_headers(srv_exchange *x, const char *url, const char *method) {
     x->fd = ci ? ci->connect_fd : -1;
     ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     x->watched = ci ? ci->socket_context : NULL;
+    /* x->path holds the raw target still (srv_exchange_create); without
+     * it (no URI-log call), only libmicrohttpd's decoded path is known. */
+    char *path = x->raw_target && x->path ? routing_path(x->path) : strdup(url ? url : "");
+    free(x->path);
+    x->path = path;
     /* "%00" would end the unescaped path early: such a path names nothing */
-    x->route = x->nul_in_path ? SRV_ROUTE_OTHER : srv_route_find(url);
+    x->route = x->nul_in_path || !path ? SRV_ROUTE_OTHER : srv_route_find(path);
     x->request_id =
         srv_reqid_choose(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id"));
-    free(x->path);
     x->method = strdup(method ? method : "");
-    x->path = strdup(url ? url : "");
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     int keep_origin = origin && srv_cors_allows(h->cfg->cors_origin, origin);
     if (keep_origin) x->origin = strdup(origin);

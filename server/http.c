@@ -2,7 +2,7 @@
  * http.c — the daemon: libmicrohttpd's callbacks, start, drain, stop.
  *
  * Threads. libmicrohttpd runs --io-threads polling threads (its internal
- * thread pool, epoll on Linux); each connection stays on one of them. They
+ * thread pool, poll(2)); each connection stays on one of them. They
  * parse, route, copy bodies and send answers; decoding and computing
  * happen on the worker pool (dispatch.h), but for tiny requests
  * (inline.h). A request's path through the files:
@@ -146,7 +146,14 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
     struct sockaddr *addr;
     unsigned int flags =
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_AUTO;
+    /* poll, not epoll: libmicrohttpd 0.9.75's epoll is edge-triggered and
+     * takes a read shorter than its buffer for a drained socket, so the end
+     * of stream of a client that sent its last bytes and closed at once
+     * (both seen in one wakeup) is never read: the connection, and its
+     * body's share of --max-inflight-bytes, stayed until the idle timeout.
+     * poll is level-triggered and sees it; over a few hundred connections
+     * (--max-connections) split among the polling threads it costs little. */
+    flags |= MHD_is_feature_supported(MHD_FEATURE_POLL) == MHD_YES ? MHD_USE_POLL : MHD_USE_AUTO;
     memset(&v4, 0, sizeof v4);
     memset(&v6, 0, sizeof v6);
     if (inet_pton(AF_INET, cfg->bind, &v4.sin_addr) == 1) {
