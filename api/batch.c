@@ -217,6 +217,21 @@ static api_request *sequence_new(const api_request *shared, size_t i, const api_
     return r;
 }
 
+/* A shared mask that does not fit sequence i is that sequence's fault as
+ * much as the mask's: the error points into the sequence, and says so. */
+static int shared_mask_error(const json_t *seq, const json_t *mask, const char *at, size_t i,
+                             attn_error *err) {
+    if (!err || !mask || json_object_get(seq, "mask") || err->status != 422 ||
+        strncmp(err->path, "/mask", 5) != 0)
+        return -1;
+    char was[sizeof err->message];
+    memcpy(was, err->message, sizeof was);
+    return attn_error_set(err, 422, err->code, at,
+                          "the request's mask does not fit sequences[%zu], which has no mask of "
+                          "its own: %s",
+                          i, was);
+}
+
 static int decode_sequences(api_batch *b, const json_t *seqs, const json_t *mask,
                             const api_limits *limits, attn_error *err) {
     char path[API_PATH_MAX];
@@ -256,9 +271,10 @@ static int decode_sequences(api_batch *b, const json_t *seqs, const json_t *mask
         if (!r) return attn_error_set(err, 503, "out_of_memory", "", "no memory for the batch");
         b->seqs[b->count++] = r;
         if (check_fields(s, seq_fields, 6, r->at,
-                         "embeddings, tokens, mask, positions, context, context_tokens", err) < 0 ||
-            api_request_decode_sequence(r, s, mask, limits, err) < 0)
+                         "embeddings, tokens, mask, positions, context, context_tokens", err) < 0)
             return -1;
+        if (api_request_decode_sequence(r, s, mask, limits, err) < 0)
+            return shared_mask_error(s, mask, r->at, i, err);
         r->arrays = NULL;
         total += r->n_tokens;
         if (limits && total > limits->max_tokens)

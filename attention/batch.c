@@ -10,29 +10,61 @@
  *             positions) carved from the batch's block
  *   project   RoPE's table: each sequence's rows by its own positions, one
  *             run of every sequence's tasks. Then the sequences whose QKV
- *             is computed whole are stacked: their rows of E (and C) side
- *             by side, at most three products — self-attention's E · w_qkv
+ *             is computed whole are stacked: their rows of E (and C) packed
+ *             (below), at most three products — self-attention's E · w_qkv
  *             over all their rows, and with contexts E · Wq and C · Wkv —
- *             whose tiles are one run; the tiles rotate Q and K by the
- *             stacked table's rows. Then, per sequence on this thread, what
- *             attn_project_rest does for one call: the listed heads' own
- *             blocks for a sequence that wants only some, q_raw and k_raw,
- *             the rotation not done in the tiles, q, k, v.
+ *             whose tiles are one run; each tile copies its rows to their
+ *             sequence's own QKV (unless they are already there) and
+ *             rotates Q and K there by the sequence's own table. Then, per
+ *             sequence on this thread, what attn_project_rest does for one
+ *             call: the listed heads' own blocks for a sequence that wants
+ *             only some, q_raw and k_raw, the rotation not done in the
+ *             tiles, q, k, v.
  *   attend    one run of the tasks per (sequence, head, block of 128 query
  *             rows), each attn_attend_task on the sequence's own call: its
  *             path, keys, rules and outputs as attn_compute would have them
- *   output    ΔE = Z · w_o + b_o over the stacked rows of the sequences that
- *             want it, one run of its tiles; each tile then copies its rows
- *             to their sequence's delta and adds E for its embeddings.
+ *   output    the sequences' Z packed; ΔE = Z · w_o + b_o over the packed
+ *             rows of the sequences that want it, one run of its tiles;
+ *             each tile then copies its rows to their sequence's delta and
+ *             adds E for its embeddings.
  *
- * Memory, one block of the caller's workspace (B_*): the stacked QKV (or
- * Q and KV), Z and ΔE of the whole batch, RoPE's table, copies of E and C
- * padded to 12 rows each (unless their rows are already so, one after the
- * other in memory),
- * one B × m + tile scratch shared by the tasks this thread runs (they run
- * one at a time), and per sequence its plan, call and small slices. Its
- * size is batch_layout's, which attn_batch_workspace_need computes for the
- * worst outputs: an exact upper bound.
+ * Packed rows. Each stacked product (S_SELF, S_Q, S_KV, S_D) computes rows
+ * in blocks of 12, every block full. A sequence of n = 12q + t rows takes
+ * q full blocks of its own, its rows in order (those of the sequences with
+ * no tail first), then its t tail rows go to the tail blocks after all the
+ * full ones: tail row j to half A (slots 0 … 5) when j is even, to half B
+ * (slots 6 … 11) when odd, each half filled in the sequences' order; a slot
+ * no row takes is a row of zeros. A product of rows ΣA in half A and ΣB
+ * in half B is ⌈max(ΣA, ΣB)/6⌉ blocks, and a sequence's halves differ by at
+ * most one row: 64 × 16 rows are 64 + 22 blocks (1032 rows), against 64 × 2
+ * (1536) when every sequence was padded to 12 alone. A sequence alone is
+ * the same: q blocks and one tail block (n rounded up to 12).
+ *   The other phases read a sequence's rows in order, n rows at its own
+ * stride: they are the packed rows themselves when its rows are all in
+ * full blocks, or when it is the product's only sequence with a tail (then
+ * its tail block, right after its full blocks, is put in row order after
+ * the product and back before ΔE, tail_in_order: a call alone copies
+ * nothing but its tail); otherwise its own copy (B_QKVO, B_QO, B_KVO,
+ * B_ZO), which the tiles write row by row from the packed rows, and from
+ * which its Z is packed. The copies cost a pass over the rows of the
+ * sequences with tails (64 × 16: QKV 9 MiB, Z 3 MiB), well under the
+ * 0.5 × of the products' work the padding cost; E and C are packed by a
+ * copy unless they already are the packed rows (all in full blocks, one
+ * after the other in memory). RoPE rotates a row by its own sequence's
+ * table, and ΔE's rows go to their sequence's delta and E + ΔE, by the
+ * product's map of packed rows (B_MAP); the biases are the same for every
+ * row (each tile starts as them).
+ *
+ * Memory, one block of the caller's workspace (B_*): the packed QKV (or
+ * Q and KV), Z and ΔE of the whole batch and the sequences' own copies,
+ * RoPE's table, packed copies of E and C, the maps, one B × m + tile
+ * scratch shared by the tasks this thread runs (they run one at a time;
+ * between the runs it holds a tail block put in order), and per sequence
+ * its plan, call and small slices. Its size is batch_layout's, which
+ * attn_batch_workspace_need computes for the worst outputs (every sequence
+ * packed, wanting ΔE, copied): an exact upper bound, as a subset of the
+ * sequences never takes more packed rows and the own rows of a sequence
+ * outside the products are at most the packed rows it leaves.
  *
  * Batch invariance: every number of sequence i is bit for bit what
  * attn_compute_with gives for sequence i alone, whatever the batch holds,
@@ -57,14 +89,15 @@
  *    Haswell/Zen sgemm kernel computes rows (N, for row-major) in blocks of
  *    12 from the call's first row, with two instruction orders inside a
  *    block, and the last rows of a call that is not a multiple of 12 by
- *    narrower kernels with orders of their own (measured on this machine:
- *    a row takes one of two values in a call of 12k rows, by its place mod
- *    12, and others in calls of other lengths). So every sequence's rows
- *    are stacked from a multiple of ATTN_ROWS_QUANTUM (12) and padded to
- *    one, with rows of zeros (E, C, Z) that no output reads; every row tile
- *    is a multiple of 12 rows (tasks.c). A row then sits at the same place
- *    mod 12 of a call of 12k rows, alone or in any batch. The cost: a
- *    sequence of n rows takes ⌈n/12⌉·12 rows of the products (16 → 24).
+ *    narrower kernels with orders of their own. Measured on this machine
+ *    (OpenBLAS 0.3.21, calls of 12 … 276 rows, K × N from 8 × 8 to
+ *    768 × 2304, beta 0 and 1): in a call of 12k rows a row has one value
+ *    at slots 0 … 5 of any of its blocks and another at slots 6 … 11,
+ *    whatever the block, the call's length and the other rows (both the
+ *    same when K ≤ 12). So the rounding is a function of the half a row
+ *    sits in, and each row has a half that is a function of its sequence
+ *    alone (packed_row: its length and index); every product's rows are
+ *    whole blocks and every row tile a multiple of 12 rows (tasks.c).
  *  - OpenBLAS's own threads would split a call's rows at places of their
  *    own (its threaded driver splits M and N): the invariance holds with
  *    its thread count at 1, the server's setting (server/main.c).
@@ -113,17 +146,93 @@ static size_t round_up(size_t bytes) {
     return bytes > SIZE_MAX - (ATTN_WS_ALIGN - 1) ? SIZE_MAX : attn_slice_round(bytes);
 }
 
-/* The stacked rows of a sequence of n rows: n, rounded up to
- * ATTN_ROWS_QUANTUM (SIZE_MAX on overflow). */
-static size_t rows_of(size_t n) {
-    size_t q = ATTN_ROWS_QUANTUM;
-    return n > SIZE_MAX - (q - 1) ? SIZE_MAX : (n + q - 1) / q * q;
+/* ---- the packed rows ------------------------------------------------------ */
+
+#define ROWS_Q   ATTN_ROWS_QUANTUM
+#define HALF     (ATTN_ROWS_QUANTUM / 2)
+#define IN_PLACE SIZE_MAX
+#define NO_SEQ   UINT32_MAX
+
+/* The stacked products: self-attention's E · w_qkv, with contexts E · Wq
+ * and C · Wkv, and ΔE = Z · w_o. */
+enum { S_SELF, S_Q, S_KV, S_D, S_COUNT };
+
+/* One product's packed rows: the full blocks of its sequences, those with
+ * no tail first, then the tail blocks, halves A (slots 0 … 5) and B (6 …
+ * 11) filled from the sequences' tails in order. */
+typedef struct stack {
+    size_t full;   /* rows of the full blocks: Σ 12·⌊n/12⌋ */
+    size_t ta, tb; /* tail rows of half A, of half B */
+    size_t tails;  /* sequences with a tail */
+    size_t tail_n; /* their rows */
+    size_t rest;   /* rows of the sequences outside the product (their own sgemms) */
+    size_t own;    /* rows of the sequences' own copies */
+    size_t rows;   /* packed rows: full + 12·⌈max(ta, tb)/6⌉ */
+} stack;
+
+/* A sequence's place in one product. */
+typedef struct place {
+    size_t full; /* the packed row of its first full block */
+    size_t a, b; /* its first tail rows in half A's and half B's order */
+    size_t own;  /* its first row in the own copy, or IN_PLACE: its rows are the packed
+                  * full rows and then, when it is the only one with a tail, tail block 0 */
+} place;
+
+/* A packed row's sequence (NO_SEQ: a row of zeros) and row in it. */
+typedef struct row_of {
+    uint32_t seq, r; /* rows ≤ INT_MAX, checked before the map is made */
+} row_of;
+
+/* Counts a sequence of n rows into st, packed or with its own sgemms. */
+static int stack_count(stack *st, size_t n, int packed) {
+    if (!packed) return add_to(&st->rest, n);
+    const size_t t = n % ROWS_Q;
+    if (add_to(&st->full, n - t)) return -1;
+    st->ta += (t + 1) / 2, st->tb += t / 2; /* ≤ the rows counted */
+    if (t) st->tails++;
+    return t ? add_to(&st->tail_n, n) : 0;
 }
 
-/* rows × cols floats of x (stride cols) from src, then pad − rows rows of 0 */
-static void copy_padded(float *x, const float *src, size_t rows, size_t pad, size_t cols) {
-    memcpy(x, src, rows * cols * sizeof(float));
-    memset(x + rows * cols, 0, (pad - rows) * cols * sizeof(float));
+/* The packed rows and own rows, once every sequence is counted. */
+static int stack_close(stack *st) {
+    const size_t most = st->ta > st->tb ? st->ta : st->tb;
+    st->rows = st->full;
+    if (add_to(&st->rows, attn_div_up(most, HALF) * ROWS_Q)) return -1;
+    st->own = st->rest;
+    return st->tails > 1 ? add_to(&st->own, st->tail_n) : 0;
+}
+
+/* The packed row of row r of a sequence of n rows: its full blocks' rows in
+ * order; tail row j in half A when j is even, B when odd (slots 0, 6, 1, 7,
+ * …), so that a sequence's halves hold as many rows as each other, ± 1. */
+static size_t packed_row(const stack *st, const place *p, size_t n, size_t r) {
+    const size_t f = n - n % ROWS_Q;
+    if (r < f) return p->full + r;
+    const size_t j = r - f, k = (j % 2 ? p->b : p->a) + j / 2;
+    return st->full + k / HALF * ROWS_Q + j % 2 * HALF + k % HALF;
+}
+
+/* The row r of a sequence as the other phases read it: in its own copy, or
+ * in place (the tail block put in order after the product, tail_in_order). */
+static float *own_row(float *packed, float *own, size_t ld, const place *p, size_t r) {
+    return p->own == IN_PLACE ? packed + (p->full + r) * ld : own + (p->own + r) * ld;
+}
+
+/* The tail rows of the one in-place sequence with a tail: from their
+ * packed slots to the rows after its full blocks (to_order), or back. */
+static void tail_in_order(float *packed, size_t ld, const stack *st, const place *p, size_t n,
+                          float *tmp, int to_order) {
+    const size_t f = n - n % ROWS_Q, t = n - f;
+    float *block = packed + st->full * ld;
+    for (size_t j = 0; j < t; j++) {
+        const float *src = to_order ? packed + packed_row(st, p, n, f + j) * ld : block + j * ld;
+        memcpy(tmp + j * ld, src, ld * sizeof(float));
+    }
+    if (!to_order) memset(block, 0, ROWS_Q * ld * sizeof(float));
+    for (size_t j = 0; j < t; j++) {
+        float *dst = to_order ? block + j * ld : packed + packed_row(st, p, n, f + j) * ld;
+        memcpy(dst, tmp + j * ld, ld * sizeof(float));
+    }
 }
 
 /* ---- the batch's block ---------------------------------------------------- */
@@ -132,29 +241,33 @@ static void copy_padded(float *x, const float *src, size_t rows, size_t pad, siz
 typedef struct batch_seq {
     attn_plan pl;
     attn_call c;
-    int active; /* some output is asked for */
-    int whole;  /* its QKV (or Q and KV) comes from the stacked products */
-    size_t row; /* its first row in the stacked QKV, or Q with a context */
-    size_t key; /* with a context: its first row in the stacked KV */
-    size_t dz;  /* when it wants ΔE: its first row in the stacked Z and ΔE */
+    int active;        /* some output is asked for */
+    int whole;         /* its QKV (or Q and KV) comes from the stacked products */
+    place at[S_COUNT]; /* its rows in the products it takes part in */
+    size_t angles;     /* self-attention: its first row in RoPE's table */
 } batch_seq;
 
 /* The slices of a batch's block, carved in this order. */
 enum {
     B_SEQ,     /* count batch_seq */
-    B_INDEX,   /* 3 · (count + 1) size_t: a phase's first task of each sequence; the
-                * sequences that want ΔE, in order; their first rows */
-    B_QKV,     /* self rows × (hd + 2gd) floats */
-    B_Q,       /* rows with a context × hd */
-    B_KV,      /* their keys × 2gd */
-    B_E,       /* the whole self sequences' E, stacked, when not already */
-    B_EQ,      /* the whole cross sequences' E, likewise */
-    B_C,       /* their contexts, likewise */
-    B_Z,       /* rows wanting ΔE × hd, with w_o */
-    B_D,       /* rows wanting ΔE × dm: ΔE */
+    B_INDEX,   /* count + 1 size_t: a phase's first task of each sequence */
+    B_MAP,     /* the products' packed rows' row_of, S_SELF's then S_Q's, S_KV's, S_D's */
+    B_QKV,     /* S_SELF's packed rows × (hd + 2gd) floats */
+    B_QKVO,    /* its own rows × (hd + 2gd) */
+    B_Q,       /* S_Q's packed rows × hd */
+    B_QO,      /* its own rows × hd */
+    B_KV,      /* S_KV's packed rows × 2gd */
+    B_KVO,     /* its own rows × 2gd */
+    B_E,       /* S_SELF's packed E, when not already */
+    B_EQ,      /* S_Q's, likewise */
+    B_C,       /* S_KV's contexts, likewise */
+    B_Z,       /* S_D's packed rows × hd, with w_o */
+    B_ZO,      /* its own rows × hd: the sequences' Z, packed before ΔE */
+    B_D,       /* S_D's packed rows × dm: ΔE */
     B_FREQ,    /* dims/2 doubles: RoPE's f_t */
-    B_ANGLES,  /* self rows × dims: RoPE's table */
-    B_SCRATCH, /* the largest B × m rows + tile of a sequence, shared by this thread's tasks */
+    B_ANGLES,  /* self rows × dims: RoPE's table, each sequence's rows in order */
+    B_SCRATCH, /* the largest B × m rows + tile of a sequence, shared by this thread's tasks;
+                * between the runs, 12 rows × max(hd + 2gd, dm) for tail_in_order */
     B_SMALL,   /* each sequence's slot, range and position slices */
     B_COUNT
 };
@@ -164,14 +277,12 @@ static const int small_slices[] = {WS_SLOT, WS_RANGE, WS_POS};
 
 typedef struct batch_layout {
     size_t ld, hd, gd, dm, dc, dims; /* of the weights */
-    size_t n_self, n_ws;             /* self-attention rows, those of whole sequences first */
-    size_t n_cross, n_wc;            /* rows with a context, likewise */
-    size_t m_cross, m_wc;            /* their context rows, likewise */
-    size_t n_delta;                  /* rows that want ΔE */
-    int e_apart, eq_apart, c_apart;  /* the whole sequences' E (or C) rows do not follow
-                                      * one another in memory: copied */
-    int rope, active, rope_tiles;    /* some sequence needs RoPE's table; some output is
-                                      * asked for; every whole self sequence rotates in tiles */
+    stack st[S_COUNT];
+    size_t n_self;                  /* self-attention rows (RoPE's table) */
+    int e_apart, eq_apart, c_apart; /* the whole sequences' E (or C) rows are not their
+                                     * packed rows, one after the other in memory: copied */
+    int rope, active, rope_tiles;   /* some sequence needs RoPE's table; some output is
+                                     * asked for; every whole self sequence rotates in tiles */
     size_t bytes[B_COUNT];
     size_t total;
 } batch_layout;
@@ -208,70 +319,80 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
     lay->rope_tiles = 1;
     const float *e_next = NULL, *eq_next = NULL, *c_next = NULL;
     size_t scratch = 0, small = 0;
-    for (int pass = 0; pass < 2; pass++) /* the whole sequences' rows, then the others' */
-        for (size_t i = 0; i < count; i++) {
-            attn_plan pl;
-            size_t total;
-            attn_output every = {0};
-            if (attn_plan_make(&pl, &total, outs ? &outs[i] : &every, &ins[i])) return -1;
-            const attn_sizes *sz = &pl.sz;
-            if (!outs) {
-                pl.stage = ATTN_STAGE_DELTA;
-                for (int s = 0; s < WS_COUNT; s++)
-                    if (attn_slice_bytes(&pl.bytes[s], s, sz)) return -1;
-            }
-            if (pl.stage == ATTN_STAGE_NOTHING) continue;
-            const int whole = !outs || plan_whole(&pl);
-            if (whole != (pass == 0)) continue;
-            lay->active = 1;
-            const size_t n = rows_of(sz->n), m = rows_of(sz->m);
-            if (n == SIZE_MAX || m == SIZE_MAX) return -1;
-            if (sz->cross) {
-                lay->dc = sz->dc;
-                if (add_to(&lay->n_cross, n) || add_to(&lay->m_cross, m)) return -1;
-                if (whole) {
-                    lay->n_wc = lay->n_cross, lay->m_wc = lay->m_cross;
-                    lay->eq_apart |=
-                        !outs || n != sz->n || (eq_next && ins[i].embeddings != eq_next);
-                    lay->c_apart |= !outs || m != sz->m || (c_next && ins[i].context != c_next);
-                    if (outs) {
-                        eq_next = ins[i].embeddings + sz->n * sz->dm;
-                        c_next = ins[i].context + sz->m * sz->dc;
-                    }
-                }
-            } else {
-                if (add_to(&lay->n_self, n)) return -1;
-                if (whole) {
-                    lay->n_ws = lay->n_self;
-                    lay->e_apart |= !outs || n != sz->n || (e_next && ins[i].embeddings != e_next);
-                    if (outs) e_next = ins[i].embeddings + sz->n * sz->dm;
-                    lay->rope_tiles &= pl.rope_in_tiles || !sz->rope;
-                }
-            }
-            if (pl.stage == ATTN_STAGE_DELTA && add_to(&lay->n_delta, n)) return -1;
-            lay->rope |= pl.bytes[WS_ROPE] != 0;
-            size_t need = round_up(pl.bytes[WS_ROWS]);
-            if (add_to(&need, round_up(pl.bytes[WS_TILE]))) return -1;
-            if (need > scratch) scratch = need;
-            for (size_t x = 0; x < sizeof small_slices / sizeof small_slices[0]; x++)
-                if (add_to(&small, round_up(pl.bytes[small_slices[x]]))) return -1;
+    for (size_t i = 0; i < count; i++) {
+        attn_plan pl;
+        size_t total;
+        attn_output every = {0};
+        if (attn_plan_make(&pl, &total, outs ? &outs[i] : &every, &ins[i])) return -1;
+        const attn_sizes *sz = &pl.sz;
+        if (!outs) {
+            pl.stage = ATTN_STAGE_DELTA;
+            for (int s = 0; s < WS_COUNT; s++)
+                if (attn_slice_bytes(&pl.bytes[s], s, sz)) return -1;
         }
+        if (pl.stage == ATTN_STAGE_NOTHING) continue;
+        const int whole = !outs || plan_whole(&pl);
+        lay->active = 1;
+        if (sz->cross) {
+            lay->dc = sz->dc;
+            if (stack_count(&lay->st[S_Q], sz->n, whole) ||
+                stack_count(&lay->st[S_KV], sz->m, whole))
+                return -1;
+            if (whole) {
+                lay->eq_apart |=
+                    !outs || sz->n % ROWS_Q || (eq_next && ins[i].embeddings != eq_next);
+                lay->c_apart |= !outs || sz->m % ROWS_Q || (c_next && ins[i].context != c_next);
+                if (outs) {
+                    eq_next = ins[i].embeddings + sz->n * sz->dm;
+                    c_next = ins[i].context + sz->m * sz->dc;
+                }
+            }
+        } else {
+            if (stack_count(&lay->st[S_SELF], sz->n, whole) || add_to(&lay->n_self, sz->n))
+                return -1;
+            if (whole) {
+                lay->e_apart |= !outs || sz->n % ROWS_Q || (e_next && ins[i].embeddings != e_next);
+                if (outs) e_next = ins[i].embeddings + sz->n * sz->dm;
+                lay->rope_tiles &= pl.rope_in_tiles || !sz->rope;
+            }
+        }
+        if (pl.stage == ATTN_STAGE_DELTA && stack_count(&lay->st[S_D], sz->n, 1)) return -1;
+        lay->rope |= pl.bytes[WS_ROPE] != 0;
+        size_t need = round_up(pl.bytes[WS_ROWS]);
+        if (add_to(&need, round_up(pl.bytes[WS_TILE]))) return -1;
+        if (need > scratch) scratch = need;
+        for (size_t x = 0; x < sizeof small_slices / sizeof small_slices[0]; x++)
+            if (add_to(&small, round_up(pl.bytes[small_slices[x]]))) return -1;
+    }
+    size_t map = 0;
+    for (int s = 0; s < S_COUNT; s++)
+        if (stack_close(&lay->st[s]) || add_to(&map, lay->st[s].rows)) return -1;
     const attn_weights *w = ins[0].weights;
-    const size_t f = sizeof(float), dm = lay->dm;
+    const size_t f = sizeof(float), dm = lay->dm, ld = lay->ld;
+    const stack *st = lay->st;
+    /* a tail block put in order: only where a product has one sequence with a tail */
+    int tmp = 0;
+    for (int s = 0; s < S_COUNT; s++)
+        tmp |= st[s].tails == 1;
     size_t *b = lay->bytes;
     if (mul3(&b[B_SEQ], count, 1, sizeof(batch_seq)) ||
-        mul3(&b[B_INDEX], count + 1, 3, sizeof(size_t)) ||
-        mul3(&b[B_QKV], lay->n_self, lay->ld, f) || mul3(&b[B_Q], lay->n_cross, lay->hd, f) ||
-        mul3(&b[B_KV], lay->m_cross, 2 * lay->gd, f) ||
-        mul3(&b[B_E], lay->e_apart ? lay->n_ws : 0, dm, f) ||
-        mul3(&b[B_EQ], lay->eq_apart ? lay->n_wc : 0, dm, f) ||
-        mul3(&b[B_C], lay->c_apart ? lay->m_wc : 0, lay->dc, f) ||
-        mul3(&b[B_Z], w->w_o || !outs ? lay->n_delta : 0, lay->hd, f) ||
-        mul3(&b[B_D], lay->n_delta, dm, f) ||
+        mul3(&b[B_INDEX], count + 1, 1, sizeof(size_t)) ||
+        mul3(&b[B_MAP], map, 1, sizeof(row_of)) || mul3(&b[B_QKV], st[S_SELF].rows, ld, f) ||
+        mul3(&b[B_QKVO], st[S_SELF].own, ld, f) || mul3(&b[B_Q], st[S_Q].rows, lay->hd, f) ||
+        mul3(&b[B_QO], st[S_Q].own, lay->hd, f) || mul3(&b[B_KV], st[S_KV].rows, 2 * lay->gd, f) ||
+        mul3(&b[B_KVO], st[S_KV].own, 2 * lay->gd, f) ||
+        mul3(&b[B_E], lay->e_apart ? st[S_SELF].rows : 0, dm, f) ||
+        mul3(&b[B_EQ], lay->eq_apart ? st[S_Q].rows : 0, dm, f) ||
+        mul3(&b[B_C], lay->c_apart ? st[S_KV].rows : 0, lay->dc, f) ||
+        mul3(&b[B_Z], w->w_o || !outs ? st[S_D].rows : 0, lay->hd, f) ||
+        mul3(&b[B_ZO], st[S_D].own, lay->hd, f) || mul3(&b[B_D], st[S_D].rows, dm, f) ||
         mul3(&b[B_FREQ], lay->rope ? lay->dims / 2 : 0, 1, sizeof(double)) ||
         mul3(&b[B_ANGLES], lay->rope ? lay->n_self : 0, lay->dims, f))
         return -1;
-    b[B_SCRATCH] = scratch;
+    /* the scratch holds a tail block put in order between the runs */
+    size_t tmp_bytes;
+    if (mul3(&tmp_bytes, tmp || !outs ? ROWS_Q : 0, ld > dm ? ld : dm, f)) return -1;
+    b[B_SCRATCH] = scratch > tmp_bytes ? scratch : tmp_bytes;
     b[B_SMALL] = small;
     lay->total = 0;
     for (int s = 0; s < B_COUNT; s++)
@@ -289,15 +410,17 @@ typedef struct batch {
     size_t *base;      /* count + 1: the first task of each sequence in the running phase */
     attn_task_fn task; /* the running phase's task, on a sequence's call */
     /* The stacked products' plans and calls: self-attention's QKV, Q and KV
-     * with contexts, ΔE; their inputs name the stacked rows. */
+     * with contexts, ΔE; their inputs name the packed rows. */
     attn_input in_self, in_cross, in_out;
     attn_plan pl_self, pl_cross, pl_out;
     attn_call c_self, c_cross, c_out;
     attn_proj pr_self[2], pr_cross[2];
     size_t tiles_self; /* the projection's first tiles are c_self's, then c_cross's */
-    size_t *dseq;      /* the sequences that want ΔE, in order (n_dseq) */
-    size_t *drow;      /* n_dseq + 1: their first rows in the stacked ΔE */
-    size_t n_dseq;
+    const batch_layout *lay;
+    const row_of *map[S_COUNT]; /* each product's packed rows */
+    float *own[S_COUNT];        /* the own copies of QKV, Q, KV, Z */
+    float *tmp;                 /* the calling thread's scratch, between the runs */
+    int rope_tiles;             /* the whole self sequences rotate in the tiles */
 } batch;
 
 /* The largest x < n with a[x] <= t (a increasing, a[0] <= t). */
@@ -320,13 +443,42 @@ static void seq_task(void *arg, size_t t, attn_workspace *ws) {
     b->task(&b->seq[i].c, t - b->base[i], ws);
 }
 
-/* attn_task_fn: the stacked products' tiles, c_self's then c_cross's. */
+/* attn_task_fn: the stacked products' tiles, c_self's then c_cross's; then
+ * each tile's rows to their sequence's own copy (RoPE rotating them there
+ * by the sequence's own table), or rotated in place. */
 static void stack_project_task(void *arg, size_t t, attn_workspace *ws) {
     batch *b = arg;
-    if (t < b->tiles_self)
+    const attn_proj *p;
+    int s;
+    if (t < b->tiles_self) {
         attn_project_task(&b->c_self, t, ws);
-    else
-        attn_project_task(&b->c_cross, t - b->tiles_self, ws);
+        p = &b->pr_self[0], s = S_SELF;
+    } else {
+        t -= b->tiles_self;
+        attn_project_task(&b->c_cross, t, ws);
+        p = &b->pr_cross[0], s = S_Q;
+        if (t >= p->tiles.nr * p->tiles.nc) t -= p->tiles.nr * p->tiles.nc, p++, s = S_KV;
+    }
+    size_t r0, rb, c0, cb;
+    attn_tiling_tile(&p->tiles, t, &r0, &rb, &c0, &cb);
+    const attn_sizes *sz = &b->pl_self.sz;
+    const size_t dh = sz->dh, e0 = c0 / dh;
+    const size_t e1 = s == S_SELF && b->rope_tiles ? attn_min((c0 + cb) / dh, p->rope_heads) : 0;
+    const attn_rope_style style = b->pl_self.in->weights->rope.style;
+    for (size_t x = r0; x < r0 + rb; x++) {
+        const row_of *ro = &b->map[s][x];
+        if (ro->seq == NO_SEQ) continue;
+        const batch_seq *q = &b->seq[ro->seq];
+        float *row = p->dst + x * p->ldd;
+        if (q->at[s].own != IN_PLACE) {
+            float *to = b->own[s] + (q->at[s].own + ro->r) * p->ldd;
+            memcpy(to + c0, row + c0, cb * sizeof(float));
+            row = to;
+        }
+        if (e1 > e0)
+            attn_rope_rows(row + e0 * dh, p->ldd, q->c.angles + ro->r * sz->rope, sz->rope, 1,
+                           e1 - e0, dh, sz->rope, style);
+    }
 }
 
 /* attn_task_fn: a tile of the stacked ΔE, then its rows' delta and E'. */
@@ -336,20 +488,14 @@ static void stack_output_task(void *arg, size_t t, attn_workspace *ws) {
     const size_t dm = b->pl_out.sz.dm;
     size_t r0, rb, c0, cb;
     attn_tiling_tile(&b->c_out.tiles, t, &r0, &rb, &c0, &cb);
-    for (size_t k = last_le(b->drow, b->n_dseq, r0); k < b->n_dseq && b->drow[k] < r0 + rb; k++) {
-        const batch_seq *s = &b->seq[b->dseq[k]];
-        const size_t a = r0 > b->drow[k] ? r0 : b->drow[k];
-        const size_t z = attn_min(r0 + rb, b->drow[k] + s->pl.sz.n); /* not its padding */
-        if (z <= a) continue;
-        const float *d = b->c_out.d + a * dm + c0;
-        const size_t local = a - b->drow[k];
-        if (s->pl.out.delta)
-            attn_copy_block(s->pl.out.delta + local * dm + c0, dm, d, dm, z - a, cb);
-        float *e = s->pl.out.embeddings;
-        if (!e) continue;
-        const float *e0 = s->pl.in->embeddings;
-        for (size_t r = 0; r < z - a; r++)
-            attn_add(e + (local + r) * dm + c0, e0 + (local + r) * dm + c0, d + r * dm, cb);
+    for (size_t x = r0; x < r0 + rb; x++) {
+        const row_of *ro = &b->map[S_D][x];
+        if (ro->seq == NO_SEQ) continue;
+        const attn_plan *pl = &b->seq[ro->seq].pl;
+        const float *d = b->c_out.d + x * dm + c0;
+        const size_t at = ro->r * dm + c0;
+        if (pl->out.delta) memcpy(pl->out.delta + at, d, cb * sizeof(float));
+        if (pl->out.embeddings) attn_add(pl->out.embeddings + at, pl->in->embeddings + at, d, cb);
     }
 }
 
@@ -381,6 +527,85 @@ static int batch_run_seqs(batch *b, attn_task_fn task, size_t *first) {
     return 0;
 }
 
+/* Places the sequences of product s (packed: those with no tail, then the
+ * others; then the ones outside it) and fills its map. rows(i) of the
+ * sequence i, or 0 when it is not in the product; in(i) 2 when packed. */
+static void stack_place(batch *b, int s, row_of *map, size_t (*rows)(const batch_seq *, int),
+                        int (*packed)(const batch_seq *, int)) {
+    const stack *st = &b->lay->st[s];
+    size_t full = 0, a = 0, bb = 0, own = 0;
+    for (size_t i = 0; i < st->rows; i++)
+        map[i] = (row_of){NO_SEQ, 0};
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t i = 0; i < b->count; i++) {
+            batch_seq *q = &b->seq[i];
+            const size_t n = q->active ? rows(q, s) : 0;
+            if (!n) continue;
+            const int in = packed(q, s);
+            const size_t t = n % ROWS_Q;
+            if (pass == 2 ? in : !in || (pass == 0) != (t == 0)) continue;
+            place *p = &q->at[s];
+            if (!in) {
+                p->own = own, own += n;
+                continue;
+            }
+            p->full = full, full += n - t;
+            p->a = a, p->b = bb;
+            a += (t + 1) / 2, bb += t / 2;
+            p->own = t && st->tails > 1 ? own : IN_PLACE;
+            if (p->own != IN_PLACE) own += n;
+            for (size_t r = 0; r < n; r++)
+                map[packed_row(st, p, n, r)] = (row_of){(uint32_t)i, (uint32_t)r};
+        }
+}
+
+static size_t rows_in(const batch_seq *q, int s) {
+    const attn_sizes *sz = &q->pl.sz;
+    switch (s) {
+    case S_SELF: return sz->cross ? 0 : sz->n;
+    case S_Q: return sz->cross ? sz->n : 0;
+    case S_KV: return sz->cross ? sz->m : 0;
+    default: return q->pl.stage == ATTN_STAGE_DELTA ? sz->n : 0;
+    }
+}
+
+static int packed_in(const batch_seq *q, int s) {
+    return s == S_D || q->whole;
+}
+
+/* The packed rows of `src` (stride cols) of product s: each row's
+ * sequence's row, or zeros. */
+static void gather(float *dst, const batch *b, int s, size_t cols,
+                   const float *(*src)(const batch_seq *)) {
+    const stack *st = &b->lay->st[s];
+    for (size_t x = 0; x < st->rows; x++) {
+        const row_of *ro = &b->map[s][x];
+        if (ro->seq == NO_SEQ)
+            memset(dst + x * cols, 0, cols * sizeof(float));
+        else
+            memcpy(dst + x * cols, src(&b->seq[ro->seq]) + ro->r * cols, cols * sizeof(float));
+    }
+}
+
+static const float *embeddings_of(const batch_seq *q) {
+    return q->pl.in->embeddings;
+}
+
+static const float *context_of(const batch_seq *q) {
+    return q->pl.in->context;
+}
+
+/* The first whole sequence of product s in index order (its rows are the
+ * packed rows when they need no copy). */
+static const float *first_rows(const batch *b, int s) {
+    for (size_t i = 0; i < b->count; i++) {
+        const batch_seq *q = &b->seq[i];
+        if (q->active && q->whole && rows_in(q, s))
+            return s == S_KV ? context_of(q) : embeddings_of(q);
+    }
+    return NULL;
+}
+
 /* The batch's calls carved from `block` as `lay` says. */
 static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
                        const attn_output *outs, const attn_input *ins, size_t count) {
@@ -392,94 +617,84 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
     }
     const attn_weights *w = ins[0].weights;
     const size_t dm = lay->dm, hd = lay->hd, ld = lay->ld, gd = lay->gd, dims = lay->dims;
+    b->lay = lay;
     b->seq = (batch_seq *)(void *)slice[B_SEQ];
     b->base = (size_t *)(void *)slice[B_INDEX];
-    b->dseq = b->base + count + 1;
-    b->drow = b->dseq + count + 1;
     float *qkv = (float *)(void *)slice[B_QKV], *q = (float *)(void *)slice[B_Q];
     float *kv = (float *)(void *)slice[B_KV], *z = (float *)(void *)slice[B_Z];
     float *d = (float *)(void *)slice[B_D], *angles = (float *)(void *)slice[B_ANGLES];
     float *e = (float *)(void *)slice[B_E], *eq = (float *)(void *)slice[B_EQ];
     float *cx = (float *)(void *)slice[B_C];
+    float *zp = w->w_o ? z : d; /* the packed Z */
+    b->own[S_SELF] = (float *)(void *)slice[B_QKVO];
+    b->own[S_Q] = (float *)(void *)slice[B_QO];
+    b->own[S_KV] = (float *)(void *)slice[B_KVO];
+    b->own[S_D] = (float *)(void *)slice[B_ZO];
+    b->tmp = (float *)(void *)slice[B_SCRATCH];
     double *freq = (double *)(void *)slice[B_FREQ];
     if (freq) attn_rope_frequencies(freq, &w->rope);
-    const float *e_stack = NULL, *eq_stack = NULL, *c_stack = NULL;
     unsigned char *small = slice[B_SMALL];
-    size_t self = 0, cross = 0, key = 0, dz = 0;
-    b->n_dseq = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < count; i++) {
-            batch_seq *s = &b->seq[i];
-            size_t total;
-            if (pass == 0) {
-                attn_plan_make(&s->pl, &total, &outs[i], &ins[i]); /* sized by layout_make */
-                s->active = s->pl.stage != ATTN_STAGE_NOTHING;
-                s->whole = s->active && plan_whole(&s->pl);
-            }
-            if (!s->active || s->whole != (pass == 0)) continue;
-            const attn_plan *pl = &s->pl;
-            const attn_sizes *sz = &pl->sz;
-            float *ws_slice[WS_COUNT] = {0};
-            unsigned char *scratch = slice[B_SCRATCH];
-            if (pl->bytes[WS_ROWS]) ws_slice[WS_ROWS] = (float *)(void *)scratch;
-            if (pl->bytes[WS_TILE])
-                ws_slice[WS_TILE] =
-                    (float *)(void *)(scratch + attn_slice_round(pl->bytes[WS_ROWS]));
-            for (size_t x = 0; x < sizeof small_slices / sizeof small_slices[0]; x++) {
-                int k = small_slices[x];
-                if (!pl->bytes[k]) continue;
-                ws_slice[k] = (float *)(void *)small;
-                small += attn_slice_round(pl->bytes[k]);
-            }
-            attn_call_init(&s->c, pl, b->ws, b->runner, ws_slice);
-            attn_call *c = &s->c;
-            const attn_input *in = pl->in;
-            const size_t n = rows_of(sz->n), m = rows_of(sz->m);
-            if (sz->cross) {
-                s->row = cross, s->key = key;
-                c->qkv = c->q = q + cross * hd;
-                c->kv = kv + key * 2 * gd;
-                if (s->whole && eq) copy_padded(eq + cross * dm, in->embeddings, sz->n, n, dm);
-                if (s->whole && cx) copy_padded(cx + key * lay->dc, in->context, sz->m, m, lay->dc);
-                if (s->whole && !eq_stack) eq_stack = eq ? eq : in->embeddings;
-                if (s->whole && !c_stack) c_stack = cx ? cx : in->context;
-                cross += n, key += m;
-            } else {
-                s->row = self;
-                c->qkv = c->q = qkv + self * ld;
-                c->kv = c->qkv + hd;
-                if (pl->bytes[WS_ROPE]) {
-                    c->freq = freq, c->angles = angles + self * dims;
-                    /* the padding rows' angles: rotated in the tiles, never read after */
-                    memset(c->angles + sz->n * dims, 0, (n - sz->n) * dims * sizeof(float));
-                }
-                if (s->whole && e) copy_padded(e + self * dm, in->embeddings, sz->n, n, dm);
-                if (s->whole && !e_stack) e_stack = e ? e : in->embeddings;
-                self += n;
-            }
-            if (pl->stage == ATTN_STAGE_DELTA) {
-                s->dz = dz;
-                c->d = d + dz * dm;
-                c->zall = w->w_o ? z + dz * hd : c->d;
-                /* the padding rows of Z: read by ΔE's sgemm, whose rows they do not touch */
-                memset(c->zall + sz->n * hd, 0, (n - sz->n) * hd * sizeof(float));
-                b->dseq[b->n_dseq] = i;
-                b->drow[b->n_dseq++] = dz;
-                dz += n;
-            }
+    size_t self = 0;
+    for (size_t i = 0; i < count; i++) {
+        batch_seq *s = &b->seq[i];
+        size_t total;
+        attn_plan_make(&s->pl, &total, &outs[i], &ins[i]); /* sized by layout_make */
+        s->active = s->pl.stage != ATTN_STAGE_NOTHING;
+        s->whole = s->active && plan_whole(&s->pl);
+    }
+    row_of *map = (row_of *)(void *)slice[B_MAP];
+    for (int s = 0; s < S_COUNT; s++) {
+        b->map[s] = map;
+        stack_place(b, s, map, rows_in, packed_in);
+        map += lay->st[s].rows;
+    }
+    for (size_t i = 0; i < count; i++) {
+        batch_seq *s = &b->seq[i];
+        if (!s->active) continue;
+        const attn_plan *pl = &s->pl;
+        const attn_sizes *sz = &pl->sz;
+        float *ws_slice[WS_COUNT] = {0};
+        unsigned char *scratch = slice[B_SCRATCH];
+        if (pl->bytes[WS_ROWS]) ws_slice[WS_ROWS] = (float *)(void *)scratch;
+        if (pl->bytes[WS_TILE])
+            ws_slice[WS_TILE] = (float *)(void *)(scratch + attn_slice_round(pl->bytes[WS_ROWS]));
+        for (size_t x = 0; x < sizeof small_slices / sizeof small_slices[0]; x++) {
+            int k = small_slices[x];
+            if (!pl->bytes[k]) continue;
+            ws_slice[k] = (float *)(void *)small;
+            small += attn_slice_round(pl->bytes[k]);
         }
-    /* (a sequence that wants ΔE is whole: the first pass gave them their
-     * rows in index order) */
-    b->drow[b->n_dseq] = dz;
+        attn_call_init(&s->c, pl, b->ws, b->runner, ws_slice);
+        attn_call *c = &s->c;
+        if (sz->cross) {
+            c->qkv = c->q = own_row(q, b->own[S_Q], hd, &s->at[S_Q], 0);
+            c->kv = own_row(kv, b->own[S_KV], 2 * gd, &s->at[S_KV], 0);
+        } else {
+            c->qkv = c->q = own_row(qkv, b->own[S_SELF], ld, &s->at[S_SELF], 0);
+            c->kv = c->qkv + hd;
+            if (pl->bytes[WS_ROPE]) c->freq = freq, c->angles = angles + self * dims;
+            s->angles = self;
+            self += sz->n;
+        }
+        if (pl->stage == ATTN_STAGE_DELTA) {
+            c->zall = own_row(zp, b->own[S_D], w->w_o ? hd : dm, &s->at[S_D], 0);
+            c->d = w->w_o ? NULL : c->zall;
+        }
+    }
+    if (e) gather(e, b, S_SELF, dm, embeddings_of);
+    if (eq) gather(eq, b, S_Q, dm, embeddings_of);
+    if (cx) gather(cx, b, S_KV, lay->dc, context_of);
 
-    /* The stacked products, as calls of their own over the stacked rows. */
-    b->in_self = (attn_input){.weights = w, .embeddings = e_stack, .n_tokens = lay->n_ws};
+    /* The stacked products, as calls of their own over the packed rows. */
+    const stack *st = lay->st;
+    b->in_self = (attn_input){
+        .weights = w, .embeddings = e ? e : first_rows(b, S_SELF), .n_tokens = st[S_SELF].rows};
     b->in_cross = (attn_input){.weights = w,
-                               .embeddings = eq_stack,
-                               .n_tokens = lay->n_wc,
-                               .context = c_stack,
-                               .n_context = lay->m_wc};
-    b->in_out = (attn_input){.weights = w, .n_tokens = lay->n_delta};
+                               .embeddings = eq ? eq : first_rows(b, S_Q),
+                               .n_tokens = st[S_Q].rows,
+                               .context = cx ? cx : first_rows(b, S_KV),
+                               .n_context = st[S_KV].rows};
+    b->in_out = (attn_input){.weights = w, .n_tokens = st[S_D].rows};
     const attn_input *vin[3] = {&b->in_self, &b->in_cross, &b->in_out};
     attn_plan *vpl[3] = {&b->pl_self, &b->pl_cross, &b->pl_out};
     attn_call *vc[3] = {&b->c_self, &b->c_cross, &b->c_out};
@@ -489,12 +704,44 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
         *vc[x] = (attn_call){.pl = vpl[x], .runner = b->runner, .ws = b->ws};
         atomic_init(&vc[x]->rc, 0);
     }
-    b->pl_self.rope_in_tiles = lay->rope_tiles && b->pl_self.sz.rope;
+    b->rope_tiles = lay->rope_tiles && b->pl_self.sz.rope;
     b->c_self.qkv = b->c_self.q = qkv, b->c_self.kv = qkv ? qkv + hd : NULL;
-    b->c_self.freq = freq, b->c_self.angles = angles;
     b->c_cross.qkv = b->c_cross.q = q, b->c_cross.kv = kv;
     b->c_out.d = d;
-    b->c_out.zall = w->w_o ? z : d;
+    b->c_out.zall = zp;
+}
+
+/* The one in-place sequence with a tail of product s, if any: its tail
+ * block to its rows' order (or back). */
+static void stack_in_order(batch *b, int s, float *packed, size_t ld, int to_order) {
+    const stack *st = &b->lay->st[s];
+    if (st->tails != 1) return;
+    for (size_t i = 0; i < b->count; i++) {
+        const batch_seq *q = &b->seq[i];
+        const size_t n = q->active ? rows_in(q, s) : 0;
+        if (n % ROWS_Q && packed_in(q, s)) {
+            tail_in_order(packed, ld, st, &q->at[s], n, b->tmp, to_order);
+            return;
+        }
+    }
+}
+
+/* The sequences' Z to the packed rows of ΔE's product. */
+static void z_pack(batch *b) {
+    const stack *st = &b->lay->st[S_D];
+    const size_t hd = b->pl_out.sz.hd;
+    float *zp = b->c_out.zall;
+    for (size_t x = 0; x < st->rows; x++) {
+        const row_of *ro = &b->map[S_D][x];
+        if (ro->seq == NO_SEQ) {
+            if (st->tails != 1) memset(zp + x * hd, 0, hd * sizeof(float));
+            continue;
+        }
+        const place *p = &b->seq[ro->seq].at[S_D];
+        if (p->own != IN_PLACE)
+            memcpy(zp + x * hd, b->own[S_D] + (p->own + ro->r) * hd, hd * sizeof(float));
+    }
+    stack_in_order(b, S_D, zp, hd, 0);
 }
 
 /* attn_compute_with for each sequence in turn: the batch of sequences that
@@ -525,10 +772,13 @@ static int batch_phases(batch *b, const batch_layout *lay, size_t *first) {
     size_t tiles =
         b->pl_cross.sz.n ? attn_project_tiles(&b->pl_cross, &b->c_cross, b->pr_cross) : 0;
     if ((rc = batch_run(b, stack_project_task, b->tiles_self + tiles))) return rc;
+    stack_in_order(b, S_SELF, b->c_self.qkv, b->pl_self.sz.ld, 1);
+    stack_in_order(b, S_Q, b->c_cross.q, b->pl_cross.sz.hd, 1);
+    stack_in_order(b, S_KV, b->c_cross.kv, b->pl_cross.sz.ldkv, 1);
     for (size_t i = 0; i < count; i++) {
         batch_seq *s = &b->seq[i];
         if (!s->active) continue;
-        if (s->whole && !s->pl.sz.cross) s->c.rotated = b->pl_self.rope_in_tiles;
+        if (s->whole && !s->pl.sz.cross) s->c.rotated = b->rope_tiles;
         attn_project_rest(&s->pl, &s->c);
     }
 
@@ -546,7 +796,8 @@ static int batch_phases(batch *b, const batch_layout *lay, size_t *first) {
             attn_attend_finish(&b->seq[i].pl, &b->seq[i].c);
 
     /* output */
-    if (!b->n_dseq) return 0;
+    if (!b->lay->st[S_D].rows) return 0;
+    z_pack(b);
     return batch_run(b, stack_output_task, attn_output_tiles(&b->pl_out, &b->c_out));
 }
 
@@ -561,8 +812,10 @@ int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_i
     if (layout_make(&lay, outs, ins, count)) return attn_fail_error(err, ATTN_FAIL_NOMEM);
     if (!lay.active) return 0;
     /* cblas takes int sizes, the stacked rows' counts included */
-    if (lay.n_self > INT_MAX || lay.n_cross > INT_MAX || lay.m_cross > INT_MAX ||
-        lay.n_delta > INT_MAX || lay.ld > INT_MAX || lay.dm > INT_MAX || lay.dc > INT_MAX)
+    for (int s = 0; s < S_COUNT; s++)
+        if (lay.st[s].rows > INT_MAX || lay.st[s].own > INT_MAX)
+            return attn_fail_error(err, ATTN_FAIL_NOMEM);
+    if (lay.ld > INT_MAX || lay.dm > INT_MAX || lay.dc > INT_MAX)
         return attn_fail_error(err, ATTN_FAIL_NOMEM);
     unsigned char *block = attn_workspace_reserve(ws, lay.total);
     if (!block) return attn_fail_error(err, ATTN_FAIL_NOMEM);

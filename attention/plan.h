@@ -34,11 +34,11 @@
 #endif
 
 /* The rows of every sgemm of the projection and of ΔE are a multiple of
- * ATTN_ROWS_QUANTUM, and each call's rows start at a multiple of it in
- * the stacked rows of a batch (batch.c): OpenBLAS's sgemm kernels for
- * Haswell and Zen compute a row by one of two instruction orders chosen by
- * its place in blocks of 12 rows, and its remainders of fewer than 12 rows
- * by others again. */
+ * ATTN_ROWS_QUANTUM, and each row sits in the half of a block of it that
+ * its sequence alone decides (batch.c's packed rows): OpenBLAS's sgemm
+ * kernels for Haswell and Zen compute a row by one of two instruction
+ * orders, one for slots 0 … 5 of a block of 12 rows and one for 6 … 11,
+ * and its remainders of fewer than 12 rows by others again. */
 #define ATTN_ROWS_QUANTUM 12
 
 /* Why a phase failed; 0 is success. Only attn_compute_with turns these into

@@ -891,8 +891,9 @@ START_TEST(test_sizes) {
     /* linear in n: no n × n scratch, so n = 2³³ (n² · 4 overflows) is sized */
     size_t huge = attn_workspace_need((size_t)1 << 33, 4, 1, 4);
     ck_assert_uint_lt(huge, SIZE_MAX);
-    /* per row: QKV 12, Z 4, ΔE 4, E's padded copy 4 floats; 128 rows of P; positions */
-    ck_assert_uint_le(huge, ((size_t)1 << 33) * 4 * (12 + 4 + 4 + 4 + 128 + 1) + 4096);
+    /* per row: QKV 12, Z 4, ΔE 4, E's padded copy 4 floats; 128 rows of P; positions;
+     * the two packed products' maps of rows (2 × 8 bytes) */
+    ck_assert_uint_le(huge, ((size_t)1 << 33) * 4 * (12 + 4 + 4 + 4 + 128 + 1 + 4) + 4096);
 
     /* A size that overflows makes attn_compute fail cleanly, touching nothing. */
     float dummy = canary, w_qkv[12] = {0};
@@ -1169,8 +1170,9 @@ START_TEST(test_linear_memory) {
         ck_assert_uint_le(bytes[half], attn_workspace_need(p.in.n_tokens, s.dm, s.h, s.dh));
     }
     size_t nn = n * n * sizeof(float);
-    /* QKV and Z, ΔE before E' (batch.c's stacked ΔE), E padded to 12 rows */
-    size_t expect = (n + 8) * ((3 + 1) * s.h * s.dh + 2 * s.dm) * sizeof(float);
+    /* QKV and Z, ΔE before E' (batch.c's stacked ΔE), E padded to 12 rows; the
+     * maps of the packed rows, 8 bytes a row for QKV and for ΔE */
+    size_t expect = (n + 8) * (((3 + 1) * s.h * s.dh + 2 * s.dm) * sizeof(float) + 2 * 8);
     ck_assert_msg(bytes[0] < nn / 8, "%zu bytes at n = %zu", bytes[0], n);
     ck_assert_msg(bytes[0] <= expect + 256 * 1024, "%zu bytes, QKV + Z + ΔE + E = %zu", bytes[0],
                   expect);

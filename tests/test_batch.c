@@ -298,7 +298,13 @@ START_TEST(test_refusals) {
         {"/sequences/3/mask", "\"diagonal\"", NULL, NULL, 400, "invalid_value",
          "/sequences/3/mask"},
         {"/sequences/2/mask", "5", NULL, NULL, 400, "wrong_type", "/sequences/2/mask"},
-        {"/mask", "[[1,1],[1,1]]", NULL, NULL, 422, "dimension_mismatch", "/mask"},
+        /* a shared mask that fits sequence 0 but not sequence 1 (3 tokens): the error
+         * points into the sequence that has no mask of its own */
+        {"/mask", "[[1,1],[1,1]]", NULL, NULL, 422, "dimension_mismatch", "/sequences/1"},
+        {"/mask", "[[1,1,1],[1,1,1],[1,1,1]]", NULL, NULL, 422, "dimension_mismatch",
+         "/sequences/0"},
+        {"/mask", "[[1,1],[1,1]]", "/sequences/1/mask", "\"none\"", 422, "dimension_mismatch",
+         "/sequences/3"},
         {"/mask", "5", NULL, NULL, 400, "wrong_type", "/mask"},
         {"/mask", "\"upper\"", NULL, NULL, 400, "invalid_value", "/mask"},
         {"/sequences/3/tokens", "[\"a\"]", NULL, NULL, 422, "dimension_mismatch",

@@ -697,6 +697,154 @@ START_TEST(test_gpt2_widths) {
 }
 END_TEST
 
+/*
+ * Packed rows: a sequence's full blocks of 12 rows and its tail rows in
+ * the halves of shared blocks (slots 0 … 5, 6 … 11), among other
+ * sequences' tails. Every pair of lengths 1 … 30 (tails of every size in
+ * the first and second tail blocks, ahead and behind), each against the
+ * sequences alone and the float64 reference, with RoPE rotating the rows
+ * where they land, by three kinds of outputs.
+ */
+static void pair_batch(const model_cfg *c, const model *md, size_t n0, size_t n1, size_t m0,
+                       size_t m1, unsigned want, uint64_t seed) {
+    uint64_t st = seed;
+    seq s[2];
+    const size_t n[2] = {n0, n1}, m[2] = {m0, m1};
+    for (size_t i = 0; i < 2; i++) {
+        random_seq(&s[i], c, &st);
+        s[i].n = n[i], s[i].m = m[i];
+        s[i].want = want;
+        s[i].amp = 1.0;
+        if (m[i] && s[i].mask == ATTN_MASK_CAUSAL) s[i].mask = ATTN_MASK_NONE;
+    }
+    batch b;
+    batch_make(&b, md, s, 2, (n0 + n1) % 2, &st);
+    check_batch(&b, 1, seed);
+    batch_free(&b);
+}
+
+static const unsigned pair_wants[3] = {WANT_DEFAULT, WANT_ONLINE, WANT_ALL};
+
+START_TEST(test_length_pairs) {
+    model_cfg c = model_variant(1); /* GQA, RoPE, biases, w_o */
+    uint64_t st = 123;
+    model md;
+    model_make(&md, &c, &st);
+    for (size_t a = 1; a <= 30; a++)
+        for (size_t x = 1; x <= 30; x++)
+            pair_batch(&c, &md, a, x, 0, 0, pair_wants[(a + x) % 3], 1000 * a + x);
+    model_free(&md);
+}
+END_TEST
+
+/* Contexts: the queries' and the keys' rows packed apart, lengths 1 … 30 */
+START_TEST(test_length_pairs_cross) {
+    for (int v = 4; v <= 5; v++) {
+        model_cfg c = model_variant(v);
+        c.mixed = 0;
+        uint64_t st = 124 + (uint64_t)v;
+        model md;
+        model_make(&md, &c, &st);
+        for (size_t k = 0; k < 150; k++) {
+            size_t n0 = 1 + pick(&st, 30), n1 = 1 + pick(&st, 30);
+            size_t m0 = 1 + pick(&st, 30), m1 = 1 + pick(&st, 30);
+            pair_batch(&c, &md, n0, n1, m0, m1, pair_wants[k % 3], 7000 * (uint64_t)v + k);
+        }
+        model_free(&md);
+    }
+}
+END_TEST
+
+/* Many tails: 2 … 40 sequences of lengths 1 … 30, so that tails fill tail
+ * blocks far from the first, next to sequences whose tails are empty;
+ * some with heads of their own (outside the packed rows). Every model. */
+START_TEST(test_many_tails) {
+    for (int v = 0; v < MODEL_VARIANTS; v++)
+        for (uint64_t k = 0; k < 6; k++) {
+            uint64_t seed = 9000 + (uint64_t)v * 100 + k, st = seed * 0x9e3779b97f4a7c15ull + 1;
+            model_cfg c = model_variant(v);
+            model md;
+            model_make(&md, &c, &st);
+            size_t count = 2 + pick(&st, 39);
+            seq *s = xcalloc(count, sizeof(seq));
+            for (size_t i = 0; i < count; i++) {
+                random_seq(&s[i], &c, &st);
+                s[i].n = rnd(&st) < -0.6 ? 12 * (1 + pick(&st, 2)) : 1 + pick(&st, 30);
+                if (s[i].m) s[i].m = 1 + pick(&st, 30);
+                if (k % 2) s[i].want = pair_wants[pick(&st, 3)];
+            }
+            batch b;
+            batch_make(&b, &md, s, count, k % 3 == 0, &st);
+            check_batch(&b, 1, seed);
+            batch_free(&b);
+            free(s);
+            model_free(&md);
+        }
+}
+END_TEST
+
+/* GPT-2's block at 64 sequences of 16 tokens (64 full blocks, 256 tail
+ * rows in 22 shared blocks) */
+START_TEST(test_gpt2_64x16) {
+    model_cfg c = {.dm = 768, .h = 12, .dh = 64, .w_o = 1, .bias = 1};
+    uint64_t st = 78;
+    model md;
+    model_make(&md, &c, &st);
+    seq s[64];
+    for (size_t i = 0; i < 64; i++) {
+        random_seq(&s[i], &c, &st);
+        s[i].n = 16;
+        s[i].want = WANT_DEFAULT;
+        s[i].mask = ATTN_MASK_CAUSAL;
+        s[i].positions = POS_DEFAULT;
+    }
+    batch b;
+    batch_make(&b, &md, s, 64, 1, &st);
+    check_batch(&b, 0, 78);
+    ref_check(&b, 0), ref_check(&b, 37), ref_check(&b, 63);
+    batch_free(&b);
+    model_free(&md);
+}
+END_TEST
+
+/* What the packed rows rest on (attention/batch.c): in a row-major sgemm
+ * of 12k rows, a row's bits depend only on the half of its block of 12
+ * it sits in (slots 0 … 5 or 6 … 11), not on the block, the call's length
+ * or the other rows. Checked here for the shapes of the small models and
+ * GPT-2's ΔE column tile, so that a BLAS whose kernels differ fails here
+ * first, by name. */
+START_TEST(test_sgemm_halves) {
+    static const int shapes[][2] = {{16, 48}, {32, 96}, {768, 192}};
+    for (size_t sh = 0; sh < 3; sh++) {
+        const int K = shapes[sh][0], N = shapes[sh][1], rows = 12 * 11;
+        uint64_t st = 31 + sh;
+        float *a = xcalloc((size_t)rows * K, sizeof(float)), *w = xcalloc((size_t)K * N, 4);
+        float *c = xcalloc((size_t)rows * N, sizeof(float)), *x = xcalloc((size_t)K, 4);
+        float *ref = xcalloc(2 * (size_t)N, sizeof(float));
+        fill(w, (size_t)K * N, 0.2, &st), fill(x, (size_t)K, 1.0, &st);
+        for (int half = 0; half < 2; half++) { /* row x at slot 0 and 6 of one block */
+            fill(a, 12 * (size_t)K, 1.0, &st);
+            memcpy(a + (size_t)half * 6 * K, x, (size_t)K * sizeof(float));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 12, N, K, 1.0f, a, K, w, N, 0.0f,
+                        c, N);
+            memcpy(ref + half * N, c + (size_t)half * 6 * N, (size_t)N * sizeof(float));
+        }
+        for (int blocks = 1; blocks <= 11; blocks += 5)
+            for (int p = 0; p < 12 * blocks; p += 1 + (blocks > 1) * 4) {
+                fill(a, (size_t)rows * K, 1.0, &st);
+                memcpy(a + (size_t)p * K, x, (size_t)K * sizeof(float));
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 12 * blocks, N, K, 1.0f, a,
+                            K, w, N, 0.0f, c, N);
+                ck_assert_msg(
+                    !memcmp(c + (size_t)p * N, ref + (p % 12 >= 6) * N, (size_t)N * sizeof(float)),
+                    "K %d, N %d: row at %d of %d rows differs from its half's", K, N, p,
+                    12 * blocks);
+            }
+        free(a), free(w), free(c), free(x), free(ref);
+    }
+}
+END_TEST
+
 /* Sequences 2 and 4 overflow their scores: the batch fails with
  * ATTN_ERR_NONFINITE and names the first, on this thread and split. */
 START_TEST(test_nonfinite) {
@@ -827,6 +975,11 @@ static Suite *batch_suite(void) {
     tcase_add_test(tc, test_batch_of_one);
     tcase_add_test(tc, test_many_tiny);
     tcase_add_test(tc, test_gpt2_widths);
+    tcase_add_test(tc, test_sgemm_halves);
+    tcase_add_test(tc, test_length_pairs);
+    tcase_add_test(tc, test_length_pairs_cross);
+    tcase_add_test(tc, test_many_tails);
+    tcase_add_test(tc, test_gpt2_64x16);
     tcase_add_test(tc, test_nonfinite);
     tcase_add_test(tc, test_edges);
     tcase_add_test(tc, test_workspace_need);
