@@ -17,14 +17,21 @@
  * out of range, limits: 422.
  */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/arrays.h"
 #include "api/float_format.h"
 #include "api/json_path.h"
 #include "api/oip_internal.h"
+#include "api/request_internal.h"
+
+/* As /v1 parses: every number a double (2^70 is a float32 like any other,
+ * 1e999 a non-finite number), NUL bytes in strings kept, keys once. */
+#define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
 /* Binary tensors are little-endian on the wire and copied as they are. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -61,6 +68,7 @@ typedef struct oip_tensor {
     size_t rank, shape[MAX_RANK];
     size_t elements;
     const json_t *data;       /* or NULL: binary */
+    const api_arrays *arrays; /* the rows of data read from the text */
     const unsigned char *bin; /* its bytes, when binary */
     size_t bin_len;
 } oip_tensor;
@@ -86,69 +94,151 @@ static const char *shape_text(char *buf, size_t size, const oip_tensor *t) {
     return buf;
 }
 
-/* Counts the scalars of nested JSON arrays (0 … depth levels); -1 when a
- * value is not an array or a scalar of the datatype's JSON type. */
-static int data_count(const json_t *v, oip_dtype dt, size_t depth, size_t *count) {
-    if (json_is_array(v)) {
-        if (depth > MAX_RANK + 1) return -1;
-        size_t i;
-        const json_t *e;
-        json_array_foreach(v, i, e) {
-            if (data_count(e, dt, depth + 1, count) < 0) return -1;
-        }
+/* A JSON number (a double, PARSE_FLAGS) as a size: 1, or 0 when it is not
+ * a whole number ≥ 0; *huge when it is one past SIZE_MAX. */
+static int json_size(const json_t *v, size_t *out, int *huge) {
+    *huge = 0;
+    if (!json_is_number(v)) return 0;
+    double d = json_number_value(v);
+    if (!(d >= 0) || d != floor(d)) return 0;
+    if (d >= 18446744073709551616.0) {
+        *huge = 1;
         return 0;
     }
-    int ok = dt == DT_BOOL   ? json_is_boolean(v) || json_is_integer(v)
-             : dt == DT_FP32 ? json_is_number(v)
-                             : json_is_integer(v);
-    if (!ok) return -1;
-    (*count)++;
+    *out = (size_t)d;
+    return 1;
+}
+
+/* Walking a tensor's JSON data: its values in order, the rows the scan
+ * lifted (api/arrays.h) read from the table, the rest from the tree. */
+typedef struct data_walk {
+    const oip_tensor *t;
+    char path[API_PATH_MAX]; /* of the array at hand, as the scan names it */
+    size_t path_len;
+    double *dst; /* NULL: only checked and counted */
+    size_t count;
+} data_walk;
+
+enum { WALK_TYPE = -1, WALK_SHAPE = -2 };
+
+static int scalar_read(oip_dtype dt, const json_t *v, double *out) {
+    if (json_is_boolean(v)) {
+        if (dt != DT_BOOL) return WALK_TYPE;
+        *out = json_is_true(v) ? 1.0 : 0.0;
+        return 0;
+    }
+    if (!json_is_number(v)) return WALK_TYPE;
+    double d = json_number_value(v);
+    if (dt != DT_FP32 && d != floor(d)) return WALK_TYPE;
+    *out = d;
     return 0;
 }
 
-/* Writes the scalars in order as doubles (booleans as 0/1). */
-static void data_fill(const json_t *v, double *dst, size_t *k) {
-    if (json_is_array(v)) {
-        size_t i;
-        const json_t *e;
-        json_array_foreach(v, i, e)
-            data_fill(e, dst, k);
-        return;
+static void walk_put(data_walk *w, double v) {
+    if (w->dst && w->count < w->t->elements) w->dst[w->count] = v;
+    w->count++;
+}
+
+/*
+ * The array at w->path, `level` arrays deep in data. Flat data (level 0
+ * holding numbers) may have any count, checked against the shape after;
+ * nested data must follow the shape: the array at level l of an array of
+ * arrays holds shape[l] of them, and an array of scalars holds all the
+ * scalars of the dimensions from its level on.
+ */
+static int walk_array(data_walk *w, const json_t *a, size_t level) {
+    const oip_tensor *t = w->t;
+    size_t leaf = SIZE_MAX; /* the scalars an array of them must hold; any at level 0 */
+    if (level > 0) {
+        if (level >= t->rank) return WALK_SHAPE;
+        leaf = 1;
+        for (size_t d = level; d < t->rank; d++)
+            leaf *= t->shape[d]; /* ≤ elements, which did not overflow */
     }
-    dst[(*k)++] = json_is_boolean(v)   ? (json_is_true(v) ? 1.0 : 0.0)
-                  : json_is_integer(v) ? (double)json_integer_value(v)
-                                       : json_real_value(v);
+    const api_array *l = api_arrays_find(t->arrays, w->path);
+    if (l) {
+        size_t c = l->rows * l->cols;
+        if (leaf != SIZE_MAX && c != leaf) return WALK_SHAPE;
+        for (size_t i = 0; i < c; i++) {
+            float f = l->data[i];
+            if (t->dtype != DT_FP32 && f != floorf(f)) return WALK_TYPE;
+            walk_put(w, (double)f);
+        }
+        return 0;
+    }
+    size_t n = json_array_size(a);
+    if (n && json_is_array(json_array_get(a, 0))) {
+        if (level + 1 >= t->rank || n != t->shape[level]) return WALK_SHAPE;
+        size_t at = w->path_len;
+        for (size_t i = 0; i < n; i++) {
+            const json_t *e = json_array_get(a, i);
+            if (!json_is_array(e)) return WALK_SHAPE;
+            int k = snprintf(w->path + at, sizeof w->path - at, "/%zu", i);
+            if (k < 0 || (size_t)k >= sizeof w->path - at) return WALK_SHAPE;
+            w->path_len = at + (size_t)k;
+            int rc = walk_array(w, e, level + 1);
+            w->path_len = at;
+            w->path[at] = '\0';
+            if (rc < 0) return rc;
+        }
+        return 0;
+    }
+    if (leaf != SIZE_MAX && n != leaf) return WALK_SHAPE;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(a, i);
+        double d;
+        if (json_is_array(e)) return WALK_SHAPE;
+        if (scalar_read(t->dtype, e, &d) < 0) return WALK_TYPE;
+        walk_put(w, d);
+    }
+    return 0;
+}
+
+/* t's JSON data walked (into dst when not NULL): 0, or -1 with *err when a
+ * value is not of the datatype, the nesting does not follow the shape or
+ * the count is not the shape's. Checked before anything is sized by the
+ * shape. */
+static int data_walk_all(const oip_tensor *t, double *dst, attn_error *err) {
+    char shp[96];
+    data_walk w = {.t = t, .dst = dst};
+    api_path_index(w.path, sizeof w.path, "/inputs", t->index);
+    char path[API_PATH_MAX];
+    memcpy(path, w.path, sizeof path);
+    size_t pl = strlen(w.path);
+    snprintf(w.path + pl, sizeof w.path - pl, "/data");
+    w.path_len = strlen(w.path);
+    int rc = walk_array(&w, t->data, 0);
+    if (rc == WALK_TYPE)
+        return attn_error_set(err, 400, "invalid_type", path,
+                              "inputs[%zu].data holds a value that is not a %s", t->index,
+                              t->dtype == DT_BOOL   ? "boolean"
+                              : t->dtype == DT_FP32 ? "number"
+                                                    : "integer");
+    if (rc == WALK_SHAPE)
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "inputs[%zu].data is nested, but not as its shape %s is; nest it "
+                              "as the shape or give it flat",
+                              t->index, shape_text(shp, sizeof shp, t));
+    if (w.count != t->elements)
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "inputs[%zu] has shape %s (%zu values), its data %zu values",
+                              t->index, shape_text(shp, sizeof shp, t), t->elements, w.count);
+    return 0;
 }
 
 /* The values of tensor t as doubles (t->elements of them), malloc'd: its
  * JSON data or its little-endian bytes. NULL with *err. */
 static double *tensor_values(const oip_tensor *t, attn_error *err) {
-    char path[API_PATH_MAX], shp[96];
     double *v = malloc((t->elements ? t->elements : 1) * sizeof *v);
     if (!v) {
         fail_oom(err);
         return NULL;
     }
     if (t->data) {
-        size_t count = 0, k = 0;
-        api_path_index(path, sizeof path, "/inputs", t->index);
-        if (data_count(t->data, t->dtype, 0, &count) < 0) {
+        if (data_walk_all(t, v, err) < 0) {
             free(v);
-            attn_error_set(err, 400, "invalid_type", path,
-                           "inputs[%zu].data holds a value that is not a %s", t->index,
-                           t->dtype == DT_BOOL   ? "boolean"
-                           : t->dtype == DT_FP32 ? "number"
-                                                 : "integer");
             return NULL;
         }
-        if (count != t->elements) {
-            free(v);
-            attn_error_set(err, 422, "dimension_mismatch", path,
-                           "inputs[%zu] has shape %s (%zu values), its data %zu values", t->index,
-                           shape_text(shp, sizeof shp, t), t->elements, count);
-            return NULL;
-        }
-        data_fill(t->data, v, &k);
         return v;
     }
     const unsigned char *p = t->bin;
@@ -174,7 +264,8 @@ static double *tensor_values(const oip_tensor *t, attn_error *err) {
 
 /* One entry of "inputs". */
 static int read_input(const json_t *in, size_t i, const api_oip_model *m, oip_tensor *ts,
-                      const unsigned char *bin, size_t bin_len, size_t *bin_used, attn_error *err) {
+                      const api_arrays *arrays, const unsigned char *bin, size_t bin_len,
+                      size_t *bin_used, attn_error *err) {
     char path[API_PATH_MAX];
     api_path_index(path, sizeof path, "/inputs", i);
     if (!json_is_object(in))
@@ -222,23 +313,25 @@ static int read_input(const json_t *in, size_t i, const api_oip_model *m, oip_te
                               input_names[which], t->rank);
     t->elements = 1;
     for (size_t d = 0; d < t->rank; d++) {
-        const json_t *s = json_array_get(shape, d);
-        if (!json_is_integer(s) || json_integer_value(s) < 0)
+        int huge;
+        if (!json_size(json_array_get(shape, d), &t->shape[d], &huge) && !huge)
             return attn_error_set(err, 400, "invalid_type", path,
                                   "inputs[%zu].shape holds a value that is not a size", i);
-        t->shape[d] = (size_t)json_integer_value(s);
-        if (__builtin_mul_overflow(t->elements, t->shape[d], &t->elements))
+        if (huge || __builtin_mul_overflow(t->elements, t->shape[d], &t->elements))
             return attn_error_set(err, 422, "limit_exceeded", path, "inputs[%zu] is too large", i);
     }
     const json_t *bsize = NULL;
+    size_t want = 0;
     if (params) {
         if (!json_is_object(params))
             return attn_error_set(err, 400, "invalid_type", path,
                                   "inputs[%zu].parameters is not an object", i);
         bsize = json_object_get(params, "binary_data_size");
-        if (bsize && (!json_is_integer(bsize) || json_integer_value(bsize) < 0))
+        int huge = 0;
+        if (bsize && !json_size(bsize, &want, &huge) && !huge)
             return attn_error_set(err, 400, "invalid_type", path,
                                   "inputs[%zu].parameters.binary_data_size is not a size", i);
+        if (huge) want = SIZE_MAX;
     }
     if (!!bsize == !!data)
         return attn_error_set(err, 400, "missing_field", path,
@@ -247,8 +340,8 @@ static int read_input(const json_t *in, size_t i, const api_oip_model *m, oip_te
         return attn_error_set(err, 400, "invalid_type", path, "inputs[%zu].data is not an array",
                               i);
     t->data = data;
+    t->arrays = arrays;
     if (bsize) {
-        size_t want = (size_t)json_integer_value(bsize);
         if (want > bin_len - *bin_used)
             return attn_error_set(err, 400, "invalid_binary", path,
                                   "inputs[%zu] claims %zu bytes of binary data; only %zu are left "
@@ -445,8 +538,10 @@ static int read_heads(api_oip_request *r, const json_t *sel, size_t h, attn_erro
         size_t i;
         const json_t *e;
         json_array_foreach(sel, i, e) {
-            if (!json_is_integer(e)) bad = 1;
-            vals[nv++] = bad ? 0 : json_integer_value(e);
+            double d = json_is_number(e) ? json_number_value(e) : 0.5;
+            if (d != floor(d)) bad = 1;
+            /* past any head either way; kept within long long */
+            vals[nv++] = bad ? 0 : d < -1e18 ? -1 : d > 1e18 ? LLONG_MAX : (long long)d;
         }
     } else if (json_is_string(sel)) {
         const char *s = json_string_value(sel);
@@ -456,7 +551,9 @@ static int read_heads(api_oip_request *r, const json_t *sel, size_t h, attn_erro
             char *end;
             while (*s == ' ')
                 s++;
-            if (*s < '0' || *s > '9' || nv >= cap_vals) {
+            /* signed, as the array's integers are: "-1" is a head out of range */
+            const char *digits = *s == '-' || *s == '+' ? s + 1 : s;
+            if (*digits < '0' || *digits > '9' || nv >= cap_vals) {
                 bad = 1;
                 break;
             }
@@ -667,6 +764,9 @@ static int limits_and_outputs(api_oip_request *r, const api_limits *lim, attn_er
         /* Every number at its widest, a comma each, and room for the
          * JSON around them. */
         double bytes = 512;
+        /* What is echoed, each byte at its widest escape (\u0000). */
+        if (r->id) bytes += 6.0 * (double)json_string_length(r->id);
+        if (r->model.name) bytes += 6.0 * (double)strlen(r->model.name);
         for (size_t k = 0; k < r->n_out; k++)
             bytes += 128 + (double)api_oip_padded_count(r, r->out_kind[k]) *
                                (r->out_binary[k] ? 4.0 : 1.0 + API_FLOAT_TEXT_WIDEST);
@@ -777,6 +877,14 @@ static int decode_inputs(api_oip_request *r, oip_tensor *ts, const api_limits *l
                                   dc, dc);
         }
         r->m = c->shape[c->rank - 2];
+        size_t bm;
+        if (__builtin_mul_overflow(r->B, r->m, &bm) || (lim && bm > lim->max_tokens)) {
+            api_path_index(path, sizeof path, "/inputs", c->index);
+            return attn_error_set(err, 422, "limit_exceeded", path,
+                                  "context has %zu × %zu rows (padding included), over the limit "
+                                  "max_tokens = %zu",
+                                  r->B, r->m, lim ? lim->max_tokens : 0);
+        }
         size_t cl[2] = {r->B, r->m};
         const size_t *cld = r->batch_axis ? cl : cl + 1;
         if (check_tensor(c, "context", DT_FP32, DT_FP32, c->rank, cld, rk, err) < 0) return -1;
@@ -787,12 +895,19 @@ static int decode_inputs(api_oip_request *r, oip_tensor *ts, const api_limits *l
         return attn_error_set(err, 400, "missing_field", "/inputs",
                               "context_mask is given without context");
     }
+    /* Every shape against its data before anything is sized by a shape:
+     * a declared shape alone allocates nothing. */
+    for (int k = 0; k < IN_COUNT; k++)
+        if (ts[k].given && ts[k].data && data_walk_all(&ts[k], NULL, err) < 0) return -1;
     int rc = -1;
     float *emb = NULL, *ctx = NULL;
     unsigned char *real = malloc(bn), *ctx_real = NULL;
     double *pos = NULL;
     if (!real) return fail_oom(err);
-    if (r->has_context && !(ctx_real = malloc(r->B * r->m))) goto out;
+    if (r->has_context && !(ctx_real = malloc(r->B * r->m))) {
+        fail_oom(err);
+        goto out;
+    }
     if (read_mask(&ts[IN_MASK], real, bn, "attention_mask", err) < 0) goto out;
     if (r->has_context &&
         read_mask(&ts[IN_CONTEXT_MASK], ctx_real, r->B * r->m, "context_mask", err) < 0)
@@ -819,6 +934,166 @@ out:
     return rc;
 }
 
+/*
+ * The JSON header is scanned before jansson builds its tree (api/arrays.h),
+ * as /v1's body is: the rows of numbers of every input's data, flat or
+ * nested, are read from the text, so jansson holds one empty array per row
+ * instead of a node per number; and the scan holds the rest to the limits
+ * (depth, string length, values in all) first.
+ *
+ * Bit i: input i's data is left to jansson. An integer tensor's lifted row
+ * is float32, exact only below 2^24; one with larger values (positions up
+ * to 2^31 − 1) is scanned again with its data left to the tree, which is
+ * as small as the limits on its length (max_tokens) keep it.
+ */
+static _Thread_local uint64_t data_in_tree;
+
+static int oip_array_rank(const char *path) {
+    static const char pre[] = "/inputs/";
+    if (strncmp(path, pre, sizeof pre - 1)) return 0;
+    const char *p = path + sizeof pre - 1;
+    size_t i = 0;
+    if (*p < '0' || *p > '9') return 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        i = i < 1000 ? i * 10 + (size_t)(*p - '0') : i;
+    if (strncmp(p, "/data", 5)) return 0;
+    if (i < 64 && (data_in_tree >> i & 1)) return 0;
+    p += 5;
+    /* data itself, or an array nested in it (a tensor has three axes) */
+    for (int level = 0;; level++) {
+        if (!*p) return 1;
+        if (level == 2 || *p != '/' || p[1] < '0' || p[1] > '9') return 0;
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            continue;
+    }
+}
+
+/* Does the data at `path` hold a lifted value a float32 may have rounded? */
+static int lifted_inexact(const api_arrays *a, const json_t *v, char *path, size_t len) {
+    const api_array *l = api_arrays_find(a, path);
+    if (l) {
+        for (size_t i = 0; i < l->rows * l->cols; i++)
+            if (fabsf(l->data[i]) >= 16777216.0f) return 1;
+        return 0;
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+        if (!json_is_array(e)) continue;
+        int k = snprintf(path + len, API_PATH_MAX - len, "/%zu", i);
+        if (k < 0 || (size_t)k >= API_PATH_MAX - len) continue;
+        if (lifted_inexact(a, e, path, len + (size_t)k)) return 1;
+        path[len] = '\0';
+    }
+    path[len] = '\0';
+    return 0;
+}
+
+/* Inputs (of the first 64) whose data is integers lifted inexactly. */
+static uint64_t inexact_inputs(const api_arrays *a, const json_t *root) {
+    const json_t *ins = json_object_get(root, "inputs");
+    uint64_t bits = 0;
+    for (size_t i = 0; i < json_array_size(ins) && i < 64; i++) {
+        const json_t *in = json_array_get(ins, i), *dt = json_object_get(in, "datatype"),
+                     *data = json_object_get(in, "data");
+        if (!json_is_array(data) || !json_is_string(dt) || !strcmp(json_string_value(dt), "FP32"))
+            continue;
+        char path[API_PATH_MAX];
+        int k = snprintf(path, sizeof path, "/inputs/%zu/data", i);
+        if (k > 0 && (size_t)k < sizeof path && lifted_inexact(a, data, path, (size_t)k))
+            bits |= (uint64_t)1 << i;
+    }
+    return bits;
+}
+
+/*
+ * The most values an accepted header has, for jansson to build: per input
+ * (five at most) its data's arrays, one per row of its last axis and one
+ * per batch row, and its BOOL cells, none more than max_tokens (rows and
+ * context rows both are bounded by it); select_heads within max_heads;
+ * the object, its parameters, the inputs' descriptions and the outputs
+ * (eight names and their parameters) within a 1024 to spare.
+ */
+static size_t oip_values_max(const api_limits *lim) {
+    size_t per_tokens, per_heads, total;
+    if (api_size_mul(lim->max_tokens, 10, &per_tokens) < 0 ||
+        api_size_mul(lim->max_heads, 2, &per_heads) < 0 ||
+        api_size_add(per_tokens, per_heads, &total) < 0 || api_size_add(total, 1024, &total) < 0)
+        return SIZE_MAX;
+    return total;
+}
+
+/* What the scan refused before jansson ran, as /v1 says it; -1. */
+static int oip_violation(const api_arrays *a, const api_limits *lim, attn_error *err) {
+    const char *where;
+    switch (api_arrays_violation(a, &where)) {
+    case API_ARRAYS_TOO_DEEP:
+        return attn_error_set(err, 422, "limit_exceeded", where,
+                              "the JSON nests arrays and objects deeper than the limit "
+                              "max_json_depth = %zu",
+                              lim->max_json_depth);
+    case API_ARRAYS_STRING_LONG:
+        return attn_error_set(err, 422, "limit_exceeded", where,
+                              "a string is longer than the limit max_string_bytes = %zu",
+                              lim->max_string_bytes);
+    case API_ARRAYS_TOO_MANY:
+        return attn_error_set(err, 422, "limit_exceeded", where,
+                              "the JSON header holds more than %zu JSON values besides its "
+                              "number arrays, more than a request within the limits max_tokens = "
+                              "%zu and max_heads = %zu can have",
+                              oip_values_max(lim), lim->max_tokens, lim->max_heads);
+    default: return 0;
+    }
+}
+
+/* The header scanned and parsed: its tree in *root and the lifted rows in
+ * *arrays (both the caller's), or -1 with *err. */
+static int parse_header(const char *body, size_t hl, const api_limits *lim, json_t **root,
+                        api_arrays **arrays, attn_error *err) {
+    api_arrays_rules rules = {0};
+    if (lim)
+        rules = (api_arrays_rules){lim->max_json_depth, lim->max_string_bytes, oip_values_max(lim),
+                                   NULL, NULL};
+    *root = NULL;
+    data_in_tree = 0;
+    for (int pass = 0;; pass++) {
+        json_error_t jerr;
+        const char *text;
+        size_t text_len;
+        int rc = api_arrays_lift_rules(arrays, body, hl, oip_array_rank, &rules);
+        if (rc < 0) {
+            data_in_tree = 0;
+            return fail_oom(err);
+        }
+        if (lim && oip_violation(*arrays, lim, err) < 0) break;
+        text = api_arrays_text(*arrays, &text_len);
+        *root = json_loadb(text, text_len, PARSE_FLAGS, &jerr);
+        if (!*root) {
+            api_arrays_fix_error(*arrays, body, hl, &jerr);
+            api_decode_parse_error(body, hl, &jerr, err);
+            if (err->status == 400)
+                attn_error_set(err, 400, "invalid_json", "",
+                               "the JSON header is not JSON: %s at line %d, column %d", jerr.text,
+                               jerr.line, jerr.column);
+            break;
+        }
+        uint64_t bits = pass ? 0 : inexact_inputs(*arrays, *root);
+        if (!bits) {
+            data_in_tree = 0;
+            return 0;
+        }
+        json_decref(*root);
+        *root = NULL;
+        api_arrays_free(*arrays);
+        *arrays = NULL;
+        data_in_tree = bits;
+    }
+    data_in_tree = 0;
+    api_arrays_free(*arrays);
+    *arrays = NULL;
+    return -1;
+}
+
 int api_oip_decode(const char *body, size_t len, long long header_len, const api_oip_model *m,
                    const api_limits *limits, size_t max_batch, api_oip_request **out,
                    attn_error *err) {
@@ -832,14 +1107,13 @@ int api_oip_decode(const char *body, size_t len, long long header_len, const api
                                   header_len, len);
         hl = (size_t)header_len;
     }
-    json_error_t jerr;
-    json_t *root = json_loadb(body, hl, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        return attn_error_set(err, 400, "invalid_json", "", "the JSON header is not JSON: %s",
-                              jerr.text);
+    json_t *root;
+    api_arrays *arrays;
+    if (parse_header(body, hl, limits, &root, &arrays, err) < 0) return -1;
     api_oip_request *r = calloc(1, sizeof *r);
     if (!r) {
         json_decref(root);
+        api_arrays_free(arrays);
         return fail_oom(err);
     }
     r->model = *m;
@@ -883,7 +1157,8 @@ int api_oip_decode(const char *body, size_t len, long long header_len, const api
     }
     const unsigned char *bin = (const unsigned char *)body + hl;
     for (size_t i = 0; i < json_array_size(v); i++)
-        if (read_input(json_array_get(v, i), i, m, ts, bin, len - hl, &used, err) < 0) goto out;
+        if (read_input(json_array_get(v, i), i, m, ts, arrays, bin, len - hl, &used, err) < 0)
+            goto out;
     if (used != len - hl) {
         attn_error_set(err, 400, "invalid_binary", "",
                        "%zu bytes follow the JSON header, but the inputs' binary_data_size "
@@ -902,6 +1177,7 @@ int api_oip_decode(const char *body, size_t len, long long header_len, const api
     rc = 0;
 out:
     json_decref(root);
+    api_arrays_free(arrays);
     if (rc < 0) {
         api_oip_free(r);
         return -1;

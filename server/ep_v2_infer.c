@@ -23,6 +23,7 @@
 #include "server/dispatch.h"
 #include "server/headers.h"
 #include "server/reply.h"
+#include "server/watch.h"
 #include "store/model.h"
 
 static enum MHD_Result fail_overloaded(srv_exchange *x) {
@@ -65,6 +66,14 @@ static enum MHD_Result infer_accept(srv_exchange *x) {
     size_t declared = x->body.declared;
     if (declared > h->cfg->max_body_bytes) return fail_too_large(x);
     if (srv_body_first_piece(declared) > srv_budget_room(&h->bodies)) return fail_overloaded(x);
+    /* A body too slow to arrive is answered in the protocol's form too. */
+    attn_error late;
+    attn_error_set(&late, 408, "request_timeout", NULL,
+                   "the request did not arrive within --connection-timeout");
+    size_t late_len = 0;
+    char *late_body = srv_reply_error_body(x, &late, &late_len);
+    if (late_body) srv_watch_timeout_body(h->watch, x->watched, late_body, late_len);
+    free(late_body);
     return srv_exchange_read_body(x);
 }
 

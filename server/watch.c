@@ -28,6 +28,8 @@ struct srv_watched {
     int fd;
     struct timespec deadline; /* tv_sec 0: none */
     int expired;
+    char *timeout_body; /* or NULL: SRV_WATCH_TIMEOUT_BODY */
+    size_t timeout_len;
     srv_watched *prev, *next;
 };
 
@@ -43,20 +45,22 @@ struct srv_watch {
 #define SRV_WATCH_TIMEOUT_BODY                                                                     \
     "{\"error\":{\"code\":\"request_timeout\",\"message\":\"the request did not arrive within "    \
     "--connection-timeout\",\"path\":\"\"}}"
-_Static_assert(sizeof SRV_WATCH_TIMEOUT_BODY - 1 == 113, "the Content-Length below");
 
-/* Writes the 408 with a new request id: the contract's error, as far as a
- * request that never arrived whole can have one. */
-static void send_timeout(int fd) {
-    char id[48], answer[512];
+/* Writes the 408 with a new request id: the contract's error (or the one
+ * its route set), as far as a request that never arrived whole can have
+ * one. */
+static void send_timeout(const srv_watched *c) {
+    char id[48], answer[1024];
+    const char *body = c->timeout_body ? c->timeout_body : SRV_WATCH_TIMEOUT_BODY;
+    size_t len = c->timeout_body ? c->timeout_len : sizeof SRV_WATCH_TIMEOUT_BODY - 1;
     srv_reqid_new(id, sizeof id);
     int n = snprintf(answer, sizeof answer,
                      "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
                      "Cache-Control: no-store\r\nX-Request-Id: %s\r\nConnection: close\r\n"
-                     "Content-Length: 113\r\n\r\n" SRV_WATCH_TIMEOUT_BODY,
-                     id);
+                     "Content-Length: %zu\r\n\r\n%.*s",
+                     id, len, (int)len, body);
     if (n > 0 && (size_t)n < sizeof answer)
-        (void)!send(fd, answer, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)!send(c->fd, answer, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 static void deadline_in(struct timespec *t, double seconds) {
@@ -93,7 +97,7 @@ static void *watch_thread(void *arg) {
             c->deadline.tv_sec = 0;
             c->expired = 1;
             w->expired_total++;
-            send_timeout(c->fd);
+            send_timeout(c);
             shutdown(c->fd, SHUT_RDWR);
         }
     }
@@ -149,7 +153,22 @@ void srv_watch_remove(srv_watch *w, srv_watched *c) {
         w->head = c->next;
     if (c->next) c->next->prev = c->prev;
     pthread_mutex_unlock(&w->mu);
+    free(c->timeout_body);
     free(c);
+}
+
+void srv_watch_timeout_body(srv_watch *w, srv_watched *c, const char *body, size_t len) {
+    if (!c || len > 512) return; /* it has to fit the answer's buffer */
+    char *copy = malloc(len + 1);
+    if (!copy) return;
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    pthread_mutex_lock(&w->mu);
+    char *old = c->timeout_body;
+    c->timeout_body = copy;
+    c->timeout_len = len;
+    pthread_mutex_unlock(&w->mu);
+    free(old);
 }
 
 void srv_watch_deadline(srv_watch *w, srv_watched *c, double seconds) {

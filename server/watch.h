@@ -49,6 +49,11 @@ void srv_watch_remove(srv_watch *w, srv_watched *c);
 /* Moves c's deadline to `seconds` from now; 0 clears it. */
 void srv_watch_deadline(srv_watch *w, srv_watched *c, double seconds);
 
+/* The body of c's 408 from now on (copied; the contract's when never set
+ * or when the copy fails): the connection's route speaks another error
+ * form. */
+void srv_watch_timeout_body(srv_watch *w, srv_watched *c, const char *body, size_t len);
+
 /* 1 once the thread has shut c's socket down for its deadline. */
 int srv_watch_expired(srv_watch *w, const srv_watched *c);
 

@@ -95,7 +95,7 @@ void oc_body_free(oc_body *b) {
 int oc_parse(oc_result *r, const char *body, size_t len, long long json_len) {
     size_t jl = json_len < 0 ? len : (size_t)json_len;
     ck_assert_uint_le(jl, len);
-    r->json = json_loadb(body, jl, 0, NULL);
+    r->json = json_loadb(body, jl, JSON_ALLOW_NUL, NULL);
     r->bin = (const unsigned char *)body + jl;
     r->bin_len = len - jl;
     return r->json ? 0 : -1;

@@ -477,6 +477,190 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* The error of a refused request (status 0 in it when accepted). */
+static attn_error error_of(const api_oip_model *m, const char *json, const api_limits *lim) {
+    api_oip_request *r = NULL;
+    attn_error err = {0};
+    size_t len = strlen(json);
+    char *body = malloc(len ? len : 1);
+    memcpy(body, json, len);
+    if (api_oip_decode(body, len, -1, m, lim, 64, &r, &err) == 0)
+        err.status = 0;
+    else
+        ck_assert_int_ne(err.status, 0);
+    api_oip_free(r);
+    free(body);
+    return err;
+}
+
+/* A JSON text of `count` copies of `item` joined by commas, in a malloc'd
+ * string between `head` and `tail`. */
+static char *repeat(const char *head, const char *item, size_t count, const char *tail) {
+    size_t hl = strlen(head), il = strlen(item), tl = strlen(tail);
+    char *s = malloc(hl + count * (il + 1) + tl + 1), *p = s;
+    memcpy(p, head, hl);
+    p += hl;
+    for (size_t i = 0; i < count; i++) {
+        if (i) *p++ = ',';
+        memcpy(p, item, il);
+        p += il;
+    }
+    memcpy(p, tail, tl + 1);
+    return s;
+}
+
+/* The scan before jansson: depth, string length and the values in all are
+ * held to the limits as /v1's are; the rows of data are read from the
+ * text, integers exactly. */
+START_TEST(header_scanned_within_limits) {
+    api_limits lim = limits;
+    lim.max_json_depth = 16;
+    lim.max_string_bytes = 64;
+    ck_assert_int_eq(error_of(&self_m, "{\"inputs\":[" E1 "]}", &lim).status, 0);
+    char deep[256];
+    int at = snprintf(deep, sizeof deep, "{\"inputs\":[" E1 "],\"parameters\":{\"x\":");
+    for (int i = 0; i < 40; i++)
+        deep[at++] = '[';
+    for (int i = 0; i < 40; i++)
+        deep[at++] = ']';
+    strcpy(deep + at, "}}");
+    attn_error e = error_of(&self_m, deep, &lim);
+    ck_assert_int_eq(e.status, 422);
+    ck_assert_str_eq(e.code, "limit_exceeded");
+    char id[200];
+    memset(id, 'x', 100);
+    id[100] = '\0';
+    char *body = repeat("{\"id\":\"", id, 1, "\",\"inputs\":[" E1 "]}");
+    e = error_of(&self_m, body, &lim);
+    ck_assert_int_eq(e.status, 422);
+    ck_assert_str_eq(e.code, "limit_exceeded");
+    ck_assert_str_eq(e.path, "/id");
+    free(body);
+    /* 5000 BOOL cells: more values than a request of 64 tokens can hold */
+    body = repeat("{\"inputs\":[" E1 ",{\"name\":\"attention_mask\",\"shape\":[1,5000],"
+                  "\"datatype\":\"BOOL\",\"data\":[",
+                  "true", 5000, "]}]}");
+    e = error_of(&self_m, body, &lim);
+    ck_assert_int_eq(e.status, 422);
+    ck_assert_str_eq(e.code, "limit_exceeded");
+    free(body);
+    /* many numbers are lifted, not counted: 64 tokens × 4 of them is fine, nested or flat */
+    body = repeat("{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,64,4],\"datatype\":\"FP32\","
+                  "\"data\":[[",
+                  "[1,2,3,4]", 64, "]]}]}");
+    ck_assert_int_eq(error_of(&self_m, body, &lim).status, 0);
+    free(body);
+    /* an integer past float32's 2^24 is read exactly */
+    e = error_of(&self_m,
+                 "{\"inputs\":[" E1 ",{\"name\":\"positions\",\"shape\":[1,1],\"datatype\":"
+                 "\"INT64\",\"data\":[4294967297]}]}",
+                 &lim);
+    ck_assert_int_eq(e.status, 422);
+    ck_assert_msg(strstr(e.message, "4294967297"), "%s", e.message);
+    ck_assert_int_eq(error_of(&self_m,
+                              "{\"inputs\":[" E1 ",{\"name\":\"positions\",\"shape\":[1,1],"
+                              "\"datatype\":\"INT64\",\"data\":[[2147483647]]}]}",
+                              &lim)
+                         .status,
+                     0);
+}
+END_TEST
+
+/* A declared shape allocates nothing before its data is counted. */
+START_TEST(shapes_checked_before_allocation) {
+    static const char *ctx[] = {"[1,1073741824,3]", "[1,1099511627776,3]", "[1,100,3]"};
+    api_limits wide = limits;
+    wide.max_tokens = SIZE_MAX / 64;
+    for (size_t i = 0; i < 3; i++) {
+        char *body = repeat("{\"inputs\":[" E1 ",{\"name\":\"context\",\"datatype\":\"FP32\","
+                            "\"data\":[1,2,3],\"shape\":",
+                            ctx[i], 1, "}]}");
+        attn_error e = error_of(&cross_m, body, &limits);
+        ck_assert_int_eq(e.status, 422);
+        ck_assert_str_eq(e.code, "limit_exceeded");
+        ck_assert_msg(strstr(e.message, "max_tokens = 64"), "%s", e.message);
+        e = error_of(&cross_m, body, &wide);
+        ck_assert_int_eq(e.status, 422);
+        ck_assert_str_eq(e.code, "dimension_mismatch");
+        free(body);
+    }
+    attn_error e = error_of(&cross_m,
+                            "{\"inputs\":[" E1 "," C1
+                            ",{\"name\":\"context_mask\",\"shape\":[1,2],\"datatype\":\"INT32\","
+                            "\"data\":[1]}]}",
+                            &limits);
+    ck_assert_int_eq(e.status, 422);
+}
+END_TEST
+
+/* Numbers as /v1 reads them; NUL bytes kept; what is echoed is counted in
+ * the response's bound; nested data follows the shape; select_heads the
+ * same status whether a string or an array. */
+START_TEST(numbers_echo_nesting_heads) {
+    attn_error e = error_of(&self_m,
+                            "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
+                            "\"FP32\",\"data\":[1,2,1e999,4]}]}",
+                            &limits);
+    ck_assert_int_eq(e.status, 422);
+    ck_assert_str_eq(e.code, "non_finite_number");
+    ck_assert_int_eq(error_of(&self_m,
+                              "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
+                              "\"FP32\",\"data\":[1,2,1180591620717411303424,4]}]}",
+                              &limits)
+                         .status,
+                     0);
+    const char *nul = "{\"id\":\"a\\u0000b\",\"inputs\":[" E1 "]}";
+    oc_body b = {strdup(nul), strlen(nul), 0};
+    char *text;
+    oc_result res;
+    ck_assert_int_eq(run(&self_m, &b, &text, &res, &e), 0);
+    const json_t *id = json_object_get(res.json, "id");
+    ck_assert_uint_eq(json_string_length(id), 3);
+    ck_assert_int_eq(memcmp(json_string_value(id), "a\0b", 3), 0);
+    oc_result_free(&res);
+    free(text);
+    oc_body_free(&b);
+
+    api_limits tight = limits;
+    tight.max_response_bytes = 20000;
+    char *big = malloc(90001);
+    memset(big, 'x', 90000);
+    big[90000] = '\0';
+    char *body = repeat("{\"id\":\"", big, 1, "\",\"inputs\":[" E1 "]}");
+    e = error_of(&self_m, body, &tight);
+    ck_assert_int_eq(e.status, 422);
+    ck_assert_str_eq(e.code, "limit_exceeded");
+    free(body);
+    free(big);
+
+    e = error_of(&self_m,
+                 "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,2,4],\"datatype\":\"FP32\","
+                 "\"data\":[[1,2,3],[4,1,2,3,4]]}]}",
+                 &limits);
+    ck_assert_int_eq(e.status, 422);
+    ck_assert_str_eq(e.code, "dimension_mismatch");
+    ck_assert_int_eq(
+        error_of(&self_m,
+                 "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,2,4],\"datatype\":"
+                 "\"FP32\",\"data\":[[[1,2,3,4],[4,1,2,3]]]}]}",
+                 &limits)
+            .status,
+        0);
+
+    static const struct {
+        const char *sel;
+        int status;
+    } heads[] = {{"\"-1\"", 422}, {"[-1]", 422},  {"\"0,9\"", 422}, {"[0,9]", 422},
+                 {"\"x\"", 400},  {"[0.5]", 400}, {"\"0,1\"", 0},   {"[0,1]", 0}};
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        char *q =
+            repeat("{\"inputs\":[" E1 "],\"parameters\":{\"select_heads\":", heads[i].sel, 1, "}}");
+        ck_assert_msg(error_of(&self_m, q, &limits).status == heads[i].status, "%s", heads[i].sel);
+        free(q);
+    }
+}
+END_TEST
+
 START_TEST(metadata) {
     size_t len;
     char *text = api_oip_model_metadata(&cross_m, &len);
@@ -605,6 +789,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, metadata);
     tcase_add_test(tc, routes);
     tcase_add_test(tc, nested_data_and_empty_selections);
+    tcase_add_test(tc, header_scanned_within_limits);
+    tcase_add_test(tc, shapes_checked_before_allocation);
+    tcase_add_test(tc, numbers_echo_nesting_heads);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -871,6 +871,57 @@ START_TEST(drain) {
 }
 END_TEST
 
+/* A /v2 body that stops coming is answered 408 in the protocol's form; the
+ * header's limits and numbers as the API tests check them, over HTTP. */
+START_TEST(late_body_and_header_limits) {
+    const char *names[] = {"demo-4d", NULL};
+    const char *extra[] = {"--connection-timeout", "1", "--max-string-bytes", "64", NULL};
+    start_with(names, extra);
+    int fd = hs_raw_open(srv.port);
+    static const char head[] = "POST /v2/models/demo-4d/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+                               "{\"inputs\":[";
+    ck_assert_int_eq(hs_raw_send(fd, head, strlen(head)), 0);
+    char *raw = hs_raw_recv(fd, 6);
+    close(fd);
+    ck_assert_msg(raw && strstr(raw, "HTTP/1.1 408"), "got: %s", raw ? raw : "(none)");
+    const char *body = strstr(raw, "\r\n\r\n");
+    ck_assert_ptr_nonnull(body);
+    json_t *j = json_loads(body + 4, 0, NULL);
+    ck_assert_msg(j && json_object_size(j) == 1 && json_is_string(json_object_get(j, "error")),
+                  "not the protocol's error body: %s", body + 4);
+    json_decref(j);
+    free(raw);
+
+    static const struct {
+        const char *json;
+        long status;
+    } cases[] = {
+        {"{\"id\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\","
+         "\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":["
+         "1,2,3,4]}]}",
+         422},
+        {"{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":["
+         "1,2,1e999,4]}]}",
+         422},
+        {"{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":["
+         "1,2,1180591620717411303424,4]}]}",
+         200},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hs_response r;
+        const char *headers[] = {"Content-Type: application/json", NULL};
+        post_raw("demo-4d", headers, cases[i].json, strlen(cases[i].json), &r);
+        if (cases[i].status == 200)
+            ck_assert_msg(r.status == 200, "%s: %ld %s", cases[i].json, r.status, r.body);
+        else
+            check_error_body(&r, cases[i].status, cases[i].json);
+        hs_response_free(&r);
+    }
+    finish();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("oip_http");
     TCase *tc = tcase_create("oip_http");
@@ -883,6 +934,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, limits_and_keys);
     tcase_add_test(tc, drain);
+    tcase_add_test(tc, late_body_and_header_limits);
     suite_add_tcase(s, tc);
     return s;
 }
