@@ -22,22 +22,9 @@
 
 #include "server/dispatch.h"
 #include "server/headers.h"
+#include "server/post.h"
 #include "server/reply.h"
-#include "server/watch.h"
 #include "store/model.h"
-
-static enum MHD_Result fail_overloaded(srv_exchange *x) {
-    return srv_reply_fail(x, 503, "overloaded",
-                          "the server holds too many request bodies (%zu bytes at most); retry "
-                          "later",
-                          x->h->cfg->max_inflight_bytes);
-}
-
-static enum MHD_Result fail_too_large(srv_exchange *x) {
-    return srv_reply_fail(x, 413, "body_too_large",
-                          "the body is larger than the limit of %zu bytes",
-                          x->h->cfg->max_body_bytes);
-}
 
 /* JSON (any application/json or +json, as /v1), application/octet-stream,
  * or no Content-Type. */
@@ -52,29 +39,10 @@ static int infer_type(const char *ct) {
 }
 
 static enum MHD_Result infer_accept(srv_exchange *x) {
-    srv_http *h = x->h;
-    if (atomic_load(&h->draining))
-        return srv_reply_fail(x, 503, "shutting_down",
-                              "the server is shutting down; retry elsewhere");
-    const char *ct =
-        MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!infer_type(ct))
-        return srv_reply_fail(x, 415, "unsupported_media_type",
-                              "the body must be JSON (application/json), or JSON and binary "
-                              "tensors (application/octet-stream with "
-                              "Inference-Header-Content-Length)");
-    size_t declared = x->body.declared;
-    if (declared > h->cfg->max_body_bytes) return fail_too_large(x);
-    if (srv_body_first_piece(declared) > srv_budget_room(&h->bodies)) return fail_overloaded(x);
-    /* A body too slow to arrive is answered in the protocol's form too. */
-    attn_error late;
-    attn_error_set(&late, 408, "request_timeout", NULL,
-                   "the request did not arrive within --connection-timeout");
-    size_t late_len = 0;
-    char *late_body = srv_reply_error_body(x, &late, &late_len);
-    if (late_body) srv_watch_timeout_body(h->watch, x->watched, late_body, late_len);
-    free(late_body);
-    return srv_exchange_read_body(x);
+    return srv_post_accept(x, infer_type,
+                           "the body must be JSON (application/json), or JSON and binary "
+                           "tensors (application/octet-stream with "
+                           "Inference-Header-Content-Length)");
 }
 
 /* Inference-Header-Content-Length: -1 when absent, -2 when not a length. */
@@ -94,13 +62,8 @@ static long long header_length(struct MHD_Connection *conn) {
 }
 
 static enum MHD_Result infer_answer(srv_exchange *x) {
-    switch (x->body.state) {
-    case SRV_BODY_TOO_LARGE: return fail_too_large(x);
-    case SRV_BODY_NO_MEMORY:
-        return srv_reply_fail(x, 503, "out_of_memory", "memory for the body could not be had");
-    case SRV_BODY_OVERLOADED: return fail_overloaded(x);
-    case SRV_BODY_OK: break;
-    }
+    enum MHD_Result ret;
+    if (srv_post_body_failed(x, &ret)) return ret;
     size_t len;
     const char *name = srv_route_v2_model_name(x->path, &len);
     if (!store_model_name_valid(name, len))

@@ -8,6 +8,8 @@
 
 #include "server/endpoint.h"
 #include "server/reply.h"
+#include "server/route.h"
+#include "server/watch.h"
 
 static enum MHD_Result fail_overloaded(srv_exchange *x) {
     return srv_reply_fail(x, 503, "overloaded",
@@ -36,6 +38,16 @@ enum MHD_Result srv_post_accept(srv_exchange *x, int (*type_ok)(const char *cont
     /* A budget already too full for the body's first piece is refused
      * now, before a byte of it is read. */
     if (srv_body_first_piece(declared) > srv_budget_room(&h->bodies)) return fail_overloaded(x);
+    /* A body too slow to arrive is answered in the route's error form: the
+     * watch's own 408 body is /v1's, so only the protocol's routes set one. */
+    if (srv_route_oip(x->route, x->path)) {
+        attn_error late;
+        attn_error_set(&late, 408, "request_timeout", NULL,
+                       "the request did not arrive within --connection-timeout");
+        size_t late_len = 0;
+        char *late_body = srv_reply_error_body(x, &late, &late_len);
+        if (late_body) srv_watch_timeout_body(h->watch, x->watched, late_body, late_len);
+    }
     return srv_exchange_read_body(x);
 }
 
