@@ -382,7 +382,8 @@ static int check_tensor(const oip_tensor *t, const char *what, oip_dtype want, o
                               "input %s has shape %s of %s: %zu bytes, but binary_data_size is "
                               "%zu",
                               what, shape_text(shp, sizeof shp, t), t->dtype_name,
-                              t->elements * dtype_size[t->dtype], t->bin_len);
+                              t->elements > SIZE_MAX / dtype_size[t->dtype] ? SIZE_MAX : bytes,
+                              t->bin_len);
     return 0;
 }
 

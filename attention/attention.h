@@ -286,12 +286,12 @@ int attn_compute_with(const attn_output *out, attn_workspace *ws, const attn_inp
  * 1, as the server sets it). attn_compute_with is itself a batch of one.
  *
  * The work: the projections (E · W_qkv + b_qkv, with contexts C · W_kv)
- * and ΔE of all sequences in few GEMMs over their stacked rows, each
- * sequence's rows padded to a multiple of 12 (a sequence of n tokens costs
- * ⌈n/12⌉·12 rows of them); RoPE by each sequence's own positions; the
- * attention as tasks per (sequence, head, block of 128 query rows); each
- * phase one call of runner->run (NULL: run in turn on this thread), so
- * that a pool spreads every sequence's work over its workers.
+ * and ΔE of all sequences in few GEMMs over their stacked rows, in whole
+ * blocks of 12 rows: each sequence's full blocks, then its leftover rows
+ * in blocks shared with the others' (batch.c says why and how); RoPE by each sequence's own
+ * positions; the attention as tasks per (sequence, head, block of 128 query rows); each phase one
+ * call of runner->run (NULL: run in turn on this thread), so that a pool spreads every sequence's
+ * work over its workers.
  *
  * Returns 0, or -1 with *err filled as attn_compute_with does and, when
  * the error is one sequence's (ATTN_ERR_NONFINITE), *failed set to its

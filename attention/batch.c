@@ -805,6 +805,7 @@ int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_i
                        size_t count, const attn_runner *runner, attn_error *err, size_t *failed) {
     if (failed) *failed = count;
     if (count == 0) return 0;
+    if (count >= UINT32_MAX) return attn_fail_error(err, ATTN_FAIL_NOMEM); /* row_of.seq */
     for (size_t i = 1; i < count; i++)
         if (ins[i].weights != ins[0].weights)
             return one_by_one(outs, ws, ins, count, runner, err, failed);

@@ -78,6 +78,8 @@ void srv_job_oip_run(srv_job *job, srv_worker *w) {
     if (rc != 0 && err.code == ATTN_ERR_STOPPED) {
         job->dropped = 1;
         api_oip_free(r);
+        attn_workspace_trim(w->ws, w->keep_workspace_bytes);
+        if (job->body_len > SRV_JOB_TRIM_BODY_BYTES) malloc_trim(0);
         return;
     }
     if (rc == 0) {

@@ -5,6 +5,7 @@
 #include "server/post.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "server/endpoint.h"
 #include "server/reply.h"
@@ -39,7 +40,9 @@ enum MHD_Result srv_post_accept(srv_exchange *x, int (*type_ok)(const char *cont
      * now, before a byte of it is read. */
     if (srv_body_first_piece(declared) > srv_budget_room(&h->bodies)) return fail_overloaded(x);
     /* A body too slow to arrive is answered in the route's error form: the
-     * watch's own 408 body is /v1's, so only the protocol's routes set one. */
+     * watch's own 408 body is /v1's, so only the protocol's routes set one.
+     * A connection kept alive carries the body from request to request, so
+     * every other route sets the default back. */
     if (srv_route_oip(x->route, x->path)) {
         attn_error late;
         attn_error_set(&late, 408, "request_timeout", NULL,
@@ -47,6 +50,9 @@ enum MHD_Result srv_post_accept(srv_exchange *x, int (*type_ok)(const char *cont
         size_t late_len = 0;
         char *late_body = srv_reply_error_body(x, &late, &late_len);
         if (late_body) srv_watch_timeout_body(h->watch, x->watched, late_body, late_len);
+        free(late_body);
+    } else {
+        srv_watch_timeout_body(h->watch, x->watched, NULL, 0);
     }
     return srv_exchange_read_body(x);
 }

@@ -159,10 +159,12 @@ void srv_watch_remove(srv_watch *w, srv_watched *c) {
 
 void srv_watch_timeout_body(srv_watch *w, srv_watched *c, const char *body, size_t len) {
     if (!c || len > 512) return; /* it has to fit the answer's buffer */
-    char *copy = malloc(len + 1);
-    if (!copy) return;
-    memcpy(copy, body, len);
-    copy[len] = '\0';
+    char *copy = NULL;
+    if (body) {
+        if (!(copy = malloc(len + 1))) return;
+        memcpy(copy, body, len);
+        copy[len] = '\0';
+    }
     pthread_mutex_lock(&w->mu);
     char *old = c->timeout_body;
     c->timeout_body = copy;

@@ -49,9 +49,9 @@ void srv_watch_remove(srv_watch *w, srv_watched *c);
 /* Moves c's deadline to `seconds` from now; 0 clears it. */
 void srv_watch_deadline(srv_watch *w, srv_watched *c, double seconds);
 
-/* The body of c's 408 from now on (copied; the contract's when never set
- * or when the copy fails): the connection's route speaks another error
- * form. */
+/* The body of c's 408 from now on (copied; the contract's when never set,
+ * when the copy fails, or back to it with body NULL): the connection's
+ * route speaks another error form. */
 void srv_watch_timeout_body(srv_watch *w, srv_watched *c, const char *body, size_t len);
 
 /* 1 once the thread has shut c's socket down for its deadline. */

@@ -893,6 +893,35 @@ START_TEST(late_body_and_header_limits) {
     json_decref(j);
     free(raw);
 
+    /* A connection kept alive after a /v2 infer: a late /v1 body is answered
+     * in /v1's form again, not the protocol's. */
+    static const char v2[] = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],"
+                             "\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}";
+    char both[1024];
+    snprintf(both, sizeof both,
+             "POST /v2/models/demo-4d/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s"
+             "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\":",
+             strlen(v2), v2);
+    fd = hs_raw_open(srv.port);
+    ck_assert_int_eq(hs_raw_send(fd, both, strlen(both)), 0);
+    raw = hs_raw_recv(fd, 6);
+    ck_assert_msg(raw && strstr(raw, "HTTP/1.1 200"), "got: %s", raw ? raw : "(none)");
+    free(raw);
+    raw = hs_raw_recv(fd, 6);
+    close(fd);
+    const char *second = raw ? strstr(raw, "HTTP/1.1 408") : NULL;
+    ck_assert_msg(second, "got: %s", raw ? raw : "(none)");
+    body = strstr(second, "\r\n\r\n");
+    ck_assert_ptr_nonnull(body);
+    j = json_loads(body + 4, 0, NULL);
+    ck_assert_msg(j && json_is_object(json_object_get(j, "error")) &&
+                      json_is_string(json_object_get(json_object_get(j, "error"), "code")),
+                  "not /v1's error body: %s", body + 4);
+    json_decref(j);
+    free(raw);
+
     static const struct {
         const char *json;
         long status;
