@@ -646,7 +646,7 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
     for (int s = 0; s < S_COUNT; s++) {
         b->map[s] = map;
         stack_place(b, s, map, rows_in, packed_in);
-        map += lay->st[s].rows;
+        if (lay->st[s].rows) map += lay->st[s].rows; /* map is NULL when no product has rows */
     }
     for (size_t i = 0; i < count; i++) {
         batch_seq *s = &b->seq[i];
