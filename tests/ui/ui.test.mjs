@@ -417,7 +417,7 @@ test("the address names what is on screen, and opens it again", async () => {
   const cell = first.page.locator('#embeddings-editor input[data-i="2"][data-j="3"]');
   await cell.fill("0.75");
   await cell.press("Enter");
-  await settle(first.page, () => location.hash.includes("e="));
+  await settle(first.page, () => new URLSearchParams(location.hash.slice(1)).has("e"));
   await first.page.click("button[data-step=Z]");
   const hash = await first.page.evaluate(() => location.hash);
   const p = new URLSearchParams(hash.slice(1));
@@ -844,7 +844,7 @@ test("typing on a model with a vocabulary: suggestions, an unknown word's error 
   assert.equal(await cell.getAttribute("aria-label"), "E[cat][texture]");
   await cell.fill("1");
   await cell.press("Enter");
-  await settle(page, () => location.hash.includes("e="));
+  await settle(page, () => new URLSearchParams(location.hash.slice(1)).has("e"));
   const body = lastPatternsPost(log);
   const sent = JSON.parse(body);
   assert.deepEqual(sent.tokens, ["a", "fluffy", "cat"]);
@@ -852,6 +852,11 @@ test("typing on a model with a vocabulary: suggestions, an unknown word's error 
   want[2][5] = 1;
   assert.deepEqual(sent.embeddings, want);
   assert.deepEqual(await drawnPatterns(page), (await apiPost(body)).body.patterns);
+  // And back to the model's own rows: the tokens alone again.
+  await page.click("#reset-rows");
+  await settle(page, () => !new URLSearchParams(location.hash.slice(1)).has("e"));
+  assert.equal(JSON.parse(lastPatternsPost(log)).embeddings, undefined);
+  assert.equal(await cell.inputValue(), "0");
   // Chromium logs each refused request (the unknown word's 422s); nothing else went wrong.
   assert.deepEqual(log.errors.filter((e) => !/status of 422/.test(e)), []);
   await close();
