@@ -828,6 +828,16 @@ test("typing on a model with a vocabulary: suggestions, an unknown word's error 
   assert.equal(await page.textContent('#token-chips .chip[data-i="2"] + .error .message'), api.body.error.message);
   assert.equal(await page.getAttribute('#token-chips .chip[data-i="2"]', "aria-invalid"), "true");
   await shot(page, "16-unknown-token");
+  // One token past the position table: the API's words, next to that token.
+  const long = Array.from({ length: m.n_positions + 1 }, (_, i) => (i % 2 ? "cat" : "the"));
+  await page.fill("#sentence", long.join(" "));
+  await page.press("#sentence", "Enter");
+  const past = `#token-chips .chip[data-i="${m.n_positions}"] + .error .message`;
+  await page.locator(past).waitFor();
+  const api2 = await apiPost({ model: STORIES, tokens: long });
+  assert.equal(api2.status, 422);
+  assert.equal(api2.body.error.path, `/tokens/${m.n_positions}`);
+  assert.equal(await page.textContent(past), api2.body.error.message);
   // Mended with the word list from the keyboard: the error goes.
   await page.fill("#sentence", "a fluffy");
   await page.press("#sentence", "Enter");
