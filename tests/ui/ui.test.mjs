@@ -888,6 +888,10 @@ test("each story is one click away, and fits both screen sizes", async () => {
       assert.ok(sw <= cw, `${w}px, story ${id}: the page is ${sw}px wide`);
     }
     await page.screenshot({ path: join(ARTIFACTS, `17-story-${w}.png`) });
+    // The mask's lesson points at the previous-token head.
+    await page.click("#mask-previous");
+    await settle(page, () => document.querySelector("#example-previous").getAttribute("aria-pressed") === "true" &&
+      document.querySelector("table.heatmap").querySelectorAll("tbody tr").length === 8);
     // The worked example and the real-sized model are still there.
     await page.click("#example-woaini");
     await settle(page, () => document.querySelectorAll("table.heatmap").length === 1);
