@@ -903,3 +903,24 @@ test("each story is one click away, and fits both screen sizes", async () => {
     await close();
   }
 });
+
+test("a vocabulary that could not be fetched: the tokens still go alone, and the page claims no E", async () => {
+  const sentence = "a fluffy blue creature roamed the verdant forest";
+  const { page, log, close } = await open({ hash: "", prepare: (p) => p.route(`**/v1/models/${STORIES}?vocabulary=true`, (route) =>
+    route.fulfill({ status: 503, contentType: "application/json", headers: { "Retry-After": "1" },
+      body: '{"error":{"code":"overloaded","message":"busy"}}' })) });
+  await settle(page, () => !document.querySelector("#story").hidden);
+  assert.match(await page.textContent("#embeddings-hint"), /could not be fetched/);
+  assert.equal(await page.locator("#embeddings-editor input").count(), 0);
+  const body = lastPatternsPost(log);
+  assert.equal(JSON.parse(body).embeddings, undefined);
+  assert.deepEqual(await drawnPatterns(page), (await apiPost(body)).body.patterns);
+  await page.click("button[data-step=E]");
+  assert.match(await page.textContent("#step"), /could not show/);
+  assert.equal(await page.locator("table[data-matrix=gathered-bars] td[data-col=E]").count(), 0);
+  const api = await apiPost({ model: STORIES, tokens: words(sentence), mask: "causal", return: ["embeddings"] });
+  assert.equal(Number(await page.getAttribute('table[data-matrix=gathered-bars] tr[data-dim=colour] td[data-col=E2]', "data-value")),
+    api.body.embeddings[3][(await stories()).dimensions.indexOf("colour")]);
+  assert.deepEqual(log.errors.filter((e) => !/status of 503/.test(e)), []);
+  await close();
+});
