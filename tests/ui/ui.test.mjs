@@ -812,6 +812,7 @@ test("typing on a model with a vocabulary: suggestions, an unknown word's error 
   // The words it knows, offered while typing (the datalist), and each one a button.
   await page.fill("#sentence", "a fluffy bl");
   await page.dispatchEvent("#sentence", "input");
+  assert.equal(await page.getAttribute("#sentence", "list"), "vocab-list");
   const offered = await page.$$eval("#vocab-list option", (os) => os.map((o) => o.value));
   assert.ok(offered.includes("a fluffy blue"), offered.join("|"));
   assert.ok(offered.every((o) => o.startsWith("a fluffy bl")));
