@@ -1609,6 +1609,7 @@ static uint64_t file_hash(const char *path) {
 #define DEMO_4D_HASH UINT64_C(0x28ae2ce00052077e)
 #define GPT2_HASH    UINT64_C(0x7e24817490589c75)
 #define LLAMA_HASH   UINT64_C(0xeb3609a80c47a6c8)
+#define STORIES_HASH UINT64_C(0x564832d3548700b2)
 
 static void write_builtins(const char *dir) {
     attn_error err;
@@ -1627,7 +1628,24 @@ START_TEST(test_builtin_models) {
     store_set *s;
     attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
-    ck_assert_uint_eq(store_set_count(s), 3);
+    ck_assert_uint_eq(store_set_count(s), 4);
+
+    const store_model *stories = store_set_at(s, 1);
+    ck_assert_str_eq(stories->name, "demo-stories");
+    ck_assert_int_eq(stories->mask, ATTN_MASK_CAUSAL);
+    ck_assert_uint_eq(stories->vocab_size, 40);
+    ck_assert_uint_eq(stories->n_positions, 16);
+    ck_assert_str_eq(stories->dimensions[0], "noun");
+    ck_assert_str_eq(stories->dimensions[15], "pos_sq");
+    long mole = store_model_token(stories, "mole", 4);
+    ck_assert_int_ge(mole, 0);
+    /* mole is a noun and nothing else: its meaning comes from its neighbours. */
+    for (size_t d = 0; d < 16; d++)
+        ck_assert(stories->token_embeddings[(size_t)mole * 16 + d] == (d == 0 ? 1.0f : 0.0f));
+    ck_assert(stories->position_embeddings[5 * 16 + 14] == 5.0f &&
+              stories->position_embeddings[5 * 16 + 15] == 25.0f);
+    ck_assert_uint_eq(stories->weights.n_heads, 5);
+    ck_assert_uint_eq(stories->weights.d_head, 4);
 
     const store_model *demo = store_set_at(s, 0);
     ck_assert_str_eq(demo->name, "demo-4d");
@@ -1675,7 +1693,7 @@ START_TEST(test_builtin_models) {
     ck_assert(fabs(patterns[0] - 0.3210508) < 1e-7);
     ck_assert(fabs(emb[0] - 0.17012407) < 1e-7);
 
-    const store_model *g = store_set_at(s, 1);
+    const store_model *g = store_set_at(s, 2);
     ck_assert_str_eq(g->name, "gpt2-small-shape");
     ck_assert_int_eq(g->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(g->weights.d_model, 768);
@@ -1726,7 +1744,7 @@ START_TEST(test_builtin_models) {
     free(pat);
 
     /* llama-small-shape: grouped heads and RoPE in its metadata. */
-    const store_model *l = store_set_at(s, 2);
+    const store_model *l = store_set_at(s, 3);
     ck_assert_str_eq(l->name, "llama-small-shape");
     ck_assert_int_eq(l->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(l->weights.d_model, 2048);
@@ -1768,6 +1786,9 @@ START_TEST(test_builtin_deterministic) {
     ck_assert_msg(file_hash(a) == DEMO_4D_HASH, "demo-4d hash 0x%016llx",
                   (unsigned long long)file_hash(a));
     ck_assert_msg(file_hash(b) == GPT2_HASH, "gpt2-small-shape hash 0x%016llx",
+                  (unsigned long long)file_hash(b));
+    snprintf(b, sizeof b, "%s/demo-stories.safetensors", d1);
+    ck_assert_msg(file_hash(b) == STORIES_HASH, "demo-stories hash 0x%016llx",
                   (unsigned long long)file_hash(b));
     snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", d1);
     ck_assert_msg(file_hash(b) == LLAMA_HASH, "llama-small-shape hash 0x%016llx",
