@@ -9,6 +9,12 @@
  * weights decode reads them (request_weights.c) and binds at once, so both
  * paths run the same checks.
  *
+ * A request naming a model may send tokens without embeddings: decode
+ * then keeps the tokens, their count for n and no width (d_model comes
+ * from the model), and bind looks them up in its vocabulary
+ * (request_bind.c). With inline weights tokens are only labels, and
+ * embeddings stay required.
+ *
  * The fields of one sequence (embeddings, tokens, positions, context,
  * context_tokens, mask) are read by api_request_decode_sequence under the
  * request's JSON Pointer prefix (req->at: "" here), and the options by

@@ -14,6 +14,12 @@
  * output buffers come later (api_request_alloc_outputs), on the thread
  * that computes: the limits hold before anything they bound is allocated.
  *
+ * A request that sends tokens without embeddings (api_request_bind_vocab)
+ * has its tokens looked up and their positions checked first, before
+ * anything else is: d_model is then the model's. Its embeddings (token row
+ * plus position row) are made last, once every limit has held; for a
+ * batch's sequence, once the batch's have (batch.c).
+ *
  * The response size limit holds for an upper bound of the body's length
  * (api_response_bytes_max, beside the encoder in response.c), computed
  * before anything is allocated: the length itself when every number is as
@@ -289,7 +295,7 @@ static size_t token_position(const api_request *req, size_t i) {
 /* Checks that every token of a tokens_only request is in the vocabulary and
  * every position in its table. */
 static int bind_tokens(const api_request *req, const api_vocabulary *vocab, attn_error *err) {
-    char at[API_PATH_MAX], path[API_PATH_MAX], text[160];
+    char at[API_PATH_MAX], path[API_PATH_MAX], text[224]; /* 32 bytes, each up to \u00XX */
     const char *name = req->model ? json_string_value(req->model) : "";
     if (vocab == NULL || vocab->size == 0) {
         api_request_path(req, "embeddings", at, sizeof at);
