@@ -407,6 +407,17 @@ START_TEST(test_vocabulary_bind) {
     ck_assert_str_eq(err.code, "position_out_of_range");
     ck_assert_str_eq(err.path, "/tokens/1");
     api_request_free(req);
+    /* no position table: E is the token rows as they are, at any position */
+    api_vocabulary no_pos = voc;
+    no_pos.n_positions = 0;
+    no_pos.position_embeddings = NULL;
+    req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"q\\\"\\n\"],\"positions\":[7,"
+                 "2147483647]}");
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &no_pos, &limits, &err), 0);
+    e = api_request_input(req)->embeddings;
+    for (int j = 0; j < 4; j++)
+        ck_assert_float_eq(e[j], voc_tok[j]);
+    api_request_free(req);
     /* no vocabulary: api_request_bind is the same as NULL */
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\"]}");
     ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &limits, &err), -1);
