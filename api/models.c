@@ -300,7 +300,7 @@ char *api_model_encode(const api_model_info *model, unsigned parts, size_t max_r
                 bound = SIZE_MAX;
         if (bound > max_response_bytes) {
             attn_error_set(err, 422, "limit_exceeded", "",
-                           "the %s of %s need up to %zu bytes of JSON, over the limit "
+                           "the %s of %s take up to %zu bytes of JSON, over the limit "
                            "max_response_bytes = %zu",
                            with_weights && vocab ? "weights and vocabulary"
                            : with_weights        ? "weights"

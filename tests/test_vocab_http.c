@@ -476,6 +476,23 @@ START_TEST(limits) {
 }
 END_TEST
 
+/* --max-d-model holds for the rows tokens stand for as for sent rows. */
+START_TEST(width_limit) {
+    const char *const args[] = {"--max-d-model", "2", NULL};
+    start_with(args);
+    expect_error("/v1/attention", "{\"model\":\"vocab-4d\",\"tokens\":[\"a\"]}", 422,
+                 "limit_exceeded", "/tokens", "max_d_model");
+    expect_error("/v1/attention/batch",
+                 "{\"model\":\"vocab-4d\",\"sequences\":[{\"embeddings\":[[1,2,3,4]]},"
+                 "{\"tokens\":[\"a\"]}]}",
+                 422, "limit_exceeded", "/sequences/0/embeddings", "max_d_model");
+    expect_error("/v1/attention/batch",
+                 "{\"model\":\"vocab-4d\",\"sequences\":[{\"tokens\":[\"a\"]}]}", 422,
+                 "limit_exceeded", "/sequences/0/tokens", "max_d_model");
+    stop();
+}
+END_TEST
+
 /* A float of a JSON answer, exactly as float32. */
 static float json_float(const json_t *v) {
     return (float)json_number_value(v);
@@ -571,6 +588,7 @@ int main(void) {
     tcase_add_test(tc, tokens_refused);
     tcase_add_test(tc, batch_tokens);
     tcase_add_test(tc, limits);
+    tcase_add_test(tc, width_limit);
     tcase_add_test(tc, models_show_vocabulary);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
