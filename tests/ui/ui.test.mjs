@@ -279,7 +279,11 @@ test("an invalid edit shows the API's error message next to the cell", async () 
   const bad = [[0.1, "1e39", 0.3, 0.1], ...WOAINI.slice(1)];
   const api = await apiPost(`{"model":"demo-4d","embeddings":${JSON.stringify(bad).replace('"1e39"', "1e39")}}`);
   assert.equal(api.status, 422);
-  assert.equal(await page.textContent("#embeddings-error .message"), api.body.error.message);
+  // The API's 0-based place (embeddings[0][1]) in people's words: row 我, column 2; the API's
+  // own words beside it.
+  assert.equal(api.body.error.message.slice(0, 16), "embeddings[0][1]");
+  assert.equal(await page.textContent("#embeddings-error .message"), "Row 我, column 2" + api.body.error.message.slice(16));
+  assert.ok((await page.textContent("#embeddings-error .code")).includes(`“${api.body.error.message}”, 422 ${api.body.error.code} at /embeddings/0/1`));
   assert.equal(await cell.getAttribute("aria-invalid"), "true");
   // The patterns still drawn are the last good ones, and say so.
   assert.equal(await page.locator(".stale-note").isVisible(), true);
@@ -287,9 +291,10 @@ test("an invalid edit shows the API's error message next to the cell", async () 
   // Text that is no number goes to the API as a string, and its words come back.
   await cell.fill("abc");
   await cell.press("Enter");
-  await page.waitForFunction(() => document.querySelector("#embeddings-error .message")?.textContent.includes("string"));
+  await page.waitForFunction(() => document.querySelector("#embeddings-error .message")?.textContent.includes("not a number"));
   const api2 = await apiPost({ model: "demo-4d", embeddings: [[0.1, "abc", 0.3, 0.1], ...WOAINI.slice(1)] });
-  assert.equal(await page.textContent("#embeddings-error .message"), api2.body.error.message);
+  assert.equal(api2.body.error.message, "embeddings[0][1] is a string, expected a number");
+  assert.equal(await page.textContent("#embeddings-error .message"), "Row 我, column 2 is not a number");
   // Mended, the error goes away and the pattern is drawn again, no longer dimmed.
   await cell.fill("-0.2");
   await cell.press("Enter");
@@ -297,6 +302,21 @@ test("an invalid edit shows the API's error message next to the cell", async () 
   assert.equal(await page.locator("#embeddings-error .message").count(), 0);
   assert.equal(await cell.getAttribute("aria-invalid"), null);
   assert.equal(await page.locator(".stale-note").isVisible(), false);
+  // A row whose token comes twice is named by its number as well.
+  await page.fill("#sentence", "我爱你爱");
+  await page.press("#sentence", "Enter");
+  await settle(page, () => document.querySelectorAll("table.heatmap tbody tr").length === 4);
+  const twice = page.locator('#embeddings-editor input[data-i="3"][data-j="2"]');
+  await twice.fill("x");
+  await twice.press("Enter");
+  await page.waitForFunction(() => document.querySelector("#embeddings-error .message")?.textContent.includes("not a number"));
+  assert.equal(await page.textContent("#embeddings-error .message"), "Row 4 (爱), column 3 is not a number");
+  await twice.fill("0.2");
+  await twice.press("Enter");
+  await settle(page, () => document.querySelector("#status").textContent.startsWith("Computed"));
+  await page.fill("#sentence", "我爱你");
+  await page.press("#sentence", "Enter");
+  await settle(page, () => document.querySelectorAll("table.heatmap tbody tr").length === 3);
   // No tokens at all: the API's words, next to the sentence.
   await page.fill("#sentence", "  ");
   await page.press("#sentence", "Enter");
@@ -391,10 +411,10 @@ test("answers that arrive out of order: the last request is the one drawn", asyn
 });
 
 test("without the model's weights the walk-through says so, and claims nothing of W_o", async () => {
-  const { page, close } = await open();
-  await page.route("**/v1/models/demo-4d?weights=true", (route) =>
+  // Refused from the start: the page keeps a model's weights once it has them.
+  const { page, close } = await open({ prepare: (pg) => pg.route("**/v1/models/demo-4d?weights=true", (route) =>
     route.fulfill({ status: 503, contentType: "application/json", headers: { "Retry-After": "1" },
-      body: '{"error":{"code":"overloaded","message":"busy"}}' }));
+      body: '{"error":{"code":"overloaded","message":"busy"}}' })) });
   await page.check("#mask-causal");
   await settle(page, () => document.querySelectorAll("table.heatmap td.masked").length === 3);
   await page.click("button[data-step=W]");
@@ -826,7 +846,8 @@ test("typing on a model with a vocabulary: suggestions, an unknown word's error 
   assert.equal(api.status, 422);
   assert.equal(api.body.error.code, "unknown_token");
   assert.equal(api.body.error.path, "/tokens/2");
-  assert.equal(await page.textContent('#token-chips .chip[data-i="2"] + .error .message'), api.body.error.message);
+  assert.equal(api.body.error.message.slice(0, 9), "tokens[2]");
+  assert.equal(await page.textContent('#token-chips .chip[data-i="2"] + .error .message'), "Token 3" + api.body.error.message.slice(9));
   assert.equal(await page.getAttribute('#token-chips .chip[data-i="2"]', "aria-invalid"), "true");
   await shot(page, "16-unknown-token");
   // One token past the position table: the API's words, next to that token.
@@ -838,7 +859,9 @@ test("typing on a model with a vocabulary: suggestions, an unknown word's error 
   const api2 = await apiPost({ model: STORIES, tokens: long });
   assert.equal(api2.status, 422);
   assert.equal(api2.body.error.path, `/tokens/${m.n_positions}`);
-  assert.equal(await page.textContent(past), api2.body.error.message);
+  const at = `tokens[${m.n_positions}]`;
+  assert.equal(api2.body.error.message.slice(0, at.length), at);
+  assert.equal(await page.textContent(past), `Token ${m.n_positions + 1}` + api2.body.error.message.slice(at.length));
   // Mended with the word list from the keyboard: the error goes.
   await page.fill("#sentence", "a fluffy");
   await page.press("#sentence", "Enter");
@@ -924,4 +947,104 @@ test("a vocabulary that could not be fetched: the tokens still go alone, and the
     api.body.embeddings[3][(await stories()).dimensions.indexOf("colour")]);
   assert.deepEqual(log.errors.filter((e) => !/status of 503/.test(e)), []);
   await close();
+});
+
+// WCAG 2's contrast ratio of every piece of text on screen, from the colours the browser rendered:
+// the text's colour (and the opacity it is drawn with) against the first background behind it, and
+// against each colour of a gradient behind it (a masked cell's hatching). Returns the failures.
+function contrastFailures(page) {
+  return page.evaluate(() => {
+    const parse = (c) => {
+      const m = /rgba?\(([^)]+)\)/.exec(c);
+      if (!m) return null;
+      const [r, g, b, a = 1] = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+      return [r, g, b, a];
+    };
+    const over = (top, bottom, alpha) => top.slice(0, 3).map((x, i) => x * alpha + bottom[i] * (1 - alpha));
+    const lum = (rgb) => {
+      const [r, g, b] = rgb.map((c) => { c /= 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
+      return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const ratio = (x, y) => { const [a, b] = [lum(x), lum(y)].sort((p, q) => q - p); return (a + 0.05) / (b + 0.05); };
+    // The backgrounds behind an element, innermost first, down to the page's white.
+    const backgrounds = (e) => {
+      for (let n = e; n; n = n.parentElement) {
+        const s = getComputedStyle(n);
+        const grads = [...s.backgroundImage.matchAll(/rgba?\([^)]+\)/g)].map((m) => parse(m[0]));
+        if (grads.length) return grads.map((c) => over(c, [255, 255, 255], c[3]));
+        const bg = parse(s.backgroundColor);
+        if (bg && bg[3] > 0) return [over(bg, [255, 255, 255], bg[3])];
+      }
+      return [[255, 255, 255]];
+    };
+    const out = [];
+    for (const e of document.querySelectorAll("body *")) {
+      const text = [...e.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join("").trim();
+      if (!text || e.closest("[hidden], script, style, option, .skip, :disabled")) continue;
+      const r = e.getBoundingClientRect();
+      if (!r.width || !r.height || getComputedStyle(e).visibility === "hidden") continue;
+      let opacity = 1;
+      for (let n = e; n; n = n.parentElement) opacity *= Number(getComputedStyle(n).opacity);
+      const s = getComputedStyle(e), fg = parse(s.color);
+      const large = parseFloat(s.fontSize) >= 24 || (parseFloat(s.fontSize) >= 18.66 && Number(s.fontWeight) >= 700);
+      for (const bg of backgrounds(e)) {
+        const c = ratio(over(fg, bg, fg[3] * opacity), bg);
+        if (c < (large ? 3 : 4.5)) out.push(`${e.tagName}.${e.className} “${text.slice(0, 30)}”: ${c.toFixed(2)}:1 (${s.color} on rgb(${bg.map(Math.round)}))`);
+      }
+    }
+    return out;
+  });
+}
+
+test("words: heads and tokens counted from 1, d_k named, AA contrast from rendered colours, one request per edit", async () => {
+  const { page, log, close } = await open({ hash: "#" + new URLSearchParams({ model: "demo-4d", sentence: "我爱你", mask: "causal" }) });
+  await settle(page, () => document.querySelectorAll("table.heatmap td.masked").length === 3);
+  // Contrast of every text on screen: the worked example under the causal mask (masked 0s), every
+  // step of its walk-through, a story, and 12 heads with numbers in their cells.
+  assert.deepEqual(await contrastFailures(page), []);
+  for (const step of ["E", "W", "Q", "K", "V", "KT", "QKT", "S", "P", "Z", "dE", "E2"]) {
+    await page.click(`button[data-step=${step}]`);
+    if (step === "QKT") await page.locator("table[data-matrix=QKT]").waitFor();
+    assert.deepEqual(await contrastFailures(page), [], `step ${step}`);
+  }
+  // d_k, as the texts write it, and what it is here.
+  await page.click("button[data-step=S]");
+  assert.match(await page.textContent("#step-list button[data-step=S]"), /√d_k/);
+  assert.match(await page.textContent("#step .formula"), /√d_k/);
+  assert.match(await page.textContent("#step"), /d_k = d_head = 4/);
+
+  // One request per edit, good or bad: the patterns' POST and nothing else (the weights came once).
+  await page.click("button[data-step=E]");
+  const cell = page.locator('#embeddings-editor input[data-i="1"][data-j="0"]');
+  for (const value of ["0.5", "x", "-0.1"]) {
+    const before = log.requests.length;
+    await cell.fill(value);
+    await cell.press("Enter");
+    await settle(page, (v) => document.querySelector("#status").textContent !== "Computing…" &&
+      (v === "x") === !!document.querySelector("#embeddings-error .message"), value);
+    await page.waitForTimeout(200);
+    const sent = log.requests.slice(before);
+    assert.deepEqual(sent.map((u) => new URL(u).pathname), ["/v1/attention"], `edit ${value}: ${sent.join(" ")}`);
+  }
+  await close();
+
+  // Heads are counted from 1 wherever the page speaks: captions, labels, the step's head, the
+  // story's lesson, the gathered view's choice of heads.
+  const g = await open({ hash: "#" + new URLSearchParams({ model: "gpt2-small-shape", sentence: "a b c" }) });
+  await settle(g.page, () => document.querySelectorAll("table.heatmap").length === 12);
+  const captions = await g.page.$$eval("figure.head figcaption", (fs) => fs.map((f) => f.textContent));
+  assert.deepEqual(captions, Array.from({ length: 12 }, (_, i) => `Head ${i + 1}`));
+  assert.match(await g.page.getAttribute('table.heatmap[data-head="0"]', "aria-label"), /^Head 1: /);
+  assert.deepEqual(await contrastFailures(g.page), []);
+  await g.close();
+  const s = await openStory("tower", "miniature eiffel tower");
+  assert.match(await s.page.textContent("#story-lesson"), /head 2 \(context → meaning\) and head 1 \(adjective → noun\)|head 1 \(adjective → noun\) and head 2 \(context → meaning\)/);
+  assert.doesNotMatch(await s.page.textContent("#story-lesson"), /head 0/i);
+  const options = await s.page.$$eval("#gathered-head option", (os) => os.map((o) => o.textContent));
+  assert.deepEqual(options.slice(0, 2), ["all heads, summed", "head 1 (adjective → noun) only"]);
+  assert.deepEqual(await s.page.$$eval("#step-head option", (os) => os.map((o) => o.textContent)),
+    ["head 1", "head 2", "head 3", "head 4", "head 5"]);
+  assert.match(await s.page.textContent("table[data-matrix=compare-E2] tbody tr th"), /token 1\)$/);
+  assert.deepEqual(await contrastFailures(s.page), []);
+  await s.close();
 });
