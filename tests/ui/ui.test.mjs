@@ -263,7 +263,7 @@ test("the step-by-step view shows Q for 我 equal to the API's q, and every step
   assert.deepEqual(wq, [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]]);
   await page.click("button[data-step=P]");
   await page.click('.rowpick button[data-row="1"]');
-  const worked = await page.$$eval('table[data-matrix=softmax-row] tbody tr[data-row="3"] td', (tds) => tds.map((td) => Number(td.dataset.value)));
+  const worked = await page.$$eval('table[data-matrix=softmax-row] tbody tr[data-row="2"] td', (tds) => tds.map((td) => Number(td.dataset.value)));
   worked.forEach((p, k) => assert.ok(Math.abs(p - api.body.patterns[0][1][k]) < 1e-6, `row 爱, key ${k}`));
   await shot(page, "06-step-softmax");
   assert.deepEqual(log.errors, []);
@@ -1047,4 +1047,54 @@ test("words: heads and tokens counted from 1, d_k named, AA contrast from render
   assert.match(await s.page.textContent("table[data-matrix=compare-E2] tbody tr th"), /token 1\)$/);
   assert.deepEqual(await contrastFailures(s.page), []);
   await s.close();
+});
+
+test("softmax as the texts do it: e^S, Σ, ÷ Σ, then the stable form, the same; one row or all rows", async () => {
+  for (const mask of ["none", "causal"]) {
+    const { page, log, close } = await open({ hash: "#" + new URLSearchParams({ model: "demo-4d", sentence: "我爱你", mask, step: "P" }) });
+    await page.locator("table[data-matrix=softmax-row]").waitFor();
+    const api = await apiPost({ model: "demo-4d", embeddings: WOAINI, mask, return: ["scores", "patterns"] });
+    const S = api.body.scores[0], P = api.body.patterns[0];
+    const near = (x, y, tol, what) => assert.ok(Math.abs(x - y) <= tol, `${what}: ${x} against ${y}`);
+    const rows = (name) => page.$$eval(`table[data-matrix="${name}"] tbody tr`, (trs) =>
+      trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => Number(td.dataset.value))));
+    for (let q = 0; q < 3; q++) {
+      await page.click(`.rowpick button[data-row="${q}"]`);
+      // By hand, as a student computes it: e^S of the API's scores (e^−∞ = 0), their sum, each ÷ it.
+      const ex = S[q].map((x) => (x === null ? 0 : Math.exp(x)));
+      const sum = ex.reduce((x, y) => x + y, 0);
+      const [s, e, p] = await rows("softmax-row");
+      assert.deepEqual(s, S[q].map((x) => (x === null ? -Infinity : x)));
+      e.forEach((x, k) => near(x, ex[k], 1e-12, `e^S[${q}][${k}]`));
+      near(Number(await page.getAttribute("#softmax-sum", "data-sum")), sum, 1e-12, `Σ of row ${q}`);
+      p.forEach((x, k) => near(x, P[q][k], 1e-6, `P[${q}][${k}] by hand`));
+      // The stable form: S − max, e^(S − max), ÷ Σ: the same P.
+      const live = S[q].filter((x) => x !== null), max = Math.max(...live);
+      const [s2, e2, p2] = await rows("softmax-stable");
+      s2.forEach((x, k) => (S[q][k] === null ? assert.equal(x, -Infinity) : near(x, S[q][k] - max, 1e-12, `S − max [${q}][${k}]`)));
+      e2.forEach((x, k) => near(x, S[q][k] === null ? 0 : Math.exp(S[q][k] - max), 1e-12, `e^(S − max)[${q}][${k}]`));
+      p2.forEach((x, k) => near(x, P[q][k], 1e-6, `P[${q}][${k}] stable`));
+    }
+    if (mask === "none") {
+      // 爱's row by hand: Σ ≈ 2.93 (the subtracted form's Σ is smaller, and P the same).
+      await page.click('.rowpick button[data-row="1"]');
+      assert.match(await page.textContent("#softmax-sum"), /^Σ = e\^.* = 2\.93/);
+      assert.match(await page.textContent("#softmax-why"), /overflow/);
+      await shot(page, "20-softmax-by-hand");
+    }
+    // All rows at once: e^S, each row's Σ, e^S ÷ Σ equal to the API's P.
+    await page.click('.rowpick button[data-row="all"]');
+    const E = await rows("softmax-exp"), sums = await rows("softmax-sums"), all = await rows("softmax-all");
+    for (let q = 0; q < 3; q++) {
+      const ex = S[q].map((x) => (x === null ? 0 : Math.exp(x)));
+      const sum = ex.reduce((x, y) => x + y, 0);
+      E[q].forEach((x, k) => near(x, ex[k], 1e-12, `all rows: e^S[${q}][${k}]`));
+      near(sums[q][0], sum, 1e-12, `all rows: Σ ${q}`);
+      all[q].forEach((x, k) => near(x, P[q][k], 1e-6, `all rows: P[${q}][${k}]`));
+    }
+    assert.deepEqual(await rows("P"), P);
+    assert.equal(await page.getAttribute('.rowpick button[data-row="all"]', "aria-pressed"), "true");
+    assert.deepEqual(log.errors, []);
+    await close();
+  }
 });
