@@ -339,7 +339,7 @@ test("usable with the keyboard: every control in reach, heatmaps and steps by ar
     }));
   }
   for (const id of ["example-woaini", "example-adjective", "example-mole", "example-tower", "example-harry",
-    "example-previous", "example-gpt2", "model", "sentence", "mask-none", "compute", "heatmap", "gathered-head",
+    "example-previous", "example-gpt2", "model", "sentence", "mask-none", "scale", "scale-range", "relative", "compute", "heatmap", "gathered-head",
     "step-next", "step-Q", "step"])
     assert.ok(reached.has(id), `Tab never reaches ${id}`);
   // The model by keyboard alone, down the list to gpt2-small-shape (a model with a vocabulary on
@@ -1097,4 +1097,78 @@ test("softmax as the texts do it: e^S, Σ, ÷ Σ, then the stable form, the same
     assert.deepEqual(log.errors, []);
     await close();
   }
+});
+
+test("scale: the API's scale from a slider or typed, the pattern follows, a note on flat softmax, colours per row", async () => {
+  const { page, log, close } = await open();
+  const near = (x, y, tol, what) => assert.ok(Math.abs(x - y) <= tol, `${what}: ${x} against ${y}`);
+  // 我爱你's scores are tiny: the page says why its pattern is flat.
+  const api0 = await apiPost({ model: "demo-4d", embeddings: WOAINI, mask: "none", return: ["scores", "patterns"] });
+  const big0 = Math.max(...api0.body.scores.flat(2).map(Math.abs));
+  assert.ok(big0 < 1);
+  assert.equal(await page.locator("#flat-note").isVisible(), true);
+  near(Number(await page.getAttribute("#flat-note", "data-max-score")), big0, 0, "the note's largest |S|");
+  assert.match(await page.textContent("#flat-note"), /flat/);
+  assert.equal(JSON.parse(lastPatternsPost(log)).scale, undefined);
+  // The slider, by keyboard: three steps right is 2³ × 1/√d_k = 4.
+  await page.focus("#scale-range");
+  for (let i = 0; i < 3; i++) { await page.keyboard.press("ArrowRight"); await settle(page); }
+  await settle(page, () => JSON.parse(new URLSearchParams(location.hash.slice(1)).get("scale") || "0") === 4);
+  const sent = JSON.parse(lastPatternsPost(log));
+  assert.equal(sent.scale, 4);
+  const api = await apiPost(lastPatternsPost(log));
+  assert.equal(api.body.scale, 4);
+  assert.deepEqual(await drawnPatterns(page), api.body.patterns);
+  assert.notDeepEqual(api.body.patterns, api0.body.patterns);
+  assert.equal(await page.locator("#flat-note").isVisible(), false);
+  // Typed: sent as typed, the pattern and the ÷ √d_k step follow.
+  await page.fill("#scale", "0.25");
+  await page.press("#scale", "Enter");
+  await settle(page, () => new URLSearchParams(location.hash.slice(1)).get("scale") === "0.25");
+  const quarter = await apiPost(lastPatternsPost(log));
+  assert.equal(JSON.parse(lastPatternsPost(log)).scale, 0.25);
+  assert.deepEqual(await drawnPatterns(page), quarter.body.patterns);
+  await page.click("button[data-step=S]");
+  const S = await page.$$eval("table[data-matrix=S] tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => Number(td.dataset.value))));
+  assert.deepEqual(S, quarter.body.scores[0]);
+  assert.match(await page.textContent("#step .formula"), /× 0\.25/);
+  // Not a number: the API's words, next to the field.
+  await page.fill("#scale", "sharp");
+  await page.press("#scale", "Enter");
+  await page.locator("#scale-error .message").waitFor();
+  const bad = await apiPost({ model: "demo-4d", embeddings: WOAINI, scale: "sharp" });
+  assert.equal(bad.body.error.path, "/scale");
+  assert.equal(await page.textContent("#scale-error .message"), bad.body.error.message);
+  assert.equal(await page.getAttribute("#scale", "aria-invalid"), "true");
+  // Emptied: the model's own again, the slider back in the middle.
+  await page.fill("#scale", "");
+  await page.press("#scale", "Enter");
+  await settle(page, () => !new URLSearchParams(location.hash.slice(1)).has("scale") && !document.querySelector("#scale-error .message"));
+  assert.equal(await page.inputValue("#scale-range"), "0");
+  assert.deepEqual(await drawnPatterns(page), api0.body.patterns);
+  // Colours relative to each row's largest weight: the largest cell of each row is the full blue.
+  await page.check("#relative");
+  const colours = await page.$$eval("table.heatmap td", (tds) => tds.map((td) => getComputedStyle(td).backgroundColor));
+  const P = api0.body.patterns[0];
+  const want = P.flatMap((row) => row.map((p) => {
+    const t = p / Math.max(...row);
+    const mix = (a, b) => Math.round(a + (b - a) * t);
+    return `rgb(${mix(255, 36)}, ${mix(255, 86)}, ${mix(255, 201)})`;
+  }));
+  assert.deepEqual(colours, want);
+  assert.deepEqual(await drawnPatterns(page), api0.body.patterns);
+  assert.deepEqual(await contrastFailures(page), []);
+  await shot(page, "21-relative-colours");
+  // The link keeps the scale and the colouring.
+  await page.fill("#scale", "2");
+  await page.press("#scale", "Enter");
+  await settle(page, () => new URLSearchParams(location.hash.slice(1)).get("scale") === "2");
+  const hash = await page.evaluate(() => location.hash);
+  await close();
+  const again = await open({ hash });
+  assert.equal(await again.page.inputValue("#scale"), "2");
+  assert.equal(await again.page.isChecked("#relative"), true);
+  assert.equal(JSON.parse(lastPatternsPost(again.log)).scale, 2);
+  assert.deepEqual(again.log.errors, []);
+  await again.close();
 });
