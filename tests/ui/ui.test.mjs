@@ -1172,3 +1172,67 @@ test("scale: the API's scale from a slider or typed, the pattern follows, a note
   assert.deepEqual(again.log.errors, []);
   await again.close();
 });
+
+test("head view: SVG lines from each query to each key, opacity = the API's weight; a token's row or column in every head", async () => {
+  const sentence = "a fluffy blue creature";
+  const { page, log, close } = await open({ hash: "#" + new URLSearchParams({ model: "gpt2-small-shape", sentence, mask: "causal" }) });
+  await settle(page, () => document.querySelectorAll("#headview-heads svg").length === 12);
+  const api = await apiPost(lastPatternsPost(log));
+  const n = 4;
+  // Every line, in every head: its opacity is the API's P[h][q][k] (0 where masked), n² per head.
+  const drawn = await page.$$eval("#headview-heads svg", (svgs) => svgs.map((svg) => {
+    const M = [];
+    for (const l of svg.querySelectorAll("line.attn")) {
+      (M[+l.dataset.q] ||= [])[+l.dataset.k] = Number(l.getAttribute("stroke-opacity"));
+    }
+    return { head: svg.dataset.head, M, lines: svg.querySelectorAll("line.attn").length,
+      left: [...svg.querySelectorAll('text.tok[data-side="q"]')].map((t) => t.getAttribute("aria-label")) };
+  }));
+  assert.deepEqual(drawn.map((d) => d.M), api.body.patterns);
+  assert.deepEqual(drawn.map((d) => d.lines), Array(12).fill(n * n));
+  assert.deepEqual(drawn.map((d) => d.head), api.body.heads.map(String));
+  assert.match(drawn[0].left[1], /^query 2, fluffy/);
+  // The opacity rendered is the weight (the browser keeps six digits of it).
+  const rendered = await page.$$eval("#headview-heads svg", (svgs) => svgs.map((svg) =>
+    [...svg.querySelectorAll("line.attn")].map((l) => [+l.dataset.q, +l.dataset.k, Number(getComputedStyle(l).strokeOpacity)])));
+  rendered.forEach((ls, h) => ls.forEach(([q, k, o]) =>
+    assert.ok(Math.abs(o - api.body.patterns[h][q][k]) <= 1e-6, `head ${h + 1}, ${q} → ${k}: ${o}`)));
+  assert.deepEqual(await page.$$eval("#headview-heads figcaption", (fs) => fs.map((f) => f.textContent)),
+    Array.from({ length: 12 }, (_, i) => `Head ${i + 1}`));
+  // Visible lines of every head: [q, k] pairs.
+  const visible = () => page.$$eval("#headview-heads svg", (svgs) => svgs.map((svg) =>
+    [...svg.querySelectorAll("line.attn")].filter((l) => getComputedStyle(l).visibility === "visible")
+      .map((l) => [+l.dataset.q, +l.dataset.k])));
+  const row = (q) => Array.from({ length: n }, (_, k) => [q, k]);
+  const col = (k) => Array.from({ length: n }, (_, q) => [q, k]);
+  assert.deepEqual(await visible(), Array(12).fill(Array.from({ length: n * n }, (_, i) => [Math.floor(i / n), i % n])));
+  // By keyboard: one tab stop, then the arrows; a query shows its row in all 12 heads, a key its column.
+  await page.focus('#headview-heads text.tok[tabindex="0"]');
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowDown");
+  assert.deepEqual(await visible(), Array(12).fill(row(2)));
+  const best = api.body.patterns.map((P) => P[2].indexOf(Math.max(...P[2])));
+  assert.equal(await page.textContent("#headview-readout"),
+    `blue (query 3) listens most to: ${best.map((k, h) => `head ${h + 1}: ${sentence.split(" ")[k]} ${fmtNumber(api.body.patterns[h][2][k])}`).join("; ")}.`);
+  await page.keyboard.press("ArrowRight");
+  assert.deepEqual(await visible(), Array(12).fill(col(2)));
+  assert.equal(await page.evaluate(() => document.querySelectorAll('#headview-heads text.tok[tabindex="0"]').length), 1);
+  // By mouse, in another head: the same in every head.
+  await page.keyboard.press("Tab");
+  await page.hover('#headview-heads svg[data-head="5"] text.tok[data-side="k"][data-i="0"]');
+  assert.deepEqual(await visible(), Array(12).fill(col(0)));
+  await page.hover('#headview-heads svg[data-head="7"] text.tok[data-side="q"][data-i="3"]');
+  assert.deepEqual(await visible(), Array(12).fill(row(3)));
+  await page.mouse.move(0, 0);
+  await page.locator("#headview").screenshot({ path: join(ARTIFACTS, "22-head-view.png") });
+  assert.deepEqual(await contrastFailures(page), []);
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+// The page's fmt: four decimals at most, trailing zeros dropped, a true minus sign.
+function fmtNumber(x) {
+  if (x === 0) return "0";
+  const s = Math.abs(x) < 1e-3 ? x.toExponential(1) : x.toFixed(4).replace(/\.?0+$/, "");
+  return s.replace("-", "−");
+}
