@@ -1007,6 +1007,11 @@ test("words: heads and tokens counted from 1, d_k named, AA contrast from render
     if (step === "QKT") await page.locator("table[data-matrix=QKT]").waitFor();
     assert.deepEqual(await contrastFailures(page), [], `step ${step}`);
   }
+  // No stray words: nothing reads "null", "undefined" or a doubled colon.
+  assert.doesNotMatch(await page.textContent("main"), /\bnull\b|\bundefined\b|NaN|: :/);
+  // The editor's four columns are whole at 1280 px: no scrolling inside its box.
+  const [editorW, boxW] = await page.$eval("#embeddings-editor", (b) => [b.scrollWidth, b.clientWidth]);
+  assert.ok(editorW <= boxW, `the editor is ${editorW}px in a box of ${boxW}px`);
   // d_k, as the texts write it, and what it is here.
   await page.click("button[data-step=S]");
   assert.match(await page.textContent("#step-list button[data-step=S]"), /√d_k/);
