@@ -261,7 +261,8 @@ test-ui:
 # TIME_IMAGE_WARM).
 IMAGE  ?= attention-server:latest
 ENGINE ?= $(shell docker info >/dev/null 2>&1 && echo docker || echo podman)
-image: image-$(ENGINE)
+image:
+	+$(MAKE) --no-print-directory image-$(ENGINE)
 
 image-docker:
 	docker build -t $(IMAGE) .
