@@ -256,9 +256,9 @@ test-ui:
 # The image, built from the Dockerfile as a user builds it
 # (deploy/README.md): with docker when a Docker engine answers, else with
 # podman. The build stage runs `make deps` and `make test`, so a build
-# from scratch takes as long as the test suite, about TIME_IMAGE_COLD;
-# on an unchanged tree every layer comes from podman's cache (about
-# TIME_IMAGE_WARM).
+# from scratch takes as long as the test suite, about 7 minutes (8.5 with
+# the base's first debootstrap); on an unchanged tree every layer comes
+# from podman's cache (about 3 s).
 IMAGE  ?= attention-server:latest
 ENGINE ?= $(shell docker info >/dev/null 2>&1 && echo docker || echo podman)
 image:
@@ -277,24 +277,24 @@ image-podman:
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(PODMAN_PACKAGES)'
 	IMAGE=$(IMAGE) tests/deploy/build_image.sh
 
-# The image run by podman (tests/deploy/image_test.sh, about TIME_IMAGE_TEST
-# after the build): uid 10001 on a read-only root, /healthz on a port
+# The image run by podman (tests/deploy/image_test.sh, about 5 s after
+# the build): uid 10001 on a read-only root, /healthz on a port
 # published on 127.0.0.1, the built-in models listed and computing, the
 # HEALTHCHECK, a stop on SIGTERM with exit status 0. Needs root.
 image-test: image-podman
 	IMAGE=$(IMAGE) tests/deploy/image_test.sh
 
 # deploy/compose.yaml brought up by podman-compose (tests/deploy/compose_test.sh,
-# about TIME_COMPOSE_TEST after the build): nginx in front of the two
-# replicas, a checked stream of requests while one replica is stopped and
-# started again; then torn down. Needs root.
+# about 25 s after the build, 40 s when it first builds its nginx): nginx
+# in front of the two replicas, a checked stream of requests while one
+# replica is stopped and started again; then torn down. Needs root.
 compose-test: image-podman
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='podman-compose python3-yaml'
 	IMAGE=$(IMAGE) tests/deploy/compose_test.sh
 
 # deploy/k8s/'s Deployment, Service and ConfigMap played by `podman kube play`
-# (tests/deploy/kube_test.sh, about TIME_KUBE_TEST after the build): the pod
-# ready through its readiness probe, serving, stopped with exit status 0;
+# (tests/deploy/kube_test.sh, about 10 s after the build): the pod ready
+# through its readiness probe, serving, stopped with exit status 0;
 # then `podman kube down`. The autoscaler and the disruption budget are
 # checked by make deploy-test. Needs root.
 kube-test: image-podman
