@@ -339,6 +339,14 @@ static int vocab_parse(store_model *m, const store_file *f, const store_tensor *
         if (d->n != dm)
             return store_error_set(
                 err, path, "metadata 'dimensions' has %zu names, expected d_model = %zu", d->n, dm);
+        /* The names go into every summary of the model (GET /v1/models),
+         * which no response limit bounds: short names keep it small. */
+        for (size_t i = 0; i < d->n; i++)
+            if (strlen(d->strings[i]) > STORE_DIMENSION_NAME_MAX)
+                return store_error_set(err, path,
+                                       "metadata 'dimensions' entry %zu is %zu bytes long, over "
+                                       "%d",
+                                       i, strlen(d->strings[i]), STORE_DIMENSION_NAME_MAX);
         m->dimensions = d->strings;
     }
     return 0;

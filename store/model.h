@@ -63,6 +63,9 @@
 /* The most heads a model file may declare. */
 #define STORE_HEADS_MAX 65536
 
+/* The longest name of a dimension (metadata `dimensions`), in bytes. */
+#define STORE_DIMENSION_NAME_MAX 64
+
 typedef struct store_model_memory store_model_memory;
 
 typedef struct store_model {

@@ -2129,6 +2129,19 @@ START_TEST(test_vocab_dimensions) {
                        "metadata 'dimensions' is not a JSON array of strings");
     expect_vocab_fault(META("dimensions", "[\"x\", \"y\\u0000\", \"z\", \"w\"]"), NULL, 0,
                        "metadata 'dimensions' entry 1 holds a NUL character");
+    /* 64 bytes is the longest name; 65 is refused. */
+    char names[256];
+    snprintf(names, sizeof names, "[\"x\", \"y\", \"z\", \"%s\"]",
+             "0123456789012345678901234567890123456789012345678901234567890123");
+    write_vocab_model(tpath("dims64.safetensors"), META("dimensions", names), NULL, 0);
+    store_model *m;
+    attn_error err;
+    ck_assert_msg(store_model_load(&m, tpath("dims64.safetensors"), &err) == 0, "%s", err.message);
+    store_model_destroy(m);
+    snprintf(names, sizeof names, "[\"x\", \"y\", \"z\", \"%s\"]",
+             "01234567890123456789012345678901234567890123456789012345678901234");
+    expect_vocab_fault(META("dimensions", names), NULL, 0,
+                       "metadata 'dimensions' entry 3 is 65 bytes long, over 64");
 }
 END_TEST
 
