@@ -256,9 +256,9 @@ test-ui:
 # The image, built from the Dockerfile as a user builds it
 # (deploy/README.md): with docker when a Docker engine answers, else with
 # podman. The build stage runs `make deps` and `make test`, so a build
-# from scratch takes as long as the test suite, about 7 minutes (8.5 with
-# the base's first debootstrap); on an unchanged tree every layer comes
-# from podman's cache (about 3 s).
+# from scratch takes as long as the test suite, 7 to 8 minutes here (1.5
+# more for the base's first debootstrap); on an unchanged tree every layer
+# comes from podman's cache (about 3 s).
 IMAGE  ?= attention-server:latest
 ENGINE ?= $(shell docker info >/dev/null 2>&1 && echo docker || echo podman)
 image:
