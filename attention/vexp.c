@@ -11,9 +11,10 @@
  *            SSE4.1 inside), plain C for the rest.
  *   scalar   not x86: Sleef_expf_u10 per element.
  *
- * A row's tail (count not a multiple of the width) goes through a small
- * buffer padded with −INFINITY: exp(−inf) == 0 adds nothing to the sum and
- * −inf never wins a max, so the tail needs no separate scalar code.
+ * A row's tail (count not a multiple of the width) is padded with
+ * −INFINITY (AVX2: a masked load and store, nothing read or written past
+ * the row; SSE: a small buffer): exp(−inf) == 0 adds nothing to the sum
+ * and −inf never wins a max, so the tail needs no separate scalar code.
  * Every path is the same u10 algorithm (≤ 1 ulp); results may differ in the
  * last bit between paths, never by more than the bound.
  */
@@ -54,18 +55,22 @@ AVX2_FMA static float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* x: count floats; the tail x[k0 …] copied into an 8-float pad of −inf */
+/* The lanes of a tail of rem < 8 floats: all ones in lanes 0 … rem−1. */
+AVX2_FMA static __m256i tail_mask8(size_t rem) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)rem), lane);
+}
+
+/* x[0 … rem), the other lanes −inf: a masked load (no read past the row),
+ * not a copy through memory */
 AVX2_FMA static __m256 load_tail8(const float *x, size_t rem) {
-    float pad[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                    -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    memcpy(pad, x, rem * sizeof(float));
-    return _mm256_loadu_ps(pad);
+    const __m256i mask = tail_mask8(rem);
+    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(x, mask),
+                            _mm256_castsi256_ps(mask));
 }
 
 AVX2_FMA static void store_tail8(float *y, __m256 v, size_t rem) {
-    float pad[8];
-    _mm256_storeu_ps(pad, v);
-    memcpy(y, pad, rem * sizeof(float));
+    _mm256_maskstore_ps(y, tail_mask8(rem), v);
 }
 
 AVX2_FMA static float vmax_avx2(const float *x, size_t count) {
