@@ -4,8 +4,8 @@
  * Three paths, chosen per call by CPU feature (no global state of ours):
  *
  *   avx2     8 lanes: SLEEF's expf8_u10avx2 inlined (exp8, below, the
- *            library's bits), max/sum/scale by AVX intrinsics. Compiled with a target attribute (the rest
- *            of the project stays baseline x86-64), entered only after
+ *            library's bits), max/sum/scale by AVX intrinsics. Compiled with a target attribute
+ * (the rest of the project stays baseline x86-64), entered only after
  *            __builtin_cpu_supports says avx2 and fma.
  *   sse      4 lanes: SLEEF's own dispatcher Sleef_expf4_u10 (SSE2 or
  *            SSE4.1 inside), plain C for the rest.
@@ -60,8 +60,8 @@ AVX2_FMA static inline __m256 exp8(__m256 d) {
     /* u · 2^q as two factors 2^⌊q/2⌋ · 2^(q − ⌊q/2⌋), each a normal float */
     const __m256i one = _mm256_set1_epi32(0x3f800000), m = _mm256_srai_epi32(q, 1);
     u = _mm256_mul_ps(u, _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(m, 23), one)));
-    u = _mm256_mul_ps(
-        u, _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(_mm256_sub_epi32(q, m), 23), one)));
+    u = _mm256_mul_ps(u, _mm256_castsi256_ps(
+                             _mm256_add_epi32(_mm256_slli_epi32(_mm256_sub_epi32(q, m), 23), one)));
     u = _mm256_andnot_ps(_mm256_cmp_ps(d, _mm256_set1_ps(-104.0f), _CMP_LT_OS), u);
     return _mm256_blendv_ps(u, _mm256_set1_ps(INFINITY),
                             _mm256_cmp_ps(_mm256_set1_ps(100.0f), d, _CMP_LT_OS));

@@ -18,8 +18,8 @@
  */
 #include <check.h>
 #include <math.h>
-#include <sleef.h>
 #include <pthread.h>
+#include <sleef.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1069,9 +1069,9 @@ START_TEST(test_vexp_sleef_bits) {
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
     ck_assert(x && y);
     size_t count = 0;
-    static const float edge[] = {-104.0f, -103.99999f, -104.00001f, -87.33655f, -87.4f, -95.0f,
-                                 88.72283f, 88.7229f, 99.99999f, 100.0f, 100.00001f, -0.0f,
-                                 0.0f, INFINITY, -INFINITY, NAN};
+    static const float edge[] = {
+        -104.0f,   -103.99999f, -104.00001f, -87.33655f, -87.4f, -95.0f,   88.72283f, 88.7229f,
+        99.99999f, 100.0f,      100.00001f,  -0.0f,      0.0f,   INFINITY, -INFINITY, NAN};
     for (size_t k = 0; k < sizeof edge / sizeof edge[0]; k++)
         x[count++] = edge[k];
     for (uint64_t b = 0; b <= 0xffffffffu && count < N; b += 4099) {
