@@ -21,6 +21,10 @@
  * sequence there is nothing to compute, and an inline weight set would
  * have no width to be read against.
  *
+ * A sequence may send tokens without embeddings when the batch names a
+ * model with a vocabulary: each sequence checks its tokens at bind, and
+ * their embeddings are made once the batch's limits hold.
+ *
  * Limits per sequence are the single request's (max_tokens at its
  * embeddings); over the batch: max_batch sequences, max_tokens for the sum
  * of their tokens (at /sequences), and the work (attn_batch_flops), scratch
@@ -452,11 +456,23 @@ static int batch_limits(api_batch *b, const api_limits *limits, attn_error *err)
 
 int api_batch_bind(api_batch *b, const attn_weights *weights, attn_mask_kind default_mask,
                    const api_limits *limits, attn_error *err) {
+    return api_batch_bind_vocab(b, weights, default_mask, NULL, limits, err);
+}
+
+int api_batch_bind_vocab(api_batch *b, const attn_weights *weights, attn_mask_kind default_mask,
+                         const api_vocabulary *vocab, const api_limits *limits, attn_error *err) {
     for (size_t i = 0; i < b->count; i++) {
-        if (api_request_bind(b->seqs[i], weights, default_mask, limits, err) < 0) return -1;
+        if (api_request_bind_vocab(b->seqs[i], weights, default_mask, vocab, limits, err) < 0)
+            return -1;
         b->ins[i] = *api_request_input(b->seqs[i]);
     }
-    return batch_limits(b, limits, err);
+    if (batch_limits(b, limits, err) < 0) return -1;
+    /* Sequences of tokens get their embeddings once the batch's limits hold. */
+    for (size_t i = 0; i < b->count; i++) {
+        if (api_request_make_embeddings(b->seqs[i], vocab, err) < 0) return -1;
+        b->ins[i].embeddings = api_request_input(b->seqs[i])->embeddings;
+    }
+    return 0;
 }
 
 double api_batch_cost(const api_batch *b) {

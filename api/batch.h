@@ -59,6 +59,12 @@ size_t api_batch_model_length(const api_batch *b);
 int api_batch_bind(api_batch *b, const attn_weights *weights, attn_mask_kind default_mask,
                    const api_limits *limits, attn_error *err);
 
+/* api_batch_bind with the model's vocabulary (NULL: none), for sequences
+ * that send tokens without embeddings (api_request_bind_vocab); each
+ * error's path is in its sequence (/sequences/j/tokens/i). */
+int api_batch_bind_vocab(api_batch *b, const attn_weights *weights, attn_mask_kind default_mask,
+                         const api_vocabulary *vocab, const api_limits *limits, attn_error *err);
+
 /* The floating-point operations of a bound batch. */
 double api_batch_cost(const api_batch *b);
 

@@ -40,6 +40,12 @@
  *   422 limit_exceeded          tokens, heads, d_model, work or response size over its limit
  *   422 invalid_tensor          a tensor object whose dtype is not "float32", or whose
  *                               data is not valid base64 (path .../dtype or .../data)
+ *   422 unknown_token           tokens sent without embeddings: one that is not in the
+ *                               model's vocabulary (path .../tokens/i)
+ *   422 position_out_of_range   tokens sent without embeddings: a position past the
+ *                               model's position table (.../positions/i, else .../tokens/i)
+ *   422 no_vocabulary           tokens sent without embeddings to a model that has no
+ *                               vocabulary (path .../embeddings)
  *   500 internal_error          a broken invariant; never expected
  *   503 overloaded              the work queue is full, or too many request bodies are
  *                               held at once (with Retry-After)

@@ -126,6 +126,22 @@ static void write_summary(api_buffer *b, const api_model_info *m, api_nonfinite 
     api_buffer_append_str(b, mask_word(m->mask));
     api_buffer_append(b, "\"", 1);
     write_variants(b, w, bad);
+    if (m->vocabulary) {
+        api_buffer_append_str(b, ",\"vocabulary_size\":");
+        api_write_size(b, m->vocabulary->size);
+        if (m->vocabulary->position_embeddings) {
+            api_buffer_append_str(b, ",\"n_positions\":");
+            api_write_size(b, m->vocabulary->n_positions);
+        }
+    }
+    if (m->dimensions) {
+        api_buffer_append_str(b, ",\"dimensions\":[");
+        for (size_t i = 0; i < w->d_model; i++) {
+            if (i) api_buffer_append(b, ",", 1);
+            api_write_string(b, m->dimensions[i]);
+        }
+        api_buffer_append(b, "]", 1);
+    }
     api_buffer_append_str(b, ",\"description\":");
     api_write_string(b, m->description ? m->description : "");
 }
@@ -166,6 +182,40 @@ static size_t weights_json_bound(const attn_weights *w) {
         __builtin_add_overflow(bytes, rows * 3 + (h + g) * 64 + 1024, &bytes))
         return SIZE_MAX;
     return bytes;
+}
+
+/* An upper bound of the vocabulary's JSON text ("tokens", "embeddings",
+ * "position_embeddings"); SIZE_MAX when it overflows. A token's text is at
+ * most 6 bytes a byte (\u00XX), its quotes and a comma. */
+static size_t vocabulary_json_bound(const api_vocabulary *v, size_t dm) {
+    size_t bytes = 256, part;
+    for (size_t i = 0; i < v->size; i++)
+        if (__builtin_mul_overflow(strlen(v->tokens[i]), (size_t)6, &part) ||
+            __builtin_add_overflow(bytes, part + 3, &bytes))
+            return SIZE_MAX;
+    size_t rows = v->size + v->n_positions, floats;
+    if (__builtin_mul_overflow(rows, dm, &floats) ||
+        __builtin_mul_overflow(floats, (size_t)FLOAT_JSON_MAX, &part) ||
+        __builtin_add_overflow(bytes, part, &bytes) ||
+        __builtin_add_overflow(bytes, rows * 3, &bytes))
+        return SIZE_MAX;
+    return bytes;
+}
+
+static void write_vocabulary(api_buffer *b, const api_vocabulary *v, size_t dm,
+                             api_nonfinite *bad) {
+    api_buffer_append_str(b, "{\"tokens\":[");
+    for (size_t i = 0; i < v->size; i++) {
+        if (i) api_buffer_append(b, ",", 1);
+        api_write_string(b, v->tokens[i]);
+    }
+    api_buffer_append_str(b, "],\"embeddings\":");
+    api_write_matrix(b, v->token_embeddings, v->size, dm, dm, 0, bad);
+    if (v->position_embeddings) {
+        api_buffer_append_str(b, ",\"position_embeddings\":");
+        api_write_matrix(b, v->position_embeddings, v->n_positions, dm, dm, 0, bad);
+    }
+    api_buffer_append(b, "}", 1);
 }
 
 /* One K/V head u's w_k, w_v (and b_k, b_v), from w_qkv after Q or from w_kv. */
@@ -228,17 +278,33 @@ static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *b
     api_buffer_append(b, "}", 1);
 }
 
-char *api_model_encode(const api_model_info *model, int with_weights, size_t max_response_bytes,
+char *api_model_encode(const api_model_info *model, unsigned parts, size_t max_response_bytes,
                        size_t *len, attn_error *err) {
     api_nonfinite bad = {0, 0, 0};
     api_buffer b;
+    int with_weights = (parts & API_MODEL_WEIGHTS) != 0;
+    const api_vocabulary *vocab = (parts & API_MODEL_VOCABULARY) ? model->vocabulary : NULL;
+    size_t dm = model->weights->d_model;
 
-    if (with_weights) {
-        size_t bound = weights_json_bound(model->weights);
+    if (with_weights || vocab) {
+        size_t bound = 1024, part;
+        if (with_weights &&
+            __builtin_add_overflow(bound, weights_json_bound(model->weights), &bound))
+            bound = SIZE_MAX;
+        if (vocab && __builtin_add_overflow(bound, vocabulary_json_bound(vocab, dm), &bound))
+            bound = SIZE_MAX;
+        /* the dimensions' names, at most 6 bytes a byte, in the summary */
+        for (size_t i = 0; model->dimensions && i < dm; i++)
+            if (__builtin_mul_overflow(strlen(model->dimensions[i]) + 1, (size_t)6, &part) ||
+                __builtin_add_overflow(bound, part, &bound))
+                bound = SIZE_MAX;
         if (bound > max_response_bytes) {
             attn_error_set(err, 422, "limit_exceeded", "",
-                           "the weights of %s need up to %zu bytes of JSON, over the limit "
+                           "the %s of %s take up to %zu bytes of JSON, over the limit "
                            "max_response_bytes = %zu",
+                           with_weights && vocab ? "weights and vocabulary"
+                           : with_weights        ? "weights"
+                                                 : "vocabulary",
                            model->name, bound, max_response_bytes);
             return NULL;
         }
@@ -247,10 +313,14 @@ char *api_model_encode(const api_model_info *model, int with_weights, size_t max
         api_buffer_init(&b, 256);
     }
     write_summary(&b, model, &bad);
+    /* The store refuses non-finite values at load, so `bad` stays 0. */
     if (with_weights) {
-        /* The store refuses non-finite weights at load, so `bad` stays 0. */
         api_buffer_append_str(&b, ",\"weights\":");
         write_weights(&b, model->weights, &bad);
+    }
+    if (vocab) {
+        api_buffer_append_str(&b, ",\"vocabulary\":");
+        write_vocabulary(&b, vocab, dm, &bad);
     }
     api_buffer_append(&b, "}", 1);
     char *text = api_buffer_finish(&b, len);
@@ -264,10 +334,13 @@ char *api_model_encode(const api_model_info *model, int with_weights, size_t max
     return text;
 }
 
-int api_model_weights_flag(const char *value, int *weights, attn_error *err) {
-    *weights = value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
-    if (*weights || value == NULL || strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
-        return 0;
+int api_model_flag(const char *name, const char *value, int *flag, attn_error *err) {
+    *flag = value && (strcmp(value, "true") == 0 || strcmp(value, "1") == 0);
+    if (*flag || value == NULL || strcmp(value, "false") == 0 || strcmp(value, "0") == 0) return 0;
     return attn_error_set(err, 400, "invalid_value", NULL,
-                          "the query parameter weights must be true or false");
+                          "the query parameter %s must be true or false", name);
+}
+
+int api_model_weights_flag(const char *value, int *weights, attn_error *err) {
+    return api_model_flag("weights", value, weights, err);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "api/error.h"
+#include "api/vocabulary.h"
 #include "attention/attention.h"
 
 typedef struct api_model_info {
@@ -17,30 +18,44 @@ typedef struct api_model_info {
     const char *description;
     attn_mask_kind mask; /* the default mask: causal or none */
     const attn_weights *weights;
+    const api_vocabulary *vocabulary; /* NULL: none */
+    const char *const *dimensions;    /* d_model names, or NULL */
 } api_model_info;
 
+/* What api_model_encode adds to a model's summary. */
+enum { API_MODEL_WEIGHTS = 1, API_MODEL_VOCABULARY = 2 };
+
 /* {"models": [{"name", "d_model", "d_context"?, "n_heads", "n_kv_heads", "d_head", "mask",
- * "rope"?, "alibi"?, "window"?, "softcap"?, "scale"?, "description"}, …]} in the order
+ * "rope"?, "alibi"?, "window"?, "softcap"?, "scale"?, "vocabulary_size"?, "n_positions"?,
+ * "dimensions"?, "description"}, …]} in the order
  * given: d_context for cross-attention weights (w_kv) or when it differs
- * from d_model, the variants those the weights set (alibi as its h slopes).
+ * from d_model, the variants those the weights set (alibi as its h slopes),
+ * vocabulary_size (V) with a vocabulary and n_positions (P) with a position
+ * table, dimensions with the dimensions' names.
  * Returns a malloc'd body (caller frees) and its length in *len, or NULL
  * when out of memory. */
 char *api_models_encode_list(const api_model_info *models, size_t count, size_t *len);
 
 /*
- * One model's object; with `with_weights` it also carries "weights" in the
- * inline form of POST /v1/attention (per head w_q, w_k, w_v and the biases
- * the model has, or with g < h K/V heads w_q and b_q per head and kv_heads;
- * then w_o, b_o and the variants), so that a client can send them back.
- * Refuses with 422 limit_exceeded when that text could exceed
- * max_response_bytes, 503 out_of_memory when memory runs out.
+ * One model's object; `parts` (API_MODEL_* bits) adds to it: with
+ * API_MODEL_WEIGHTS "weights" in the inline form of POST /v1/attention (per
+ * head w_q, w_k, w_v and the biases the model has, or with g < h K/V heads
+ * w_q and b_q per head and kv_heads; then w_o, b_o and the variants), so
+ * that a client can send them back; with API_MODEL_VOCABULARY, for a model
+ * with a vocabulary, "vocabulary": {"tokens": [V strings], "embeddings":
+ * V × d_model, "position_embeddings"?: P × d_model}. Refuses with 422
+ * limit_exceeded when that text could exceed max_response_bytes, 503
+ * out_of_memory when memory runs out.
  */
-char *api_model_encode(const api_model_info *model, int with_weights, size_t max_response_bytes,
+char *api_model_encode(const api_model_info *model, unsigned parts, size_t max_response_bytes,
                        size_t *len, attn_error *err);
 
-/* Reads the value of ?weights= (NULL: absent) into *weights: 1 for "true"
- * or "1", 0 for "false", "0" or absent. Returns 0, or -1 with the
- * contract's 400 invalid_value in *err for anything else. */
+/* Reads the value of the query parameter `name` (NULL: absent) into *flag:
+ * 1 for "true" or "1", 0 for "false", "0" or absent. Returns 0, or -1 with
+ * the contract's 400 invalid_value in *err for anything else. */
+int api_model_flag(const char *name, const char *value, int *flag, attn_error *err);
+
+/* api_model_flag for ?weights=. */
 int api_model_weights_flag(const char *value, int *weights, attn_error *err);
 
 #endif

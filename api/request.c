@@ -9,6 +9,12 @@
  * weights decode reads them (request_weights.c) and binds at once, so both
  * paths run the same checks.
  *
+ * A request naming a model may send tokens without embeddings: decode
+ * then keeps the tokens, their count for n and no width (d_model comes
+ * from the model), and bind looks them up in its vocabulary
+ * (request_bind.c). With inline weights tokens are only labels, and
+ * embeddings stay required.
+ *
  * The fields of one sequence (embeddings, tokens, positions, context,
  * context_tokens, mask) are read by api_request_decode_sequence under the
  * request's JSON Pointer prefix (req->at: "" here), and the options by
@@ -462,13 +468,48 @@ int api_request_decode_options(api_request *req, const json_t *obj, attn_error *
                : 0;
 }
 
+/* tokens without embeddings, for a named model: the tokens stand for the
+ * rows of E, which bind makes from the model's vocabulary. Their count is
+ * bounded and refused when 0 as embeddings rows are. */
+static int decode_tokens_only(api_request *req, const json_t *tokens, const api_limits *limits,
+                              attn_error *err) {
+    char at[API_PATH_MAX];
+    size_t n = json_is_array(tokens) ? json_array_size(tokens) : 0;
+    if (json_is_array(tokens) && n == 0) {
+        api_request_path(req, "embeddings", at, sizeof at);
+        return attn_error_set(err, 422, "dimension_mismatch", at,
+                              "embeddings has no rows (tokens, which stand for them, is empty)");
+    }
+    if (limits && n > limits->max_tokens) {
+        api_request_path(req, "tokens", at, sizeof at);
+        return attn_error_set(err, 422, "limit_exceeded", at,
+                              "tokens has %zu entries, over the limit max_tokens = %zu", n,
+                              limits->max_tokens);
+    }
+    if (decode_labels(req, tokens, "tokens", "tokens", n, &req->tokens, &req->tokens_json_bytes,
+                      err) < 0)
+        return -1;
+    req->n_tokens = n;
+    req->d_model = 0;
+    req->tokens_only = 1;
+    return 0;
+}
+
 int api_request_decode_sequence(api_request *req, const json_t *obj, const json_t *default_mask,
                                 const api_limits *limits, attn_error *err) {
     char path[API_PATH_MAX];
-    if (decode_embeddings(req, json_object_get(obj, "embeddings"), limits, err) < 0 ||
-        decode_labels(req, json_object_get(obj, "tokens"), "tokens", "embeddings", req->n_tokens,
-                      &req->tokens, &req->tokens_json_bytes, err) < 0 ||
-        decode_positions(req, json_object_get(obj, "positions"), err) < 0 ||
+    const json_t *emb = json_object_get(obj, "embeddings"),
+                 *tokens = json_object_get(obj, "tokens");
+    /* With inline weights tokens alone stay a missing embeddings: there is
+     * no vocabulary to look them up in. */
+    if (!emb && tokens && req->model) {
+        if (decode_tokens_only(req, tokens, limits, err) < 0) return -1;
+    } else if (decode_embeddings(req, emb, limits, err) < 0 ||
+               decode_labels(req, tokens, "tokens", "embeddings", req->n_tokens, &req->tokens,
+                             &req->tokens_json_bytes, err) < 0) {
+        return -1;
+    }
+    if (decode_positions(req, json_object_get(obj, "positions"), err) < 0 ||
         decode_context(req, json_object_get(obj, "context"), limits, err) < 0)
         return -1;
     const json_t *ctx_tokens = json_object_get(obj, "context_tokens");

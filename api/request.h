@@ -10,7 +10,9 @@
  *   api_request_model    the model name, when the body names one instead
  *                        (a string; the caller checks it is a model's name)
  *   api_request_bind     for a named model: check the request against the
- *                        model's weights and the limits
+ *                        model's weights and the limits (api_request_bind_vocab
+ *                        also takes its vocabulary, for tokens without
+ *                        embeddings)
  *   api_request_cost     the work of the bound request (the server schedules
  *                        by it)
  *   api_request_alloc_outputs  the output buffers, just before computing
@@ -27,6 +29,7 @@
 #define API_REQUEST_H
 
 #include "api/error.h"
+#include "api/vocabulary.h"
 #include "attention/attention.h"
 #include <stddef.h>
 
@@ -81,6 +84,21 @@ size_t api_request_model_length(const api_request *req);
  */
 int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_kind default_mask,
                      const api_limits *limits, attn_error *err);
+
+/*
+ * api_request_bind for a model that may have a vocabulary (`vocab`, NULL
+ * when it has none): a request that sends tokens without embeddings
+ * (docs/API.md, "Vocabularies") gets its embeddings from it, the rows of
+ * its tokens plus the position rows of their positions, in float32. An
+ * unknown token is a 422 unknown_token at /tokens/i, a position past the
+ * table a 422 position_out_of_range (at /positions/i when positions were
+ * given, else /tokens/i), tokens alone without a vocabulary a 422
+ * no_vocabulary at /embeddings. The embeddings are made after every limit
+ * has held. `vocab` is read during the call only.
+ */
+int api_request_bind_vocab(api_request *req, const attn_weights *weights,
+                           attn_mask_kind default_mask, const api_vocabulary *vocab,
+                           const api_limits *limits, attn_error *err);
 
 /* The floating-point operations a bound request's computation takes
  * (attn_input_flops of its input). */

@@ -14,6 +14,12 @@
  * output buffers come later (api_request_alloc_outputs), on the thread
  * that computes: the limits hold before anything they bound is allocated.
  *
+ * A request that sends tokens without embeddings (api_request_bind_vocab)
+ * has its tokens looked up and their positions checked first, before
+ * anything else is: d_model is then the model's. Its embeddings (token row
+ * plus position row) are made last, once every limit has held; for a
+ * batch's sequence, once the batch's have (batch.c).
+ *
  * The response size limit holds for an upper bound of the body's length
  * (api_response_bytes_max, beside the encoder in response.c), computed
  * before anything is allocated: the length itself when every number is as
@@ -23,6 +29,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,12 +259,136 @@ static int bind_context(const api_request *req, const attn_weights *w, attn_erro
     return 0;
 }
 
+/* The JSON text of the `len` bytes at s for a message: escaped, at most
+ * 32 bytes of it (cut on a UTF-8 boundary, then "…"). */
+static const char *token_text(const char *s, size_t len, char *buf, size_t cap) {
+    size_t used = 0, i = 0, most = len > 32 ? 32 : len;
+    if (most < len)
+        while (most > 0 && ((unsigned char)s[most] & 0xC0) == 0x80)
+            most--; /* s[most] would continue a character */
+    buf[used++] = '"';
+    for (; i < most && used + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            buf[used++] = '\\';
+            buf[used++] = (char)c;
+        } else if (c < 0x20) {
+            used += (size_t)snprintf(buf + used, cap - used, "\\u%04x", c);
+        } else {
+            buf[used++] = (char)c;
+        }
+    }
+    buf[used++] = '"';
+    if (i < len && used + 4 < cap) {
+        memcpy(buf + used, "…", 3);
+        used += 3;
+    }
+    buf[used] = '\0';
+    return buf;
+}
+
+/* The position of token i: positions[i], or i. */
+static size_t token_position(const api_request *req, size_t i) {
+    return req->positions ? req->positions[i] : i;
+}
+
+/* Checks that every token of a tokens_only request is in the vocabulary and
+ * every position in its table. */
+static int bind_tokens(const api_request *req, const api_vocabulary *vocab, attn_error *err) {
+    char at[API_PATH_MAX], path[API_PATH_MAX], text[224]; /* 32 bytes, each up to \u00XX */
+    const char *name = req->model ? json_string_value(req->model) : "";
+    if (vocab == NULL || vocab->size == 0) {
+        api_request_path(req, "embeddings", at, sizeof at);
+        return attn_error_set(err, 422, "no_vocabulary", at,
+                              "model %s has no vocabulary: send embeddings", name);
+    }
+    api_request_path(req, "tokens", at, sizeof at);
+    for (size_t i = 0; i < req->n_tokens; i++) {
+        const json_t *t = json_array_get(req->tokens, i);
+        const char *s = json_string_value(t);
+        size_t len = json_string_length(t);
+        if (vocab->lookup(vocab->lookup_ctx, s, len) < 0) {
+            api_path_index(path, sizeof path, at, i);
+            return attn_error_set(err, 422, "unknown_token", path,
+                                  "tokens[%zu] = %s is not in the vocabulary of model %s", i,
+                                  token_text(s, len, text, sizeof text), name);
+        }
+        size_t p = token_position(req, i);
+        if (vocab->position_embeddings && p >= vocab->n_positions) {
+            if (req->positions) {
+                char pos[API_PATH_MAX];
+                api_request_path(req, "positions", pos, sizeof pos);
+                api_path_index(path, sizeof path, pos, i);
+                return attn_error_set(err, 422, "position_out_of_range", path,
+                                      "positions[%zu] = %zu is past the position table of model "
+                                      "%s, which has %zu positions (0 to %zu)",
+                                      i, p, name, vocab->n_positions, vocab->n_positions - 1);
+            }
+            api_path_index(path, sizeof path, at, i);
+            return attn_error_set(err, 422, "position_out_of_range", path,
+                                  "tokens[%zu] is at position %zu, past the position table of "
+                                  "model %s, which has %zu positions: send at most %zu tokens, "
+                                  "or positions",
+                                  i, p, name, vocab->n_positions, vocab->n_positions);
+        }
+    }
+    return 0;
+}
+
+int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, attn_error *err) {
+    size_t n = req->n_tokens, dm = req->d_model, count;
+    if (!req->tokens_only || req->embeddings) return 0;
+    if (api_size_mul(n, dm, &count) < 0 ||
+        (req->embeddings = malloc((count ? count : 1) * sizeof(float))) == NULL)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
+    api_advise_huge_pages(req->embeddings, count * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *t = json_array_get(req->tokens, i);
+        long row = vocab->lookup(vocab->lookup_ctx, json_string_value(t), json_string_length(t));
+        if (row < 0 || (size_t)row >= vocab->size)
+            return attn_error_set(err, 500, "internal_error", "",
+                                  "a token checked at bind is no longer in the vocabulary");
+        const float *tok = vocab->token_embeddings + (size_t)row * dm;
+        float *e = req->embeddings + i * dm;
+        if (vocab->position_embeddings) {
+            /* One float32 addition per element, as the contract says. */
+            const float *pos = vocab->position_embeddings + token_position(req, i) * dm;
+            for (size_t j = 0; j < dm; j++)
+                e[j] = tok[j] + pos[j];
+        } else {
+            memcpy(e, tok, dm * sizeof(float));
+        }
+    }
+    req->input.embeddings = req->embeddings;
+    return 0;
+}
+
 int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_kind default_mask,
                      const api_limits *limits, attn_error *err) {
+    return api_request_bind_vocab(req, weights, default_mask, NULL, limits, err);
+}
+
+int api_request_bind_vocab(api_request *req, const attn_weights *weights,
+                           attn_mask_kind default_mask, const api_vocabulary *vocab,
+                           const api_limits *limits, attn_error *err) {
     size_t hs, g;
 
     if (req->bound)
         return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
+    if (req->tokens_only) {
+        if (bind_tokens(req, vocab, err) < 0) return -1;
+        /* The rows the tokens stand for are held to the width limit as sent
+         * rows are (decode checks those). */
+        if (limits && weights->d_model > limits->max_d_model) {
+            char at[API_PATH_MAX];
+            api_request_path(req, "tokens", at, sizeof at);
+            return attn_error_set(err, 422, "limit_exceeded", at,
+                                  "the tokens stand for rows of the model's d_model = %zu "
+                                  "numbers, over the limit max_d_model = %zu",
+                                  weights->d_model, limits->max_d_model);
+        }
+        req->d_model = weights->d_model;
+    }
     if (weights->d_model != req->d_model) {
         char at[API_PATH_MAX];
         api_request_path(req, "embeddings", at, sizeof at);
@@ -303,6 +434,8 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
         .n_context = req->context ? req->n_context : 0,
     };
     if (bind_limits(req, weights, hs, limits, err) < 0) return -1;
+    /* A batch's sequences wait for the batch's limits (batch.c). */
+    if (!req->in_batch && api_request_make_embeddings(req, vocab, err) < 0) return -1;
     req->bound = 1;
     return 0;
 }

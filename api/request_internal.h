@@ -55,8 +55,12 @@ struct api_request {
     json_t *tokens;           /* a reference to the request's array, or NULL */
     size_t tokens_json_bytes; /* their echo's length, as jansson writes it */
 
-    float *embeddings; /* n × dm */
+    float *embeddings; /* n × dm; with tokens_only NULL until bound */
     size_t n_tokens, d_model;
+    /* 1: tokens without embeddings, for a named model: n_tokens is the
+     * tokens' count, d_model 0 until bind takes the model's, and bind
+     * makes the embeddings from the model's vocabulary. */
+    int tokens_only;
     unsigned *positions; /* n, or NULL: 0 … n−1 */
 
     float *context; /* m × dc, or NULL: self-attention */
@@ -111,6 +115,15 @@ int api_decode_parse_error(const char *body, size_t len, const json_error_t *jer
 /* dst = req->at + "/" + field: the path of one of the request's
  * per-sequence fields. */
 void api_request_path(const api_request *req, const char *field, char *dst, size_t cap);
+
+/*
+ * The embeddings of a tokens_only request checked by
+ * api_request_bind_vocab (its tokens known, its positions in the table),
+ * made from `vocab` once the limits have held: by bind for a single
+ * request, by the batch after its own limits for a sequence (in_batch).
+ * Points req->input.embeddings at them. 0, or -1 with a 503 in *err.
+ */
+int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, attn_error *err);
 
 /* Reads the `weights` object of a request whose embeddings and context are
  * decoded into req->inline_weights and the buffers behind it (with a

@@ -3,8 +3,8 @@
  *
  * The list and a model's summary are cheap and answered on the polling
  * thread, from the store's current set; a model with its weights
- * (?weights=true), which can be tens of megabytes of JSON, is written by a
- * worker (SRV_JOB_MODEL_WEIGHTS).
+ * (?weights=true) or its vocabulary (?vocabulary=true), which can be tens
+ * of megabytes of JSON, is written by a worker (SRV_JOB_MODEL_WEIGHTS).
  */
 #include "server/endpoint.h"
 
@@ -12,21 +12,23 @@
 
 #include "api/models.h"
 #include "server/dispatch.h"
+#include "server/model_view.h"
 #include "server/reply.h"
 
 static enum MHD_Result models_answer(srv_exchange *x) {
     store_set *set = x->h->models ? store_current(x->h->models) : NULL;
     size_t count = set ? store_set_count(set) : 0, len = 0;
     api_model_info *infos = calloc(count ? count : 1, sizeof *infos);
+    api_vocabulary *vocabs = calloc(count ? count : 1, sizeof *vocabs);
     char *text = NULL;
-    if (infos) {
+    if (infos && vocabs) {
         for (size_t i = 0; i < count; i++) {
-            const store_model *m = store_set_at(set, i);
-            infos[i] = (api_model_info){m->name, m->description, m->mask, &m->weights};
+            infos[i] = srv_model_info(store_set_at(set, i), &vocabs[i]);
         }
         text = api_models_encode_list(infos, count, &len);
     }
     free(infos);
+    free(vocabs);
     store_set_release(set);
     if (!text) return srv_reply_oom(x);
     return srv_reply(x, 200, text, len, 1, "application/json");
@@ -35,14 +37,19 @@ static enum MHD_Result models_answer(srv_exchange *x) {
 static enum MHD_Result model_answer(srv_exchange *x) {
     const char *name = srv_route_model_name(x->path);
     attn_error err;
-    int weights;
-    if (api_model_weights_flag(
-            MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, "weights"), &weights,
-            &err) != 0)
+    int weights, vocabulary;
+    if (api_model_flag("weights",
+                       MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, "weights"),
+                       &weights, &err) != 0 ||
+        api_model_flag("vocabulary",
+                       MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, "vocabulary"),
+                       &vocabulary, &err) != 0)
         return srv_reply_error(x, &err);
-    if (weights) {
+    if (weights || vocabulary) {
         x->job.kind = SRV_JOB_MODEL_WEIGHTS;
         x->job.model_name = name;
+        x->job.model_parts =
+            (weights ? API_MODEL_WEIGHTS : 0u) | (vocabulary ? API_MODEL_VOCABULARY : 0u);
         return srv_dispatch(x);
     }
     store_set *set = x->h->models ? store_current(x->h->models) : NULL;
@@ -50,7 +57,8 @@ static enum MHD_Result model_answer(srv_exchange *x) {
     char *text = NULL;
     size_t len = 0;
     if (m) {
-        api_model_info info = {m->name, m->description, m->mask, &m->weights};
+        api_vocabulary vocab;
+        api_model_info info = srv_model_info(m, &vocab);
         text = api_model_encode(&info, 0, x->h->limits->max_response_bytes, &len, &err);
     } else {
         /* The name is not echoed: it is whatever the client put in the path. */

@@ -40,6 +40,7 @@
 #include "api/error.h"
 #include "api/models.h"
 #include "api/response.h"
+#include "server/model_view.h"
 #include "server/split.h"
 
 double srv_ms_between(const struct timespec *a, const struct timespec *b) {
@@ -115,9 +116,10 @@ static void job_model_weights(srv_job *job, srv_worker *w) {
     w->set = w->models ? store_current(w->models) : NULL;
     const store_model *m = find_model(w->set, job->model_name, NULL, &err);
     if (m) {
-        api_model_info info = {m->name, m->description, m->mask, &m->weights};
-        job->response =
-            api_model_encode(&info, 1, job->limits->max_response_bytes, &job->response_len, &err);
+        api_vocabulary vocab;
+        api_model_info info = srv_model_info(m, &vocab);
+        job->response = api_model_encode(&info, job->model_parts, job->limits->max_response_bytes,
+                                         &job->response_len, &err);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     job->encode_ms = srv_ms_between(&t0, &t1);
@@ -194,7 +196,10 @@ int srv_job_decode(srv_job *job, srv_worker *w) {
                            "model name must match [A-Za-z0-9._-]{1,64}");
         else
             m = find_model(job->set, name, "/model", &err);
-        rc = m ? api_request_bind(job->request, &m->weights, m->mask, job->limits, &err) : -1;
+        api_vocabulary vocab;
+        rc = m ? api_request_bind_vocab(job->request, &m->weights, m->mask,
+                                        srv_model_vocabulary(m, &vocab), job->limits, &err)
+               : -1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     job->decode_ms = srv_ms_between(&t0, &t1);

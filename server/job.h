@@ -42,7 +42,7 @@
 
 typedef enum srv_job_kind {
     SRV_JOB_ATTENTION,     /* body → the attention answer */
-    SRV_JOB_MODEL_WEIGHTS, /* model_name → the model with its weights */
+    SRV_JOB_MODEL_WEIGHTS, /* model_name → the model with its weights or vocabulary */
     SRV_JOB_BATCH,         /* body → the answer of POST /v1/attention/batch (job_batch.c) */
     SRV_JOB_OIP            /* oip_model, body → an Open Inference Protocol answer (job_oip.c) */
 } srv_job_kind;
@@ -56,6 +56,7 @@ typedef struct srv_job {
     const char *body; /* SRV_JOB_ATTENTION, SRV_JOB_BATCH */
     size_t body_len;
     const char *model_name; /* SRV_JOB_MODEL_WEIGHTS */
+    unsigned model_parts;   /* SRV_JOB_MODEL_WEIGHTS: API_MODEL_WEIGHTS, API_MODEL_VOCABULARY */
     /* SRV_JOB_OIP: the model named by the path (validated, NUL-terminated)
      * and the request's Inference-Header-Content-Length (-1: none). */
     char oip_model[SRV_JOB_MODEL_NAME_MAX + 1];

@@ -22,6 +22,7 @@
 #include "api/batch.h"
 #include "api/error.h"
 #include "server/job.h"
+#include "server/model_view.h"
 #include "server/split.h"
 
 static void batch_fail(srv_job *job, const attn_error *err) {
@@ -51,7 +52,9 @@ static int batch_decode(srv_job *job, srv_worker *w, attn_error *err) {
     if (!m)
         return attn_error_set(err, 404, "unknown_model", "/model",
                               "no model named \"%s\" is loaded; GET /v1/models lists them", name);
-    return api_batch_bind(job->batch, &m->weights, m->mask, job->limits, err);
+    api_vocabulary vocab;
+    return api_batch_bind_vocab(job->batch, &m->weights, m->mask, srv_model_vocabulary(m, &vocab),
+                                job->limits, err);
 }
 
 static int batch_compute(srv_job *job, srv_worker *w, attn_error *err) {

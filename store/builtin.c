@@ -1,7 +1,8 @@
 /*
  * builtin.c — writing the built-in models (builtin.h).
  *
- * demo-4d's w_qkv is spelled out below; every other tensor comes from a
+ * demo-4d's w_qkv is spelled out below and demo-stories' tensors in
+ * stories.c; every other tensor comes from a
  * per-tensor splitmix64 stream through the writer's fill callback, a chunk
  * at a time, so that gpt3-shape (2.4 GB) never sits in memory.
  */
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "store/safetensors.h"
+#include "store/stories.h"
 
 static const store_builtin table[] = {
     {"demo-4d",
@@ -23,6 +25,20 @@ static const store_builtin table[] = {
      ATTN_MASK_NONE,
      0,
      0,
+     0,
+     0,
+     0,
+     {.dims = 0}},
+    {"demo-stories",
+     "Designed, not trained: 16 named dimensions, a vocabulary of 40 words, and 5 heads that "
+     "tell the classic stories (adjective to noun, context to meaning, fiction, royalty, "
+     "previous token); causal",
+     STORIES_D_MODEL,
+     STORIES_HEADS,
+     STORIES_D_HEAD,
+     ATTN_MASK_CAUSAL,
+     1,
+     1,
      0,
      0,
      0,
@@ -112,7 +128,12 @@ static size_t qkv_cols(const store_builtin *b) {
     return (b->n_heads + 2 * g) * b->d_head;
 }
 
+static int is_stories(const store_builtin *b) {
+    return strcmp(b->name, "demo-stories") == 0;
+}
+
 size_t store_builtin_data_bytes(const store_builtin *b) {
+    if (is_stories(b)) return store_stories_data_bytes();
     size_t dm = b->d_model, hd = b->n_heads * b->d_head;
     size_t floats = dm * qkv_cols(b);
     if (b->has_b_qkv) floats += qkv_cols(b);
@@ -171,8 +192,11 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
     char heads[32];
     snprintf(heads, sizeof heads, "%zu", b->n_heads);
     char source[96];
-    snprintf(source, sizeof source, "tools/make_models, seed 0x%016llx",
-             (unsigned long long)STORE_BUILTIN_SEED);
+    if (is_stories(b))
+        snprintf(source, sizeof source, "tools/make_models, designed weights (store/stories.c)");
+    else
+        snprintf(source, sizeof source, "tools/make_models, seed 0x%016llx",
+                 (unsigned long long)STORE_BUILTIN_SEED);
     store_metadata meta[16] = {
         {"name", b->name},  {"description", b->description},
         {"n_heads", heads}, {"mask", b->mask == ATTN_MASK_NONE ? "none" : "causal"},
@@ -232,7 +256,7 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
                 demo[r * 12 + 8 + c] = store_builtin_demo_w_v[r * 4 + c];
             }
         ADD("w_qkv", 2, shape_w_qkv, demo, 0.0);
-    } else {
+    } else if (!is_stories(b)) {
         ADD("w_qkv", 2, shape_w_qkv, NULL, amp);
         if (b->has_b_qkv) ADD("b_qkv", 1, shape_b_qkv, NULL, 0.02);
         if (b->has_w_o) ADD("w_o", 2, shape_w_o, NULL, amp);
@@ -244,7 +268,8 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
     char *path = malloc(len);
     if (!path) return store_error_set(err, dir, "out of memory");
     snprintf(path, len, "%s/%s.safetensors", dir, b->name);
-    int rc = store_file_write(path, meta, n_meta, t, n, file_bytes, err);
+    int rc = is_stories(b) ? store_stories_write(path, meta, n_meta, file_bytes, err)
+                           : store_file_write(path, meta, n_meta, t, n, file_bytes, err);
     free(path);
     return rc;
 }

@@ -5,6 +5,9 @@
  *   demo-4d            the worked example 我爱你: d_model 4, one head of
  *                      width 4, mask none, fixed readable weights, W_v = I,
  *                      no biases, no w_o
+ *   demo-stories       designed weights (stories.h): d_model 16 of named
+ *                      dimensions, 5 heads of 4, causal, a vocabulary of
+ *                      40 words and a position table of 16
  *   gpt2-small-shape   d_model 768, 12 heads of 64, causal, with b_qkv, w_o
  *                      and b_o; pseudo-random weights
  *   gpt3-shape         d_model 12288, 96 heads of 128, causal, with w_o;

@@ -14,6 +14,11 @@
  *   cross-attention: w_q [dm, hd], a multiple of h, which gives d_head;
  *                    b_q [hd], w_kv [dc, 2gd], b_kv [2gd]
  *   w_o [hd, dm]    b_o [dm]    alibi [h]    no w_o: hd == dm
+ *   token_embeddings [V, dm], V = the vocabulary's length
+ *   position_embeddings [P, dm], P ≥ 1, only with a vocabulary
+ *
+ * The vocabulary and the dimension names (vocab.c) are checked after the
+ * shapes, since their lengths are bounded by them, and before the dtypes.
  *
  * The variants' metadata (n_kv_heads, rope_*, alibi, window, softcap,
  * scale) is checked after the tensor names and before the shapes, but
@@ -27,6 +32,7 @@
 #include "store/model.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,16 +40,41 @@
 
 #include "store/safetensors.h"
 #include "store/tensor.h"
+#include "store/vocab.h"
 
 /* The tensor names a model may hold, in the order of the slots below. */
-enum { T_W_QKV, T_B_QKV, T_W_O, T_B_O, T_W_Q, T_B_Q, T_W_KV, T_B_KV, T_ALIBI, T_COUNT };
-static const char *const tensor_names[T_COUNT] = {"w_qkv", "b_qkv", "w_o",  "b_o",  "w_q",
-                                                  "b_q",   "w_kv",  "b_kv", "alibi"};
+enum {
+    T_W_QKV,
+    T_B_QKV,
+    T_W_O,
+    T_B_O,
+    T_W_Q,
+    T_B_Q,
+    T_W_KV,
+    T_B_KV,
+    T_ALIBI,
+    T_TOK,
+    T_POS,
+    T_COUNT
+};
+static const char *const tensor_names[T_COUNT] = {"w_qkv",
+                                                  "b_qkv",
+                                                  "w_o",
+                                                  "b_o",
+                                                  "w_q",
+                                                  "b_q",
+                                                  "w_kv",
+                                                  "b_kv",
+                                                  "alibi",
+                                                  "token_embeddings",
+                                                  "position_embeddings"};
 
 struct store_model_memory {
-    store_file *file;      /* NULL once let go (no tensor in place) */
-    float *owned[T_COUNT]; /* converted or copied tensors, or NULL */
-    float *slopes;         /* metadata alibi "true": the standard slopes */
+    store_file *file;         /* NULL once let go (no tensor in place) */
+    float *owned[T_COUNT];    /* converted or copied tensors, or NULL */
+    float *slopes;            /* metadata alibi "true": the standard slopes */
+    store_strings vocabulary; /* with its sorted index */
+    store_strings dimensions;
     char *name;
     char *description;
     char *path;
@@ -253,6 +284,79 @@ static int rope_parse(const store_file *f, size_t dh, attn_rope *rope, const cha
     return 0;
 }
 
+/* A 2-D table of d_model columns and at least one row. */
+static int table_check(const store_tensor *t, size_t dm, const char *rows, const char *path,
+                       attn_error *err) {
+    if (t->rank == 2 && t->shape[0] >= 1 && t->shape[1] == dm) return 0;
+    char got[160];
+    return store_error_set(err, path,
+                           "tensor '%s' has shape %s, expected [%s, d_model] = [%s, %zu] with "
+                           "%s ≥ 1",
+                           t->name, store_tensor_shape_text(t, got, sizeof got), rows, rows, dm,
+                           rows);
+}
+
+/* The vocabulary (metadata `vocabulary` and tensor token_embeddings, one
+ * with the other), the position table and the dimension names into m. */
+static int vocab_parse(store_model *m, const store_file *f, const store_tensor *tok,
+                       const store_tensor *pos, size_t dm, const char *path, attn_error *err) {
+    const char *vocab = store_file_metadata(f, "vocabulary");
+    if (tok && !vocab)
+        return store_error_set(err, path,
+                               "tensor 'token_embeddings' without metadata 'vocabulary' (the "
+                               "token strings of its rows)");
+    if (vocab && !tok)
+        return store_error_set(err, path,
+                               "metadata 'vocabulary' without tensor 'token_embeddings' (an "
+                               "embedding per token)");
+    if (pos && !tok)
+        return store_error_set(err, path,
+                               "tensor 'position_embeddings' without a vocabulary (metadata "
+                               "'vocabulary' and tensor 'token_embeddings'): it is added to "
+                               "the embeddings of tokens");
+    if (tok) {
+        if (table_check(tok, dm, "V", path, err) != 0) return -1;
+        if (pos && table_check(pos, dm, "P", path, err) != 0) return -1;
+        if (tok->shape[0] > LONG_MAX)
+            return store_error_set(err, path, "tensor 'token_embeddings' has too many rows");
+        store_strings *v = &m->memory->vocabulary;
+        if (store_strings_parse(v, vocab, "vocabulary", 1, path, err) != 0) return -1;
+        m->bytes_owned += v->bytes;
+        if (v->n != tok->shape[0])
+            return store_error_set(err, path,
+                                   "metadata 'vocabulary' has %zu tokens and tensor "
+                                   "'token_embeddings' %zu rows: one row per token",
+                                   v->n, tok->shape[0]);
+        m->vocab_size = v->n;
+        m->vocabulary = v->strings;
+        m->n_positions = pos ? pos->shape[0] : 0;
+    }
+    const char *dims = store_file_metadata(f, "dimensions");
+    if (dims) {
+        store_strings *d = &m->memory->dimensions;
+        if (store_strings_parse(d, dims, "dimensions", 0, path, err) != 0) return -1;
+        m->bytes_owned += d->bytes;
+        if (d->n != dm)
+            return store_error_set(
+                err, path, "metadata 'dimensions' has %zu names, expected d_model = %zu", d->n, dm);
+        /* The names go into every summary of the model (GET /v1/models),
+         * which no response limit bounds: short names keep it small. */
+        for (size_t i = 0; i < d->n; i++)
+            if (strlen(d->strings[i]) > STORE_DIMENSION_NAME_MAX)
+                return store_error_set(err, path,
+                                       "metadata 'dimensions' entry %zu is %zu bytes long, over "
+                                       "%d",
+                                       i, strlen(d->strings[i]), STORE_DIMENSION_NAME_MAX);
+        m->dimensions = d->strings;
+    }
+    return 0;
+}
+
+long store_model_token(const store_model *m, const char *s, size_t len) {
+    if (!m->vocab_size) return -1;
+    return store_strings_find(m->memory->vocabulary.index, m->vocab_size, s, len);
+}
+
 /* Fills m from f: 0 and *in_place (1 when a tensor is used straight from
  * the file's bytes, which must then be kept), or -1 with err set. */
 static int model_fill(store_model *m, store_file *f, const char *path, int *in_place,
@@ -268,7 +372,8 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
         if (slot < 0)
             return store_error_set(err, path,
                                    "unknown tensor '%s' (a model holds w_qkv, b_qkv, w_o, b_o; "
-                                   "or w_q, b_q, w_kv, b_kv; and alibi)",
+                                   "or w_q, b_q, w_kv, b_kv; and alibi, token_embeddings, "
+                                   "position_embeddings)",
                                    x->name);
         t[slot] = x;
     }
@@ -418,6 +523,7 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
                                hd, dm);
     attn_rope rope = {0};
     if (rope_parse(f, dh, &rope, path, err) != 0) return -1;
+    if (vocab_parse(m, f, t[T_TOK], t[T_POS], dm, path, err) != 0) return -1;
 
     /* Dtypes. */
     for (int s = 0; s < T_COUNT; s++)
@@ -440,6 +546,8 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
         p[T_ALIBI] = m->memory->slopes;
     }
 
+    m->token_embeddings = p[T_TOK];
+    m->position_embeddings = p[T_POS];
     m->weights = (attn_weights){.d_model = dm,
                                 .n_heads = n_heads,
                                 .d_head = dh,
@@ -502,6 +610,8 @@ void store_model_destroy(store_model *m) {
         for (int s = 0; s < T_COUNT; s++)
             free(m->memory->owned[s]);
         free(m->memory->slopes);
+        store_strings_free(&m->memory->vocabulary);
+        store_strings_free(&m->memory->dimensions);
         free(m->memory->name);
         free(m->memory->description);
         free(m->memory->path);

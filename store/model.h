@@ -13,6 +13,10 @@
  *   w_o     hd × dm           optional; absent = identity, which needs hd == dm
  *   b_o     dm                optional
  *   alibi   h                 optional: explicit ALiBi slopes
+ *   token_embeddings     V × dm   optional, with metadata vocabulary: row t
+ *                                 is the embedding of vocabulary token t
+ *   position_embeddings  P × dm   optional, only with a vocabulary: row p is
+ *                                 added to a token's at position p (GPT-2's wpe)
  *
  * in F32, F16 or BF16, and its __metadata__: n_heads (required, decimal),
  * name (default: the file name without ".safetensors"), description
@@ -21,7 +25,10 @@
  * default h, divides h), rope_theta / rope_dims (either turns RoPE on),
  * rope_style, rope_scaling, rope_factor, rope_low_freq_factor,
  * rope_high_freq_factor, rope_original_max_position, alibi ("true": the
- * standard slopes), window, softcap, scale. Other metadata keys are
+ * standard slopes), window, softcap, scale, vocabulary (a JSON array of V
+ * distinct, non-empty token strings without NUL; present iff
+ * token_embeddings is), dimensions (a JSON array of d_model distinct,
+ * non-empty names, with or without a vocabulary). Other metadata keys are
  * ignored; any other tensor name is refused.
  *
  * store_model's weights fill every field of attn_weights: n_kv_heads is g
@@ -56,14 +63,23 @@
 /* The most heads a model file may declare. */
 #define STORE_HEADS_MAX 65536
 
+/* The longest name of a dimension (metadata `dimensions`), in bytes. */
+#define STORE_DIMENSION_NAME_MAX 64
+
 typedef struct store_model_memory store_model_memory;
 
 typedef struct store_model {
-    const char *name;           /* matches [A-Za-z0-9._-]{1,64} */
-    const char *description;    /* UTF-8, "" when none */
-    const char *path;           /* the file it was loaded from */
-    attn_mask_kind mask;        /* the default mask: ATTN_MASK_CAUSAL or ATTN_MASK_NONE */
-    attn_weights weights;       /* pointers into the file's bytes or into owned buffers */
+    const char *name;                 /* matches [A-Za-z0-9._-]{1,64} */
+    const char *description;          /* UTF-8, "" when none */
+    const char *path;                 /* the file it was loaded from */
+    attn_mask_kind mask;              /* the default mask: ATTN_MASK_CAUSAL or ATTN_MASK_NONE */
+    attn_weights weights;             /* pointers into the file's bytes or into owned buffers */
+    size_t vocab_size;                /* V, 0 when the model has no vocabulary */
+    const char *const *vocabulary;    /* V NUL-terminated token strings, or NULL */
+    const float *token_embeddings;    /* V × d_model, or NULL */
+    size_t n_positions;               /* P, 0 when there is no position table */
+    const float *position_embeddings; /* P × d_model, or NULL */
+    const char *const *dimensions;    /* d_model names, or NULL */
     size_t bytes_mapped;        /* bytes of the file kept mapped (0 unless mapped, and in use) */
     size_t bytes_owned;         /* bytes of heap buffers: the file's, when kept, and
                                    converted or copied tensors */
@@ -81,6 +97,12 @@ int store_model_load(store_model **out, const char *path, attn_error *err);
 
 /* Frees the model (and unmaps its file); its weights die. NULL is a no-op. */
 void store_model_destroy(store_model *m);
+
+/* The row of the vocabulary token equal to the `len` bytes at s (which
+ * may hold NUL, and then match none), or -1 when there is none or the model
+ * has no vocabulary. O(log V): a binary search of a sorted index the model
+ * owns. */
+long store_model_token(const store_model *m, const char *s, size_t len);
 
 /* 1 when the `len` bytes at `name` match [A-Za-z0-9._-]{1,64}, else 0: the
  * one rule for a model's name, whether it comes from a file, a command line

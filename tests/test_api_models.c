@@ -47,7 +47,7 @@ static int floats_equal(const float *a, const float *b, size_t count) {
 START_TEST(test_weights_round_trip) {
     api_request *req = decode(inline_body);
     const attn_weights *w = api_request_input(req)->weights;
-    api_model_info info = {"round-trip", "two heads", ATTN_MASK_CAUSAL, w};
+    api_model_info info = {"round-trip", "two heads", ATTN_MASK_CAUSAL, w, NULL, NULL};
     attn_error err;
     size_t len;
     char *text = api_model_encode(&info, 1, 1 << 20, &len, &err);
@@ -102,7 +102,7 @@ static void variants_round_trip(const char *body_text, const char *request_rest,
                                 size_t expect_fields) {
     api_request *req = decode(body_text);
     const attn_weights *w = api_request_input(req)->weights;
-    api_model_info info = {"v", "", ATTN_MASK_CAUSAL, w};
+    api_model_info info = {"v", "", ATTN_MASK_CAUSAL, w, NULL, NULL};
     attn_error err;
     size_t len;
     char *text = api_model_encode(&info, 1, 1 << 20, &len, &err);
@@ -181,7 +181,7 @@ START_TEST(test_variants_summary) {
                        "\"kv_heads\":[{\"w_k\":[[1],[0],[1]],\"w_v\":[[0.5],[2],[1]]}],"
                        "\"softcap\":30,\"scale\":0.0625}}";
     api_request *req = decode(body);
-    api_model_info info = {"x", "", ATTN_MASK_NONE, api_request_input(req)->weights};
+    api_model_info info = {"x", "", ATTN_MASK_NONE, api_request_input(req)->weights, NULL, NULL};
     size_t len;
     char *text = api_models_encode_list(&info, 1, &len);
     ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"d_context\":3,"
@@ -209,8 +209,8 @@ END_TEST
 START_TEST(test_list_and_summary) {
     api_request *req = decode(inline_body);
     const attn_weights *w = api_request_input(req)->weights;
-    api_model_info infos[2] = {{"a", "first \"quoted\"", ATTN_MASK_NONE, w},
-                               {"b.2", NULL, ATTN_MASK_CAUSAL, w}};
+    api_model_info infos[2] = {{"a", "first \"quoted\"", ATTN_MASK_NONE, w, NULL, NULL},
+                               {"b.2", NULL, ATTN_MASK_CAUSAL, w, NULL, NULL}};
     size_t len;
     char *text = api_models_encode_list(infos, 2, &len);
     ck_assert_ptr_nonnull(text);
@@ -246,7 +246,7 @@ END_TEST
 
 START_TEST(test_weights_limit_and_flag) {
     api_request *req = decode(inline_body);
-    api_model_info info = {"m", "", ATTN_MASK_CAUSAL, api_request_input(req)->weights};
+    api_model_info info = {"m", "", ATTN_MASK_CAUSAL, api_request_input(req)->weights, NULL, NULL};
     attn_error err;
     size_t len;
     ck_assert_ptr_null(api_model_encode(&info, 1, 100, &len, &err));
@@ -275,6 +275,160 @@ START_TEST(test_weights_limit_and_flag) {
 }
 END_TEST
 
+/* A vocabulary of two tokens over d_model 2, with one position and the
+ * dimensions' names; the lookup is a linear search written here. */
+static const char *const voc_tokens[] = {"a", "q\"\n"};
+static const float voc_tok[] = {0.5f, -1.0f, 0.1f, 3.0f}, voc_pos[] = {1.0f, 0.2f};
+static const char *const voc_dims[] = {"x", "y"};
+
+static long voc_lookup(const void *ctx, const char *s, size_t len) {
+    (void)ctx;
+    for (long t = 0; t < 2; t++)
+        if (strlen(voc_tokens[t]) == len && memcmp(voc_tokens[t], s, len) == 0) return t;
+    return -1;
+}
+
+static const api_vocabulary voc = {2, voc_tokens, voc_tok, 1, voc_pos, voc_lookup, NULL};
+
+static const char *const two_d_body =
+    "{\"embeddings\":[[1,2]],\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],"
+    "\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}]}}";
+
+START_TEST(test_vocabulary_encode) {
+    api_request *req = decode(two_d_body);
+    api_model_info info = {"v",  "",      ATTN_MASK_CAUSAL, api_request_input(req)->weights,
+                           &voc, voc_dims};
+    attn_error err;
+    size_t len;
+    static const char summary[] = "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
+                                  "\"d_head\":2,\"mask\":\"causal\",\"vocabulary_size\":2,"
+                                  "\"n_positions\":1,\"dimensions\":[\"x\",\"y\"],"
+                                  "\"description\":\"\"";
+    char *text = api_models_encode_list(&info, 1, &len);
+    char want[1024];
+    snprintf(want, sizeof want, "{\"models\":[%s}]}", summary);
+    ck_assert_str_eq(text, want);
+    free(text);
+    text = api_model_encode(&info, 0, 1 << 20, &len, &err);
+    snprintf(want, sizeof want, "%s}", summary);
+    ck_assert_str_eq(text, want);
+    free(text);
+    text = api_model_encode(&info, API_MODEL_VOCABULARY, 1 << 20, &len, &err);
+    snprintf(want, sizeof want,
+             "%s,\"vocabulary\":{\"tokens\":[\"a\",\"q\\\"\\n\"],\"embeddings\":[[0.5,-1],"
+             "[0.1,3]],\"position_embeddings\":[[1,0.2]]}}",
+             summary);
+    ck_assert_str_eq(text, want);
+    ck_assert_uint_eq(len, strlen(want));
+    free(text);
+    /* weights and vocabulary together, weights first */
+    text = api_model_encode(&info, API_MODEL_WEIGHTS | API_MODEL_VOCABULARY, 1 << 20, &len, &err);
+    ck_assert_ptr_nonnull(strstr(text, ",\"weights\":{\"heads\":"));
+    ck_assert_ptr_nonnull(strstr(text, "]}]},\"vocabulary\":{\"tokens\""));
+    free(text);
+    /* without a position table, and without a vocabulary: fields absent */
+    api_vocabulary no_pos = voc;
+    no_pos.n_positions = 0;
+    no_pos.position_embeddings = NULL;
+    info.vocabulary = &no_pos;
+    info.dimensions = NULL;
+    text = api_model_encode(&info, API_MODEL_VOCABULARY, 1 << 20, &len, &err);
+    ck_assert_str_eq(text, "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
+                           "\"d_head\":2,\"mask\":\"causal\",\"vocabulary_size\":2,"
+                           "\"description\":\"\",\"vocabulary\":{\"tokens\":[\"a\",\"q\\\"\\n\"],"
+                           "\"embeddings\":[[0.5,-1],[0.1,3]]}}");
+    free(text);
+    info.vocabulary = NULL;
+    text = api_model_encode(&info, API_MODEL_VOCABULARY, 1 << 20, &len, &err);
+    ck_assert_str_eq(text, "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
+                           "\"d_head\":2,\"mask\":\"causal\",\"description\":\"\"}");
+    free(text);
+    /* the response limit holds for the vocabulary as for the weights */
+    info.vocabulary = &voc;
+    ck_assert_ptr_null(api_model_encode(&info, API_MODEL_VOCABULARY, 300, &len, &err));
+    ck_assert_int_eq(err.status, 422);
+    ck_assert_str_eq(err.code, "limit_exceeded");
+    ck_assert_ptr_nonnull(strstr(err.message, "vocabulary"));
+    api_request_free(req);
+
+    int flag = -1;
+    ck_assert_int_eq(api_model_flag("vocabulary", "true", &flag, &err), 0);
+    ck_assert_int_eq(flag, 1);
+    ck_assert_int_eq(api_model_flag("vocabulary", "maybe", &flag, &err), -1);
+    ck_assert_str_eq(err.code, "invalid_value");
+    ck_assert_ptr_nonnull(strstr(err.message, "vocabulary must be true or false"));
+}
+END_TEST
+
+/* Tokens bound to a vocabulary: E = token row + position row in float32;
+ * the refusals name the token, escaped and shortened. */
+START_TEST(test_vocabulary_bind) {
+    api_request *w_req = decode(two_d_body);
+    const attn_weights *w = api_request_input(w_req)->weights;
+    const char *body = "{\"model\":\"v\",\"tokens\":[\"q\\\"\\n\",\"a\"],\"positions\":[0,0]}";
+    api_request *req = decode(body);
+    attn_error err;
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), 0);
+    const float *e = api_request_input(req)->embeddings;
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(api_request_input(req)->n_tokens, 2);
+    for (int j = 0; j < 2; j++) {
+        ck_assert_float_eq(e[j], (float)((double)voc_tok[2 + j] + (double)voc_pos[j]));
+        ck_assert_float_eq(e[2 + j], (float)((double)voc_tok[j] + (double)voc_pos[j]));
+    }
+    api_request_free(req);
+
+    req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"\\u0000\\\"\\u00e9\"]}");
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), -1);
+    ck_assert_int_eq(err.status, 422);
+    ck_assert_str_eq(err.code, "unknown_token");
+    ck_assert_str_eq(err.path, "/tokens/1");
+    ck_assert_str_eq(err.message,
+                     "tokens[1] = \"\\u0000\\\"\xc3\xa9\" is not in the vocabulary of model v");
+    api_request_free(req);
+
+    /* 40 é: cut after 16 of them (32 bytes), on a character's boundary */
+    char longer[256] = "{\"model\":\"v\",\"tokens\":[\"x";
+    for (int i = 0; i < 40; i++)
+        strcat(longer, "\xc3\xa9");
+    strcat(longer, "\"]}");
+    req = decode(longer);
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), -1);
+    char want[256] = "tokens[0] = \"x";
+    for (int i = 0; i < 15; i++)
+        strcat(want, "\xc3\xa9");
+    strcat(want, "\"… is not in the vocabulary of model v");
+    ck_assert_str_eq(err.message, want);
+    api_request_free(req);
+
+    /* a position table of 1: the second token is past it */
+    req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"]}");
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), -1);
+    ck_assert_str_eq(err.code, "position_out_of_range");
+    ck_assert_str_eq(err.path, "/tokens/1");
+    api_request_free(req);
+    /* no position table: E is the token rows as they are, at any position */
+    api_vocabulary no_pos = voc;
+    no_pos.n_positions = 0;
+    no_pos.position_embeddings = NULL;
+    req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"q\\\"\\n\"],\"positions\":[7,"
+                 "2147483647]}");
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &no_pos, &limits, &err), 0);
+    e = api_request_input(req)->embeddings;
+    for (int j = 0; j < 4; j++)
+        ck_assert_float_eq(e[j], voc_tok[j]);
+    api_request_free(req);
+    /* no vocabulary: api_request_bind is the same as NULL */
+    req = decode("{\"model\":\"v\",\"tokens\":[\"a\"]}");
+    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &limits, &err), -1);
+    ck_assert_str_eq(err.code, "no_vocabulary");
+    ck_assert_str_eq(err.path, "/embeddings");
+    ck_assert_str_eq(err.message, "model v has no vocabulary: send embeddings");
+    api_request_free(req);
+    api_request_free(w_req);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("api_models");
     TCase *tc = tcase_create("models");
@@ -283,6 +437,8 @@ int main(void) {
     tcase_add_test(tc, test_variants_round_trip);
     tcase_add_test(tc, test_variants_summary);
     tcase_add_test(tc, test_weights_limit_and_flag);
+    tcase_add_test(tc, test_vocabulary_encode);
+    tcase_add_test(tc, test_vocabulary_bind);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -177,7 +177,11 @@ START_TEST(test_refusals_over_http) {
     expect(p,
            "{\"model\":\"demo-4d\",\"sequences\":[{\"embeddings\":[[1,2,3,4]]},{\"embeddings\":[[1,"
            "2,3,4]]},{\"embeddings\":[[1,2,3,4]]},{\"tokens\":[\"a\"]}]}",
-           400, "missing_field", "/sequences/3/embeddings");
+           422, "no_vocabulary", "/sequences/3/embeddings"); /* demo-4d has none */
+    expect(p,
+           "{\"model\":\"demo-4d\",\"sequences\":[{\"embeddings\":[[1,2,3,4]]},{\"mask\":"
+           "\"none\"}]}",
+           400, "missing_field", "/sequences/1/embeddings");
     expect(p,
            "{\"model\":\"demo-4d\",\"sequences\":[{\"embeddings\":[[1,2,3,4]]},{\"embeddings\":[[1,"
            "2,3,4]]},{\"embeddings\":[[1,2,3,4],[1,2]]}]}",

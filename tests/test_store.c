@@ -520,7 +520,7 @@ START_TEST(test_model_unknown_tensor) {
              values(), 208);
     expect_model_fault(
         p, "unknown tensor 'w_qvk' (a model holds w_qkv, b_qkv, w_o, b_o; or w_q, b_q, w_kv, "
-           "b_kv; and alibi)");
+           "b_kv; and alibi, token_embeddings, position_embeddings)");
     write_st(p,
              "{\"__metadata__\":{\"n_heads\":\"1\"},"
              "\"b_o\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
@@ -1609,6 +1609,7 @@ static uint64_t file_hash(const char *path) {
 #define DEMO_4D_HASH UINT64_C(0x28ae2ce00052077e)
 #define GPT2_HASH    UINT64_C(0x7e24817490589c75)
 #define LLAMA_HASH   UINT64_C(0xeb3609a80c47a6c8)
+#define STORIES_HASH UINT64_C(0x564832d3548700b2)
 
 static void write_builtins(const char *dir) {
     attn_error err;
@@ -1627,7 +1628,24 @@ START_TEST(test_builtin_models) {
     store_set *s;
     attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
-    ck_assert_uint_eq(store_set_count(s), 3);
+    ck_assert_uint_eq(store_set_count(s), 4);
+
+    const store_model *stories = store_set_at(s, 1);
+    ck_assert_str_eq(stories->name, "demo-stories");
+    ck_assert_int_eq(stories->mask, ATTN_MASK_CAUSAL);
+    ck_assert_uint_eq(stories->vocab_size, 40);
+    ck_assert_uint_eq(stories->n_positions, 16);
+    ck_assert_str_eq(stories->dimensions[0], "noun");
+    ck_assert_str_eq(stories->dimensions[15], "pos_sq");
+    long mole = store_model_token(stories, "mole", 4);
+    ck_assert_int_ge(mole, 0);
+    /* mole is a noun and nothing else: its meaning comes from its neighbours. */
+    for (size_t d = 0; d < 16; d++)
+        ck_assert(stories->token_embeddings[(size_t)mole * 16 + d] == (d == 0 ? 1.0f : 0.0f));
+    ck_assert(stories->position_embeddings[5 * 16 + 14] == 5.0f &&
+              stories->position_embeddings[5 * 16 + 15] == 25.0f);
+    ck_assert_uint_eq(stories->weights.n_heads, 5);
+    ck_assert_uint_eq(stories->weights.d_head, 4);
 
     const store_model *demo = store_set_at(s, 0);
     ck_assert_str_eq(demo->name, "demo-4d");
@@ -1675,7 +1693,7 @@ START_TEST(test_builtin_models) {
     ck_assert(fabs(patterns[0] - 0.3210508) < 1e-7);
     ck_assert(fabs(emb[0] - 0.17012407) < 1e-7);
 
-    const store_model *g = store_set_at(s, 1);
+    const store_model *g = store_set_at(s, 2);
     ck_assert_str_eq(g->name, "gpt2-small-shape");
     ck_assert_int_eq(g->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(g->weights.d_model, 768);
@@ -1726,7 +1744,7 @@ START_TEST(test_builtin_models) {
     free(pat);
 
     /* llama-small-shape: grouped heads and RoPE in its metadata. */
-    const store_model *l = store_set_at(s, 2);
+    const store_model *l = store_set_at(s, 3);
     ck_assert_str_eq(l->name, "llama-small-shape");
     ck_assert_int_eq(l->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(l->weights.d_model, 2048);
@@ -1768,6 +1786,9 @@ START_TEST(test_builtin_deterministic) {
     ck_assert_msg(file_hash(a) == DEMO_4D_HASH, "demo-4d hash 0x%016llx",
                   (unsigned long long)file_hash(a));
     ck_assert_msg(file_hash(b) == GPT2_HASH, "gpt2-small-shape hash 0x%016llx",
+                  (unsigned long long)file_hash(b));
+    snprintf(b, sizeof b, "%s/demo-stories.safetensors", d1);
+    ck_assert_msg(file_hash(b) == STORIES_HASH, "demo-stories hash 0x%016llx",
                   (unsigned long long)file_hash(b));
     snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", d1);
     ck_assert_msg(file_hash(b) == LLAMA_HASH, "llama-small-shape hash 0x%016llx",
@@ -1856,6 +1877,290 @@ START_TEST(test_make_models_binary) {
 }
 END_TEST
 
+/* ---- vocabularies: token_embeddings, position_embeddings, dimensions ----------- */
+
+/* One tensor of a vocabulary model: its shape and values (NULL: values()). */
+typedef struct vspec {
+    const char *name;
+    size_t rank;
+    size_t shape[2];
+    const float *data;
+} vspec;
+
+/* A one-head model of d_model 4 (w_qkv [4, 12]) with metadata `meta`
+ * (key, value, …, NULL; n_heads added) and the tensors `ts`. */
+static void write_vocab_model(const char *path, const char *const *meta, const vspec *ts,
+                              size_t nt) {
+    store_metadata md[16] = {{"n_heads", "1"}};
+    size_t nm = 1;
+    for (; meta && meta[2 * (nm - 1)]; nm++) {
+        ck_assert_uint_lt(nm, 16);
+        md[nm] = (store_metadata){meta[2 * (nm - 1)], meta[2 * (nm - 1) + 1]};
+    }
+    static const size_t qkv_shape[2] = {4, 12};
+    store_write_tensor w[8] = {{"w_qkv", STORE_DTYPE_F32, 2, qkv_shape, values(), NULL, NULL}};
+    for (size_t i = 0; i < nt; i++) {
+        ck_assert_uint_lt(i + 1, 8);
+        w[i + 1] = (store_write_tensor){ts[i].name,
+                                        STORE_DTYPE_F32,
+                                        ts[i].rank,
+                                        ts[i].shape,
+                                        ts[i].data ? ts[i].data : values(),
+                                        NULL,
+                                        NULL};
+    }
+    attn_error err;
+    ck_assert_msg(store_file_write(path, md, nm, w, nt + 1, NULL, &err) == 0, "%s", err.message);
+}
+
+static void expect_vocab_fault(const char *const *meta, const vspec *ts, size_t nt,
+                               const char *fault) {
+    const char *p = tpath("bad-vocab.safetensors");
+    write_vocab_model(p, meta, ts, nt);
+    expect_model_fault(p, fault);
+}
+
+#define META(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* token_embeddings [3, 4]. */
+static const vspec tok3[] = {{"token_embeddings", 2, {3, 4}, NULL}};
+
+START_TEST(test_vocab_load) {
+    const char *p = tpath("vocab.safetensors");
+    float tok[12], pos[20];
+    for (int i = 0; i < 12; i++)
+        tok[i] = 0.25f * (float)i - 1.0f;
+    for (int i = 0; i < 20; i++)
+        pos[i] = (float)i / 1024.0f;
+    const vspec ts[] = {{"token_embeddings", 2, {3, 4}, tok},
+                        {"position_embeddings", 2, {5, 4}, pos}};
+    write_vocab_model(p,
+                      META("vocabulary", "[\"b\", \"a\", \"我爱\"]", "dimensions",
+                           "[\"x\", \"y\", \"z\", \"w\"]"),
+                      ts, 2);
+    static const store_read_mode modes[] = {STORE_READ_COPY, STORE_READ_MAP};
+    for (size_t k = 0; k < 2; k++) {
+        store_model *m = load_mode_ok(p, modes[k]);
+        ck_assert_uint_eq(m->vocab_size, 3);
+        ck_assert_str_eq(m->vocabulary[0], "b");
+        ck_assert_str_eq(m->vocabulary[1], "a");
+        ck_assert_str_eq(m->vocabulary[2], "我爱");
+        ck_assert_uint_eq(m->n_positions, 5);
+        for (int i = 0; i < 12; i++)
+            ck_assert_float_eq(m->token_embeddings[i], tok[i]);
+        for (int i = 0; i < 20; i++)
+            ck_assert_float_eq(m->position_embeddings[i], pos[i]);
+        ck_assert_ptr_nonnull(m->dimensions);
+        ck_assert_str_eq(m->dimensions[0], "x");
+        ck_assert_str_eq(m->dimensions[3], "w");
+        ck_assert_int_eq(store_model_token(m, "b", 1), 0);
+        ck_assert_int_eq(store_model_token(m, "a", 1), 1);
+        ck_assert_int_eq(store_model_token(m, "我爱", strlen("我爱")), 2);
+        ck_assert_int_eq(store_model_token(m, "我", strlen("我")), -1); /* a prefix */
+        ck_assert_int_eq(store_model_token(m, "ab", 2), -1);
+        ck_assert_int_eq(store_model_token(m, "a\0", 2), -1); /* NUL: length-aware */
+        ck_assert_int_eq(store_model_token(m, "", 0), -1);
+        ck_assert_int_eq(store_model_token(m, "c", 1), -1);
+        store_model_destroy(m);
+    }
+
+    /* No vocabulary: every field at its none; dimensions alone are allowed. */
+    write_vocab_model(p, META("dimensions", "[\"x\", \"y\", \"z\", \"w\"]"), NULL, 0);
+    store_model *m = load_ok(p);
+    ck_assert_uint_eq(m->vocab_size, 0);
+    ck_assert_ptr_null(m->vocabulary);
+    ck_assert_ptr_null(m->token_embeddings);
+    ck_assert_uint_eq(m->n_positions, 0);
+    ck_assert_ptr_null(m->position_embeddings);
+    ck_assert_str_eq(m->dimensions[2], "z");
+    ck_assert_int_eq(store_model_token(m, "a", 1), -1);
+    store_model_destroy(m);
+
+    /* A vocabulary without a position table or names. */
+    write_vocab_model(p, META("vocabulary", "[\"a\", \"b\", \"c\"]"), tok3, 1);
+    m = load_ok(p);
+    ck_assert_uint_eq(m->vocab_size, 3);
+    ck_assert_uint_eq(m->n_positions, 0);
+    ck_assert_ptr_null(m->position_embeddings);
+    ck_assert_ptr_null(m->dimensions);
+    ck_assert_int_eq(store_model_token(m, "c", 1), 2);
+    store_model_destroy(m);
+}
+END_TEST
+
+/* A larger vocabulary in shuffled order: every token found at its row,
+ * against a linear search written here; near misses not found. */
+START_TEST(test_vocab_lookup) {
+    enum { V = 700 };
+    static char tokens[V][16];
+    char *json = malloc(V * 24 + 8);
+    size_t used = (size_t)sprintf(json, "[");
+    for (int i = 0; i < V; i++) {
+        /* distinct: i's digits in a scrambled order, some sharing prefixes */
+        snprintf(tokens[i], sizeof tokens[i], "t%d", (i * 337) % V);
+        if (i % 7 == 0) snprintf(tokens[i], sizeof tokens[i], "t%dx", (i * 337) % V);
+        used += (size_t)sprintf(json + used, "%s\"%s\"", i ? "," : "", tokens[i]);
+    }
+    sprintf(json + used, "]");
+    float *tok = calloc(V * 4, sizeof(float));
+    const vspec ts[] = {{"token_embeddings", 2, {V, 4}, tok}};
+    const char *p = tpath("lookup.safetensors");
+    write_vocab_model(p, META("vocabulary", json), ts, 1);
+    store_model *m = load_ok(p);
+    ck_assert_uint_eq(m->vocab_size, V);
+    for (int i = 0; i < V; i++)
+        ck_assert_int_eq(store_model_token(m, tokens[i], strlen(tokens[i])), i);
+    for (int i = 0; i < V; i++) {
+        /* one byte more, one byte less, the last byte changed */
+        char probe[3][24];
+        size_t len = strlen(tokens[i]);
+        snprintf(probe[0], sizeof probe[0], "%sy", tokens[i]);
+        snprintf(probe[1], sizeof probe[1], "%.*s", (int)(len - 1), tokens[i]);
+        snprintf(probe[2], sizeof probe[2], "%.*s~", (int)(len - 1), tokens[i]);
+        for (int k = 0; k < 3; k++) {
+            long want = -1;
+            for (int j = 0; j < V; j++)
+                if (strcmp(tokens[j], probe[k]) == 0) want = j;
+            ck_assert_int_eq(store_model_token(m, probe[k], strlen(probe[k])), want);
+        }
+    }
+    store_model_destroy(m);
+    free(tok);
+    free(json);
+}
+END_TEST
+
+START_TEST(test_vocab_duplicate_token) {
+    expect_vocab_fault(META("vocabulary", "[\"a\", \"dup\", \"dup\"]"), tok3, 1,
+                       "metadata 'vocabulary' holds 'dup' twice (entries 1 and 2)");
+}
+END_TEST
+
+START_TEST(test_vocab_empty_token) {
+    expect_vocab_fault(META("vocabulary", "[\"a\", \"\", \"c\"]"), tok3, 1,
+                       "metadata 'vocabulary' entry 1 is the empty string");
+}
+END_TEST
+
+START_TEST(test_vocab_nul_token) {
+    expect_vocab_fault(META("vocabulary", "[\"a\", \"b\", \"c\\u0000d\"]"), tok3, 1,
+                       "metadata 'vocabulary' entry 2 holds a NUL character");
+}
+END_TEST
+
+START_TEST(test_vocab_not_array) {
+    static const char *const bad[] = {"a, b, c",
+                                      "{\"a\": 1}",
+                                      "\"abc\"",
+                                      "[\"a\", 1, \"c\"]",
+                                      "[\"a\", [\"b\"], \"c\"]",
+                                      "[\"a\", \"b\", \"c\""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        expect_vocab_fault(META("vocabulary", bad[i]), tok3, 1, "metadata 'vocabulary' ");
+    expect_vocab_fault(META("vocabulary", "a, b"), tok3, 1,
+                       "metadata 'vocabulary' is not a JSON array of strings");
+    expect_vocab_fault(META("vocabulary", "{}"), tok3, 1,
+                       "metadata 'vocabulary' is not a JSON array of strings");
+    expect_vocab_fault(META("vocabulary", "[\"a\", 1, \"c\"]"), tok3, 1,
+                       "metadata 'vocabulary' entry 1 is not a string");
+    expect_vocab_fault(META("vocabulary", "[]"), tok3, 1,
+                       "metadata 'vocabulary' is an empty array");
+}
+END_TEST
+
+START_TEST(test_vocab_length_rows) {
+    expect_vocab_fault(META("vocabulary", "[\"a\", \"b\"]"), tok3, 1,
+                       "metadata 'vocabulary' has 2 tokens and tensor 'token_embeddings' 3 rows");
+    expect_vocab_fault(META("vocabulary", "[\"a\", \"b\", \"c\", \"d\"]"), tok3, 1,
+                       "has 4 tokens and tensor 'token_embeddings' 3 rows");
+}
+END_TEST
+
+START_TEST(test_vocab_table_shapes) {
+    const char *const *v = META("vocabulary", "[\"a\", \"b\", \"c\"]");
+    const vspec tok_1d[] = {{"token_embeddings", 1, {12}, NULL}};
+    const vspec tok_wide[] = {{"token_embeddings", 2, {3, 5}, NULL}};
+    const vspec tok_none[] = {{"token_embeddings", 2, {0, 4}, NULL}};
+    expect_vocab_fault(v, tok_1d, 1,
+                       "tensor 'token_embeddings' has shape [12], expected [V, "
+                       "d_model] = [V, 4]");
+    expect_vocab_fault(v, tok_wide, 1, "tensor 'token_embeddings' has shape [3, 5], expected");
+    expect_vocab_fault(META("vocabulary", "[]"), tok_none, 1,
+                       "tensor 'token_embeddings' has shape [0, 4], expected");
+    const vspec pos_1d[] = {{"token_embeddings", 2, {3, 4}, NULL},
+                            {"position_embeddings", 1, {20}, NULL}};
+    const vspec pos_narrow[] = {{"token_embeddings", 2, {3, 4}, NULL},
+                                {"position_embeddings", 2, {5, 3}, NULL}};
+    const vspec pos_none[] = {{"token_embeddings", 2, {3, 4}, NULL},
+                              {"position_embeddings", 2, {0, 4}, NULL}};
+    expect_vocab_fault(v, pos_1d, 2,
+                       "tensor 'position_embeddings' has shape [20], expected [P, d_model] = "
+                       "[P, 4]");
+    expect_vocab_fault(v, pos_narrow, 2, "tensor 'position_embeddings' has shape [5, 3]");
+    expect_vocab_fault(v, pos_none, 2, "tensor 'position_embeddings' has shape [0, 4]");
+}
+END_TEST
+
+START_TEST(test_vocab_positions_alone) {
+    const vspec pos[] = {{"position_embeddings", 2, {5, 4}, NULL}};
+    expect_vocab_fault(NULL, pos, 1, "tensor 'position_embeddings' without a vocabulary");
+}
+END_TEST
+
+START_TEST(test_vocab_one_without_other) {
+    expect_vocab_fault(NULL, tok3, 1, "tensor 'token_embeddings' without metadata 'vocabulary'");
+    expect_vocab_fault(META("vocabulary", "[\"a\", \"b\", \"c\"]"), NULL, 0,
+                       "metadata 'vocabulary' without tensor 'token_embeddings'");
+}
+END_TEST
+
+START_TEST(test_vocab_dimensions) {
+    expect_vocab_fault(META("dimensions", "[\"x\", \"y\", \"z\"]"), NULL, 0,
+                       "metadata 'dimensions' has 3 names, expected d_model = 4");
+    expect_vocab_fault(META("dimensions", "[\"x\", \"y\", \"z\", \"w\", \"v\"]"), NULL, 0,
+                       "metadata 'dimensions' has 5 names, expected d_model = 4");
+    expect_vocab_fault(META("dimensions", "[\"x\", \"y\", \"x\", \"w\"]"), NULL, 0,
+                       "metadata 'dimensions' holds 'x' twice (entries 0 and 2)");
+    expect_vocab_fault(META("dimensions", "[\"x\", \"\", \"z\", \"w\"]"), NULL, 0,
+                       "metadata 'dimensions' entry 1 is the empty string");
+    expect_vocab_fault(META("dimensions", "[\"x\", \"y\", \"z\", 4]"), NULL, 0,
+                       "metadata 'dimensions' entry 3 is not a string");
+    expect_vocab_fault(META("dimensions", "x y z w"), NULL, 0,
+                       "metadata 'dimensions' is not a JSON array of strings");
+    expect_vocab_fault(META("dimensions", "[\"x\", \"y\\u0000\", \"z\", \"w\"]"), NULL, 0,
+                       "metadata 'dimensions' entry 1 holds a NUL character");
+    /* 64 bytes is the longest name; 65 is refused. */
+    char names[256];
+    snprintf(names, sizeof names, "[\"x\", \"y\", \"z\", \"%s\"]",
+             "0123456789012345678901234567890123456789012345678901234567890123");
+    write_vocab_model(tpath("dims64.safetensors"), META("dimensions", names), NULL, 0);
+    store_model *m;
+    attn_error err;
+    ck_assert_msg(store_model_load(&m, tpath("dims64.safetensors"), &err) == 0, "%s", err.message);
+    store_model_destroy(m);
+    snprintf(names, sizeof names, "[\"x\", \"y\", \"z\", \"%s\"]",
+             "01234567890123456789012345678901234567890123456789012345678901234");
+    expect_vocab_fault(META("dimensions", names), NULL, 0,
+                       "metadata 'dimensions' entry 3 is 65 bytes long, over 64");
+}
+END_TEST
+
+START_TEST(test_vocab_non_finite) {
+    float tok[12] = {0}, pos[20] = {0};
+    const char *const *v = META("vocabulary", "[\"a\", \"b\", \"c\"]");
+    const vspec ts[] = {{"token_embeddings", 2, {3, 4}, tok},
+                        {"position_embeddings", 2, {5, 4}, pos}};
+    tok[7] = NAN;
+    expect_vocab_fault(v, ts, 2,
+                       "tensor 'token_embeddings' holds a non-finite value (NaN) at element 7");
+    tok[7] = 0;
+    pos[19] = -INFINITY;
+    expect_vocab_fault(v, ts, 2,
+                       "tensor 'position_embeddings' holds a non-finite value (-inf) at element "
+                       "19");
+}
+END_TEST
+
 /* ---- the suite ----------------------------------------------------------------- */
 
 static Suite *store_suite(void) {
@@ -1890,6 +2195,22 @@ static Suite *store_suite(void) {
     tcase_add_test(tc, test_f32_unaligned);
     tcase_add_test(tc, test_copy_ignores_rewrite);
     tcase_add_test(tc, test_copy_survives_truncate);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("vocabulary");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_vocab_load);
+    tcase_add_test(tc, test_vocab_lookup);
+    tcase_add_test(tc, test_vocab_duplicate_token);
+    tcase_add_test(tc, test_vocab_empty_token);
+    tcase_add_test(tc, test_vocab_nul_token);
+    tcase_add_test(tc, test_vocab_not_array);
+    tcase_add_test(tc, test_vocab_length_rows);
+    tcase_add_test(tc, test_vocab_table_shapes);
+    tcase_add_test(tc, test_vocab_positions_alone);
+    tcase_add_test(tc, test_vocab_one_without_other);
+    tcase_add_test(tc, test_vocab_dimensions);
+    tcase_add_test(tc, test_vocab_non_finite);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("set");

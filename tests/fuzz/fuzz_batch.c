@@ -4,10 +4,9 @@
  *
  * Each input is a batch body. The whole path a worker runs —
  * api_batch_decode, bind (a batch naming a model gets a small built-in
- * one), api_batch_alloc_outputs, attn_compute_batch, api_batch_encode —
- * ends in an answer or an error, never a crash, a leak or undefined
- * behaviour (ASan, UBSan); and an error of the engine that names a
- * sequence names one of the batch's.
+ * one, with a vocabulary: fuzz_vocab.h), api_batch_alloc_outputs, attn_compute_batch,
+ * api_batch_encode — ends in an answer or an error, never a crash, a leak or undefined behaviour
+ * (ASan, UBSan); and an error of the engine that names a sequence names one of the batch's.
  *
  * Limits are small so that one input cannot take long.
  */
@@ -17,6 +16,7 @@
 #include "api/batch.h"
 #include "api/error.h"
 #include "attention/attention.h"
+#include "tests/fuzz/fuzz_vocab.h"
 
 /* A model of 4 dimensions, 2 heads of 2, with w_o and biases. */
 static float w_qkv[4 * 12], b_qkv[12], w_o[4 * 4], b_o[4];
@@ -52,7 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     api_batch *b = NULL;
     attn_error err;
     if (api_batch_decode((const char *)data, size, &limits, &b, &err) != 0) return 0;
-    if (api_batch_model(b) && api_batch_bind(b, &model, ATTN_MASK_CAUSAL, &limits, &err) != 0) {
+    if (api_batch_model(b) &&
+        api_batch_bind_vocab(b, &model, ATTN_MASK_CAUSAL, fuzz_vocab_for(api_batch_model(b)),
+                             &limits, &err) != 0) {
         api_batch_free(b);
         return 0;
     }

@@ -13,7 +13,8 @@
  *     random mutations), and the scan's check of `tokens` (strings only,
  *     a bounded count) refuses exactly the element jansson's tree shows;
  *   - the whole path a worker runs — api_request_decode, bind (a request
- *     naming a model gets a small built-in one), attn_compute,
+ *     naming a model gets a small built-in one, with a vocabulary:
+ *     fuzz_vocab.h), attn_compute,
  *     api_response_encode — ends in an answer or an error body, never a
  *     crash, a leak or undefined behaviour (ASan, UBSan).
  *
@@ -31,6 +32,7 @@
 #include "api/request.h"
 #include "api/response.h"
 #include "attention/attention.h"
+#include "tests/fuzz/fuzz_vocab.h"
 
 #define FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
@@ -164,7 +166,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attn_error err;
     if (api_request_decode(body, size, &limits, &req, &err) != 0) return 0;
     if (api_request_model(req) &&
-        api_request_bind(req, &model, ATTN_MASK_CAUSAL, &limits, &err) != 0) {
+        api_request_bind_vocab(req, &model, ATTN_MASK_CAUSAL,
+                               fuzz_vocab_for(api_request_model(req)), &limits, &err) != 0) {
         api_request_free(req);
         return 0;
     }
