@@ -20,6 +20,8 @@ const ARTIFACTS = join(HERE, "artifacts");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 
 const WOAINI = [[0.1, -0.2, 0.3, 0.1], [-0.1, 0.2, 0.2, -0.3], [0.2, 0.1, -0.1, 0.2]];
+// The page opens on demo-stories' first story; the tests of the worked example open a link to it.
+const WOAINI_LINK = "#" + new URLSearchParams({ model: "demo-4d", sentence: "我爱你" });
 
 let base, browser;
 const servers = [];
@@ -75,8 +77,9 @@ after(async () => {
 
 // A page at the given size, recording console errors, page errors, requests and POST bodies.
 // Options: the viewport's width and height, the server's origin, a #hash to open, `prepare`
-// (run on the page before it loads: routes), and `drawn` (wait for the first heatmap).
-async function open({ width = 1280, height = 800, origin = base, hash = "", prepare, drawn = true } = {}) {
+// (run on the page before it loads: routes), and `drawn` (wait for the first heatmap). Without a
+// hash it opens the worked example's link.
+async function open({ width = 1280, height = 800, origin = base, hash = WOAINI_LINK, prepare, drawn = true } = {}) {
   const context = await browser.newContext({ viewport: { width, height } });
   const page = await context.newPage();
   const log = { errors: [], requests: [], posts: [] };
@@ -106,9 +109,9 @@ async function apiPost(body) {
 }
 
 // Waits for the page's answer to settle: no request in flight, and `ready` true.
-async function settle(page, ready = () => true) {
+async function settle(page, ready = () => true, arg) {
   await page.waitForFunction(() => !document.body.hasAttribute("aria-busy"));
-  await page.waitForFunction(ready);
+  await page.waitForFunction(ready, arg);
 }
 
 // The drawn patterns: one n × n array of numbers per heatmap, from the cells' data-value.
@@ -126,7 +129,7 @@ function lastPatternsPost(log) {
   return bodies[bodies.length - 1];
 }
 
-test("the page loads without console errors and opens on 我爱你, computed", async () => {
+test("a link to 我爱你 loads without console errors and opens it, computed", async () => {
   const { page, log, close } = await open();
   await shot(page, "01-open-woaini");
   assert.deepEqual(log.errors, []);
@@ -186,7 +189,7 @@ test("switching the mask to causal zeroes the upper triangle", async () => {
 
 test("gpt2-small-shape draws its 12 heads side by side, equal to the API's patterns", async () => {
   const { page, log, close } = await open();
-  await page.click("#example-fluffy");
+  await page.click("#example-gpt2");
   await settle(page, () => document.querySelectorAll("table.heatmap").length === 12);
   const drawn = await drawnPatterns(page);
   assert.equal(drawn.length, 12);
@@ -208,7 +211,7 @@ test("gpt2-small-shape draws its 12 heads side by side, equal to the API's patte
   assert.notDeepEqual(drawn[0][7], drawn[0][7].map(() => 1 / 8));
   // The same text gives the same embeddings on every load.
   const again = await open();
-  await again.page.click("#example-fluffy");
+  await again.page.click("#example-gpt2");
   await settle(again.page, () => document.querySelectorAll("table.heatmap").length === 12);
   assert.equal(lastPatternsPost(again.log), body);
   await again.close();
@@ -315,12 +318,17 @@ test("usable with the keyboard: every control in reach, heatmaps and steps by ar
       return a.id || (a.dataset.step ? "step-" + a.dataset.step : a.matches("table.heatmap") ? "heatmap" : a.tagName);
     }));
   }
-  for (const id of ["example-woaini", "example-fluffy", "model", "sentence", "mask-none", "compute", "heatmap",
+  for (const id of ["example-woaini", "example-adjective", "example-mole", "example-tower", "example-harry",
+    "example-previous", "example-gpt2", "model", "sentence", "mask-none", "compute", "heatmap", "gathered-head",
     "step-next", "step-Q", "step"])
     assert.ok(reached.has(id), `Tab never reaches ${id}`);
-  // The model by keyboard alone.
+  // The model by keyboard alone, down the list to gpt2-small-shape (a model with a vocabulary on
+  // the way may refuse 我爱你's words: the tokens it lacks are marked).
   await page.focus("#model");
-  await page.keyboard.press("ArrowDown");
+  for (let i = 0; i < 10 && await page.inputValue("#model") !== "gpt2-small-shape"; i++) {
+    await page.keyboard.press("ArrowDown");
+    await settle(page);
+  }
   await settle(page, () => document.querySelectorAll("table.heatmap").length === 12);
   await page.click("#example-woaini");
   await settle(page, () => document.querySelectorAll("table.heatmap").length === 1);
@@ -409,7 +417,7 @@ test("the address names what is on screen, and opens it again", async () => {
   const cell = first.page.locator('#embeddings-editor input[data-i="2"][data-j="3"]');
   await cell.fill("0.75");
   await cell.press("Enter");
-  await settle(first.page, () => location.hash.includes("e="));
+  await settle(first.page, () => new URLSearchParams(location.hash.slice(1)).has("e"));
   await first.page.click("button[data-step=Z]");
   const hash = await first.page.evaluate(() => location.hash);
   const p = new URLSearchParams(hash.slice(1));
@@ -425,10 +433,10 @@ test("the address names what is on screen, and opens it again", async () => {
   assert.deepEqual(await drawnPatterns(again.page), drawn);
   assert.deepEqual(again.log.errors, []);
   await again.close();
-  // A link to a model this server lacks opens on the worked example.
+  // A link to a model this server lacks opens as the page does unlinked: on the first story.
   const other = await open({ hash: "#model=no-such-model&sentence=x" });
-  assert.equal(await other.page.inputValue("#model"), "demo-4d");
-  assert.equal(await other.page.inputValue("#sentence"), "我爱你");
+  assert.equal(await other.page.inputValue("#model"), "demo-stories");
+  assert.equal(await other.page.inputValue("#sentence"), "a fluffy blue creature roamed the verdant forest");
   await other.close();
 });
 
@@ -493,7 +501,7 @@ test("on a server with API keys, the page asks for one and shows the API's 401 u
   const { page, close } = await open({ origin, drawn: false });
   await page.locator("#key-error .message").waitFor();
   // Examples wait for the model list.
-  assert.equal(await page.isDisabled("#example-fluffy"), true);
+  assert.equal(await page.isDisabled("#example-adjective"), true);
   const refused = await fetch(`${origin}/v1/models`);
   assert.equal(refused.status, 401);
   assert.equal(await page.textContent("#key-error .message"), (await refused.json()).error.message);
@@ -508,5 +516,428 @@ test("on a server with API keys, the page asks for one and shows the API's 401 u
   await settle(page);
   assert.equal(await page.locator("#key-error .message").count(), 0);
   assert.equal((await drawnPatterns(page))[0].length, 3);
+  await close();
+});
+
+// ---- demo-stories: a designed model with a vocabulary and named dimensions -------------------
+
+const STORIES = "demo-stories";
+const ALL = ["q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"];
+const words = (s) => s.split(" ");
+const near = (x, want, tol, what) => assert.ok(Math.abs(x - want) <= tol, `${what}: ${x}, not ${want} ± ${tol}`);
+
+async function apiGet(path) {
+  const res = await fetch(base + path);
+  assert.equal(res.status, 200, path);
+  return res.json();
+}
+
+// The model, its weights and its vocabulary, as the API gives them.
+let storyModel;
+async function stories() {
+  if (!storyModel) {
+    storyModel = await apiGet(`/v1/models/${STORIES}?weights=true&vocabulary=true`);
+    const v = storyModel.vocabulary;
+    storyModel.row = (t, i) => {
+      const e = v.embeddings[v.tokens.indexOf(t)];
+      assert.ok(e, `${t} is in the vocabulary`);
+      return e.map((x, j) => Math.fround(Math.fround(x) + Math.fround(v.position_embeddings[i][j])));
+    };
+  }
+  return storyModel;
+}
+
+// A story opened as a student does: the page unlinked, then the story's button (unless it is the one
+// the page opens on).
+async function openStory(id, sentence, opts = {}) {
+  const o = await open({ hash: "", ...opts });
+  if (id !== "adjective") await o.page.click(`#example-${id}`);
+  await settle(o.page, (s) => document.querySelector("#sentence").value === s &&
+    document.querySelectorAll("table.heatmap").length === 5 && !document.querySelector("#story").hidden, sentence);
+  return o;
+}
+
+function drawnMatrix(page, name) {
+  return page.$$eval(`table[data-matrix="${name}"] tbody tr`, (trs) =>
+    trs.map((tr) => [...tr.querySelectorAll("td[data-value]")].map((td) => Number(td.dataset.value))));
+}
+const colHeads = (page, name) => page.$$eval(`table[data-matrix="${name}"] thead th[scope=col]`, (ths) => ths.map((t) => t.textContent));
+
+// The gathered view's bars for the chosen token: {dimension: {E, dE, E2}}.
+function drawnBars(page) {
+  return page.$$eval("table[data-matrix=gathered-bars] tbody tr", (trs) => Object.fromEntries(trs.map((tr) =>
+    [tr.dataset.dim, Object.fromEntries([...tr.querySelectorAll("td[data-col]")].map((td) => [td.dataset.col, Number(td.dataset.value)]))])));
+}
+
+// The gathered parts as drawn, back to all d_model columns: a dimension the page leaves out must be
+// 0 in every row, and reads 0 here.
+async function drawnParts(page, dims) {
+  const cols = await colHeads(page, "parts");
+  const M = await drawnMatrix(page, "parts");
+  for (const c of cols) assert.ok(dims.includes(c), `column ${c}`);
+  return M.map((r) => dims.map((d) => (cols.includes(d) ? r[cols.indexOf(d)] : 0)));
+}
+
+// Σ_h P_h[q][k] · (V_h[k] · W_o,h), in float64 here, from the API's own numbers: one row per key.
+function parts(api, wo, q, heads) {
+  const { d_head: dh, d_model: dm } = api;
+  return api.patterns[0].map((_, k) => Array.from({ length: dm }, (_, j) => {
+    let s = 0;
+    for (const h of heads) {
+      let vw = 0;
+      for (let c = 0; c < dh; c++) vw += api.v[h][k][c] * wo[h * dh + c][j];
+      s += api.patterns[h][q][k] * vw;
+    }
+    return s;
+  }));
+}
+
+test("the page opens on the adjective story: tokens sent alone, E from the vocabulary, named dimensions", async () => {
+  const sentence = "a fluffy blue creature roamed the verdant forest";
+  const { page, log, close } = await open({ hash: "" });
+  await settle(page, () => !document.querySelector("#story").hidden);
+  await shot(page, "10-story-adjective");
+  assert.deepEqual(log.errors, []);
+  assert.equal(await page.inputValue("#model"), STORIES);
+  assert.equal(await page.inputValue("#sentence"), sentence);
+  assert.equal(await page.locator("#mask-causal").isChecked(), true);
+  assert.equal(await page.getAttribute("#example-adjective", "aria-pressed"), "true");
+  assert.match(await page.textContent("#story-lesson"), /noun/);
+  assert.deepEqual(await page.$$eval("figure.head.focus", (f) => f.map((x) => +x.dataset.head)), [0]);
+  // The vocabulary came from the API, and the tokens went alone.
+  assert.ok(log.requests.some((u) => u.endsWith(`/v1/models/${STORIES}?vocabulary=true`)));
+  const sent = JSON.parse(lastPatternsPost(log));
+  assert.deepEqual(sent.tokens, words(sentence));
+  assert.equal(sent.embeddings, undefined);
+  const m = await stories();
+  const api = await apiPost({ model: STORIES, tokens: words(sentence), mask: "causal", return: ALL });
+  assert.equal(api.status, 200);
+  assert.deepEqual(await drawnPatterns(page), api.body.patterns);
+  // The story's numbers: creature listens to fluffy and blue, forest to verdant.
+  const [P0] = await drawnPatterns(page);
+  near(P0[3][1], 0.369, 5e-3, "creature → fluffy");
+  near(P0[3][2], 0.608, 5e-3, "creature → blue");
+  near(P0[7][6], 0.787, 5e-3, "forest → verdant");
+  // The editor and E: the token's row plus its position's, under the dimension names.
+  const E = words(sentence).map((t, i) => m.row(t, i));
+  assert.deepEqual(await page.$$eval("#embeddings-editor thead th[scope=col]", (ths) => ths.slice(1).map((t) => t.textContent)), m.dimensions);
+  assert.deepEqual(await page.$$eval("#embeddings-editor tbody tr", (trs) => trs.map((tr) =>
+    [...tr.querySelectorAll("input")].map((c) => Number(c.value)))), E);
+  for (const [step, want] of [["E", E], ["dE", api.body.delta], ["E2", api.body.embeddings]]) {
+    await page.click(`button[data-step=${step}]`);
+    assert.deepEqual(await drawnMatrix(page, step), want, `step ${step}`);
+    assert.deepEqual((await colHeads(page, step)), m.dimensions, `step ${step}'s columns`);
+  }
+  // creature's E + ΔE: colour and texture, which its own embedding had not.
+  const bars = await drawnBars(page);
+  const ci = m.dimensions.indexOf("colour"), ti = m.dimensions.indexOf("texture");
+  assert.equal(bars.colour.E, 0);
+  assert.equal(bars.texture.E, 0);
+  assert.equal(bars.colour.E2, api.body.embeddings[3][ci]);
+  assert.equal(bars.texture.E2, api.body.embeddings[3][ti]);
+  assert.ok(bars.colour.E2 > 0.5 && bars.texture.E2 > 0.3, `creature: colour ${bars.colour.E2}, texture ${bars.texture.E2}`);
+  assert.ok(bars.colour.dE > 0 && bars.texture.dE > 0);
+  await close();
+});
+
+test("what each word gathered: per key, weight × value, summed over heads, adds up to the API's ΔE", async () => {
+  const sentence = "a fluffy blue creature roamed the verdant forest";
+  const { page, log, close } = await openStory("adjective", sentence);
+  // A story about one head opens the parts on that head; here all are summed.
+  assert.equal(await page.inputValue("#gathered-head"), "0");
+  await page.selectOption("#gathered-head", "all");
+  const m = await stories();
+  const api = (await apiPost({ model: STORIES, tokens: words(sentence), mask: "causal", return: ALL })).body;
+  const n = api.n_tokens, heads = api.heads, bo = m.weights.b_o || new Array(api.d_model).fill(0);
+  for (const q of [3, 7]) {
+    await page.click(`#gathered-tokens button[data-q="${q}"]`);
+    const drawn = await drawnParts(page, m.dimensions);
+    const want = parts(api, m.weights.w_o, q, heads);
+    for (let k = 0; k < n; k++)
+      for (let j = 0; j < api.d_model; j++) near(drawn[k][j], want[k][j], 1e-9, `q ${q}, key ${k}, dim ${j}`);
+    // Σ over keys, (+ b_o,) the page's ΔE, the API's ΔE, their difference.
+    const sum = want[0].map((_, j) => want.reduce((s, r) => s + r[j], 0));
+    sum.forEach((x, j) => near(drawn[n][j], x, 1e-9, `Σ, dim ${j}`));
+    const rest = drawn.slice(n + 1);
+    api.delta[q].forEach((x, j) => near(rest[rest.length - 2][j], x, 0, `the API's ΔE, dim ${j}`));
+    sum.forEach((x, j) => near(x + bo[j], api.delta[q][j], 1e-5, `Σ + b_o against ΔE, dim ${j}`));
+    assert.equal(await page.getAttribute("#gathered-check", "data-ok"), "true");
+    assert.ok(Number(await page.getAttribute("#gathered-check", "data-max-diff")) <= 1e-5);
+    assert.deepEqual(Object.values(await drawnBars(page)).map((b) => b.dE), api.delta[q]);
+  }
+  // creature's colour came from blue, its texture from fluffy: the parts say where.
+  await page.click('#gathered-tokens button[data-q="3"]');
+  const drawn = await drawnParts(page, m.dimensions);
+  const ci = m.dimensions.indexOf("colour"), ti = m.dimensions.indexOf("texture");
+  near(drawn[2][ci], api.delta[3][ci], 1e-6, "creature's colour, from blue");
+  near(drawn[1][ti], api.delta[3][ti], 1e-6, "creature's texture, from fluffy");
+  // One head on request: its own parts only.
+  await page.selectOption("#gathered-head", "0");
+  const h0 = await drawnParts(page, m.dimensions);
+  const want0 = parts(api, m.weights.w_o, 3, [0]);
+  for (let k = 0; k < n; k++) want0[k].forEach((x, j) => near(h0[k][j], x, 1e-9, `head 0, key ${k}, dim ${j}`));
+  await page.locator("#gathered").screenshot({ path: join(ARTIFACTS, "11-gathered.png") });
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("mole side by side: one token embedding, three meanings (mask none), and the causal lesson", async () => {
+  const sentences = ["american shrew mole", "one mole of carbon dioxide", "take a biopsy of the mole"];
+  const { page, log, close } = await openStory("mole", "one mole of carbon dioxide");
+  await shot(page, "12-story-mole");
+  const m = await stories();
+  assert.equal(await page.locator("#mask-none").isChecked(), true);
+  assert.deepEqual(await page.$$eval("figure.head.focus", (f) => f.map((x) => +x.dataset.head)), [1]);
+  assert.match(await page.textContent("#story-note"), /after “mole”.*causal model cannot see/s);
+  assert.match(await page.textContent("#story-note"), /later tokens/);
+  const sent = JSON.parse(lastPatternsPost(log));
+  assert.equal(sent.mask, "none");
+  const drawnE2 = await page.$$eval("table[data-matrix=compare-E2] tbody tr", (trs) => trs.map((tr) => ({
+    top: tr.dataset.top, values: Object.fromEntries([...tr.querySelectorAll("td[data-dim]")].map((td) => [td.dataset.dim, Number(td.dataset.value)])) })));
+  const tops = [];
+  const rowsE = [];
+  for (const [si, s] of sentences.entries()) {
+    const t = words(s), i = t.indexOf("mole");
+    const api = await apiPost({ model: STORIES, tokens: t, mask: "none", return: ["embeddings"] });
+    assert.equal(api.status, 200);
+    for (const d of ["animal", "chemistry", "medicine"])
+      assert.equal(drawnE2[si].values[d], api.body.embeddings[i][m.dimensions.indexOf(d)], `${s}: ${d}`);
+    const v = drawnE2[si].values;
+    tops.push(Object.keys(v).reduce((a, b) => (v[a] >= v[b] ? a : b)));
+    assert.equal(drawnE2[si].top, tops[si]);
+    // The winner is drawn bold, and its bar points right (positive), with a width.
+    const look = await page.$eval(`table[data-matrix=compare-E2] tbody tr[data-sentence="${si}"]`, (tr, d) => {
+      const td = tr.querySelector(`td[data-dim="${d}"]`);
+      const span = td.previousElementSibling.querySelector("span");
+      return { weight: getComputedStyle(td).fontWeight, cls: span.className, width: span.getBoundingClientRect().width };
+    }, tops[si]);
+    assert.equal(look.weight, "700", `${s}: ${tops[si]} in bold`);
+    assert.equal(look.cls, "pos", `${s}: ${tops[si]}'s bar`);
+    assert.ok(look.width > 10, `${s}: ${tops[si]}'s bar is ${look.width} px wide`);
+    rowsE.push(m.row("mole", i));
+  }
+  assert.deepEqual(tops, ["animal", "chemistry", "medicine"]);
+  near(drawnE2[0].values.animal, 0.965, 5e-3, "shrew mole: animal");
+  near(drawnE2[1].values.chemistry, 0.973, 5e-3, "carbon dioxide mole: chemistry");
+  near(drawnE2[2].values.medicine, 0.916, 5e-3, "biopsy mole: medicine");
+  // E of mole: the same token embedding, so its rows differ only on pos and pos_sq.
+  const cols = await colHeads(page, "compare-E");
+  const drawnE = await drawnMatrix(page, "compare-E");
+  rowsE.forEach((r, si) => r.forEach((x, j) => {
+    const c = cols.indexOf(m.dimensions[j]);
+    assert.equal(c >= 0 ? drawnE[si][c] : 0, x, `E of mole in ${sentences[si]}, ${m.dimensions[j]}`);
+  }));
+  for (let j = 0; j < m.d_model; j++)
+    if (rowsE.some((r) => r[j] !== rowsE[0][j])) assert.ok(["pos", "pos_sq"].includes(m.dimensions[j]), m.dimensions[j]);
+  // Causal: mole cannot see carbon dioxide from its own position.
+  await page.check("#mask-causal");
+  await settle(page, () => document.querySelector("#compare-title").textContent.includes("causal"));
+  const causal = await page.$$eval('table[data-matrix=compare-E2] tbody tr[data-sentence="1"] td[data-dim=chemistry]', (tds) => Number(tds[0].dataset.value));
+  assert.ok(causal < 0.5, `causal: mole's chemistry ${causal}`);
+  // Undecided: nothing on the three is larger than 0 there, and nothing is bold.
+  assert.equal(await page.$eval('table[data-matrix=compare-E2] tbody tr[data-sentence="1"]', (tr) => tr.dataset.top), "");
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("miniature eiffel tower: tower gains paris from eiffel, then small from miniature (heads 0 and 1)", async () => {
+  const { page, log, close } = await openStory("tower", "miniature eiffel tower");
+  await shot(page, "13-story-tower");
+  const m = await stories();
+  assert.deepEqual(await page.$$eval("figure.head.focus", (f) => f.map((x) => +x.dataset.head)), [0, 1]);
+  const rows = await page.$$eval("table[data-matrix=compare-E2] tbody tr", (trs) => trs.map((tr) =>
+    Object.fromEntries([...tr.querySelectorAll("td[data-dim]")].map((td) => [td.dataset.dim, Number(td.dataset.value)]))));
+  for (const [si, s] of ["tower", "eiffel tower", "miniature eiffel tower"].entries()) {
+    const t = words(s);
+    const api = await apiPost({ model: STORIES, tokens: t, mask: "causal", return: ["embeddings"] });
+    for (const d of ["paris", "small"]) assert.equal(rows[si][d], api.body.embeddings[t.length - 1][m.dimensions.indexOf(d)], `${s}: ${d}`);
+  }
+  near(rows[0].paris, 0, 1e-6, "tower: paris");
+  near(rows[0].small, 0, 1e-6, "tower: small");
+  near(rows[1].paris, 0.982, 5e-3, "eiffel tower: paris");
+  near(rows[1].small, 0, 1e-6, "eiffel tower: small");
+  near(rows[2].paris, 0.965, 5e-3, "miniature eiffel tower: paris");
+  near(rows[2].small, 0.926, 5e-3, "miniature eiffel tower: small");
+  // The parts: paris from eiffel by head 1, small from miniature by head 0.
+  const api = (await apiPost({ model: STORIES, tokens: words("miniature eiffel tower"), mask: "causal", return: ALL })).body;
+  await page.click('#gathered-tokens button[data-q="2"]');
+  for (const [h, key, d] of [[1, 1, "paris"], [0, 0, "small"]]) {
+    await page.selectOption("#gathered-head", String(h));
+    const drawn = await drawnParts(page, m.dimensions);
+    const want = parts(api, m.weights.w_o, 2, [h]);
+    near(drawn[key][m.dimensions.indexOf(d)], want[key][m.dimensions.indexOf(d)], 1e-9, `head ${h}: ${d}`);
+    assert.ok(drawn[key][m.dimensions.indexOf(d)] > 0.9, `head ${h} gives tower ${d}`);
+  }
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("wizard harry against queen sussex william harry: head 2 reads fiction, head 3 royalty", async () => {
+  const { page, log, close } = await openStory("harry", "wizard harry");
+  await shot(page, "14-story-harry");
+  const m = await stories();
+  const fi = m.dimensions.indexOf("fiction"), ri = m.dimensions.indexOf("royalty");
+  assert.deepEqual(await page.$$eval("figure.head.focus", (f) => f.map((x) => +x.dataset.head)), [2, 3]);
+  assert.match(await page.textContent("#story-lesson"), /many heads/);
+  const rows = await page.$$eval("table[data-matrix=compare-E2] tbody tr", (trs) => trs.map((tr) =>
+    Object.fromEntries([...tr.querySelectorAll("td[data-dim]")].map((td) => [td.dataset.dim, Number(td.dataset.value)]))));
+  assert.ok(rows[0].fiction > rows[0].royalty, "wizard harry: fiction over royalty");
+  assert.ok(rows[1].royalty > rows[1].fiction, "queen sussex william harry: royalty over fiction");
+  // Head 2's part of harry's ΔE in "wizard harry", then head 3's in the other sentence.
+  for (const [sentence, h, dim, other, want] of [["wizard harry", 2, fi, ri, 0.982], ["queen sussex william harry", 3, ri, fi, 0.994]]) {
+    if (sentence !== "wizard harry") {
+      await page.click('#compare-body button[data-open="1"]');
+      await settle(page, (s) => document.querySelector("#sentence").value === s &&
+        document.querySelector("table.heatmap").querySelectorAll("tbody tr").length === 4, sentence);
+    }
+    const t = words(sentence), q = t.length - 1;
+    assert.equal(await page.getAttribute(`#gathered-tokens button[data-q="${q}"]`, "aria-pressed"), "true");
+    await page.selectOption("#gathered-head", String(h));
+    const drawn = await drawnParts(page, m.dimensions);
+    const api = (await apiPost({ model: STORIES, tokens: t, mask: "causal", return: ALL })).body;
+    const wantParts = parts(api, m.weights.w_o, q, [h]);
+    const sum = drawn[t.length];
+    near(sum[dim], wantParts.reduce((s, r) => s + r[dim], 0), 1e-9, `${sentence}: head ${h}'s Σ`);
+    near(sum[dim], want, 5e-3, `${sentence}: head ${h}'s part`);
+    near(sum[other], 0, 1e-6, `${sentence}: head ${h}, the other reading`);
+  }
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("the previous-token head: every row on the token before (the first on itself)", async () => {
+  const sentence = "the red dog sat in the green forest";
+  const { page, log, close } = await openStory("previous", sentence);
+  await shot(page, "15-story-previous");
+  assert.deepEqual(await page.$$eval("figure.head.focus", (f) => f.map((x) => +x.dataset.head)), [4]);
+  const drawn = await drawnPatterns(page);
+  const api = await apiPost({ model: STORIES, tokens: words(sentence), mask: "causal" });
+  assert.deepEqual(drawn, api.body.patterns);
+  drawn[4].forEach((row, q) => assert.ok(row[Math.max(0, q - 1)] >= 0.9, `row ${q}: ${row[Math.max(0, q - 1)]}`));
+  // Its gathered parts open on head 4, which moves nothing.
+  assert.equal(await page.inputValue("#gathered-head"), "4");
+  // The step view opens on the story's head.
+  await page.click("button[data-step=P]");
+  assert.equal(await page.inputValue("#step-head"), "4");
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("typing on a model with a vocabulary: suggestions, an unknown word's error next to it, an edit sends rows", async () => {
+  const { page, log, close } = await openStory("adjective", "a fluffy blue creature roamed the verdant forest");
+  // The words it knows, offered while typing (the datalist), and each one a button.
+  await page.fill("#sentence", "a fluffy bl");
+  await page.dispatchEvent("#sentence", "input");
+  assert.equal(await page.getAttribute("#sentence", "list"), "vocab-list");
+  const offered = await page.$$eval("#vocab-list option", (os) => os.map((o) => o.value));
+  assert.ok(offered.includes("a fluffy blue"), offered.join("|"));
+  assert.ok(offered.every((o) => o.startsWith("a fluffy bl")));
+  const m = await stories();
+  assert.equal(await page.locator("#vocab-words button").count(), m.vocabulary.tokens.length);
+  // A word it does not know: the API's own message, next to that word.
+  await page.fill("#sentence", "a fluffy blu creature");
+  await page.press("#sentence", "Enter");
+  await page.locator('#token-chips .chip[data-i="2"] + .error .message').waitFor();
+  const api = await apiPost({ model: STORIES, tokens: words("a fluffy blu creature") });
+  assert.equal(api.status, 422);
+  assert.equal(api.body.error.code, "unknown_token");
+  assert.equal(api.body.error.path, "/tokens/2");
+  assert.equal(await page.textContent('#token-chips .chip[data-i="2"] + .error .message'), api.body.error.message);
+  assert.equal(await page.getAttribute('#token-chips .chip[data-i="2"]', "aria-invalid"), "true");
+  await shot(page, "16-unknown-token");
+  // One token past the position table: the API's words, next to that token.
+  const long = Array.from({ length: m.n_positions + 1 }, (_, i) => (i % 2 ? "cat" : "the"));
+  await page.fill("#sentence", long.join(" "));
+  await page.press("#sentence", "Enter");
+  const past = `#token-chips .chip[data-i="${m.n_positions}"] + .error .message`;
+  await page.locator(past).waitFor();
+  const api2 = await apiPost({ model: STORIES, tokens: long });
+  assert.equal(api2.status, 422);
+  assert.equal(api2.body.error.path, `/tokens/${m.n_positions}`);
+  assert.equal(await page.textContent(past), api2.body.error.message);
+  // Mended with the word list from the keyboard: the error goes.
+  await page.fill("#sentence", "a fluffy");
+  await page.press("#sentence", "Enter");
+  await settle(page, () => document.querySelector("table.heatmap").querySelectorAll("tbody tr").length === 2);
+  await page.click("#vocab-box summary");
+  await page.focus('#vocab-words button[data-word="cat"]');
+  await page.keyboard.press("Enter");
+  await settle(page, () => document.querySelector("table.heatmap").querySelectorAll("tbody tr").length === 3);
+  assert.equal(await page.inputValue("#sentence"), "a fluffy cat");
+  assert.equal(await page.locator("#token-chips .error").count(), 0);
+  assert.equal(JSON.parse(lastPatternsPost(log)).embeddings, undefined);
+  // A cell edited by hand: the rows go, the tokens as labels; the address keeps the edit.
+  const cell = page.locator('#embeddings-editor input[data-i="2"][data-j="5"]');
+  assert.equal(await cell.getAttribute("aria-label"), "E[cat][texture]");
+  await cell.fill("1");
+  await cell.press("Enter");
+  await settle(page, () => new URLSearchParams(location.hash.slice(1)).has("e"));
+  const body = lastPatternsPost(log);
+  const sent = JSON.parse(body);
+  assert.deepEqual(sent.tokens, ["a", "fluffy", "cat"]);
+  const want = ["a", "fluffy", "cat"].map((t, i) => m.row(t, i));
+  want[2][5] = 1;
+  assert.deepEqual(sent.embeddings, want);
+  assert.deepEqual(await drawnPatterns(page), (await apiPost(body)).body.patterns);
+  // And back to the model's own rows: the tokens alone again.
+  await page.click("#reset-rows");
+  await settle(page, () => !new URLSearchParams(location.hash.slice(1)).has("e"));
+  assert.equal(JSON.parse(lastPatternsPost(log)).embeddings, undefined);
+  assert.equal(await cell.inputValue(), "0");
+  // Chromium logs each refused request (the unknown word's 422s); nothing else went wrong.
+  assert.deepEqual(log.errors.filter((e) => !/status of 422/.test(e)), []);
+  await close();
+});
+
+test("each story is one click away, and fits both screen sizes", async () => {
+  for (const [w, h] of [[1280, 800], [390, 844]]) {
+    const { page, log, close } = await open({ hash: "", width: w, height: h });
+    await settle(page, () => !document.querySelector("#story").hidden);
+    for (const [id, sentence] of [["mole", "one mole of carbon dioxide"], ["tower", "miniature eiffel tower"],
+      ["harry", "wizard harry"], ["previous", "the red dog sat in the green forest"],
+      ["adjective", "a fluffy blue creature roamed the verdant forest"]]) {
+      await page.click(`#example-${id}`);
+      await settle(page, (s) => document.querySelector("#sentence").value === s && !document.querySelector("#story").hidden &&
+        document.querySelector("table.heatmap").querySelectorAll("tbody tr").length === s.split(" ").length, sentence);
+      assert.equal(await page.getAttribute(`#example-${id}`, "aria-pressed"), "true");
+      assert.equal(new URLSearchParams((await page.evaluate(() => location.hash)).slice(1)).get("story"), id);
+      const [sw, cw] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+      assert.ok(sw <= cw, `${w}px, story ${id}: the page is ${sw}px wide`);
+    }
+    await page.screenshot({ path: join(ARTIFACTS, `17-story-${w}.png`) });
+    // The mask's lesson points at the previous-token head.
+    await page.click("#mask-previous");
+    await settle(page, () => document.querySelector("#example-previous").getAttribute("aria-pressed") === "true" &&
+      document.querySelector("table.heatmap").querySelectorAll("tbody tr").length === 8);
+    // The worked example and the real-sized model are still there.
+    await page.click("#example-woaini");
+    await settle(page, () => document.querySelectorAll("table.heatmap").length === 1);
+    assert.equal(await page.locator("#story").isHidden(), true);
+    await page.click("#example-gpt2");
+    await settle(page, () => document.querySelectorAll("table.heatmap").length === 12);
+    assert.match(await page.textContent("#example-gpt2"), /random weights/);
+    assert.deepEqual(log.errors, []);
+    await close();
+  }
+});
+
+test("a vocabulary that could not be fetched: the tokens still go alone, and the page claims no E", async () => {
+  const sentence = "a fluffy blue creature roamed the verdant forest";
+  const { page, log, close } = await open({ hash: "", prepare: (p) => p.route(`**/v1/models/${STORIES}?vocabulary=true`, (route) =>
+    route.fulfill({ status: 503, contentType: "application/json", headers: { "Retry-After": "1" },
+      body: '{"error":{"code":"overloaded","message":"busy"}}' })) });
+  await settle(page, () => !document.querySelector("#story").hidden);
+  assert.match(await page.textContent("#embeddings-hint"), /could not be fetched/);
+  assert.equal(await page.locator("#embeddings-editor input").count(), 0);
+  const body = lastPatternsPost(log);
+  assert.equal(JSON.parse(body).embeddings, undefined);
+  assert.deepEqual(await drawnPatterns(page), (await apiPost(body)).body.patterns);
+  await page.click("button[data-step=E]");
+  assert.match(await page.textContent("#step"), /could not show/);
+  assert.equal(await page.locator("table[data-matrix=gathered-bars] td[data-col=E]").count(), 0);
+  const api = await apiPost({ model: STORIES, tokens: words(sentence), mask: "causal", return: ["embeddings"] });
+  assert.equal(Number(await page.getAttribute('table[data-matrix=gathered-bars] tr[data-dim=colour] td[data-col=E2]', "data-value")),
+    api.body.embeddings[3][(await stories()).dimensions.indexOf("colour")]);
+  assert.deepEqual(log.errors.filter((e) => !/status of 503/.test(e)), []);
   await close();
 });
