@@ -5,8 +5,9 @@
 # test), so the image holds exactly the binary CI tested. The runtime stage
 # carries only the binary, its runtime libraries and the built-in models,
 # and runs as a non-root user. Configuration is by ATTN_* environment
-# variables only (README, "Configuration"). `make image-test` builds and
-# runs the runtime stage without Docker (deploy/README.md).
+# variables only (README, "Configuration"). `make image` builds this file
+# with docker or podman; `make image-test`, `make compose-test` and
+# `make kube-test` run the image with podman (deploy/README.md).
 #
 #   docker build -t attention-server .
 #   docker run --rm -p 8080:8080 attention-server

@@ -439,6 +439,9 @@ static int batch_limits(api_batch *b, const api_limits *limits, attn_error *err)
                               "max_flops = %.4g",
                               b->flops, limits->max_flops);
     size_t scratch = attn_batch_workspace_need(b->ins, b->count);
+    for (size_t i = 0; i < b->count; i++)
+        if (__builtin_add_overflow(scratch, api_request_made_bytes(b->seqs[i]), &scratch))
+            scratch = SIZE_MAX;
     if (scratch > limits->max_workspace_bytes)
         return attn_error_set(err, 422, "limit_exceeded", "",
                               "this batch needs %zu bytes of scratch memory, over the limit "

@@ -300,12 +300,12 @@ char *api_model_encode(const api_model_info *model, unsigned parts, size_t max_r
                 bound = SIZE_MAX;
         if (bound > max_response_bytes) {
             attn_error_set(err, 422, "limit_exceeded", "",
-                           "the %s of %s take up to %zu bytes of JSON, over the limit "
+                           "the %s of %s %s up to %zu bytes of JSON, over the limit "
                            "max_response_bytes = %zu",
                            with_weights && vocab ? "weights and vocabulary"
                            : with_weights        ? "weights"
                                                  : "vocabulary",
-                           model->name, bound, max_response_bytes);
+                           model->name, with_weights ? "take" : "takes", bound, max_response_bytes);
             return NULL;
         }
         api_buffer_init(&b, bound / 2 + 256);
@@ -339,8 +339,4 @@ int api_model_flag(const char *name, const char *value, int *flag, attn_error *e
     if (*flag || value == NULL || strcmp(value, "false") == 0 || strcmp(value, "0") == 0) return 0;
     return attn_error_set(err, 400, "invalid_value", NULL,
                           "the query parameter %s must be true or false", name);
-}
-
-int api_model_weights_flag(const char *value, int *weights, attn_error *err) {
-    return api_model_flag("weights", value, weights, err);
 }

@@ -55,7 +55,4 @@ char *api_model_encode(const api_model_info *model, unsigned parts, size_t max_r
  * the contract's 400 invalid_value in *err for anything else. */
 int api_model_flag(const char *name, const char *value, int *flag, attn_error *err);
 
-/* api_model_flag for ?weights=. */
-int api_model_weights_flag(const char *value, int *weights, attn_error *err);
-
 #endif

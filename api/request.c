@@ -306,8 +306,9 @@ static int decode_positions(api_request *req, const json_t *pos, attn_error *err
     }
     if (json_array_size(pos) != n)
         return attn_error_set(err, 422, "dimension_mismatch", at,
-                              "positions has %zu entries, expected one per embeddings row (%zu)",
-                              json_array_size(pos), n);
+                              "positions has %zu entries, expected one per %s (%zu)",
+                              json_array_size(pos), req->tokens_only ? "token" : "embeddings row",
+                              n);
     req->positions = malloc((n ? n : 1) * sizeof *req->positions);
     if (req->positions == NULL)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the positions");

@@ -124,6 +124,7 @@ static int bind_limits(api_request *req, const attn_weights *w, size_t hs, const
     /* Few heads of a tiny d_model can still make a huge n × 3hd scratch: the
      * work limit alone does not bound memory. */
     size_t scratch = attn_input_workspace_need(&req->input);
+    if (__builtin_add_overflow(scratch, api_request_made_bytes(req), &scratch)) scratch = SIZE_MAX;
     if (scratch > limits->max_workspace_bytes)
         return attn_error_set(err, 422, "limit_exceeded", "",
                               "this request needs %zu bytes of scratch memory, over the limit "
@@ -333,6 +334,11 @@ static int bind_tokens(const api_request *req, const api_vocabulary *vocab, attn
         }
     }
     return 0;
+}
+
+size_t api_request_made_bytes(const api_request *req) {
+    /* n ≤ max_tokens and d_model ≤ max_d_model when this is asked: no overflow. */
+    return req->tokens_only && !req->embeddings ? req->n_tokens * req->d_model * sizeof(float) : 0;
 }
 
 int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, attn_error *err) {

@@ -116,12 +116,18 @@ int api_decode_parse_error(const char *body, size_t len, const json_error_t *jer
  * per-sequence fields. */
 void api_request_path(const api_request *req, const char *field, char *dst, size_t cap);
 
+/* Bytes of the embeddings a tokens_only request will make from the
+ * vocabulary (0 for any other): scratch memory the request holds besides
+ * the engine's, counted against max_workspace_bytes with it. */
+size_t api_request_made_bytes(const api_request *req);
+
 /*
  * The embeddings of a tokens_only request checked by
  * api_request_bind_vocab (its tokens known, its positions in the table),
  * made from `vocab` once the limits have held: by bind for a single
  * request, by the batch after its own limits for a sequence (in_batch).
- * Points req->input.embeddings at them. 0, or -1 with a 503 in *err.
+ * Points req->input.embeddings at them. 0, or -1 with a 503 (no memory) or
+ * a 500 (a token no longer found, which bind rules out) in *err.
  */
 int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, attn_error *err);
 

@@ -14,6 +14,16 @@
  *   softmax (vexp.c) into patterns or the scratch
  *   Z[r0:r1] = P_i[r0:r1, kbeg:kend] · V_i[kbeg:kend]               sgemm
  *
+ * Causal: the keys before the block's first row are one rectangle for all
+ * its rows (one sgemm each way); the square on the diagonal goes by
+ * sub-blocks of ATTN_SUB_Q query rows, each over the keys up to its own
+ * last row, so that the triangle above the diagonal is not computed
+ * either. At n = 128 a head is one block, all diagonal, and its two
+ * products cost 62.5 % of the full square in sub-blocks of 32 (a small
+ * sgemm costs more per FLOP: 16 rows gained nothing more, 64 less;
+ * bench/README.md (a)). The cut depends on the shape alone, as every
+ * task's does.
+ *
  * Nothing past what the plan's outputs need runs: without patterns and Z,
  * the block ends with the masked scores.
  */
@@ -44,34 +54,67 @@ static void fill_outside(float *x, size_t ldx, size_t rows, size_t cols, size_t 
  * kbeg … kend are computed; the caller's rows get −inf and 0 elsewhere.
  * Q_i: n × dh, stride ldq; K_i, V_i: m × dh, stride ldkv.
  */
+/* Query rows per sgemm within a causal block. */
+#ifndef ATTN_SUB_Q
+#define ATTN_SUB_Q 32
+#endif
+
 int attn_full_block(const attn_plan *pl, const attn_block *b) {
     const attn_sizes *sz = &pl->sz;
     const size_t m = sz->m, r0 = b->r0, rb = b->rb, kbeg = b->kbeg, kend = b->kend;
-    const size_t kb = kend - kbeg;
+    const size_t kb = kend - kbeg, ldq = sz->ldq, ldkv = sz->ldkv, dh = sz->dh;
+    const int causal = pl->in->mask.kind == ATTN_MASK_CAUSAL;
+    /* Causal: the keys before the block's first row, kbeg … kd, are one
+     * rectangle for all its rows; the square kd … kend on the diagonal goes
+     * by sub-blocks, each to its last row's key. */
+    const size_t sub = causal ? ATTN_SUB_Q : rb;
+    const size_t kd = causal ? attn_min(kend, r0 > kbeg ? r0 : kbeg) : kbeg;
     float *rows = b->scratch.rows;
     float *sd = b->s ? b->s + r0 * m : b->p ? b->p + r0 * m : rows;
     if (sd != rows) fill_outside(sd, m, rb, m, kbeg, kend, -INFINITY);
     if (kb) {
-        /* S[r0:r1, kbeg:kend] = scale · Q_i[r0:r1] · K_i[kbeg:kend]ᵀ;  (m, n, k) = (rb, kb, dh) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kb, (int)sz->dh,
-                    pl->in->scale, b->q + r0 * sz->ldq, (int)sz->ldq, b->k + kbeg * sz->ldkv,
-                    (int)sz->ldkv, 0.0f, sd + kbeg, (int)m);
+        /* S[r0:r1, kbeg:kd] = scale · Q_i[r0:r1] · K_i[kbeg:kd]ᵀ;  (m, n, k) = (rb, kd − kbeg, dh)
+         */
+        if (kd > kbeg)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)(kd - kbeg), (int)dh,
+                        pl->in->scale, b->q + r0 * ldq, (int)ldq, b->k + kbeg * ldkv, (int)ldkv,
+                        0.0f, sd + kbeg, (int)m);
+        for (size_t s0 = 0; s0 < rb; s0 += sub) {
+            const size_t sb = attn_min(sub, rb - s0);
+            const size_t se = causal ? attn_min(kend, r0 + s0 + sb) : kend;
+            if (se <= kd) continue; /* the rows' keys past kd are masked: the score pass's −inf */
+            /* (m, n, k) = (sb, se − kd, dh) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sb, (int)(se - kd), (int)dh,
+                        pl->in->scale, b->q + (r0 + s0) * ldq, (int)ldq, b->k + kd * ldkv,
+                        (int)ldkv, 0.0f, sd + s0 * m + kd, (int)m);
+        }
         if (attn_score_tile(sd + kbeg, m, &b->rules, r0, rb, kbeg, kb)) return ATTN_FAIL_NONFINITE;
     }
     if (!b->p && !b->z) return 0;
     float *pd = b->p ? b->p + r0 * m : rows;
     if (pd != rows) fill_outside(pd, m, rb, m, kbeg, kend, 0.0f);
-    attn_softmax_block(pd + kbeg, m, sd + kbeg, m, rb, kb, r0, kbeg,
-                       pl->in->mask.kind == ATTN_MASK_CAUSAL);
+    attn_softmax_block(pd + kbeg, m, sd + kbeg, m, rb, kb, r0, kbeg, causal);
     if (!b->z) return 0;
     float *zr = b->z + r0 * b->ldz;
-    if (!kb) { /* no key for any row of the block: Z is 0 */
-        for (size_t r = 0; r < rb; r++)
-            memset(zr + r * b->ldz, 0, sz->dh * sizeof(float));
-        return 0;
+    const int ldz = (int)b->ldz;
+    /* Z[r0:r1] = P[r0:r1, kbeg:kd] · V_i[kbeg:kd], then each sub-block adds
+     * P[.., kd:se] · V_i[kd:se] (or starts with it: beta 0 with no rectangle) */
+    if (kd > kbeg) /* (m, n, k) = (rb, dh, kd − kbeg) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)dh, (int)(kd - kbeg),
+                    1.0f, pd + kbeg, (int)m, b->v + kbeg * ldkv, (int)ldkv, 0.0f, zr, ldz);
+    for (size_t s0 = 0; s0 < rb; s0 += sub) {
+        const size_t sb = attn_min(sub, rb - s0);
+        const size_t se = causal ? attn_min(kend, r0 + s0 + sb) : kend;
+        if (se <= kd) {
+            if (kd == kbeg) /* no key for these rows: Z is 0 */
+                for (size_t r = s0; r < s0 + sb; r++)
+                    memset(zr + r * b->ldz, 0, dh * sizeof(float));
+            continue;
+        }
+        /* (m, n, k) = (sb, dh, se − kd) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)sb, (int)dh, (int)(se - kd),
+                    1.0f, pd + s0 * m + kd, (int)m, b->v + kd * ldkv, (int)ldkv,
+                    kd > kbeg ? 1.0f : 0.0f, zr + s0 * b->ldz, ldz);
     }
-    /* Z[r0:r1] = P[r0:r1, kbeg:kend] · V_i[kbeg:kend];  (m, n, k) = (rb, dh, kb) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)sz->dh, (int)kb, 1.0f,
-                pd + kbeg, (int)m, b->v + kbeg * sz->ldkv, (int)sz->ldkv, 0.0f, zr, (int)b->ldz);
     return 0;
 }

@@ -28,7 +28,8 @@ static const store_builtin table[] = {
      0,
      0,
      0,
-     {.dims = 0}},
+     {.dims = 0},
+     NULL},
     {"demo-stories",
      "Designed, not trained: 16 named dimensions, a vocabulary of 40 words, and 5 heads that "
      "tell the classic stories (adjective to noun, context to meaning, fiction, royalty, "
@@ -37,12 +38,13 @@ static const store_builtin table[] = {
      STORIES_HEADS,
      STORIES_D_HEAD,
      ATTN_MASK_CAUSAL,
-     1,
-     1,
      0,
      0,
      0,
-     {.dims = 0}},
+     0,
+     0,
+     {.dims = 0},
+     &store_stories_design},
     {"gpt2-small-shape",
      "GPT-2 small's attention shape (d_model 768, 12 heads of 64, causal) with "
      "pseudo-random weights",
@@ -55,7 +57,8 @@ static const store_builtin table[] = {
      1,
      0,
      0,
-     {.dims = 0}},
+     {.dims = 0},
+     NULL},
     {"gpt3-shape",
      "GPT-3's attention shape (d_model 12288, 96 heads of 128, causal) with "
      "pseudo-random weights",
@@ -68,7 +71,8 @@ static const store_builtin table[] = {
      0,
      1,
      0,
-     {.dims = 0}},
+     {.dims = 0},
+     NULL},
     {"llama-small-shape",
      "A Llama-style attention shape (d_model 2048, 32 query heads of 64 sharing 8 K/V heads, "
      "RoPE theta 500000, causal) with pseudo-random weights",
@@ -81,7 +85,8 @@ static const store_builtin table[] = {
      0,
      0,
      8,
-     {.dims = 64, .theta = 500000, .style = ATTN_ROPE_HALF}},
+     {.dims = 64, .theta = 500000, .style = ATTN_ROPE_HALF},
+     NULL},
     {"llama3-8b-shape",
      "Llama 3.1 8B's attention shape (d_model 4096, 32 query heads of 128 sharing 8 K/V heads, "
      "RoPE theta 500000 with llama3 scaling, causal) with pseudo-random weights",
@@ -101,7 +106,8 @@ static const store_builtin table[] = {
       .factor = 8,
       .low_freq_factor = 1,
       .high_freq_factor = 4,
-      .original_max_position = 8192}},
+      .original_max_position = 8192},
+     NULL},
 };
 
 const float store_builtin_demo_w_q[16] = {1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0};
@@ -128,12 +134,8 @@ static size_t qkv_cols(const store_builtin *b) {
     return (b->n_heads + 2 * g) * b->d_head;
 }
 
-static int is_stories(const store_builtin *b) {
-    return strcmp(b->name, "demo-stories") == 0;
-}
-
 size_t store_builtin_data_bytes(const store_builtin *b) {
-    if (is_stories(b)) return store_stories_data_bytes();
+    if (b->design) return b->design->data_bytes();
     size_t dm = b->d_model, hd = b->n_heads * b->d_head;
     size_t floats = dm * qkv_cols(b);
     if (b->has_b_qkv) floats += qkv_cols(b);
@@ -192,8 +194,8 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
     char heads[32];
     snprintf(heads, sizeof heads, "%zu", b->n_heads);
     char source[96];
-    if (is_stories(b))
-        snprintf(source, sizeof source, "tools/make_models, designed weights (store/stories.c)");
+    if (b->design)
+        snprintf(source, sizeof source, "%s", b->design->source);
     else
         snprintf(source, sizeof source, "tools/make_models, seed 0x%016llx",
                  (unsigned long long)STORE_BUILTIN_SEED);
@@ -256,7 +258,7 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
                 demo[r * 12 + 8 + c] = store_builtin_demo_w_v[r * 4 + c];
             }
         ADD("w_qkv", 2, shape_w_qkv, demo, 0.0);
-    } else if (!is_stories(b)) {
+    } else if (!b->design) {
         ADD("w_qkv", 2, shape_w_qkv, NULL, amp);
         if (b->has_b_qkv) ADD("b_qkv", 1, shape_b_qkv, NULL, 0.02);
         if (b->has_w_o) ADD("w_o", 2, shape_w_o, NULL, amp);
@@ -268,8 +270,8 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
     char *path = malloc(len);
     if (!path) return store_error_set(err, dir, "out of memory");
     snprintf(path, len, "%s/%s.safetensors", dir, b->name);
-    int rc = is_stories(b) ? store_stories_write(path, meta, n_meta, file_bytes, err)
-                           : store_file_write(path, meta, n_meta, t, n, file_bytes, err);
+    int rc = b->design ? b->design->write(path, meta, n_meta, file_bytes, err)
+                       : store_file_write(path, meta, n_meta, t, n, file_bytes, err);
     free(path);
     return rc;
 }

@@ -35,6 +35,17 @@
 
 #include "attention/attention.h"
 #include "store/error.h"
+#include "store/safetensors.h"
+
+/* A model whose every tensor is spelled out by a rule (stories.h): it
+ * writes its own tensors and metadata keys beside the common ones (name,
+ * description, n_heads, mask, source). */
+typedef struct store_design {
+    const char *source; /* the metadata `source` */
+    size_t (*data_bytes)(void);
+    int (*write)(const char *path, const store_metadata *meta, size_t n_meta, size_t *file_bytes,
+                 attn_error *err);
+} store_design;
 
 #define STORE_BUILTIN_SEED UINT64_C(0x617474656e74696f) /* "attentio" */
 
@@ -43,10 +54,11 @@ typedef struct store_builtin {
     const char *description;
     size_t d_model, n_heads, d_head;
     attn_mask_kind mask;
-    int has_b_qkv, has_w_o, has_b_o;
-    int on_demand;     /* 1: too large to write by default */
-    size_t n_kv_heads; /* 0: n_heads (no n_kv_heads metadata written) */
-    attn_rope rope;    /* dims 0: none */
+    int has_b_qkv, has_w_o, has_b_o; /* the tensors the seeded streams fill */
+    int on_demand;                   /* 1: too large to write by default */
+    size_t n_kv_heads;               /* 0: n_heads (no n_kv_heads metadata written) */
+    attn_rope rope;                  /* dims 0: none */
+    const store_design *design;      /* NULL: pseudo-random weights from the seed */
 } store_builtin;
 
 /* The table, in a fixed order; entries are static. */

@@ -178,7 +178,7 @@ static const float head4_b_q[STORIES_D_HEAD] = {-16, -8, 0, 0};
 #define HD       (STORIES_HEADS * STORIES_D_HEAD)
 #define QKV_COLS (3 * HD)
 
-size_t store_stories_data_bytes(void) {
+static size_t data_bytes(void) {
     size_t floats = (size_t)STORIES_D_MODEL * QKV_COLS + QKV_COLS + (size_t)HD * STORIES_D_MODEL +
                     N_WORDS * STORIES_D_MODEL + (size_t)STORIES_POSITIONS * STORIES_D_MODEL;
     return floats * sizeof(float);
@@ -201,8 +201,8 @@ static char *string_array_json(const char *const *items, size_t count, size_t st
     return text;
 }
 
-int store_stories_write(const char *path, const store_metadata *meta, size_t n_meta,
-                        size_t *file_bytes, attn_error *err) {
+static int write(const char *path, const store_metadata *meta, size_t n_meta, size_t *file_bytes,
+                 attn_error *err) {
     enum { DM = STORIES_D_MODEL, DH = STORIES_D_HEAD };
     /* 9 KB in all: on the stack. */
     float w_qkv[DM * QKV_COLS] = {0}, b_qkv[QKV_COLS] = {0}, w_o[HD * DM] = {0};
@@ -234,7 +234,10 @@ int store_stories_write(const char *path, const store_metadata *meta, size_t n_m
     if (!vocabulary || !dimensions || n_meta + 2 > sizeof all / sizeof all[0]) {
         free(vocabulary);
         free(dimensions);
-        return store_error_set(err, path, "out of memory");
+        return store_error_set(err, path,
+                               vocabulary && dimensions ? "%zu metadata entries, room for %zu"
+                                                        : "out of memory",
+                               n_meta, sizeof all / sizeof all[0] - 2);
     }
     memcpy(all, meta, n_meta * sizeof *meta);
     all[n_meta] = (store_metadata){"vocabulary", vocabulary};
@@ -263,3 +266,9 @@ int store_stories_write(const char *path, const store_metadata *meta, size_t n_m
     free(dimensions);
     return rc;
 }
+
+const store_design store_stories_design = {
+    .source = "tools/make_models, designed weights (store/stories.c)",
+    .data_bytes = data_bytes,
+    .write = write,
+};

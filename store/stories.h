@@ -11,22 +11,15 @@
 
 #include <stddef.h>
 
-#include "attention/error.h"
-#include "store/safetensors.h"
+#include "store/builtin.h"
 
 #define STORIES_D_MODEL   16
 #define STORIES_HEADS     5
 #define STORIES_D_HEAD    4
 #define STORIES_POSITIONS 16
 
-/* Bytes of its tensor data (all F32), without the header. */
-size_t store_stories_data_bytes(void);
-
-/* Writes the model to `path` (replacing it atomically) with the n_meta
- * entries of `meta` (name, description, n_heads, mask, source) and its own
- * `vocabulary` and `dimensions`. Returns 0 and, when not NULL,
- * *file_bytes; or -1 with err set. */
-int store_stories_write(const char *path, const store_metadata *meta, size_t n_meta,
-                        size_t *file_bytes, attn_error *err);
+/* Its writer for the built-in table (builtin.h): the tensors, and the
+ * metadata keys `vocabulary` and `dimensions` beside the common ones. */
+extern const store_design store_stories_design;
 
 #endif

@@ -40,9 +40,11 @@ static const char *quote(const char *s, size_t len, char *buf, size_t size) {
             buf[used++] = (char)c;
     }
     if (i < len) {
-        while (used > 0 && ((unsigned char)buf[used - 1] & 0xC0) == 0x80)
-            used--; /* continuation bytes of a character cut short */
-        if (used > 0 && ((unsigned char)buf[used - 1] & 0xC0) == 0xC0) used--;
+        if (((unsigned char)s[i] & 0xC0) == 0x80) { /* the cut falls inside a character */
+            while (used > 0 && ((unsigned char)buf[used - 1] & 0xC0) == 0x80)
+                used--;
+            if (used > 0 && ((unsigned char)buf[used - 1] & 0xC0) == 0xC0) used--;
+        }
         if (used + 4 < size) {
             memcpy(buf + used, "…", 3);
             used += 3;

@@ -258,19 +258,19 @@ START_TEST(test_weights_limit_and_flag) {
     api_request_free(req);
 
     int flag = -1;
-    ck_assert_int_eq(api_model_weights_flag(NULL, &flag, &err), 0);
+    ck_assert_int_eq(api_model_flag("weights", NULL, &flag, &err), 0);
     ck_assert_int_eq(flag, 0);
-    ck_assert_int_eq(api_model_weights_flag("false", &flag, &err), 0);
+    ck_assert_int_eq(api_model_flag("weights", "false", &flag, &err), 0);
     ck_assert_int_eq(flag, 0);
-    ck_assert_int_eq(api_model_weights_flag("0", &flag, &err), 0);
+    ck_assert_int_eq(api_model_flag("weights", "0", &flag, &err), 0);
     ck_assert_int_eq(flag, 0);
-    ck_assert_int_eq(api_model_weights_flag("true", &flag, &err), 0);
+    ck_assert_int_eq(api_model_flag("weights", "true", &flag, &err), 0);
     ck_assert_int_eq(flag, 1);
-    ck_assert_int_eq(api_model_weights_flag("1", &flag, &err), 0);
+    ck_assert_int_eq(api_model_flag("weights", "1", &flag, &err), 0);
     ck_assert_int_eq(flag, 1);
-    ck_assert_int_eq(api_model_weights_flag("yes", &flag, &err), -1);
+    ck_assert_int_eq(api_model_flag("weights", "yes", &flag, &err), -1);
     ck_assert_str_eq(err.code, "invalid_value");
-    ck_assert_int_eq(api_model_weights_flag("", &flag, &err), -1);
+    ck_assert_int_eq(api_model_flag("weights", "", &flag, &err), -1);
     ck_assert_str_eq(err.code, "invalid_value");
 }
 END_TEST
@@ -387,7 +387,7 @@ START_TEST(test_vocabulary_bind) {
                      "tokens[1] = \"\\u0000\\\"\xc3\xa9\" is not in the vocabulary of model v");
     api_request_free(req);
 
-    /* 40 é: cut after 16 of them (32 bytes), on a character's boundary */
+    /* x and 40 é: cut to x and 15 é (31 bytes), on a character's boundary */
     char longer[256] = "{\"model\":\"v\",\"tokens\":[\"x";
     for (int i = 0; i < 40; i++)
         strcat(longer, "\xc3\xa9");
@@ -424,6 +424,25 @@ START_TEST(test_vocabulary_bind) {
     ck_assert_str_eq(err.code, "no_vocabulary");
     ck_assert_str_eq(err.path, "/embeddings");
     ck_assert_str_eq(err.message, "model v has no vocabulary: send embeddings");
+    api_request_free(req);
+
+    /* The rows the tokens stand for count as scratch memory: the engine's
+     * need (measured on the same request with its rows sent) plus 2 × 2
+     * floats. */
+    req = decode("{\"model\":\"v\",\"embeddings\":[[1,2],[3,4]]}");
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), 0);
+    size_t need = attn_input_workspace_need(api_request_input(req));
+    api_request_free(req);
+    api_limits tight = limits;
+    tight.max_workspace_bytes = need + 4 * sizeof(float) - 1;
+    req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"],\"positions\":[0,0]}");
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &tight, &err), -1);
+    ck_assert_str_eq(err.code, "limit_exceeded");
+    ck_assert_ptr_nonnull(strstr(err.message, "max_workspace_bytes"));
+    api_request_free(req);
+    tight.max_workspace_bytes++;
+    req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"],\"positions\":[0,0]}");
+    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &tight, &err), 0);
     api_request_free(req);
     api_request_free(w_req);
 }

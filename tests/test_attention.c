@@ -19,6 +19,7 @@
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
+#include <sleef.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1043,6 +1044,53 @@ START_TEST(test_vexp) {
     ck_assert_msg(fabs(got - sum) <= 1e-6 * sum, "sum %.9g want %.9g", (double)got, sum);
     ck_assert(attn_vmax(z, 37) == 0.0f && attn_vmax(z, 0) == -INFINITY);
     fprintf(stderr, "vexp: path %s, worst %.3f ulp over %d values\n", attn_vexp_path(), worst, N);
+}
+END_TEST
+
+#if defined(__x86_64__) || defined(__i386__)
+/* sleef.h declares the 256-bit functions only for files built with AVX */
+__attribute__((target("avx2,fma"))) __m256 Sleef_expf8_u10avx2(__m256);
+
+/* exp of x[0 … 8) by libsleef's own expf8_u10avx2 */
+__attribute__((target("avx2,fma"))) static void sleef_exp8(float *y, const float *x) {
+    _mm256_storeu_ps(y, Sleef_expf8_u10avx2(_mm256_loadu_ps(x)));
+}
+#endif
+
+/* The AVX2 path inlines SLEEF's expf8_u10avx2: its results are the
+ * library's to the bit, over a sweep of every exponent and sign (a float
+ * pattern every 4099, which leaves no exponent out) and the edges of its
+ * ranges: underflow to 0 below −104, subnormal results, overflow above
+ * 88.72 and its cut to inf above 100, NaN. */
+START_TEST(test_vexp_sleef_bits) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (strcmp(attn_vexp_path(), "avx2") != 0) return;
+    enum { N = 1u << 20 };
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    ck_assert(x && y);
+    size_t count = 0;
+    static const float edge[] = {
+        -104.0f,   -103.99999f, -104.00001f, -87.33655f, -87.4f, -95.0f,   88.72283f, 88.7229f,
+        99.99999f, 100.0f,      100.00001f,  -0.0f,      0.0f,   INFINITY, -INFINITY, NAN};
+    for (size_t k = 0; k < sizeof edge / sizeof edge[0]; k++)
+        x[count++] = edge[k];
+    for (uint64_t b = 0; b <= 0xffffffffu && count < N; b += 4099) {
+        uint32_t u = (uint32_t)b;
+        memcpy(&x[count++], &u, sizeof u);
+    }
+    while (count % 8)
+        x[count++] = 0.5f;
+    attn_vexp(y, x, count);
+    for (size_t k = 0; k < count; k += 8) {
+        float want[8];
+        sleef_exp8(want, x + k);
+        for (size_t l = 0; l < 8; l++)
+            if (memcmp(&want[l], &y[k + l], sizeof(float)))
+                ck_abort_msg("exp(%a) = %a, libsleef %a", (double)x[k + l], (double)y[k + l],
+                             (double)want[l]);
+    }
+    free(x), free(y);
+#endif
 }
 END_TEST
 
@@ -2161,6 +2209,7 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, test_overflowing_scores);
     tcase_add_test(tc, test_online_no_overflow);
     tcase_add_test(tc, test_vexp);
+    tcase_add_test(tc, test_vexp_sleef_bits);
     tcase_add_loop_test(tc, test_online_blocks, 0, 4);
     tcase_add_loop_test(tc, test_online_sizes, 0, 4);
     tcase_add_test(tc, test_linear_memory);

@@ -2033,6 +2033,17 @@ END_TEST
 START_TEST(test_vocab_duplicate_token) {
     expect_vocab_fault(META("vocabulary", "[\"a\", \"dup\", \"dup\"]"), tok3, 1,
                        "metadata 'vocabulary' holds 'dup' twice (entries 1 and 2)");
+    /* A long one is cut to 40 bytes, on a character's boundary: 20 é and
+     * then x keep every é; x and then 20 é lose the one cut in half. */
+    char json[256], want[256], twenty[64] = "";
+    for (int i = 0; i < 20; i++)
+        strcat(twenty, "\xc3\xa9");
+    snprintf(json, sizeof json, "[\"a\", \"%sx\", \"%sx\"]", twenty, twenty);
+    snprintf(want, sizeof want, "holds '%s…' twice (entries 1 and 2)", twenty);
+    expect_vocab_fault(META("vocabulary", json), tok3, 1, want);
+    snprintf(json, sizeof json, "[\"a\", \"x%s\", \"x%s\"]", twenty, twenty);
+    snprintf(want, sizeof want, "holds 'x%.38s…' twice", twenty);
+    expect_vocab_fault(META("vocabulary", json), tok3, 1, want);
 }
 END_TEST
 

@@ -334,7 +334,12 @@ def validate(top):
     need("proxy" in services, "compose.yaml: no proxy service")
     for name in (h for h, _ in upstreams):
         s = services.get(name, {})
-        need(s.get("healthcheck"), f"compose.yaml: {name} has no healthcheck")
+        # Without one of its own, the image's HEALTHCHECK applies.
+        hc = s.get("healthcheck", {})
+        need(not hc.get("disable") and hc.get("test", ["CMD"])[0] != "NONE",
+             f"compose.yaml: {name} has its healthcheck disabled")
+        need(hc.get("test") or re.search(r"^HEALTHCHECK\s(?:[^\n]*\\\n)*[^\n]*\bCMD\s", dockerfile, re.M),
+             f"compose.yaml: {name} has no healthcheck, and the Dockerfile no HEALTHCHECK")
         need("models:/models" in s.get("volumes", []), f"compose.yaml: {name} has no models volume")
     return faults, len(objects) + sum(len(v) for v in kserve.values())
 

@@ -26,6 +26,7 @@ RT = "deploy/kserve/servingruntime.yaml"
 ISVC = "deploy/kserve/inferenceservice.yaml"
 DEP = "deploy/k8s/deployment.yaml"
 SVC = "deploy/k8s/service.yaml"
+COMPOSE = "deploy/compose.yaml"
 
 
 def pred(doc):  # the runtime's kserve-container
@@ -124,6 +125,12 @@ CASES = [
     ("Deployment as root", DEP, lambda d: d["spec"]["template"]["spec"]["securityContext"].update(runAsUser=0),
      "runAsUser 0"),
     ("Service selects nothing", SVC, lambda d: d["spec"].update(selector={"app": "other"}), "Service: selector"),
+    ("replica's healthcheck disabled", COMPOSE,
+     lambda d: d["services"]["attention-1"].update(healthcheck={"disable": True}), "healthcheck disabled"),
+    ("replica's healthcheck NONE", COMPOSE,
+     lambda d: d["services"]["attention-2"].update(healthcheck={"test": ["NONE"]}), "healthcheck disabled"),
+    ("replica with a healthcheck of its own", COMPOSE,
+     lambda d: d["services"]["attention-1"].update(healthcheck={"test": ["CMD", "true"]}), None),
 ]
 
 COPIED = ["deploy", "Dockerfile", "docs/API.md"]

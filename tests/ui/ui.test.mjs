@@ -663,6 +663,9 @@ test("the page opens on the adjective story: tokens sent alone, E from the vocab
 test("what each word gathered: per key, weight × value, summed over heads, adds up to the API's ΔE", async () => {
   const sentence = "a fluffy blue creature roamed the verdant forest";
   const { page, log, close } = await openStory("adjective", sentence);
+  // A story about one head opens the parts on that head; here all are summed.
+  assert.equal(await page.inputValue("#gathered-head"), "0");
+  await page.selectOption("#gathered-head", "all");
   const m = await stories();
   const api = (await apiPost({ model: STORIES, tokens: words(sentence), mask: "causal", return: ALL })).body;
   const n = api.n_tokens, heads = api.heads, bo = m.weights.b_o || new Array(api.d_model).fill(0);
@@ -722,6 +725,15 @@ test("mole side by side: one token embedding, three meanings (mask none), and th
     const v = drawnE2[si].values;
     tops.push(Object.keys(v).reduce((a, b) => (v[a] >= v[b] ? a : b)));
     assert.equal(drawnE2[si].top, tops[si]);
+    // The winner is drawn bold, and its bar points right (positive), with a width.
+    const look = await page.$eval(`table[data-matrix=compare-E2] tbody tr[data-sentence="${si}"]`, (tr, d) => {
+      const td = tr.querySelector(`td[data-dim="${d}"]`);
+      const span = td.previousElementSibling.querySelector("span");
+      return { weight: getComputedStyle(td).fontWeight, cls: span.className, width: span.getBoundingClientRect().width };
+    }, tops[si]);
+    assert.equal(look.weight, "700", `${s}: ${tops[si]} in bold`);
+    assert.equal(look.cls, "pos", `${s}: ${tops[si]}'s bar`);
+    assert.ok(look.width > 10, `${s}: ${tops[si]}'s bar is ${look.width} px wide`);
     rowsE.push(m.row("mole", i));
   }
   assert.deepEqual(tops, ["animal", "chemistry", "medicine"]);
@@ -742,6 +754,8 @@ test("mole side by side: one token embedding, three meanings (mask none), and th
   await settle(page, () => document.querySelector("#compare-title").textContent.includes("causal"));
   const causal = await page.$$eval('table[data-matrix=compare-E2] tbody tr[data-sentence="1"] td[data-dim=chemistry]', (tds) => Number(tds[0].dataset.value));
   assert.ok(causal < 0.5, `causal: mole's chemistry ${causal}`);
+  // Undecided: nothing on the three is larger than 0 there, and nothing is bold.
+  assert.equal(await page.$eval('table[data-matrix=compare-E2] tbody tr[data-sentence="1"]', (tr) => tr.dataset.top), "");
   assert.deepEqual(log.errors, []);
   await close();
 });
@@ -812,7 +826,7 @@ test("wizard harry against queen sussex william harry: head 2 reads fiction, hea
 });
 
 test("the previous-token head: every row on the token before (the first on itself)", async () => {
-  const sentence = "the cat sat on the soft green forest";
+  const sentence = "the red dog sat in the green forest";
   const { page, log, close } = await openStory("previous", sentence);
   await shot(page, "15-story-previous");
   assert.deepEqual(await page.$$eval("figure.head.focus", (f) => f.map((x) => +x.dataset.head)), [4]);
@@ -820,6 +834,8 @@ test("the previous-token head: every row on the token before (the first on itsel
   const api = await apiPost({ model: STORIES, tokens: words(sentence), mask: "causal" });
   assert.deepEqual(drawn, api.body.patterns);
   drawn[4].forEach((row, q) => assert.ok(row[Math.max(0, q - 1)] >= 0.9, `row ${q}: ${row[Math.max(0, q - 1)]}`));
+  // Its gathered parts open on head 4, which moves nothing.
+  assert.equal(await page.inputValue("#gathered-head"), "4");
   // The step view opens on the story's head.
   await page.click("button[data-step=P]");
   assert.equal(await page.inputValue("#step-head"), "4");
@@ -901,7 +917,7 @@ test("each story is one click away, and fits both screen sizes", async () => {
     const { page, log, close } = await open({ hash: "", width: w, height: h });
     await settle(page, () => !document.querySelector("#story").hidden);
     for (const [id, sentence] of [["mole", "one mole of carbon dioxide"], ["tower", "miniature eiffel tower"],
-      ["harry", "wizard harry"], ["previous", "the cat sat on the soft green forest"],
+      ["harry", "wizard harry"], ["previous", "the red dog sat in the green forest"],
       ["adjective", "a fluffy blue creature roamed the verdant forest"]]) {
       await page.click(`#example-${id}`);
       await settle(page, (s) => document.querySelector("#sentence").value === s && !document.querySelector("#story").hidden &&

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# make image (with podman): the Dockerfile built as it is, as
+# `docker build -t attention-server:latest .` builds it. Its
+# `FROM debian:12-slim` resolves to the local base (tests/deploy/podman.sh);
+# the build reaches Debian's mirror on the host's network. Layers are
+# cached: on a tree that has not changed since the last build, every step
+# is taken from the cache, the build stage's tests included.
+# --format docker: the OCI image format has no HEALTHCHECK, and podman
+# would drop it.
+set -euo pipefail
+. "$(dirname "$0")/podman.sh"
+ensure_base
+start=$(date +%s)
+podman build --format docker --network host -t "$IMAGE" -f "$top/Dockerfile" "$top"
+size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+say "$IMAGE built in $(($(date +%s) - start)) s, $((size / 1000000)) MB"
