@@ -84,10 +84,13 @@ $(BUILD)/gen/openapi_yaml.c: api/openapi.yaml tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh api_openapi_yaml < $< > $@
 
-# So is the teaching page (web/README.md).
-$(BUILD)/gen/web_index_html.c: web/index.html tools/embed.sh
+# So is the teaching page (web/README.md), its style sheets and scripts
+# copied into it.
+WEB_SRC := web/index.html $(wildcard web/*.css web/js/*.js)
+$(BUILD)/gen/web_index_html.c: $(WEB_SRC) tools/inline_page.sh tools/embed.sh
 	@mkdir -p $(dir $@)
-	sh tools/embed.sh web_index_html < $< > $@
+	sh tools/inline_page.sh web/index.html > $(BUILD)/gen/web_index.html
+	sh tools/embed.sh web_index_html < $(BUILD)/gen/web_index.html > $@
 
 $(SRV_LIB): $(SERVER_OBJ)
 $(API_LIB): $(API_OBJ)
@@ -251,7 +254,7 @@ test-ui:
 	+$(MAKE) --no-print-directory all
 	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
 	cd tests/ui && ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) \
-	    ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) node --test --test-reporter=spec ui.test.mjs
+	    ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) node --test --test-reporter=spec *.test.mjs
 
 # The image, built from the Dockerfile as a user builds it
 # (deploy/README.md): with docker when a Docker engine answers, else with

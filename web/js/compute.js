@@ -1,0 +1,107 @@
+"use strict";
+// ---- computing -----------------------------------------------------------------------
+
+const ALL_STEPS = ["q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"];
+const canWalk = () => state.model && state.model.d_model <= STEP_MAX_D && state.model.d_head <= STEP_MAX_D &&
+  state.tokens.length <= STEP_MAX_N;
+
+function requestText(extra, withScale) {
+  const fields = [
+    `"model":${JSON.stringify(state.model.name)}`,
+    `"tokens":${JSON.stringify(state.tokens)}`,
+  ];
+  if (!sendsTokensOnly())
+    fields.push(`"embeddings":[${state.rows.map((r) => "[" + r.map(cellJSON).join(",") + "]").join(",")}]`);
+  for (const [k, v] of Object.entries(extra)) fields.push(`${JSON.stringify(k)}:${JSON.stringify(v)}`);
+  if (withScale && state.scale) fields.push(`"scale":${cellJSON(state.scale)}`);
+  return "{" + fields.join(",") + "}";
+}
+
+async function compute() {
+  if (!state.model) { start(); return; }   // the model list never came: ask again
+  const walk = canWalk();
+  const main = requestText({ mask: state.mask, return: walk ? ALL_STEPS : ["scores", "patterns", "embeddings"] }, true);
+  const story = storyOnScreen();
+  // A story's sentences side by side, each sent alone (tokens only), under the mask chosen.
+  const cmp = story && story.compare ? story.compare.sentences.map((sentence) => ({ sentence, tokens: tokenize(sentence) })) : null;
+  const key = main + "\n" + (story ? story.id : "");
+  // Enter in a field fires its change and the form's submit: one request for both.
+  if (key === state.inflight) return;
+  state.inflight = key;
+  const seq = ++state.seq;
+  clearErrors();
+  $("status").textContent = "Computing…";
+  document.body.setAttribute("aria-busy", "true");
+  // Q·Kᵀ before scaling and masking is the service's own too (scale 1, no mask), asked for
+  // only when its step is shown: an edit is one request.
+  const raw = walk ? requestText({ mask: "none", scale: 1, return: ["scores"] }) : null;
+  try {
+    const model = state.model, sentTokensOnly = sendsTokensOnly(), sentRows = state.rows.map((r) => r.slice());
+    const [res, weights, cmpRes] = await Promise.all([
+      api.call("/v1/attention", main),
+      walk ? modelWeights(state.model.name) : null,
+      cmp ? Promise.all(cmp.map((c) => compareAnswer(model.name, c.tokens, state.mask))) : null,
+    ]);
+    if (seq !== state.seq) return;
+    state.inflight = null;
+    document.body.removeAttribute("aria-busy");
+    if (!res.ok) {
+      $("results").classList.toggle("stale", !!state.result);
+      showError(res.body.error, res.status);
+      $("status").textContent = "The service refused the request.";
+      return;
+    }
+    $("results").classList.remove("stale");
+    $("key-fields").hidden = !api.key;
+    const timing = /compute;dur=([0-9.]+)/.exec(res.timing);
+    $("status").textContent = `Computed by the service${timing ? ` in ${Number(timing[1]).toFixed(2)} ms` : ""}: ${res.body.n_tokens} tokens, ${res.body.n_heads} head${res.body.n_heads > 1 ? "s" : ""}, mask ${res.body.mask}.`;
+    state.result = { answer: res.body, raw: null, rawText: raw, rawError: null, weights, rows: sentRows,
+      model, story, sentTokensOnly, compare: cmp ? cmp.map((c, i) => Object.assign(c, { res: cmpRes[i] })) : null };
+    renderStory();
+    renderPatterns();
+    renderHeadView();
+    renderGathered();
+    renderWalkthrough();
+    for (const v of views) if (v.render) v.render();
+    saveLink();
+  } catch (e) {
+    if (seq !== state.seq) return;
+    state.inflight = null;
+    document.body.removeAttribute("aria-busy");
+    $("results").classList.toggle("stale", !!state.result);
+    $("general-error").textContent = "Could not reach the service: " + e.message;
+    $("status").textContent = "";
+  }
+}
+
+// Fetched once per model while the page is open (a refusal is asked again next time), so
+// that an edit sends one request.
+const weightsOf = new Map();
+async function modelWeights(name) {
+  if (weightsOf.has(name)) return weightsOf.get(name);
+  const res = await api.call(`/v1/models/${encodeURIComponent(name)}?weights=true`);
+  if (!res.ok) return null;
+  weightsOf.set(name, res.body.weights);
+  return res.body.weights;
+}
+// A story's sentences do not change with an edit: each answer is kept by model, tokens and mask.
+const compareAnswers = new Map();
+async function compareAnswer(model, tokens, mask) {
+  const body = JSON.stringify({ model, tokens, mask, return: ["delta", "embeddings"] });
+  if (compareAnswers.has(body)) return compareAnswers.get(body);
+  const res = await api.call("/v1/attention", body);
+  if (res.ok) compareAnswers.set(body, res);
+  return res;
+}
+// Q · Kᵀ before scaling and masking, for the step that shows it: asked for once per result.
+async function fetchRaw() {
+  const r = state.result;
+  if (!r || r.raw || r.rawError || r.rawAsked) return;
+  r.rawAsked = true;
+  let res;
+  try { res = await api.call("/v1/attention", r.rawText); }
+  catch (e) { res = { ok: false, status: 0, body: { error: { code: "unreachable", message: "could not reach the service: " + e.message } } }; }
+  if (state.result !== r) return;
+  if (res.ok) r.raw = res.body; else r.rawError = res;
+  if (STEPS[state.step].id === "QKT") renderWalkthrough();
+}

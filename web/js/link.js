@@ -1,0 +1,46 @@
+"use strict";
+// ---- the address: what is on screen, so that it can be shared or bookmarked ------------
+
+// #model=…&sentence=…&mask=…&step=…, and &e=<rows as JSON> when the embeddings were edited.
+function saveLink() {
+  if (!state.model) return;
+  const p = new URLSearchParams({ model: state.model.name, sentence: $("sentence").value, mask: state.mask,
+    step: STEPS[state.step].id });
+  const d = state.model.d_model;
+  if (isEdited() && d <= EDIT_MAX_D) p.set("e", JSON.stringify(state.rows));
+  if (state.scale) p.set("scale", state.scale);
+  if (state.relative) p.set("relative", "1");
+  const story = storyOnScreen();
+  if (story) p.set("story", story.id);
+  history.replaceState(null, "", "#" + p.toString());
+}
+
+// The state a link names, when its model is loaded here; false otherwise.
+function openLink() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  const m = state.models.find((x) => x.name === p.get("model"));
+  if (!m) return false;
+  setModel(m.name);
+  const story = STORIES.find((x) => x.id === p.get("story") && x.model === m.name);
+  if (story) chooseStory(story);
+  state.tokens = [];
+  setSentence(p.get("sentence") ?? "");
+  if (p.get("mask") === "causal" || p.get("mask") === "none") setMask(p.get("mask"));
+  if (p.has("scale")) setScale(p.get("scale"));
+  state.relative = p.get("relative") === "1";
+  $("relative").checked = state.relative;
+  const step = STEPS.findIndex((x) => x.id === p.get("step"));
+  state.step = step >= 0 ? step : 0;
+  try {
+    const rows = JSON.parse(p.get("e") ?? "null");
+    // Only rows of the right size, each cell a string as typed (the API judges them).
+    if (Array.isArray(rows) && rows.length === state.tokens.length &&
+        rows.every((r) => Array.isArray(r) && r.length === m.d_model && r.every((c) => typeof c === "string"))) {
+      state.rows = rows;
+      renderEditor();
+    }
+  } catch (_) { /* not JSON: the default embeddings */ }
+  if (story) state.gather.q = Math.max(0, state.tokens.indexOf(story.token));
+  compute();
+  return true;
+}
