@@ -22,6 +22,22 @@ async function saved(page, selector, how = "click") {
   return { name: dl.suggestedFilename(), buf: readFileSync(path), text: readFileSync(path, "utf8") };
 }
 
+// A saved file opened in a fresh browser context, JavaScript off, every other request refused.
+async function opened(body, contentType) {
+  const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 1280, height: 800 } });
+  const other = [], errors = [];
+  const url = "http://saved.invalid/file";
+  await context.route("**/*", (route) => {
+    if (route.request().url() === url) return route.fulfill({ status: 200, contentType, body });
+    other.push(route.request().url());
+    return route.abort();
+  });
+  const page = await context.newPage();
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  await page.goto(url);
+  return { page, other, errors, close: () => context.close() };
+}
+
 // The page's request, answered by the API itself.
 async function apiAnswer(log) {
   const api = await apiPost(lastPatternsPost(log));
@@ -110,13 +126,19 @@ test("a pattern and a head view save as SVG: the cells' numbers and the lines' o
   assert.equal(hv.error, undefined, hv.error);
   assert.match(hv.title, /^Head 8 · head view/);
   assert.equal(hv.lines.length, 9);
-  for (const l of hv.lines) {
-    const p = api.patterns[7][l.q][l.k];
-    assert.equal(Number(l.opacity), p, `line ${l.q} → ${l.k}`);
-    // The style it carries (the file needs no style sheet) draws it at that opacity, visible.
-    assert.match(l.style, /visibility: visible/);
-    assert.equal(Number(/stroke-opacity: ([0-9.e-]+)/.exec(l.style)[1]).toFixed(4), p.toFixed(4));
+  for (const l of hv.lines) assert.equal(Number(l.opacity), api.patterns[7][l.q][l.k], `line ${l.q} → ${l.k}`);
+  // Opened on its own (no style sheet of the page's), each line is drawn visible at that opacity.
+  const alone = await opened(lines.buf, "image/svg+xml");
+  const drawnLines = await alone.page.$$eval("line[data-q]", (ls) => ls.map((l) => ({ q: +l.dataset.q, k: +l.dataset.k,
+    o: Number(getComputedStyle(l).strokeOpacity), vis: getComputedStyle(l).visibility, stroke: getComputedStyle(l).stroke })));
+  assert.equal(drawnLines.length, 9);
+  for (const l of drawnLines) {
+    near(l.o, api.patterns[7][l.q][l.k], 1e-6, `line ${l.q} → ${l.k}`);
+    assert.equal(l.vis, "visible");
+    assert.notEqual(l.stroke, "none");
   }
+  assert.deepEqual(alone.other, [], "the SVG asked for nothing");
+  await alone.close();
   assert.deepEqual(log.errors, []);
   await close();
 });
@@ -197,19 +219,7 @@ test("the whole view saves as one HTML file that shows the same numbers with no 
   assert.equal(file.name, "attention-gpt2-small-shape-view.html");
   assert.ok(!/<script/i.test(file.text), "the file holds no script");
   assert.ok(!/<link\b/i.test(file.text), "and links no style sheet");
-  // A fresh browser context, JavaScript off, every request but the file's own refused.
-  const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 1280, height: 800 } });
-  const other = [];
-  const URL = "http://saved.invalid/view.html";
-  await context.route("**/*", (route) => {
-    if (route.request().url() === URL) return route.fulfill({ status: 200, contentType: "text/html; charset=utf-8", body: file.buf });
-    other.push(route.request().url());
-    return route.abort();
-  });
-  const view = await context.newPage();
-  const errors = [];
-  view.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  await view.goto(URL);
+  const { page: view, other, errors, close: closeView } = await opened(file.buf, "text/html; charset=utf-8");
   await view.screenshot({ path: join(ARTIFACTS, "export-html-view.png"), fullPage: true });
   assert.deepEqual(other, [], "the saved view asked for nothing");
   assert.deepEqual(errors, []);
@@ -238,7 +248,7 @@ test("the whole view saves as one HTML file that shows the same numbers with no 
   assert.equal(await view.locator("#export").count(), 0);
   assert.equal(await view.locator("script").count(), 0);
   assert.deepEqual(await contrastFailures(view), []);
-  await context.close();
+  await closeView();
   assert.deepEqual(log.errors, []);
   await close();
 });

@@ -248,3 +248,10 @@ export function fmtNumber(x) {
   const s = Math.abs(x) < 1e-3 ? x.toExponential(1) : x.toFixed(4).replace(/\.?0+$/, "");
   return s.replace("-", "−");
 }
+
+// On a narrow screen the controls are folded above the results: opens them (a no-op when they
+// are shown, as at 1280 px).
+export async function showControls(page) {
+  const toggle = page.locator("#controls-toggle");
+  if (await toggle.isVisible() && (await toggle.getAttribute("aria-expanded")) === "false") await toggle.click();
+}

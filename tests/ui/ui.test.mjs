@@ -12,6 +12,7 @@ import {
   ARTIFACTS, WOAINI, base, startServer, open, shot, apiPost, settle,
   drawnPatterns, lastPatternsPost,
   STORIES, ALL, words, near, stories, openStory, drawnMatrix, colHeads, drawnBars, drawnParts, parts, contrastFailures, fmtNumber,
+  showControls,
 } from "./harness.mjs";
 
 test("a link to 我爱你 loads without console errors and opens it, computed", async () => {
@@ -383,6 +384,10 @@ test("fits a 1280 × 800 screen and a phone-sized one", async () => {
     const box = await page.locator("table.heatmap").boundingBox();
     assert.ok(box.x >= 0 && box.x + box.width <= w, `${w}px: the heatmap is cut off`);
     await page.screenshot({ path: join(ARTIFACTS, name + ".png") });
+    // The phone's controls are folded above the results (tests/ui/export.test.mjs): opened, they fit too.
+    await showControls(page);
+    const [sw0, cw0] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+    assert.ok(sw0 <= cw0, `${w}px, the controls open: the page is ${sw0}px wide`);
     // Every step of a 16-token walk-through too: its matrices scroll in their own boxes.
     await page.fill("#sentence", "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen");
     await page.press("#sentence", "Enter");
@@ -730,6 +735,8 @@ test("each story is one click away, and fits both screen sizes", async () => {
   for (const [w, h] of [[1280, 800], [390, 844]]) {
     const { page, log, close } = await open({ hash: "", width: w, height: h });
     await settle(page, () => !document.querySelector("#story").hidden);
+    // On the phone, the stories are among the folded controls.
+    await showControls(page);
     for (const [id, sentence] of [["mole", "one mole of carbon dioxide"], ["tower", "miniature eiffel tower"],
       ["harry", "wizard harry"], ["previous", "the red dog sat in the green forest"],
       ["adjective", "a fluffy blue creature roamed the verdant forest"]]) {

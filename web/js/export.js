@@ -120,6 +120,8 @@ function readHeatmap(table) {
   return { rowLabels, colLabels, grid, font: getComputedStyle(table).fontFamily };
 }
 
+// About how wide a text is drawn: CJK characters are square, the rest about 0.6 of the size.
+const textWidth = (t, size) => [...t].reduce((w, c) => w + (/[\u1100-\u11ff\u2e80-\ua4cf\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]/.test(c) ? 1 : 0.62) * size, 0);
 const cellText = (p) => (p === 0 ? "0" : p.toFixed(2).replace(/^0/, "").replace(/^-0/, "−"));
 const clip = (t, n) => ([...t].length > n ? [...t].slice(0, n - 1).join("") + "…" : t);
 
@@ -127,10 +129,10 @@ function heatmapSvg(table, title) {
   const { rowLabels, colLabels, grid, font } = readHeatmap(table);
   const nq = grid.length, nk = nq ? grid[0].length : 0;
   const C = 36, F = 12;
-  const width = (ts) => Math.max(0, ...ts.map((t) => [...clip(t, 14)].length)) * 7.5 + 10;
+  const width = (ts) => Math.max(0, ...ts.map((t) => textWidth(clip(t, 14), F))) + 10;
   const upright = nk <= 6 && colLabels.every((t) => [...t].length <= 3);
-  const L = Math.min(120, width(rowLabels)), T = 34 + (upright ? 20 : Math.min(120, width(colLabels)));
-  const W = Math.max(L + nk * C + 8, 8 + 7 * [...title].length), H = T + nq * C + 8;
+  const L = Math.ceil(Math.min(120, width(rowLabels))), T = Math.ceil(34 + (upright ? 20 : Math.min(120, width(colLabels))));
+  const W = Math.ceil(Math.max(L + nk * C + 8, 12 + textWidth(title, 14))), H = Math.ceil(T + nq * C + 8);
   const svg = xsvg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "font-family": font, "font-size": F });
   svg.append(xsvg("title", {}, title), xsvg("rect", { width: W, height: H, fill: "#ffffff" }),
     xsvg("text", { x: 4, y: 18, "font-weight": 700, "font-size": 14, fill: "#1d2330" }, title));
@@ -181,10 +183,12 @@ function copySvg(svg, title) {
   const copy = svg.cloneNode(true);
   const from = [svg, ...svg.querySelectorAll("*")], to = [copy, ...copy.querySelectorAll("*")];
   from.forEach((e, i) => {
-    const s = getComputedStyle(e);
-    const style = SVG_PROPS.map((p) => [p, s.getPropertyValue(p)]).filter(([, v]) => v)
+    // Each property as the page computed it, where it differs from what the element inherits.
+    const s = getComputedStyle(e), up = e === svg ? null : getComputedStyle(e.parentElement);
+    const style = SVG_PROPS.map((p) => [p, s.getPropertyValue(p)])
+      .filter(([p, v]) => v && (p === "opacity" ? v !== "1" : !up || up.getPropertyValue(p) !== v))
       .map(([p, v]) => `${p}: ${v}`).join("; ");
-    if (style) to[i].setAttribute("style", style);
+    if (style) to[i].setAttribute("style", style); else to[i].removeAttribute("style");
     to[i].removeAttribute("tabindex");
   });
   // Every line as drawn with the page at rest: a token's focus hides the others only on screen.
@@ -200,7 +204,7 @@ function copySvg(svg, title) {
   copy.setAttribute("width", w);
   copy.setAttribute("height", h);
   if (!copy.getAttribute("viewBox")) copy.setAttribute("viewBox", `${vb.x} ${vb.y} ${vb.width} ${vb.height}`);
-  const W = Math.max(w, 8 + 7 * [...title].length), H = h + top + 4;
+  const W = Math.ceil(Math.max(w, 12 + textWidth(title, 14))), H = h + top + 4;
   const out = xsvg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "font-family": getComputedStyle(svg).fontFamily });
   out.append(xsvg("title", {}, title), xsvg("rect", { width: W, height: H, fill: "#ffffff" }),
     xsvg("text", { x: 4, y: 18, "font-weight": 700, "font-size": 14, fill: "#1d2330" }, title), copy);
