@@ -49,7 +49,8 @@ function exportTargets() {
   const out = new Map();
   const maps = [...document.querySelectorAll("#results table.heatmap, #results svg.heatmap")];
   maps.forEach((t, i) => {
-    const key = "pattern:" + headOf(t, i);
+    const m = t.closest("[data-mask]");
+    const key = "pattern:" + headOf(t, i) + (m ? ":" + m.dataset.mask : "");
     if (!out.has(key) || area(t) > area(out.get(key).el)) out.set(key, { el: t, kind: "pattern", head: headOf(t, i), caption: captionOf(t) });
   });
   const svgs = [...document.querySelectorAll("#results svg")].filter((s) => !s.classList.contains("heatmap") &&
@@ -96,27 +97,24 @@ function parseColours(s) {
 }
 const opaque = (c) => { const m = /rgba\([^)]*,\s*([0-9.]+)\)/.exec(c); return !m || +m[1] > 0; };
 
-// The cells as drawn: value, fill, ink and whether masked, with the rows' and columns' labels.
+// The cells as drawn, row by row as on screen (queries as rows, or keys when transposed): each
+// with its value, fill, ink and whether hatched (masked, or outside a window), and the rows'
+// and columns' labels.
 function readHeatmap(table) {
-  const tokens = state.result ? state.result.answer.tokens : [];
-  const cells = [...table.querySelectorAll("[data-q][data-k]")];
-  const nq = 1 + Math.max(-1, ...cells.map((c) => +c.dataset.q));
-  const nk = 1 + Math.max(-1, ...cells.map((c) => +c.dataset.k));
-  const label = (th) => (th.getAttribute("title") || th.textContent).trim();
-  let cols = [...table.querySelectorAll("thead tr:last-child th")];
-  cols = cols.length === nk + 1 ? cols.slice(1) : cols.length === nk ? cols : null;
-  const colLabels = cols ? cols.map(label) : tokens.slice(0, nk);
-  const rowThs = [...table.querySelectorAll("tbody tr")].map((tr) => tr.querySelector("th"));
-  const rowLabels = rowThs.length === nq && rowThs.every(Boolean) ? rowThs.map(label) : tokens.slice(0, nq);
-  const grid = Array.from({ length: nq }, () => Array(nk).fill(null));
-  for (const c of cells) {
+  const label = (th) => (th.querySelector("span") ? th.querySelector("span").textContent : th.textContent).trim();
+  const trs = [...table.querySelectorAll("tbody tr")].filter((tr) => tr.querySelector("[data-q][data-k]"));
+  const grid = trs.map((tr) => [...tr.querySelectorAll("[data-q][data-k]")].map((c) => {
     const s = getComputedStyle(c);
     const grads = s.backgroundImage && s.backgroundImage !== "none" ? parseColours(s.backgroundImage) : [];
-    grid[+c.dataset.q][+c.dataset.k] = {
-      value: Number(c.dataset.value), masked: c.classList.contains("masked") || grads.length > 0,
-      fill: opaque(s.backgroundColor) ? s.backgroundColor : "rgb(255, 255, 255)", hatch: grads, ink: s.color,
-    };
-  }
+    return { q: +c.dataset.q, k: +c.dataset.k, value: Number(c.dataset.value), title: c.getAttribute("title") || "",
+      hatched: c.classList.contains("masked") || grads.length > 0, kind: c.className.replace(/\bactive\b/, "").trim(),
+      fill: opaque(s.backgroundColor) ? s.backgroundColor : "rgb(255, 255, 255)", hatch: grads, ink: s.color };
+  }));
+  const nc = Math.max(0, ...grid.map((r) => r.length));
+  let cols = [...table.querySelectorAll("thead tr:last-child th")];
+  cols = cols.length === nc + 1 ? cols.slice(1) : cols.length === nc ? cols : [];
+  const rowLabels = trs.map((tr, i) => (tr.querySelector("th") ? label(tr.querySelector("th")) : String(i + 1)));
+  const colLabels = Array.from({ length: nc }, (_, i) => (cols[i] ? label(cols[i]) : String(i + 1)));
   return { rowLabels, colLabels, grid, font: getComputedStyle(table).fontFamily };
 }
 
@@ -127,12 +125,12 @@ const clip = (t, n) => ([...t].length > n ? [...t].slice(0, n - 1).join("") + "�
 
 function heatmapSvg(table, title) {
   const { rowLabels, colLabels, grid, font } = readHeatmap(table);
-  const nq = grid.length, nk = nq ? grid[0].length : 0;
+  const nr = grid.length, nc = colLabels.length;
   const C = 36, F = 12;
   const width = (ts) => Math.max(0, ...ts.map((t) => textWidth(clip(t, 14), F))) + 10;
-  const upright = nk <= 6 && colLabels.every((t) => [...t].length <= 3);
+  const upright = nc <= 6 && colLabels.every((t) => [...t].length <= 3);
   const L = Math.ceil(Math.min(120, width(rowLabels))), T = Math.ceil(34 + (upright ? 20 : Math.min(120, width(colLabels))));
-  const W = Math.ceil(Math.max(L + nk * C + 8, 12 + textWidth(title, 14))), H = Math.ceil(T + nq * C + 8);
+  const W = Math.ceil(Math.max(L + nc * C + 8, 12 + textWidth(title, 14))), H = Math.ceil(T + nr * C + 8);
   const svg = xsvg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "font-family": font, "font-size": F });
   svg.append(xsvg("title", {}, title), xsvg("rect", { width: W, height: H, fill: "#ffffff" }),
     xsvg("text", { x: 4, y: 18, "font-weight": 700, "font-size": 14, fill: "#1d2330" }, title));
@@ -151,24 +149,23 @@ function heatmapSvg(table, title) {
     }
     return `url(#${hatches.get(key)})`;
   };
-  colLabels.forEach((t, k) => {
-    const x = L + k * C + C / 2;
+  colLabels.forEach((t, c) => {
+    const x = L + c * C + C / 2;
     svg.append(upright
-      ? xsvg("text", { class: "key", "data-k": k, x, y: T - 6, "text-anchor": "middle", fill: "#5b6474" }, clip(t, 14))
-      : xsvg("text", { class: "key", "data-k": k, x, y: T - 6, transform: `rotate(-90 ${x} ${T - 6})`, "dominant-baseline": "middle", fill: "#5b6474" }, clip(t, 14)));
+      ? xsvg("text", { class: "col", "data-col": c, x, y: T - 6, "text-anchor": "middle", fill: "#5b6474" }, clip(t, 14))
+      : xsvg("text", { class: "col", "data-col": c, x, y: T - 6, transform: `rotate(-90 ${x} ${T - 6})`, "dominant-baseline": "middle", fill: "#5b6474" }, clip(t, 14)));
   });
-  rowLabels.forEach((t, q) => svg.append(xsvg("text", { class: "query", "data-q": q, x: L - 6, y: T + q * C + C / 2,
+  rowLabels.forEach((t, r) => svg.append(xsvg("text", { class: "row", "data-row": r, x: L - 6, y: T + r * C + C / 2,
     "text-anchor": "end", "dominant-baseline": "middle", fill: "#5b6474" }, clip(t, 14))));
-  grid.forEach((row, q) => row.forEach((c, k) => {
-    if (!c) return;
-    const x = L + k * C, y = T + q * C;
+  grid.forEach((row, r) => row.forEach((c, j) => {
+    const x = L + j * C, y = T + r * C;
     const g = xsvg("g", { class: "cell" });
     const rect = xsvg("rect", { x: x + 0.5, y: y + 0.5, width: C - 1, height: C - 1, rx: 2,
-      fill: c.masked ? hatchOf(c.hatch) : c.fill, "data-q": q, "data-k": k, "data-value": String(c.value),
-      "data-masked": c.masked ? "true" : null });
-    rect.append(xsvg("title", {}, `${rowLabels[q]} → ${colLabels[k]}: ${c.value}${c.masked ? " (masked)" : ""}`));
+      fill: c.hatched ? hatchOf(c.hatch) : c.fill, "data-q": c.q, "data-k": c.k, "data-value": String(c.value),
+      "data-masked": c.hatched ? "true" : null, class: c.kind || null });
+    rect.append(xsvg("title", {}, c.title || `${rowLabels[r]} → ${colLabels[j]}: ${c.value}`));
     g.append(rect, xsvg("text", { x: x + C / 2, y: y + C / 2, "text-anchor": "middle", "dominant-baseline": "central",
-      fill: c.ink, "font-size": 11, "data-q": q, "data-k": k }, cellText(c.value)));
+      fill: c.ink, "font-size": 11, "data-q": c.q, "data-k": c.k }, cellText(c.value)));
     svg.append(g);
   }));
   return { svg, width: W, height: H };
@@ -221,7 +218,8 @@ function pictureOf(t) {
 function fileBase(t) {
   const a = state.result && state.result.answer;
   const model = a ? fileSafe(a.model) : "attention";
-  return t ? `attention-${model}-${t.kind === "svg" ? "picture" : "head-" + (t.head + 1)}-${t.kind}` : `attention-${model}`;
+  const m = t && t.el.closest("[data-mask]");
+  return t ? `attention-${model}-${t.kind === "svg" ? "picture" : "head-" + (t.head + 1)}${m ? "-" + fileSafe(m.dataset.mask) : ""}-${t.kind}` : `attention-${model}`;
 }
 
 function chosenTarget() {
@@ -266,6 +264,9 @@ const csvCell = (x) => {
 };
 const csv = (rows) => "\uFEFF" + rows.map((r) => r.map(csvCell).join(",")).join("\r\n") + "\r\n";
 
+// The keys' tokens: the context's under cross-attention, else the sentence's.
+const keysOf = (a) => (a.n_context ? (a.context_tokens || Array.from({ length: a.n_context }, (_, i) => `c${i + 1}`)) : a.tokens);
+
 // One head: a row per query, a column per key, headed with the tokens.
 function saveCsv() {
   const t = chosenTarget();
@@ -273,17 +274,26 @@ function saveCsv() {
   if (!t || !a) return;
   const hi = a.heads.indexOf(t.head);
   if (hi < 0) return;
-  const rows = [["query \\ key", ...a.tokens], ...a.patterns[hi].map((row, q) => [a.tokens[q], ...row.map(String)])];
-  download(`attention-${fileSafe(a.model)}-head-${t.head + 1}-pattern.csv`, new Blob([csv(rows)], { type: "text/csv;charset=utf-8" }));
+  const keys = keysOf(a);
+  // A pattern drawn under the other mask (both side by side) is its own answer: its cells' values.
+  const m = t.el.closest("[data-mask]");
+  let P = a.patterns[hi].map((row) => row.map(String));
+  if (m && m.dataset.mask !== a.mask) {
+    P = a.tokens.map(() => keys.map(() => ""));
+    for (const c of t.el.querySelectorAll("[data-q][data-k]")) P[+c.dataset.q][+c.dataset.k] = c.dataset.value;
+  }
+  const rows = [["query \\ key", ...keys], ...P.map((row, q) => [a.tokens[q], ...row])];
+  download(`attention-${fileSafe(a.model)}-head-${t.head + 1}${m ? "-" + fileSafe(m.dataset.mask) : ""}-pattern.csv`, new Blob([csv(rows)], { type: "text/csv;charset=utf-8" }));
 }
 
 // Every head: one line per weight, heads and tokens counted from 1.
 function saveCsvAll() {
   const a = state.result && state.result.answer;
   if (!a) return;
+  const keys = keysOf(a);
   const rows = [["head", "query", "query_token", "key", "key_token", "weight"]];
   a.heads.forEach((head, hi) => a.patterns[hi].forEach((row, q) => row.forEach((p, k) =>
-    rows.push([head + 1, q + 1, a.tokens[q], k + 1, a.tokens[k], String(p)]))));
+    rows.push([head + 1, q + 1, a.tokens[q], k + 1, keys[k], String(p)]))));
   download(`attention-${fileSafe(a.model)}-patterns.csv`, new Blob([csv(rows)], { type: "text/csv;charset=utf-8" }));
 }
 
