@@ -261,6 +261,11 @@ test("the export buttons are reached by the keyboard, and meet AA contrast", asy
     await page.keyboard.press("Tab");
     assert.equal(await page.evaluate(() => document.activeElement.id), id);
   }
+  // A pattern focused (or clicked) is the one offered.
+  await page.focus('#headview-heads svg[data-head="0"] text.tok');
+  assert.equal(await page.inputValue("#export-what"), "lines:0");
+  await page.focus('table.heatmap[data-head="0"]');
+  assert.equal(await page.inputValue("#export-what"), "pattern:0");
   // Enter on a focused button saves.
   await page.focus("#export-csv");
   const csv = await saved(page, null, "Enter");

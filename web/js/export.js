@@ -387,6 +387,15 @@ views.push({
     $("export-csv-all").addEventListener("click", saveCsvAll);
     $("export-html").addEventListener("click", saveHtml);
     $("export-what").addEventListener("change", refreshTargets);
+    // The picture last focused or clicked is the one offered.
+    const pick = (e) => {
+      const on = e.target.closest && e.target.closest("table.heatmap, svg");
+      if (!on || on.closest("#export")) return;
+      refreshTargets();
+      for (const [key, t] of exportTargets()) if (t.el === on || t.el.contains(on)) { $("export-what").value = key; refreshTargets(); return; }
+    };
+    $("results").addEventListener("focusin", pick);
+    $("results").addEventListener("click", pick);
     refreshTargets();
     // Whatever redraws the results (an answer, a step, a page of heads) may change what can be saved.
     let queued = false;
