@@ -74,6 +74,7 @@ function readSvg(page, text) {
     return {
       width: +root.getAttribute("width"), height: +root.getAttribute("height"),
       title: root.querySelector("title").textContent,
+      axes: doc.querySelector("text.axes") ? doc.querySelector("text.axes").textContent : null,
       cells: [...doc.querySelectorAll("rect[data-q]")].map((r) => ({ q: +r.dataset.q, k: +r.dataset.k, value: r.dataset.value,
         fill: r.getAttribute("fill"), masked: r.dataset.masked === "true",
         x: +r.getAttribute("x"), y: +r.getAttribute("y"), w: +r.getAttribute("width"), h: +r.getAttribute("height") })),
@@ -104,6 +105,7 @@ test("a pattern and a head view save as SVG: the cells' numbers and the lines' o
   assert.equal(svg.error, undefined, svg.error);
   assert.equal(svg.scripts, 0);
   assert.match(svg.title, /^Head 3\b.*gpt2-small-shape, mask causal/);
+  assert.equal(svg.axes, "rows: queries, columns: keys");
   assert.deepEqual(svg.queries, TOKENS);
   assert.deepEqual(svg.keys, TOKENS);
   assert.equal(svg.cells.length, 9);

@@ -129,11 +129,16 @@ function heatmapSvg(table, title) {
   const C = 36, F = 12;
   const width = (ts) => Math.max(0, ...ts.map((t) => textWidth(clip(t, 14), F))) + 10;
   const upright = nc <= 6 && colLabels.every((t) => [...t].length <= 3);
-  const L = Math.ceil(Math.min(120, width(rowLabels))), T = Math.ceil(34 + (upright ? 20 : Math.min(120, width(colLabels))));
+  const L = Math.ceil(Math.min(120, width(rowLabels))), T = Math.ceil(42 + (upright ? 20 : Math.min(120, width(colLabels))));
   const W = Math.ceil(Math.max(L + nc * C + 8, 12 + textWidth(title, 14))), H = Math.ceil(T + nr * C + 8);
   const svg = xsvg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, "font-family": font, "font-size": F });
+  // What the rows are: the corner's words when the table has them.
+  const corner = table.querySelector("thead th");
+  const axes = (corner && corner.textContent.trim()) ||
+    (table.classList.contains("transposed") ? "rows: keys, columns: queries" : "rows: queries, columns: keys");
   svg.append(xsvg("title", {}, title), xsvg("rect", { width: W, height: H, fill: "#ffffff" }),
-    xsvg("text", { x: 4, y: 18, "font-weight": 700, "font-size": 14, fill: "#1d2330" }, title));
+    xsvg("text", { x: 4, y: 18, "font-weight": 700, "font-size": 14, fill: "#1d2330" }, title),
+    xsvg("text", { class: "axes", x: 4, y: 32, "font-size": 11, fill: "#5b6474" }, axes));
   const hatches = new Map();
   const defs = xsvg("defs");
   svg.append(defs);
