@@ -22,11 +22,17 @@ async function oneRequest(page, log, act, ready = computed) {
 const cell = (page, i, j) => page.locator(`#weights-editor input[data-i="${i}"][data-j="${j}"]`);
 const weightsShown = (page) => page.$$eval("#weights-editor tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("input")].map((c) => c.value)));
 const clone = (x) => JSON.parse(JSON.stringify(x));
+// The editor is folded until opened.
+async function openEditor(page) {
+  await page.locator("#weights-summary").waitFor();
+  if (!await page.$eval("#weights-on", (d) => d.open)) await page.click("#weights-summary");
+  await page.locator("#weights-editor input").first().waitFor();
+}
 
 test("a W_q cell of demo-4d edited: one request, inline, the model's weights but that cell, patterns the API's", async () => {
   const model = await apiGet("/v1/models/demo-4d?weights=true");
   const { page, log, close } = await open();
-  await page.locator("#weights-editor input").first().waitFor();
+  await openEditor(page);
   assert.equal(await page.inputValue("#weights-matrix"), "heads/0/w_q");
   // The editor shows the model's W_q, and says the model's name is sent.
   assert.deepEqual(await weightsShown(page), model.weights.heads[0].w_q.map((r) => r.map(String)));
@@ -80,9 +86,9 @@ test("a W_q cell of demo-4d edited: one request, inline, the model's weights but
 
 test("paste a matrix as a book prints it: − and brackets taken, a wrong shape or number named by row and column", async () => {
   const { page, log, close } = await open();
-  await page.locator("#weights-editor input").first().waitFor();
+  await openEditor(page);
   await page.selectOption("#weights-matrix", "heads/0/w_k");
-  await page.click("#weights-paste summary");
+  await page.click("#weights-paste-summary");
   assert.equal(await page.textContent("#weights-paste-use"), "Use for W_k");
   // A wrong shape: nothing sent, and the row at fault named.
   const posts = log.posts.length;
@@ -142,7 +148,7 @@ test("paste a matrix as a book prints it: − and brackets taken, a wrong shape 
 
 test("the link keeps edited weights: reopened, the same request body and the same numbers", async () => {
   const first = await open();
-  await first.page.locator("#weights-editor input").first().waitFor();
+  await openEditor(first.page);
   await first.page.selectOption("#weights-matrix", "heads/0/w_v");
   await cell(first.page, 3, 0).fill("−0.75".replace("−", "-"));
   await cell(first.page, 3, 0).press("Enter");
@@ -166,6 +172,7 @@ test("the link keeps edited weights: reopened, the same request body and the sam
   await again.page.selectOption("#weights-matrix", "heads/0/w_v");
   assert.equal(await cell(again.page, 3, 0).inputValue(), "-0.75");
   assert.equal(await again.page.locator("#weights-reset").isVisible(), true);
+  assert.equal(await again.page.$eval("#weights-on", (d) => d.open), true, "edited weights open their editor");
   assert.deepEqual(again.log.errors, []);
   await again.close();
   // A link whose cells are not the model's places are left out; the rest still opens.
@@ -178,7 +185,7 @@ test("the link keeps edited weights: reopened, the same request body and the sam
 
 test("the API's error on an inline weight: next to its cell, in 1-based words, its matrix brought on screen", async () => {
   const { page, log, close } = await open();
-  await page.locator("#weights-editor input").first().waitFor();
+  await openEditor(page);
   await page.selectOption("#weights-matrix", "heads/0/w_k");
   const body = await oneRequest(page, log, async () => { await cell(page, 1, 2).fill("1e39"); await cell(page, 1, 2).press("Enter"); },
     () => !document.body.hasAttribute("aria-busy") && !!document.querySelector("#weights-error .message"));
@@ -226,6 +233,7 @@ test("demo-stories: named rows, biases and W_o sent as the model has them, E's r
   const { page, log, close } = await open({ hash: "" });
   await settle(page, () => document.querySelectorAll("table.heatmap").length === 5 && !!document.querySelector("#weights-editor input"));
   assert.equal(await page.textContent("#weights-legend"), "Weights W_q, W_k, W_v of 5 heads");
+  await openEditor(page);
   const rows = await page.$$eval("#weights-editor tbody th", (ths) => ths.map((t) => t.textContent));
   assert.deepEqual(rows, model.dimensions);
   await page.selectOption("#weights-matrix", "heads/2/w_q");
@@ -244,7 +252,7 @@ test("demo-stories: named rows, biases and W_o sent as the model has them, E's r
   assert.equal(await page.textContent("#weights-editor tbody tr:nth-child(5) th"), "head 2, 1");
   // A wrong shape pasted names what the matrix is; its transpose is recognised.
   await page.selectOption("#weights-matrix", "heads/0/w_k");
-  await page.click("#weights-paste summary");
+  await page.click("#weights-paste-summary");
   await page.fill("#weights-paste-text", Array.from({ length: 4 }, () => Array(16).fill("0").join(" ")).join("\n"));
   await page.click("#weights-paste-use");
   assert.match(await page.textContent("#weights-paste-error"), /^This is 4 × 16, the transpose: W_k of head 1 is 16 × 4/);
@@ -264,19 +272,27 @@ test("a wide model: the weights are not edited cell by cell, and the page says w
   await close();
 });
 
-test("the weights by keyboard alone: matrix, cells, the paste box and the reset", async () => {
+test("the weights by keyboard alone: the editor opened, matrix, cells, the paste box and the reset", async () => {
   const { page, log, close } = await open();
-  await page.locator("#weights-editor input").first().waitFor();
-  const reached = new Set();
+  await page.locator("#weights-summary").waitFor();
+  const reach = async (n) => {
+    const reached = new Set();
+    for (let i = 0; i < n; i++) {
+      await page.keyboard.press("Tab");
+      reached.add(await page.evaluate(() => {
+        const a = document.activeElement;
+        return a.closest("#weights-editor") ? "weights-cell" : a.id || a.tagName;
+      }));
+    }
+    return reached;
+  };
   await page.focus("#embeddings-editor input");
-  for (let i = 0; i < 30; i++) {
-    await page.keyboard.press("Tab");
-    reached.add(await page.evaluate(() => {
-      const a = document.activeElement;
-      return a.closest("#weights-editor") ? "weights-cell" : a.tagName === "SUMMARY" ? "summary" : a.id || a.tagName;
-    }));
-  }
-  for (const id of ["weights-matrix", "weights-cell", "summary"]) assert.ok(reached.has(id), `Tab never reaches ${id}`);
+  assert.ok((await reach(20)).has("weights-summary"), "Tab reaches the editor's summary");
+  // Folded, its cells are out of the way; Enter opens it, and Tab then reaches all of it.
+  await page.focus("#weights-summary");
+  await page.keyboard.press("Enter");
+  const inside = await reach(30);
+  for (const id of ["weights-matrix", "weights-cell", "weights-paste-summary"]) assert.ok(inside.has(id), `Tab never reaches ${id}`);
   // The matrix by arrow key, a cell typed into, Enter: one request.
   await page.focus("#weights-matrix");
   await page.keyboard.press("ArrowDown");
@@ -286,7 +302,7 @@ test("the weights by keyboard alone: matrix, cells, the paste box and the reset"
   const sent = JSON.parse(await oneRequest(page, log, () => page.keyboard.press("Enter")));
   assert.equal(sent.weights.heads[0].b_q[0], 9);
   // The paste box: open it with Enter, type, Tab to its button, Enter.
-  await page.focus("#weights-paste summary");
+  await page.focus("#weights-paste-summary");
   await page.keyboard.press("Enter");
   await page.keyboard.press("Tab");
   assert.equal(await page.evaluate(() => document.activeElement.id), "weights-paste-text");
@@ -299,6 +315,7 @@ test("the weights by keyboard alone: matrix, cells, the paste box and the reset"
   await page.focus("#weights-reset");
   const reset = JSON.parse(await oneRequest(page, log, () => page.keyboard.press("Enter")));
   assert.equal(reset.model, "demo-4d");
+  assert.equal(await page.evaluate(() => document.activeElement.id), "weights-matrix");
   assert.deepEqual(log.errors, []);
   await close();
 });

@@ -173,6 +173,8 @@ function renderWeights() {
   const refusal = weightsRefusal(m);
   const on = !refusal && weightsOn();
   $("weights-on").hidden = !on;
+  // Closed until wanted (the model's own weights are what most look at); open once edited.
+  if (on && weightsEdited()) $("weights-on").open = true;
   $("weights-reset").hidden = !on || !weightsEdited();
   const hint = $("weights-hint");
   if (!m) return;
@@ -241,6 +243,7 @@ function weightsErrorField(parts) {
   if (!x) return null;
   const idx = parts.slice(id.split("/").length).map(Number);
   if (wedit.at !== id) { wedit.at = id; renderWeights(); }
+  $("weights-on").open = true;
   const [i, j] = x.vector ? [0, idx[0]] : idx;
   if (i === undefined || j === undefined) {
     $("weights-editor").querySelectorAll(i === undefined ? "input" : `input[data-i="${i}"]`).forEach((c) => c.setAttribute("aria-invalid", "true"));
