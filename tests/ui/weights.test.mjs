@@ -319,3 +319,23 @@ test("the weights by keyboard alone: the editor opened, matrix, cells, the paste
   assert.deepEqual(log.errors, []);
   await close();
 });
+
+test("the editor open on W_o (20 × 16) fits a phone and a 1280 × 800 screen: wide matrices scroll in their box", async () => {
+  for (const [width, height] of [[390, 844], [1280, 800]]) {
+    const { page, log, close } = await open({ width, height, hash: "" });
+    await settle(page, () => document.querySelectorAll("table.heatmap").length === 5 && !!document.querySelector("#weights-editor input"));
+    await openEditor(page);
+    await page.selectOption("#weights-matrix", "w_o");
+    await page.click("#weights-paste-summary");
+    const [scrollW, clientW] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+    assert.ok(scrollW <= clientW, `${width} px: the page is ${scrollW} px wide`);
+    // W_q's four columns are whole: no scrolling inside its box.
+    await page.selectOption("#weights-matrix", "heads/0/w_q");
+    const [editorW, boxW] = await page.$eval("#weights-editor", (b) => [b.scrollWidth, b.clientWidth]);
+    assert.ok(editorW <= boxW, `${width} px: W_q is ${editorW} px in a box of ${boxW} px`);
+    assert.deepEqual(await contrastFailures(page), []);
+    await shot(page, `weights-05-${width}`);
+    assert.deepEqual(log.errors, []);
+    await close();
+  }
+});

@@ -204,7 +204,7 @@ function weightsHint() {
   const m = state.model, n = Object.keys(weightsDiff()).length;
   const noWo = !Array.isArray(wedit.base.w_o) ? " This model has no W_o: ΔE is the heads' outputs side by side (W_o is the identity)." : "";
   $("weights-hint").textContent = n
-    ? `Edited: ${n} number${n > 1 ? "s" : ""} differ from ${m.name}'s. The page sends the whole weight set inline, each cell as typed, instead of the model's name${hasVocab(m) ? ", and E's rows with it (weights sent inline come without a vocabulary)" : ""}; the service checks every number.${noWo}`
+    ? `Edited: ${n} number${n > 1 ? "s differ" : " differs"} from ${m.name}'s. The page sends the whole weight set inline, each cell as typed, instead of the model's name${hasVocab(m) ? ", and E's rows with it (weights sent inline come without a vocabulary)" : ""}; the service checks every number.${noWo}`
     : `${m.name}'s own weights (the rows of W_q, W_k and W_v are the dimensions of E, their columns those of d_k). Edit a number, or paste a matrix, and the page sends the weights inline instead of the model's name.${noWo}`;
   $("weights-reset").hidden = !n;
 }
