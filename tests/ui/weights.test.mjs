@@ -339,3 +339,17 @@ test("the editor open on W_o (20 × 16) fits a phone and a 1280 × 800 screen: w
     await close();
   }
 });
+
+test("an example starts from its model's own weights", async () => {
+  const { page, log, close } = await open();
+  await openEditor(page);
+  await cell(page, 0, 0).fill("3");
+  await cell(page, 0, 0).press("Enter");
+  await settle(page, () => new URLSearchParams(location.hash.slice(1)).has("w"));
+  const sent = JSON.parse(await oneRequest(page, log, () => page.click("#example-woaini")));
+  assert.equal(sent.model, "demo-4d");
+  assert.equal(sent.weights, undefined);
+  assert.equal(await cell(page, 0, 0).inputValue(), "1");
+  assert.deepEqual(log.errors, []);
+  await close();
+});

@@ -281,6 +281,7 @@ views.push({
     // editor asks for them after it, once per model.
     $("model").addEventListener("change", () => { wedit.model = null; wedit.failed = null; renderWeights(); });
     $("examples").addEventListener("click", (e) => { if (e.target.closest("button[data-example]")) { wedit.model = null; } }, true);
+    $("mask-previous").addEventListener("click", () => { wedit.model = null; }, true);
     $("weights-matrix").addEventListener("change", () => { wedit.at = $("weights-matrix").value; renderWeights(); });
     $("weights-editor").addEventListener("change", (e) => {
       const c = e.target;
