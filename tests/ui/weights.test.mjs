@@ -5,6 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   WOAINI, WOAINI_LINK, open, shot, apiPost, apiGet, settle, drawnPatterns, drawnMatrix, contrastFailures, STORIES,
+  showControls,
 } from "./harness.mjs";
 
 const computed = () => !document.body.hasAttribute("aria-busy") && document.querySelector("#status").textContent.startsWith("Computed");
@@ -24,6 +25,8 @@ const weightsShown = (page) => page.$$eval("#weights-editor tbody tr", (trs) => 
 const clone = (x) => JSON.parse(JSON.stringify(x));
 // The editor is folded until opened.
 async function openEditor(page) {
+  // On a phone the controls are folded above the results: opened first.
+  await showControls(page);
   await page.locator("#weights-summary").waitFor();
   if (!await page.$eval("#weights-on", (d) => d.open)) await page.click("#weights-summary");
   await page.locator("#weights-editor input").first().waitFor();
