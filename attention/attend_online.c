@@ -64,8 +64,8 @@ int attn_online_block(const attn_plan *pl, const attn_block *b) {
          * row's last allowed key: the score pass fills it with −inf. */
         if (kd > k0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)(kd - k0), (int)dh,
-                        pl->in->scale, b->q + r0 * ldq, (int)ldq, b->k + k0 * ldkv, (int)ldkv,
-                        0.0f, t, (int)ldt);
+                        pl->in->scale, b->q + r0 * ldq, (int)ldq, b->k + k0 * ldkv, (int)ldkv, 0.0f,
+                        t, (int)ldt);
         for (size_t s0 = 0; s0 < rb; s0 += sub) {
             const size_t sb = attn_min(sub, rb - s0);
             const size_t se = causal ? attn_min(k1, r0 + s0 + sb) : k1;

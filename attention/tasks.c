@@ -69,8 +69,9 @@ attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum) {
     if (!rows || !cols) return (attn_tiling){rows, cols, 1, 1, 0, 0}; /* no tiles */
     attn_tiling g = {rows, cols, rows <= ATTN_TILE_TALL ? rows : ATTN_TILE_ROWS, cols, 0, 0};
     if (cols >= 2 * ATTN_TILE_MIN) {
-        size_t few = cols <= ATTN_TILES_FEW * ATTN_TILE_FEW_WIDE ? ATTN_TILES_FEW
-                                                                : attn_div_up(cols, ATTN_TILE_WIDE);
+        size_t few = cols <= ATTN_TILES_FEW * ATTN_TILE_FEW_WIDE
+                         ? ATTN_TILES_FEW
+                         : attn_div_up(cols, ATTN_TILE_WIDE);
         g.cb = attn_min(cols, attn_div_up(attn_div_up(cols, few), unit) * unit);
     }
     g.nc = attn_div_up(cols, g.cb);
