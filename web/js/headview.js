@@ -12,13 +12,14 @@ const svgEl = (tag, attrs, ...kids) => {
 const short = (t) => ([...t].length > 10 ? [...t].slice(0, 9).join("") + "…" : t);
 const HV = { row: 20, top: 14, left: 92, right: 168, width: 260 };
 
-// More heads than this are drawn a page at a time: the page holding the head opened in the
-// overview (js/overview.js), and the view says which heads it shows.
-const HV_PAGE = 12;
+// A model of more than 16 heads is drawn a page at a time (12 heads, 4 on a narrow screen):
+// the page holding the head opened in the overview (js/overview.js), and the view says which.
+const HV_ALL_MAX = 16;
+const hvPageSize = () => (matchMedia("(max-width: 820px)").matches ? 4 : 12);
 const headViewPage = (a) => {
-  if (a.heads.length <= HV_PAGE) return [0, a.heads.length];
-  const first = Math.floor(overview.open / HV_PAGE) * HV_PAGE;
-  return [first, Math.min(a.heads.length, first + HV_PAGE)];
+  if (a.heads.length <= HV_ALL_MAX) return [0, a.heads.length];
+  const size = hvPageSize(), first = Math.floor(overview.open / size) * size;
+  return [first, Math.min(a.heads.length, first + size)];
 };
 
 function renderHeadView() {
@@ -35,7 +36,7 @@ function renderHeadView() {
   const limit = $("headview-limit");
   if (limit) {
     limit.hidden = to - from === a.heads.length;
-    limit.textContent = limit.hidden ? "" : `Showing heads ${from + 1}–${to} of ${a.heads.length} (${HV_PAGE} at a time): open a head in the overview above to show its ${HV_PAGE}.`;
+    limit.textContent = limit.hidden ? "" : `Showing heads ${from + 1}–${to} of ${a.heads.length} (${hvPageSize()} at a time): open a head in the overview above to show its ${hvPageSize()}.`;
   }
   const figures = a.heads.slice(from, to).map((head, j) => {
     const hi = from + j;

@@ -93,7 +93,7 @@ function renderOverview(a, layout) {
   // The controls that mean something here.
   $("compare-masks").disabled = cross;
   $("compare-hint").hidden = !cross;
-  for (const r of document.querySelectorAll("input[name=layout]")) r.checked = r.value === overview.layout;
+  $("layout").value = overview.layout;
   // What the model does differently, said once.
   const w = state.result.model ? state.result.model.window : null;
   const notes = [];
@@ -111,7 +111,7 @@ function renderOverview(a, layout) {
   $("patterns-limit").textContent = limits.join(" ");
   $("patterns-limit").hidden = !limits.length;
   if (!show) { box.replaceChildren(); return; }
-  $("overview-hint").textContent = `All ${a.heads.length} heads, one thumbnail each${g < h ? `, boxed by the K/V head they share` : ""}. Click one, or move with the arrow keys and press Enter, to open it large below${a.heads.length > HV_PAGE ? ` (the head view shows its ${HV_PAGE})` : ""}.`;
+  $("overview-hint").textContent = `All ${a.heads.length} heads, one thumbnail each${g < h ? `, boxed by the K/V head they share` : ""}. Click one, or move with the arrow keys and press Enter, to open it large below${a.heads.length > HV_ALL_MAX ? ` (the head view shows its ${hvPageSize()})` : ""}.`;
   const focused = document.activeElement && document.activeElement.classList.contains("thumb");
   const thumb = (hi) => {
     const head = a.heads[hi];
@@ -140,19 +140,17 @@ function renderOverview(a, layout) {
 }
 
 function openHead(hi) {
-  const a = state.result.answer;
-  const page = a.heads.length > HV_PAGE ? Math.floor(overview.open / HV_PAGE) : 0;
   overview.open = hi;
   renderPatterns();
-  if (a.heads.length > HV_PAGE && Math.floor(hi / HV_PAGE) !== page) renderHeadView();
+  // The head view follows when it shows a page of the heads.
+  if (state.result.answer.heads.length > HV_ALL_MAX) renderHeadView();
 }
 
 views.push({
   wire() {
     $("context").value = context.text;
     $("context").addEventListener("change", () => { context.text = $("context").value; compute(); });
-    for (const r of document.querySelectorAll("input[name=layout]"))
-      r.addEventListener("change", () => { overview.layout = r.value; if (state.result) renderPatterns(); });
+    $("layout").addEventListener("change", () => { overview.layout = $("layout").value; if (state.result) renderPatterns(); });
     $("transposed").addEventListener("change", () => { overview.transposed = $("transposed").checked; if (state.result) renderPatterns(); });
     $("compare-masks").addEventListener("change", () => { overview.compare = $("compare-masks").checked; if (state.result) renderPatterns(); });
     const box = $("overview");
