@@ -355,3 +355,29 @@ test("the new controls are in keyboard reach", async () => {
   for (const id of ["layout", "transposed", "compare-masks", "thumb", "heatmap"]) assert.ok(reached.has(id), `Tab never reaches ${id}`);
   await close();
 });
+
+test("a link reopens the layout, the opened head, transposed, both masks and the context", async () => {
+  const first = await open({ hash: link({ model: "gpt2-small-shape", sentence: "a fluffy blue creature", mask: "causal" }) });
+  await settle(first.page, () => document.querySelectorAll("table.heatmap").length === 12);
+  await first.page.selectOption("#layout", "overview");
+  await first.page.click('button.thumb[data-index="4"]');
+  await first.page.check("#transposed");
+  await first.page.check("#compare-masks");
+  await settle(first.page, () => document.querySelectorAll('table.heatmap.transposed[data-mask][data-head="4"]').length === 2);
+  const hash = await first.page.evaluate(() => location.hash);
+  const p = new URLSearchParams(hash.slice(1));
+  assert.deepEqual([p.get("layout"), p.get("head"), p.get("transposed"), p.get("masks")], ["overview", "5", "1", "both"]);
+  const drawn = await drawnLarge(first.page, 'table.heatmap[data-mask="none"]');
+  await first.close();
+  const again = await open({ hash });
+  await settle(again.page, () => document.querySelectorAll('table.heatmap.transposed[data-mask][data-head="4"]').length === 2);
+  assert.deepEqual(await drawnLarge(again.page, 'table.heatmap[data-mask="none"]'), drawn);
+  assert.equal(await again.page.inputValue("#layout"), "overview");
+  assert.deepEqual(again.log.errors, []);
+  await again.close();
+  const cross = await open({ origin: other, hash: link({ model: "cross-4", sentence: "where is it", context: "a dog ran" }) });
+  await settle(cross.page, () => document.querySelectorAll("table.heatmap").length === 4);
+  assert.deepEqual(JSON.parse(lastPatternsPost(cross.log)).context_tokens, ["a", "dog", "ran"]);
+  assert.equal(await cross.page.inputValue("#context"), "a dog ran");
+  await cross.close();
+});

@@ -144,15 +144,47 @@ function openHead(hi) {
   renderPatterns();
   // The head view follows when it shows a page of the heads.
   if (state.result.answer.heads.length > HV_ALL_MAX) renderHeadView();
+  saveLink();
+}
+
+// The address keeps these too: &layout=, &transposed=1, &masks=both, &head= (1-based) and, for a
+// cross-attention model, &context=. (js/link.js comes later: its saveLink is wrapped at wire().)
+function wrapSaveLink() {
+  const saveLinkOwn = saveLink;
+  saveLink = function () {
+    saveLinkOwn();
+    if (!state.model) return;
+    const p = new URLSearchParams(location.hash.slice(1));
+    if (overview.layout !== "auto") p.set("layout", overview.layout);
+    if (overview.transposed) p.set("transposed", "1");
+    if (overview.compare) p.set("masks", "both");
+    if (overview.open) p.set("head", String(overview.open + 1));
+    if (isCross(state.model)) p.set("context", context.text);
+    history.replaceState(null, "", "#" + p.toString());
+  };
+}
+function readLink() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  if (["all", "overview"].includes(p.get("layout"))) overview.layout = p.get("layout");
+  overview.transposed = p.get("transposed") === "1";
+  overview.compare = p.get("masks") === "both";
+  const head = Number(p.get("head"));
+  if (Number.isInteger(head) && head >= 1) overview.open = head - 1;
+  if (p.has("context")) context.text = p.get("context");
+  $("layout").value = overview.layout;
+  $("transposed").checked = overview.transposed;
+  $("compare-masks").checked = overview.compare;
 }
 
 views.push({
   wire() {
+    wrapSaveLink();
+    readLink();
     $("context").value = context.text;
     $("context").addEventListener("change", () => { context.text = $("context").value; compute(); });
-    $("layout").addEventListener("change", () => { overview.layout = $("layout").value; if (state.result) renderPatterns(); });
-    $("transposed").addEventListener("change", () => { overview.transposed = $("transposed").checked; if (state.result) renderPatterns(); });
-    $("compare-masks").addEventListener("change", () => { overview.compare = $("compare-masks").checked; if (state.result) renderPatterns(); });
+    $("layout").addEventListener("change", () => { overview.layout = $("layout").value; if (state.result) { renderPatterns(); saveLink(); } });
+    $("transposed").addEventListener("change", () => { overview.transposed = $("transposed").checked; if (state.result) { renderPatterns(); saveLink(); } });
+    $("compare-masks").addEventListener("change", () => { overview.compare = $("compare-masks").checked; if (state.result) { renderPatterns(); saveLink(); } });
     const box = $("overview");
     box.addEventListener("click", (e) => {
       const b = e.target.closest("button.thumb");
@@ -175,9 +207,5 @@ views.push({
       next.setAttribute("tabindex", "0");
       next.focus();
     });
-  },
-  render() {
-    // A new answer: the opened head stays, if the model still has it.
-    if (state.result && overview.open >= state.result.answer.heads.length) { overview.open = 0; renderPatterns(); }
   },
 });
