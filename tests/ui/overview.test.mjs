@@ -153,6 +153,7 @@ test("transposed: keys as rows, queries as columns, the same numbers", async () 
   samePattern(drawn, api.patterns[0], true, "head 1 transposed");
   assert.deepEqual(drawn.rows, api.tokens, "keys as rows");
   assert.deepEqual(drawn.cols, api.tokens, "queries as columns");
+  assert.match(await page.textContent("#patterns-hint"), /^Keys are rows, queries are columns \(transposed\); each column sums to 1\./);
   // The masked cells sit above the diagonal of the pattern, below it on screen.
   const masked = await page.$$eval("table.heatmap.large td.masked", (tds) => tds.map((td) => [+td.dataset.q, +td.dataset.k]));
   assert.equal(masked.length, 10);

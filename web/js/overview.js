@@ -94,6 +94,11 @@ function renderOverview(a, layout) {
   $("compare-masks").disabled = cross;
   $("compare-hint").hidden = !cross;
   $("layout").value = overview.layout;
+  // Which way round the heatmaps are.
+  $("patterns-hint").textContent = (overview.transposed
+    ? "Keys are rows, queries are columns (transposed); each column sums to 1."
+    : "Queries are rows, keys are columns; each row sums to 1.") +
+    " Hover a cell, or focus a pattern and move with the arrow keys, to read its value.";
   // What the model does differently, said once.
   const w = state.result.model ? state.result.model.window : null;
   const notes = [];
