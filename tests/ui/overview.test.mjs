@@ -138,6 +138,10 @@ test("12 heads, 21 tokens: a thumbnail per head, one opened large with square ce
   await page.selectOption("#layout", "all");
   await settle(page, () => document.querySelectorAll("table.heatmap").length === 12);
   for (const [w] of await cellSizes(page, "table.heatmap")) assert.ok(w >= 12, `side by side, a cell of ${w} px`);
+  // The head focused there is the one opened with both masks.
+  await page.click('table.heatmap[data-head="8"] td[data-q="3"][data-k="1"]');
+  await page.check("#compare-masks");
+  await settle(page, () => document.querySelectorAll('table.heatmap[data-mask][data-head="8"]').length === 2);
   assert.deepEqual(log.errors, []);
   await close();
 });

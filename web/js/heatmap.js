@@ -108,6 +108,8 @@ function heatmapFigure(a, hi, P, kinds, opts) {
   if (px) table.style.setProperty("--cell", px + "px");
   readout.id = `readout-${head}${opts.mask ? "-" + opts.mask : ""}`;
   wireHeatmap(table, readout, qTok, kTok, P, kinds);
+  // Side by side, the head last focused is the one the overview and both masks open.
+  if (!opts.large) table.addEventListener("focus", () => { overview.open = hi; });
   const { g, of } = kvGroups(a);
   const kv = g < a.n_heads ? el("span", { class: "kv", text: ` · K/V head ${of(head) + 1} (heads ${kvShare(a, of(head)).join("–")})` }) : null;
   const caption = el("figcaption", {}, `Head ${head + 1}`,
