@@ -95,7 +95,8 @@ function stepContent(id) {
     if (!W) return [p("The model's weights could not be fetched.")];
     return [f(`W_q${sub}, W_k${sub}, W_v${sub}  (d_model ${dm} × d_k ${dh})`),
       p(`d_k is the width of one head's queries and keys, ${dh} here (the API calls it d_head).`),
-      p("The head's three learned matrices, as the model holds them (GET /v1/models/" + a.model + "?weights=true)."),
+      p(a.model ? "The head's three learned matrices, as the model holds them (GET /v1/models/" + a.model + "?weights=true)."
+        : "The head's three matrices as edited on this page, sent inline with the request."),
       box(matrix("W_q", W.w_q, dims, indices(dh), { name: "W_q" }),
         matrix("W_k", W.w_k, dims, indices(dh), { name: "W_k" }),
         matrix("W_v", W.w_v, dims, indices(dh), { name: "W_v" }))];
