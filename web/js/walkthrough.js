@@ -61,7 +61,12 @@ function renderWalkthrough() {
 const SHORT = 8;             // a long vector shows its first 8 numbers, the rest on request
 const DELTA_MAX = 65536;     // the focus request asks for ΔE (n × d_model) up to this many numbers
 const expanded = new Set();  // the shortened matrices shown whole, by name
-let walkOnScreen = false;    // focus mode asks for its numbers once the section is on screen
+// Focus mode asks for its numbers when the section is on screen (as laid out now), not with
+// every edit; coming on screen draws it again.
+const walkOnScreen = () => {
+  const b = $("walkthrough").getBoundingClientRect();
+  return b.bottom > 0 && b.top < window.innerHeight;
+};
 state.stepToken = null;      // the query token followed (0-based; null: the last)
 
 const focusMode = () => !!(state.result && !state.result.answer.q);
@@ -103,7 +108,7 @@ function drawWalkthrough() {
   if (focus) {
     const head = stepHeadIndex(a);
     const f = r.focus && r.focus[head];
-    if (!f && walkOnScreen) fetchFocus(r, head);
+    if (!f && walkOnScreen()) fetchFocus(r, head);
     content = [focusIntro(r, head)];
     if (f && f.error) content.push(el("div", { class: "error", role: "alert" }, ...errorParts(f.error.body.error, f.error.status, f.error.body.error.path || "")));
     else if (!f || !f.answer) content.push(el("p", { class: "hint", text: `Asking the service for head ${head + 1}'s steps…` }));
@@ -144,19 +149,17 @@ function shortMatrix(caption, M, rowLabels, colLabels, opts) {
   const name = opts.name, open = expanded.has(name);
   const nr = M.length, nc = M[0].length;
   const kr = opts.shortRows && !open && nr > SHORT ? SHORT : nr;
-  const kc = !open && nc > SHORT ? SHORT : nc;
+  const kc = !open && nc > SHORT && !opts.wholeRows ? SHORT : nc;
   const cut = [];
   if (kc < nc) cut.push(nr === 1 ? `the first ${kc} of ${nc}` : `the first ${kc} of ${nc} columns`);
   if (kr < nr) cut.push(`the first ${kr} of ${nr} rows`);
   const m = matrix(cut.length ? `${caption} (${cut.join(", ")})` : caption, M.slice(0, kr).map((row) => row.slice(0, kc)),
     rowLabels.slice(0, kr), colLabels.slice(0, kc), opts);
-  const long = nc > SHORT || (opts.shortRows && nr > SHORT);
+  const long = (nc > SHORT && !opts.wholeRows) || (opts.shortRows && nr > SHORT);
   if (!long) return m;
-  const t = m.querySelector("table");
-  t.dataset.total = opts.shortRows && nr > SHORT ? `${nr}×${nc}` : String(nc);
+  const all = opts.shortRows && nr > SHORT ? (kc < nc || (open && nc > SHORT && !opts.wholeRows) ? `${nr} × ${nc}` : `${nr} rows`) : String(nc);
   return el("div", { class: "shortened" }, m, el("button", { type: "button", class: "expand", "data-expand": name,
-    "aria-expanded": open ? "true" : "false",
-    text: open ? `Show the first ${SHORT} only` : `Show all ${opts.shortRows && nr > SHORT ? `${nr} × ${nc}` : nc}` }));
+    "aria-expanded": open ? "true" : "false", text: open ? `Show the first ${SHORT} only` : `Show all ${all}` }));
 }
 
 // Scores computed here in float64 from the API's q and k, for a model whose own scores go
@@ -487,12 +490,12 @@ function focusContent(id, r, fs, head) {
     return ropeStep(m, dh, t, tok, fa.q_raw[0][t], q[t], fa.k_raw[0][t], K[t]);
   case "KT":
     return [f("Kᵀ"), p("K turned on its side, so that each key is a column."),
-      box(shortMatrix("Kᵀ", transpose(K), cols, tokens, { name: "KT", shortRows: true }))];
+      box(shortMatrix("Kᵀ", transpose(K), cols, tokens, { name: "KT", shortRows: true, wholeRows: true }))];
   case "QKT": {
     const C = plainScores(m) ? [fs.raw.scores[0][t]] : chain().dots;
     return [f(`q_${tok} · Kᵀ`), p(`The dot product of ${tok}'s query with every key: ${dh} products summed per key. Hover a cell, or focus the row and use the arrow keys, to see the sum.` +
       (plainScores(m) ? " The totals are the service's (scale 1, no mask)." : " Computed here from the service's q and K: this model's own scores at scale 1 would already be soft-capped or carry ALiBi.")),
-    product({ A: vec(`q of ${tok}`, q[t], "QKT-Q", cols), B: shortMatrix("Kᵀ", transpose(K), cols, tokens, { name: "QKT-KT", shortRows: true }),
+    product({ A: vec(`q of ${tok}`, q[t], "QKT-Q", cols), B: shortMatrix("Kᵀ", transpose(K), cols, tokens, { name: "QKT-KT", shortRows: true, wholeRows: true }),
       C: matrix(`q_${tok} · Kᵀ`, C, [tok], tokens, { name: "QKT" }) }, { name: "Q·Kᵀ", what: "q · Kᵀ",
       label: (i, j) => `q_${tok} · k_${tokens[j]}`, terms: (i, j) => q[t].map((x, c) => [x, K[j][c]]), total: (i, j) => C[0][j] })];
   }
@@ -542,13 +545,9 @@ views.push({
       const again = document.querySelector(`#step button[data-expand="${name}"]`);
       if (again) again.focus();
     });
-    // Focus mode asks for its numbers when the walk-through comes on screen, not with every edit.
-    if (typeof IntersectionObserver === "function") {
-      new IntersectionObserver((entries) => {
-        const was = walkOnScreen;
-        walkOnScreen = entries.some((e) => e.isIntersecting);
-        if (walkOnScreen && !was && focusMode()) renderWalkthrough();
-      }).observe($("walkthrough"));
-    } else walkOnScreen = true;
+    new IntersectionObserver((entries) => {
+      const r = state.result;
+      if (entries.some((e) => e.isIntersecting) && focusMode() && !(r.focus && r.focus[stepHeadIndex(r.answer)])) renderWalkthrough();
+    }).observe($("walkthrough"));
   },
 });
