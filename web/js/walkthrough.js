@@ -445,7 +445,7 @@ function focusIntro(r, head) {
   if (a.d_model > STEP_MAX_D) why.push(`d_model ${a.d_model}, wider than ${STEP_MAX_D}`);
   if (a.d_head > STEP_MAX_D) why.push(`d_head ${a.d_head}, wider than ${STEP_MAX_D}`);
   return el("p", { class: "focus-intro", id: "step-focus", "data-token": t, "data-head": head,
-    text: `Every number of every step fits on screen up to ${STEP_MAX_N} tokens and ${STEP_MAX_D} dimensions; here: ${why.join(", ")}. So these steps follow one query token, token ${t + 1} “${a.tokens[t]}”, and one head, head ${head + 1} of ${a.n_heads}` +
+    text: `Every number of every step fits on screen up to ${STEP_MAX_N} tokens and ${STEP_MAX_D} dimensions; here: ${why.join("; ")}. So these steps follow one query token, token ${t + 1} “${a.tokens[t]}”, and one head, head ${head + 1} of ${a.n_heads}` +
       `${a.n_kv_heads && a.n_kv_heads < a.n_heads ? ` (which shares K/V head ${Math.floor(head * a.n_kv_heads / a.n_heads) + 1} of ${a.n_kv_heads})` : ""}; choose others above. Long vectors show their first ${SHORT} numbers, and a button shows them all. The page asks the service for this head's numbers alone.` });
 }
 
