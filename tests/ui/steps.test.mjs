@@ -313,6 +313,14 @@ test("RoPE, soft-capping and ALiBi as steps of their own, each with the right nu
       near(x, capped[i][j] + bias[i][j], 1e-9, "the page's sum");
     }));
     assert.deepEqual(await drawnMatrix(page, "S-api"), rows.map((i) => api.scores[0][i].map((x) => (x === null ? -Infinity : x))));
+    // Past 16 tokens a model this small still shows its weights: E · W_q's sum for the token.
+    if (n > 16) {
+      await step(page, "Q");
+      const s = await sumText(page, "E·W_q");
+      assert.match(s.text, new RegExp(`^Q\\[w${n}, 1\\] = .+ = `));
+      assert.equal(Number(s.total), api.q_raw[0][t][0], "the total is the API's q before RoPE");
+      f32(Number(s.sum), Number(s.total), "E · W_q's sum");
+    }
     // RoPE in a model small enough for every number: the chosen token's pairs.
     await step(page, "rope");
     await page.selectOption("#step-token", "3");
