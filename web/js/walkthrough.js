@@ -431,8 +431,9 @@ async function fetchFocus(r, head) {
     try { return await api.call("/v1/attention", text); }
     catch (e) { return { ok: false, status: 0, body: { error: { code: "unreachable", message: "could not reach the service: " + e.message } } }; }
   };
+  // The weights the answer was computed with: those sent inline, else the model's (small ones).
   const [res, raw, weights] = await Promise.all([call(JSON.stringify(body)), rawBody ? call(JSON.stringify(rawBody)) : null,
-    !r.weights && smallWeights(m) ? modelWeights(m.name).catch(() => null) : r.weights]);
+    r.weights || body.weights || (smallWeights(m) ? modelWeights(m.name).catch(() => null) : null)]);
   if (res.ok && (!raw || raw.ok)) { f.answer = res.body; f.raw = raw ? raw.body : null; r.weights = weights; }
   else f.error = res.ok ? raw : res;
   if (state.result === r) renderWalkthrough();
