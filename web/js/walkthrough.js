@@ -287,7 +287,8 @@ function stepContent(id) {
     if (!W) return [p("The model's weights could not be fetched.")];
     return [f(`W_q${sub}, W_k${sub}, W_v${sub}  (d_model ${dm} × d_k ${dh})`),
       p(`d_k is the width of one head's queries and keys, ${dh} here (the API calls it d_head).`),
-      p("The head's three learned matrices, as the model holds them (GET /v1/models/" + a.model + "?weights=true)."
+      p((a.model ? "The head's three learned matrices, as the model holds them (GET /v1/models/" + a.model + "?weights=true)."
+        : "The head's three matrices as edited on this page, sent inline with the request.")
         + (weights.kv_heads ? ` This model's heads share K/V heads (${weights.kv_heads.length} for ${a.n_heads} query heads): head ${head + 1} uses K/V head ${Math.floor(head * weights.kv_heads.length / a.n_heads) + 1}.` : "")),
       box(matrix("W_q", W.w_q, dims, indices(dh), { name: "W_q" }),
         matrix("W_k", KV.w_k, dims, indices(dh), { name: "W_k" }),
