@@ -10,11 +10,14 @@ const canWalk = () => state.model && state.model.d_model <= STEP_MAX_D && state.
   state.tokens.length <= STEP_MAX_N;
 
 function requestText(extra, withScale) {
+  // Edited weights go inline instead of the model's name (js/weights.js), and E's rows with them:
+  // an inline weight set has no vocabulary to look tokens up in.
+  const inline = weightsEdited();
   const fields = [
-    `"model":${JSON.stringify(state.model.name)}`,
+    inline ? `"weights":${weightsJSON()}` : `"model":${JSON.stringify(state.model.name)}`,
     `"tokens":${JSON.stringify(state.tokens)}`,
   ];
-  if (!sendsTokensOnly())
+  if (inline || !sendsTokensOnly())
     fields.push(`"embeddings":[${state.rows.map((r) => "[" + r.map(cellJSON).join(",") + "]").join(",")}]`);
   for (const [k, v] of Object.entries(extra)) fields.push(`${JSON.stringify(k)}:${JSON.stringify(v)}`);
   if (withScale && state.scale) fields.push(`"scale":${cellJSON(state.scale)}`);
@@ -40,10 +43,10 @@ async function compute() {
   // only when its step is shown: an edit is one request.
   const raw = walk ? requestText({ mask: "none", scale: 1, return: ["scores"] }) : null;
   try {
-    const model = state.model, sentTokensOnly = sendsTokensOnly(), sentRows = state.rows.map((r) => r.slice());
+    const model = state.model, sentTokensOnly = sendsTokensOnly() && !weightsEdited(), sentRows = state.rows.map((r) => r.slice());
     const [res, weights, cmpRes] = await Promise.all([
       api.call("/v1/attention", main),
-      walk ? modelWeights(state.model.name) : null,
+      walk ? sentWeights(state.model.name) : null,
       cmp ? Promise.all(cmp.map((c) => compareAnswer(model.name, c.tokens, state.mask))) : null,
     ]);
     if (seq !== state.seq) return;

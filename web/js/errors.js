@@ -1,7 +1,7 @@
 "use strict";
 // ---- errors next to their fields ------------------------------------------------------
 
-const ERROR_BOXES = ["model-error", "tokens-error", "mask-error", "scale-error", "embeddings-error", "key-error", "general-error"];
+const ERROR_BOXES = ["model-error", "tokens-error", "mask-error", "scale-error", "embeddings-error", "weights-error", "weights-paste-error", "key-error", "general-error"];
 function clearErrors() {
   for (const id of ERROR_BOXES) $(id).replaceChildren();
   for (const e of document.querySelectorAll("#token-chips .error")) e.remove();
@@ -22,7 +22,10 @@ function colName(j) {
 }
 function humanMessage(message) {
   const text = message
-    .replace(/(embeddings\[\d+\]\[\d+\]) is (?:a string|null|true|false|an array|an object)[^,]*, expected a number/, "$1 is not a number")
+    .replace(/((?:embeddings|weights\.[a-z_]+(?:\[\d+\]\.[a-z_]+)?)(?:\[\d+\]){1,2}) is (?:a string|null|true|false|an array|an object)[^,]*, expected a number/, "$1 is not a number")
+    // weights.heads[0].w_q[1][2]: "W_q of head 1, row 2 (adjective), column 3"
+    .replace(/weights\.((?:heads|kv_heads)\[\d+\]\.[wb]_[qkv]|w_o|b_o)(?:\[(\d+)\])?(?:\[(\d+)\])?/g, (_, id, i, j) =>
+      weightCellName(id.replace(/\[(\d+)\]\./, "/$1/"), i === undefined ? undefined : +i, j === undefined ? undefined : +j))
     .replace(/embeddings\[(\d+)\]\[(\d+)\]/g, (_, i, j) => `${rowName(+i)}, ${colName(+j)}`)
     .replace(/like row (\d+)/g, (_, i) => `like ${rowName(+i)}`)
     .replace(/embeddings\[(\d+)\]/g, (_, i) => rowName(+i))
@@ -58,6 +61,11 @@ function showError(err, status) {
     const i = parts[1], j = parts[2];
     if (i !== undefined && j !== undefined) field = document.querySelector(`#embeddings-editor input[data-i="${i}"][data-j="${j}"]`);
     else if (i !== undefined) document.querySelectorAll(`#embeddings-editor input[data-i="${i}"]`).forEach((c) => c.setAttribute("aria-invalid", "true"));
+  }
+  else if (parts[0] === "weights") {
+    // A cell of the weights sent inline: its matrix on screen, the cell marked, the message under it.
+    box = "weights-error";
+    field = weightsErrorField(parts.slice(1));
   }
   else if (parts[0] === "mask") { box = "mask-error"; }
   else if (parts[0] === "scale") { box = "scale-error"; field = $("scale"); }

@@ -1,13 +1,16 @@
 "use strict";
 // ---- the address: what is on screen, so that it can be shared or bookmarked ------------
 
-// #model=…&sentence=…&mask=…&step=…, and &e=<rows as JSON> when the embeddings were edited.
+// #model=…&sentence=…&mask=…&step=…, and &e=<rows as JSON> when the embeddings were edited,
+// &w=<the weights' edited cells as JSON: {"heads/0/w_q/1/2": "0.5"}> when the weights were.
 function saveLink() {
   if (!state.model) return;
   const p = new URLSearchParams({ model: state.model.name, sentence: $("sentence").value, mask: state.mask,
     step: STEPS[state.step].id });
   const d = state.model.d_model;
   if (isEdited() && d <= EDIT_MAX_D) p.set("e", JSON.stringify(state.rows));
+  const w = weightsLink();
+  if (w) p.set("w", w);
   if (state.scale) p.set("scale", state.scale);
   if (state.relative) p.set("relative", "1");
   const story = storyOnScreen();
@@ -41,6 +44,10 @@ function openLink() {
     }
   } catch (_) { /* not JSON: the default embeddings */ }
   if (story) state.gather.q = Math.max(0, state.tokens.indexOf(story.token));
-  compute();
+  // Edited weights: the model's, fetched first, with the link's cells; then one request.
+  let w = null;
+  try { w = JSON.parse(p.get("w") ?? "null"); } catch (_) { /* not JSON: the model's weights */ }
+  if (w && typeof w === "object" && !Array.isArray(w)) restoreWeights(m.name, w).then(compute, compute);
+  else compute();
   return true;
 }
