@@ -54,11 +54,6 @@ static void fill_outside(float *x, size_t ldx, size_t rows, size_t cols, size_t 
  * kbeg … kend are computed; the caller's rows get −inf and 0 elsewhere.
  * Q_i: n × dh, stride ldq; K_i, V_i: m × dh, stride ldkv.
  */
-/* Query rows per sgemm within a causal block. */
-#ifndef ATTN_SUB_Q
-#define ATTN_SUB_Q 32
-#endif
-
 int attn_full_block(const attn_plan *pl, const attn_block *b) {
     const attn_sizes *sz = &pl->sz;
     const size_t m = sz->m, r0 = b->r0, rb = b->rb, kbeg = b->kbeg, kend = b->kend;

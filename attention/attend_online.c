@@ -13,6 +13,12 @@
  *   exp(m_old − m), also when that underflows to 0 (a jump past exp's range)
  *   Z[r0:r1] += T · V_i[k0:k1]               sgemm, beta 1
  *
+ * Causal: a tile's keys before the block's first row are one product for
+ * all its rows, the rest of the tile (on the diagonal) goes by sub-blocks
+ * of ATTN_SUB_Q query rows, each to its own last row's key, as on the full
+ * path (attend_full.c): at n = 128 a head's two products are 62.5 % of the
+ * square. The cut depends on the shape alone.
+ *
  * Z stays the average so far (T holds weights over l): no final division;
  * rows with nothing allowed stay exactly 0. Scratch: one B × K tile and 2B
  * floats, never n × n: memory is linear in n.
@@ -41,21 +47,58 @@ int attn_online_block(const attn_plan *pl, const attn_block *b) {
     }
     for (size_t x = 0; x < rb; x++)
         m[x] = -INFINITY, l[x] = 0.0f;
+    /* Causal: in each key tile, the keys before the block's first row are
+     * one rectangle for all its rows; the keys from there on (the tile's
+     * part of the diagonal square) go by sub-blocks of ATTN_SUB_Q rows,
+     * each to its own last row's key, as on the full path. */
+    const size_t sub = causal ? ATTN_SUB_Q : rb;
+    const size_t ldq = sz->ldq, ldkv = sz->ldkv, dh = sz->dh;
+    const int ldz = (int)b->ldz;
     for (size_t k0 = b->kbeg; k0 < b->kend; k0 += ATTN_BLOCK_K) {
-        size_t kb = attn_min(ATTN_BLOCK_K, b->kend - k0);
-        /* T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ;  (m, n, k) = (rb, kb, dh) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)kb, (int)sz->dh,
-                    pl->in->scale, b->q + r0 * sz->ldq, (int)sz->ldq, b->k + k0 * sz->ldkv,
-                    (int)sz->ldkv, 0.0f, t, (int)ldt);
+        const size_t kb = attn_min(ATTN_BLOCK_K, b->kend - k0), k1 = k0 + kb;
+        const size_t kd = causal ? attn_min(k1, r0 > k0 ? r0 : k0) : k0;
+        const int first = k0 == b->kbeg;
+        /* T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ: the rectangle k0 … kd,
+         * (m, n, k) = (rb, kd − k0, dh), then each sub-block's kd … se,
+         * (m, n, k) = (sb, se − kd, dh). What no sgemm writes is past each
+         * row's last allowed key: the score pass fills it with −inf. */
+        if (kd > k0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)(kd - k0), (int)dh,
+                        pl->in->scale, b->q + r0 * ldq, (int)ldq, b->k + k0 * ldkv, (int)ldkv, 0.0f,
+                        t, (int)ldt);
+        for (size_t s0 = 0; s0 < rb; s0 += sub) {
+            const size_t sb = attn_min(sub, rb - s0);
+            const size_t se = causal ? attn_min(k1, r0 + s0 + sb) : k1;
+            if (se <= kd) continue;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sb, (int)(se - kd), (int)dh,
+                        pl->in->scale, b->q + (r0 + s0) * ldq, (int)ldq, b->k + kd * ldkv,
+                        (int)ldkv, 0.0f, t + s0 * ldt + (kd - k0), (int)ldt);
+        }
         if (attn_score_tile(t, ldt, &b->rules, r0, rb, k0, kb)) return ATTN_FAIL_NONFINITE;
         /* Turns T into weights over the running sum and rescales zr to it,
          * before T·V adds to it. */
-        attn_softmax_online(t, ldt, m, l, zr, b->ldz, sz->dh, rb, kb, r0, k0, causal);
-        /* Z[r0:r1] (+)= T · V_i[k0:k1];  (m, n, k) = (rb, dh, kb); the first
-         * key block overwrites what the caller's buffer held. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)sz->dh, (int)kb, 1.0f,
-                    t, (int)ldt, b->v + k0 * sz->ldkv, (int)sz->ldkv, k0 == b->kbeg ? 0.0f : 1.0f,
-                    zr, (int)b->ldz);
+        attn_softmax_online(t, ldt, m, l, zr, b->ldz, dh, rb, kb, r0, k0, causal);
+        /* Z[r0:r1] (+)= T · V_i[k0:k1], by the same cut: the rectangle,
+         * (m, n, k) = (rb, dh, kd − k0), then each sub-block's keys,
+         * (m, n, k) = (sb, dh, se − kd). The first key tile overwrites what
+         * the caller's buffer held (beta 0). */
+        if (kd > k0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)dh, (int)(kd - k0),
+                        1.0f, t, (int)ldt, b->v + k0 * ldkv, (int)ldkv, first ? 0.0f : 1.0f, zr,
+                        ldz);
+        for (size_t s0 = 0; s0 < rb; s0 += sub) {
+            const size_t sb = attn_min(sub, rb - s0);
+            const size_t se = causal ? attn_min(k1, r0 + s0 + sb) : k1;
+            if (se <= kd) {
+                if (first && kd == k0) /* no key of this tile for these rows: Z starts at 0 */
+                    for (size_t x = s0; x < s0 + sb; x++)
+                        memset(zr + x * b->ldz, 0, dh * sizeof(float));
+                continue;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)sb, (int)dh, (int)(se - kd),
+                        1.0f, t + s0 * ldt + (kd - k0), (int)ldt, b->v + kd * ldkv, (int)ldkv,
+                        first && kd == k0 ? 0.0f : 1.0f, zr + s0 * b->ldz, ldz);
+        }
     }
     return 0;
 }

@@ -33,6 +33,14 @@
 #define ATTN_BLOCK_K 256
 #endif
 
+/* Query rows per sgemm within a causal block's keys on the diagonal (both
+ * paths, attend_full.c and attend_online.c): the keys before the block's
+ * first row are one rectangle, the square on the diagonal goes by
+ * sub-blocks of ATTN_SUB_Q rows, each to its own last row's key. */
+#ifndef ATTN_SUB_Q
+#define ATTN_SUB_Q 32
+#endif
+
 /* The rows of every sgemm of the projection and of ΔE are a multiple of
  * ATTN_ROWS_QUANTUM, and each row sits in the half of a block of it that
  * its sequence alone decides (batch.c's packed rows): OpenBLAS's sgemm

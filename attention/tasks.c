@@ -15,12 +15,14 @@
 
 /*
  * Column tiles depend on the columns alone: a result of at least
- * 2·ATTN_TILE_MIN columns is cut into ATTN_TILES_FEW of equal width, or as
- * many of at most ATTN_TILE_WIDE columns as it takes (multiples of the
- * kernels' width, 16, or of the quantum); a narrower one is one column
- * tile. Each sgemm packs its rows of E (or Z) once per tile, so 128-wide
- * tiles re-packed them 18 times for GPT-2's QKV at n = 128, and its 12 ΔE
- * tiles were 64 wide (bench/README.md, (a)). That the columns never depend
+ * 2·ATTN_TILE_MIN columns is cut into ATTN_TILES_FEW of equal width when
+ * that makes them at most ATTN_TILE_FEW_WIDE columns, else into as many of
+ * at most ATTN_TILE_WIDE columns as it takes (multiples of the kernels'
+ * width, 16, or of the quantum); a narrower one is one column tile. Each
+ * sgemm packs its rows of E (or Z) once per tile, so 128-wide tiles
+ * re-packed them 18 times for GPT-2's QKV at n = 128, and its 12 ΔE tiles
+ * were 64 wide; 4 tiles cost 2 – 4 % more than 2 on one thread, and 2 are
+ * what two workers share (bench/README.md, (a)). That the columns never depend
  * on the rows is what lets a batch stack many calls' rows in one product
  * and still give each row the very sgemm columns its own call gives it
  * (batch.c).
@@ -45,11 +47,14 @@
 #endif
 /* ATTN_TILE rows padded to ATTN_ROWS_QUANTUM: 256 tokens are one row of tiles */
 #define ATTN_TILE_TALL ((ATTN_TILE + ATTN_ROWS_QUANTUM - 1) / ATTN_ROWS_QUANTUM * ATTN_ROWS_QUANTUM)
-#ifndef ATTN_TILES_MIN
-#define ATTN_TILES_MIN 12
+#ifndef ATTN_TILES_MIN /* 10: GPT-2's 2 column tiles × 5 rows of 240 at n = 1024 */
+#define ATTN_TILES_MIN 10
 #endif
 #ifndef ATTN_TILES_FEW
-#define ATTN_TILES_FEW 4
+#define ATTN_TILES_FEW 2
+#endif
+#ifndef ATTN_TILE_FEW_WIDE
+#define ATTN_TILE_FEW_WIDE 2048
 #endif
 #ifndef ATTN_TILE_WIDE
 #define ATTN_TILE_WIDE 1024
@@ -64,8 +69,9 @@ attn_tiling attn_tiling_aligned(size_t rows, size_t cols, size_t quantum) {
     if (!rows || !cols) return (attn_tiling){rows, cols, 1, 1, 0, 0}; /* no tiles */
     attn_tiling g = {rows, cols, rows <= ATTN_TILE_TALL ? rows : ATTN_TILE_ROWS, cols, 0, 0};
     if (cols >= 2 * ATTN_TILE_MIN) {
-        size_t few = attn_div_up(cols, ATTN_TILE_WIDE);
-        if (few < ATTN_TILES_FEW) few = ATTN_TILES_FEW;
+        size_t few = cols <= ATTN_TILES_FEW * ATTN_TILE_FEW_WIDE
+                         ? ATTN_TILES_FEW
+                         : attn_div_up(cols, ATTN_TILE_WIDE);
         g.cb = attn_min(cols, attn_div_up(attn_div_up(cols, few), unit) * unit);
     }
     g.nc = attn_div_up(cols, g.cb);

@@ -20,23 +20,36 @@
  * took a request first): it then finds `next` past the count and never
  * touches the task or its argument, which lived on the caller's side.
  *
+ * Waiting: the caller, its claims done, watches `finished` (done, as
+ * stored under the mutex) for up to SPLIT_SPIN_NS before it sleeps on the
+ * condition variable: a phase's last task usually ends within microseconds
+ * of the caller's, and a thread woken from the condition variable may wait
+ * for its core far longer (on a VM, 0.1 ms and more; bench/README.md (a)),
+ * as the pool's idle workers watch for work (server/pool.c).
+ *
  * Memory order: a task's writes happen before its `done` update under the
- * mutex, which the caller reads under the same mutex before it returns.
+ * mutex, which the caller reads under the same mutex before it returns
+ * (`finished` only tells it when to look).
  */
 #include "server/split.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "server/job.h"
 
+/* How long the caller watches for the last task to end before it sleeps. */
+#define SPLIT_SPIN_NS 200000
+
 typedef struct split_state {
     pthread_mutex_t mu;
-    pthread_cond_t cv;  /* done reached count */
-    size_t refs;        /* under mu: the caller and each accepted helper */
-    size_t done;        /* under mu: tasks that returned */
-    atomic_size_t next; /* the next task to claim */
+    pthread_cond_t cv;      /* done reached count */
+    size_t refs;            /* under mu: the caller and each accepted helper */
+    size_t done;            /* under mu: tasks that returned */
+    atomic_size_t finished; /* done, stored under mu: read without it while watching */
+    atomic_size_t next;     /* the next task to claim */
     size_t count;
     attn_task_fn task; /* with arg: valid while a task is unclaimed */
     void *arg;
@@ -72,8 +85,20 @@ static void split_help(void *arg, void *worker_ctx) {
     size_t ran = w && w->ws ? split_claim(st, w->ws) : 0;
     pthread_mutex_lock(&st->mu);
     st->done += ran;
+    atomic_store_explicit(&st->finished, st->done, memory_order_relaxed);
     if (ran && st->done == st->count) pthread_cond_signal(&st->cv);
     split_drop_unlock(st);
+}
+
+/* Watches st->finished until it reaches the count, for up to SPLIT_SPIN_NS. */
+static void split_watch(split_state *st) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int k = 0; atomic_load_explicit(&st->finished, memory_order_relaxed) < st->count; k++) {
+        if (k % 64) continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPLIT_SPIN_NS) return;
+    }
 }
 
 static void split_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
@@ -88,6 +113,7 @@ static void split_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
     pthread_cond_init(&st->cv, NULL);
     st->refs = 1;
     st->done = 0;
+    atomic_init(&st->finished, 0);
     atomic_init(&st->next, 0);
     st->count = count;
     st->task = task;
@@ -109,6 +135,12 @@ static void split_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
     size_t ran = split_claim(st, s->ws);
     pthread_mutex_lock(&st->mu);
     st->done += ran;
+    atomic_store_explicit(&st->finished, st->done, memory_order_relaxed);
+    if (st->done < st->count) { /* a helper's task is still running: watch, then sleep */
+        pthread_mutex_unlock(&st->mu);
+        split_watch(st);
+        pthread_mutex_lock(&st->mu);
+    }
     while (st->done < st->count)
         pthread_cond_wait(&st->cv, &st->mu);
     split_drop_unlock(st);

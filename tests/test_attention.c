@@ -1481,16 +1481,17 @@ START_TEST(test_runner_tasks) {
 END_TEST
 
 /* A projection or ΔE of at most 256 rows is cut into full-height tiles:
- * 4 of them, or as many of at most 1024 columns as it takes (rather than
- * 12 or more narrow ones, each re-packing the rows); split bit for bit as
- * serial, with RoPE rotating whole heads in the tiles. */
+ * 2 of them up to 4096 columns, else as many of at most 1024 columns as it
+ * takes (rather than 12 or more narrow ones, each re-packing the rows);
+ * split bit for bit as serial, with RoPE rotating whole heads in the
+ * tiles. */
 START_TEST(test_runner_few_tiles) {
     static const struct {
         shape s;
         size_t proj, delta; /* tiles */
     } cases[] = {
-        {{.n = 100, .dm = 512, .h = 8, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, 4, 4},
-        {{.n = 256, .dm = 512, .h = 8, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, 4, 4},
+        {{.n = 100, .dm = 512, .h = 8, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, 2, 2},
+        {{.n = 256, .dm = 512, .h = 8, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, 2, 2},
         {{.n = 16, .dm = 64, .h = 32, .dh = 64, .b_qkv = 1, .w_o = 1, .b_o = 1}, 6, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
