@@ -68,7 +68,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image image-docker image-podman image-test compose-test kube-test test-ui test-clang bench lint format clean deps
+.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image image-docker image-podman image-test compose-test kube-test test-ui test-ui-deps screenshots test-clang bench lint format clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -245,7 +245,13 @@ deploy-test:
 # an older or missing Node.js stops the target with a message rather than
 # running a test tool on a version it does not support.
 UI_PACKAGES := chromium fonts-wqy-microhei
-test-ui:
+test-ui: test-ui-deps
+	cd tests/ui && ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) \
+	    ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) node --test --test-reporter=spec *.test.mjs
+
+# What test-ui and screenshots need: the packages, Node.js, the build, and
+# playwright-core.
+test-ui-deps:
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) $(UI_PACKAGES)'
 	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null && \
 	    command -v npm >/dev/null || { echo "make test-ui needs Node.js 20 or later with npm" \
@@ -253,8 +259,12 @@ test-ui:
 	    "install Node.js 20 from NodeSource or nvm" >&2; exit 2; }
 	+$(MAKE) --no-print-directory all
 	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
+
+# The README's pictures of the page (tests/ui/screenshots.mjs), from the built
+# server in the same Chromium as test-ui: web/screenshot-*.png.
+screenshots: test-ui-deps
 	cd tests/ui && ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) \
-	    ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) node --test --test-reporter=spec *.test.mjs
+	    ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) node screenshots.mjs
 
 # The image, built from the Dockerfile as a user builds it
 # (deploy/README.md): with docker when a Docker engine answers, else with

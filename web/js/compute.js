@@ -2,6 +2,10 @@
 // ---- computing -----------------------------------------------------------------------
 
 const ALL_STEPS = ["q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"];
+// With RoPE the walk-through also shows q and k before their rotation.
+const walkReturn = (m) => (m && m.rope ? [...ALL_STEPS, "q_raw", "k_raw"] : ALL_STEPS);
+// Every number of every step on screen at once: small models and short sentences. Past these
+// limits the walk-through follows one query token and one head (js/walkthrough.js).
 const canWalk = () => state.model && state.model.d_model <= STEP_MAX_D && state.model.d_head <= STEP_MAX_D &&
   state.tokens.length <= STEP_MAX_N;
 
@@ -23,7 +27,7 @@ function requestText(extra, withScale) {
 async function compute() {
   if (!state.model) { start(); return; }   // the model list never came: ask again
   const walk = canWalk();
-  const main = requestText({ mask: state.mask, return: walk ? ALL_STEPS : ["scores", "patterns", "embeddings"] }, true);
+  const main = requestText({ mask: state.mask, return: walk ? walkReturn(state.model) : ["scores", "patterns", "embeddings"] }, true);
   const story = storyOnScreen();
   // A story's sentences side by side, each sent alone (tokens only), under the mask chosen.
   const cmp = story && story.compare ? story.compare.sentences.map((sentence) => ({ sentence, tokens: tokenize(sentence) })) : null;
@@ -58,7 +62,7 @@ async function compute() {
     $("key-fields").hidden = !api.key;
     const timing = /compute;dur=([0-9.]+)/.exec(res.timing);
     $("status").textContent = `Computed by the service${timing ? ` in ${Number(timing[1]).toFixed(2)} ms` : ""}: ${res.body.n_tokens} tokens, ${res.body.n_heads} head${res.body.n_heads > 1 ? "s" : ""}, mask ${res.body.mask}.`;
-    state.result = { answer: res.body, raw: null, rawText: raw, rawError: null, weights, rows: sentRows,
+    state.result = { answer: res.body, raw: null, rawText: raw, mainText: main, rawError: null, weights, rows: sentRows,
       model, story, sentTokensOnly, compare: cmp ? cmp.map((c, i) => Object.assign(c, { res: cmpRes[i] })) : null };
     renderStory();
     renderPatterns();
