@@ -385,3 +385,17 @@ function fmtNum(x) {
   return s.replace("-", "−");
 }
 const term = (x) => (x < 0 ? `(${fmtNum(x)})` : fmtNum(x));
+
+test("the link names the head and the token the walk-through follows, and opens them again", async () => {
+  const { page, log, close } = await open({ hash: link({ model: "gpt2-small-shape", sentence: words(21), step: "P", "step-head": "3", "step-token": "5" }) });
+  await settle(page, headsDrawn, 12);
+  await toSteps(page, 2, 4);
+  assert.equal(await page.$eval("#step", (s) => s.dataset.step), "P");
+  await page.selectOption("#step-token", "7");
+  await toSteps(page, 2, 7);
+  const p = new URLSearchParams(await page.evaluate(() => location.hash.slice(1)));
+  assert.equal(p.get("step-head"), "3");
+  assert.equal(p.get("step-token"), "8");
+  assert.deepEqual(log.errors, []);
+  await close();
+});

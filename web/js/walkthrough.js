@@ -537,7 +537,7 @@ function focusContent(id, r, fs, head) {
 
 views.push({
   wire() {
-    $("step-token").addEventListener("change", () => { state.stepToken = +$("step-token").value; renderWalkthrough(); });
+    $("step-token").addEventListener("change", () => { state.stepToken = +$("step-token").value; renderWalkthrough(); saveLink(); });
     $("step").addEventListener("click", (e) => {
       const b = e.target.closest("button[data-expand]");
       if (!b) return;
