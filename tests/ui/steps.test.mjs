@@ -399,3 +399,18 @@ test("the link names the head and the token the walk-through follows, and opens 
   assert.deepEqual(log.errors, []);
   await close();
 });
+
+test("no step writes null, undefined or NaN, on the worked example and on a story", async () => {
+  for (const hash of [WOAINI_LINK, ""]) {
+    const { page, close } = await open({ hash });
+    await page.locator("#walkthrough").scrollIntoViewIfNeeded();
+    const ids = await page.$$eval("#step-list button[data-step]", (bs) => bs.map((b) => b.dataset.step));
+    assert.ok(ids.length >= 10, `${ids.length} steps`);
+    for (const id of ids) {
+      await step(page, id);
+      const text = await page.textContent("#step");
+      assert.doesNotMatch(text, /\bnull\b|\bundefined\b|\bNaN\b/, `step ${id} of ${hash || "the first story"}`);
+    }
+    await close();
+  }
+});
