@@ -18,6 +18,10 @@ const noSideways = async (page, what) => {
   assert.ok(sw <= cw, `${what}: the page is ${sw}px wide in ${cw}px`);
 };
 
+// Every head drawn: a heatmap each side by side, or a thumbnail each in the overview.
+const headsDrawn = (n) => document.querySelectorAll("button.thumb").length === n ||
+  document.querySelectorAll("table.heatmap").length === n;
+
 // Opens the walk-through on screen (focus mode asks for its numbers then) and waits for a step.
 async function toSteps(page, head, token) {
   await page.locator("#walkthrough").scrollIntoViewIfNeeded();
@@ -38,7 +42,7 @@ const focusPosts = (log) => log.posts.map((b) => JSON.parse(b)).filter((b) => b.
 
 test("gpt2-small-shape at 21 tokens: one token and one head, vectors shortened and expandable, every number the API's", async () => {
   const { page, log, close } = await open({ hash: link({ model: "gpt2-small-shape", sentence: words(21) }) });
-  await settle(page, () => document.querySelectorAll("table.heatmap").length === 12);
+  await settle(page, headsDrawn, 12);
   await toSteps(page, 2, 4);
   const intro = await page.textContent("#step-focus");
   assert.match(intro, /21 tokens, more than 16/);
@@ -133,7 +137,7 @@ test("gpt2-small-shape at 21 tokens: one token and one head, vectors shortened a
 
 test("llama-small-shape at 20 tokens: RoPE as the rotation of q and k, with its angles, from q_raw and k_raw", async () => {
   const { page, log, close } = await open({ hash: link({ model: "llama-small-shape", sentence: words(20) }) });
-  await settle(page, () => document.querySelectorAll("table.heatmap").length === 32);
+  await settle(page, headsDrawn, 32);
   await toSteps(page, 5, 11);
   assert.match(await page.textContent("#step-focus"), /head 6 of 32 \(which shares K\/V head 2 of 8\)/);
   const ids = await page.$$eval("#step-list button", (bs) => bs.map((b) => b.dataset.step));
@@ -178,7 +182,7 @@ test("llama-small-shape at 20 tokens: RoPE as the rotation of q and k, with its 
 
 test("llama-small-shape at 48 tokens: the requests stay bounded, ΔE is E′ − E from the API's E′", async () => {
   const { page, log, close } = await open({ hash: link({ model: "llama-small-shape", sentence: words(48) }) });
-  await settle(page, () => document.querySelectorAll("table.heatmap").length === 32);
+  await settle(page, headsDrawn, 32);
   const before = log.posts.length;
   await toSteps(page);
   await page.waitForFunction(() => !document.querySelector("#step").textContent.includes("Asking"));
@@ -281,7 +285,7 @@ test("RoPE, soft-capping and ALiBi as steps of their own, each with the right nu
   const post = async (body) => (await (await fetch(origin + "/v1/attention", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })).json());
   for (const n of [5, 20]) {
     const { page, log, close } = await open({ origin, hash: link({ model: "tiny-capped", sentence: words(n) }) });
-    await settle(page, () => document.querySelectorAll("table.heatmap").length === 2);
+    await settle(page, headsDrawn, 2);
     await page.locator("#walkthrough").scrollIntoViewIfNeeded();
     const ids = await page.$$eval("#step-list button", (bs) => bs.map((b) => b.dataset.step));
     assert.deepEqual(ids, ["E", "W", "Q", "K", "V", "rope", "KT", "QKT", "S", "softcap", "alibi", "P", "Z", "dE", "E2"]);
@@ -343,7 +347,7 @@ test("RoPE, soft-capping and ALiBi as steps of their own, each with the right nu
 
 test("keyboard reach, phone width and contrast in focus mode", async () => {
   const { page, log, close } = await open({ width: 390, height: 844, hash: link({ model: "gpt2-small-shape", sentence: words(17) }) });
-  await settle(page, () => document.querySelectorAll("table.heatmap").length === 12);
+  await settle(page, headsDrawn, 12);
   await toSteps(page);
   await page.waitForFunction(() => !document.querySelector("#step").textContent.includes("Asking"));
   await step(page, "QKT");
@@ -381,3 +385,32 @@ function fmtNum(x) {
   return s.replace("-", "−");
 }
 const term = (x) => (x < 0 ? `(${fmtNum(x)})` : fmtNum(x));
+
+test("the link names the head and the token the walk-through follows, and opens them again", async () => {
+  const { page, log, close } = await open({ hash: link({ model: "gpt2-small-shape", sentence: words(21), step: "P", "step-head": "3", "step-token": "5" }) });
+  await settle(page, headsDrawn, 12);
+  await toSteps(page, 2, 4);
+  assert.equal(await page.$eval("#step", (s) => s.dataset.step), "P");
+  await page.selectOption("#step-token", "7");
+  await toSteps(page, 2, 7);
+  const p = new URLSearchParams(await page.evaluate(() => location.hash.slice(1)));
+  assert.equal(p.get("step-head"), "3");
+  assert.equal(p.get("step-token"), "8");
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("no step writes null, undefined or NaN, on the worked example and on a story", async () => {
+  for (const hash of [WOAINI_LINK, ""]) {
+    const { page, close } = await open({ hash });
+    await page.locator("#walkthrough").scrollIntoViewIfNeeded();
+    const ids = await page.$$eval("#step-list button[data-step]", (bs) => bs.map((b) => b.dataset.step));
+    assert.ok(ids.length >= 10, `${ids.length} steps`);
+    for (const id of ids) {
+      await step(page, id);
+      const text = await page.textContent("#step");
+      assert.doesNotMatch(text, /\bnull\b|\bundefined\b|\bNaN\b/, `step ${id} of ${hash || "the first story"}`);
+    }
+    await close();
+  }
+});

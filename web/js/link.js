@@ -1,12 +1,15 @@
 "use strict";
 // ---- the address: what is on screen, so that it can be shared or bookmarked ------------
 
-// #model=…&sentence=…&mask=…&step=…, and &e=<rows as JSON> when the embeddings were edited,
+// #model=…&sentence=…&mask=…&step=…, &step-head= and &step-token= (1-based: the head and the
+// query token the walk-through follows, when not its first head and last token), and &e=<rows as JSON> when the embeddings were edited,
 // &w=<the weights' edited cells as JSON: {"heads/0/w_q/1/2": "0.5"}> when the weights were.
 function saveLink() {
   if (!state.model) return;
   const p = new URLSearchParams({ model: state.model.name, sentence: $("sentence").value, mask: state.mask,
     step: STEPS[state.step].id });
+  if (state.stepHead) p.set("step-head", String(state.stepHead + 1));
+  if (state.stepToken !== null) p.set("step-token", String(state.stepToken + 1));
   const d = state.model.d_model;
   if (isEdited() && d <= EDIT_MAX_D) p.set("e", JSON.stringify(state.rows));
   const w = weightsLink();
@@ -34,6 +37,10 @@ function openLink() {
   $("relative").checked = state.relative;
   const step = STEPS.findIndex((x) => x.id === p.get("step"));
   state.step = step >= 0 ? step : 0;
+  // Out of range for this answer, they are brought within it when drawn (walkthrough.js).
+  const stepHead = Number(p.get("step-head")), stepToken = Number(p.get("step-token"));
+  state.stepHead = Number.isInteger(stepHead) && stepHead >= 1 ? stepHead - 1 : 0;
+  state.stepToken = Number.isInteger(stepToken) && stepToken >= 1 ? stepToken - 1 : null;
   try {
     const rows = JSON.parse(p.get("e") ?? "null");
     // Only rows of the right size, each cell a string as typed (the API judges them).

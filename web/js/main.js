@@ -85,7 +85,7 @@ function wire() {
     const b = e.target.closest("button");
     if (b) goStep(STEPS.findIndex((s) => s.id === b.dataset.step));
   });
-  $("step-head").addEventListener("change", () => { state.stepHead = +$("step-head").value; renderWalkthrough(); });
+  $("step-head").addEventListener("change", () => { state.stepHead = +$("step-head").value; renderWalkthrough(); saveLink(); });
   $("step").addEventListener("click", (e) => {
     const b = e.target.closest(".rowpick button");
     if (!b) return;

@@ -114,7 +114,8 @@ function drawWalkthrough() {
     else if (!f || !f.answer) content.push(el("p", { class: "hint", text: `Asking the service for head ${head + 1}'s steps…` }));
     else content.push(...focusContent(STEPS[state.step].id, r, f, head));
   } else content = stepContent(STEPS[state.step].id);
-  $("step").replaceChildren(...content);
+  // A step's parts may be null where they do not apply (replaceChildren would write "null").
+  $("step").replaceChildren(...content.filter((x) => x !== null && x !== undefined));
   $("step").dataset.step = STEPS[state.step].id;
 }
 
@@ -537,7 +538,7 @@ function focusContent(id, r, fs, head) {
 
 views.push({
   wire() {
-    $("step-token").addEventListener("change", () => { state.stepToken = +$("step-token").value; renderWalkthrough(); });
+    $("step-token").addEventListener("change", () => { state.stepToken = +$("step-token").value; renderWalkthrough(); saveLink(); });
     $("step").addEventListener("click", (e) => {
       const b = e.target.closest("button[data-expand]");
       if (!b) return;
