@@ -277,6 +277,10 @@ function tinyModels() {
   symlinkSync(join(MODELS, "demo-4d.safetensors"), join(modelsDir, "demo-4d.safetensors"));
   writeFileSync(join(modelsDir, "tiny-capped.safetensors"), safetensors(
     { name: "tiny-capped", n_heads: "2", mask: "causal", softcap: "0.5", alibi: "true", rope_theta: "100" }, [["w_qkv", [4, 24], wqkv], ["w_o", [8, 4], Array.from({ length: 32 }, (_, i) => ((i * 13) % 7) / 4 - 0.75)]]));
+  // Cross-attention: queries from E (d_model 4), keys and values from a context of d_context 6.
+  writeFileSync(join(modelsDir, "tiny-cross.safetensors"), safetensors(
+    { name: "tiny-cross", n_heads: "2", mask: "none" }, [["w_q", [4, 8], Array.from({ length: 32 }, (_, i) => ((i * 5) % 9) / 4 - 1)],
+      ["w_kv", [6, 16], Array.from({ length: 96 }, (_, i) => ((i * 11) % 13) / 6 - 1)], ["w_o", [8, 4], Array.from({ length: 32 }, (_, i) => ((i * 3) % 7) / 4 - 0.75)]]));
   return modelsDir;
 }
 
@@ -411,6 +415,48 @@ test("no step writes null, undefined or NaN, on the worked example and on a stor
       const text = await page.textContent("#step");
       assert.doesNotMatch(text, /\bnull\b|\bundefined\b|\bNaN\b/, `step ${id} of ${hash || "the first story"}`);
     }
+    await close();
+  }
+});
+
+test("cross-attention: K and V from the context C, the keys named by its tokens, whole and past the limits", async () => {
+  const origin = await startServer("steps-cross", ["--models-dir", tinyModels()]);
+  const get = async (path) => (await fetch(origin + path)).json();
+  const post = async (body) => (await (await fetch(origin + "/v1/attention", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })).json());
+  const W = (await get("/v1/models/tiny-cross?weights=true")).weights;
+  const ctx = ["the", "cat", "sat"];
+  for (const n of [3, 20]) {
+    const { page, log, close } = await open({ origin, hash: link({ model: "tiny-cross", sentence: words(n), context: ctx.join(" ") }) });
+    await settle(page, headsDrawn, 2);
+    await page.locator("#walkthrough").scrollIntoViewIfNeeded();
+    const t = n - 1;
+    if (n > 16) await toSteps(page, 1, t); else await page.selectOption("#step-head", "1");
+    const mainReq = JSON.parse(log.posts.filter((b) => JSON.parse(b).return.includes("patterns"))[0]);
+    assert.deepEqual(mainReq.context_tokens, ctx);
+    const api = await post({ ...mainReq, select_heads: [1], return: ["k", "v", "patterns"] });
+    await step(page, "K");
+    assert.match(await page.textContent("#step"), /K = C · W_k/, `n = ${n}`);
+    const kLabels = await page.$$eval("table[data-matrix=K] tbody th", (ths) => ths.map((x) => x.textContent));
+    assert.deepEqual(kLabels, ctx, `K's rows are the context's tokens (n = ${n})`);
+    const K = await drawnMatrix(page, "K");
+    K.forEach((row, i) => row.forEach((x, j) => f32(x, api.k[0][i][j], `K[${ctx[i]}, ${j + 1}]`)));
+    // The sum written out: C's row times W_k's column, in float64, is the API's K.
+    if (n <= 16) {
+      await page.hover('table[data-matrix=K] td[data-i="2"][data-j="1"]');
+      const sumK = await sumText(page, "C·W_k");
+      const want = mainReq.context[2].reduce((acc, c, d) => acc + c * W.heads[1].w_k[d][1], 0);
+      f32(Number(sumK.sum), want, "C[sat] · W_k[:, 2]");
+      f32(Number(sumK.total), api.k[0][2][1], "the API's K[sat, 2]");
+      assert.match(sumK.text, /^K\[sat, 2\] = /);
+    }
+    await step(page, "P");
+    const P = await drawnMatrix(page, "P");
+    const rows = n > 16 ? [t] : api.patterns[0].map((_, i) => i);
+    assert.equal(P.length, rows.length);
+    P.forEach((row, r) => { assert.equal(row.length, 3); row.forEach((x, j) => f32(x, api.patterns[0][rows[r]][j], `P[${rows[r] + 1}][${ctx[j]}]`)); });
+    const pCols = await page.$$eval("table[data-matrix=P] thead th[scope=col]", (ths) => ths.map((x) => x.textContent));
+    assert.deepEqual(pCols, ctx, "P's columns are the context's tokens");
+    assert.deepEqual(log.errors, []);
     await close();
   }
 });

@@ -240,15 +240,27 @@ function alibiStep(ch, tokens, rowLabels, head, last) {
       matrix("S (the service's)", last, rowLabels, tokens, { name: "S-api" }))];
 }
 
+// The rows keys and values come from: the sentence's E, or for a cross-attention model the
+// context C the request sent (its rows as sent, its tokens as the service echoes them).
+function keySide(r, E, tokens) {
+  const a = r.answer;
+  if (!a.n_context) return { cross: false, name: "E", rows: E, tokens, known: true, d: a.d_model };
+  const sent = JSON.parse(r.mainText).context || [];
+  const ctx = a.context_tokens || sent.map((_, i) => `c${i + 1}`);
+  return { cross: true, name: "C", rows: sent.map((row) => row.map(Number)), tokens: ctx, known: sent.length === a.n_context,
+    d: r.model && r.model.d_context ? r.model.d_context : (sent[0] || []).length };
+}
+
 // E · W = the service's Q, K or V (before RoPE), as a product: the hover writes each sum out.
-function projection(which, Erows, rowIdx, W, out, outName, tokens, dh, short) {
+// For a cross-attention model's K and V, the input is the context C (input "C").
+function projection(which, Erows, rowIdx, W, out, outName, tokens, dh, short, input = "E") {
   const w = W["w_" + which], b = W["b_" + which];
-  const dims = dimLabels(state.result.model, Erows[0].length);
+  const dims = input === "E" ? dimLabels(state.result.model, Erows[0].length) : indices(Erows[0].length);
   const mk = short ? shortMatrix : matrix;
-  const A = mk("E", rowIdx.map((i) => Erows[i]), rowIdx.map((i) => tokens[i]), dims, { name: `${outName}-E`, shortRows: false });
+  const A = mk(input, rowIdx.map((i) => Erows[i]), rowIdx.map((i) => tokens[i]), dims, { name: `${outName}-E`, shortRows: false });
   const B = mk(`W_${which}`, w, dims, indices(dh), { name: `${outName}-W`, shortRows: true });
   const C = mk(outName, out, rowIdx.map((i) => tokens[i]), indices(dh), { name: outName });
-  return product({ A, B, C }, { name: `E·W_${which}`, what: which.toUpperCase(),
+  return product({ A, B, C }, { name: `${input}·W_${which}`, what: which.toUpperCase(),
     label: (i, j) => `${which.toUpperCase()}[${tokens[rowIdx[i]]}, ${j + 1}]`,
     terms: (i, j) => Erows[rowIdx[i]].map((x, c) => [x, w[c][j]]),
     bias: b ? (i, j) => b[j] : null, total: (i, j) => out[i][j] });
@@ -274,6 +286,12 @@ function stepContent(id) {
   const qIn = rope ? a.q_raw[h] : a.q[h], kIn = rope ? a.k_raw[h] : a.k[h];
   const proj = (which, out, Wx) => (Wx && known ? projection(which, E, all, Wx, out, which.toUpperCase(), tokens, dh, false)
     : box(Em("E"), matrix(which.toUpperCase(), out, tokens, indices(dh), { name: which.toUpperCase() })));
+  // Keys and values: from E, or from the context C of a cross-attention model.
+  const ks = keySide(state.result, E, tokens), keys = ks.tokens, allKeys = keys.map((_, i) => i);
+  const kvProj = (which, out, Wx) => (!ks.cross ? proj(which, out, Wx)
+    : Wx && ks.known ? projection(which, ks.rows, allKeys, Wx, out, which.toUpperCase(), keys, dh, false, "C")
+      : box(ks.known ? matrix("C", ks.rows, keys, indices(ks.d)) : null, matrix(which.toUpperCase(), out, keys, indices(dh), { name: which.toUpperCase() })));
+  const kvFrom = ks.cross ? "C" : "E";
   const chain = () => scoreChain(a.q[h], a.k[h], a.scores[h], all, a, model, head);
   switch (id) {
   case "E":
@@ -283,27 +301,30 @@ function stepContent(id) {
       hasVocab(model) ? p(state.result.sentTokensOnly
         ? "Here each row is the model's own: the embedding of the token (its row in the vocabulary) plus the embedding of its position. The page sent the tokens alone; the service looked them up."
         : "These rows were edited by hand: the page sent them, with the tokens as labels.") : null,
-      box(Em("E", { name: "E" }))];
+      ks.cross ? p(`This is a cross-attention model: its queries come from E, its keys and values from the context C, ${a.n_context} rows of d_context ${ks.d} (${keys.join(", ")}).`) : null,
+      box(Em("E", { name: "E" }), ks.cross && ks.known ? matrix("C (the context)", ks.rows, keys, indices(ks.d), { name: "C" }) : null)];
   case "W":
     if (!W) return [p("The model's weights could not be fetched.")];
-    return [f(`W_q${sub}, W_k${sub}, W_v${sub}  (d_model ${dm} × d_k ${dh})`),
+    return [f(`W_q${sub}, W_k${sub}, W_v${sub}  (d_model ${dm} × d_k ${dh}${ks.cross ? `; W_k and W_v d_context ${ks.d} × d_k ${dh}` : ""})`),
       p(`d_k is the width of one head's queries and keys, ${dh} here (the API calls it d_head).`),
       p((a.model ? "The head's three learned matrices, as the model holds them (GET /v1/models/" + a.model + "?weights=true)."
         : "The head's three matrices as edited on this page, sent inline with the request.")
         + (weights.kv_heads ? ` This model's heads share K/V heads (${weights.kv_heads.length} for ${a.n_heads} query heads): head ${head + 1} uses K/V head ${Math.floor(head * weights.kv_heads.length / a.n_heads) + 1}.` : "")),
       box(matrix("W_q", W.w_q, dims, indices(dh), { name: "W_q" }),
-        matrix("W_k", KV.w_k, dims, indices(dh), { name: "W_k" }),
-        matrix("W_v", KV.w_v, dims, indices(dh), { name: "W_v" }))];
+        matrix("W_k", KV.w_k, ks.cross ? indices(ks.d) : dims, indices(dh), { name: "W_k" }),
+        matrix("W_v", KV.w_v, ks.cross ? indices(ks.d) : dims, indices(dh), { name: "W_v" }))];
   case "Q":
     return [f(`Q = E · W_q${W && W.b_q ? " + b_q" : ""}${rope ? "   (before RoPE: the service's q_raw)" : ""}`),
       p(`Each token's query: what it is looking for. Row ${tokens[0]} is ${tokens[0]}'s embedding times W_q.${W && known ? " Hover a cell of Q, or focus Q and use the arrow keys: its row of E and column of W_q light up, and the sum is written out." : ""}`),
       proj("q", qIn, W)];
   case "K":
-    return [f(`K = E · W_k${KV && KV.b_k ? " + b_k" : ""}${rope ? "   (before RoPE: the service's k_raw)" : ""}`), p("Each token's key: what it offers to be found by."),
-      proj("k", kIn, KV)];
+    return [f(`K = ${kvFrom} · W_k${KV && KV.b_k ? " + b_k" : ""}${rope ? "   (before RoPE: the service's k_raw)" : ""}`),
+      p(ks.cross ? "Each context token's key: what it offers to be found by the sentence's queries." : "Each token's key: what it offers to be found by."),
+      kvProj("k", kIn, KV)];
   case "V":
-    return [f(`V = E · W_v${KV && KV.b_v ? " + b_v" : ""}`), p("Each token's value: what it passes on to those that attend to it."),
-      proj("v", a.v[h], KV)];
+    return [f(`V = ${kvFrom} · W_v${KV && KV.b_v ? " + b_v" : ""}`),
+      p(ks.cross ? "Each context token's value: what it passes on to the queries that attend to it." : "Each token's value: what it passes on to those that attend to it."),
+      kvProj("v", a.v[h], KV)];
   case "rope": {
     const t = stepTokenIndex(a);
     return [...ropeStep(model, dh, t, tokens[t], a.q_raw[h][t], a.q[h][t], a.k_raw[h][t], a.k[h][t]),
@@ -311,7 +332,7 @@ function stepContent(id) {
   }
   case "KT":
     return [f("Kᵀ"), p("K turned on its side, so that each key is a column."),
-      box(matrix("Kᵀ", transpose(a.k[h]), indices(dh), tokens, { name: "KT" }))];
+      box(matrix("Kᵀ", transpose(a.k[h]), indices(dh), keys, { name: "KT" }))];
   case "QKT": {
     let C;
     if (plainScores(model)) {
@@ -325,28 +346,28 @@ function stepContent(id) {
     } else C = chain().dots;
     return [f("Q · Kᵀ"), p("Row q, column k: the dot product of q's query with k's key. Large when they point the same way. Hover a cell, or focus Q · Kᵀ and use the arrow keys, to see the sum."
       + (plainScores(model) ? "" : " Computed here from the service's Q and K: this model's own scores at scale 1 would already be soft-capped or carry ALiBi.")),
-    product({ A: matrix("Q", a.q[h], tokens, indices(dh), { name: "QKT-Q" }), B: matrix("Kᵀ", transpose(a.k[h]), indices(dh), tokens, { name: "QKT-KT" }),
-      C: matrix("Q · Kᵀ", C, tokens, tokens, { name: "QKT" }) }, { name: "Q·Kᵀ", what: "Q · Kᵀ",
-      label: (i, j) => `q_${tokens[i]} · k_${tokens[j]}`, terms: (i, j) => a.q[h][i].map((x, c) => [x, a.k[h][j][c]]), total: (i, j) => C[i][j] })];
+    product({ A: matrix("Q", a.q[h], tokens, indices(dh), { name: "QKT-Q" }), B: matrix("Kᵀ", transpose(a.k[h]), indices(dh), keys, { name: "QKT-KT" }),
+      C: matrix("Q · Kᵀ", C, tokens, keys, { name: "QKT" }) }, { name: "Q·Kᵀ", what: "Q · Kᵀ",
+      label: (i, j) => `q_${tokens[i]} · k_${keys[j]}`, terms: (i, j) => a.q[h][i].map((x, c) => [x, a.k[h][j][c]]), total: (i, j) => C[i][j] })];
   }
   case "S": {
     const plain = plainScores(model);
     return [f(`S = Q · Kᵀ / √d_k = Q · Kᵀ × ${a.scale}${Math.abs(a.scale - 1 / Math.sqrt(dh)) < 1e-6 ? `   (d_k = ${dh}: 1/√${dh})` : `   (a scale chosen here; 1/√d_k would be ${fmt(1 / Math.sqrt(dh))})`},  then −∞ where the mask (${a.mask}) forbids`),
       p(`Dividing by √d_k (d_k = d_head = ${dh}, the width of a query and a key) keeps the scores from growing with the width. Masked cells become −∞, which softmax turns into exactly 0.`
         + (plain ? "" : " Computed here from the service's Q and K; the next steps change these scores before softmax, and the last of them is the service's.")),
-      box(matrix("S", plain ? a.scores[h] : chain().scaled, tokens, tokens, { name: "S" }))];
+      box(matrix("S", plain ? a.scores[h] : chain().scaled, tokens, keys, { name: "S" }))];
   }
   case "softcap": {
     const ch = chain();
-    return capStep(ch, tokens, tokens, model.alibi ? null : a.scores[h]);
+    return capStep(ch, keys, tokens, model.alibi ? null : a.scores[h]);
   }
   case "alibi":
     return alibiStep(chain(), tokens, tokens, head, a.scores[h]);
   case "P":
-    return softmaxStep(a, h, tokens);
+    return softmaxStep(a, h, tokens, undefined, keys);
   case "Z":
     return [f(`Z${sub} = P · V`), p("Each token's output from this head: the values, weighted by how much it attends to each token. Hover a cell of Z, or focus it and use the arrow keys, to see the sum."),
-      product({ A: matrix("P", a.patterns[h], tokens, tokens, { name: "Z-P" }), B: matrix("V", a.v[h], tokens, indices(dh), { name: "Z-V" }),
+      product({ A: matrix("P", a.patterns[h], tokens, keys, { name: "Z-P" }), B: matrix("V", a.v[h], keys, indices(dh), { name: "Z-V" }),
         C: matrix("Z = P · V", a.head_outputs[h], tokens, indices(dh), { name: "Z" }) }, { name: "P·V", what: "Z",
         label: (i, j) => `Z[${tokens[i]}, ${j + 1}]`, terms: (i, j) => a.patterns[h][i].map((x, k) => [x, a.v[h][k][j]]), total: (i, j) => a.head_outputs[h][i][j] })];
   case "dE": {
@@ -369,7 +390,7 @@ function stepContent(id) {
 // The softmax worked out in the page (float64) as the texts write it, e^S, Σ, ÷ Σ, then in the
 // stable form the service uses; both next to the service's P. One row, or all of them; in focus
 // mode (fixed: the token followed) that token's row alone.
-function softmaxStep(a, h, tokens, fixed) {
+function softmaxStep(a, h, tokens, fixed, keys = tokens) {
   const focus = fixed !== undefined;
   const r = focus ? fixed : state.softmaxRow;
   const S = a.scores[h];
@@ -386,10 +407,10 @@ function softmaxStep(a, h, tokens, fixed) {
   if (r === "all") {
     const E = S.map(expRow), sums = E.map(sumOf);
     return [...head, el("div", { class: "matrices" },
-      matrix("e^S", E, tokens, tokens, { name: "softmax-exp" }),
+      matrix("e^S", E, tokens, keys, { name: "softmax-exp" }),
       matrix("Σ", sums.map((x) => [x]), tokens, ["Σ_k e^S"], { name: "softmax-sums" }),
-      matrix("e^S ÷ Σ", E.map((row, q) => row.map((x) => x / sums[q])), tokens, tokens, { name: "softmax-all" }),
-      matrix("P (the service's)", a.patterns[h], tokens, tokens, { name: "P" }))];
+      matrix("e^S ÷ Σ", E.map((row, q) => row.map((x) => x / sums[q])), tokens, keys, { name: "softmax-all" }),
+      matrix("P (the service's)", a.patterns[h], tokens, keys, { name: "P" }))];
   }
   const s = S[r];
   const ex = expRow(s), sum = sumOf(ex);
@@ -403,14 +424,14 @@ function softmaxStep(a, h, tokens, fixed) {
     el("p", { class: "formula", id: "softmax-sum", "data-sum": String(sum), text: written }),
     el("div", { class: "matrices" },
       matrix(`row ${tokens[r]}, by hand (Σ = ${fmt(sum)})`, [s, ex, ex.map((x) => x / sum)],
-        ["S", "e^S", "÷ Σ"], tokens, { name: "softmax-row" }),
-      focus ? matrix(`P (the service's), row ${tokens[r]}`, [a.patterns[h][r]], [tokens[r]], tokens, { name: "P" })
-        : matrix("P (the service's)", a.patterns[h], tokens, tokens, { name: "P", focusRow: r })),
+        ["S", "e^S", "÷ Σ"], keys, { name: "softmax-row" }),
+      focus ? matrix(`P (the service's), row ${tokens[r]}`, [a.patterns[h][r]], [tokens[r]], keys, { name: "P" })
+        : matrix("P (the service's)", a.patterns[h], tokens, keys, { name: "P", focusRow: r })),
     el("h3", { text: "The same result, the stable way" }),
     el("p", { id: "softmax-why", text: `Computers subtract the row's largest score first (here ${fmt(max)}): e^S overflows for scores past about 88 in float32, while e^(S − max) is at most 1, and since e^(S − max) = e^S ÷ e^max, the e^max cancels in the division and P is the same. The service computes it this way.` }),
     el("div", { class: "matrices" },
       matrix(`row ${tokens[r]}, stable (Σ = ${fmt(sum2)})`, [s.map((x) => (x === null ? null : x - max)), ex2, ex2.map((x) => x / sum2)],
-        ["S − max", "e^(S − max)", "÷ Σ"], tokens, { name: "softmax-stable" })),
+        ["S − max", "e^(S − max)", "÷ Σ"], keys, { name: "softmax-stable" })),
   ];
 }
 
@@ -469,6 +490,13 @@ function focusContent(id, r, fs, head) {
     : box(known ? shortMatrix(rowIdx.length === 1 ? `E of ${tok}` : "E", rowIdx.map((i) => E[i]), rowIdx.map((i) => tokens[i]), dims, { name: `${which.toUpperCase()}-E` }) : null,
       el("span", { class: "op-sign", text: `· W_${which}${sub} =` }),
       shortMatrix(which.toUpperCase(), out, rowIdx.map((i) => tokens[i]), cols, { name: which.toUpperCase() })));
+  const ks = keySide(r, E, tokens), keys = ks.tokens, allKeys = keys.map((_, i) => i);
+  const kvProj = (which, out, Wx) => (!ks.cross ? proj(which, all, out, Wx)
+    : Wx && ks.known ? projection(which, ks.rows, allKeys, Wx, out, which.toUpperCase(), keys, dh, true, "C")
+      : box(ks.known ? shortMatrix("C", ks.rows, keys, indices(ks.d), { name: `${which.toUpperCase()}-C` }) : null,
+        el("span", { class: "op-sign", text: `· W_${which}${sub} =` }),
+        shortMatrix(which.toUpperCase(), out, keys, cols, { name: which.toUpperCase() })));
+  const kvFrom = ks.cross ? "C" : "E";
   const noW = !W ? p(`W_${"q, k and v"}${sub} are ${dm} × ${dh} each (${(dm * dh).toLocaleString("en")} numbers); this page fetches the weights of models up to ${STEP_MAX_D} wide only, so these steps show what the weights produce, from the service.`) : null;
   switch (id) {
   case "E":
@@ -485,38 +513,39 @@ function focusContent(id, r, fs, head) {
     return [f(`q = E[${tok}] · W_q${sub}${W && W.b_q ? " + b_q" : ""}${rope ? "   (before RoPE: the service's q_raw)" : ""}`),
       p(`The query of ${tok}: what it is looking for.`), noW, proj("q", [t], [qIn[t]], W)];
   case "K":
-    return [f(`K = E · W_k${sub}${rope ? "   (before RoPE: the service's k_raw)" : ""}`), p("Every token's key: what it offers to be found by. The query of one token meets the keys of all."),
-      noW, proj("k", all, kIn, KV)];
+    return [f(`K = ${kvFrom} · W_k${sub}${rope ? "   (before RoPE: the service's k_raw)" : ""}`),
+      p(ks.cross ? `Every context token's key (this cross-attention model's keys and values come from its context C, ${a.n_context} rows): the query of one token meets the keys of all.` : "Every token's key: what it offers to be found by. The query of one token meets the keys of all."),
+      noW, kvProj("k", kIn, KV)];
   case "V":
-    return [f(`V = E · W_v${sub}`), p("Every token's value: what it passes on to those that attend to it."), noW, proj("v", all, V, KV)];
+    return [f(`V = ${kvFrom} · W_v${sub}`), p(ks.cross ? "Every context token's value: what it passes on to the queries that attend to it." : "Every token's value: what it passes on to those that attend to it."), noW, kvProj("v", V, KV)];
   case "rope":
     return ropeStep(m, dh, t, tok, fa.q_raw[0][t], q[t], fa.k_raw[0][t], K[t]);
   case "KT":
     return [f("Kᵀ"), p("K turned on its side, so that each key is a column."),
-      box(shortMatrix("Kᵀ", transpose(K), cols, tokens, { name: "KT", shortRows: true, wholeRows: true }))];
+      box(shortMatrix("Kᵀ", transpose(K), cols, keys, { name: "KT", shortRows: true, wholeRows: true }))];
   case "QKT": {
     const C = plainScores(m) ? [fs.raw.scores[0][t]] : chain().dots;
     return [f(`q_${tok} · Kᵀ`), p(`The dot product of ${tok}'s query with every key: ${dh} products summed per key. Hover a cell, or focus the row and use the arrow keys, to see the sum.` +
       (plainScores(m) ? " The totals are the service's (scale 1, no mask)." : " Computed here from the service's q and K: this model's own scores at scale 1 would already be soft-capped or carry ALiBi.")),
-    product({ A: vec(`q of ${tok}`, q[t], "QKT-Q", cols), B: shortMatrix("Kᵀ", transpose(K), cols, tokens, { name: "QKT-KT", shortRows: true, wholeRows: true }),
-      C: matrix(`q_${tok} · Kᵀ`, C, [tok], tokens, { name: "QKT" }) }, { name: "Q·Kᵀ", what: "q · Kᵀ",
-      label: (i, j) => `q_${tok} · k_${tokens[j]}`, terms: (i, j) => q[t].map((x, c) => [x, K[j][c]]), total: (i, j) => C[0][j] })];
+    product({ A: vec(`q of ${tok}`, q[t], "QKT-Q", cols), B: shortMatrix("Kᵀ", transpose(K), cols, keys, { name: "QKT-KT", shortRows: true, wholeRows: true }),
+      C: matrix(`q_${tok} · Kᵀ`, C, [tok], keys, { name: "QKT" }) }, { name: "Q·Kᵀ", what: "q · Kᵀ",
+      label: (i, j) => `q_${tok} · k_${keys[j]}`, terms: (i, j) => q[t].map((x, c) => [x, K[j][c]]), total: (i, j) => C[0][j] })];
   }
   case "S": {
     const plain = plainScores(m);
     return [f(`S = q · Kᵀ × ${a.scale}${Math.abs(a.scale - 1 / Math.sqrt(dh)) < 1e-6 ? `   (d_k = ${dh}: 1/√${dh})` : ""},  then −∞ where the mask (${a.mask}) forbids`),
       p(`Dividing by √d_k (d_k = d_head = ${dh}) keeps the scores from growing with the width.` + (plain ? "" : " Computed here from the service's q and K; the next steps change them before softmax.")),
-      box(matrix("S", plain ? [S[t]] : chain().scaled, [tok], tokens, { name: "S" }))];
+      box(matrix("S", plain ? [S[t]] : chain().scaled, [tok], keys, { name: "S" }))];
   }
   case "softcap":
-    return capStep(chain(), tokens, [tok], m.alibi ? null : [S[t]]);
+    return capStep(chain(), keys, [tok], m.alibi ? null : [S[t]]);
   case "alibi":
     return alibiStep(chain(), tokens, [tok], head, [S[t]]);
   case "P":
-    return softmaxStep(fa, 0, tokens, t);
+    return softmaxStep(fa, 0, tokens, t, keys);
   case "Z":
     return [f(`z = P[${tok}] · V`), p(`The output of head ${head + 1} for ${tok}: the values of all tokens, weighted by ${tok}'s row of P. Hover a cell of z, or focus it and use the arrow keys, to see the sum.`),
-      product({ A: matrix(`P, row ${tok}`, [P[t]], [tok], tokens, { name: "Z-P" }), B: shortMatrix("V", V, tokens, cols, { name: "Z-V" }),
+      product({ A: matrix(`P, row ${tok}`, [P[t]], [tok], keys, { name: "Z-P" }), B: shortMatrix("V", V, keys, cols, { name: "Z-V" }),
         C: vec(`z of ${tok}`, Z[t], "Z", cols) }, { name: "P·V", what: "z",
         label: (i, j) => `z_${tok}[${j + 1}]`, terms: (i, j) => P[t].map((x, k) => [x, V[k][j]]), total: (i, j) => Z[t][j] })];
   case "dE": {
