@@ -334,3 +334,19 @@ test("on a phone the results come first, the controls fold by keyboard, and the 
   assert.deepEqual(log.errors, []);
   await close();
 });
+
+test("a token that a spreadsheet would read as a formula is saved as text in the CSV", async () => {
+  const { page, log, close } = await open({ hash: "#" + new URLSearchParams({ model: "demo-4d", sentence: "=1+2 @x -y 你" }) });
+  await settle(page, () => document.querySelectorAll("table.heatmap").length === 1);
+  const want = ["'=1+2", "'@x", "'-y", "你"];
+  const one = parseCsv((await saved(page, "#export-csv")).text);
+  assert.deepEqual(one[0], ["query \\ key", ...want]);
+  assert.deepEqual(one.slice(1).map((r) => r[0]), want);
+  const all = parseCsv((await saved(page, "#export-csv-all")).text);
+  assert.deepEqual([...new Set(all.slice(1).map((r) => r[2]))], want);
+  assert.deepEqual([...new Set(all.slice(1).map((r) => r[4]))], want);
+  // The numbers stay numbers: a weight is never prefixed.
+  for (const r of all.slice(1)) assert.ok(Number.isFinite(Number(r[5])), r[5]);
+  assert.deepEqual(log.errors, []);
+  await close();
+});

@@ -277,6 +277,10 @@
     const s = String(x);
     return /[",\r\n]/.test(s) || s !== s.trim() ? `"${s.replace(/"/g, '""')}"` : s;
   };
+  // A token is text typed by whoever wrote the link: one that starts as a formula would (=, +,
+  // -, @, tab, CR) is written with a leading ' so that a spreadsheet shows it and runs nothing
+  // (OWASP's advice on CSV injection). Numbers are written as they are.
+  const textCell = (x) => (/^[=+\-@\t\r]/.test(String(x)) ? "'" + x : String(x));
   const csv = (rows) => "\uFEFF" + rows.map((r) => r.map(csvCell).join(",")).join("\r\n") + "\r\n";
 
   // The keys' tokens: the context's under cross-attention, else the sentence's.
@@ -297,7 +301,7 @@
       P = a.tokens.map(() => keys.map(() => ""));
       for (const c of t.el.querySelectorAll("[data-q][data-k]")) P[+c.dataset.q][+c.dataset.k] = c.dataset.value;
     }
-    const rows = [["query \\ key", ...keys], ...P.map((row, q) => [a.tokens[q], ...row])];
+    const rows = [["query \\ key", ...keys.map(textCell)], ...P.map((row, q) => [textCell(a.tokens[q]), ...row])];
     download(`attention-${fileSafe(modelName())}-head-${t.head + 1}${m ? "-" + fileSafe(m.dataset.mask) : ""}-pattern.csv`, new Blob([csv(rows)], { type: "text/csv;charset=utf-8" }));
   }
 
@@ -308,7 +312,7 @@
     const keys = keysOf(a);
     const rows = [["head", "query", "query_token", "key", "key_token", "weight"]];
     a.heads.forEach((head, hi) => a.patterns[hi].forEach((row, q) => row.forEach((p, k) =>
-      rows.push([head + 1, q + 1, a.tokens[q], k + 1, keys[k], String(p)]))));
+      rows.push([head + 1, q + 1, textCell(a.tokens[q]), k + 1, textCell(keys[k]), String(p)]))));
     download(`attention-${fileSafe(modelName())}-patterns.csv`, new Blob([csv(rows)], { type: "text/csv;charset=utf-8" }));
   }
 

@@ -152,8 +152,10 @@ function renderPatterns() {
 // Tiny scores: e^S is near 1 for all of them, so each row's weights are nearly equal.
 function renderFlatNote(a) {
   const note = $("flat-note");
-  const live = a.scores ? a.scores.flat(2).filter((x) => x !== null) : [];
-  const big = live.length ? Math.max(...live.map(Math.abs)) : null;
+  // A loop, not Math.max(...): h · n² arguments overflow V8's stack past about 125,000.
+  let big = null;
+  for (const head of a.scores || []) for (const row of head) for (const x of row)
+    if (x !== null && (big === null || Math.abs(x) > big)) big = Math.abs(x);
   note.hidden = big === null || big >= 1;
   if (note.hidden) return;
   note.dataset.maxScore = String(big);

@@ -73,8 +73,8 @@ const focusMode = () => !!(state.result && !state.result.answer.q);
 const stepHeadIndex = (a) => a.heads[Math.min(state.stepHead, a.heads.length - 1)];
 const stepTokenIndex = (a) => (state.stepToken === null ? a.n_tokens - 1 : Math.min(state.stepToken, a.n_tokens - 1));
 // What the model does to its scores, besides scale · Q · Kᵀ: the service's Q · Kᵀ at scale 1
-// is the plain dot product only without them.
-const plainScores = (m) => !(m && (m.softcap || m.alibi));
+// is the plain dot product only without them (a window would leave it null outside its reach).
+const plainScores = (m) => !(m && (m.softcap || m.alibi || m.window));
 const smallWeights = (m) => m && m.d_model <= STEP_MAX_D && m.d_head <= STEP_MAX_D;
 
 function drawWalkthrough() {
@@ -345,7 +345,7 @@ function stepContent(id) {
       C = raw.scores[h];
     } else C = chain().dots;
     return [f("Q · Kᵀ"), p("Row q, column k: the dot product of q's query with k's key. Large when they point the same way. Hover a cell, or focus Q · Kᵀ and use the arrow keys, to see the sum."
-      + (plainScores(model) ? "" : " Computed here from the service's Q and K: this model's own scores at scale 1 would already be soft-capped or carry ALiBi.")),
+      + (plainScores(model) ? "" : " Computed here from the service's Q and K: this model's own scores at scale 1 would already be soft-capped, carry ALiBi or stop at its window.")),
     product({ A: matrix("Q", a.q[h], tokens, indices(dh), { name: "QKT-Q" }), B: matrix("Kᵀ", transpose(a.k[h]), indices(dh), keys, { name: "QKT-KT" }),
       C: matrix("Q · Kᵀ", C, tokens, keys, { name: "QKT" }) }, { name: "Q·Kᵀ", what: "Q · Kᵀ",
       label: (i, j) => `q_${tokens[i]} · k_${keys[j]}`, terms: (i, j) => a.q[h][i].map((x, c) => [x, a.k[h][j][c]]), total: (i, j) => C[i][j] })];
@@ -526,7 +526,7 @@ function focusContent(id, r, fs, head) {
   case "QKT": {
     const C = plainScores(m) ? [fs.raw.scores[0][t]] : chain().dots;
     return [f(`q_${tok} · Kᵀ`), p(`The dot product of ${tok}'s query with every key: ${dh} products summed per key. Hover a cell, or focus the row and use the arrow keys, to see the sum.` +
-      (plainScores(m) ? " The totals are the service's (scale 1, no mask)." : " Computed here from the service's q and K: this model's own scores at scale 1 would already be soft-capped or carry ALiBi.")),
+      (plainScores(m) ? " The totals are the service's (scale 1, no mask)." : " Computed here from the service's q and K: this model's own scores at scale 1 would already be soft-capped, carry ALiBi or stop at its window.")),
     product({ A: vec(`q of ${tok}`, q[t], "QKT-Q", cols), B: shortMatrix("Kᵀ", transpose(K), cols, keys, { name: "QKT-KT", shortRows: true, wholeRows: true }),
       C: matrix(`q_${tok} · Kᵀ`, C, [tok], keys, { name: "QKT" }) }, { name: "Q·Kᵀ", what: "q · Kᵀ",
       label: (i, j) => `q_${tok} · k_${keys[j]}`, terms: (i, j) => q[t].map((x, c) => [x, K[j][c]]), total: (i, j) => C[0][j] })];
