@@ -386,3 +386,15 @@ test("a link reopens the layout, the opened head, transposed, both masks and the
   assert.equal(await cross.page.inputValue("#context"), "a dog ran");
   await cross.close();
 });
+
+test("96 heads on 48 tokens without a mask: drawn, with no error (221,184 scores in one answer)", async () => {
+  const sentence = Array.from({ length: 48 }, (_, i) => `w${i + 1}`).join(" ");
+  const { page, log, close } = await open({ origin: other, hash: link({ model: "heads-96", sentence, mask: "none" }) });
+  await settle(page, () => document.querySelectorAll("button.thumb").length === 96);
+  const api = await post(other, lastPatternsPost(log));
+  assert.equal(api.patterns.length * api.patterns[0].length * api.patterns[0][0].length, 96 * 48 * 48);
+  samePattern(await drawnLarge(page), api.patterns[0], false, "head 1 of 96, 48 tokens");
+  assert.equal(await page.textContent("#general-error"), "");
+  assert.deepEqual(log.errors, []);
+  await close();
+});

@@ -277,6 +277,9 @@ function tinyModels() {
   symlinkSync(join(MODELS, "demo-4d.safetensors"), join(modelsDir, "demo-4d.safetensors"));
   writeFileSync(join(modelsDir, "tiny-capped.safetensors"), safetensors(
     { name: "tiny-capped", n_heads: "2", mask: "causal", softcap: "0.5", alibi: "true", rope_theta: "100" }, [["w_qkv", [4, 24], wqkv], ["w_o", [8, 4], Array.from({ length: 32 }, (_, i) => ((i * 13) % 7) / 4 - 0.75)]]));
+  // A sliding window of 2: each query sees itself and the token before.
+  writeFileSync(join(modelsDir, "tiny-window.safetensors"), safetensors(
+    { name: "tiny-window", n_heads: "2", mask: "causal", window: "2" }, [["w_qkv", [4, 24], wqkv], ["w_o", [8, 4], Array.from({ length: 32 }, (_, i) => ((i * 5) % 7) / 4 - 0.75)]]));
   // Cross-attention: queries from E (d_model 4), keys and values from a context of d_context 6.
   writeFileSync(join(modelsDir, "tiny-cross.safetensors"), safetensors(
     { name: "tiny-cross", n_heads: "2", mask: "none" }, [["w_q", [4, 8], Array.from({ length: 32 }, (_, i) => ((i * 5) % 9) / 4 - 1)],
@@ -456,6 +459,33 @@ test("cross-attention: K and V from the context C, the keys named by its tokens,
     P.forEach((row, r) => { assert.equal(row.length, 3); row.forEach((x, j) => f32(x, api.patterns[0][rows[r]][j], `P[${rows[r] + 1}][${ctx[j]}]`)); });
     const pCols = await page.$$eval("table[data-matrix=P] thead th[scope=col]", (ths) => ths.map((x) => x.textContent));
     assert.deepEqual(pCols, ctx, "P's columns are the context's tokens");
+    assert.deepEqual(log.errors, []);
+    await close();
+  }
+});
+
+test("a windowed model's Q · Kᵀ is every dot product, also outside the window, whole and past the limits", async () => {
+  const origin = await startServer("steps-window", ["--models-dir", tinyModels()]);
+  const post = async (body) => (await (await fetch(origin + "/v1/attention", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })).json());
+  for (const n of [5, 20]) {
+    const { page, log, close } = await open({ origin, hash: link({ model: "tiny-window", sentence: words(n) }) });
+    await settle(page, headsDrawn, 2);
+    await page.locator("#walkthrough").scrollIntoViewIfNeeded();
+    const t = n - 1;
+    if (n > 16) await toSteps(page, 0, t);
+    await step(page, "QKT");
+    const mainReq = JSON.parse(log.posts.filter((b) => JSON.parse(b).return.includes("patterns"))[0]);
+    const api = await post({ ...mainReq, select_heads: [0], return: ["q", "k", "scores"] });
+    const rows = n > 16 ? [t] : api.q[0].map((_, i) => i);
+    const drawn = await drawnMatrix(page, "QKT");
+    assert.equal(drawn.length, rows.length);
+    drawn.forEach((row, r) => row.forEach((x, k) => {
+      const i = rows[r];
+      assert.ok(Number.isFinite(x), `Q · Kᵀ[${i + 1}][${k + 1}] is a number (n = ${n})`);
+      f32(x, api.q[0][i].reduce((acc, v, c) => acc + v * api.k[0][k][c], 0), `q_${i + 1} · k_${k + 1}`);
+    }));
+    // The window shows in S: the service's null where a key is out of reach (q − k ≥ 2).
+    assert.equal(api.scores[0][rows[0]][Math.max(0, rows[0] - 3)] === null, rows[0] >= 2);
     assert.deepEqual(log.errors, []);
     await close();
   }
