@@ -398,3 +398,33 @@ test("96 heads on 48 tokens without a mask: drawn, with no error (221,184 scores
   assert.deepEqual(log.errors, []);
   await close();
 });
+
+test("a cross-attention model's context errors: next to the context, in 1-based words", async () => {
+  const { page, log, close } = await open({ origin: other, hash: link({ model: "cross-4", sentence: "where is the cat", context: "a dog ran" }) });
+  await settle(page, () => document.querySelectorAll("table.heatmap").length === 4);
+  // The service's 0-based paths into the context, as the page words them.
+  const words = await page.evaluate(() => [humanMessage("context[1][2] is a string, expected a number"),
+    humanMessage("context_tokens[0] is too long"), humanMessage("tokens[3] is not in the vocabulary")]);
+  assert.deepEqual(words, ["Context row 2 (dog), column 3 is not a number", "Context token 1 is too long", "Token 4 is not in the vocabulary"]);
+  await page.fill("#context", "");
+  await page.press("#context", "Enter");
+  await page.waitForFunction(() => document.querySelector("#context-error").textContent !== "");
+  assert.match(await page.textContent("#context-error"), /context has no rows/);
+  assert.equal(await page.getAttribute("#context", "aria-invalid"), "true");
+  await page.fill("#context", "a cat");
+  await page.press("#context", "Enter");
+  await page.waitForFunction(() => document.querySelector("#context-error").textContent === "");
+  // The browser's own line for the 422 is the only one.
+  assert.deepEqual(log.errors.filter((e) => !/status of 422/.test(e)), []);
+  await close();
+});
+
+test("colours relative to each query's largest weight: the legend names the row, or the column when transposed", async () => {
+  for (const [transposed, want] of [["0", "the row's largest"], ["1", "the query's largest (its column's)"]]) {
+    const { page, log, close } = await open({ hash: link({ model: "demo-4d", sentence: "我爱你", relative: "1", transposed }) });
+    await settle(page, () => document.querySelectorAll("table.heatmap").length === 1);
+    assert.equal(await page.textContent("#legend-high"), want);
+    assert.deepEqual(log.errors, []);
+    await close();
+  }
+});

@@ -182,8 +182,19 @@ test("the link keeps edited weights: reopened, the same request body and the sam
   const odd = await open({ hash: WOAINI_LINK + "&w=" + encodeURIComponent('{"heads/9/w_q/0/0":"1","w_o/0/0":"2","heads/0/w_q/0/0":5,"x":"1"}') });
   await settle(odd.page, computed);
   assert.equal(JSON.parse(odd.log.posts[0]).model, "demo-4d");
+  assert.equal(await odd.page.textContent("#weights-link-note"), "4 of the link's 4 edited weights name no cell of demo-4d (or are not text) and were left out.");
   assert.deepEqual(odd.log.errors, []);
   await odd.close();
+  // The model's weights out of reach: the link's cells are not applied, and the page says so.
+  const lost = await open({ hash: WOAINI_LINK + "&w=" + encodeURIComponent('{"heads/0/w_q/0/0":"2"}'),
+    prepare: (p) => p.route("**/v1/models/demo-4d?weights=true", (r) => r.fulfill({ status: 503, contentType: "application/json",
+      headers: { "Retry-After": "1" }, body: '{"error":{"code":"overloaded","message":"busy"}}' })) });
+  await settle(lost.page, computed);
+  await lost.page.waitForFunction(() => !document.querySelector("#weights-link-note").hidden);
+  assert.equal(await lost.page.textContent("#weights-link-note"),
+    "The link's 1 edited weight could not be applied: the model's weights could not be fetched; demo-4d's own weights are computed instead.");
+  assert.equal(JSON.parse(lost.log.posts[0]).model, "demo-4d");
+  await lost.close();
 });
 
 test("the API's error on an inline weight: next to its cell, in 1-based words, its matrix brought on screen", async () => {

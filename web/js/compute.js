@@ -7,7 +7,7 @@ const walkReturn = (m) => (m && m.rope ? [...ALL_STEPS, "q_raw", "k_raw"] : ALL_
 // Every number of every step on screen at once: small models and short sentences. Past these
 // limits the walk-through follows one query token and one head (js/walkthrough.js).
 const canWalk = () => state.model && state.model.d_model <= STEP_MAX_D && state.model.d_head <= STEP_MAX_D &&
-  state.tokens.length <= STEP_MAX_N;
+  (state.model.d_context || 0) <= STEP_MAX_D && state.tokens.length <= STEP_MAX_N;
 
 function requestText(extra, withScale) {
   // Edited weights go inline instead of the model's name (js/weights.js), and E's rows with them:

@@ -1,7 +1,7 @@
 "use strict";
 // ---- errors next to their fields ------------------------------------------------------
 
-const ERROR_BOXES = ["model-error", "tokens-error", "mask-error", "scale-error", "embeddings-error", "weights-error", "weights-paste-error", "key-error", "general-error"];
+const ERROR_BOXES = ["model-error", "context-error", "tokens-error", "mask-error", "scale-error", "embeddings-error", "weights-error", "weights-paste-error", "key-error", "general-error"];
 function clearErrors() {
   for (const id of ERROR_BOXES) $(id).replaceChildren();
   for (const e of document.querySelectorAll("#token-chips .error")) e.remove();
@@ -20,16 +20,24 @@ function colName(j) {
   const names = dimLabels(state.model, d);
   return names[j] !== undefined && names[j] !== String(j + 1) ? `column ${j + 1} (${names[j]})` : `column ${j + 1}`;
 }
+function contextRowName(i) {
+  const t = context.tokens[i];
+  return t === undefined ? `row ${i + 1}` : `row ${i + 1} (${t})`;
+}
 function humanMessage(message) {
   const text = message
-    .replace(/((?:embeddings|weights\.[a-z_]+(?:\[\d+\]\.[a-z_]+)?)(?:\[\d+\]){1,2}) is (?:a string|null|true|false|an array|an object)[^,]*, expected a number/, "$1 is not a number")
+    .replace(/((?:embeddings|context|weights\.[a-z_]+(?:\[\d+\]\.[a-z_]+)?)(?:\[\d+\]){1,2}) is (?:a string|null|true|false|an array|an object)[^,]*, expected a number/, "$1 is not a number")
     // weights.heads[0].w_q[1][2]: "W_q of head 1, row 2 (adjective), column 3"
     .replace(/weights\.((?:heads|kv_heads)\[\d+\]\.[wb]_[qkv]|w_o|b_o)(?:\[(\d+)\])?(?:\[(\d+)\])?/g, (_, id, i, j) =>
       weightCellName(id.replace(/\[(\d+)\]\./, "/$1/"), i === undefined ? undefined : +i, j === undefined ? undefined : +j))
     .replace(/embeddings\[(\d+)\]\[(\d+)\]/g, (_, i, j) => `${rowName(+i)}, ${colName(+j)}`)
     .replace(/like row (\d+)/g, (_, i) => `like ${rowName(+i)}`)
     .replace(/embeddings\[(\d+)\]/g, (_, i) => rowName(+i))
-    .replace(/tokens\[(\d+)\]/g, (_, i) => `token ${+i + 1}`);
+    // A cross-attention model's context: its rows are known by their tokens too.
+    .replace(/context\[(\d+)\]\[(\d+)\]/g, (_, i, j) => `context ${contextRowName(+i)}, column ${+j + 1}`)
+    .replace(/context_tokens\[(\d+)\]/g, (_, i) => `context token ${+i + 1}`)
+    .replace(/context\[(\d+)\]/g, (_, i) => `context ${contextRowName(+i)}`)
+    .replace(/(^|[^_])tokens\[(\d+)\]/g, (_, pre, i) => `${pre}token ${+i + 1}`);
   // Only a sentence that now begins with a row or a token gains a capital: the rest are the service's.
   return text === message ? text : text.charAt(0).toUpperCase() + text.slice(1);
 }
@@ -67,6 +75,7 @@ function showError(err, status) {
     box = "weights-error";
     field = weightsErrorField(parts.slice(1));
   }
+  else if (parts[0] === "context" || parts[0] === "context_tokens") { box = "context-error"; field = $("context"); }
   else if (parts[0] === "mask") { box = "mask-error"; }
   else if (parts[0] === "scale") { box = "scale-error"; field = $("scale"); }
   else if (parts[0] === "model") { box = "model-error"; field = $("model"); }

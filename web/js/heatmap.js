@@ -125,7 +125,8 @@ function renderPatterns() {
   const story = state.result.story;
   const focus = new Set(story ? story.heads : []);
   $("legend-low").textContent = "0";
-  $("legend-high").textContent = state.relative ? "the row's largest" : "1";
+  // Relative colours are per query (its weights sum to 1): a column when transposed.
+  $("legend-high").textContent = state.relative ? (overview.transposed ? "the query's largest (its column's)" : "the row's largest") : "1";
   renderFlatNote(a);
   if (overview.open >= a.heads.length) overview.open = 0;
   const layout = patternsLayout(a);

@@ -41,7 +41,9 @@ const otherMask = new Map();   // request body → answer, or { error }
 function compareFigures(a, hi) {
   const head = a.heads[hi];
   const other = a.mask === "causal" ? "none" : "causal";
-  const body = requestText({ mask: other, return: ["scores", "patterns"], select_heads: [head] }, true);
+  // The request of the answer on screen, not of the controls as they are now (an edit refused
+  // or under way leaves the last answer drawn): only its mask, outputs and head differ.
+  const body = JSON.stringify(Object.assign(JSON.parse(state.result.mainText), { mask: other, return: ["scores", "patterns"], select_heads: [head] }));
   const mine = heatmapFigure(a, hi, a.patterns[hi], cellKinds(a, hi), { large: true, mask: a.mask });
   const got = otherMask.get(body);
   let theirs;

@@ -468,6 +468,7 @@ function focusIntro(r, head) {
   if (a.n_tokens > STEP_MAX_N) why.push(`${a.n_tokens} tokens, more than ${STEP_MAX_N}`);
   if (a.d_model > STEP_MAX_D) why.push(`d_model ${a.d_model}, wider than ${STEP_MAX_D}`);
   if (a.d_head > STEP_MAX_D) why.push(`d_head ${a.d_head}, wider than ${STEP_MAX_D}`);
+  if (r.model && r.model.d_context > STEP_MAX_D) why.push(`d_context ${r.model.d_context}, wider than ${STEP_MAX_D}`);
   return el("p", { class: "focus-intro", id: "step-focus", "data-token": t, "data-head": head,
     text: `Every number of every step fits on screen up to ${STEP_MAX_N} tokens and ${STEP_MAX_D} dimensions; here: ${why.join("; ")}. So these steps follow one query token, token ${t + 1} “${a.tokens[t]}”, and one head, head ${head + 1} of ${a.n_heads}` +
       `${a.n_kv_heads && a.n_kv_heads < a.n_heads ? ` (which shares K/V head ${Math.floor(head * a.n_kv_heads / a.n_heads) + 1} of ${a.n_kv_heads})` : ""}; choose others above. Long vectors show their first ${SHORT} numbers, and a button shows them all. The page asks the service for this head's numbers alone.` });
@@ -497,6 +498,9 @@ function focusContent(id, r, fs, head) {
         el("span", { class: "op-sign", text: `· W_${which}${sub} =` }),
         shortMatrix(which.toUpperCase(), out, keys, cols, { name: which.toUpperCase() })));
   const kvFrom = ks.cross ? "C" : "E";
+  // ΔE not asked for (too large) and E not known here (a vocabulary this page could not fetch):
+  // E′ − E would be E′ itself, so neither is claimed.
+  const unknownDelta = p(`ΔE of all tokens would be ${(a.n_tokens * dm).toLocaleString("en")} numbers (the page asks for it up to ${DELTA_MAX.toLocaleString("en")}), and E is not known here (the model's vocabulary was not fetched), so ΔE cannot be shown as E′ − E: only the service's E′ is.`);
   const noW = !W ? p(`W_${"q, k and v"}${sub} are ${dm} × ${dh} each (${(dm * dh).toLocaleString("en")} numbers); this page fetches the weights of models up to ${STEP_MAX_D} wide only, so these steps show what the weights produce, from the service.`) : null;
   switch (id) {
   case "E":
@@ -549,6 +553,7 @@ function focusContent(id, r, fs, head) {
         C: vec(`z of ${tok}`, Z[t], "Z", cols) }, { name: "P·V", what: "z",
         label: (i, j) => `z_${tok}[${j + 1}]`, terms: (i, j) => P[t].map((x, k) => [x, V[k][j]]), total: (i, j) => Z[t][j] })];
   case "dE": {
+    if (!fs.delta && !known) return [f(`ΔE = concat(Z_1 … Z_${a.n_heads}) · W_o`), unknownDelta];
     const d = fs.delta ? fa.delta[t] : a.embeddings[t].map((x, j) => x - E[t][j]);
     return [f(`ΔE = concat(Z_1 … Z_${a.n_heads}) · W_o`),
       p(`What ${tok} gathers from all ${a.n_heads} heads together, projected back to the embedding width.` + (fs.delta ? " The service's ΔE."
@@ -556,6 +561,7 @@ function focusContent(id, r, fs, head) {
       box(vec(`ΔE of ${tok}`, d, "dE", dims))];
   }
   case "E2": {
+    if (!fs.delta && !known) return [f("E′ = E + ΔE"), unknownDelta, box(vec(`E + ΔE of ${tok}`, a.embeddings[t], "E2", dims))];
     const d = fs.delta ? fa.delta[t] : a.embeddings[t].map((x, j) => x - E[t][j]);
     return [f("E′ = E + ΔE"), p(`${tok}, moved by what it gathered.`),
       el("div", { class: "op" }, known ? vec(`E of ${tok}`, E[t], "E2-E", dims) : null, el("span", { class: "op-sign", text: "+" }),

@@ -257,14 +257,28 @@ function weightsErrorField(parts) {
 // The weights a link names: the model's, with the link's cells ({"heads/0/w_q/1/2": "0.5"}).
 async function restoreWeights(name, diff) {
   const w = await modelWeights(name);
-  if (!w || !state.model || state.model.name !== name || weightsRefusal(state.model)) return;
+  if (!state.model || state.model.name !== name) return;
+  $("weights-link-note").hidden = true;
+  const cells = Object.keys(diff).length;
+  // What the link asked for and could not be done is said, never dropped in silence.
+  const lost = (why) => {
+    $("weights-link-note").hidden = false;
+    $("weights-link-note").textContent = `The link's ${cells} edited weight${cells > 1 ? "s" : ""} ${why}; ${name}'s own weights are computed instead.`;
+  };
+  if (!w) { lost(`could not be applied: the model's weights could not be fetched`); return; }
+  if (weightsRefusal(state.model)) { lost("are not applied: this model's weights are not edited on this page"); return; }
   loadWeights(name, w);
+  let applied = 0;
   for (const [path, v] of Object.entries(diff)) {
     const m = /^((?:heads|kv_heads)\/\d+\/[wb]_[qkv]|w_o|b_o)\/(\d+)(?:\/(\d+))?$/.exec(path);
     const x = m && weightMatrix(m[1]);
     if (!x || typeof v !== "string") continue;
     const [i, j] = x.vector ? [0, +m[2]] : [+m[2], +m[3]];
-    if ((x.vector ? m[3] === undefined : m[3] !== undefined) && i < x.rows && j < x.cols) setWeightCell(x.id, i, j, v);
+    if ((x.vector ? m[3] === undefined : m[3] !== undefined) && i < x.rows && j < x.cols) { setWeightCell(x.id, i, j, v); applied++; }
+  }
+  if (applied < cells) {
+    $("weights-link-note").hidden = false;
+    $("weights-link-note").textContent = `${cells - applied} of the link's ${cells} edited weights name no cell of ${name} (or are not text) and were left out.`;
   }
   renderWeights();
 }
@@ -279,8 +293,9 @@ views.push({
     // A new model, or an example (each example is its model's own weights), starts from the
     // model's weights. The weights come with the answer (the walk-through fetches them), so the
     // editor asks for them after it, once per model.
-    $("model").addEventListener("change", () => { wedit.model = null; wedit.failed = null; renderWeights(); });
-    $("examples").addEventListener("click", (e) => { if (e.target.closest("button[data-example]")) { wedit.model = null; } }, true);
+    const linkNoteOff = () => { $("weights-link-note").hidden = true; };
+    $("model").addEventListener("change", () => { wedit.model = null; wedit.failed = null; linkNoteOff(); renderWeights(); });
+    $("examples").addEventListener("click", (e) => { if (e.target.closest("button[data-example]")) { wedit.model = null; linkNoteOff(); } }, true);
     $("mask-previous").addEventListener("click", () => { wedit.model = null; }, true);
     $("weights-matrix").addEventListener("change", () => { wedit.at = $("weights-matrix").value; renderWeights(); });
     $("weights-editor").addEventListener("change", (e) => {
@@ -292,6 +307,7 @@ views.push({
       compute();
     });
     $("weights-reset").addEventListener("click", () => {
+      $("weights-link-note").hidden = true;
       resetWeights();
       renderWeights();
       $("weights-matrix").focus();
