@@ -152,7 +152,9 @@ echo "deploy-test: gzip for JSON answers"
 hdr=$(curl -s -D - -o "$tmp/page.gz" -H 'Accept-Encoding: gzip' "http://127.0.0.1:$pn/")
 grep -qi '^content-type: text/html' <<<"$hdr" || fail "GET / through the proxy is not HTML"
 grep -qi '^content-encoding: gzip' <<<"$hdr" || fail "GET / through the proxy is not compressed"
-gunzip -c "$tmp/page.gz" | cmp -s - "$top/web/index.html" || fail "GET / through the proxy is not web/index.html"
+# The page as built: web/index.html with its style sheets and scripts in place.
+sh "$top/tools/inline_page.sh" "$top/web/index.html" > "$tmp/page.want"
+gunzip -c "$tmp/page.gz" | cmp -s - "$tmp/page.want" || fail "GET / through the proxy is not the page built from web/"
 etag=$(sed -n 's/^[Ee][Tt][Aa][Gg]: *//p' <<<"$hdr" | tr -d '\r')
 [ -n "$etag" ] || fail "GET / through the proxy has no ETag"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Accept-Encoding: gzip' -H "If-None-Match: $etag" "http://127.0.0.1:$pn/")
