@@ -87,6 +87,7 @@ static void compute(bench_worker *w, const attn_output *out, const attn_input *i
         srv_split s = {.pool = w->sw.pool, .ws = w->sw.ws};
         attn_runner runner = srv_split_runner(&s);
         rc = attn_compute_with(out, w->sw.ws, in, &runner, &err);
+        srv_split_end(&s);
         *helpers += s.helpers;
     }
     if (rc) {
@@ -108,6 +109,7 @@ static void compute_batch(bench_worker *w, const attn_output *outs, const attn_i
         srv_split s = {.pool = w->sw.pool, .ws = w->sw.ws};
         attn_runner runner = srv_split_runner(&s);
         rc = attn_compute_batch(outs, w->sw.ws, ins, count, &runner, &err, &failed);
+        srv_split_end(&s);
         *helpers += s.helpers;
     }
     if (rc) {

@@ -25,10 +25,10 @@
  * computation; a dropped job leaves no response, and the HTTP layer closes
  * the connection.
  *
- * Splitting: a large computation goes through attn_compute_with and the
- * pool runner of split.c, which borrows only the workers idle at that
- * moment; everything else is attn_compute on this worker. The results are
- * bit for bit the same either way.
+ * Splitting (srv_job_compute, for every kind of job): a large computation
+ * goes through the pool runner of split.c, which borrows only the workers
+ * idle at that moment; everything else runs on this worker alone. The
+ * results are bit for bit the same either way.
  */
 #include "server/job.h"
 
@@ -140,14 +140,14 @@ static int job_stop(void *job) {
     return job_client_gone(job);
 }
 
-/* Computes `in` on the worker's workspace, split over idle workers when
- * it is large enough (see the top comment). */
-static int job_compute(const srv_job *job, srv_worker *w, const attn_output *out,
-                       const attn_input *in, attn_error *err) {
-    if (!w->pool || srv_job_cost(job) < w->split_flops) return attn_compute(out, w->ws, in, err);
+int srv_job_compute(const srv_job *job, srv_worker *w, double cost, const attn_output *outs,
+                    const attn_input *ins, size_t count, attn_error *err, size_t *failed) {
+    if (!w->pool || cost < w->split_flops)
+        return attn_compute_batch(outs, w->ws, ins, count, NULL, err, failed);
     srv_split split = {.pool = w->pool, .ws = w->ws, .stop = job_stop, .stop_ctx = (void *)job};
     attn_runner runner = srv_split_runner(&split);
-    int rc = attn_compute_with(out, w->ws, in, &runner, err);
+    int rc = attn_compute_batch(outs, w->ws, ins, count, &runner, err, failed);
+    srv_split_end(&split);
     if (split.helpers) w->splits++;
     return rc;
 }
@@ -224,7 +224,8 @@ static void job_attention(srv_job *job, srv_worker *w) {
      * HTTP's, so ours. */
     int rc = api_request_alloc_outputs(req, w->outputs, &err);
     if (rc == 0) {
-        rc = job_compute(job, w, api_request_output(req), api_request_input(req), &err);
+        rc = srv_job_compute(job, w, srv_job_cost(job), api_request_output(req),
+                             api_request_input(req), 1, &err, NULL);
         if (rc != 0) err.status = err.code == ATTN_ERR_NONFINITE ? 422 : 503;
     }
     clock_gettime(CLOCK_MONOTONIC, &t2);

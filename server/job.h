@@ -150,6 +150,15 @@ void srv_worker_idle(srv_worker *w);
  * errors in the protocol's form. */
 void srv_job_oip_run(srv_job *job, srv_worker *w);
 
+/* Computes count inputs of one weight set (attn_compute_batch) on the
+ * worker's workspace: split over the pool's idle workers (split.h) when
+ * `cost` (FLOPs) reaches w->split_flops, stopping between phases once the
+ * job's client has gone (ATTN_ERR_STOPPED); else on this thread alone.
+ * Returns the engine's 0 / -1, with *err and *failed (may be NULL) as it
+ * fills them. */
+int srv_job_compute(const srv_job *job, srv_worker *w, double cost, const attn_output *outs,
+                    const attn_input *ins, size_t count, attn_error *err, size_t *failed);
+
 /* Pool worker context hooks (pool.h): `ctx` is the server's store (or NULL);
  * each worker makes its srv_worker on start and destroys it on stop. */
 void *srv_job_worker_init(pool *p, void *ctx);

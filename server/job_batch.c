@@ -9,9 +9,9 @@
  * under the batch. The outputs of all sequences are one block of the
  * worker's (w->outputs).
  *
- * The computation is one attn_compute_batch call. When the batch's work
- * reaches the worker's split_flops, it goes through the pool's split
- * runner (split.h), which hands the engine's tasks — many sequences' —
+ * The computation is one attn_compute_batch call (srv_job_compute). When
+ * the batch's work reaches the worker's split_flops, it goes through the
+ * pool's split runner (split.h), which hands the engine's tasks — many sequences' —
  * to whatever workers are idle, and stops between phases once the client
  * has gone (the job then comes back dropped). A sequence whose result
  * overflows float32 fails the batch with a 422 naming it.
@@ -23,7 +23,6 @@
 #include "api/error.h"
 #include "server/job.h"
 #include "server/model_view.h"
-#include "server/split.h"
 
 static void batch_fail(srv_job *job, const attn_error *err) {
     job->status = err->status;
@@ -32,11 +31,6 @@ static void batch_fail(srv_job *job, const attn_error *err) {
         job->status = 503; /* the HTTP layer answers with its static out_of_memory body */
         job->response_len = 0;
     }
-}
-
-static int batch_stop(void *arg) {
-    const srv_job *job = arg;
-    return job->client_gone && job->client_gone(job->client);
 }
 
 /* Decodes the body and binds the named model of the store's current set. */
@@ -60,18 +54,9 @@ static int batch_decode(srv_job *job, srv_worker *w, attn_error *err) {
 static int batch_compute(srv_job *job, srv_worker *w, attn_error *err) {
     api_batch *b = job->batch;
     size_t failed = 0;
-    int rc;
     if (api_batch_alloc_outputs(b, w->outputs, err) < 0) return -1;
-    if (!w->pool || api_batch_cost(b) < w->split_flops) {
-        rc = attn_compute_batch(api_batch_outputs(b), w->ws, api_batch_inputs(b),
-                                api_batch_count(b), NULL, err, &failed);
-    } else {
-        srv_split split = {.pool = w->pool, .ws = w->ws, .stop = batch_stop, .stop_ctx = job};
-        attn_runner runner = srv_split_runner(&split);
-        rc = attn_compute_batch(api_batch_outputs(b), w->ws, api_batch_inputs(b),
-                                api_batch_count(b), &runner, err, &failed);
-        if (split.helpers) w->splits++;
-    }
+    int rc = srv_job_compute(job, w, api_batch_cost(b), api_batch_outputs(b), api_batch_inputs(b),
+                             api_batch_count(b), err, &failed);
     if (rc == 0) return 0;
     /* The engine's code and message; the status is HTTP's, so ours. */
     err->status = err->code == ATTN_ERR_NONFINITE ? 422 : 503;

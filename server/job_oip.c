@@ -17,7 +17,6 @@
 
 #include "api/oip.h"
 #include "server/job.h"
-#include "server/split.h"
 
 static void oip_fail(srv_job *job, const attn_error *err) {
     job->status = err->status;
@@ -29,22 +28,9 @@ static void oip_fail(srv_job *job, const attn_error *err) {
     }
 }
 
-static int oip_stop(void *job) {
-    srv_job *j = job;
-    return j->client_gone && j->client_gone(j->client);
-}
-
 static int oip_compute(srv_job *job, srv_worker *w, const api_oip_request *r, attn_error *err) {
-    size_t count = api_oip_count(r), failed;
-    const attn_input *ins = api_oip_inputs(r);
-    const attn_output *outs = api_oip_outputs(r);
-    if (!w->pool || api_oip_cost(r) < w->split_flops)
-        return attn_compute_batch(outs, w->ws, ins, count, NULL, err, &failed);
-    srv_split split = {.pool = w->pool, .ws = w->ws, .stop = oip_stop, .stop_ctx = job};
-    attn_runner runner = srv_split_runner(&split);
-    int rc = attn_compute_batch(outs, w->ws, ins, count, &runner, err, &failed);
-    if (split.helpers) w->splits++;
-    return rc;
+    return srv_job_compute(job, w, api_oip_cost(r), api_oip_outputs(r), api_oip_inputs(r),
+                           api_oip_count(r), err, NULL);
 }
 
 void srv_job_oip_run(srv_job *job, srv_worker *w) {

@@ -233,6 +233,10 @@ int pool_try_help(pool *p, pool_fn fn, void *arg) {
     return rc;
 }
 
+int pool_has_waiting(pool *p) {
+    return atomic_load_explicit(&p->pending, memory_order_relaxed) != 0;
+}
+
 size_t pool_evict(pool *p, int (*gone)(void *arg), void (*drop)(void *arg)) {
     pool_job *evicted = NULL, **last = &evicted;
     size_t n = 0;

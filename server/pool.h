@@ -64,6 +64,11 @@ int pool_try_help(pool *p, pool_fn fn, void *arg);
  */
 size_t pool_evict(pool *p, int (*gone)(void *arg), void (*drop)(void *arg));
 
+/* 1 when a queued job or an accepted helper waits for a worker right now,
+ * else 0; read without the lock, so a hint (for a helper deciding whether
+ * to give its worker back). */
+int pool_has_waiting(pool *p);
+
 /* Jobs waiting and workers running a job (a helper counts), right now. */
 void pool_stats(pool *p, size_t *queued, size_t *busy);
 

@@ -719,11 +719,77 @@ START_TEST(split_idle_workers_help) {
     srv_split split = {.pool = p, .ws = ws};
     attn_runner r = srv_split_runner(&split);
     r.run(r.ctx, probe_task, &pr, SPLIT_TASKS);
+    srv_split_end(&split);
     probe_check_once(&pr, SPLIT_TASKS);
     ck_assert_uint_ge(split.helpers, 1);
     ck_assert_uint_le(split.helpers, 2);
     ck_assert_int_lt(atomic_load(&pr.on_caller), SPLIT_TASKS); /* helpers took some */
     ck_assert_int_gt(atomic_load(&pr.on_caller), 0);
+    pool_destroy(p);
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
+/* A helper is the computation's, not one run's. Each round below is one
+ * computation on a pool of one worker besides this thread (a server of 2
+ * workers running one request), begun with that worker asleep: a run of 2
+ * instant tasks, which this thread finishes before the worker is up, then
+ * relay runs back to back. In a relay run this thread's task waits until
+ * the other is taken, and that one, on a helper, takes 100 µs (busy, so
+ * that this thread watches, awake, and runs the next run the moment it
+ * ends). The helper accepted in the first run must work in every relay
+ * run: in the first one, though its own run was over before it started;
+ * in the others, though its task ended last. */
+typedef struct relay {
+    attn_workspace *caller_ws;
+    atomic_int started;   /* tasks started in this run */
+    atomic_int on_helper; /* ... of them on a helper */
+} relay;
+
+static void instant_task(void *arg, size_t index, attn_workspace *ws) {
+    (void)arg, (void)index, (void)ws;
+}
+
+static void relay_task(void *arg, size_t index, attn_workspace *ws) {
+    relay *rl = arg;
+    (void)index;
+    atomic_fetch_add(&rl->started, 1);
+    if (ws != rl->caller_ws) {
+        atomic_fetch_add(&rl->on_helper, 1);
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 100000);
+        return;
+    }
+    /* until the other task is taken, for at most 0.1 s */
+    for (int k = 0; k < 10000 && atomic_load(&rl->started) < 2; k++)
+        usleep(10);
+}
+
+START_TEST(split_helper_stays_for_next_runs) {
+    pool *p = pool_create(1, 4, srv_job_worker_init, srv_job_worker_fini, NULL);
+    ck_assert_ptr_nonnull(p);
+    attn_workspace *ws = attn_workspace_create();
+    relay rl = {.caller_ws = ws};
+    enum { ROUNDS = 8, RELAYS = 5 };
+    int helped = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        usleep(5000); /* the worker watches for work for 0.2 ms, then sleeps */
+        srv_split split = {.pool = p, .ws = ws};
+        attn_runner r = srv_split_runner(&split);
+        r.run(r.ctx, instant_task, NULL, 2);
+        for (int k = 0; k < RELAYS; k++) {
+            atomic_init(&rl.started, 0);
+            atomic_init(&rl.on_helper, 0);
+            r.run(r.ctx, relay_task, &rl, 2);
+            helped += atomic_load(&rl.on_helper) > 0;
+        }
+        srv_split_end(&split);
+        ck_assert_uint_ge(split.helpers, 1);
+    }
+    ck_assert_int_eq(helped, ROUNDS * RELAYS);
     pool_destroy(p);
     attn_workspace_destroy(ws);
 }
@@ -741,6 +807,7 @@ START_TEST(split_workers_without_context) {
     srv_split split = {.pool = p, .ws = ws};
     attn_runner r = srv_split_runner(&split);
     r.run(r.ctx, probe_task, &pr, SPLIT_TASKS);
+    srv_split_end(&split);
     probe_check_once(&pr, SPLIT_TASKS);
     ck_assert_uint_ge(split.helpers, 1);
     ck_assert_int_eq(atomic_load(&pr.caller_thread), SPLIT_TASKS);
@@ -764,6 +831,7 @@ START_TEST(split_busy_pool_caller_does_all) {
     srv_split split = {.pool = p, .ws = ws};
     attn_runner r = srv_split_runner(&split);
     r.run(r.ctx, probe_task, &pr, SPLIT_TASKS);
+    srv_split_end(&split);
     probe_check_once(&pr, SPLIT_TASKS);
     ck_assert_uint_eq(split.helpers, 0);
     ck_assert_int_eq(atomic_load(&pr.caller_thread), SPLIT_TASKS);
@@ -791,6 +859,7 @@ static void split_job(void *arg, void *wctx) {
     srv_split split = {.pool = sj->p, .ws = w->ws};
     attn_runner r = srv_split_runner(&split);
     r.run(r.ctx, probe_task, &sj->pr, SPLIT_TASKS);
+    srv_split_end(&split);
     atomic_store(&sj->done, 1);
 }
 
@@ -805,6 +874,7 @@ START_TEST(split_shutdown_with_helpers) {
         attn_runner r = srv_split_runner(&split);
         int count = it % 3 ? SPLIT_TASKS : 2;
         r.run(r.ctx, probe_task, &pr, (size_t)count);
+        srv_split_end(&split);
         pool_destroy(p);
         attn_workspace_destroy(ws);
         probe_check_once(&pr, count);
@@ -1427,6 +1497,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, pool_worker_contexts);
     tcase_add_test(tc, pool_help_only_when_idle);
     tcase_add_test(tc, split_idle_workers_help);
+    tcase_add_test(tc, split_helper_stays_for_next_runs);
     tcase_add_test(tc, split_workers_without_context);
     tcase_add_test(tc, split_busy_pool_caller_does_all);
     tcase_add_test(tc, split_shutdown_with_helpers);
