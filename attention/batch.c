@@ -128,18 +128,13 @@
 /* ---- sizes, overflow-checked ------------------------------------------- */
 
 static int add_to(size_t *r, size_t b) {
-    if (*r > SIZE_MAX - b) return -1;
-    *r += b;
-    return 0;
+    return __builtin_add_overflow(*r, b, r) ? -1 : 0;
 }
 
-/* *bytes = a · b · size */
+/* *bytes = a · b · size (the overflow builtins, as compute.c's) */
 static int mul3(size_t *bytes, size_t a, size_t b, size_t size) {
-    if (b != 0 && a > SIZE_MAX / b) return -1;
-    size_t ab = a * b;
-    if (size != 0 && ab > SIZE_MAX / size) return -1;
-    *bytes = ab * size;
-    return 0;
+    size_t ab;
+    return __builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, size, bytes) ? -1 : 0;
 }
 
 static size_t round_up(size_t bytes) {
@@ -311,7 +306,7 @@ static int plan_whole(const attn_plan *pl) {
  * its rows copied): an upper bound of every outs'. -1 on overflow. */
 static int layout_make(batch_layout *lay, const attn_output *outs, const attn_input *ins,
                        size_t count) {
-    memset(lay, 0, sizeof *lay);
+    attn_zero(lay, sizeof *lay);
     attn_sizes sz0;
     if (attn_sizes_of(&sz0, &ins[0])) return -1;
     lay->ld = sz0.ld, lay->hd = sz0.hd, lay->gd = sz0.gd, lay->dm = sz0.dm;
@@ -461,10 +456,11 @@ static void stack_project_task(void *arg, size_t t, attn_workspace *ws) {
     }
     size_t r0, rb, c0, cb;
     attn_tiling_tile(&p->tiles, t, &r0, &rb, &c0, &cb);
-    const attn_sizes *sz = &b->pl_self.sz;
+    const attn_plan *pp = s == S_SELF ? &b->pl_self : &b->pl_cross; /* the product's */
+    const attn_sizes *sz = &pp->sz;
     const size_t dh = sz->dh, e0 = c0 / dh;
     const size_t e1 = s == S_SELF && b->rope_tiles ? attn_min((c0 + cb) / dh, p->rope_heads) : 0;
-    const attn_rope_style style = b->pl_self.in->weights->rope.style;
+    const attn_rope_style style = pp->in->weights->rope.style;
     for (size_t x = r0; x < r0 + rb; x++) {
         const row_of *ro = &b->map[s][x];
         if (ro->seq == NO_SEQ) continue;
@@ -645,6 +641,7 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
     row_of *map = (row_of *)(void *)slice[B_MAP];
     for (int s = 0; s < S_COUNT; s++) {
         b->map[s] = map;
+        if (!lay->st[s].rows && !lay->st[s].own) continue; /* no sequence takes part */
         stack_place(b, s, map, rows_in, packed_in);
         if (lay->st[s].rows) map += lay->st[s].rows; /* map is NULL when no product has rows */
     }
@@ -698,10 +695,14 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
     const attn_input *vin[3] = {&b->in_self, &b->in_cross, &b->in_out};
     attn_plan *vpl[3] = {&b->pl_self, &b->pl_cross, &b->pl_out};
     attn_call *vc[3] = {&b->c_self, &b->c_cross, &b->c_out};
+    const int used[3] = {st[S_SELF].rows != 0, st[S_Q].rows || st[S_KV].rows, st[S_D].rows != 0};
     for (int x = 0; x < 3; x++) {
-        *vpl[x] = (attn_plan){.in = vin[x], .stage = ATTN_STAGE_DELTA};
+        if (!used[x]) continue; /* left as b was made: zeros, n = 0 */
+        attn_zero(vpl[x], sizeof *vpl[x]);
+        vpl[x]->in = vin[x], vpl[x]->stage = ATTN_STAGE_DELTA;
         attn_sizes_of(&vpl[x]->sz, vin[x]); /* sizes of the sequences', which fit */
-        *vc[x] = (attn_call){.pl = vpl[x], .runner = b->runner, .ws = b->ws};
+        attn_zero(vc[x], sizeof *vc[x]);
+        vc[x]->pl = vpl[x], vc[x]->runner = b->runner, vc[x]->ws = b->ws;
         atomic_init(&vc[x]->rc, 0);
     }
     b->rope_tiles = lay->rope_tiles && b->pl_self.sz.rope;
@@ -820,7 +821,9 @@ int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_i
         return attn_fail_error(err, ATTN_FAIL_NOMEM);
     unsigned char *block = attn_workspace_reserve(ws, lay.total);
     if (!block) return attn_fail_error(err, ATTN_FAIL_NOMEM);
-    batch b = {.count = count, .ws = ws, .runner = runner};
+    batch b;
+    attn_zero(&b, sizeof b);
+    b.count = count, b.ws = ws, b.runner = runner;
     batch_make(&b, &lay, block, outs, ins, count);
     size_t first = count;
     int rc = batch_phases(&b, &lay, &first);

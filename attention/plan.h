@@ -226,6 +226,15 @@ static inline size_t attn_col_v(const attn_sizes *sz, size_t i) {
 void attn_block_keys(const attn_plan *pl, const unsigned *pos, size_t blk, size_t *kbeg,
                      size_t *kend);
 
+/* Zeroes `bytes` at p by the C library's memset (workspace.c). gcc -O2's
+ * generic tuning clears a struct of a few hundred bytes, written as
+ * `s = (T){...}` or memset(&s, 0, sizeof s), by `rep stosq`, which costs
+ * ~20 ns on the AMD EPYC measured (bench/README.md (a)): the dozen such
+ * clears of a call were a fifth of a 3 × 4 one. A size the compiler cannot
+ * see is glibc's vector stores. For the plans, calls and layouts made per
+ * call; small structs are left to the compiler. */
+void attn_zero(void *p, size_t bytes);
+
 /* bytes rounded up to ATTN_WS_ALIGN, for a slice the plan sized. */
 static inline size_t attn_slice_round(size_t bytes) {
     return (bytes + ATTN_WS_ALIGN - 1) / ATTN_WS_ALIGN * ATTN_WS_ALIGN;

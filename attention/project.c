@@ -38,26 +38,18 @@ static size_t proj_make(attn_proj pr[2], const attn_plan *pl, const attn_call *c
     const attn_weights *w = in->weights;
     const size_t dh = sz->dh;
     if (!sz->cross) {
-        pr[0] = (attn_proj){in->embeddings,
-                            sz->n,
-                            sz->dm,
-                            w->w_qkv,
-                            sz->ld,
-                            w->b_qkv,
-                            c->qkv,
-                            sz->ld,
-                            sz->ld,
-                            sz->rope ? sz->h + sz->g : 0,
-                            {0}};
-        /* whole heads per tile whenever there is RoPE, rotated in the tiles
-         * or not, so that the tiles are the same for every plan of a shape */
-        pr[0].tiles = attn_tiling_aligned(sz->n, sz->ld, sz->rope ? dh : 1);
+        pr[0] = (attn_proj){in->embeddings, sz->n, sz->dm, w->w_qkv, sz->ld, w->b_qkv, c->qkv,
+                            sz->ld, sz->ld, sz->rope ? sz->h + sz->g : 0,
+                            /* whole heads per tile whenever there is RoPE,
+                             * rotated in the tiles or not, so that the tiles
+                             * are the same for every plan of a shape */
+                            attn_tiling_aligned(sz->n, sz->ld, sz->rope ? dh : 1)};
         return 1;
     }
     const int apart = w->w_kv != NULL;
     pr[0] = (attn_proj){
-        in->embeddings, sz->n,  sz->dm, w->w_qkv, apart ? sz->hd : sz->ld, w->b_qkv, c->q,
-        sz->hd,         sz->hd, 0,      {0}};
+        in->embeddings, sz->n,  sz->dm, w->w_qkv, apart ? sz->hd : sz->ld,        w->b_qkv,
+        c->q,           sz->hd, sz->hd, 0,        attn_tiling_make(sz->n, sz->hd)};
     pr[1] = (attn_proj){in->context,
                         sz->m,
                         sz->dc,
@@ -70,9 +62,7 @@ static size_t proj_make(attn_proj pr[2], const attn_plan *pl, const attn_call *c
                         sz->ldkv,
                         sz->ldkv,
                         0,
-                        {0}};
-    pr[0].tiles = attn_tiling_make(sz->n, sz->hd);
-    pr[1].tiles = attn_tiling_make(sz->m, sz->ldkv);
+                        attn_tiling_make(sz->m, sz->ldkv)};
     return 2;
 }
 

@@ -13,8 +13,10 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "attention/attention.h"
+#include "attention/plan.h"
 #include "attention/workspace.h"
 
 struct attn_workspace {
@@ -41,6 +43,11 @@ void attn_workspace_trim(attn_workspace *ws, size_t keep_bytes) {
     free(ws->block);
     ws->block = NULL;
     ws->capacity = 0;
+}
+
+/* Out of line on purpose (plan.h): the size is not known where it is called. */
+void attn_zero(void *p, size_t bytes) {
+    memset(p, 0, bytes);
 }
 
 void *attn_workspace_reserve(attn_workspace *ws, size_t bytes) {
