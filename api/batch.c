@@ -126,16 +126,10 @@ static size_t values_max(const api_limits *limits) {
 static int decode_violation(const api_arrays *arrays, const api_limits *limits, attn_error *err) {
     const char *where;
     int strings;
-    switch (api_arrays_violation(arrays, &where)) {
+    const api_arrays_limit v = api_arrays_violation(arrays, &where);
+    switch (v) {
     case API_ARRAYS_TOO_DEEP:
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "the JSON nests arrays and objects deeper than the limit "
-                              "max_json_depth = %zu",
-                              limits->max_json_depth);
-    case API_ARRAYS_STRING_LONG:
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "a string is longer than the limit max_string_bytes = %zu",
-                              limits->max_string_bytes);
+    case API_ARRAYS_STRING_LONG: return api_scan_limit_error(v, where, limits, err);
     case API_ARRAYS_NOT_STRING:
         return attn_error_set(err, 400, "wrong_type", where, "%s is %s, expected a string", where,
                               api_arrays_violation_value(arrays));

@@ -1027,16 +1027,10 @@ static size_t oip_values_max(const api_limits *lim) {
 /* What the scan refused before jansson ran, as /v1 says it; -1. */
 static int oip_violation(const api_arrays *a, const api_limits *lim, attn_error *err) {
     const char *where;
-    switch (api_arrays_violation(a, &where)) {
+    const api_arrays_limit v = api_arrays_violation(a, &where);
+    switch (v) {
     case API_ARRAYS_TOO_DEEP:
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "the JSON nests arrays and objects deeper than the limit "
-                              "max_json_depth = %zu",
-                              lim->max_json_depth);
-    case API_ARRAYS_STRING_LONG:
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "a string is longer than the limit max_string_bytes = %zu",
-                              lim->max_string_bytes);
+    case API_ARRAYS_STRING_LONG: return api_scan_limit_error(v, where, lim, err);
     case API_ARRAYS_TOO_MANY:
         return attn_error_set(err, 422, "limit_exceeded", where,
                               "the JSON header holds more than %zu JSON values besides its "

@@ -617,11 +617,9 @@ static size_t values_max(const api_limits *limits) {
     return total;
 }
 
-/* The error for what the scan refused before jansson ran; -1. */
-static int decode_violation(const api_arrays *arrays, const api_limits *limits, attn_error *err) {
-    const char *where;
-    int strings;
-    switch (api_arrays_violation(arrays, &where)) {
+int api_scan_limit_error(api_arrays_limit v, const char *where, const api_limits *limits,
+                         attn_error *err) {
+    switch (v) {
     case API_ARRAYS_TOO_DEEP:
         return attn_error_set(err, 422, "limit_exceeded", where,
                               "the JSON nests arrays and objects deeper than the limit "
@@ -631,6 +629,18 @@ static int decode_violation(const api_arrays *arrays, const api_limits *limits, 
         return attn_error_set(err, 422, "limit_exceeded", where,
                               "a string is longer than the limit max_string_bytes = %zu",
                               limits->max_string_bytes);
+    default: return 0;
+    }
+}
+
+/* The error for what the scan refused before jansson ran; -1. */
+static int decode_violation(const api_arrays *arrays, const api_limits *limits, attn_error *err) {
+    const char *where;
+    int strings;
+    const api_arrays_limit v = api_arrays_violation(arrays, &where);
+    switch (v) {
+    case API_ARRAYS_TOO_DEEP:
+    case API_ARRAYS_STRING_LONG: return api_scan_limit_error(v, where, limits, err);
     case API_ARRAYS_NOT_STRING: {
         /* where is /tokens/i or /context_tokens/i, as decode_labels would name it */
         const char *index = strrchr(where, '/');

@@ -188,4 +188,12 @@ static inline int api_size_add(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
 
+/* The error of a body the text scan (arrays.h) refused for one of the
+ * limits every endpoint shares, the nesting (max_json_depth) or a string's
+ * length (max_string_bytes): 422 limit_exceeded at `where`, -1; for any
+ * other violation 0, the caller's to name. request.c; also batch.c's and
+ * oip.c's. */
+int api_scan_limit_error(api_arrays_limit v, const char *where, const api_limits *limits,
+                         attn_error *err);
+
 #endif

@@ -1,6 +1,8 @@
 /*
- * ep_static.c — the constants of the binary: GET / (the teaching page,
- * web/index.html) and GET /v1/openapi.yaml (api/openapi.yaml).
+ * ep_static.c — the constants of the binary: GET / (the teaching page:
+ * web/index.html with its styles and scripts copied in at build time by
+ * tools/inline_page.sh, one document) and GET /v1/openapi.yaml
+ * (api/openapi.yaml).
  *
  * The page may be cached but must be revalidated (no-cache), so a new
  * server version is seen at once; its ETag, a hash of its bytes made once,

@@ -439,6 +439,18 @@ START_TEST(test_limits) {
     lim.max_workspace_bytes = 1;
     expect_error_text(text, &lim, 422, "limit_exceeded", "");
     free(text);
+    /* the scan's two limits, at the value that breaks them, as /v1 names them */
+    lim = limits;
+    lim.max_json_depth = 8;
+    lim.max_string_bytes = 64;
+    expect_error_text("{\"model\":\"m\",\"sequences\":[{\"embeddings\":[[1]],\"tokens\":"
+                      "[[[[[[[[1]]]]]]]]}]}",
+                      &lim, 422, "limit_exceeded", "/sequences/0/tokens/0/0/0/0/0");
+    text = "{\"model\":\"m\",\"sequences\":[{\"embeddings\":[[1]],\"tokens\":[\""
+           "0123456789012345678901234567890123456789012345678901234567890123456789\"]}]}";
+    expect_error_text(text, &lim, 422, "limit_exceeded", "/sequences/0/tokens/0");
+    ck_assert_int_eq(api_batch_decode(text, strlen(text), &lim, &b, &err), -1);
+    ck_assert_msg(strstr(err.message, "max_string_bytes = 64"), "%s", err.message);
 }
 END_TEST
 
