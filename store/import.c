@@ -741,6 +741,10 @@ static int window_resolve(const store_import_options *opt, const json_t *cfg, co
                                    "config.json's \"max_window_layers\" is not an integer ≥ 0");
         size_t from = mwl ? (size_t)json_integer_value(mwl) : 0;
         on = json_is_true(use) && layer >= from;
+    } else if (mt && strcmp(mt, "llama") == 0) {
+        /* Llama's attention has no window (transformers' modeling_llama.py
+         * reads no sliding_window): a key left in its config is not one */
+        on = 0;
     } else {
         on = 1; /* Mistral: every layer */
     }

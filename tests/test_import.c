@@ -1237,6 +1237,10 @@ START_TEST(test_windows_from_config) {
         {"{\"model_type\": \"llama\", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
          "\"sliding_window\": 5, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
          0, 0},
+        /* a stray sliding_window in a Llama config: its attention has none */
+        {"{\"model_type\": \"llama\", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+         "\"sliding_window\": 5}",
+         1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char name[32];
