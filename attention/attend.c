@@ -26,6 +26,7 @@
 
 #include "attention/kernels.h"
 #include "attention/plan.h"
+#include "attention/vexp.h"
 
 /* The block of task t: head i (listed first at position j, SIZE_MAX when
  * only ΔE needs it), rows r0 … r0+rb, with the scratch given. */
@@ -124,6 +125,16 @@ void attn_attend_task(void *arg, size_t t, attn_workspace *ws) {
     if (c->zall && j != SIZE_MAX && pl->out.head_outputs)
         attn_copy_block(pl->out.head_outputs + j * sz->n * sz->dh + b.r0 * sz->dh, sz->dh,
                         b.z + b.r0 * b.ldz, b.ldz, b.rb, sz->dh);
+}
+
+/* Q's rows of the block are read by its task alone, and q (or q_raw) was
+ * copied out by the projection: nothing else sees them scaled. */
+int attn_rescale_block_q(const attn_plan *pl, const attn_block *b, float *alpha) {
+    if (!(*alpha < 1.0f)) return 0;
+    for (size_t r = b->r0; r < b->r0 + b->rb; r++)
+        attn_vscale(b->q + r * pl->sz.ldq, *alpha, pl->sz.dh);
+    *alpha = 1.0f;
+    return 1;
 }
 
 /* buf: slots of `size` floats; slot `to` ← slot `from` */

@@ -26,6 +26,14 @@
  *
  * Nothing past what the plan's outputs need runs: without patterns and Z,
  * the block ends with the masked scores.
+ *
+ * Scores whose product overflows: OpenBLAS applies `scale` (alpha) to the
+ * sum Q·Kᵀ it has accumulated, so |q·k| past FLT_MAX is ±inf (or NaN)
+ * even when scale·q·k is finite. A block whose allowed scores are not
+ * finite is computed once more from its rows of Q multiplied by the scale
+ * first (attn_rescale_block_q, attend.c), when the scale is below 1; only
+ * if that overflows too is it an error. Every other block keeps the
+ * rounding of alpha.
  */
 #include <cblas.h>
 #include <math.h>
@@ -68,22 +76,27 @@ int attn_full_block(const attn_plan *pl, const attn_block *b) {
     float *sd = b->s ? b->s + r0 * m : b->p ? b->p + r0 * m : rows;
     if (sd != rows) fill_outside(sd, m, rb, m, kbeg, kend, -INFINITY);
     if (kb) {
-        /* S[r0:r1, kbeg:kd] = scale · Q_i[r0:r1] · K_i[kbeg:kd]ᵀ;  (m, n, k) = (rb, kd − kbeg, dh)
-         */
-        if (kd > kbeg)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)(kd - kbeg), (int)dh,
-                        pl->in->scale, b->q + r0 * ldq, (int)ldq, b->k + kbeg * ldkv, (int)ldkv,
-                        0.0f, sd + kbeg, (int)m);
-        for (size_t s0 = 0; s0 < rb; s0 += sub) {
-            const size_t sb = attn_min(sub, rb - s0);
-            const size_t se = causal ? attn_min(kend, r0 + s0 + sb) : kend;
-            if (se <= kd) continue; /* the rows' keys past kd are masked: the score pass's −inf */
-            /* (m, n, k) = (sb, se − kd, dh) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sb, (int)(se - kd), (int)dh,
-                        pl->in->scale, b->q + (r0 + s0) * ldq, (int)ldq, b->k + kd * ldkv,
-                        (int)ldkv, 0.0f, sd + s0 * m + kd, (int)m);
+        float alpha = pl->in->scale;
+        for (;;) {
+            /* S[r0:r1, kbeg:kd] = alpha · Q_i[r0:r1] · K_i[kbeg:kd]ᵀ;
+             * (m, n, k) = (rb, kd − kbeg, dh) */
+            if (kd > kbeg)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)(kd - kbeg),
+                            (int)dh, alpha, b->q + r0 * ldq, (int)ldq, b->k + kbeg * ldkv,
+                            (int)ldkv, 0.0f, sd + kbeg, (int)m);
+            for (size_t s0 = 0; s0 < rb; s0 += sub) {
+                const size_t sb = attn_min(sub, rb - s0);
+                const size_t se = causal ? attn_min(kend, r0 + s0 + sb) : kend;
+                if (se <= kd)
+                    continue; /* the rows' keys past kd are masked: the score pass's −inf */
+                /* (m, n, k) = (sb, se − kd, dh) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sb, (int)(se - kd),
+                            (int)dh, alpha, b->q + (r0 + s0) * ldq, (int)ldq, b->k + kd * ldkv,
+                            (int)ldkv, 0.0f, sd + s0 * m + kd, (int)m);
+            }
+            if (!attn_score_tile(sd + kbeg, m, &b->rules, r0, rb, kbeg, kb)) break;
+            if (!attn_rescale_block_q(pl, b, &alpha)) return ATTN_FAIL_NONFINITE;
         }
-        if (attn_score_tile(sd + kbeg, m, &b->rules, r0, rb, kbeg, kb)) return ATTN_FAIL_NONFINITE;
     }
     if (!b->p && !b->z) return 0;
     float *pd = b->p ? b->p + r0 * m : rows;

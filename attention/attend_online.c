@@ -22,6 +22,10 @@
  * Z stays the average so far (T holds weights over l): no final division;
  * rows with nothing allowed stay exactly 0. Scratch: one B × K tile and 2B
  * floats, never n × n: memory is linear in n.
+ *
+ * A tile whose allowed scores overflow is computed again from the block's
+ * rows of Q multiplied by the scale first, as on the full path
+ * (attend_full.c), and so are the block's tiles after it.
  */
 #include <cblas.h>
 #include <math.h>
@@ -54,6 +58,7 @@ int attn_online_block(const attn_plan *pl, const attn_block *b) {
     const size_t sub = causal ? ATTN_SUB_Q : rb;
     const size_t ldq = sz->ldq, ldkv = sz->ldkv, dh = sz->dh;
     const int ldz = (int)b->ldz;
+    float alpha = pl->in->scale;
     for (size_t k0 = b->kbeg; k0 < b->kend; k0 += ATTN_BLOCK_K) {
         const size_t kb = attn_min(ATTN_BLOCK_K, b->kend - k0), k1 = k0 + kb;
         const size_t kd = causal ? attn_min(k1, r0 > k0 ? r0 : k0) : k0;
@@ -62,19 +67,22 @@ int attn_online_block(const attn_plan *pl, const attn_block *b) {
          * (m, n, k) = (rb, kd − k0, dh), then each sub-block's kd … se,
          * (m, n, k) = (sb, se − kd, dh). What no sgemm writes is past each
          * row's last allowed key: the score pass fills it with −inf. */
-        if (kd > k0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)(kd - k0), (int)dh,
-                        pl->in->scale, b->q + r0 * ldq, (int)ldq, b->k + k0 * ldkv, (int)ldkv, 0.0f,
-                        t, (int)ldt);
-        for (size_t s0 = 0; s0 < rb; s0 += sub) {
-            const size_t sb = attn_min(sub, rb - s0);
-            const size_t se = causal ? attn_min(k1, r0 + s0 + sb) : k1;
-            if (se <= kd) continue;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sb, (int)(se - kd), (int)dh,
-                        pl->in->scale, b->q + (r0 + s0) * ldq, (int)ldq, b->k + kd * ldkv,
-                        (int)ldkv, 0.0f, t + s0 * ldt + (kd - k0), (int)ldt);
+        for (;;) {
+            if (kd > k0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rb, (int)(kd - k0),
+                            (int)dh, alpha, b->q + r0 * ldq, (int)ldq, b->k + k0 * ldkv, (int)ldkv,
+                            0.0f, t, (int)ldt);
+            for (size_t s0 = 0; s0 < rb; s0 += sub) {
+                const size_t sb = attn_min(sub, rb - s0);
+                const size_t se = causal ? attn_min(k1, r0 + s0 + sb) : k1;
+                if (se <= kd) continue;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sb, (int)(se - kd),
+                            (int)dh, alpha, b->q + (r0 + s0) * ldq, (int)ldq, b->k + kd * ldkv,
+                            (int)ldkv, 0.0f, t + s0 * ldt + (kd - k0), (int)ldt);
+            }
+            if (!attn_score_tile(t, ldt, &b->rules, r0, rb, k0, kb)) break;
+            if (!attn_rescale_block_q(pl, b, &alpha)) return ATTN_FAIL_NONFINITE;
         }
-        if (attn_score_tile(t, ldt, &b->rules, r0, rb, k0, kb)) return ATTN_FAIL_NONFINITE;
         /* Turns T into weights over the running sum and rescales zr to it,
          * before T·V adds to it. */
         attn_softmax_online(t, ldt, m, l, zr, b->ldz, dh, rb, kb, r0, k0, causal);

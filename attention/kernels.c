@@ -104,6 +104,19 @@ static unsigned pos_distance(unsigned a, unsigned b) {
     return a > b ? a - b : b - a;
 }
 
+/* Is an allowed one of the row's first len raw scores infinite or NaN?
+ * Soft-capping would make it finite (tanh(±inf) = ±1), so it is asked
+ * before; the scalar loop runs only for a row that has one somewhere. */
+static int allowed_not_finite(const float *sr, size_t len, const unsigned char *ok, size_t w,
+                              const unsigned *pos, unsigned pq, size_t k0) {
+    if (!any_not_finite(sr, len)) return 0;
+    for (size_t c = 0; c < len; c++)
+        if (!(fabsf(sr[c]) <= FLT_MAX) && !(ok && !ok[c]) &&
+            !(w && pos && pos_distance(pq, pos[k0 + c]) >= w))
+            return 1;
+    return 0;
+}
+
 /* s: rows × cols (stride lds) */
 int attn_score_tile(float *s, size_t lds, const attn_score_rules *rules, size_t q0, size_t rows,
                     size_t k0, size_t cols) {
@@ -121,8 +134,11 @@ int attn_score_tile(float *s, size_t lds, const attn_score_rules *rules, size_t 
         size_t len = mask->kind == ATTN_MASK_CAUSAL ? causal_len(q, k0, cols) : cols;
         const unsigned char *ok =
             mask->kind == ATTN_MASK_CUSTOM ? mask->allowed + q * rules->m + k0 : NULL;
-        if (rules->softcap != 0.0f) attn_vsoftcap(sr, rules->softcap, len);
         const unsigned pq = pos ? pos[q] : 0;
+        if (rules->softcap != 0.0f) {
+            bad |= allowed_not_finite(sr, len, ok, w, pos, pq, k0);
+            attn_vsoftcap(sr, rules->softcap, len);
+        }
         for (size_t c = 0; c < len; c++) {
             /* Without positions (a context) the distance plays no part. */
             unsigned d = pos ? pos_distance(pq, pos[k0 + c]) : 0;

@@ -38,8 +38,9 @@ typedef struct attn_score_rules {
  * query q0 + r and key k0 + c. Applies the rules: s ← c · tanh(s / c),
  * s −= slope · |p_q − p_k|, and −INFINITY where the mask or the window
  * removes the key (causal: k > q). Returns 0, or -1 when an allowed score
- * is not finite (the scores overflowed float32): −INFINITY must mean
- * "masked" and nothing else downstream.
+ * is not finite (the scores overflowed float32), before soft-capping (which
+ * would make ±inf finite) or after ALiBi: −INFINITY must mean "masked" and
+ * nothing else downstream.
  */
 int attn_score_tile(float *s, size_t lds, const attn_score_rules *rules, size_t q0, size_t rows,
                     size_t k0, size_t cols);

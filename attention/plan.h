@@ -141,7 +141,8 @@ typedef struct attn_scratch {
 
 /* One head's block of query rows, as the attend paths see it. */
 typedef struct attn_block {
-    const float *q;         /* Q_i: n × dh, stride ldq, in QKV */
+    float *q;               /* Q_i: n × dh, stride ldq, in QKV; the block's rows are its
+                             * task's alone (attn_rescale_block_q may scale them) */
     const float *k, *v;     /* K_u(i), V_u(i): m × dh each, stride ldkv, in QKV */
     size_t r0, rb;          /* query rows r0 … r0+rb */
     size_t kbeg, kend;      /* keys outside kbeg … kend are masked for every row */
@@ -300,6 +301,13 @@ void attn_attend_task(void *arg, size_t t, attn_workspace *ws);
 void attn_attend_finish(const attn_plan *pl, attn_call *c);
 int attn_full_block(const attn_plan *pl, const attn_block *b);
 int attn_online_block(const attn_plan *pl, const attn_block *b);
+
+/* For a block whose allowed scores overflowed as alpha · (Q·Kᵀ): its rows
+ * of Q_i multiplied by *alpha in place and *alpha set to 1, so that the
+ * product computed again is (alpha·Q)·Kᵀ; returns 1. Returns 0 when that
+ * cannot help: *alpha not below 1 (a scale ≥ 1, or the rows scaled
+ * already). attend.c; the paths call it. */
+int attn_rescale_block_q(const attn_plan *pl, const attn_block *b, float *alpha);
 
 /* Output (output.c): attn_output_tiles sets c->tiles to ΔE's and returns
  * their count, each a task of attn_output_task. */

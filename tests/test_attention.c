@@ -976,6 +976,113 @@ START_TEST(test_overflowing_scores) {
 }
 END_TEST
 
+/*
+ * Scores whose product overflows but whose scaled value does not: OpenBLAS
+ * applies the scale to the sum it accumulated, so |q·k| past FLT_MAX is
+ * ±inf before the scale; the engine then computes the block again from Q
+ * scaled first. E = [[2e19, 2e19], [2e19, −3e19]], Q = K = V = E, scale
+ * 1/4: S = [[2e38, −5e37], [−5e37, 3.25e38]], every score finite. With
+ * soft-capping (c = 1) the raw overflow must not turn into ±c either; at
+ * scale 1 nothing can save it: an error, with or without soft-capping.
+ */
+START_TEST(test_overflow_rescued_by_scale) {
+    float e[4] = {2e19f, 2e19f, 2e19f, -3e19f};
+    float qkv[12] = {1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1}; /* [I | I | I] */
+    size_t head0 = 0;
+    for (int capped = 0; capped < 2; capped++) {
+        attn_weights w = {.d_model = 2, .n_heads = 1, .d_head = 2, .w_qkv = qkv};
+        w.softcap = capped ? 1.0f : 0.0f;
+        attn_input in = {.weights = &w,
+                         .embeddings = e,
+                         .n_tokens = 2,
+                         .scale = 0.25f,
+                         .mask = {ATTN_MASK_NONE, NULL},
+                         .heads = &head0,
+                         .n_heads_out = 1};
+        double s[4], p[4], want[4];
+        for (int q = 0; q < 2; q++)
+            for (int k = 0; k < 2; k++) {
+                double d =
+                    0.25 * ((double)e[2 * q] * e[2 * k] + (double)e[2 * q + 1] * e[2 * k + 1]);
+                s[2 * q + k] = capped ? tanh(d) : d;
+            }
+        for (int q = 0; q < 2; q++) {
+            double mx = fmax(s[2 * q], s[2 * q + 1]), a = exp(s[2 * q] - mx),
+                   b = exp(s[2 * q + 1] - mx);
+            p[2 * q] = a / (a + b), p[2 * q + 1] = b / (a + b);
+            for (int c = 0; c < 2; c++)
+                want[2 * q + c] = e[2 * q + c] + p[2 * q] * e[c] + p[2 * q + 1] * e[2 + c];
+        }
+        attn_workspace *ws = attn_workspace_create();
+        for (int path = 0; path < 2; path++) { /* full (scores shown), online */
+            float scores[4], patterns[4], emb[4];
+            attn_output out = {.embeddings = emb};
+            if (path == 0) out.scores = scores, out.patterns = patterns;
+            ck_assert_ptr_null(compute_error(&out, ws, &in, NULL));
+            for (int x = 0; x < 4; x++) {
+                ck_assert_msg(fabs(emb[x] - want[x]) <= 1e-5 * fabs(want[x]) + 1e14,
+                              "softcap %d path %d: E'[%d] %g, expected %g", capped, path, x, emb[x],
+                              want[x]);
+                if (path) continue;
+                ck_assert_msg(fabs(scores[x] - s[x]) <= 1e-5 * fabs(s[x]), "S[%d] %g, expected %g",
+                              x, scores[x], s[x]);
+                ck_assert_msg(fabs(patterns[x] - p[x]) <= 1e-6, "P[%d] %g, expected %g", x,
+                              patterns[x], p[x]);
+            }
+        }
+        in.scale = 1.0f; /* S[1][1] = 1.3e39: past float32, no scale to take first */
+        float patterns[4], emb[4];
+        attn_output outp = {.patterns = patterns}, oute = {.embeddings = emb};
+        ck_assert_ptr_eq(compute_error(&outp, ws, &in, NULL), ATTN_ERR_NONFINITE);
+        ck_assert_ptr_eq(compute_error(&oute, ws, &in, NULL), ATTN_ERR_NONFINITE);
+        attn_workspace_destroy(ws);
+    }
+}
+END_TEST
+
+/*
+ * The same on the online path's second key tile only: n = 300 tokens of
+ * width 1, all 1 but the last, 1e20; scale 1e-30. The last row's own score
+ * is 1e-30 · 1e40 = 1e10 (its product overflows), every other score at most
+ * 1e-10: the last token attends to itself alone, the others evenly to all.
+ */
+START_TEST(test_overflow_rescued_late_tile) {
+    enum { N = 300 };
+    float e[N], qkv[3] = {1, 1, 1};
+    for (int t = 0; t < N; t++)
+        e[t] = t == N - 1 ? 1e20f : 1.0f;
+    attn_weights w = {.d_model = 1, .n_heads = 1, .d_head = 1, .w_qkv = qkv};
+    attn_input in = {.weights = &w,
+                     .embeddings = e,
+                     .n_tokens = N,
+                     .scale = 1e-30f,
+                     .mask = {ATTN_MASK_NONE, NULL},
+                     .heads = NULL,
+                     .n_heads_out = 0};
+    double mean = 0;
+    for (int t = 0; t < N; t++)
+        mean += e[t];
+    mean /= N;
+    attn_workspace *ws = attn_workspace_create();
+    static float patterns[N * N];
+    size_t head0 = 0;
+    for (int path = 0; path < 2; path++) {
+        float emb[N];
+        attn_output out = {.embeddings = emb};
+        if (path == 0) in.heads = &head0, in.n_heads_out = 1, out.patterns = patterns;
+        ck_assert_ptr_null(compute_error(&out, ws, &in, NULL));
+        for (int t = 0; t < N; t++) {
+            double want = e[t] + (t == N - 1 ? 1e20 : mean);
+            ck_assert_msg(fabs(emb[t] - want) <= 1e-5 * want, "path %d: E'[%d] %g, expected %g",
+                          path, t, emb[t], want);
+        }
+        if (path == 0) ck_assert(patterns[N * N - 1] == 1.0f);
+        in.heads = NULL, in.n_heads_out = 0;
+    }
+    attn_workspace_destroy(ws);
+}
+END_TEST
+
 /* ---- 10. the vector exp ---------------------------------------------------------------- */
 
 /* Distance in float ulps between got and the double `want` (rounded): 0
@@ -2208,6 +2315,8 @@ static Suite *attention_suite(void) {
     tcase_add_test(tc, test_workspace_grows);
     tcase_add_test(tc, test_sizes);
     tcase_add_test(tc, test_overflowing_scores);
+    tcase_add_test(tc, test_overflow_rescued_by_scale);
+    tcase_add_test(tc, test_overflow_rescued_late_tile);
     tcase_add_test(tc, test_online_no_overflow);
     tcase_add_test(tc, test_vexp);
     tcase_add_test(tc, test_vexp_sleef_bits);
