@@ -1015,8 +1015,14 @@ test("head view: SVG lines from each query to each key, opacity = the API's weig
   await page.keyboard.press("ArrowRight");
   assert.deepEqual(await visible(), Array(12).fill(col(2)));
   assert.equal(await page.evaluate(() => document.querySelectorAll('#headview-heads text.tok[tabindex="0"]').length), 1);
-  // By mouse, in another head: the same in every head.
+  // Leaving the heads (Tab) empties the readout but keeps its height: the heads below it do not
+  // move, which under a pointer would hover the next token, and so on.
+  const headTop = () => page.$eval('#headview-heads svg[data-head="5"]', (s) => s.getBoundingClientRect().top + window.scrollY);
+  const top = await headTop();
   await page.keyboard.press("Tab");
+  assert.equal(await page.textContent("#headview-readout"), "");
+  assert.equal(await headTop(), top);
+  // By mouse, in another head: the same in every head.
   await page.hover('#headview-heads svg[data-head="5"] text.tok[data-side="k"][data-i="0"]');
   assert.deepEqual(await visible(), Array(12).fill(col(0)));
   await page.hover('#headview-heads svg[data-head="7"] text.tok[data-side="q"][data-i="3"]');

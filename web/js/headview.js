@@ -31,6 +31,7 @@ function renderHeadView() {
   const box = $("headview-heads");
   box.removeAttribute("data-focus");
   $("headview-readout").textContent = "";
+  $("headview-readout").style.minHeight = "";
   const y = (i) => HV.top + i * HV.row;
   const [from, to] = headViewPage(a);
   const limit = $("headview-limit");
@@ -82,9 +83,14 @@ function headViewFocus(side, i) {
     const best = vals.indexOf(Math.max(...vals));
     return `head ${head + 1}: ${(side === "q" ? keys : tokens)[best]} ${fmt(vals[best])}`;
   });
-  $("headview-readout").textContent = side === "q"
+  const readout = $("headview-readout");
+  readout.textContent = side === "q"
     ? `${tokens[i]} (query ${i + 1}) listens most to: ${said.join("; ")}.`
     : `${keys[i]} (key ${i + 1}) is heard most by: ${said.join("; ")}.`;
+  // The readout above the heads keeps the tallest height it has had until the view is drawn
+  // again: shrinking (or emptied) it would move the heads under the pointer, whose next
+  // token would then be hovered, and so on.
+  readout.style.minHeight = `${Math.max(readout.getBoundingClientRect().height, parseFloat(readout.style.minHeight) || 0)}px`;
 }
 
 function wireHeadView() {
