@@ -9,7 +9,9 @@ const walkReturn = (m) => (m && m.rope ? [...ALL_STEPS, "q_raw", "k_raw"] : ALL_
 const canWalk = () => state.model && state.model.d_model <= STEP_MAX_D && state.model.d_head <= STEP_MAX_D &&
   (state.model.d_context || 0) <= STEP_MAX_D && state.tokens.length <= STEP_MAX_N;
 
-function requestText(extra, withScale) {
+function requestText(asked, withScale) {
+  const extra = Object.assign({}, asked), more = {};
+  for (const v of views) if (v.request) v.request(extra, more);
   // Edited weights go inline instead of the model's name (js/weights.js), and E's rows with them:
   // an inline weight set has no vocabulary to look tokens up in.
   const inline = weightsEdited();
@@ -21,6 +23,7 @@ function requestText(extra, withScale) {
     fields.push(`"embeddings":[${state.rows.map((r) => "[" + r.map(cellJSON).join(",") + "]").join(",")}]`);
   for (const [k, v] of Object.entries(extra)) fields.push(`${JSON.stringify(k)}:${JSON.stringify(v)}`);
   if (withScale && state.scale) fields.push(`"scale":${cellJSON(state.scale)}`);
+  for (const [k, v] of Object.entries(more)) fields.push(`${JSON.stringify(k)}:${JSON.stringify(v)}`);
   return "{" + fields.join(",") + "}";
 }
 
@@ -40,8 +43,10 @@ async function compute() {
   $("status").textContent = "Computing…";
   document.body.setAttribute("aria-busy", "true");
   // Q·Kᵀ before scaling and masking is the service's own too (scale 1, no mask), asked for
-  // only when its step is shown: an edit is one request.
-  const raw = walk ? requestText({ mask: "none", scale: 1, return: ["scores"] }) : null;
+  // only when its step is shown: an edit is one request. A model whose scores at scale 1 are
+  // soft-capped, carry ALiBi or stop at a window has its Q·Kᵀ computed on the page instead
+  // (js/walkthrough.js, plainScores): nothing to ask for.
+  const raw = walk && plainScores(state.model) ? requestText({ mask: "none", scale: 1, return: ["scores"] }) : null;
   try {
     const model = state.model, sentTokensOnly = sendsTokensOnly() && !weightsEdited(), sentRows = state.rows.map((r) => r.slice());
     const [res, weights, cmpRes] = await Promise.all([

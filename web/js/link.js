@@ -18,6 +18,7 @@ function saveLink() {
   if (state.relative) p.set("relative", "1");
   const story = storyOnScreen();
   if (story) p.set("story", story.id);
+  for (const v of views) if (v.link) v.link(p);
   history.replaceState(null, "", "#" + p.toString());
 }
 

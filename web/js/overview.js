@@ -23,17 +23,15 @@ function syncContext() {
   if (state.mask === "causal") setMask("none");
 }
 
-// Every request of a cross-attention model carries the context and its tokens.
-const requestTextOwn = requestText;
-requestText = function (extra, withScale) {
+// Every request of a cross-attention model carries the context and its tokens (views' request).
+function contextRequest(extra, more) {
   syncContext();
   const m = state.model;
-  if (!isCross(m)) return requestTextOwn(extra, withScale);
-  const fixed = Object.assign({}, extra);
-  if (fixed.mask === "causal") fixed.mask = "none";
-  const text = requestTextOwn(fixed, withScale);
-  return text.slice(0, -1) + `,"context":${JSON.stringify(contextRows(m))},"context_tokens":${JSON.stringify(context.tokens)}}`;
-};
+  if (!isCross(m)) return;
+  if (extra.mask === "causal") extra.mask = "none";
+  more.context = contextRows(m);
+  more.context_tokens = context.tokens;
+}
 
 // Both masks side by side: the opened head under the mask chosen (the answer on screen) and
 // under the other one, asked for separately (only while this is on), each from the API.
@@ -154,21 +152,14 @@ function openHead(hi) {
   saveLink();
 }
 
-// The address keeps these too: &layout=, &transposed=1, &masks=both, &head= (1-based) and, for a
-// cross-attention model, &context=. (js/link.js comes later: its saveLink is wrapped at wire().)
-function wrapSaveLink() {
-  const saveLinkOwn = saveLink;
-  saveLink = function () {
-    saveLinkOwn();
-    if (!state.model) return;
-    const p = new URLSearchParams(location.hash.slice(1));
-    if (overview.layout !== "auto") p.set("layout", overview.layout);
-    if (overview.transposed) p.set("transposed", "1");
-    if (overview.compare) p.set("masks", "both");
-    if (overview.open) p.set("head", String(overview.open + 1));
-    if (isCross(state.model)) p.set("context", context.text);
-    history.replaceState(null, "", "#" + p.toString());
-  };
+// The address keeps these too (views' link): &layout=, &transposed=1, &masks=both, &head=
+// (1-based) and, for a cross-attention model, &context=.
+function overviewLink(p) {
+  if (overview.layout !== "auto") p.set("layout", overview.layout);
+  if (overview.transposed) p.set("transposed", "1");
+  if (overview.compare) p.set("masks", "both");
+  if (overview.open) p.set("head", String(overview.open + 1));
+  if (isCross(state.model)) p.set("context", context.text);
 }
 function readLink() {
   const p = new URLSearchParams(location.hash.slice(1));
@@ -184,8 +175,9 @@ function readLink() {
 }
 
 views.push({
+  request: contextRequest,
+  link: overviewLink,
   wire() {
-    wrapSaveLink();
     readLink();
     $("context").value = context.text;
     $("context").addEventListener("change", () => { context.text = $("context").value; compute(); });

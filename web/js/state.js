@@ -31,5 +31,8 @@ const el = (tag, attrs, ...kids) => {
 };
 
 // The views that live in files of their own register here, at their script's top level:
-// each view's wire() runs once when the page starts, its render() after every answer drawn.
+// each view's wire() runs once when the page starts, its render() after every answer drawn;
+// request(extra, more), when it has one, may change the fields a request asks for (extra) and add
+// its own after them (more), for every request the page sends (js/compute.js); link(p) adds
+// its parameters to the address (a URLSearchParams) whenever it is saved (js/link.js).
 const views = [];
