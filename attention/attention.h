@@ -164,7 +164,9 @@ typedef struct attn_input {
 
 /*
  * Where results go. Each buffer is caller-owned; NULL means "not wanted",
- * and work that only a NULL output needs is not done.
+ * and work that only a NULL output needs is not done. No output overlaps
+ * another or an input: ΔE may be written into delta or embeddings before
+ * E' = E + ΔE is made of it.
  *
  *   q, k, v        hs × n × dh   (k, v: hs × m × dh with a context); q and k
  *                                after RoPE

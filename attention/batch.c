@@ -50,7 +50,12 @@
  * sequences with tails (64 × 16: QKV 9 MiB, Z 3 MiB), well under the
  * 0.5 × of the products' work the padding cost; E and C are packed by a
  * copy unless they already are the packed rows (all in full blocks, one
- * after the other in memory). RoPE rotates a row by its own sequence's
+ * after the other in memory). A call alone copies only the last row tile
+ * of its E (the tile holding its tail block; the others read E in place,
+ * attn_proj's x_last) and, with w_o, writes ΔE straight into its delta (or
+ * embeddings) but for that tile's rows (attn_call's d_last): the same
+ * sgemms on the same numbers, and 2 × n × d_model floats less (the Llama-3
+ * layer at n = 4096: 173 MB instead of 307). RoPE rotates a row by its own sequence's
  * table, and ΔE's rows go to their sequence's delta and E + ΔE, by the
  * product's map of packed rows (B_MAP); the biases are the same for every
  * row (each tile starts as them).
@@ -278,6 +283,10 @@ typedef struct batch_layout {
                                      * packed rows, one after the other in memory: copied */
     int rope, active, rope_tiles;   /* some sequence needs RoPE's table; some output is
                                      * asked for; every whole self sequence rotates in tiles */
+    /* A call alone (a batch of one): E's packed rows and ΔE's are held from the first row
+     * of their product's last row tile on (0: every row), the rest being the caller's E
+     * read in place and the caller's delta (or embeddings) written in place. */
+    size_t e_from, d_from;
     size_t bytes[B_COUNT];
     size_t total;
 } batch_layout;
@@ -299,6 +308,13 @@ static int plan_whole(const attn_plan *pl) {
     const unsigned all = ATTN_PART_Q | ATTN_PART_K | ATTN_PART_V;
     return pl->stage == ATTN_STAGE_DELTA ||
            (pl->parts == all && heads_distinct(pl->in) == pl->sz.h);
+}
+
+/* The first row of the last row tile of a rows × cols result (tasks.c). */
+static size_t last_tile_from(size_t rows, size_t cols, size_t quantum) {
+    if (!rows) return 0;
+    attn_tiling g = attn_tiling_aligned(rows, cols, quantum);
+    return (g.nr - 1) * g.rb;
 }
 
 /* The layout of a batch, from its sequences' plans; with outs NULL, of the
@@ -369,6 +385,15 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
     int tmp = 0;
     for (int s = 0; s < S_COUNT; s++)
         tmp |= st[s].tails == 1;
+    /* A call alone reads E in place and writes ΔE in place but for the last row tile of
+     * each product, which holds the tail block (the tiles are those of proj_make and
+     * attn_output_tiles: the shape's alone). Without w_o, Z is written into ΔE's rows
+     * by the attend phase: all of them are kept. */
+    if (count == 1) {
+        /* proj_make's quantum: whole heads with RoPE */
+        lay->e_from = last_tile_from(st[S_SELF].rows, ld, lay->dims ? sz0.dh : 1);
+        lay->d_from = w->w_o ? last_tile_from(st[S_D].rows, dm, 1) : 0;
+    }
     size_t *b = lay->bytes;
     if (mul3(&b[B_SEQ], count, 1, sizeof(batch_seq)) ||
         mul3(&b[B_INDEX], count + 1, 1, sizeof(size_t)) ||
@@ -376,11 +401,12 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
         mul3(&b[B_QKVO], st[S_SELF].own, ld, f) || mul3(&b[B_Q], st[S_Q].rows, lay->hd, f) ||
         mul3(&b[B_QO], st[S_Q].own, lay->hd, f) || mul3(&b[B_KV], st[S_KV].rows, 2 * lay->gd, f) ||
         mul3(&b[B_KVO], st[S_KV].own, 2 * lay->gd, f) ||
-        mul3(&b[B_E], lay->e_apart ? st[S_SELF].rows : 0, dm, f) ||
+        mul3(&b[B_E], lay->e_apart ? st[S_SELF].rows - lay->e_from : 0, dm, f) ||
         mul3(&b[B_EQ], lay->eq_apart ? st[S_Q].rows : 0, dm, f) ||
         mul3(&b[B_C], lay->c_apart ? st[S_KV].rows : 0, lay->dc, f) ||
         mul3(&b[B_Z], w->w_o || !outs ? st[S_D].rows : 0, lay->hd, f) ||
-        mul3(&b[B_ZO], st[S_D].own, lay->hd, f) || mul3(&b[B_D], st[S_D].rows, dm, f) ||
+        mul3(&b[B_ZO], st[S_D].own, lay->hd, f) ||
+        mul3(&b[B_D], st[S_D].rows - lay->d_from, dm, f) ||
         mul3(&b[B_FREQ], lay->rope ? lay->dims / 2 : 0, 1, sizeof(double)) ||
         mul3(&b[B_ANGLES], lay->rope ? lay->n_self : 0, lay->dims, f))
         return -1;
@@ -415,6 +441,7 @@ typedef struct batch {
     const row_of *map[S_COUNT]; /* each product's packed rows */
     float *own[S_COUNT];        /* the own copies of QKV, Q, KV, Z */
     float *tmp;                 /* the calling thread's scratch, between the runs */
+    const float *e_last;        /* a call alone's packed E from lay->e_from on, or NULL */
     int rope_tiles;             /* the whole self sequences rotate in the tiles */
 } batch;
 
@@ -488,9 +515,11 @@ static void stack_output_task(void *arg, size_t t, attn_workspace *ws) {
         const row_of *ro = &b->map[S_D][x];
         if (ro->seq == NO_SEQ) continue;
         const attn_plan *pl = &b->seq[ro->seq].pl;
-        const float *d = b->c_out.d + x * dm + c0;
+        /* a call alone's rows before d_from are its own delta (or embeddings) already */
+        const float *d = attn_delta_row(&b->c_out, x) + c0;
         const size_t at = ro->r * dm + c0;
-        if (pl->out.delta) memcpy(pl->out.delta + at, d, cb * sizeof(float));
+        if (pl->out.delta && pl->out.delta + at != d)
+            memcpy(pl->out.delta + at, d, cb * sizeof(float));
         if (pl->out.embeddings) attn_add(pl->out.embeddings + at, pl->in->embeddings + at, d, cb);
     }
 }
@@ -569,17 +598,18 @@ static int packed_in(const batch_seq *q, int s) {
     return s == S_D || q->whole;
 }
 
-/* The packed rows of `src` (stride cols) of product s: each row's
- * sequence's row, or zeros. */
-static void gather(float *dst, const batch *b, int s, size_t cols,
+/* The packed rows from..rows of `src` (stride cols) of product s: each
+ * row's sequence's row, or zeros; row x at dst + (x − from) · cols. */
+static void gather(float *dst, const batch *b, int s, size_t cols, size_t from,
                    const float *(*src)(const batch_seq *)) {
     const stack *st = &b->lay->st[s];
-    for (size_t x = 0; x < st->rows; x++) {
+    for (size_t x = from; x < st->rows; x++) {
         const row_of *ro = &b->map[s][x];
+        float *to = dst + (x - from) * cols;
         if (ro->seq == NO_SEQ)
-            memset(dst + x * cols, 0, cols * sizeof(float));
+            memset(to, 0, cols * sizeof(float));
         else
-            memcpy(dst + x * cols, src(&b->seq[ro->seq]) + ro->r * cols, cols * sizeof(float));
+            memcpy(to, src(&b->seq[ro->seq]) + ro->r * cols, cols * sizeof(float));
     }
 }
 
@@ -678,14 +708,19 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
             c->d = w->w_o ? NULL : c->zall;
         }
     }
-    if (e) gather(e, b, S_SELF, dm, embeddings_of);
-    if (eq) gather(eq, b, S_Q, dm, embeddings_of);
-    if (cx) gather(cx, b, S_KV, lay->dc, context_of);
+    if (e) gather(e, b, S_SELF, dm, lay->e_from, embeddings_of);
+    if (eq) gather(eq, b, S_Q, dm, 0, embeddings_of);
+    if (cx) gather(cx, b, S_KV, lay->dc, 0, context_of);
+    /* A call alone's E is read in place up to its last row tile (lay->e_from), which the
+     * projection's tiles read from the packed copy (attn_proj's x_last). */
+    const int e_split = e && lay->e_from;
+    b->e_last = e_split ? e : NULL;
 
     /* The stacked products, as calls of their own over the packed rows. */
     const stack *st = lay->st;
-    b->in_self = (attn_input){
-        .weights = w, .embeddings = e ? e : first_rows(b, S_SELF), .n_tokens = st[S_SELF].rows};
+    b->in_self = (attn_input){.weights = w,
+                              .embeddings = e && !e_split ? e : first_rows(b, S_SELF),
+                              .n_tokens = st[S_SELF].rows};
     b->in_cross = (attn_input){.weights = w,
                                .embeddings = eq ? eq : first_rows(b, S_Q),
                                .n_tokens = st[S_Q].rows,
@@ -710,6 +745,12 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
     b->c_cross.qkv = b->c_cross.q = q, b->c_cross.kv = kv;
     b->c_out.d = d;
     b->c_out.zall = zp;
+    if (lay->d_from) { /* a call alone (count 1): ΔE's rows up to the last row tile in place */
+        const attn_output *o = &b->seq[0].pl.out;
+        b->c_out.d = o->delta ? o->delta : o->embeddings;
+        b->c_out.d_last = d;
+        b->c_out.d_from = lay->d_from;
+    }
 }
 
 /* The one in-place sequence with a tail of product s, if any: its tail
@@ -770,6 +811,7 @@ static int batch_phases(batch *b, const batch_layout *lay, size_t *first) {
         if ((rc = batch_run_seqs(b, attn_angles_task, first))) return rc;
     }
     b->tiles_self = b->pl_self.sz.n ? attn_project_tiles(&b->pl_self, &b->c_self, b->pr_self) : 0;
+    if (b->e_last) b->pr_self[0].x_last = b->e_last, b->pr_self[0].x_from = lay->e_from;
     size_t tiles =
         b->pl_cross.sz.n ? attn_project_tiles(&b->pl_cross, &b->c_cross, b->pr_cross) : 0;
     if ((rc = batch_run(b, stack_project_task, b->tiles_self + tiles))) return rc;

@@ -14,6 +14,11 @@
 #include "attention/kernels.h"
 #include "attention/plan.h"
 
+float *attn_delta_row(const attn_call *c, size_t r) {
+    const size_t dm = c->pl->sz.dm;
+    return c->d_last && r >= c->d_from ? c->d_last + (r - c->d_from) * dm : c->d + r * dm;
+}
+
 /* attn_task_fn, tile t of ΔE = Z · w_o + b_o (Z already in d without w_o),
  * then E' = E + ΔE. */
 void attn_output_task(void *arg, size_t t, attn_workspace *ws) {
@@ -23,7 +28,7 @@ void attn_output_task(void *arg, size_t t, attn_workspace *ws) {
     const attn_weights *w = c->pl->in->weights;
     size_t r0, rb, c0, cb;
     attn_tiling_tile(&c->tiles, t, &r0, &rb, &c0, &cb);
-    float *d = c->d + r0 * sz->dm + c0;
+    float *d = attn_delta_row(c, r0) + c0; /* a tile's rows are all in one of the two */
     if (w->w_o) {
         /* ΔE starts as the bias and Z · w_o adds to it (beta 1), as in project.c */
         if (w->b_o) attn_copy_block(d, sz->dm, w->b_o + c0, 0, rb, cb);
@@ -38,7 +43,7 @@ void attn_output_task(void *arg, size_t t, attn_workspace *ws) {
     if (!e) return;
     const float *e0 = c->pl->in->embeddings;
     for (size_t r = r0; r < r0 + rb; r++)
-        attn_add(e + r * sz->dm + c0, e0 + r * sz->dm + c0, c->d + r * sz->dm + c0, cb);
+        attn_add(e + r * sz->dm + c0, e0 + r * sz->dm + c0, attn_delta_row(c, r) + c0, cb);
 }
 
 size_t attn_output_tiles(const attn_plan *pl, attn_call *c) {

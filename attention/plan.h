@@ -167,6 +167,11 @@ typedef struct attn_proj {
     size_t ldd, cols;
     size_t rope_heads; /* heads of dh columns from column 0 that RoPE rotates: h + g, or 0 */
     attn_tiling tiles;
+    /* Or NULL: rows x_from … rows of x are read from here instead, (rows − x_from) × k
+     * (batch.c: a call alone's last row tile, its tail block packed; the rest of x is
+     * the caller's E, read in place). x_from is a row tile's first row. */
+    const float *x_last;
+    size_t x_from;
 } attn_proj;
 
 /* One call's buffers and what its tasks share; read-only in the tasks but
@@ -188,11 +193,14 @@ typedef struct attn_call {
     size_t distinct;           /* distinct heads listed */
     float *zall;               /* n × hd, [Z_1 … Z_h] when ΔE is wanted, or NULL */
     float *d;                  /* n × dm: ΔE (delta, or embeddings finished in place) */
-    const attn_proj *proj;     /* the projection's products (project.c), while it runs */
-    int rotated;               /* RoPE already applied to QKV, in the projection's tiles */
-    attn_block_fn block;       /* the attend path's */
-    attn_tiling tiles;         /* of the phase running */
-    atomic_int rc;             /* 0, or the first ATTN_FAIL_* a task stored */
+    float *d_last;             /* or NULL: rows d_from … n of ΔE go here, (n − d_from) × dm
+                                * (batch.c, as attn_proj's x_last); d_from a row tile's first */
+    size_t d_from;
+    const attn_proj *proj; /* the projection's products (project.c), while it runs */
+    int rotated;           /* RoPE already applied to QKV, in the projection's tiles */
+    attn_block_fn block;   /* the attend path's */
+    attn_tiling tiles;     /* of the phase running */
+    atomic_int rc;         /* 0, or the first ATTN_FAIL_* a task stored */
 } attn_call;
 
 static inline size_t attn_min(size_t a, size_t b) {
@@ -310,8 +318,10 @@ int attn_online_block(const attn_plan *pl, const attn_block *b);
 int attn_rescale_block_q(const attn_plan *pl, const attn_block *b, float *alpha);
 
 /* Output (output.c): attn_output_tiles sets c->tiles to ΔE's and returns
- * their count, each a task of attn_output_task. */
+ * their count, each a task of attn_output_task; attn_delta_row is where row
+ * r of ΔE is (in c->d, or from c->d_from on in c->d_last). */
 size_t attn_output_tiles(const attn_plan *pl, attn_call *c);
+float *attn_delta_row(const attn_call *c, size_t r);
 void attn_output_task(void *arg, size_t t, attn_workspace *ws);
 
 /* ---- shared by the phases ------------------------------------------------- */

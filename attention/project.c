@@ -37,32 +37,56 @@ static size_t proj_make(attn_proj pr[2], const attn_plan *pl, const attn_call *c
     const attn_input *in = pl->in;
     const attn_weights *w = in->weights;
     const size_t dh = sz->dh;
+    /* every field named: a literal that leaves some to zero is cleared whole
+     * first (plan.h, attn_zero) */
     if (!sz->cross) {
-        pr[0] = (attn_proj){in->embeddings, sz->n, sz->dm, w->w_qkv, sz->ld, w->b_qkv, c->qkv,
-                            sz->ld, sz->ld, sz->rope ? sz->h + sz->g : 0,
+        pr[0] = (attn_proj){.x = in->embeddings,
+                            .rows = sz->n,
+                            .k = sz->dm,
+                            .w = w->w_qkv,
+                            .ldw = sz->ld,
+                            .b = w->b_qkv,
+                            .dst = c->qkv,
+                            .ldd = sz->ld,
+                            .cols = sz->ld,
+                            .rope_heads = sz->rope ? sz->h + sz->g : 0,
                             /* whole heads per tile whenever there is RoPE,
                              * rotated in the tiles or not, so that the tiles
                              * are the same for every plan of a shape */
-                            attn_tiling_aligned(sz->n, sz->ld, sz->rope ? dh : 1)};
+                            .tiles = attn_tiling_aligned(sz->n, sz->ld, sz->rope ? dh : 1),
+                            .x_last = NULL,
+                            .x_from = 0};
         return 1;
     }
     const int apart = w->w_kv != NULL;
-    pr[0] = (attn_proj){
-        in->embeddings, sz->n,  sz->dm, w->w_qkv, apart ? sz->hd : sz->ld,        w->b_qkv,
-        c->q,           sz->hd, sz->hd, 0,        attn_tiling_make(sz->n, sz->hd)};
-    pr[1] = (attn_proj){in->context,
-                        sz->m,
-                        sz->dc,
-                        apart ? w->w_kv : w->w_qkv + sz->hd,
-                        apart ? sz->ldkv : sz->ld,
-                        apart      ? w->b_kv
-                        : w->b_qkv ? w->b_qkv + sz->hd
-                                   : NULL,
-                        c->kv,
-                        sz->ldkv,
-                        sz->ldkv,
-                        0,
-                        attn_tiling_make(sz->m, sz->ldkv)};
+    pr[0] = (attn_proj){.x = in->embeddings,
+                        .rows = sz->n,
+                        .k = sz->dm,
+                        .w = w->w_qkv,
+                        .ldw = apart ? sz->hd : sz->ld,
+                        .b = w->b_qkv,
+                        .dst = c->q,
+                        .ldd = sz->hd,
+                        .cols = sz->hd,
+                        .rope_heads = 0,
+                        .tiles = attn_tiling_make(sz->n, sz->hd),
+                        .x_last = NULL,
+                        .x_from = 0};
+    pr[1] = (attn_proj){.x = in->context,
+                        .rows = sz->m,
+                        .k = sz->dc,
+                        .w = apart ? w->w_kv : w->w_qkv + sz->hd,
+                        .ldw = apart ? sz->ldkv : sz->ld,
+                        .b = apart      ? w->b_kv
+                             : w->b_qkv ? w->b_qkv + sz->hd
+                                        : NULL,
+                        .dst = c->kv,
+                        .ldd = sz->ldkv,
+                        .cols = sz->ldkv,
+                        .rope_heads = 0,
+                        .tiles = attn_tiling_make(sz->m, sz->ldkv),
+                        .x_last = NULL,
+                        .x_from = 0};
     return 2;
 }
 
@@ -99,13 +123,14 @@ void attn_project_task(void *arg, size_t t, attn_workspace *ws) {
     size_t r0, rb, c0, cb;
     attn_tiling_tile(&p->tiles, t, &r0, &rb, &c0, &cb);
     float *dst = p->dst + r0 * p->ldd + c0;
+    const float *x =
+        p->x_last && r0 >= p->x_from ? p->x_last + (r0 - p->x_from) * p->k : p->x + r0 * p->k;
     /* The tile starts as the bias and the product adds to it (beta 1): no
      * pass over it after, and none of OpenBLAS's to zero it first. */
     if (p->b) attn_copy_block(dst, p->ldd, p->b + c0, 0, rb, cb);
     /* (m, n, k) = (rb, cb, k) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)p->k, 1.0f,
-                p->x + r0 * p->k, (int)p->k, p->w + c0, (int)p->ldw, p->b ? 1.0f : 0.0f, dst,
-                (int)p->ldd);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rb, (int)cb, (int)p->k, 1.0f, x,
+                (int)p->k, p->w + c0, (int)p->ldw, p->b ? 1.0f : 0.0f, dst, (int)p->ldd);
     if (!c->pl->rope_in_tiles || !p->rope_heads) return;
     /* The tile's columns are whole heads (tiling aligned to dh). */
     const size_t dh = c->pl->sz.dh, e0 = c0 / dh, e1 = attn_min((c0 + cb) / dh, p->rope_heads);

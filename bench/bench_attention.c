@@ -474,7 +474,7 @@ static void gqa_memory(void) {
     const size_t n = 4096, dm = 4096, h = 32, dh = 128, gs[] = {8, 32};
     printf("## Grouped K/V: workspace of the Llama-3-8B layer at n = %zu\n\n"
            "| K/V heads g | attn_input_workspace_need | of it Q (n × hd) | of it K and V "
-           "(n × 2gd) | the rest (Z, E's and ΔE's packed rows, RoPE's table, blocks) "
+           "(n × 2gd) | the rest (Z, E's and ΔE's last row tile, RoPE's table, blocks) "
            "|\n|---|---|---|---|---|\n",
            n);
     for (int k = 0; k < 2; k++) {

@@ -501,8 +501,14 @@ static void check_batch(batch *b, int ref, uint64_t seed) {
     attn_workspace *ws = attn_workspace_create(), *wb = attn_workspace_create();
     attn_workspace *w2 = attn_workspace_create(), *w3 = attn_workspace_create();
     attn_error err = {0};
-    for (size_t i = 0; i < b->count; i++)
+    size_t most = 0; /* what attn_compute of the largest may reserve */
+    for (size_t i = 0; i < b->count; i++) {
         ck_assert_msg(attn_compute(&b->single[i].o, ws, &b->ins[i], &err) == 0, "%s", err.message);
+        size_t need = attn_input_workspace_need(&b->ins[i]);
+        most = need > most ? need : most;
+    }
+    ck_assert_msg(attn_workspace_bytes(ws) <= most, "alone: reserved %zu, need says %zu",
+                  attn_workspace_bytes(ws), most);
     attn_output *flat = outs_of(b->flat, b->count), *split = outs_of(b->split, b->count);
     size_t failed = 12345;
     ck_assert_msg(attn_compute_batch(flat, wb, b->ins, b->count, NULL, &err, &failed) == 0, "%s",
@@ -659,6 +665,35 @@ START_TEST(test_batch_of_one) {
         uniform_batch(&c, 1, 0, WANT_ALL, 0, 1, 40 + (uint64_t)v);
         uniform_batch(&c, 1, 1, WANT_DEFAULT, 1, 0, 50 + (uint64_t)v); /* one token */
     }
+}
+END_TEST
+
+/* Calls of more than one row tile with a tail (n = 270, 541; 540 has none)
+ * read E and write ΔE in place but for their last row tile (batch.c): bit
+ * for bit what they give in a batch, for each output set, within
+ * attn_input_workspace_need (check_batch); with RoPE, a context, no w_o. */
+START_TEST(test_long_alone) {
+    static const int variants[] = {0, 1, 4, 6};
+    static const unsigned wants[] = {WANT_DEFAULT, WANT_ONLINE, 1u << O_D, 1u << O_E, WANT_ALL};
+    static const size_t lengths[] = {270, 541, 540};
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
+        for (size_t w = 0; w < sizeof wants / sizeof wants[0]; w++) {
+            uint64_t seed = 7000 + v * 10 + w, st = seed * 0x9e3779b97f4a7c15ull + 1;
+            model_cfg c = model_variant(variants[v]);
+            model md;
+            model_make(&md, &c, &st);
+            seq s[3];
+            for (size_t i = 0; i < 3; i++) {
+                random_seq(&s[i], &c, &st);
+                s[i].n = lengths[i];
+                s[i].want = wants[w];
+            }
+            batch b;
+            batch_make(&b, &md, s, 3, w % 2, &st);
+            check_batch(&b, w == 0, seed);
+            batch_free(&b);
+            model_free(&md);
+        }
 }
 END_TEST
 
@@ -928,8 +963,10 @@ START_TEST(test_edges) {
 END_TEST
 
 /* The stacked Q, K, V, Z and ΔE are linear in the batch's rows: the need
- * of 64 sequences of 16 tokens is about that of one of 1024 (plus the
- * copies of E and the sequences' own slices), not 64 times one's. */
+ * of 64 sequences of 16 tokens is about that of one of 1024 plus the copies
+ * of E and ΔE in packed rows (a call alone keeps only its last row tile's:
+ * it reads E and writes ΔE in place) and the sequences' own rows of QKV
+ * and Z (their tails share blocks), not 64 times one's. */
 START_TEST(test_workspace_need) {
     attn_weights w = {.d_model = 768, .n_heads = 12, .d_head = 64, .w_o = (const float *)1};
     float dummy = 0.0f;
@@ -938,8 +975,15 @@ START_TEST(test_workspace_need) {
         ins[i] = (attn_input){.weights = &w, .embeddings = &dummy, .n_tokens = 16};
     attn_input one = {.weights = &w, .embeddings = &dummy, .n_tokens = 1024};
     size_t batch = attn_batch_workspace_need(ins, 64), single = attn_input_workspace_need(&one);
-    ck_assert_msg(batch > single && batch < 2 * single, "batch %zu, one of 1024: %zu", batch,
-                  single);
+    const size_t copies = 2 * (64 + 22) * 12 * 768 * sizeof(float); /* E and ΔE, 1032 rows */
+    const size_t own = 1024 * (2304 + 768) * sizeof(float);         /* QKV and Z, in order */
+    ck_assert_msg(batch > single && batch < single + copies + own + copies / 4,
+                  "batch %zu, one of 1024: %zu", batch, single);
+    /* one of 1024 alone: Q, K, V (1032 × 2304), Z (1032 × 768), and E's and ΔE's last row
+     * tile (the rows from 960 on: 72 × 768 each), with a few slices */
+    const size_t alone = (1032 * 2304 + 1032 * 768 + 2 * 72 * 768) * sizeof(float);
+    ck_assert_msg(single >= alone && single < alone + alone / 8, "one of 1024: %zu, expected %zu",
+                  single, alone);
     w.n_heads = SIZE_MAX / 2; /* sizes that overflow saturate */
     ck_assert_uint_eq(attn_batch_workspace_need(ins, 64), SIZE_MAX);
 }
@@ -973,6 +1017,7 @@ static Suite *batch_suite(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_random_batches, 0, MODEL_VARIANTS);
     tcase_add_test(tc, test_batch_of_one);
+    tcase_add_test(tc, test_long_alone);
     tcase_add_test(tc, test_many_tiny);
     tcase_add_test(tc, test_gpt2_widths);
     tcase_add_test(tc, test_sgemm_halves);
