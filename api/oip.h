@@ -29,6 +29,10 @@
  *     answer's JSON by the response's Inference-Header-Content-Length and
  *     the bytes by each output's binary_data_size.
  *
+ * An infer request is a call (call.h) of the kind API_CALL_OIP, decoded
+ * by codec_oip.c and encoded by codec_oip_encode.c; this header has what
+ * the other /v2 endpoints answer.
+ *
  * The computation (docs/API.md, "Open Inference Protocol"): embeddings
  * [B, n, d_model] are B padded sequences (or [n, d_model]: one, outputs
  * without the batch axis); attention_mask [B, n] says which tokens are real.
@@ -47,7 +51,7 @@
 
 #include <stddef.h>
 
-#include "api/request.h"
+#include "api/error.h"
 #include "attention/attention.h"
 
 /* The model an endpoint speaks for: not owned, outlives the call. */
@@ -56,8 +60,6 @@ typedef struct api_oip_model {
     const attn_weights *weights;
     attn_mask_kind mask; /* its default: causal or none */
 } api_oip_model;
-
-typedef struct api_oip_request api_oip_request;
 
 /* {"error": message}: the protocol's error body, malloc'd, NUL-terminated;
  * NULL when out of memory. */
@@ -69,37 +71,5 @@ char *api_oip_server_metadata(size_t *len);
 /* GET /v2/models/{name}: the model's inputs and outputs. NULL when out of
  * memory. */
 char *api_oip_model_metadata(const api_oip_model *m, size_t *len);
-
-/*
- * Decodes an infer request: the JSON header is the first `header_len` bytes
- * of `body` (header_len < 0: all of it, no Inference-Header-Content-Length),
- * the binary tensors the rest. Checks it against the model and the limits
- * (tokens over the whole request, work, scratch, response size; a batch
- * axis larger than max_batch is 422) and allocates the engine's inputs and
- * outputs. `body` must outlive nothing: what is needed is copied. Returns 0
- * and *out (api_oip_free), or -1 with *err (400, 422; 503 out of memory).
- */
-int api_oip_decode(const char *body, size_t len, long long header_len, const api_oip_model *m,
-                   const api_limits *limits, size_t max_batch, api_oip_request **out,
-                   attn_error *err);
-
-/* The sequences the engine computes (rows with at least one real token):
- * ins[i] and outs[i] for i < count, for attn_compute_batch. */
-size_t api_oip_count(const api_oip_request *r);
-const attn_input *api_oip_inputs(const api_oip_request *r);
-const attn_output *api_oip_outputs(const api_oip_request *r);
-
-/* attn_batch_flops of the computed sequences. */
-double api_oip_cost(const api_oip_request *r);
-
-/*
- * The answer of a computed request: the JSON header and, when an output
- * goes as binary, the bytes after it. *json_len is the header's length when
- * bytes follow (the response's Inference-Header-Content-Length), else 0.
- * Returns the malloc'd body, or NULL with *err (503 out of memory).
- */
-char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, attn_error *err);
-
-void api_oip_free(api_oip_request *r);
 
 #endif

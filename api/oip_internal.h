@@ -1,10 +1,11 @@
 /*
- * oip_internal.h — the inside of an api_oip_request, shared by the
- * decoder (oip.c) and the encoder (oip_encode.c). Not for other folders.
+ * oip_internal.h — the Open Inference Protocol's own state of a call (its
+ * padding, the outputs asked for), shared by the decoder (codec_oip.c) and
+ * the encoder (codec_oip_encode.c). Not for other folders.
  *
- * Ownership: every pointer is the request's, freed by api_oip_free; the
- * model's weights and name are the caller's (the store's), alive until the
- * answer is encoded.
+ * Ownership: tok, ntok, ctok, nctx, seq and id are the state's, freed by
+ * codec_oip.c's free_wire. The fields marked "at encode" are a view of the
+ * bound call filled in just before encoding (api_oip_view), not owned.
  */
 #ifndef API_OIP_INTERNAL_H
 #define API_OIP_INTERNAL_H
@@ -12,6 +13,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "api/call_internal.h"
 #include "api/oip.h"
 
 /* The outputs, in the order the model metadata lists them. */
@@ -29,34 +31,40 @@ enum {
 
 extern const char *const api_oip_output_names[OIP_OUTPUTS];
 
-struct api_oip_request {
-    api_oip_model model;
+typedef struct api_oip_request {
     json_t *id; /* the request's "id" (a string), or NULL */
 
-    int batch_axis;    /* 0: embeddings were [n, d_model], outputs lose the B axis */
-    size_t B, n, m;    /* rows, padded tokens, padded context rows (m = n without context) */
-    size_t dm, dh, hs; /* d_model, d_head, heads listed */
-    size_t *heads;     /* hs */
+    int batch_axis; /* 0: embeddings were [n, d_model], outputs lose the B axis */
+    size_t B, n, m; /* rows, padded tokens, padded context rows (m = n without context) */
+    size_t dm;      /* d_model, the embeddings' width */
 
     /* Per row b: its real tokens' indices tok[b·n …] (ntok[b] of them), its
      * real context rows' ctok[b·m …] (nctx[b]; = the tokens without context). */
     size_t *tok, *ntok, *ctok, *nctx;
     int has_context;
+    /* Where the inputs the model decides on are ("inputs" indices, -1:
+     * absent), and whether parameters asked for the causal mask. */
+    long context_at, context_mask_at;
+    int causal_asked;
 
-    size_t count;   /* rows with a real token: the engine's sequences */
-    size_t *seq;    /* count: the row of each sequence */
-    float *cemb;    /* the sequences' embeddings, stacked */
-    unsigned *cpos; /* their positions, or NULL: each sequence's 0 … r−1 */
-    float *cctx;    /* their context rows, stacked, or NULL */
-    attn_input *ins;
-    attn_output *outs;
-    float *block; /* every sequence's outputs */
+    size_t count; /* rows with a real token: the call's sequences */
+    size_t *seq;  /* count: the row of each sequence */
 
     size_t n_out;              /* outputs asked for, in order */
     int out_kind[OIP_OUTPUTS]; /* OIP_* */
     int out_binary[OIP_OUTPUTS];
-    double flops;
-};
+
+    /* at encode */
+    const char *model_name;
+    size_t dh, hs;
+    const attn_output *outs;
+} api_oip_request;
+
+/* The state of call `c` with the bound call's view filled in. */
+void api_oip_view(const api_call *c, api_oip_request *view);
+
+/* The answer (codec_oip_encode.c), from a view: as api_call_encode. */
+char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, attn_error *err);
 
 /* Elements of output `kind` for one sequence of r tokens and mr keys. */
 size_t api_oip_compact_count(const api_oip_request *r, int kind, size_t rt, size_t mr);

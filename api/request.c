@@ -1,39 +1,33 @@
 /*
- * request.c — decoding the body of POST /v1/attention.
- *
- * api_request_decode parses the text with jansson, checks the top level
- * field by field, cheap checks first, and fills a request (see
- * request_internal.h). What needs the weights — their shapes, the default
- * mask and scale, the range of select_heads, the work and response limits,
- * the output buffers — is api_request_bind's (request_bind.c); for inline
- * weights decode reads them (request_weights.c) and binds at once, so both
- * paths run the same checks.
- *
- * A request naming a model may send tokens without embeddings: decode
- * then keeps the tokens, their count for n and no width (d_model comes
- * from the model), and bind looks them up in its vocabulary
- * (request_bind.c). With inline weights tokens are only labels, and
- * embeddings stay required.
+ * request.c — decoding one sequence of a call, and the options its
+ * sequences share, from jansson's tree of a JSON body (the wire formats'
+ * decoders, codec_*.c, parse the text and call these).
  *
  * The fields of one sequence (embeddings, tokens, positions, context,
  * context_tokens, mask) are read by api_request_decode_sequence under the
- * request's JSON Pointer prefix (req->at: "" here), and the options by
- * api_request_decode_options, so that a batch (batch.c) reads each of its
- * sequences with this same code, its paths under /sequences/i.
+ * record's JSON Pointer prefix (req->at: "" for POST /v1/attention,
+ * "/sequences/3" for a batch's sequence 3), and the options by
+ * api_request_decode_options, so that every sequence of every /v1 format
+ * is read by this same code. Checks go field by field, cheap checks
+ * first. What needs the weights — their shapes, the default mask and
+ * scale, the range of select_heads, the limits, the outputs — is the
+ * bind's (request_bind.c, call.c).
+ *
+ * A call naming a model may send tokens without embeddings: decode then
+ * keeps the tokens, their count for n and no width (d_model comes from
+ * the model), and bind looks them up in its vocabulary (request_bind.c).
+ * With inline weights tokens are only labels, and embeddings stay
+ * required.
  *
  * The large arrays of numbers (embeddings, inline weights, a custom mask),
- * and the base64 of tensor objects, are read straight from the text first
- * (arrays.h), so jansson's tree holds only the rest; and the same scan
- * refuses, before jansson runs, a body whose rest could not be a request
- * within the limits (array_max_elements, values_max): a tree of many small
- * values costs up to 80 times their text.
- * The tree lives only during decode, except the `tokens` array, which the
- * request keeps a reference to so that it is echoed exactly.
- * Status and code of every failure follow the catalogue in api/error.h:
- * 400 for the shape of the JSON, 422 for values that disagree. Every
- * matrix or vector (embeddings, weights, biases) may be nested arrays or a
- * tensor object; matrix.c reads both, the limits are checked from the
- * shape before the data is decoded.
+ * and the base64 of tensor objects, were read straight from the text by
+ * the scan (scan.h, arrays.h): matrix.c finds them in req->arrays. The
+ * tree lives only during decode, except the `tokens` array, which the
+ * record keeps a reference to so that it is echoed exactly. Status and
+ * code of every failure follow the catalogue in api/error.h: 400 for the
+ * shape of the JSON, 422 for values that disagree. Every matrix or vector
+ * may be nested arrays or a tensor object; matrix.c reads both, the
+ * limits are checked from the shape before the data is decoded.
  */
 #include "api/request_internal.h"
 
@@ -46,12 +40,6 @@
 #include "api/json_path.h"
 #include "api/json_write.h"
 #include "api/matrix.h"
-
-#define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
-
-static const char *const top_fields[] = {"embeddings", "tokens",    "model",   "weights",
-                                         "mask",       "scale",     "return",  "select_heads",
-                                         "encoding",   "positions", "context", "context_tokens"};
 
 static const struct {
     const char *name;
@@ -69,50 +57,29 @@ static const struct {
     {"k_raw", API_RETURN_K_RAW},
 };
 
+int api_check_fields(const json_t *obj, const char *const *known, size_t n_known, const char *name,
+                     const char *path, const char *expected, attn_error *err) {
+    const char *key;
+    json_t *value;
+
+    json_object_foreach((json_t *)obj, key, value) {
+        size_t i;
+        for (i = 0; i < n_known && strcmp(key, known[i]) != 0; i++)
+            continue;
+        if (i == n_known) {
+            char p[API_PATH_MAX];
+            api_path_key(p, sizeof p, path, key);
+            return attn_error_set(err, 400, "unknown_field", p,
+                                  "unknown field \"%s\" in %s; expected %s", key, name, expected);
+        }
+    }
+    return 0;
+}
+
 /* Is v the string `word`, NUL bytes and all? */
 static int json_string_is(const json_t *v, const char *word) {
     return json_is_string(v) && json_string_length(v) == strlen(word) &&
            memcmp(json_string_value(v), word, strlen(word)) == 0;
-}
-
-int api_decode_parse_error(const char *body, size_t len, const json_error_t *jerr,
-                           attn_error *err) {
-    enum json_error_code code = json_error_code(jerr);
-
-    if (code == json_error_out_of_memory)
-        return attn_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
-    if (code == json_error_numeric_overflow) {
-        char path[API_PATH_MAX];
-        api_path_of_number_at(body, len, (size_t)jerr->position, path, sizeof path);
-        return attn_error_set(err, 422, "non_finite_number", path,
-                              "the number ending at line %d, column %d is not finite as a "
-                              "float32 (%s)",
-                              jerr->line, jerr->column, jerr->text);
-    }
-    return attn_error_set(err, 400, "invalid_json", "",
-                          "the body is not valid JSON: %s at line %d, column %d", jerr->text,
-                          jerr->line, jerr->column);
-}
-
-static int decode_unknown_fields(const json_t *root, attn_error *err) {
-    const char *key;
-    json_t *value;
-
-    json_object_foreach((json_t *)root, key, value) {
-        size_t i, n = sizeof top_fields / sizeof top_fields[0];
-        for (i = 0; i < n && strcmp(key, top_fields[i]) != 0; i++)
-            continue;
-        if (i == n) {
-            char path[API_PATH_MAX];
-            api_path_key(path, sizeof path, "", key);
-            return attn_error_set(err, 400, "unknown_field", path,
-                                  "unknown field \"%s\"; the fields are embeddings, tokens, "
-                                  "model, weights, mask, scale, return, select_heads, encoding, "
-                                  "positions, context, context_tokens",
-                                  key);
-        }
-    }
-    return 0;
 }
 
 /* Only the type is checked here: what a model's name may be is the model
@@ -526,216 +493,4 @@ int api_request_decode_sequence(api_request *req, const json_t *obj, const json_
     const json_t *mask = json_object_get(obj, "mask");
     if (mask) return decode_mask(req, mask, req->at, err);
     return decode_mask(req, default_mask, "", err);
-}
-
-static int decode_fields(api_request *req, const json_t *root, const api_limits *limits,
-                         attn_error *err) {
-    const json_t *model = json_object_get(root, "model");
-    const json_t *weights = json_object_get(root, "weights");
-
-    if (decode_unknown_fields(root, err) < 0) return -1;
-    if (model && weights)
-        return attn_error_set(err, 400, "invalid_value", "",
-                              "the request gives both model and weights; give one of them");
-    if (!model && !weights)
-        return attn_error_set(err, 400, "missing_field", "",
-                              "the request needs model (a preloaded model's name) or weights "
-                              "(an inline weight set)");
-    if (model && api_request_decode_model(req, model, err) < 0) return -1;
-    if (weights && !json_is_object(weights))
-        return attn_error_set(err, 400, "wrong_type", "/weights",
-                              "weights is %s, expected an object with heads, w_o, b_o",
-                              api_json_type_name(weights));
-    if (api_request_decode_options(req, root, err) < 0 ||
-        api_request_decode_sequence(req, root, NULL, limits, err) < 0)
-        return -1;
-    if (weights == NULL) return 0; /* the server binds the named model */
-    if (api_weights_decode(req, weights, limits, err) < 0) return -1;
-    return api_request_bind(req, &req->inline_weights, ATTN_MASK_CAUSAL, limits, err);
-}
-
-int api_request_array_rank(const char *path) {
-    static const char heads[] = "/weights/heads/", kv[] = "/weights/kv_heads/";
-    const char *p;
-    if (!strcmp(path, "/mask")) return API_ARRAYS_MASK;
-    if (!strcmp(path, "/embeddings") || !strcmp(path, "/context") || !strcmp(path, "/weights/w_o"))
-        return 2;
-    if (!strcmp(path, "/weights/b_o") || !strcmp(path, "/weights/alibi")) return 1;
-    if (!strncmp(path, heads, sizeof heads - 1))
-        p = path + sizeof heads - 1;
-    else if (!strncmp(path, kv, sizeof kv - 1))
-        p = path + sizeof kv - 1;
-    else
-        return 0;
-    if (*p < '0' || *p > '9') return 0;
-    while (*p >= '0' && *p <= '9')
-        p++;
-    if (!strcmp(p, "/w_q") || !strcmp(p, "/w_k") || !strcmp(p, "/w_v")) return 2;
-    if (!strcmp(p, "/b_q") || !strcmp(p, "/b_k") || !strcmp(p, "/b_v")) return 1;
-    return 0;
-}
-
-/*
- * The arrays the scan bounds by their length (an api_arrays_rules
- * max_elements): those no accepted request has longer than a limit. tokens
- * are one per embeddings row, and strings; select_heads names distinct
- * heads of a model within max_heads; return names each output at most
- * once if it is to be no longer than the list of outputs.
- */
-static size_t array_max_elements(const void *ctx, const char *path, int *strings) {
-    const api_limits *limits = ctx;
-    *strings = 0;
-    if (!strcmp(path, "/tokens") || !strcmp(path, "/context_tokens")) {
-        *strings = 1;
-        return limits->max_tokens;
-    }
-    if (!strcmp(path, "/positions")) return limits->max_tokens;
-    if (!strcmp(path, "/select_heads") || !strcmp(path, "/weights/heads") ||
-        !strcmp(path, "/weights/kv_heads"))
-        return limits->max_heads;
-    if (!strcmp(path, "/return")) return sizeof return_names / sizeof return_names[0];
-    return 0;
-}
-
-/*
- * The most values (api_arrays_rules max_values) an accepted body has, for
- * jansson to build: the top object and its 12 fields, 10 return names, a
- * tensor object of 6 values (itself, dtype, shape and its 2 sizes, data)
- * for embeddings, context, w_o, b_o and alibi, weights and heads, rope
- * and its scaling (12), window, softcap, scale; max_tokens each of
- * tokens, positions and context_tokens; per head its object, 6 tensor
- * objects and its select_heads index (38), and per K/V head its object
- * and 4 tensor objects (25). Lifted arrays and strings count as the `[]`
- * and `""` left for them. 72 a head and 128 in all leave room.
- */
-static size_t values_max(const api_limits *limits) {
-    size_t per_heads, per_tokens, total;
-    if (api_size_mul(limits->max_heads, 72, &per_heads) < 0 ||
-        api_size_mul(limits->max_tokens, 3, &per_tokens) < 0 ||
-        api_size_add(per_heads, per_tokens, &total) < 0 || api_size_add(total, 128, &total) < 0)
-        return SIZE_MAX;
-    return total;
-}
-
-int api_scan_limit_error(api_arrays_limit v, const char *where, const api_limits *limits,
-                         attn_error *err) {
-    switch (v) {
-    case API_ARRAYS_TOO_DEEP:
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "the JSON nests arrays and objects deeper than the limit "
-                              "max_json_depth = %zu",
-                              limits->max_json_depth);
-    case API_ARRAYS_STRING_LONG:
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "a string is longer than the limit max_string_bytes = %zu",
-                              limits->max_string_bytes);
-    default: return 0;
-    }
-}
-
-/* The error for what the scan refused before jansson ran; -1. */
-static int decode_violation(const api_arrays *arrays, const api_limits *limits, attn_error *err) {
-    const char *where;
-    int strings;
-    const api_arrays_limit v = api_arrays_violation(arrays, &where);
-    switch (v) {
-    case API_ARRAYS_TOO_DEEP:
-    case API_ARRAYS_STRING_LONG: return api_scan_limit_error(v, where, limits, err);
-    case API_ARRAYS_NOT_STRING: {
-        /* where is /tokens/i or /context_tokens/i, as decode_labels would name it */
-        const char *index = strrchr(where, '/');
-        int field = index ? (int)(index - where - 1) : 0;
-        return attn_error_set(err, 400, "wrong_type", where, "%.*s[%s] is %s, expected a string",
-                              field, where + 1, index ? index + 1 : "?",
-                              api_arrays_violation_value(arrays));
-    }
-    case API_ARRAYS_TOO_LONG: {
-        size_t most = array_max_elements(limits, where, &strings);
-        if (!strcmp(where, "/tokens") || !strcmp(where, "/context_tokens") ||
-            !strcmp(where, "/positions"))
-            return attn_error_set(err, 422, "limit_exceeded", where,
-                                  "%s has more than %zu entries, over the limit max_tokens = %zu "
-                                  "(one per row)",
-                                  where + 1, most, limits->max_tokens);
-        if (!strcmp(where, "/return"))
-            return attn_error_set(err, 422, "limit_exceeded", where,
-                                  "return has more than %zu names; there are %zu outputs, each "
-                                  "named once",
-                                  most, most);
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "%s has more than %zu heads, over the limit max_heads = %zu",
-                              where + 1, most, limits->max_heads);
-    }
-    case API_ARRAYS_TOO_MANY:
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "the body holds more than %zu JSON values besides its number "
-                              "arrays, more than a request within the limits max_tokens = %zu "
-                              "and max_heads = %zu can have",
-                              values_max(limits), limits->max_tokens, limits->max_heads);
-    case API_ARRAYS_WITHIN: break;
-    }
-    return 0;
-}
-
-int api_request_decode(const char *body, size_t len, const api_limits *limits, api_request **out,
-                       attn_error *err) {
-    json_error_t jerr;
-    json_t *root;
-    api_request *req;
-    api_arrays *arrays;
-    const char *text;
-    size_t text_len;
-    int rc;
-
-    *out = NULL;
-    api_arrays_rules rules = {0};
-    if (limits)
-        rules = (api_arrays_rules){limits->max_json_depth, limits->max_string_bytes,
-                                   values_max(limits), array_max_elements, limits};
-    if (api_arrays_lift_rules(&arrays, body, len, api_request_array_rank, &rules) < 0)
-        return attn_error_set(err, 503, "out_of_memory", "", "no memory to parse the body");
-    /* Checked on the text, before jansson allocates a node. */
-    if (limits && decode_violation(arrays, limits, err) < 0) {
-        api_arrays_free(arrays);
-        return -1;
-    }
-    text = api_arrays_text(arrays, &text_len);
-    root = json_loadb(text, text_len, PARSE_FLAGS, &jerr);
-    if (root == NULL) {
-        api_arrays_fix_error(arrays, body, len, &jerr);
-        api_arrays_free(arrays);
-        return api_decode_parse_error(body, len, &jerr, err);
-    }
-    if (!json_is_object(root)) {
-        attn_error_set(err, 400, "invalid_json", "", "the body must be a JSON object, not %s",
-                       api_json_type_name(root));
-        json_decref(root);
-        api_arrays_free(arrays);
-        return -1;
-    }
-    req = calloc(1, sizeof *req);
-    if (req == NULL) {
-        json_decref(root);
-        api_arrays_free(arrays);
-        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
-    }
-    req->arrays = arrays;
-    rc = decode_fields(req, root, limits, err);
-    req->arrays = NULL;
-    api_arrays_free(arrays);
-    json_decref(root);
-    if (rc != 0) {
-        api_request_free(req);
-        return rc;
-    }
-    *out = req;
-    return 0;
-}
-
-const char *api_request_model(const api_request *req) {
-    return req->model ? json_string_value(req->model) : NULL;
-}
-
-size_t api_request_model_length(const api_request *req) {
-    return req->model ? json_string_length(req->model) : 0;
 }

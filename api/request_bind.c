@@ -1,29 +1,22 @@
 /*
- * request_bind.c — checking a decoded request against its weights, and the
- * request's accessors and destructor.
+ * request_bind.c — checking one sequence's record against its weights, its
+ * outputs, and the record's destructor.
  *
- * api_request_bind is the one place for every rule that needs the weights,
- * whether they came inline (api_request_decode calls it) or from the model
- * store (the server calls it): d_model agreement, the identity rule for a
+ * api_request_bind is the one place for every rule of a sequence that
+ * needs the weights, whether they came inline or from the model store
+ * (call.c calls it for both): d_model agreement, the identity rule for a
  * missing w_o, a context and the variants it excludes (cross-attention
  * needs one; RoPE, ALiBi and windows need token positions a context does
- * not have), the range of select_heads, the default mask and scale, then
- * the limits on heads, d_head, work (attn_input_flops), scratch
- * (attn_input_workspace_need) and response size, on the attn_input the
- * engine will read. The
- * output buffers come later (api_request_alloc_outputs), on the thread
- * that computes: the limits hold before anything they bound is allocated.
+ * not have), the default mask and scale, on the attn_input the engine
+ * will read. The range of select_heads is checked once for the call, on
+ * its head record (api_request_bind_heads). The limits over the call and
+ * the output buffers are call.c's: the limits hold before anything they
+ * bound is allocated.
  *
- * A request that sends tokens without embeddings (api_request_bind_vocab)
- * has its tokens looked up and their positions checked first, before
- * anything else is: d_model is then the model's. Its embeddings (token row
- * plus position row) are made last, once every limit has held; for a
- * batch's sequence, once the batch's have (batch.c).
- *
- * The response size limit holds for an upper bound of the body's length
- * (api_response_bytes_max, beside the encoder in response.c), computed
- * before anything is allocated: the length itself when every number is as
- * wide as a float32's text can be.
+ * A record that sends tokens without embeddings has its tokens looked up
+ * and their positions checked first, before anything else is: d_model is
+ * then the model's. The rows found are kept, and its embeddings (token row
+ * plus position row) are made from them once every limit has held.
  */
 #include "api/request_internal.h"
 
@@ -61,14 +54,17 @@ static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n
     }
 }
 
-static int bind_select_heads(api_request *req, size_t h, attn_error *err) {
+int api_request_bind_heads(api_request *req, const attn_weights *weights, attn_error *err) {
     char path[API_PATH_MAX];
     unsigned char *seen;
-    size_t hs = req->select_given ? req->n_select : h;
+    size_t h = weights->n_heads, hs = req->select_given ? req->n_select : h;
 
-    req->heads = malloc((hs ? hs : 1) * sizeof *req->heads);
+    if (h == 0 || weights->d_head == 0)
+        return attn_error_set(err, 500, "internal_error", "", "the weights have no heads");
+    req->heads_owned = malloc((hs ? hs : 1) * sizeof *req->heads_owned);
+    req->heads = req->heads_owned;
     seen = calloc(h, 1);
-    if (req->heads == NULL || seen == NULL) {
+    if (req->heads_owned == NULL || seen == NULL) {
         free(seen);
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     }
@@ -82,61 +78,17 @@ static int bind_select_heads(api_request *req, size_t h, attn_error *err) {
                                   "heads 0 to %zu",
                                   i, d, h - 1);
         }
-        req->heads[i] = (size_t)d;
-        if (seen[req->heads[i]]) {
+        req->heads_owned[i] = (size_t)d;
+        if (seen[req->heads_owned[i]]) {
             free(seen);
             return attn_error_set(err, 422, "out_of_range", path,
                                   "select_heads[%zu] = %zu repeats an earlier index", i,
-                                  req->heads[i]);
+                                  req->heads_owned[i]);
         }
-        seen[req->heads[i]] = 1;
+        seen[req->heads_owned[i]] = 1;
     }
     free(seen);
-    req->input.n_heads_out = hs;
-    return 0;
-}
-
-/* The limits, on req->input as the engine will read it. */
-static int bind_limits(api_request *req, const attn_weights *w, size_t hs, const api_limits *limits,
-                       attn_error *err) {
-    const char *where = req->model ? "/model" : "/weights/heads";
-    size_t total = 0;
-    double flops;
-
-    if (limits == NULL) return 0;
-    if (w->n_heads > limits->max_heads)
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "the weights have %zu heads, over the limit max_heads = %zu",
-                              w->n_heads, limits->max_heads);
-    if (w->d_head > limits->max_d_model)
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "the weights have d_head = %zu, over the limit max_d_model = %zu",
-                              w->d_head, limits->max_d_model);
-    /* Counted once (with a window it scans the positions): the limit, the
-     * server's scheduling and its split all read req->flops. */
-    flops = req->flops = attn_input_flops(&req->input);
-    if (req->in_batch) return 0; /* the rest holds for the whole batch (batch.c) */
-    if (flops > limits->max_flops)
-        return attn_error_set(err, 422, "limit_exceeded", "",
-                              "this request needs %.4g floating-point operations, over the limit "
-                              "max_flops = %.4g",
-                              flops, limits->max_flops);
-    /* Few heads of a tiny d_model can still make a huge n × 3hd scratch: the
-     * work limit alone does not bound memory. */
-    size_t scratch = attn_input_workspace_need(&req->input);
-    if (__builtin_add_overflow(scratch, api_request_made_bytes(req), &scratch)) scratch = SIZE_MAX;
-    if (scratch > limits->max_workspace_bytes)
-        return attn_error_set(err, 422, "limit_exceeded", "",
-                              "this request needs %zu bytes of scratch memory, over the limit "
-                              "max_workspace_bytes = %zu",
-                              scratch, limits->max_workspace_bytes);
-    if (api_response_bytes_max(req, w, hs, req->input.mask.kind, req->input.scale, &total) < 0)
-        total = SIZE_MAX;
-    if (total > limits->max_response_bytes)
-        return attn_error_set(err, 422, "limit_exceeded", "/return",
-                              "the outputs asked for need up to %zu bytes of JSON, over the limit "
-                              "max_response_bytes = %zu; ask for fewer outputs or heads",
-                              total, limits->max_response_bytes);
+    req->n_heads = hs;
     return 0;
 }
 
@@ -186,23 +138,6 @@ static int outputs_place(api_request *req, const size_t bytes[API_OUTPUTS], unsi
         *slots[i] = req->out_buffers[i];
     }
     return 0;
-}
-
-static int bind_outputs(api_request *req, attn_error *err) {
-    size_t bytes[API_OUTPUTS], total;
-    if (outputs_sizes(req, bytes, &total, err) < 0) return -1;
-    unsigned char *block = NULL;
-    if (req->out_ws && total > 0) {
-        /* The worker's block, kept between requests: its pages are already
-         * mapped. Zeroed, as calloc's would be, so that nothing of an
-         * earlier request can show. */
-        block = attn_workspace_reserve(req->out_ws, total);
-        if (block == NULL)
-            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the outputs");
-        api_advise_huge_pages(block, total);
-        memset(block, 0, total);
-    }
-    return outputs_place(req, bytes, block, err);
 }
 
 int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err) {
@@ -294,8 +229,8 @@ static size_t token_position(const api_request *req, size_t i) {
 }
 
 /* Checks that every token of a tokens_only request is in the vocabulary and
- * every position in its table. */
-static int bind_tokens(const api_request *req, const api_vocabulary *vocab, attn_error *err) {
+ * every position in its table, and keeps each token's row. */
+static int bind_tokens(api_request *req, const api_vocabulary *vocab, attn_error *err) {
     char at[API_PATH_MAX], path[API_PATH_MAX], text[224]; /* 32 bytes, each up to \u00XX */
     const char *name = req->model ? json_string_value(req->model) : "";
     if (vocab == NULL || vocab->size == 0) {
@@ -304,11 +239,16 @@ static int bind_tokens(const api_request *req, const api_vocabulary *vocab, attn
                               "model %s has no vocabulary: send embeddings", name);
     }
     api_request_path(req, "tokens", at, sizeof at);
+    req->token_rows = malloc((req->n_tokens ? req->n_tokens : 1) * sizeof *req->token_rows);
+    if (req->token_rows == NULL)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     for (size_t i = 0; i < req->n_tokens; i++) {
         const json_t *t = json_array_get(req->tokens, i);
         const char *s = json_string_value(t);
         size_t len = json_string_length(t);
-        if (vocab->lookup(vocab->lookup_ctx, s, len) < 0) {
+        long row = vocab->lookup(vocab->lookup_ctx, s, len);
+        req->token_rows[i] = row;
+        if (row < 0 || (size_t)row >= vocab->size) {
             api_path_index(path, sizeof path, at, i);
             return attn_error_set(err, 422, "unknown_token", path,
                                   "tokens[%zu] = %s is not in the vocabulary of model %s", i,
@@ -349,12 +289,7 @@ int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, a
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
     api_advise_huge_pages(req->embeddings, count * sizeof(float));
     for (size_t i = 0; i < n; i++) {
-        const json_t *t = json_array_get(req->tokens, i);
-        long row = vocab->lookup(vocab->lookup_ctx, json_string_value(t), json_string_length(t));
-        if (row < 0 || (size_t)row >= vocab->size)
-            return attn_error_set(err, 500, "internal_error", "",
-                                  "a token checked at bind is no longer in the vocabulary");
-        const float *tok = vocab->token_embeddings + (size_t)row * dm;
+        const float *tok = vocab->token_embeddings + (size_t)req->token_rows[i] * dm;
         float *e = req->embeddings + i * dm;
         if (vocab->position_embeddings) {
             /* One float32 addition per element, as the contract says. */
@@ -370,14 +305,9 @@ int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, a
 }
 
 int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_kind default_mask,
-                     const api_limits *limits, attn_error *err) {
-    return api_request_bind_vocab(req, weights, default_mask, NULL, limits, err);
-}
-
-int api_request_bind_vocab(api_request *req, const attn_weights *weights,
-                           attn_mask_kind default_mask, const api_vocabulary *vocab,
-                           const api_limits *limits, attn_error *err) {
-    size_t hs, g;
+                     const api_vocabulary *vocab, const api_request *head, const api_limits *limits,
+                     attn_error *err) {
+    size_t hs = head->n_heads, g;
 
     if (req->bound)
         return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
@@ -403,8 +333,6 @@ int api_request_bind_vocab(api_request *req, const attn_weights *weights,
                               "%zu",
                               req->d_model, weights->d_model);
     }
-    if (weights->n_heads == 0 || weights->d_head == 0)
-        return attn_error_set(err, 500, "internal_error", "", "the weights have no heads");
     if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
         return attn_error_set(err, 422, "dimension_mismatch", req->model ? "/model" : "/weights",
                               "the weights have no w_o, which needs n_heads · d_head = d_model");
@@ -413,8 +341,7 @@ int api_request_bind_vocab(api_request *req, const attn_weights *weights,
         return attn_error_set(err, 500, "internal_error", "",
                               "the weights' K/V heads do not divide their heads");
     if (bind_context(req, weights, err) < 0) return -1;
-    if (bind_select_heads(req, weights->n_heads, err) < 0) return -1;
-    hs = req->input.n_heads_out;
+    req->heads = head->heads;
     if (!req->mask_given) {
         if (default_mask == ATTN_MASK_CUSTOM)
             return attn_error_set(err, 500, "internal_error", "",
@@ -439,32 +366,8 @@ int api_request_bind_vocab(api_request *req, const attn_weights *weights,
         .context = req->context,
         .n_context = req->context ? req->n_context : 0,
     };
-    if (bind_limits(req, weights, hs, limits, err) < 0) return -1;
-    /* A batch's sequences wait for the batch's limits (batch.c). */
-    if (!req->in_batch && api_request_make_embeddings(req, vocab, err) < 0) return -1;
     req->bound = 1;
     return 0;
-}
-
-double api_request_cost(const api_request *req) {
-    return req->flops;
-}
-
-int api_request_alloc_outputs(api_request *req, attn_workspace *outputs, attn_error *err) {
-    if (!req->bound || req->outputs_made)
-        return attn_error_set(err, 500, "internal_error", "",
-                              "outputs are made once, for a bound request");
-    req->out_ws = outputs;
-    req->outputs_made = 1;
-    return bind_outputs(req, err);
-}
-
-const attn_input *api_request_input(const api_request *req) {
-    return &req->input;
-}
-
-const attn_output *api_request_output(const api_request *req) {
-    return &req->output;
 }
 
 void api_request_free(api_request *req) {
@@ -484,7 +387,8 @@ void api_request_free(api_request *req) {
     free(req->w_kv);
     free(req->b_kv);
     free(req->alibi);
-    free(req->heads);
+    free(req->heads_owned);
+    free(req->token_rows);
     if (!req->out_ws)
         for (size_t i = 0; i < API_OUTPUTS; i++)
             free(req->out_buffers[i]);

@@ -1,12 +1,20 @@
 /*
- * request_internal.h — the inside of an api_request, shared by the files
- * of this module that decode (request.c, request_weights.c), bind
- * (request_bind.c) and encode (response.c) it. Not for other folders.
+ * request_internal.h — one sequence of a call (call_internal.h): its
+ * record, shared by the files of this module that decode (request.c,
+ * request_weights.c), bind (request_bind.c) and encode (response.c) it.
+ * Not for other folders.
  *
- * Ownership: every pointer below is owned by the request and freed by
+ * A record holds one sequence's fields (embeddings, tokens, positions,
+ * context, mask, labels, outputs); a call's head record holds what its
+ * sequences share (the model's name or the inline weights, the options,
+ * the heads once bound), copied into each sequence where a sequence reads
+ * it. For POST /v1/attention the one record is both.
+ *
+ * Ownership: every pointer below is owned by the record and freed by
  * api_request_free, except input.weights when bound to a model (the model
- * store owns those) and the buffers an attn_output points to, which are
- * the request's own out_* fields.
+ * store owns those), `heads` (the head record's heads_owned), and the
+ * buffers an attn_output points to, which are the record's own
+ * out_buffers or the caller's block.
  */
 #ifndef API_REQUEST_INTERNAL_H
 #define API_REQUEST_INTERNAL_H
@@ -16,7 +24,8 @@
 
 #include "api/arrays.h"
 #include "api/buffer.h"
-#include "api/request.h"
+#include "api/call.h"
+#include "api/scan.h"
 
 /* The `return` names, one bit each, in the order of the response. */
 enum {
@@ -32,6 +41,8 @@ enum {
     API_RETURN_K_RAW = 1 << 9,
 };
 
+typedef struct api_request api_request;
+
 /* One output buffer per API_RETURN_* bit. */
 #define API_OUTPUTS 10
 
@@ -45,9 +56,6 @@ struct api_request {
      * "/sequences/3" for a batch's sequence 3; every path of theirs starts
      * with it. */
     char at[API_AT_MAX];
-    /* 1: one sequence of a batch, whose work, scratch and response limits
-     * hold for the whole batch (batch.c), not for the sequence alone. */
-    int in_batch;
     attn_workspace *out_ws;   /* the caller's block for the outputs, or NULL: calloc */
     json_t *model;            /* a reference to the name (a string), or NULL for inline
                                  weights; its rule is the model store's, not checked here */
@@ -86,57 +94,83 @@ struct api_request {
     float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv, *alibi;
     attn_weights inline_weights;
 
-    /* Filled by api_request_bind, and the outputs by api_request_alloc_outputs. */
+    /* Filled by api_request_bind (heads_owned by api_request_bind_heads, in
+     * the head record), the outputs by api_request_outputs_place. */
     int bound;
-    double flops; /* attn_input_flops of the bound input */
     int outputs_made;
-    size_t *heads;                   /* hs indices */
+    size_t *heads_owned;             /* the head record's: n_heads indices */
+    size_t n_heads;                  /* the head record's: heads selected (hs) */
+    const size_t *heads;             /* hs indices: the head record's */
+    long *token_rows;                /* tokens_only: each token's row of the vocabulary */
     float *out_buffers[API_OUTPUTS]; /* one per API_RETURN_* bit, NULL when not asked */
     attn_input input;
     attn_output output;
 };
 
 /*
- * The two halves of decoding a body, shared by request.c and batch.c.
- * api_request_decode_options reads the fields a batch shares (encoding,
- * return, scale, select_heads) from `obj`, at the top of the body.
- * api_request_decode_sequence reads the per-sequence fields from `obj`,
- * every path under req->at; `default_mask` (may be NULL), at the top of the
- * body, is the mask when `obj` has none (a batch's shared mask).
+ * Decoding (request.c). api_request_decode_options reads the fields a
+ * call's sequences share (encoding, return, scale, select_heads) from
+ * `obj`, at the top of the body. api_request_decode_sequence reads the
+ * per-sequence fields from `obj`, every path under req->at; `default_mask`
+ * (may be NULL), at the top of the body, is the mask when `obj` has none
+ * (a batch's shared mask). api_request_decode_model keeps the model
+ * field's name (its type checked: a string).
  */
 int api_request_decode_options(api_request *req, const json_t *obj, attn_error *err);
 int api_request_decode_sequence(api_request *req, const json_t *obj, const json_t *default_mask,
                                 const api_limits *limits, attn_error *err);
+int api_request_decode_model(api_request *req, const json_t *model, attn_error *err);
 
-/* jansson's error on a body (after api_arrays_fix_error) as the contract's:
- * 503, 422 non_finite_number at the number's path, or 400 invalid_json. */
-int api_decode_parse_error(const char *body, size_t len, const json_error_t *jerr, attn_error *err);
+/* Reads the `weights` object into req->inline_weights and the buffers
+ * behind it, against d_model and, with a context, its width d_context
+ * (K and V then project its rows: w_kv). The limits on heads and d_head
+ * are checked before the weights are allocated. */
+int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const json_t *weights,
+                       const api_limits *limits, attn_error *err);
+
+/* Refuses a key of `obj` not in `known` (n_known of them), at path + "/" +
+ * key: 400 unknown_field, naming the object (`name`) and the fields
+ * expected. */
+int api_check_fields(const json_t *obj, const char *const *known, size_t n_known, const char *name,
+                     const char *path, const char *expected, attn_error *err);
 
 /* dst = req->at + "/" + field: the path of one of the request's
  * per-sequence fields. */
 void api_request_path(const api_request *req, const char *field, char *dst, size_t cap);
 
-/* Bytes of the embeddings a tokens_only request will make from the
- * vocabulary (0 for any other): scratch memory the request holds besides
- * the engine's, counted against max_workspace_bytes with it. */
+/*
+ * Binding (request_bind.c). api_request_bind_heads resolves the head
+ * record's select_heads against the weights (every head when absent):
+ * req->heads_owned, 422 out_of_range at /select_heads/i. api_request_bind
+ * checks one sequence against the weights — d_model, the identity rule
+ * for a missing w_o, its context, its tokens in `vocab` when it sent
+ * tokens alone — takes the heads of `head`, applies the default mask and
+ * the scale, and fills req->input. `weights` is not copied and must
+ * outlive the record.
+ */
+int api_request_bind_heads(api_request *head, const attn_weights *weights, attn_error *err);
+int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_kind default_mask,
+                     const api_vocabulary *vocab, const api_request *head, const api_limits *limits,
+                     attn_error *err);
+
+/* Bytes of the embeddings a tokens_only record will make from the
+ * vocabulary (0 for any other): scratch memory besides the engine's,
+ * counted against max_workspace_bytes with it. */
 size_t api_request_made_bytes(const api_request *req);
 
-/*
- * The embeddings of a tokens_only request checked by
- * api_request_bind_vocab (its tokens known, its positions in the table),
- * made from `vocab` once the limits have held: by bind for a single
- * request, by the batch after its own limits for a sequence (in_batch).
- * Points req->input.embeddings at them. 0, or -1 with a 503 (no memory) or
- * a 500 (a token no longer found, which bind rules out) in *err.
- */
+/* The embeddings of a bound tokens_only record, from the vocabulary rows
+ * bind found, once the limits have held; req->input.embeddings points at
+ * them. 0, or -1 with a 503 in *err. Nothing to do for other records. */
 int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, attn_error *err);
 
-/* Reads the `weights` object of a request whose embeddings and context are
- * decoded into req->inline_weights and the buffers behind it (with a
- * context, K and V project its rows: w_kv). The limits on heads and d_head
- * are checked before the weights are allocated. */
-int api_weights_decode(api_request *req, const json_t *weights, const api_limits *limits,
-                       attn_error *err);
+/* The bytes a bound record's outputs take in one block, and their place:
+ * in `block` (zeroed, that many bytes, owned by `owner`, the caller's
+ * attn_workspace), or one calloc each when owner is NULL. */
+int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err);
+int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,
+                              attn_error *err);
+
+void api_request_free(api_request *req);
 
 /* The rows of K and V: the context's, or the tokens'. */
 static inline size_t api_request_kv_rows(const api_request *req) {
@@ -144,56 +178,20 @@ static inline size_t api_request_kv_rows(const api_request *req) {
 }
 
 /*
- * The most bytes api_response_encode (response.c) writes for `req` bound to
- * `w` with hs heads selected (req->heads), the mask and scale it will have:
- * every byte as it will be written, each number counted at
- * API_FLOAT_TEXT_WIDEST characters, so the bound is exact when all of them
- * are that wide. 0, or -1 when it does not fit size_t.
+ * /v1's JSON answer (response.c), from bound records. api_response_encode
+ * is a single answer; a batch's is the fields its sequences share
+ * ("model":… to "heads":[…], without braces) and one object per sequence
+ * {"n_tokens":…, outputs}. The bounds count every byte as it will be
+ * written, each number at API_FLOAT_TEXT_WIDEST characters, so they are
+ * exact when all numbers are that wide; -1 past size_t. Appending a
+ * sequence returns -1 with a 422 in *err (path "") when an output holds a
+ * number JSON cannot carry, having appended part of the object.
  */
-int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
-                           attn_mask_kind mask, float scale, size_t *bytes);
-
-/*
- * A batch's answer (batch.c) from the pieces of a single one, for bound
- * requests: the fields its sequences share, "model":… to "heads":[…]
- * without braces, and one sequence's object {"n_tokens":…, outputs}. The
- * bounds count as api_response_bytes_max does. api_response_append_sequence
- * returns -1 with a 422 in *err (path "") when an output holds a number
- * JSON cannot carry, having appended part of the object.
- */
+char *api_response_encode(const api_request *req, size_t *len, attn_error *err);
+int api_response_bytes_max(const api_request *req, size_t *bytes);
 int api_response_shared_bytes_max(const api_request *req, size_t *bytes);
 int api_response_sequence_bytes_max(const api_request *req, size_t *bytes);
 int api_response_append_shared(api_buffer *b, const api_request *req);
 int api_response_append_sequence(api_buffer *b, const api_request *req, attn_error *err);
-
-/*
- * A batch's outputs in one block (batch.c): api_request_outputs_bytes is
- * the bytes a bound request's outputs take there; api_request_outputs_place
- * points them into `block` (zeroed, that many bytes, owned by `owner`, the
- * caller's attn_workspace), or callocs each when owner is NULL.
- */
-int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err);
-int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,
-                              attn_error *err);
-
-/* The model field's type (a string), kept as the request's name to bind. */
-int api_request_decode_model(api_request *req, const json_t *model, attn_error *err);
-
-/* Checked size arithmetic: 0, or -1 when the result does not fit size_t. */
-static inline int api_size_mul(size_t a, size_t b, size_t *out) {
-    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
-}
-
-static inline int api_size_add(size_t a, size_t b, size_t *out) {
-    return __builtin_add_overflow(a, b, out) ? -1 : 0;
-}
-
-/* The error of a body the text scan (arrays.h) refused for one of the
- * limits every endpoint shares, the nesting (max_json_depth) or a string's
- * length (max_string_bytes): 422 limit_exceeded at `where`, -1; for any
- * other violation 0, the caller's to name. request.c; also batch.c's and
- * oip.c's. */
-int api_scan_limit_error(api_arrays_limit v, const char *where, const api_limits *limits,
-                         attn_error *err);
 
 #endif

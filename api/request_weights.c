@@ -50,26 +50,6 @@ static const char *const llama3_fields[] = {"type", "factor", "low_freq_factor",
 /* Integers a double holds exactly: window's largest. */
 #define EXACT_INTEGER_MAX 9007199254740992.0 /* 2^53 */
 
-/* Refuses a key of `obj` not in `known`. */
-static int check_fields(const json_t *obj, const char *const *known, size_t n_known,
-                        const char *name, const char *path, const char *expected, attn_error *err) {
-    const char *key;
-    json_t *value;
-
-    json_object_foreach((json_t *)obj, key, value) {
-        size_t i;
-        for (i = 0; i < n_known && strcmp(key, known[i]) != 0; i++)
-            continue;
-        if (i == n_known) {
-            char p[API_PATH_MAX];
-            api_path_key(p, sizeof p, path, key);
-            return attn_error_set(err, 400, "unknown_field", p,
-                                  "unknown field \"%s\" in %s; expected %s", key, name, expected);
-        }
-    }
-    return 0;
-}
-
 /* Names and paths of one field of an element of a list of heads:
  * "weights.heads[1].w_k", "/weights/heads/1/w_k". */
 static void head_field_names(const char *list, size_t i, const char *field, char *name,
@@ -138,7 +118,7 @@ static int check_head(const api_arrays *lifted, const json_t *head, size_t i, ou
                                       "has only w_q and b_q, K and V are the K/V heads'",
                                       name);
             }
-    if (check_fields(head, head_fields, 6, name, path, "w_q, w_k, w_v, b_q, b_k, b_v", err) < 0)
+    if (api_check_fields(head, head_fields, 6, name, path, "w_q, w_k, w_v, b_q, b_k, b_v", err) < 0)
         return -1;
     if (check_projection(lifted, head, "heads", i, "w_q", o->dm, "d_model", &o->dh, o->limits,
                          err) < 0)
@@ -173,7 +153,8 @@ static int check_kv_heads(const api_arrays *lifted, const json_t *kv, outline *o
             return attn_error_set(err, 400, "wrong_type", path,
                                   "%s is %s, expected an object with w_k, w_v", name,
                                   api_json_type_name(head));
-        if (check_fields(head, kv_fields, 4, name, path, "w_k, w_v, b_k, b_v", err) < 0) return -1;
+        if (api_check_fields(head, kv_fields, 4, name, path, "w_k, w_v, b_k, b_v", err) < 0)
+            return -1;
     }
     /* Each K/V head serves h/g consecutive query heads. */
     if (o->h % o->g != 0)
@@ -287,12 +268,12 @@ static int decode_scaling(const json_t *s, attn_rope *rope, attn_error *err) {
     if (word_of(t, "weights.rope.scaling.type", "/weights/rope/scaling/type", types, 2,
                 "\"linear\" or \"llama3\"", &type, err) < 0)
         return -1;
-    if (type == 0 ? check_fields(s, linear_fields, 2, "weights.rope.scaling", path,
-                                 "type, factor (for \"linear\")", err)
-                  : check_fields(s, llama3_fields, 5, "weights.rope.scaling", path,
-                                 "type, factor, low_freq_factor, high_freq_factor, "
-                                 "original_max_position_embeddings (for \"llama3\")",
-                                 err))
+    if (type == 0 ? api_check_fields(s, linear_fields, 2, "weights.rope.scaling", path,
+                                     "type, factor (for \"linear\")", err)
+                  : api_check_fields(s, llama3_fields, 5, "weights.rope.scaling", path,
+                                     "type, factor, low_freq_factor, high_freq_factor, "
+                                     "original_max_position_embeddings (for \"llama3\")",
+                                     err))
         return -1;
     rope->scaling = type == 0 ? ATTN_ROPE_SCALING_LINEAR : ATTN_ROPE_SCALING_LLAMA3;
     static const struct {
@@ -333,8 +314,8 @@ static int decode_rope(const json_t *r, size_t dh, attn_rope *rope, attn_error *
                               "weights.rope is %s, expected an object (theta, dims, style, "
                               "scaling)",
                               api_json_type_name(r));
-    if (check_fields(r, rope_fields, 4, "weights.rope", "/weights/rope",
-                     "theta, dims, style, scaling", err) < 0)
+    if (api_check_fields(r, rope_fields, 4, "weights.rope", "/weights/rope",
+                         "theta, dims, style, scaling", err) < 0)
         return -1;
     *rope = (attn_rope){.dims = dh, .theta = 10000.0, .style = ATTN_ROPE_HALF};
     if ((v = json_object_get(r, "theta")) &&
@@ -430,22 +411,22 @@ static int read_projection(api_request *req, const json_t *obj, const char *list
     return api_vector_read(b, req->arrays, name, path, dh, "d_head", bias_dst, err);
 }
 
-int api_weights_decode(api_request *req, const json_t *weights, const api_limits *limits,
-                       attn_error *err) {
+int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const json_t *weights,
+                       const api_limits *limits, attn_error *err) {
     const json_t *heads = json_object_get(weights, "heads");
     const json_t *kv = json_object_get(weights, "kv_heads");
     const json_t *w_o = json_object_get(weights, "w_o");
     const json_t *b_o = json_object_get(weights, "b_o");
     size_t hd, gd, q_cols, kv_cols, qkv_cols, qkv_count, kv_count = 0, o_count;
-    int cross = req->context != NULL;
-    outline o = {.dm = req->d_model,
-                 .kv_rows = cross ? req->d_context : req->d_model,
+    int cross = d_context != 0;
+    outline o = {.dm = d_model,
+                 .kv_rows = cross ? d_context : d_model,
                  .kv_rows_what = cross ? "d_context (the width of context)" : "d_model",
                  .grouped = kv != NULL,
                  .limits = limits};
 
-    if (check_fields(weights, weights_fields, 9, "weights", "/weights",
-                     "heads, kv_heads, w_o, b_o, rope, alibi, window, softcap, scale", err) < 0)
+    if (api_check_fields(weights, weights_fields, 9, "weights", "/weights",
+                         "heads, kv_heads, w_o, b_o, rope, alibi, window, softcap, scale", err) < 0)
         return -1;
     if (heads == NULL)
         return attn_error_set(err, 400, "missing_field", "/weights/heads",

@@ -29,8 +29,6 @@
  * keeps the same rule, so that both encodings answer alike: every output is
  * scanned before it is encoded.
  */
-#include "api/response.h"
-
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -225,10 +223,11 @@ static int sequence_bytes(const api_request *req, const attn_weights *w, size_t 
     return 0;
 }
 
-int api_response_bytes_max(const api_request *req, const attn_weights *w, size_t hs,
-                           attn_mask_kind mask, float scale, size_t *bytes) {
+int api_response_bytes_max(const api_request *req, size_t *bytes) {
+    const attn_input *in = &req->input;
     size_t total = strlen("{}");
-    if (shared_bytes(req, w, hs, scale, &total) < 0 || sequence_bytes(req, w, hs, mask, &total) < 0)
+    if (shared_bytes(req, in->weights, in->n_heads_out, in->scale, &total) < 0 ||
+        sequence_bytes(req, in->weights, in->n_heads_out, in->mask.kind, &total) < 0)
         return -1;
     *bytes = total;
     return 0;

@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/call.h"
 #include "api/error.h"
-#include "api/request.h"
 
 /* server/config.c's defaults. */
 static const api_limits defaults = {.max_tokens = 8192,
@@ -260,10 +260,10 @@ static void measure(const body *b, int fd) {
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f || fputs("5", f) < 0 || fclose(f) != 0) _exit(2);
     long before = status_kb("VmRSS:");
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
     memset(&err, 0, sizeof err);
-    int rc = api_request_decode(b->text, b->len, &defaults, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, b->text, b->len, &defaults, &req, &err);
     long peak = status_kb("VmHWM:");
     char out[512];
     int n = snprintf(out, sizeof out, "%ld %d %s %s", peak - before, rc == 0 ? 200 : err.status,
@@ -272,7 +272,7 @@ static void measure(const body *b, int fd) {
                      : err.path[0] ? err.path
                                    : "\"\"");
     if (write(fd, out, (size_t)n) != n) _exit(3);
-    api_request_free(req);
+    api_call_free(req);
     _exit(0);
 }
 

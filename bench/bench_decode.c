@@ -37,9 +37,14 @@
 
 #include "api/arrays.h"
 #include "api/base64.h"
+#include "api/call.h"
 #include "api/error.h"
 #include "api/float_format.h"
-#include "api/request.h"
+
+/* The arrays POST /v1/attention lifts from the text. */
+static int attention_rank(const char *path) {
+    return api_call_array_rank(API_CALL_ATTENTION, path);
+}
 
 static double now(void) {
     struct timespec ts;
@@ -199,16 +204,17 @@ static void run(const char *name, text *t, int runs) {
         for (int m = 0; m < M_COUNT; m++) {
             double t0 = now();
             if (m == M_REQUEST) {
-                api_request *req;
+                api_call *req;
                 attn_error err;
-                if (api_request_decode(t->buf, t->len, &limits, &req, &err) != 0) {
+                if (api_call_decode_json(API_CALL_ATTENTION, t->buf, t->len, &limits, &req, &err) !=
+                    0) {
                     fprintf(stderr, "bench_decode: %s refused: %s\n", name, err.message);
                     exit(1);
                 }
-                api_request_free(req);
+                api_call_free(req);
             } else if (m == M_LIFT) {
                 api_arrays *a;
-                if (api_arrays_lift(&a, t->buf, t->len, api_request_array_rank) != 0) exit(1);
+                if (api_arrays_lift(&a, t->buf, t->len, attention_rank) != 0) exit(1);
                 sink += (float)api_arrays_numbers(a);
                 api_arrays_free(a);
             } else if (m == M_JANSSON) {
@@ -274,13 +280,14 @@ static void run_base64(text *t, int runs) {
         for (int m = 0; m < B_COUNT; m++) {
             double t0 = now();
             if (m == B_REQUEST) {
-                api_request *req;
+                api_call *req;
                 attn_error err;
-                if (api_request_decode(t->buf, t->len, &limits, &req, &err) != 0) {
+                if (api_call_decode_json(API_CALL_ATTENTION, t->buf, t->len, &limits, &req, &err) !=
+                    0) {
                     fprintf(stderr, "bench_decode: base64 refused: %s\n", err.message);
                     exit(1);
                 }
-                api_request_free(req);
+                api_call_free(req);
             } else if (m == B_JANSSON) {
                 json_t *root = json_loadb(t->buf, t->len, 0, NULL);
                 if (!root) exit(1);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "api/error.h"
+#include "server/inline.h"
 #include "server/reply.h"
 
 void srv_dispatch_count_phases(const srv_exchange *x) {
@@ -83,6 +84,15 @@ enum MHD_Result srv_dispatch(srv_exchange *x) {
         MHD_resume_connection(x->conn);
     }
     return MHD_YES;
+}
+
+enum MHD_Result srv_dispatch_call(srv_exchange *x, api_call_kind kind) {
+    x->job.kind = SRV_JOB_CALL;
+    x->job.call_kind = kind;
+    x->job.body = x->body.data ? x->body.data : "";
+    x->job.body_len = x->body.len;
+    if (srv_inline_try(x) == SRV_INLINE_DONE) return srv_dispatch_reply(x);
+    return srv_dispatch(x);
 }
 
 enum MHD_Result srv_dispatch_reply(srv_exchange *x) {

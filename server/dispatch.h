@@ -24,6 +24,12 @@
  * instead: it must never be suspended when the daemon stops. */
 enum MHD_Result srv_dispatch(srv_exchange *x);
 
+/* An endpoint's computation, its body read: x->job becomes a call of the
+ * wire format `kind` on x->body (the model and header length the
+ * endpoint set stay), answered at once on this thread when tiny
+ * (inline.h), else queued (srv_dispatch). */
+enum MHD_Result srv_dispatch_call(srv_exchange *x, api_call_kind kind);
+
 /* Sends a finished job's answer (X_DONE), giving the body's budget back
  * first, so that a client's next request never finds it still held. */
 enum MHD_Result srv_dispatch_reply(srv_exchange *x);

@@ -29,7 +29,7 @@ typedef struct srv_endpoint {
 } srv_endpoint;
 
 extern const srv_endpoint srv_ep_attention;      /* ep_attention.c */
-extern const srv_endpoint srv_ep_batch;          /* ep_batch.c */
+extern const srv_endpoint srv_ep_batch;          /* ep_attention.c */
 extern const srv_endpoint srv_ep_models;         /* ep_models.c: the list */
 extern const srv_endpoint srv_ep_model;          /* ep_models.c: one model */
 extern const srv_endpoint srv_ep_healthz;        /* ep_probes.c */

@@ -1,15 +1,15 @@
 /*
- * ep_attention.c — POST /v1/attention.
+ * ep_attention.c — POST /v1/attention and POST /v1/attention/batch.
  *
  * Before and while the body is read, the checks of every POST (post.h).
- * Once the body is in: a tiny request is answered on the polling thread
- * (inline.h), any other is a job for the pool (dispatch.h).
+ * Once the body is in, a computation (dispatch.h): a tiny one is answered
+ * on the polling thread, any other is a job for the pool. The two differ
+ * only in their wire format (api/call.h).
  */
 #include "server/endpoint.h"
 
 #include "server/dispatch.h"
 #include "server/headers.h"
-#include "server/inline.h"
 #include "server/post.h"
 
 static enum MHD_Result attention_accept(srv_exchange *x) {
@@ -20,11 +20,14 @@ static enum MHD_Result attention_accept(srv_exchange *x) {
 static enum MHD_Result attention_answer(srv_exchange *x) {
     enum MHD_Result ret;
     if (srv_post_body_failed(x, &ret)) return ret;
-    x->job.kind = SRV_JOB_ATTENTION;
-    x->job.body = x->body.data ? x->body.data : "";
-    x->job.body_len = x->body.len;
-    if (srv_inline_try(x) == SRV_INLINE_DONE) return srv_dispatch_reply(x);
-    return srv_dispatch(x);
+    return srv_dispatch_call(x, API_CALL_ATTENTION);
+}
+
+static enum MHD_Result batch_answer(srv_exchange *x) {
+    enum MHD_Result ret;
+    if (srv_post_body_failed(x, &ret)) return ret;
+    return srv_dispatch_call(x, API_CALL_BATCH);
 }
 
 const srv_endpoint srv_ep_attention = {attention_accept, attention_answer, srv_post_timing_headers};
+const srv_endpoint srv_ep_batch = {attention_accept, batch_answer, srv_post_timing_headers};

@@ -9,6 +9,7 @@
 #include "server/endpoint.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/models.h"
 #include "server/dispatch.h"
@@ -45,25 +46,22 @@ static enum MHD_Result model_answer(srv_exchange *x) {
                        MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, "vocabulary"),
                        &vocabulary, &err) != 0)
         return srv_reply_error(x, &err);
-    if (weights || vocabulary) {
+    size_t name_len = strlen(name);
+    if ((weights || vocabulary) && name_len < sizeof x->job.model) {
         x->job.kind = SRV_JOB_MODEL_WEIGHTS;
-        x->job.model_name = name;
+        memcpy(x->job.model, name, name_len + 1);
         x->job.model_parts =
             (weights ? API_MODEL_WEIGHTS : 0u) | (vocabulary ? API_MODEL_VOCABULARY : 0u);
         return srv_dispatch(x);
     }
     store_set *set = x->h->models ? store_current(x->h->models) : NULL;
-    const store_model *m = set ? store_set_find(set, name) : NULL;
+    const store_model *m = srv_model_find(set, name, name_len, NULL, &err);
     char *text = NULL;
     size_t len = 0;
     if (m) {
         api_vocabulary vocab;
         api_model_info info = srv_model_info(m, &vocab);
         text = api_model_encode(&info, 0, x->h->limits->max_response_bytes, &len, &err);
-    } else {
-        /* The name is not echoed: it is whatever the client put in the path. */
-        attn_error_set(&err, 404, "unknown_model", NULL,
-                       "no model of this name is loaded; GET /v1/models lists them");
     }
     store_set_release(set);
     if (!text) return srv_reply_error(x, &err);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "api/oip.h"
+#include "server/model_view.h"
 #include "server/reply.h"
 #include "store/model.h"
 
@@ -39,21 +40,13 @@ static enum MHD_Result v2_ready_answer(srv_exchange *x) {
 static const store_model *path_model(srv_exchange *x, store_set **set, enum MHD_Result *ret) {
     size_t len;
     const char *name = srv_route_v2_model_name(x->path, &len);
-    char buf[SRV_JOB_MODEL_NAME_MAX + 1];
-    const store_model *m = NULL;
-    *set = NULL;
-    if (store_model_name_valid(name, len)) {
-        memcpy(buf, name, len);
-        buf[len] = '\0';
-        *set = x->h->models ? store_current(x->h->models) : NULL;
-        m = *set ? store_set_find(*set, buf) : NULL;
-    }
+    attn_error err;
+    *set = x->h->models ? store_current(x->h->models) : NULL;
+    const store_model *m = srv_model_find(*set, name, len, NULL, &err);
     if (!m) {
         store_set_release(*set);
         *set = NULL;
-        /* The name is not echoed: it is whatever the client put in the path. */
-        *ret = srv_reply_fail(x, 404, "unknown_model",
-                              "no model of this name is loaded; GET /v1/models lists them");
+        *ret = srv_reply_error(x, &err);
     }
     return m;
 }

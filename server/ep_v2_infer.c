@@ -8,8 +8,9 @@
  * none), 413 from Content-Length, 503 when the body budget cannot hold a
  * first piece. Once the body is in: 400 for an
  * Inference-Header-Content-Length that is not a length, 404 for a name no
- * model can have; then a job for the pool (job_oip.c), which finds the
- * model in the store's current set. The answer carries
+ * model can have; then a computation of the Open Inference Protocol's
+ * wire format (dispatch.h, api/call.h), whose job finds the model in the
+ * store's current set. The answer carries
  * Inference-Header-Content-Length when binary tensors follow its JSON.
  */
 #include "server/endpoint.h"
@@ -22,6 +23,7 @@
 
 #include "server/dispatch.h"
 #include "server/headers.h"
+#include "server/model_view.h"
 #include "server/post.h"
 #include "server/reply.h"
 #include "store/model.h"
@@ -66,20 +68,19 @@ static enum MHD_Result infer_answer(srv_exchange *x) {
     if (srv_post_body_failed(x, &ret)) return ret;
     size_t len;
     const char *name = srv_route_v2_model_name(x->path, &len);
-    if (!store_model_name_valid(name, len))
-        return srv_reply_fail(x, 404, "unknown_model",
-                              "no model of this name is loaded; GET /v1/models lists them");
+    attn_error err;
+    if (!store_model_name_valid(name, len)) {
+        srv_model_unknown(&err);
+        return srv_reply_error(x, &err);
+    }
     long long hl = header_length(x->conn);
     if (hl == -2)
         return srv_reply_fail(x, 400, "invalid_binary",
                               "Inference-Header-Content-Length is not a length in bytes");
-    x->job.kind = SRV_JOB_OIP;
-    memcpy(x->job.oip_model, name, len);
-    x->job.oip_model[len] = '\0';
-    x->job.oip_header_len = hl;
-    x->job.body = x->body.data ? x->body.data : "";
-    x->job.body_len = x->body.len;
-    return srv_dispatch(x);
+    memcpy(x->job.model, name, len);
+    x->job.model[len] = '\0';
+    x->job.header_len = hl;
+    return srv_dispatch_call(x, API_CALL_OIP);
 }
 
 static int infer_headers(const srv_exchange *x, struct MHD_Response *r, unsigned status) {

@@ -11,7 +11,7 @@
 #ifndef SRV_HTTP_H
 #define SRV_HTTP_H
 
-#include "api/request.h"
+#include "api/call.h"
 #include "server/config.h"
 #include "server/keys.h"
 #include "server/metrics.h"

@@ -1,10 +1,13 @@
 /*
- * job.c — decode → model → compute → encode, on a worker thread.
+ * job.c — the one road of every computation, whatever its wire format:
+ * the store's current set → decode → one model lookup → bind → outputs
+ * from the worker's block → compute → encode → one failure path → one
+ * release; and the model-weights job beside it.
  *
  * Every heavy step of a request happens here: on a worker, or for a tiny
  * request on its polling thread (inline.h), which may also decode a small
  * body (srv_job_decode) before handing the job to a worker. The decoded
- * request belongs to the job until srv_job_run has encoded the answer and
+ * call belongs to the job until srv_job_run has encoded the answer and
  * freed it; the only thing that leaves is the response buffer. Each phase
  * is timed for Server-Timing.
  *
@@ -25,7 +28,7 @@
  * computation; a dropped job leaves no response, and the HTTP layer closes
  * the connection.
  *
- * Splitting (srv_job_compute, for every kind of job): a large computation
+ * Splitting (job_compute): a large computation
  * goes through the pool runner of split.c, which borrows only the workers
  * idle at that moment; everything else runs on this worker alone. The
  * results are bit for bit the same either way.
@@ -36,10 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/batch.h"
 #include "api/error.h"
 #include "api/models.h"
-#include "api/response.h"
 #include "server/model_view.h"
 #include "server/split.h"
 
@@ -82,24 +83,14 @@ void srv_job_worker_fini(void *worker_ctx, void *ctx) {
     srv_worker_destroy(worker_ctx);
 }
 
-/* The model `name` of the worker's set, or NULL with a 404 in *err: at
- * `path` of the request body, or with path "" (and the name not echoed)
- * when the name came from the URL. */
-static const store_model *find_model(const store_set *set, const char *name, const char *path,
-                                     attn_error *err) {
-    const store_model *m = set ? store_set_find(set, name) : NULL;
-    if (!m && path)
-        attn_error_set(err, 404, "unknown_model", path,
-                       "no model named \"%s\" is loaded; GET /v1/models lists them", name);
-    else if (!m)
-        attn_error_set(err, 404, "unknown_model", NULL,
-                       "no model of this name is loaded; GET /v1/models lists them");
-    return m;
-}
-
+/* The failure's answer, in the wire format of the job's call. */
 static void job_fail(srv_job *job, const attn_error *err) {
     job->status = err->status;
-    job->response = api_error_to_json(err, &job->response_len);
+    job->json_len = 0;
+    job->content_type = NULL;
+    job->response = job->kind == SRV_JOB_CALL
+                        ? api_call_error_body(job->call_kind, err, &job->response_len)
+                        : api_error_to_json(err, &job->response_len);
     if (!job->response) {
         job->status = 503; /* the HTTP layer answers with its static out_of_memory body */
         job->response_len = 0;
@@ -114,7 +105,7 @@ static void job_model_weights(srv_job *job, srv_worker *w) {
     job->queue_ms = srv_ms_between(&job->submitted, &t0);
     srv_worker_idle(w); /* a set still held from the job before */
     w->set = w->models ? store_current(w->models) : NULL;
-    const store_model *m = find_model(w->set, job->model_name, NULL, &err);
+    const store_model *m = srv_model_find(w->set, job->model, strlen(job->model), NULL, &err);
     if (m) {
         api_vocabulary vocab;
         api_model_info info = srv_model_info(m, &vocab);
@@ -140,9 +131,17 @@ static int job_stop(void *job) {
     return job_client_gone(job);
 }
 
-int srv_job_compute(const srv_job *job, srv_worker *w, double cost, const attn_output *outs,
-                    const attn_input *ins, size_t count, attn_error *err, size_t *failed) {
-    if (!w->pool || cost < w->split_flops)
+/* Computes the call's sequences (attn_compute_batch) on the worker's
+ * workspace: split over the pool's idle workers (split.h) when its work
+ * reaches w->split_flops, stopping between phases once the job's client
+ * has gone (ATTN_ERR_STOPPED); else on this thread alone. Returns the
+ * engine's 0 / -1, with *err and *failed as it fills them. */
+static int job_compute(const srv_job *job, srv_worker *w, attn_error *err, size_t *failed) {
+    const api_call *c = job->call;
+    const attn_output *outs = api_call_outputs(c);
+    const attn_input *ins = api_call_inputs(c);
+    size_t count = api_call_count(c);
+    if (!w->pool || api_call_cost(c) < w->split_flops)
         return attn_compute_batch(outs, w->ws, ins, count, NULL, err, failed);
     srv_split split = {.pool = w->pool, .ws = w->ws, .stop = job_stop, .stop_ctx = (void *)job};
     attn_runner runner = srv_split_runner(&split);
@@ -152,12 +151,12 @@ int srv_job_compute(const srv_job *job, srv_worker *w, double cost, const attn_o
     return rc;
 }
 
-/* Frees the job's request and gives large memory back (see the top
+/* Frees the job's call and gives large memory back (see the top
  * comment); the set its weights came from passes to the worker, which lets
  * it go once the answer is on its way (srv_worker_idle). */
 static void job_release(srv_job *job, srv_worker *w) {
-    api_request_free(job->request);
-    job->request = NULL;
+    api_call_free(job->call);
+    job->call = NULL;
     store_set_release(w->set);
     w->set = job->set;
     job->set = NULL;
@@ -172,35 +171,32 @@ void srv_worker_idle(srv_worker *w) {
 }
 
 void srv_job_discard(srv_job *job) {
-    api_request_free(job->request);
-    job->request = NULL;
-    api_batch_free(job->batch);
-    job->batch = NULL;
+    api_call_free(job->call);
+    job->call = NULL;
     store_set_release(job->set);
     job->set = NULL;
+}
+
+/* Binds the model the call names, from the job's set. */
+static int job_bind_model(srv_job *job, const char *name, size_t len, attn_error *err) {
+    const store_model *m = srv_model_find(job->set, name, len, api_call_model_path(job->call), err);
+    if (!m) return -1;
+    api_vocabulary vocab;
+    api_model_ref ref = {m->name, &m->weights, m->mask, srv_model_vocabulary(m, &vocab)};
+    return api_call_bind(job->call, &ref, job->limits, err);
 }
 
 int srv_job_decode(srv_job *job, srv_worker *w) {
     struct timespec t0, t1;
     attn_error err = {0};
+    size_t len;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     job->set = w->models ? store_current(w->models) : NULL;
-    int rc = api_request_decode(job->body, job->body_len, job->limits, &job->request, &err);
-    const char *name = rc == 0 ? api_request_model(job->request) : NULL;
-    if (name) {
-        /* The job holds its set to the end, so the weights outlive the
-         * request. A name no model could have is the body's fault (400). */
-        const store_model *m = NULL;
-        if (!store_model_name_valid(name, api_request_model_length(job->request)))
-            attn_error_set(&err, 400, "invalid_value", "/model",
-                           "model name must match [A-Za-z0-9._-]{1,64}");
-        else
-            m = find_model(job->set, name, "/model", &err);
-        api_vocabulary vocab;
-        rc = m ? api_request_bind_vocab(job->request, &m->weights, m->mask,
-                                        srv_model_vocabulary(m, &vocab), job->limits, &err)
-               : -1;
-    }
+    api_call_body body = {job->body, job->body_len, job->header_len,
+                          job->model[0] ? job->model : NULL};
+    int rc = api_call_decode(job->call_kind, &body, job->limits, &job->call, &err);
+    const char *name = rc == 0 ? api_call_model(job->call, &len) : NULL;
+    if (name) rc = job_bind_model(job, name, len, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     job->decode_ms = srv_ms_between(&t0, &t1);
     if (rc == 0) return 0;
@@ -210,23 +206,24 @@ int srv_job_decode(srv_job *job, srv_worker *w) {
 }
 
 double srv_job_cost(const srv_job *job) {
-    return api_request_cost(job->request);
+    return api_call_cost(job->call);
 }
 
 /* Computes and encodes a decoded job. */
-static void job_attention(srv_job *job, srv_worker *w) {
+static void job_call(srv_job *job, srv_worker *w) {
     struct timespec t1, t2, t3;
     attn_error err = {0};
+    size_t failed = 0;
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    api_request *req = job->request;
+    api_call *c = job->call;
     /* A failure to make the outputs keeps its own error (503, the outputs'
      * message); the engine's has its code and message, and the status is
      * HTTP's, so ours. */
-    int rc = api_request_alloc_outputs(req, w->outputs, &err);
+    int rc = api_call_alloc_outputs(c, w->outputs, &err);
     if (rc == 0) {
-        rc = srv_job_compute(job, w, srv_job_cost(job), api_request_output(req),
-                             api_request_input(req), 1, &err, NULL);
+        rc = job_compute(job, w, &err, &failed);
         if (rc != 0) err.status = err.code == ATTN_ERR_NONFINITE ? 422 : 503;
+        if (rc != 0 && err.code == ATTN_ERR_NONFINITE) api_call_name_failure(c, failed, &err);
     }
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);
@@ -236,7 +233,8 @@ static void job_attention(srv_job *job, srv_worker *w) {
         return;
     }
     if (rc == 0) {
-        job->response = api_response_encode(req, &job->response_len, &err);
+        job->response = api_call_encode(c, &job->response_len, &job->json_len, &err);
+        job->content_type = api_call_content_type(c, job->json_len);
         clock_gettime(CLOCK_MONOTONIC, &t3);
         job->encode_ms = srv_ms_between(&t2, &t3);
     }
@@ -255,6 +253,8 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     job->dropped = 0;
     job->response = NULL;
     job->response_len = 0;
+    job->json_len = 0;
+    job->content_type = NULL;
     if (job_client_gone(job)) {
         srv_job_discard(job);
         job->dropped = 1;
@@ -264,14 +264,6 @@ void srv_job_run(srv_job *job, srv_worker *w) {
         job_model_weights(job, w);
         return;
     }
-    if (job->kind == SRV_JOB_BATCH) {
-        srv_job_batch_run(job, w);
-        return;
-    }
-    if (job->kind == SRV_JOB_OIP) {
-        srv_job_oip_run(job, w);
-        return;
-    }
-    if (!job->request && srv_job_decode(job, w) != 0) return;
-    job_attention(job, w);
+    if (!job->call && srv_job_decode(job, w) != 0) return;
+    job_call(job, w);
 }

@@ -1,19 +1,23 @@
 /*
- * job.h — the work a worker does for one request: a POST /v1/attention
- * computation, or a model's weights for GET /v1/models/{name}?weights=true.
+ * job.h — the work a worker does for one request: a computation (a call,
+ * api/call.h, in any of its wire formats: POST /v1/attention, its batch,
+ * /v2's infer), or a model's weights for GET /v1/models/{name}?weights=true.
  *
  * The job knows nothing of sockets: it reads its inputs and leaves a status
  * and a complete response body. The HTTP layer owns the srv_job (inside its
  * per-request state), fills the inputs, queues it on the pool and reads the
  * result after the worker is done with it.
  *
+ * A computation takes one road, whatever its wire format (job.c): the
+ * store's current set → decode → one model lookup → bind → outputs from
+ * the worker's block → compute → encode → one failure path → one release.
+ * It is decoded (srv_job_decode) either by the worker that runs it or, for
+ * a small body, on the polling thread first, which asks the decoded call's
+ * cost (srv_job_cost) to choose where it runs: the body is decoded once
+ * either way.
+ *
  * A job whose client has gone (client_gone) is not run, or stops between
  * the phases of a split computation, and comes back `dropped`.
- *
- * An attention job is decoded (srv_job_decode) either by the worker that
- * runs it or, for a small body, on the polling thread first, which asks
- * the decoded request's cost (srv_job_cost) to choose where it runs: the
- * body is decoded once either way.
  *
  * Model sets. A job takes the store's current set when it is decoded (one
  * uncontended lock) and runs start to end on those weights, whatever a
@@ -32,7 +36,7 @@
 #ifndef SRV_JOB_H
 #define SRV_JOB_H
 
-#include "api/request.h"
+#include "api/call.h"
 #include "attention/attention.h"
 #include "server/pool.h"
 #include "store/store.h"
@@ -41,26 +45,21 @@
 #include <time.h>
 
 typedef enum srv_job_kind {
-    SRV_JOB_ATTENTION,     /* body → the attention answer */
-    SRV_JOB_MODEL_WEIGHTS, /* model_name → the model with its weights or vocabulary */
-    SRV_JOB_BATCH,         /* body → the answer of POST /v1/attention/batch (job_batch.c) */
-    SRV_JOB_OIP            /* oip_model, body → an Open Inference Protocol answer (job_oip.c) */
+    SRV_JOB_CALL,         /* body → the answer of a computation, in its wire format */
+    SRV_JOB_MODEL_WEIGHTS /* model → the model with its weights or vocabulary */
 } srv_job_kind;
-
-/* The longest model name (store_model_name_valid's rule). */
-#define SRV_JOB_MODEL_NAME_MAX 64
 
 typedef struct srv_job {
     /* inputs, not owned by the job */
     srv_job_kind kind;
-    const char *body; /* SRV_JOB_ATTENTION, SRV_JOB_BATCH */
+    api_call_kind call_kind; /* SRV_JOB_CALL: the wire format */
+    const char *body;        /* SRV_JOB_CALL */
     size_t body_len;
-    const char *model_name; /* SRV_JOB_MODEL_WEIGHTS */
-    unsigned model_parts;   /* SRV_JOB_MODEL_WEIGHTS: API_MODEL_WEIGHTS, API_MODEL_VOCABULARY */
-    /* SRV_JOB_OIP: the model named by the path (validated, NUL-terminated)
-     * and the request's Inference-Header-Content-Length (-1: none). */
-    char oip_model[SRV_JOB_MODEL_NAME_MAX + 1];
-    long long oip_header_len;
+    long long header_len; /* SRV_JOB_CALL: the body's JSON part (/v2), -1: all of it */
+    /* The model the URL names (a valid name, NUL-terminated), or "": the
+     * body names it, or the call has inline weights. */
+    char model[STORE_MODEL_NAME_MAX + 1];
+    unsigned model_parts; /* SRV_JOB_MODEL_WEIGHTS: API_MODEL_WEIGHTS, API_MODEL_VOCABULARY */
     const api_limits *limits;
     struct timespec submitted; /* CLOCK_MONOTONIC, when queued */
     /* The client, asked before the job runs and between the phases of a
@@ -69,17 +68,16 @@ typedef struct srv_job {
     int (*client_gone)(void *client);
     void *client;
 
-    /* results, written by srv_job_run */
     /* set by srv_job_decode, owned by the job until it has run */
-    api_request *request;    /* decoded and bound, its outputs not yet made */
-    struct api_batch *batch; /* SRV_JOB_BATCH: the same, while it runs */
-    store_set *set;          /* the set its weights come from, one reference */
+    api_call *call; /* decoded and bound, its outputs not yet made */
+    store_set *set; /* the set its weights come from, one reference */
 
+    /* results, written by srv_job_run */
     int status;     /* HTTP status of the answer */
-    char *response; /* malloc'd body (JSON); the reader frees it */
+    char *response; /* malloc'd body; the reader frees it */
     size_t response_len;
     const char *content_type; /* static; NULL: application/json */
-    size_t json_len;          /* SRV_JOB_OIP: the JSON part when binary follows, else 0 */
+    size_t json_len;          /* the JSON part when binary data follows (/v2), else 0 */
     double queue_ms, decode_ms, compute_ms, encode_ms;
     int dropped; /* 1: its client had gone, so it was not run or not finished (no response) */
 } srv_job;
@@ -115,10 +113,11 @@ srv_worker *srv_worker_create(store *models, pool *workers);
 void srv_worker_destroy(srv_worker *w);
 
 /*
- * Decodes an attention job's body and binds a named model from the store's
- * current set (404 unknown_model at "/model" when absent), on any thread:
- * `w` lends its store. Returns 0 with job->request and job->set, or -1
- * with the job's answer (status and error body) already written.
+ * Decodes a computation's body and binds a named model from the store's
+ * current set (404 unknown_model when absent), on any thread: `w` lends
+ * its store. Returns 0 with job->call and job->set, or -1 with the job's
+ * answer (status and error body, in the call's wire format) already
+ * written.
  */
 int srv_job_decode(srv_job *job, srv_worker *w);
 
@@ -126,17 +125,13 @@ int srv_job_decode(srv_job *job, srv_worker *w);
 double srv_job_cost(const srv_job *job);
 
 /*
- * Runs the job on the worker: for an attention job, decodes it unless
- * srv_job_decode did, computes with the worker's workspace and encodes the
- * answer. Always leaves a status and a JSON body — the contract's error
- * body on failure — unless it is dropped. `response` is NULL only when
- * even the error body could not be allocated (status is then 503).
+ * Runs the job on the worker: a computation is decoded unless
+ * srv_job_decode did, computed with the worker's workspace and encoded.
+ * Always leaves a status and a body — the wire format's error body on
+ * failure — unless it is dropped. `response` is NULL only when even the
+ * error body could not be allocated (status is then 503).
  */
 void srv_job_run(srv_job *job, srv_worker *w);
-
-/* Runs a SRV_JOB_BATCH job (job_batch.c), as srv_job_run does an attention
- * job: decode, bind, compute, encode, all on this worker. */
-void srv_job_batch_run(srv_job *job, srv_worker *w);
 
 /* Frees what a job that will not run holds (its decoded request and set). */
 void srv_job_discard(srv_job *job);
@@ -144,20 +139,6 @@ void srv_job_discard(srv_job *job);
 /* The worker's last job is answered: it lets its model set go (which may
  * destroy a set a reload replaced, hence after the answer, not in it). */
 void srv_worker_idle(srv_worker *w);
-
-/* Runs an SRV_JOB_OIP job (job_oip.c): the model from the worker's store,
- * decode, compute as one batch (split over idle workers when large), encode;
- * errors in the protocol's form. */
-void srv_job_oip_run(srv_job *job, srv_worker *w);
-
-/* Computes count inputs of one weight set (attn_compute_batch) on the
- * worker's workspace: split over the pool's idle workers (split.h) when
- * `cost` (FLOPs) reaches w->split_flops, stopping between phases once the
- * job's client has gone (ATTN_ERR_STOPPED); else on this thread alone.
- * Returns the engine's 0 / -1, with *err and *failed (may be NULL) as it
- * fills them. */
-int srv_job_compute(const srv_job *job, srv_worker *w, double cost, const attn_output *outs,
-                    const attn_input *ins, size_t count, attn_error *err, size_t *failed);
 
 /* Pool worker context hooks (pool.h): `ctx` is the server's store (or NULL);
  * each worker makes its srv_worker on start and destroys it on stop. */

@@ -40,7 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/request.h"
+#include "api/call.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/job.h"

@@ -108,6 +108,7 @@ long store_model_token(const store_model *m, const char *s, size_t len);
  * one rule for a model's name, whether it comes from a file, a command line
  * or a request (whose JSON string may hold NUL bytes, hence `len`). */
 int store_model_name_valid(const char *name, size_t len);
+#define STORE_MODEL_NAME_MAX 64
 
 /* The name of the model in the file at `path` when its metadata gives
  * none: the base name without ".safetensors", the *len bytes from the

@@ -26,11 +26,10 @@
 #include <sys/stat.h>
 
 #include "api/buffer.h"
+#include "api/call.h"
 #include "api/error.h"
 #include "api/float_format.h"
 #include "api/json_write.h"
-#include "api/request.h"
-#include "api/response.h"
 #include "attention/attention.h"
 #include "tests/json_build.h"
 #include "tests/json_edit.h"
@@ -81,10 +80,10 @@ static char *dump(const json_t *j) {
 /* Decodes text (length len) and expects the error status/code/path. */
 static void expect_error_len(const char *text, size_t len, const api_limits *limits, int status,
                              const char *code, const char *path, attn_error *out) {
-    api_request *req = (api_request *)1;
+    api_call *req = (api_call *)1;
     attn_error err;
     memset(&err, 0, sizeof err);
-    int rc = api_request_decode(text, len, limits, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, text, len, limits, &req, &err);
     ck_assert_msg(rc == -1, "expected %s at %s, but decode succeeded: %.200s", code, path, text);
     ck_assert_ptr_null(req);
     ck_assert_msg(err.status == status && strcmp(err.code, code) == 0 &&
@@ -107,11 +106,11 @@ static void expect_error(json_t *body, const api_limits *limits, int status, con
     json_decref(body);
 }
 
-static api_request *decode_ok_limits(json_t *body, const api_limits *limits) {
-    api_request *req = NULL;
+static api_call *decode_ok_limits(json_t *body, const api_limits *limits) {
+    api_call *req = NULL;
     attn_error err;
     char *text = dump(body);
-    int rc = api_request_decode(text, strlen(text), limits, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), limits, &req, &err);
     ck_assert_msg(rc == 0, "decode failed: %d %s at \"%s\": %s", err.status, err.code, err.path,
                   err.message);
     ck_assert_ptr_nonnull(req);
@@ -120,13 +119,13 @@ static api_request *decode_ok_limits(json_t *body, const api_limits *limits) {
     return req;
 }
 
-static api_request *decode_ok(json_t *body) {
+static api_call *decode_ok(json_t *body) {
     return decode_ok_limits(body, &big_limits);
 }
 
 /* Computes a bound request and returns its parsed response; *raw gets the
  * text when asked (caller frees). */
-static json_t *respond(api_request *req, char **raw) {
+static json_t *respond(api_call *req, char **raw) {
     attn_workspace *ws = attn_workspace_create();
     size_t len = 0;
     char *text;
@@ -135,10 +134,10 @@ static json_t *respond(api_request *req, char **raw) {
 
     attn_error err;
     ck_assert_ptr_nonnull(ws);
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
     attn_workspace_destroy(ws);
-    text = api_response_encode(req, &len, &err);
+    text = api_call_encode(req, &len, NULL, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
     ck_assert_uint_eq(strlen(text), len);
     resp = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
@@ -568,19 +567,20 @@ END_TEST
  * outputs until they are made, once. */
 START_TEST(test_request_cost_and_outputs) {
     char *text = dump_base_request();
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
-    ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
+    ck_assert_int_eq(
+        api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &big_limits, &req, &err), 0);
     /* the engine's count for this input: causal, so only the blocks it computes */
-    ck_assert(api_request_cost(req) == attn_input_flops(api_request_input(req)));
-    ck_assert(api_request_cost(req) <= attn_flops(3, 4, 2, 2, 0));
-    ck_assert(api_request_cost(req) > 0);
-    ck_assert_ptr_null(api_request_output(req)->embeddings);
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_ptr_nonnull(api_request_output(req)->embeddings);
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), -1);
+    ck_assert(api_call_cost(req) == attn_input_flops(api_call_inputs(req)));
+    ck_assert(api_call_cost(req) <= attn_flops(3, 4, 2, 2, 0));
+    ck_assert(api_call_cost(req) > 0);
+    ck_assert_ptr_null(api_call_outputs(req)->embeddings);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_ptr_nonnull(api_call_outputs(req)->embeddings);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), -1);
     ck_assert_str_eq(err.code, "internal_error");
-    api_request_free(req);
+    api_call_free(req);
     free(text);
 }
 END_TEST
@@ -591,18 +591,19 @@ START_TEST(test_tiny_and_edge_numbers) {
     tj_put(r, "/embeddings/0/0", json_real(1e-50));
     tj_put(r, "/embeddings/0/1", json_real(3.4028234e38));
     tj_put(r, "/embeddings/0/2", json_real(1e-45));
-    api_request *req = decode_ok(r);
-    const attn_input *in = api_request_input(req);
+    api_call *req = decode_ok(r);
+    const attn_input *in = api_call_inputs(req);
     ck_assert(in->embeddings[0] == 0.0f);
     ck_assert(in->embeddings[1] == FLT_MAX);
     ck_assert(in->embeddings[2] == FLT_TRUE_MIN);
-    api_request_free(req);
+    api_call_free(req);
 
     req = NULL;
     attn_error err;
     const char *t = "{\"embeddings\":[[1e-400, -0.0, 1E2, 2e+0]],\"model\":\"m\"}";
-    ck_assert_int_eq(api_request_decode(t, strlen(t), &big_limits, &req, &err), 0);
-    api_request_free(req);
+    ck_assert_int_eq(
+        api_call_decode_json(API_CALL_ATTENTION, t, strlen(t), &big_limits, &req, &err), 0);
+    api_call_free(req);
 
     /* Numbers in an array read straight from the text (api/arrays.c) are
      * jansson's, to the bit: strtod's double cast to float32, even where
@@ -620,10 +621,12 @@ START_TEST(test_tiny_and_edge_numbers) {
         snprintf(body, sizeof body, "%.*s%s%s", (int)(first - text), text, twice[i],
                  first + strcspn(first, ",]")); /* in place of the first number */
         req = NULL;
-        ck_assert_int_eq(api_request_decode(body, strlen(body), &big_limits, &req, &err), 0);
-        ck_assert_msg(api_request_input(req)->embeddings[0] == (float)strtod(twice[i], NULL), "%s",
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, body, strlen(body), &big_limits, &req, &err),
+            0);
+        ck_assert_msg(api_call_inputs(req)->embeddings[0] == (float)strtod(twice[i], NULL), "%s",
                       twice[i]);
-        api_request_free(req);
+        api_call_free(req);
     }
     char body[8192];
     snprintf(body, sizeof body, "%.*s%s%s", (int)(first - text), text,
@@ -662,7 +665,7 @@ END_TEST
 
 static void limit_pair(json_t *body, api_limits at_limit, api_limits over, const char *path) {
     attn_error err;
-    api_request_free(decode_ok_limits(json_deep_copy(body), &at_limit));
+    api_call_free(decode_ok_limits(json_deep_copy(body), &at_limit));
     expect_error(body, &over, 422, "limit_exceeded", path, &err);
     ck_assert_msg(strstr(err.message, "max_"), "the message names the limit: %s", err.message);
 }
@@ -681,26 +684,26 @@ static void response_limit_pair(json_t *body) {
     ck_assert_ptr_nonnull(need);
     ck_assert_int_eq(sscanf(need, "need up to %zu", &bound), 1);
     at.max_response_bytes = bound, over.max_response_bytes = bound - 1;
-    api_request *req = decode_ok_limits(json_deep_copy(body), &at);
+    api_call *req = decode_ok_limits(json_deep_copy(body), &at);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
     attn_workspace_destroy(ws);
-    char *text = api_response_encode(req, &len, &err);
+    char *text = api_call_encode(req, &len, NULL, &err);
     ck_assert_ptr_nonnull(text);
     ck_assert_msg(len <= bound, "the body (%zu bytes) exceeds its bound %zu", len, bound);
     free(text);
-    api_request_free(req);
+    api_call_free(req);
     limit_pair(body, at, over, "/return");
 }
 
 START_TEST(test_limits) {
     api_limits at, over;
-    api_request *bound = decode_ok(base_request());
+    api_call *bound = decode_ok(base_request());
     /* the work of the bound input, as the engine counts it */
-    double flops = attn_input_flops(api_request_input(bound));
-    size_t scratch = attn_input_workspace_need(api_request_input(bound));
-    api_request_free(bound);
+    double flops = attn_input_flops(api_call_inputs(bound));
+    size_t scratch = attn_input_workspace_need(api_call_inputs(bound));
+    api_call_free(bound);
 
     at = over = big_limits;
     at.max_tokens = 3, over.max_tokens = 2;
@@ -748,7 +751,7 @@ START_TEST(test_limits) {
     response_limit_pair(r);
 
     /* NULL limits: none */
-    api_request_free(decode_ok_limits(base_request(), NULL));
+    api_call_free(decode_ok_limits(base_request(), NULL));
 }
 END_TEST
 
@@ -775,16 +778,16 @@ static json_t *filled_vector(size_t n, double a, double b) {
 
 /* Decodes under `limits`, computes, encodes: the body's length. */
 static size_t response_length(json_t *body, const api_limits *limits, char **text_out) {
-    api_request *req = decode_ok_limits(body, limits);
+    api_call *req = decode_ok_limits(body, limits);
     attn_workspace *ws = attn_workspace_create();
     attn_error err;
     size_t len = 0;
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
     attn_workspace_destroy(ws);
-    char *text = api_response_encode(req, &len, &err);
+    char *text = api_call_encode(req, &len, NULL, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
-    api_request_free(req);
+    api_call_free(req);
     if (text_out)
         *text_out = text;
     else
@@ -1012,10 +1015,10 @@ START_TEST(test_largest_accepted) {
                           filled(n, dm, 0.5), "tokens", tokens, "select_heads", sel, "return", "q",
                           "k", "v", "head_outputs", "delta", "embeddings", "q", "k", "q_raw",
                           "k_raw", "mask", "causal", "weights", "heads", heads);
-    api_request *req = decode_ok_limits(json_deep_copy(r), &default_limits);
-    ck_assert_uint_eq(api_request_input(req)->n_tokens, n);
-    ck_assert_uint_eq(api_request_input(req)->weights->n_heads, h);
-    api_request_free(req);
+    api_call *req = decode_ok_limits(json_deep_copy(r), &default_limits);
+    ck_assert_uint_eq(api_call_inputs(req)->n_tokens, n);
+    ck_assert_uint_eq(api_call_inputs(req)->weights->n_heads, h);
+    api_call_free(req);
     /* one more token, head, selected head or name is refused on the text */
     json_t *over = json_deep_copy(r);
     json_array_append_new(json_object_get(over, "tokens"), json_string("x"));
@@ -1038,8 +1041,8 @@ START_TEST(test_weights_packing) {
     json_t *r = base_request();
     json_t *copy = json_deep_copy(r);
     tj_put(r, "/weights/heads/1/b_k", tj_vector(2, 50));
-    api_request *req = decode_ok(r);
-    const attn_weights *w = api_request_input(req)->weights;
+    api_call *req = decode_ok(r);
+    const attn_weights *w = api_call_inputs(req)->weights;
     size_t dm = 4, dh = 2, h = 2, hd = 4;
     static const char *const names[] = {"w_q", "w_k", "w_v"};
 
@@ -1063,87 +1066,99 @@ START_TEST(test_weights_packing) {
         float expect = (c == hd + dh || c == hd + dh + 1) ? (float)tj_val(50 + c - hd - dh) : 0.0f;
         ck_assert(w->b_qkv[c] == expect);
     }
-    api_request_free(req);
+    api_call_free(req);
 
     req = decode_ok(copy);
-    ck_assert_ptr_null(api_request_input(req)->weights->b_qkv);
+    ck_assert_ptr_null(api_call_inputs(req)->weights->b_qkv);
     /* defaults: causal, 1/sqrt(d_head), every head in order */
-    ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_CAUSAL);
-    ck_assert(api_request_input(req)->scale == (float)(1 / sqrt(2.0)));
-    ck_assert_uint_eq(api_request_input(req)->n_heads_out, 2);
-    ck_assert_uint_eq(api_request_input(req)->heads[0], 0);
-    ck_assert_uint_eq(api_request_input(req)->heads[1], 1);
-    ck_assert_ptr_null(api_request_model(req));
-    api_request_free(req);
+    ck_assert_int_eq(api_call_inputs(req)->mask.kind, ATTN_MASK_CAUSAL);
+    ck_assert(api_call_inputs(req)->scale == (float)(1 / sqrt(2.0)));
+    ck_assert_uint_eq(api_call_inputs(req)->n_heads_out, 2);
+    ck_assert_uint_eq(api_call_inputs(req)->heads[0], 0);
+    ck_assert_uint_eq(api_call_inputs(req)->heads[1], 1);
+    ck_assert_ptr_null(api_call_model(req, NULL));
+    api_call_free(req);
 }
 END_TEST
 
 /* ---- model requests: decode leaves them unbound, bind does the rest ----- */
 
 START_TEST(test_model_bind) {
-    api_request *inline_req = decode_ok(base_request());
-    const attn_weights *w = api_request_input(inline_req)->weights;
+    api_call *inline_req = decode_ok(base_request());
+    const attn_weights *w = api_call_inputs(inline_req)->weights;
     attn_error err;
     json_t *resp;
 
-    api_request *req = decode_ok(json_pack("{s:s, s:o, s:[i,i]}", "model", "tiny-2.v1_x",
-                                           "embeddings", tj_matrix(3, 4, 7), "select_heads", 1, 0));
-    ck_assert_str_eq(api_request_model(req), "tiny-2.v1_x");
-    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_NONE, &big_limits, &err), 0);
-    ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_NONE);
+    api_call *req = decode_ok(json_pack("{s:s, s:o, s:[i,i]}", "model", "tiny-2.v1_x", "embeddings",
+                                        tj_matrix(3, 4, 7), "select_heads", 1, 0));
+    ck_assert_str_eq(api_call_model(req, NULL), "tiny-2.v1_x");
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL}, &big_limits, &err), 0);
+    ck_assert_int_eq(api_call_inputs(req)->mask.kind, ATTN_MASK_NONE);
     resp = respond(req, NULL);
     ck_assert_str_eq(json_string_value(json_object_get(resp, "model")), "tiny-2.v1_x");
     ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "none");
     json_decref(resp);
     /* bound once only */
-    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_NONE, &big_limits, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL}, &big_limits, &err), -1);
     ck_assert_int_eq(err.status, 500);
-    api_request_free(req);
+    api_call_free(req);
 
     /* a request's mask overrides the model's */
     req = decode_ok(json_pack("{s:s, s:o, s:s}", "model", "m", "embeddings", tj_matrix(3, 4, 7),
                               "mask", "causal"));
-    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_NONE, &big_limits, &err), 0);
-    ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_CAUSAL);
-    api_request_free(req);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL}, &big_limits, &err), 0);
+    ck_assert_int_eq(api_call_inputs(req)->mask.kind, ATTN_MASK_CAUSAL);
+    api_call_free(req);
 
     /* checks that need the model's weights */
     req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", tj_matrix(3, 5, 7)));
-    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &big_limits, &err),
+        -1);
     ck_assert_int_eq(err.status, 422);
     ck_assert_str_eq(err.code, "dimension_mismatch");
     ck_assert_str_eq(err.path, "/embeddings");
-    api_request_free(req);
+    api_call_free(req);
 
     req = decode_ok(json_pack("{s:s, s:o, s:[i]}", "model", "m", "embeddings", tj_matrix(3, 4, 7),
                               "select_heads", 2));
-    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &big_limits, &err),
+        -1);
     ck_assert_str_eq(err.code, "out_of_range");
     ck_assert_str_eq(err.path, "/select_heads/0");
-    api_request_free(req);
+    api_call_free(req);
 
     /* a name is any string to decode: what a model's name may be is the
      * store's rule, which the server applies (tests/test_http.c); the echo
      * escapes what it must, NUL bytes included */
     req = decode_ok(json_pack("{s:o, s:o}", "model", json_stringn("a \"b\"\0c", 7), "embeddings",
                               tj_matrix(3, 4, 7)));
-    ck_assert_uint_eq(api_request_model_length(req), 7);
-    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &big_limits, &err), 0);
+    size_t name_len = 0;
+    ck_assert_ptr_nonnull(api_call_model(req, &name_len));
+    ck_assert_uint_eq(name_len, 7);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &big_limits, &err),
+        0);
     resp = respond(req, NULL);
     ck_assert_uint_eq(json_string_length(json_object_get(resp, "model")), 7);
     ck_assert(memcmp(json_string_value(json_object_get(resp, "model")), "a \"b\"\0c", 7) == 0);
     json_decref(resp);
-    api_request_free(req);
+    api_call_free(req);
 
     api_limits few = big_limits;
     few.max_heads = 1;
     req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", tj_matrix(3, 4, 7)));
-    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &few, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &few, &err), -1);
     ck_assert_str_eq(err.code, "limit_exceeded");
     ck_assert_str_eq(err.path, "/model");
-    api_request_free(req);
+    api_call_free(req);
 
-    api_request_free(inline_req);
+    api_call_free(inline_req);
 }
 END_TEST
 
@@ -1164,9 +1179,9 @@ static double ref_proj(json_t *body, size_t head_i, const char *w, size_t t, siz
 
 /* Decodes, computes, encodes and parses back; frees the request. */
 static json_t *respond_body(json_t *body, char **raw) {
-    api_request *req = decode_ok(body);
+    api_call *req = decode_ok(body);
     json_t *resp = respond(req, raw);
-    api_request_free(req);
+    api_call_free(req);
     return resp;
 }
 
@@ -1329,11 +1344,12 @@ START_TEST(test_tokens_echo) {
                        "\"embeddings\":[[1,0],[0,1],[1,1]],"
                        "\"weights\":{\"heads\":[{\"w_q\":[[1],[0]],\"w_k\":[[1],[0]],"
                        "\"w_v\":[[1],[0]]}],\"w_o\":[[1,0]]},\"return\":[]}";
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
     char *raw;
 
-    ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
+    ck_assert_int_eq(
+        api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &big_limits, &req, &err), 0);
     json_t *resp = respond(req, &raw);
     json_t *tokens = json_object_get(resp, "tokens");
     ck_assert_uint_eq(json_array_size(tokens), 3);
@@ -1348,7 +1364,7 @@ START_TEST(test_tokens_echo) {
     ck_assert(strstr(raw, "\"tokens\":") < strstr(raw, "\"heads\":"));
     free(raw);
     json_decref(resp);
-    api_request_free(req);
+    api_call_free(req);
 }
 END_TEST
 
@@ -1390,19 +1406,20 @@ static void expect_overflow(const char *w_q, const char *w_v, const char *return
              "{\"embeddings\":[[1e20,0],[0,1e20]],\"mask\":\"none\",\"return\":%s,"
              "\"weights\":{\"heads\":[{\"w_q\":%s,\"w_k\":[[0,0],[0,0]],\"w_v\":%s}]}}",
              returns, w_q, w_v);
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
-    ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
+    ck_assert_int_eq(
+        api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &big_limits, &req, &err), 0);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
     attn_workspace_destroy(ws);
     size_t len = 0;
-    ck_assert_ptr_null(api_response_encode(req, &len, &err));
+    ck_assert_ptr_null(api_call_encode(req, &len, NULL, &err));
     ck_assert_int_eq(err.status, 422);
     ck_assert_str_eq(err.code, "non_finite_number");
     ck_assert_msg(strstr(err.message, output_in_message) != NULL, "message: %s", err.message);
-    api_request_free(req);
+    api_call_free(req);
 }
 
 START_TEST(test_overflow_in_result) {
@@ -1415,15 +1432,16 @@ START_TEST(test_overflow_in_result) {
     const char *ok = "{\"embeddings\":[[1e20,0],[0,1e20]],\"return\":[\"q\",\"patterns\"],"
                      "\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[0,0],[0,0]],"
                      "\"w_v\":[[1e20,0],[0,1e20]]}]}}";
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
-    ck_assert_int_eq(api_request_decode(ok, strlen(ok), &big_limits, &req, &err), 0);
+    ck_assert_int_eq(
+        api_call_decode_json(API_CALL_ATTENTION, ok, strlen(ok), &big_limits, &req, &err), 0);
     json_t *resp = respond(req, NULL);
     json_t *q00 =
         json_array_get(json_array_get(json_array_get(json_object_get(resp, "q"), 0), 0), 0);
     ck_assert((float)num(q00) == 1e20f);
     json_decref(resp);
-    api_request_free(req);
+    api_call_free(req);
 }
 END_TEST
 
@@ -1434,10 +1452,11 @@ START_TEST(test_biases_and_w_o) {
                        "\"w_v\":[[1],[1]],\"b_q\":[0.5],\"b_v\":[-1]}],"
                        "\"w_o\":[[2,-1]],\"b_o\":[0.25,0]},"
                        "\"mask\":\"none\",\"return\":[\"q\",\"v\",\"delta\"]}";
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
 
-    ck_assert_int_eq(api_request_decode(text, strlen(text), &big_limits, &req, &err), 0);
+    ck_assert_int_eq(
+        api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &big_limits, &req, &err), 0);
     json_t *resp = respond(req, NULL);
     dump_eq(json_object_get(resp, "q"), "[[[1.5],[3.5]]]");
     dump_eq(json_object_get(resp, "v"), "[[[2],[1]]]");
@@ -1449,7 +1468,7 @@ START_TEST(test_biases_and_w_o) {
     ck_assert(fabs(num(tj_at(d, "0/1")) - (-z0)) < 1e-5);
     ck_assert(fabs(num(tj_at(d, "1/0")) - (2 * z1 + 0.25)) < 1e-5);
     json_decref(resp);
-    api_request_free(req);
+    api_call_free(req);
 }
 END_TEST
 
@@ -1494,7 +1513,7 @@ static void run_case(const char *dir, const char *name) {
     char path[4096];
     size_t len, elen;
     api_limits limits = big_limits;
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
     json_t *expected, *lim;
     char *body, *etext;
@@ -1516,7 +1535,7 @@ static void run_case(const char *dir, const char *name) {
             limits.max_response_bytes = (size_t)num(v);
     }
     int status = (int)num(json_object_get(expected, "status"));
-    int rc = api_request_decode(body, len, &limits, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, body, len, &limits, &req, &err);
     if (status != 200) {
         const char *code = json_string_value(json_object_get(expected, "code"));
         const char *epath = json_string_value(json_object_get(expected, "path"));
@@ -1544,7 +1563,7 @@ static void run_case(const char *dir, const char *name) {
                           got ? dump(got) : "absent");
         }
         json_decref(resp);
-        api_request_free(req);
+        api_call_free(req);
     }
     free(body);
     json_decref(expected);

@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/call.h"
 #include "api/models.h"
-#include "api/request.h"
-#include "api/response.h"
 
 static const api_limits limits = {.max_tokens = 64,
                                   .max_heads = 8,
@@ -31,10 +30,10 @@ static const char *const inline_body =
     "\"w_v\":[[31,32],[33,34],[35,36],[37,38]],\"b_q\":[0,0],\"b_k\":[0,0],\"b_v\":[0,0.5]}],"
     "\"w_o\":[[1,0,0,0],[0,1,0,0],[0,0,1,0],[0,0,0,3.4028235e38]],\"b_o\":[1,2,3,-0.25]}}";
 
-static api_request *decode(const char *text) {
-    api_request *req = NULL;
+static api_call *decode(const char *text) {
+    api_call *req = NULL;
     attn_error err;
-    int rc = api_request_decode(text, strlen(text), &limits, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &limits, &req, &err);
     ck_assert_msg(rc == 0, "decode failed: %s at %s", err.message, err.path);
     return req;
 }
@@ -45,8 +44,8 @@ static int floats_equal(const float *a, const float *b, size_t count) {
 }
 
 START_TEST(test_weights_round_trip) {
-    api_request *req = decode(inline_body);
-    const attn_weights *w = api_request_input(req)->weights;
+    api_call *req = decode(inline_body);
+    const attn_weights *w = api_call_inputs(req)->weights;
     api_model_info info = {"round-trip", "two heads", ATTN_MASK_CAUSAL, w, NULL, NULL};
     attn_error err;
     size_t len;
@@ -66,8 +65,8 @@ START_TEST(test_weights_round_trip) {
     json_t *body = json_pack("{s:[[f,f,f,f]], s:O}", "embeddings", 0.1, -0.2, 0.3, 0.1, "weights",
                              json_object_get(model, "weights"));
     char *again = json_dumps(body, JSON_COMPACT);
-    api_request *back = decode(again);
-    const attn_weights *w2 = api_request_input(back)->weights;
+    api_call *back = decode(again);
+    const attn_weights *w2 = api_call_inputs(back)->weights;
     ck_assert_uint_eq(w2->n_heads, 2);
     ck_assert(floats_equal(w->w_qkv, w2->w_qkv, 4 * 12));
     ck_assert(floats_equal(w->b_qkv, w2->b_qkv, 12));
@@ -78,20 +77,20 @@ START_TEST(test_weights_round_trip) {
     json_decref(body);
     json_decref(model);
     free(text);
-    api_request_free(back);
-    api_request_free(req);
+    api_call_free(back);
+    api_call_free(req);
 }
 END_TEST
 
 /* Computes a bound request; its answer's text. */
-static char *answer(api_request *req) {
+static char *answer(api_call *req) {
     attn_workspace *ws = attn_workspace_create();
     attn_error err;
     size_t len;
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), &err), 0);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), &err), 0);
     attn_workspace_destroy(ws);
-    char *text = api_response_encode(req, &len, &err);
+    char *text = api_call_encode(req, &len, NULL, &err);
     ck_assert_ptr_nonnull(text);
     return text;
 }
@@ -100,8 +99,8 @@ static char *answer(api_request *req) {
  * sent back inline, bound, and answering byte for byte as the model. */
 static void variants_round_trip(const char *body_text, const char *request_rest,
                                 size_t expect_fields) {
-    api_request *req = decode(body_text);
-    const attn_weights *w = api_request_input(req)->weights;
+    api_call *req = decode(body_text);
+    const attn_weights *w = api_call_inputs(req)->weights;
     api_model_info info = {"v", "", ATTN_MASK_CAUSAL, w, NULL, NULL};
     attn_error err;
     size_t len;
@@ -116,9 +115,10 @@ static void variants_round_trip(const char *body_text, const char *request_rest,
     char *weights = json_dumps(json_object_get(model, "weights"), JSON_COMPACT);
     snprintf(by_name, sizeof by_name, "{\"model\":\"v\",%s}", request_rest);
     snprintf(inline_again, sizeof inline_again, "{\"weights\":%s,%s}", weights, request_rest);
-    api_request *named = decode(by_name), *back = decode(inline_again);
-    ck_assert_int_eq(api_request_bind(named, w, ATTN_MASK_CAUSAL, &limits, &err), 0);
-    const attn_weights *w2 = api_request_input(back)->weights;
+    api_call *named = decode(by_name), *back = decode(inline_again);
+    ck_assert_int_eq(
+        api_call_bind(named, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &limits, &err), 0);
+    const attn_weights *w2 = api_call_inputs(back)->weights;
     ck_assert_uint_eq(w2->n_kv_heads ? w2->n_kv_heads : w2->n_heads,
                       w->n_kv_heads ? w->n_kv_heads : w->n_heads);
     ck_assert(memcmp(&w2->rope, &w->rope, sizeof w->rope) == 0);
@@ -131,11 +131,11 @@ static void variants_round_trip(const char *body_text, const char *request_rest,
     ck_assert_str_eq(strstr(a, "\"n_tokens\""), strstr(b, "\"n_tokens\""));
     free(a), free(b);
     free(weights);
-    api_request_free(named);
-    api_request_free(back);
+    api_call_free(named);
+    api_call_free(back);
     json_decref(model);
     free(text);
-    api_request_free(req);
+    api_call_free(req);
 }
 
 START_TEST(test_variants_round_trip) {
@@ -180,21 +180,21 @@ START_TEST(test_variants_summary) {
                        "{\"w_q\":[[1],[3],[5],[7]]},{\"w_q\":[[1],[0],[0],[1]]}],"
                        "\"kv_heads\":[{\"w_k\":[[1],[0],[1]],\"w_v\":[[0.5],[2],[1]]}],"
                        "\"softcap\":30,\"scale\":0.0625}}";
-    api_request *req = decode(body);
-    api_model_info info = {"x", "", ATTN_MASK_NONE, api_request_input(req)->weights, NULL, NULL};
+    api_call *req = decode(body);
+    api_model_info info = {"x", "", ATTN_MASK_NONE, api_call_inputs(req)->weights, NULL, NULL};
     size_t len;
     char *text = api_models_encode_list(&info, 1, &len);
     ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"d_context\":3,"
                            "\"n_heads\":4,\"n_kv_heads\":1,\"d_head\":1,\"mask\":\"none\","
                            "\"softcap\":30,\"scale\":0.0625,\"description\":\"\"}]}");
     free(text);
-    api_request_free(req);
+    api_call_free(req);
 
     body = "{\"embeddings\":[[0.1,-0.2]],\"weights\":{\"heads\":[{\"w_q\":[[1,0],[0,1]],"
            "\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}],\"rope\":{\"scaling\":{\"type\":"
            "\"linear\",\"factor\":2.5}},\"alibi\":true,\"window\":4096}}";
     req = decode(body);
-    info.weights = api_request_input(req)->weights;
+    info.weights = api_call_inputs(req)->weights;
     text = api_models_encode_list(&info, 1, &len);
     ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":2,\"n_heads\":1,"
                            "\"n_kv_heads\":1,\"d_head\":2,\"mask\":\"none\",\"rope\":{"
@@ -202,13 +202,13 @@ START_TEST(test_variants_summary) {
                            "\"type\":\"linear\",\"factor\":2.5}},\"alibi\":[0.00390625],"
                            "\"window\":4096,\"description\":\"\"}]}");
     free(text);
-    api_request_free(req);
+    api_call_free(req);
 }
 END_TEST
 
 START_TEST(test_list_and_summary) {
-    api_request *req = decode(inline_body);
-    const attn_weights *w = api_request_input(req)->weights;
+    api_call *req = decode(inline_body);
+    const attn_weights *w = api_call_inputs(req)->weights;
     api_model_info infos[2] = {{"a", "first \"quoted\"", ATTN_MASK_NONE, w, NULL, NULL},
                                {"b.2", NULL, ATTN_MASK_CAUSAL, w, NULL, NULL}};
     size_t len;
@@ -240,13 +240,13 @@ START_TEST(test_list_and_summary) {
     ck_assert_uint_eq(json_object_size(one), 7);
     json_decref(one);
     free(text);
-    api_request_free(req);
+    api_call_free(req);
 }
 END_TEST
 
 START_TEST(test_weights_limit_and_flag) {
-    api_request *req = decode(inline_body);
-    api_model_info info = {"m", "", ATTN_MASK_CAUSAL, api_request_input(req)->weights, NULL, NULL};
+    api_call *req = decode(inline_body);
+    api_model_info info = {"m", "", ATTN_MASK_CAUSAL, api_call_inputs(req)->weights, NULL, NULL};
     attn_error err;
     size_t len;
     ck_assert_ptr_null(api_model_encode(&info, 1, 100, &len, &err));
@@ -255,7 +255,7 @@ START_TEST(test_weights_limit_and_flag) {
     char *text = api_model_encode(&info, 0, 100, &len, &err); /* the summary fits */
     ck_assert_ptr_nonnull(text);
     free(text);
-    api_request_free(req);
+    api_call_free(req);
 
     int flag = -1;
     ck_assert_int_eq(api_model_flag("weights", NULL, &flag, &err), 0);
@@ -295,8 +295,8 @@ static const char *const two_d_body =
     "\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}]}}";
 
 START_TEST(test_vocabulary_encode) {
-    api_request *req = decode(two_d_body);
-    api_model_info info = {"v",  "",      ATTN_MASK_CAUSAL, api_request_input(req)->weights,
+    api_call *req = decode(two_d_body);
+    api_model_info info = {"v",  "",      ATTN_MASK_CAUSAL, api_call_inputs(req)->weights,
                            &voc, voc_dims};
     attn_error err;
     size_t len;
@@ -349,7 +349,7 @@ START_TEST(test_vocabulary_encode) {
     ck_assert_int_eq(err.status, 422);
     ck_assert_str_eq(err.code, "limit_exceeded");
     ck_assert_ptr_nonnull(strstr(err.message, "vocabulary"));
-    api_request_free(req);
+    api_call_free(req);
 
     int flag = -1;
     ck_assert_int_eq(api_model_flag("vocabulary", "true", &flag, &err), 0);
@@ -363,29 +363,31 @@ END_TEST
 /* Tokens bound to a vocabulary: E = token row + position row in float32;
  * the refusals name the token, escaped and shortened. */
 START_TEST(test_vocabulary_bind) {
-    api_request *w_req = decode(two_d_body);
-    const attn_weights *w = api_request_input(w_req)->weights;
+    api_call *w_req = decode(two_d_body);
+    const attn_weights *w = api_call_inputs(w_req)->weights;
     const char *body = "{\"model\":\"v\",\"tokens\":[\"q\\\"\\n\",\"a\"],\"positions\":[0,0]}";
-    api_request *req = decode(body);
+    api_call *req = decode(body);
     attn_error err;
-    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), 0);
-    const float *e = api_request_input(req)->embeddings;
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), 0);
+    const float *e = api_call_inputs(req)->embeddings;
     ck_assert_ptr_nonnull(e);
-    ck_assert_uint_eq(api_request_input(req)->n_tokens, 2);
+    ck_assert_uint_eq(api_call_inputs(req)->n_tokens, 2);
     for (int j = 0; j < 2; j++) {
         ck_assert_float_eq(e[j], (float)((double)voc_tok[2 + j] + (double)voc_pos[j]));
         ck_assert_float_eq(e[2 + j], (float)((double)voc_tok[j] + (double)voc_pos[j]));
     }
-    api_request_free(req);
+    api_call_free(req);
 
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"\\u0000\\\"\\u00e9\"]}");
-    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), -1);
     ck_assert_int_eq(err.status, 422);
     ck_assert_str_eq(err.code, "unknown_token");
     ck_assert_str_eq(err.path, "/tokens/1");
     ck_assert_str_eq(err.message,
                      "tokens[1] = \"\\u0000\\\"\xc3\xa9\" is not in the vocabulary of model v");
-    api_request_free(req);
+    api_call_free(req);
 
     /* x and 40 é: cut to x and 15 é (31 bytes), on a character's boundary */
     char longer[256] = "{\"model\":\"v\",\"tokens\":[\"x";
@@ -393,58 +395,65 @@ START_TEST(test_vocabulary_bind) {
         strcat(longer, "\xc3\xa9");
     strcat(longer, "\"]}");
     req = decode(longer);
-    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), -1);
     char want[256] = "tokens[0] = \"x";
     for (int i = 0; i < 15; i++)
         strcat(want, "\xc3\xa9");
     strcat(want, "\"… is not in the vocabulary of model v");
     ck_assert_str_eq(err.message, want);
-    api_request_free(req);
+    api_call_free(req);
 
     /* a position table of 1: the second token is past it */
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"]}");
-    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), -1);
     ck_assert_str_eq(err.code, "position_out_of_range");
     ck_assert_str_eq(err.path, "/tokens/1");
-    api_request_free(req);
+    api_call_free(req);
     /* no position table: E is the token rows as they are, at any position */
     api_vocabulary no_pos = voc;
     no_pos.n_positions = 0;
     no_pos.position_embeddings = NULL;
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"q\\\"\\n\"],\"positions\":[7,"
                  "2147483647]}");
-    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &no_pos, &limits, &err), 0);
-    e = api_request_input(req)->embeddings;
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &no_pos}, &limits, &err), 0);
+    e = api_call_inputs(req)->embeddings;
     for (int j = 0; j < 4; j++)
         ck_assert_float_eq(e[j], voc_tok[j]);
-    api_request_free(req);
+    api_call_free(req);
     /* no vocabulary: api_request_bind is the same as NULL */
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\"]}");
-    ck_assert_int_eq(api_request_bind(req, w, ATTN_MASK_CAUSAL, &limits, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &limits, &err), -1);
     ck_assert_str_eq(err.code, "no_vocabulary");
     ck_assert_str_eq(err.path, "/embeddings");
     ck_assert_str_eq(err.message, "model v has no vocabulary: send embeddings");
-    api_request_free(req);
+    api_call_free(req);
 
     /* The rows the tokens stand for count as scratch memory: the engine's
      * need (measured on the same request with its rows sent) plus 2 × 2
      * floats. */
     req = decode("{\"model\":\"v\",\"embeddings\":[[1,2],[3,4]]}");
-    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &limits, &err), 0);
-    size_t need = attn_input_workspace_need(api_request_input(req));
-    api_request_free(req);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), 0);
+    size_t need = attn_input_workspace_need(api_call_inputs(req));
+    api_call_free(req);
     api_limits tight = limits;
     tight.max_workspace_bytes = need + 4 * sizeof(float) - 1;
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"],\"positions\":[0,0]}");
-    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &tight, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &tight, &err), -1);
     ck_assert_str_eq(err.code, "limit_exceeded");
     ck_assert_ptr_nonnull(strstr(err.message, "max_workspace_bytes"));
-    api_request_free(req);
+    api_call_free(req);
     tight.max_workspace_bytes++;
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"],\"positions\":[0,0]}");
-    ck_assert_int_eq(api_request_bind_vocab(req, w, ATTN_MASK_CAUSAL, &voc, &tight, &err), 0);
-    api_request_free(req);
-    api_request_free(w_req);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &tight, &err), 0);
+    api_call_free(req);
+    api_call_free(w_req);
 }
 END_TEST
 

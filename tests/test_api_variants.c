@@ -17,8 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/request.h"
-#include "api/response.h"
+#include "api/call.h"
 #include "attention/attention.h"
 #include "tests/json_build.h"
 #include "tests/json_edit.h"
@@ -71,10 +70,10 @@ static char *dump(const json_t *j) {
 /* Takes the tree. */
 static void expect_error(json_t *body, int status, const char *code, const char *path) {
     char *text = dump(body);
-    api_request *req = (api_request *)1;
+    api_call *req = (api_call *)1;
     attn_error err;
     memset(&err, 0, sizeof err);
-    int rc = api_request_decode(text, strlen(text), &limits, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &limits, &req, &err);
     ck_assert_msg(rc == -1, "expected %s at %s, but decode succeeded: %.300s", code, path, text);
     ck_assert_msg(err.status == status && strcmp(err.code, code) == 0 &&
                       strcmp(err.path, path) == 0,
@@ -85,11 +84,11 @@ static void expect_error(json_t *body, int status, const char *code, const char 
 }
 
 /* Takes the tree. */
-static api_request *decode_ok(json_t *body) {
-    api_request *req = NULL;
+static api_call *decode_ok(json_t *body) {
+    api_call *req = NULL;
     attn_error err;
     char *text = dump(body);
-    int rc = api_request_decode(text, strlen(text), &limits, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &limits, &req, &err);
     ck_assert_msg(rc == 0, "decode failed: %d %s at \"%s\": %s", err.status, err.code, err.path,
                   err.message);
     free(text);
@@ -98,15 +97,15 @@ static api_request *decode_ok(json_t *body) {
 }
 
 /* Computes a bound request; its parsed response. */
-static json_t *respond(api_request *req) {
+static json_t *respond(api_call *req) {
     attn_workspace *ws = attn_workspace_create();
     attn_error err;
     size_t len = 0;
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    int rc = attn_compute(api_request_output(req), ws, api_request_input(req), &err);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    int rc = attn_compute(api_call_outputs(req), ws, api_call_inputs(req), &err);
     ck_assert_msg(rc == 0, "compute failed: %s", err.message);
     attn_workspace_destroy(ws);
-    char *text = api_response_encode(req, &len, &err);
+    char *text = api_call_encode(req, &len, NULL, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
     json_t *resp = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
     ck_assert_ptr_nonnull(resp);
@@ -235,7 +234,7 @@ START_TEST(test_weight_variants_refused) {
     /* an odd d_head needs dims: one head of 3 over d_model 3 */
     expect_error(edited(request_kv(2, 3, 1, 3, 3), (edit[]){{"/weights/rope", "{}"}}, 1), 422,
                  "out_of_range", "/weights/rope");
-    api_request_free(decode_ok(
+    api_call_free(decode_ok(
         edited(request_kv(2, 3, 1, 3, 3), (edit[]){{"/weights/rope", "{\"dims\":2}"}}, 1)));
 }
 END_TEST
@@ -291,8 +290,8 @@ START_TEST(test_kv_heads_refused) {
         expect_error(edited(grouped(3, 4, 4, 2, 1, 4), cases[i].e, 3), cases[i].status,
                      cases[i].code, cases[i].path);
     /* g = h and g = 1 are fine; g > h does not divide */
-    api_request_free(decode_ok(grouped(3, 4, 4, 4, 1, 4)));
-    api_request_free(decode_ok(grouped(3, 4, 4, 1, 1, 4)));
+    api_call_free(decode_ok(grouped(3, 4, 4, 4, 1, 4)));
+    api_call_free(decode_ok(grouped(3, 4, 4, 1, 1, 4)));
     expect_error(grouped(3, 4, 2, 4, 1, 4), 422, "dimension_mismatch", "/weights/kv_heads");
     /* over the head limit on the text */
     api_limits few = limits;
@@ -301,9 +300,10 @@ START_TEST(test_kv_heads_refused) {
     json_array_append(tj_at(r, "weights/kv_heads"),
                       json_array_get(tj_at(r, "weights/kv_heads"), 0));
     char *text = dump(r);
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
-    ck_assert_int_eq(api_request_decode(text, strlen(text), &few, &req, &err), -1);
+    ck_assert_int_eq(api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &few, &req, &err),
+                     -1);
     ck_assert_str_eq(err.code, "limit_exceeded");
     ck_assert_str_eq(err.path, "/weights/kv_heads");
     free(text);
@@ -378,8 +378,8 @@ START_TEST(test_positions_and_context_refused) {
         expect_error(edited(base(), cases[i].e, 3), cases[i].status, cases[i].code, cases[i].path);
 
     /* the largest position and a context within the limits pass */
-    api_request_free(decode_ok(edited(base(), (edit[]){{"/positions", "[2147483647,0,7]"}}, 1)));
-    api_request_free(decode_ok(edited(base(), (edit[]){{"/context", "[[1,2,3,4]]"}}, 1)));
+    api_call_free(decode_ok(edited(base(), (edit[]){{"/positions", "[2147483647,0,7]"}}, 1)));
+    api_call_free(decode_ok(edited(base(), (edit[]){{"/context", "[[1,2,3,4]]"}}, 1)));
     /* context rows count against max_tokens (64 here); its width against max_d_model */
     json_t *r = base();
     tj_put(r, "/context", tj_matrix(65, 4, 3));
@@ -392,11 +392,10 @@ START_TEST(test_positions_and_context_refused) {
     tj_put(r, "/context",
            json_pack("{s:s,s:[i,i],s:s}", "dtype", "float32", "shape", 1, 2, "data",
                      "AACAPwAAAEA=")); /* [1, 2] */
-    api_request *req = decode_ok(r);
-    ck_assert_uint_eq(api_request_input(req)->n_context, 1);
-    ck_assert(api_request_input(req)->context[0] == 1.0f &&
-              api_request_input(req)->context[1] == 2.0f);
-    api_request_free(req);
+    api_call *req = decode_ok(r);
+    ck_assert_uint_eq(api_call_inputs(req)->n_context, 1);
+    ck_assert(api_call_inputs(req)->context[0] == 1.0f && api_call_inputs(req)->context[1] == 2.0f);
+    api_call_free(req);
 }
 END_TEST
 
@@ -416,10 +415,11 @@ START_TEST(test_refused_numbers_quoted_exactly) {
         json_t *body = edited(base(), cases[i].e, 1);
         char *text = dump(body);
         const char *seen;
-        api_request *req = NULL;
+        api_call *req = NULL;
         attn_error err;
         memset(&err, 0, sizeof err);
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &limits, &req, &err), -1);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &limits, &req, &err), -1);
         ck_assert_str_eq(err.path, cases[i].path);
         seen = strstr(err.message, cases[i].quoted);
         ck_assert_msg(seen != NULL, "\"%s\" does not quote %s", err.message, cases[i].quoted);
@@ -445,8 +445,8 @@ START_TEST(test_grouped_packing) {
     tj_put(r, "/weights/kv_heads/1/b_v", tj_vector(1, 77));
     tj_put(r, "/weights/heads/2/b_q", tj_vector(1, 78));
     json_t *copy = json_deep_copy(r);
-    api_request *req = decode_ok(r);
-    const attn_weights *w = api_request_input(req)->weights;
+    api_call *req = decode_ok(r);
+    const attn_weights *w = api_call_inputs(req)->weights;
 
     ck_assert_uint_eq(w->n_heads, h);
     ck_assert_uint_eq(w->n_kv_heads, g);
@@ -471,7 +471,7 @@ START_TEST(test_grouped_packing) {
         float want = c == 2 ? (float)tj_val(78) : c == hd + gd + 1 ? (float)tj_val(77) : 0.0f;
         ck_assert_msg(w->b_qkv[c] == want, "b_qkv[%zu]", c);
     }
-    api_request_free(req);
+    api_call_free(req);
     json_decref(copy);
 }
 END_TEST
@@ -483,8 +483,8 @@ START_TEST(test_cross_packing) {
     tj_put(r, "/context", tj_matrix(5, dc, 9));
     tj_put(r, "/weights/heads/1/b_k", tj_vector(2, 60));
     json_t *copy = json_deep_copy(r);
-    api_request *req = decode_ok(r);
-    const attn_input *in = api_request_input(req);
+    api_call *req = decode_ok(r);
+    const attn_input *in = api_call_inputs(req);
     const attn_weights *w = in->weights;
 
     ck_assert_uint_eq(in->n_context, 5);
@@ -513,7 +513,7 @@ START_TEST(test_cross_packing) {
         ck_assert(w->b_kv[c] == (c == 2 || c == 3 ? (float)tj_val(60 + c - 2) : 0.0f));
     /* the mask defaults to none with a context, not to causal */
     ck_assert_int_eq(in->mask.kind, ATTN_MASK_NONE);
-    api_request_free(req);
+    api_call_free(req);
     json_decref(copy);
 }
 END_TEST
@@ -528,8 +528,8 @@ START_TEST(test_variants_bound) {
     tj_put(r, "/weights/softcap", json_real(30));
     tj_put(r, "/weights/alibi", json_true());
     tj_put(r, "/positions", json_pack("[i,i,i]", 5, 9, 10));
-    api_request *req = decode_ok(r);
-    const attn_input *in = api_request_input(req);
+    api_call *req = decode_ok(r);
+    const attn_input *in = api_call_inputs(req);
     const attn_weights *w = in->weights;
     ck_assert_uint_eq(w->rope.dims, 2);
     ck_assert(w->rope.theta == 500000.0);
@@ -545,7 +545,7 @@ START_TEST(test_variants_bound) {
     ck_assert_ptr_nonnull(in->positions);
     ck_assert(in->positions[0] == 5 && in->positions[1] == 9 && in->positions[2] == 10);
     ck_assert_ptr_null(in->context);
-    api_request_free(req);
+    api_call_free(req);
 
     /* defaults: theta 10000, dims d_head, half, no scaling; alibi false is none;
      * linear scaling; slopes given */
@@ -554,7 +554,7 @@ START_TEST(test_variants_bound) {
            json_pack("{s:{s:s,s:f}}", "scaling", "type", "linear", "factor", 4.0));
     tj_put(r, "/weights/alibi", json_pack("[f,f]", 0.75, -0.5));
     req = decode_ok(r);
-    w = api_request_input(req)->weights;
+    w = api_call_inputs(req)->weights;
     ck_assert(w->rope.theta == 10000.0);
     ck_assert_uint_eq(w->rope.dims, 2);
     ck_assert_int_eq(w->rope.style, ATTN_ROPE_HALF);
@@ -563,16 +563,16 @@ START_TEST(test_variants_bound) {
     ck_assert(w->alibi[0] == 0.75f && w->alibi[1] == -0.5f);
     ck_assert_uint_eq(w->window, 0);
     ck_assert(w->softcap == 0.0f);
-    api_request_free(req);
+    api_call_free(req);
 
     r = base();
     tj_put(r, "/weights/alibi", json_false());
     req = decode_ok(r);
-    w = api_request_input(req)->weights;
+    w = api_call_inputs(req)->weights;
     ck_assert_ptr_null(w->alibi);
     ck_assert_uint_eq(w->rope.dims, 0);
-    ck_assert_ptr_null(api_request_input(req)->positions);
-    api_request_free(req);
+    ck_assert_ptr_null(api_call_inputs(req)->positions);
+    api_call_free(req);
 }
 END_TEST
 
@@ -594,13 +594,13 @@ START_TEST(test_scale_precedence) {
                      {cases[i].weights ? "/weights/scale" : NULL, cases[i].weights}};
         if (cases[i].request) edited(r, e, 1);
         if (cases[i].weights) edited(r, e + 1, 1);
-        api_request *req = decode_ok(r);
-        ck_assert_msg(api_request_input(req)->scale == cases[i].want, "case %zu: %g", i,
-                      api_request_input(req)->scale);
+        api_call *req = decode_ok(r);
+        ck_assert_msg(api_call_inputs(req)->scale == cases[i].want, "case %zu: %g", i,
+                      api_call_inputs(req)->scale);
         json_t *resp = respond(req);
         ck_assert((float)num(json_object_get(resp, "scale")) == cases[i].want);
         json_decref(resp);
-        api_request_free(req);
+        api_call_free(req);
     }
 }
 END_TEST
@@ -627,7 +627,7 @@ START_TEST(test_grouped_rope_numbers) {
     tj_put(r, "/positions", json_pack("[i,i,i]", 4, 5, 9));
     tj_put(r, "/return", json_pack("[s,s,s,s,s]", "q", "k", "q_raw", "k_raw", "patterns"));
     json_t *copy = json_deep_copy(r);
-    api_request *req = decode_ok(r);
+    api_call *req = decode_ok(r);
     json_t *resp = respond(req);
     ck_assert_int_eq(num(json_object_get(resp, "n_kv_heads")), 2);
     check_shape3(json_object_get(resp, "q_raw"), h, n, dh);
@@ -684,7 +684,7 @@ START_TEST(test_grouped_rope_numbers) {
     }
     json_decref(resp);
     json_decref(copy);
-    api_request_free(req);
+    api_call_free(req);
 }
 END_TEST
 
@@ -701,7 +701,7 @@ START_TEST(test_alibi_window_softcap_numbers) {
     tj_put(r, "/mask", json_string("none"));
     tj_put(r, "/return", json_pack("[s,s]", "scores", "patterns"));
     json_t *copy = json_deep_copy(r);
-    api_request *req = decode_ok(r);
+    api_call *req = decode_ok(r);
     json_t *resp = respond(req);
     json_t *emb = json_object_get(copy, "embeddings");
     for (size_t i = 0; i < 2; i++) {
@@ -744,7 +744,7 @@ START_TEST(test_alibi_window_softcap_numbers) {
     }
     json_decref(resp);
     json_decref(copy);
-    api_request_free(req);
+    api_call_free(req);
 }
 END_TEST
 
@@ -769,7 +769,7 @@ START_TEST(test_cross_numbers) {
            json_pack("[s,s,s,s,s,s,s,s]", "q", "k", "v", "k_raw", "scores", "patterns",
                      "head_outputs", "embeddings"));
     json_t *copy = json_deep_copy(r);
-    api_request *req = decode_ok(r);
+    api_call *req = decode_ok(r);
     json_t *resp = respond(req);
 
     ck_assert_int_eq(num(json_object_get(resp, "n_tokens")), n);
@@ -834,7 +834,7 @@ START_TEST(test_cross_numbers) {
     }
     json_decref(resp);
     json_decref(copy);
-    api_request_free(req);
+    api_call_free(req);
 }
 END_TEST
 
@@ -855,30 +855,32 @@ START_TEST(test_cross_response_bound) {
         json_decref(body);
         api_limits tiny = limits;
         tiny.max_response_bytes = 1;
-        api_request *req = NULL;
+        api_call *req = NULL;
         attn_error err;
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &tiny, &req, &err), -1);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &tiny, &req, &err), -1);
         size_t bound = 0, len = 0;
         ck_assert_int_eq(sscanf(strstr(err.message, "need up to "), "need up to %zu", &bound), 1);
         api_limits at_bound = limits;
         at_bound.max_response_bytes = bound;
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &at_bound, &req, &err), 0);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &at_bound, &req, &err), 0);
         attn_workspace *ws = attn_workspace_create();
-        ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-        ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), &err),
-                         0);
+        ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+        ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), &err), 0);
         attn_workspace_destroy(ws);
-        char *out = api_response_encode(req, &len, &err);
+        char *out = api_call_encode(req, &len, NULL, &err);
         ck_assert_ptr_nonnull(out);
         ck_assert_msg(len <= bound, "body %zu over its bound %zu", len, bound);
         /* the bound is within the widest numbers' slack of the body */
         ck_assert_msg(bound - len < 16 * 400, "bound %zu far from %zu", bound, len);
         free(out);
-        api_request_free(req);
+        api_call_free(req);
         api_limits under = limits;
         under.max_response_bytes = bound - 1;
         req = NULL;
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &under, &req, &err), -1);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &under, &req, &err), -1);
         ck_assert_str_eq(err.path, "/return");
         free(text);
     }
@@ -892,8 +894,8 @@ START_TEST(test_model_variants_bind) {
     /* a cross-attention model: 2 heads of 2 over d_model 4, context width 3 */
     json_t *inline_body = request_kv(3, 4, 2, 2, 3);
     tj_put(inline_body, "/context", tj_matrix(2, 3, 9));
-    api_request *owner = decode_ok(inline_body);
-    const attn_weights *cross = api_request_input(owner)->weights;
+    api_call *owner = decode_ok(inline_body);
+    const attn_weights *cross = api_call_inputs(owner)->weights;
     attn_error err;
 
     struct {
@@ -905,35 +907,41 @@ START_TEST(test_model_variants_bind) {
          "dimension_mismatch"},
     };
     for (size_t i = 0; i < 2; i++) {
-        api_request *req = NULL;
-        ck_assert_int_eq(
-            api_request_decode(refused[i].body, strlen(refused[i].body), &limits, &req, &err), 0);
-        ck_assert_int_eq(api_request_bind(req, cross, ATTN_MASK_CAUSAL, &limits, &err), -1);
+        api_call *req = NULL;
+        ck_assert_int_eq(api_call_decode_json(API_CALL_ATTENTION, refused[i].body,
+                                              strlen(refused[i].body), &limits, &req, &err),
+                         0);
+        ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, cross, ATTN_MASK_CAUSAL, NULL},
+                                       &limits, &err),
+                         -1);
         ck_assert_int_eq(err.status, 422);
         ck_assert_str_eq(err.code, refused[i].code);
         ck_assert_str_eq(err.path, refused[i].path);
-        api_request_free(req);
+        api_call_free(req);
     }
     /* with its context: the model's causal default becomes none */
     const char *ok = "{\"model\":\"c\",\"embeddings\":[[1,2,3,4]],\"context\":[[1,2,3],[0,1,0]],"
                      "\"context_tokens\":[\"p\",\"q\"]}";
-    api_request *req = NULL;
-    ck_assert_int_eq(api_request_decode(ok, strlen(ok), &limits, &req, &err), 0);
-    ck_assert_int_eq(api_request_bind(req, cross, ATTN_MASK_CAUSAL, &limits, &err), 0);
-    ck_assert_int_eq(api_request_input(req)->mask.kind, ATTN_MASK_NONE);
-    ck_assert_uint_eq(api_request_input(req)->n_context, 2);
+    api_call *req = NULL;
+    ck_assert_int_eq(api_call_decode_json(API_CALL_ATTENTION, ok, strlen(ok), &limits, &req, &err),
+                     0);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, cross, ATTN_MASK_CAUSAL, NULL}, &limits, &err),
+        0);
+    ck_assert_int_eq(api_call_inputs(req)->mask.kind, ATTN_MASK_NONE);
+    ck_assert_uint_eq(api_call_inputs(req)->n_context, 2);
     json_t *resp = respond(req);
     ck_assert_int_eq(num(json_object_get(resp, "n_context")), 2);
     check_shape3(json_object_get(resp, "patterns"), 2, 1, 2);
     json_decref(resp);
-    api_request_free(req);
+    api_call_free(req);
 
     /* a self-attention model with RoPE, ALiBi or a window refuses a context
      * at /context (the request cannot change the model); a plain one takes
      * a context as wide as d_model */
     attn_weights self = *cross;
-    api_request *self_owner = decode_ok(base());
-    self = *api_request_input(self_owner)->weights;
+    api_call *self_owner = decode_ok(base());
+    self = *api_call_inputs(self_owner)->weights;
     const char *with_ctx = "{\"model\":\"s\",\"embeddings\":[[1,2,3,4]],\"context\":[[1,2,3,4]]}";
     const char *narrow = "{\"model\":\"s\",\"embeddings\":[[1,2,3,4]],\"context\":[[1,2,3]]}";
     float slopes[2] = {0.5f, 0.25f};
@@ -944,17 +952,19 @@ START_TEST(test_model_variants_bind) {
         if (variant == 2) w.alibi = slopes;
         if (variant == 3) w.window = 4;
         req = NULL;
-        ck_assert_int_eq(api_request_decode(body, strlen(body), &limits, &req, &err), 0);
-        int rc = api_request_bind(req, &w, ATTN_MASK_CAUSAL, &limits, &err);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, body, strlen(body), &limits, &req, &err), 0);
+        int rc =
+            api_call_bind(req, &(api_model_ref){NULL, &w, ATTN_MASK_CAUSAL, NULL}, &limits, &err);
         if (variant == 0) {
             ck_assert_msg(rc == 0, "%s", err.message);
-            ck_assert_ptr_null(api_request_input(req)->weights->w_kv);
+            ck_assert_ptr_null(api_call_inputs(req)->weights->w_kv);
         } else {
             ck_assert_int_eq(rc, -1);
             ck_assert_str_eq(err.path, "/context");
             ck_assert_str_eq(err.code, variant == 4 ? "dimension_mismatch" : "invalid_combination");
         }
-        api_request_free(req);
+        api_call_free(req);
     }
     /* a model's scale is the default; the request's wins */
     attn_weights scaled = self;
@@ -962,17 +972,23 @@ START_TEST(test_model_variants_bind) {
     const char *plain = "{\"model\":\"s\",\"embeddings\":[[1,2,3,4]]}";
     const char *asked = "{\"model\":\"s\",\"embeddings\":[[1,2,3,4]],\"scale\":2}";
     req = NULL;
-    ck_assert_int_eq(api_request_decode(plain, strlen(plain), &limits, &req, &err), 0);
-    ck_assert_int_eq(api_request_bind(req, &scaled, ATTN_MASK_CAUSAL, &limits, &err), 0);
-    ck_assert(api_request_input(req)->scale == 0.125f);
-    api_request_free(req);
+    ck_assert_int_eq(
+        api_call_decode_json(API_CALL_ATTENTION, plain, strlen(plain), &limits, &req, &err), 0);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, &scaled, ATTN_MASK_CAUSAL, NULL}, &limits, &err),
+        0);
+    ck_assert(api_call_inputs(req)->scale == 0.125f);
+    api_call_free(req);
     req = NULL;
-    ck_assert_int_eq(api_request_decode(asked, strlen(asked), &limits, &req, &err), 0);
-    ck_assert_int_eq(api_request_bind(req, &scaled, ATTN_MASK_CAUSAL, &limits, &err), 0);
-    ck_assert(api_request_input(req)->scale == 2.0f);
-    api_request_free(req);
-    api_request_free(self_owner);
-    api_request_free(owner);
+    ck_assert_int_eq(
+        api_call_decode_json(API_CALL_ATTENTION, asked, strlen(asked), &limits, &req, &err), 0);
+    ck_assert_int_eq(
+        api_call_bind(req, &(api_model_ref){NULL, &scaled, ATTN_MASK_CAUSAL, NULL}, &limits, &err),
+        0);
+    ck_assert(api_call_inputs(req)->scale == 2.0f);
+    api_call_free(req);
+    api_call_free(self_owner);
+    api_call_free(owner);
 }
 END_TEST
 
@@ -985,28 +1001,33 @@ START_TEST(test_limits_on_bound_input) {
     tj_put(bodies[2], "/context", tj_matrix(40, 3, 9));
     for (size_t b = 0; b < 3; b++) {
         char *text = dump(bodies[b]);
-        api_request *req = NULL;
+        api_call *req = NULL;
         attn_error err;
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &limits, &req, &err), 0);
-        double flops = attn_input_flops(api_request_input(req));
-        size_t scratch = attn_input_workspace_need(api_request_input(req));
-        ck_assert(api_request_cost(req) == flops);
-        api_request_free(req);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &limits, &req, &err), 0);
+        double flops = attn_input_flops(api_call_inputs(req));
+        size_t scratch = attn_input_workspace_need(api_call_inputs(req));
+        ck_assert(api_call_cost(req) == flops);
+        api_call_free(req);
         api_limits at = limits, over = limits;
         at.max_flops = flops, over.max_flops = nextafter(flops, 0);
         req = NULL;
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &at, &req, &err), 0);
-        api_request_free(req);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &at, &req, &err), 0);
+        api_call_free(req);
         req = NULL;
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &over, &req, &err), -1);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &over, &req, &err), -1);
         ck_assert_str_eq(err.code, "limit_exceeded");
         at = over = limits;
         at.max_workspace_bytes = scratch, over.max_workspace_bytes = scratch - 1;
         req = NULL;
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &at, &req, &err), 0);
-        api_request_free(req);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &at, &req, &err), 0);
+        api_call_free(req);
         req = NULL;
-        ck_assert_int_eq(api_request_decode(text, strlen(text), &over, &req, &err), -1);
+        ck_assert_int_eq(
+            api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &over, &req, &err), -1);
         ck_assert(strstr(err.message, "max_workspace_bytes") != NULL);
         free(text);
         json_decref(bodies[b]);

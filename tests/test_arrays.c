@@ -32,8 +32,8 @@
 #include <string.h>
 
 #include "api/arrays.h"
+#include "api/call.h"
 #include "api/json_path.h"
-#include "api/request.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SCALE 8
@@ -61,7 +61,7 @@ static uint64_t rng(void) {
 
 /* The paths of a request's matrices and vectors. */
 static int rank_of(const char *path) {
-    return api_request_array_rank(path);
+    return api_call_array_rank(API_CALL_ATTENTION, path);
 }
 
 /* ---- numbers ---------------------------------------------------------------- */

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/request.h"
+#include "api/call.h"
 #include "attention/attention.h"
 #include "attention/naive.h"
 #include "attention/vexp.h"
@@ -1833,22 +1833,22 @@ START_TEST(test_online_gap_repro_api) {
                                .max_flops = 1e12,
                                .max_response_bytes = (size_t)1 << 30,
                                .max_workspace_bytes = (size_t)1 << 30};
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
-    ck_assert_msg(api_request_decode(body, len, &limits, &req, &err) == 0, "decode: %s at %s",
-                  err.message, err.path);
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    const attn_output *out = api_request_output(req);
+    ck_assert_msg(api_call_decode_json(API_CALL_ATTENTION, body, len, &limits, &req, &err) == 0,
+                  "decode: %s at %s", err.message, err.path);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    const attn_output *out = api_call_outputs(req);
     ck_assert_ptr_nonnull(out->head_outputs);
     ck_assert_ptr_null(out->patterns); /* the online path */
     ck_assert_ptr_null(out->scores);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(attn_compute(out, ws, api_request_input(req), NULL), 0);
+    ck_assert_int_eq(attn_compute(out, ws, api_call_inputs(req), NULL), 0);
     attn_workspace_destroy(ws);
     const float *z = out->head_outputs + 299 * 2;
     ck_assert_msg(fabsf(z[0] - 12.0f) <= 1e-5f && fabsf(z[1] - 1.0f) <= 1e-5f,
                   "z[299] = (%g, %g), want (12, 1)", (double)z[0], (double)z[1]);
-    api_request_free(req);
+    api_call_free(req);
     free(body);
 }
 END_TEST

@@ -17,9 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/batch.h"
-#include "api/request.h"
-#include "api/response.h"
+#include "api/call.h"
 #include "attention/attention.h"
 #include "tests/batch_build.h"
 #include "tests/json_build.h"
@@ -51,38 +49,39 @@ static char *dump_take(json_t *j) {
 /* The single answer of `body`, computed on its own (malloc'd text). */
 static char *single_answer(const json_t *body, size_t *len) {
     char *text = dump(body);
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
-    ck_assert_msg(api_request_decode(text, strlen(text), &limits, &req, &err) == 0,
-                  "single decode: %s at %s: %s (%.400s)", err.code, err.path, err.message, text);
+    ck_assert_msg(
+        api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &limits, &req, &err) == 0,
+        "single decode: %s at %s: %s (%.400s)", err.code, err.path, err.message, text);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_msg(attn_compute(api_request_output(req), ws, api_request_input(req), &err) == 0,
-                  "%s", err.message);
-    char *answer = api_response_encode(req, len, &err);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_msg(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), &err) == 0, "%s",
+                  err.message);
+    char *answer = api_call_encode(req, len, NULL, &err);
     ck_assert_msg(answer != NULL, "%s", err.message);
     attn_workspace_destroy(ws);
-    api_request_free(req);
+    api_call_free(req);
     free(text);
     return answer;
 }
 
 /* The batch's answer; `outputs` the block its outputs come from (or NULL). */
 static char *batch_answer(const char *text, attn_workspace *outputs, size_t *len) {
-    api_batch *b = NULL;
+    api_call *b = NULL;
     attn_error err;
-    ck_assert_msg(api_batch_decode(text, strlen(text), &limits, &b, &err) == 0,
+    ck_assert_msg(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &limits, &b, &err) == 0,
                   "batch decode: %s at %s: %s (%.400s)", err.code, err.path, err.message, text);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(api_batch_alloc_outputs(b, outputs, &err), 0);
+    ck_assert_int_eq(api_call_alloc_outputs(b, outputs, &err), 0);
     size_t failed = 99;
-    ck_assert_msg(attn_compute_batch(api_batch_outputs(b), ws, api_batch_inputs(b),
-                                     api_batch_count(b), NULL, &err, &failed) == 0,
+    ck_assert_msg(attn_compute_batch(api_call_outputs(b), ws, api_call_inputs(b), api_call_count(b),
+                                     NULL, &err, &failed) == 0,
                   "%s", err.message);
-    char *answer = api_batch_encode(b, len, &err);
+    char *answer = api_call_encode(b, len, NULL, &err);
     ck_assert_msg(answer != NULL, "%s", err.message);
     attn_workspace_destroy(ws);
-    api_batch_free(b);
+    api_call_free(b);
     return answer;
 }
 
@@ -216,10 +215,10 @@ END_TEST
 
 static void expect_error_text(const char *text, const api_limits *lim, int status, const char *code,
                               const char *path) {
-    api_batch *b = (api_batch *)1;
+    api_call *b = (api_call *)1;
     attn_error err;
     memset(&err, 0, sizeof err);
-    int rc = api_batch_decode(text, strlen(text), lim, &b, &err);
+    int rc = api_call_decode_json(API_CALL_BATCH, text, strlen(text), lim, &b, &err);
     ck_assert_msg(rc == -1, "expected %s at %s, but decode succeeded: %.300s", code, path, text);
     ck_assert_ptr_null(b);
     ck_assert_msg(err.status == status && strcmp(err.code, code) == 0 &&
@@ -354,17 +353,21 @@ END_TEST
 START_TEST(test_named_model_binds) {
     const char *text = "{\"model\":\"x\",\"sequences\":[{\"embeddings\":[[1,0]]},"
                        "{\"embeddings\":[[1,0,0]]}]}";
-    api_batch *b = NULL;
+    api_call *b = NULL;
     attn_error err;
-    ck_assert_int_eq(api_batch_decode(text, strlen(text), &limits, &b, &err), 0);
-    ck_assert_str_eq(api_batch_model(b), "x");
-    ck_assert_uint_eq(api_batch_model_length(b), 1);
+    ck_assert_int_eq(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &limits, &b, &err),
+                     0);
+    ck_assert_str_eq(api_call_model(b, NULL), "x");
+    size_t name_len = 0;
+    ck_assert_ptr_nonnull(api_call_model(b, &name_len));
+    ck_assert_uint_eq(name_len, 1);
     float w_qkv[2 * 6] = {1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1};
     attn_weights w = {.d_model = 2, .n_heads = 1, .d_head = 2, .w_qkv = w_qkv};
-    ck_assert_int_eq(api_batch_bind(b, &w, ATTN_MASK_CAUSAL, &limits, &err), -1);
+    ck_assert_int_eq(
+        api_call_bind(b, &(api_model_ref){NULL, &w, ATTN_MASK_CAUSAL, NULL}, &limits, &err), -1);
     ck_assert_str_eq(err.code, "dimension_mismatch");
     ck_assert_str_eq(err.path, "/sequences/1/embeddings");
-    api_batch_free(b);
+    api_call_free(b);
 }
 END_TEST
 
@@ -375,10 +378,10 @@ START_TEST(test_limits) {
     /* max_batch: 5 is fine at 5, too many at 4, on the text and after it */
     lim.max_batch = 5;
     char *text = dump_take(base());
-    api_batch *b = NULL;
+    api_call *b = NULL;
     attn_error err;
-    ck_assert_int_eq(api_batch_decode(text, strlen(text), &lim, &b, &err), 0);
-    api_batch_free(b);
+    ck_assert_int_eq(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &lim, &b, &err), 0);
+    api_call_free(b);
     free(text);
     lim.max_batch = 4;
     expect_error(base(), &lim, 422, "limit_exceeded", "/sequences");
@@ -386,8 +389,8 @@ START_TEST(test_limits) {
     lim = limits;
     lim.max_tokens = 12;
     text = dump_take(base());
-    ck_assert_int_eq(api_batch_decode(text, strlen(text), &lim, &b, &err), 0);
-    api_batch_free(b);
+    ck_assert_int_eq(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &lim, &b, &err), 0);
+    api_call_free(b);
     free(text);
     lim.max_tokens = 11;
     expect_error(base(), &lim, 422, "limit_exceeded", "/sequences");
@@ -403,16 +406,17 @@ START_TEST(test_limits) {
                  &lim, 422, "limit_exceeded", "/sequences/1/tokens");
     /* work: the sum over the sequences */
     text = dump_take(base());
-    ck_assert_int_eq(api_batch_decode(text, strlen(text), &limits, &b, &err), 0);
-    double total = api_batch_cost(b), sum = 0;
-    for (size_t i = 0; i < api_batch_count(b); i++)
-        sum += attn_input_flops(&api_batch_inputs(b)[i]);
+    ck_assert_int_eq(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &limits, &b, &err),
+                     0);
+    double total = api_call_cost(b), sum = 0;
+    for (size_t i = 0; i < api_call_count(b); i++)
+        sum += attn_input_flops(&api_call_inputs(b)[i]);
     ck_assert(total == sum && total > 0);
-    api_batch_free(b);
+    api_call_free(b);
     lim = limits;
     lim.max_flops = total;
-    ck_assert_int_eq(api_batch_decode(text, strlen(text), &lim, &b, &err), 0);
-    api_batch_free(b);
+    ck_assert_int_eq(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &lim, &b, &err), 0);
+    api_call_free(b);
     lim.max_flops = total - 1;
     expect_error_text(text, &lim, 422, "limit_exceeded", "");
     /* a response limit over the whole batch: its bound at and one below */
@@ -423,8 +427,8 @@ START_TEST(test_limits) {
     while (lo + 1 < hi) { /* the least limit that passes */
         size_t mid = lo + (hi - lo) / 2;
         lim.max_response_bytes = mid;
-        int ok = api_batch_decode(text, strlen(text), &lim, &b, &err) == 0;
-        if (ok) api_batch_free(b);
+        int ok = api_call_decode_json(API_CALL_BATCH, text, strlen(text), &lim, &b, &err) == 0;
+        if (ok) api_call_free(b);
         if (ok)
             hi = mid;
         else
@@ -449,7 +453,7 @@ START_TEST(test_limits) {
     text = "{\"model\":\"m\",\"sequences\":[{\"embeddings\":[[1]],\"tokens\":[\""
            "0123456789012345678901234567890123456789012345678901234567890123456789\"]}]}";
     expect_error_text(text, &lim, 422, "limit_exceeded", "/sequences/0/tokens/0");
-    ck_assert_int_eq(api_batch_decode(text, strlen(text), &lim, &b, &err), -1);
+    ck_assert_int_eq(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &lim, &b, &err), -1);
     ck_assert_msg(strstr(err.message, "max_string_bytes = 64"), "%s", err.message);
 }
 END_TEST
@@ -459,25 +463,26 @@ START_TEST(test_non_finite_names_sequence) {
     const char *text = "{\"weights\":{\"heads\":[{\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}]},"
                        "\"return\":[\"scores\"],\"sequences\":[{\"embeddings\":[[1]]},"
                        "{\"embeddings\":[[1e20]]}]}";
-    api_batch *b = NULL;
+    api_call *b = NULL;
     attn_error err;
-    ck_assert_int_eq(api_batch_decode(text, strlen(text), &limits, &b, &err), 0);
+    ck_assert_int_eq(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &limits, &b, &err),
+                     0);
     attn_workspace *ws = attn_workspace_create();
-    ck_assert_int_eq(api_batch_alloc_outputs(b, NULL, &err), 0);
+    ck_assert_int_eq(api_call_alloc_outputs(b, NULL, &err), 0);
     size_t failed = 0, len;
-    int rc = attn_compute_batch(api_batch_outputs(b), ws, api_batch_inputs(b), api_batch_count(b),
+    int rc = attn_compute_batch(api_call_outputs(b), ws, api_call_inputs(b), api_call_count(b),
                                 NULL, &err, &failed);
     if (rc != 0) {
         ck_assert_uint_eq(failed, 1);
-        api_batch_name_sequence(failed, &err);
+        api_call_name_failure(b, failed, &err);
     } else {
-        ck_assert_ptr_null(api_batch_encode(b, &len, &err));
+        ck_assert_ptr_null(api_call_encode(b, &len, NULL, &err));
     }
     ck_assert_int_eq(err.status ? err.status : 422, 422);
     ck_assert_str_eq(err.path, "/sequences/1");
     ck_assert_msg(strstr(err.message, "sequences[1]") != NULL, "%s", err.message);
     attn_workspace_destroy(ws);
-    api_batch_free(b);
+    api_call_free(b);
 }
 END_TEST
 
@@ -505,13 +510,13 @@ START_TEST(test_sequences_lifted) {
     }
     json_t *body = json_pack("{s:{s:O}, s:o}", "weights", "heads", heads, "sequences", seqs);
     char *text = dump_take(body);
-    api_batch *b = NULL;
+    api_call *b = NULL;
     attn_error err;
-    ck_assert_msg(api_batch_decode(text, strlen(text), &limits, &b, &err) == 0, "%s at %s: %s",
-                  err.code, err.path, err.message);
-    ck_assert_uint_eq(api_batch_count(b), 10);
-    ck_assert_int_eq(api_batch_inputs(b)[9].mask.kind, ATTN_MASK_CUSTOM);
-    api_batch_free(b);
+    ck_assert_msg(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &limits, &b, &err) == 0,
+                  "%s at %s: %s", err.code, err.path, err.message);
+    ck_assert_uint_eq(api_call_count(b), 10);
+    ck_assert_int_eq(api_call_inputs(b)[9].mask.kind, ATTN_MASK_CUSTOM);
+    api_call_free(b);
     free(text);
     /* contexts of 200 rows, and a shared mask of 20 × 200 */
     seqs = json_array();
@@ -528,26 +533,26 @@ START_TEST(test_sequences_lifted) {
     body = json_pack("{s:{s:o}, s:o, s:o}", "weights", "heads", heads, "sequences", seqs, "mask",
                      mask);
     text = dump_take(body);
-    ck_assert_msg(api_batch_decode(text, strlen(text), &limits, &b, &err) == 0, "%s at %s: %s",
-                  err.code, err.path, err.message);
-    ck_assert_uint_eq(api_batch_inputs(b)[3].n_context, 200);
-    ck_assert(!api_batch_inputs(b)[3].mask.allowed[0] && api_batch_inputs(b)[3].mask.allowed[1]);
-    api_batch_free(b);
+    ck_assert_msg(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &limits, &b, &err) == 0,
+                  "%s at %s: %s", err.code, err.path, err.message);
+    ck_assert_uint_eq(api_call_inputs(b)[3].n_context, 200);
+    ck_assert(!api_call_inputs(b)[3].mask.allowed[0] && api_call_inputs(b)[3].mask.allowed[1]);
+    api_call_free(b);
     free(text);
 }
 END_TEST
 
 START_TEST(test_array_rank) {
-    ck_assert_int_eq(api_batch_array_rank("/sequences/0/embeddings"), 2);
-    ck_assert_int_eq(api_batch_array_rank("/sequences/17/context"), 2);
-    ck_assert_int_eq(api_batch_array_rank("/sequences/3/mask"), 3);
-    ck_assert_int_eq(api_batch_array_rank("/mask"), 3);
-    ck_assert_int_eq(api_batch_array_rank("/weights/heads/1/w_q"), 2);
-    ck_assert_int_eq(api_batch_array_rank("/weights/b_o"), 1);
-    ck_assert_int_eq(api_batch_array_rank("/embeddings"), 0);
-    ck_assert_int_eq(api_batch_array_rank("/sequences/x/embeddings"), 0);
-    ck_assert_int_eq(api_batch_array_rank("/sequences/1/positions"), 0);
-    ck_assert_int_eq(api_batch_array_rank("/sequences/1/embeddings/0"), 0);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/sequences/0/embeddings"), 2);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/sequences/17/context"), 2);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/sequences/3/mask"), 3);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/mask"), 3);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/weights/heads/1/w_q"), 2);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/weights/b_o"), 1);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/embeddings"), 0);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/sequences/x/embeddings"), 0);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/sequences/1/positions"), 0);
+    ck_assert_int_eq(api_call_array_rank(API_CALL_BATCH, "/sequences/1/embeddings/0"), 0);
 }
 END_TEST
 

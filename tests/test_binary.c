@@ -25,9 +25,8 @@
 #include <time.h>
 
 #include "api/base64.h"
+#include "api/call.h"
 #include "api/error.h"
-#include "api/request.h"
-#include "api/response.h"
 #include "attention/attention.h"
 #include "tests/json_build.h"
 #include "tests/json_edit.h"
@@ -201,11 +200,11 @@ static size_t tensor_paths(json_t *r, char paths[][64], size_t cap) {
 
 /* ---- decoding, computing, encoding ----------------------------------------- */
 
-static api_request *decode_ok_limits(json_t *body, const api_limits *limits) {
-    api_request *req = NULL;
+static api_call *decode_ok_limits(json_t *body, const api_limits *limits) {
+    api_call *req = NULL;
     attn_error err;
     char *text = dump(body);
-    int rc = api_request_decode(text, strlen(text), limits, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), limits, &req, &err);
     ck_assert_msg(rc == 0, "decode failed: %d %s at \"%s\": %s", err.status, err.code, err.path,
                   err.message);
     free(text);
@@ -213,7 +212,7 @@ static api_request *decode_ok_limits(json_t *body, const api_limits *limits) {
     return req;
 }
 
-static api_request *decode_ok(json_t *body) {
+static api_call *decode_ok(json_t *body) {
     return decode_ok_limits(body, &big_limits);
 }
 
@@ -221,10 +220,11 @@ static api_request *decode_ok(json_t *body) {
 static void expect_error(json_t *body, const api_limits *limits, int status, const char *code,
                          const char *path, attn_error *out) {
     char *text = dump(body);
-    api_request *req = (api_request *)1;
+    api_call *req = (api_call *)1;
     attn_error err;
     memset(&err, 0, sizeof err);
-    int rc = api_request_decode(text, strlen(text), limits ? limits : &big_limits, &req, &err);
+    int rc = api_call_decode_json(API_CALL_ATTENTION, text, strlen(text),
+                                  limits ? limits : &big_limits, &req, &err);
     ck_assert_msg(rc == -1, "expected %s at %s, but decode succeeded: %.300s", code, path, text);
     ck_assert_ptr_null(req);
     ck_assert_msg(err.status == status && strcmp(err.code, code) == 0 &&
@@ -237,17 +237,17 @@ static void expect_error(json_t *body, const api_limits *limits, int status, con
 }
 
 /* The response text of a decoded request (caller frees); takes the request. */
-static char *respond_text(api_request *req, size_t *len) {
+static char *respond_text(api_call *req, size_t *len) {
     attn_workspace *ws = attn_workspace_create();
     attn_error err;
     ck_assert_ptr_nonnull(ws);
-    ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL), 0);
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
     attn_workspace_destroy(ws);
-    char *text = api_response_encode(req, len, &err);
+    char *text = api_call_encode(req, len, NULL, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
     ck_assert_uint_eq(strlen(text), *len);
-    api_request_free(req);
+    api_call_free(req);
     return text;
 }
 
@@ -262,8 +262,8 @@ static json_t *respond_json(json_t *body) {
 }
 
 /* The engine inputs of two requests hold bitwise the same numbers. */
-static void same_inputs(const api_request *a, const api_request *b) {
-    const attn_input *x = api_request_input(a), *y = api_request_input(b);
+static void same_inputs(const api_call *a, const api_call *b) {
+    const attn_input *x = api_call_inputs(a), *y = api_call_inputs(b);
     const attn_weights *wx = x->weights, *wy = y->weights;
     size_t dm = wx->d_model, hd = wx->n_heads * wx->d_head;
 
@@ -464,7 +464,7 @@ static void same_as_nested(json_t *r, char paths[][64], size_t n_paths) {
     json_t *t = json_deep_copy(r);
     for (size_t i = 0; i < n_paths; i++)
         tensorize(t, paths[i]);
-    api_request *a = decode_ok(json_deep_copy(r)), *b = decode_ok(json_deep_copy(t));
+    api_call *a = decode_ok(json_deep_copy(r)), *b = decode_ok(json_deep_copy(t));
     same_inputs(a, b);
     size_t la, lb;
     char *ta = respond_text(a, &la), *tb = respond_text(b, &lb);
@@ -700,19 +700,18 @@ START_TEST(test_outputs_overflow) {
     for (size_t i = 0; i < 3; i++) {
         json_t *r = json_loads(text, 0, NULL);
         json_object_set_new(r, "return", json_loads(returns[i], 0, NULL));
-        api_request *req = decode_ok(r);
+        api_call *req = decode_ok(r);
         attn_workspace *ws = attn_workspace_create();
         attn_error err;
-        ck_assert_int_eq(api_request_alloc_outputs(req, NULL, &err), 0);
-        ck_assert_int_eq(attn_compute(api_request_output(req), ws, api_request_input(req), NULL),
-                         0);
+        ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+        ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
         attn_workspace_destroy(ws);
         size_t len = 0;
-        ck_assert_ptr_null(api_response_encode(req, &len, &err));
+        ck_assert_ptr_null(api_call_encode(req, &len, NULL, &err));
         ck_assert_int_eq(err.status, 422);
         ck_assert_str_eq(err.code, "non_finite_number");
         ck_assert_msg(strstr(err.message, where[i]), "%s", err.message);
-        api_request_free(req);
+        api_call_free(req);
     }
 }
 END_TEST
@@ -1017,7 +1016,7 @@ START_TEST(test_limits_from_shape) {
     json_t *r = request_with(8, 16, 2, 8);
     tensorize(r, "/embeddings");
     tensorize(r, "/weights/heads/1/w_v");
-    api_request_free(decode_ok_limits(r, &small));
+    api_call_free(decode_ok_limits(r, &small));
 }
 END_TEST
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/call.h"
 #include "api/oip.h"
 #include "attention/attention.h"
 #include "server/route.h"
@@ -33,7 +34,22 @@ static const api_limits limits = {.max_tokens = 64,
                                   .max_d_model = 64,
                                   .max_flops = 1e12,
                                   .max_response_bytes = (size_t)1 << 26,
-                                  .max_workspace_bytes = (size_t)1 << 26};
+                                  .max_workspace_bytes = (size_t)1 << 26,
+                                  .max_batch = 64};
+
+/* An infer request's call, decoded and bound to m, its outputs made: 0,
+ * or -1 with *err (nothing to free). */
+static int oip_call(const char *body, size_t len, long long hl, const api_oip_model *m,
+                    const api_limits *lim, api_call **out, attn_error *err) {
+    api_call_body b = {body, len, hl, m->name};
+    if (api_call_decode(API_CALL_OIP, &b, lim, out, err) != 0) return -1;
+    api_model_ref ref = {m->name, m->weights, m->mask, NULL};
+    if (api_call_bind(*out, &ref, lim, err) == 0 && api_call_alloc_outputs(*out, NULL, err) == 0)
+        return 0;
+    api_call_free(*out);
+    *out = NULL;
+    return -1;
+}
 
 /* Multiples of 1/16 in [-1, 1): exact in float32. */
 static void fill(float *v, size_t n, unsigned seed) {
@@ -161,20 +177,20 @@ static void reference(ref_out *o, const attn_weights *w, const float *e, size_t 
  * the error's status. */
 static int run(const api_oip_model *m, const oc_body *b, char **answer, oc_result *res,
                attn_error *err) {
-    api_oip_request *r;
-    if (api_oip_decode(b->data, b->len, b->json_len ? (long long)b->json_len : -1, m, &limits, 64,
-                       &r, err) != 0)
+    api_call *r;
+    if (oip_call(b->data, b->len, b->json_len ? (long long)b->json_len : -1, m, &limits, &r, err) !=
+        0)
         return err->status;
     attn_workspace *ws = attn_workspace_create();
     size_t failed;
-    ck_assert_int_eq(attn_compute_batch(api_oip_outputs(r), ws, api_oip_inputs(r), api_oip_count(r),
-                                        NULL, err, &failed),
+    ck_assert_int_eq(attn_compute_batch(api_call_outputs(r), ws, api_call_inputs(r),
+                                        api_call_count(r), NULL, err, &failed),
                      0);
     attn_workspace_destroy(ws);
     size_t len, json_len;
-    *answer = api_oip_encode(r, &len, &json_len, err);
+    *answer = api_call_encode(r, &len, &json_len, err);
     ck_assert_ptr_nonnull(*answer);
-    api_oip_free(r);
+    api_call_free(r);
     ck_assert_int_eq(oc_parse(res, *answer, len, json_len ? (long long)json_len : -1), 0);
     return 0;
 }
@@ -369,20 +385,20 @@ START_TEST(bitwise_against_unpadded) {
 }
 END_TEST
 
-/* A request's status from api_oip_decode (0 when accepted). */
+/* A request's status from its decode and bind (0 when accepted). */
 static int status_of(const api_oip_model *m, const char *json, long long hl, const void *bin,
                      size_t bin_len, const api_limits *lim) {
     size_t jl = strlen(json);
     char *body = malloc(jl + bin_len + 1);
     memcpy(body, json, jl);
     if (bin_len) memcpy(body + jl, bin, bin_len);
-    api_oip_request *r = NULL;
+    api_call *r = NULL;
     attn_error err = {0};
-    int rc = api_oip_decode(body, jl + bin_len, hl, m, lim, 64, &r, &err);
+    int rc = oip_call(body, jl + bin_len, hl, m, lim, &r, &err);
     /* the body is not needed once decoded */
     memset(body, 0, jl + bin_len);
     free(body);
-    api_oip_free(r);
+    api_call_free(r);
     if (rc == 0) return 0;
     ck_assert_int_ne(err.status, 0);
     size_t len;
@@ -479,16 +495,16 @@ END_TEST
 
 /* The error of a refused request (status 0 in it when accepted). */
 static attn_error error_of(const api_oip_model *m, const char *json, const api_limits *lim) {
-    api_oip_request *r = NULL;
+    api_call *r = NULL;
     attn_error err = {0};
     size_t len = strlen(json);
     char *body = malloc(len ? len : 1);
     memcpy(body, json, len);
-    if (api_oip_decode(body, len, -1, m, lim, 64, &r, &err) == 0)
+    if (oip_call(body, len, -1, m, lim, &r, &err) == 0)
         err.status = 0;
     else
         ck_assert_int_ne(err.status, 0);
-    api_oip_free(r);
+    api_call_free(r);
     free(body);
     return err;
 }

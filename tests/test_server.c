@@ -1281,7 +1281,7 @@ START_TEST(job_decoded_once) {
     clock_gettime(CLOCK_MONOTONIC, &job.submitted);
     srv_job_run(&job, runner);
     ck_assert_msg(job.status == 200, "status %d: %s", job.status, job.response);
-    ck_assert_ptr_null(job.request);
+    ck_assert_ptr_null(job.call);
     free(job.response);
 
     memset(&job, 0, sizeof job);
@@ -1290,7 +1290,7 @@ START_TEST(job_decoded_once) {
     job.limits = &job_limits;
     ck_assert_int_eq(srv_job_decode(&job, reader), -1);
     ck_assert_int_eq(job.status, 400);
-    ck_assert_ptr_null(job.request);
+    ck_assert_ptr_null(job.call);
     srv_job_discard(&job);
     free(job.response);
     free(copy);

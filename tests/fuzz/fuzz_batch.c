@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "api/batch.h"
+#include "api/call.h"
 #include "api/error.h"
 #include "attention/attention.h"
 #include "tests/fuzz/fuzz_vocab.h"
@@ -49,27 +49,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         outputs = attn_workspace_create();
         if (!ws || !outputs) abort();
     }
-    api_batch *b = NULL;
+    api_call *b = NULL;
     attn_error err;
-    if (api_batch_decode((const char *)data, size, &limits, &b, &err) != 0) return 0;
-    if (api_batch_model(b) &&
-        api_batch_bind_vocab(b, &model, ATTN_MASK_CAUSAL, fuzz_vocab_for(api_batch_model(b)),
-                             &limits, &err) != 0) {
-        api_batch_free(b);
+    if (api_call_decode_json(API_CALL_BATCH, (const char *)data, size, &limits, &b, &err) != 0)
+        return 0;
+    if (api_call_model(b, NULL) &&
+        api_call_bind(b,
+                      &(api_model_ref){NULL, &model, ATTN_MASK_CAUSAL,
+                                       fuzz_vocab_for(api_call_model(b, NULL))},
+                      &limits, &err) != 0) {
+        api_call_free(b);
         return 0;
     }
     /* both ways of making the outputs, by the input's parity */
-    if (api_batch_alloc_outputs(b, size % 2 ? outputs : NULL, &err) != 0) {
-        api_batch_free(b);
+    if (api_call_alloc_outputs(b, size % 2 ? outputs : NULL, &err) != 0) {
+        api_call_free(b);
         return 0;
     }
     size_t failed = 0, len;
-    if (attn_compute_batch(api_batch_outputs(b), ws, api_batch_inputs(b), api_batch_count(b), NULL,
+    if (attn_compute_batch(api_call_outputs(b), ws, api_call_inputs(b), api_call_count(b), NULL,
                            &err, &failed) == 0) {
-        free(api_batch_encode(b, &len, &err));
-    } else if (err.code == ATTN_ERR_NONFINITE && failed >= api_batch_count(b)) {
+        free(api_call_encode(b, &len, NULL, &err));
+    } else if (err.code == ATTN_ERR_NONFINITE && failed >= api_call_count(b)) {
         abort();
     }
-    api_batch_free(b);
+    api_call_free(b);
     return 0;
 }

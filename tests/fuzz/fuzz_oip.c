@@ -6,7 +6,7 @@
  * one, else a self-attention one with ALiBi, so that positions matter),
  * four bytes of the Inference-Header-Content-Length (little-endian;
  * 0xffffffff: no such header), then the body: JSON header and binary
- * tensors. api_oip_decode, attn_compute_batch and api_oip_encode must end
+ * tensors. The call's decode and bind, attn_compute_batch and its encode must end
  * in an answer or an error, never a crash, a read past the body, a leak or
  * undefined behaviour (ASan, UBSan). Limits are small so that one input
  * cannot take long.
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/call.h"
 #include "api/oip.h"
 #include "attention/attention.h"
 
@@ -38,7 +39,8 @@ static const api_limits limits = {.max_tokens = 64,
                                   .max_d_model = 16,
                                   .max_flops = 1e7,
                                   .max_response_bytes = 1 << 20,
-                                  .max_workspace_bytes = 1 << 20};
+                                  .max_workspace_bytes = 1 << 20,
+                                  .max_batch = 16};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static attn_workspace *ws;
@@ -65,19 +67,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(body, data + 5, len);
     api_oip_model m = {cross ? "cross" : "self", cross ? &cross_w : &self_w,
                        cross ? ATTN_MASK_NONE : ATTN_MASK_CAUSAL};
-    api_oip_request *r = NULL;
+    api_call *r = NULL;
     attn_error err;
-    if (api_oip_decode(body, len, hl == 0xffffffffu ? -1 : (long long)hl, &m, &limits, 16, &r,
-                       &err) == 0) {
+    api_call_body b = {body, len, hl == 0xffffffffu ? -1 : (long long)hl, m.name};
+    api_model_ref ref = {m.name, m.weights, m.mask, NULL};
+    int rc = api_call_decode(API_CALL_OIP, &b, &limits, &r, &err);
+    if (rc == 0) rc = api_call_bind(r, &ref, &limits, &err);
+    if (rc == 0) rc = api_call_alloc_outputs(r, NULL, &err);
+    if (rc == 0) {
         size_t failed, out_len, json_len;
-        if (attn_compute_batch(api_oip_outputs(r), ws, api_oip_inputs(r), api_oip_count(r), NULL,
+        if (attn_compute_batch(api_call_outputs(r), ws, api_call_inputs(r), api_call_count(r), NULL,
                                &err, &failed) == 0) {
-            char *text = api_oip_encode(r, &out_len, &json_len, &err);
+            char *text = api_call_encode(r, &out_len, &json_len, &err);
             if (text && json_len > out_len) abort();
             free(text);
         }
-        api_oip_free(r);
-    } else {
+    }
+    api_call_free(r);
+    if (rc != 0) {
         size_t elen;
         char *text = api_oip_error_json(&err, &elen);
         if (!text) abort(); /* every message must make a body */

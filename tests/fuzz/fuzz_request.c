@@ -12,10 +12,10 @@
  *     tests/test_arrays.c, driven by the fuzzer's coverage instead of
  *     random mutations), and the scan's check of `tokens` (strings only,
  *     a bounded count) refuses exactly the element jansson's tree shows;
- *   - the whole path a worker runs — api_request_decode, bind (a request
+ *   - the whole path a worker runs — the call's decode, bind (a request
  *     naming a model gets a small built-in one, with a vocabulary:
- *     fuzz_vocab.h), attn_compute,
- *     api_response_encode — ends in an answer or an error body, never a
+ *     fuzz_vocab.h), attn_compute, its
+ *     encode — ends in an answer or an error body, never a
  *     crash, a leak or undefined behaviour (ASan, UBSan).
  *
  * Limits are small so that one input cannot take long: a fuzzer's body is
@@ -27,10 +27,9 @@
 #include <string.h>
 
 #include "api/arrays.h"
+#include "api/call.h"
 #include "api/error.h"
 #include "api/matrix.h"
-#include "api/request.h"
-#include "api/response.h"
 #include "attention/attention.h"
 #include "tests/fuzz/fuzz_vocab.h"
 
@@ -67,6 +66,11 @@ static void strings_as_jansson_reads_them(const api_arrays *a, json_t *orig) {
     }
 }
 
+/* The arrays POST /v1/attention lifts from the text. */
+static int attention_rank(const char *path) {
+    return api_call_array_rank(API_CALL_ATTENTION, path);
+}
+
 /* The tokens rule of the server's scan, with a small length. */
 #define TOKENS_MAX 4
 static size_t tokens_rule(const void *ctx, const char *path, int *strings) {
@@ -82,7 +86,7 @@ static void tokens_as_jansson_reads_them(const char *body, size_t len, json_t *o
     api_arrays_rules rules = {.max_depth = API_ARRAYS_DEPTH_MAX, .max_elements = tokens_rule};
     api_arrays *a;
     const char *where;
-    if (api_arrays_lift_rules(&a, body, len, api_request_array_rank, &rules) != 0) return;
+    if (api_arrays_lift_rules(&a, body, len, attention_rank, &rules) != 0) return;
     api_arrays_limit got = api_arrays_violation(a, &where);
     if (got != API_ARRAYS_TOO_DEEP) {
         json_t *t = json_is_object(orig) ? json_object_get(orig, "tokens") : NULL;
@@ -110,7 +114,7 @@ static void tokens_as_jansson_reads_them(const char *body, size_t len, json_t *o
 static void differential(const char *body, size_t len) {
     json_error_t e1, e2;
     api_arrays *a;
-    if (api_arrays_lift(&a, body, len, api_request_array_rank) != 0) return; /* no memory */
+    if (api_arrays_lift(&a, body, len, attention_rank) != 0) return; /* no memory */
     size_t tlen;
     const char *text = api_arrays_text(a, &tlen);
     json_t *orig = json_loadb(body, len, FLAGS, &e1);
@@ -162,24 +166,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     differential(body, size);
 
-    api_request *req = NULL;
+    api_call *req = NULL;
     attn_error err;
-    if (api_request_decode(body, size, &limits, &req, &err) != 0) return 0;
-    if (api_request_model(req) &&
-        api_request_bind_vocab(req, &model, ATTN_MASK_CAUSAL,
-                               fuzz_vocab_for(api_request_model(req)), &limits, &err) != 0) {
-        api_request_free(req);
+    if (api_call_decode_json(API_CALL_ATTENTION, body, size, &limits, &req, &err) != 0) return 0;
+    if (api_call_model(req, NULL) &&
+        api_call_bind(req,
+                      &(api_model_ref){NULL, &model, ATTN_MASK_CAUSAL,
+                                       fuzz_vocab_for(api_call_model(req, NULL))},
+                      &limits, &err) != 0) {
+        api_call_free(req);
         return 0;
     }
-    if (api_request_alloc_outputs(req, NULL, &err) != 0) {
-        api_request_free(req);
+    if (api_call_alloc_outputs(req, NULL, &err) != 0) {
+        api_call_free(req);
         return 0;
     }
-    if (attn_compute(api_request_output(req), ws, api_request_input(req), NULL) == 0) {
+    if (attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL) == 0) {
         size_t len;
-        char *text = api_response_encode(req, &len, &err);
+        char *text = api_call_encode(req, &len, NULL, &err);
         free(text);
     }
-    api_request_free(req);
+    api_call_free(req);
     return 0;
 }

@@ -1,15 +1,18 @@
 /*
- * oip.c — an Open Inference Protocol infer request, from its bytes to the
- * engine's batch (oip.h says what the wire format follows).
+ * codec_oip.c — the Open Inference Protocol's infer request, from its
+ * bytes to a call's sequences (oip.h says what the wire format follows),
+ * and the protocol's rules on the model at bind.
  *
  * Steps: split the body at the JSON header's length; parse the header
  * (duplicate keys refused); read each input's description and find its
  * values, in JSON `data` (flat or nested, row-major) or in the bytes after
  * the header (each input with `binary_data_size` takes the next that many
  * bytes; every byte must be claimed exactly once); check shapes against
- * each other and the model; compact every row's real tokens into a
- * sequence of its own; then parameters, heads and the limits on the whole
- * request, before the outputs are allocated.
+ * each other; compact every row's real tokens into a sequence record of
+ * its own, with the parameters (mask, scale) and the outputs asked for.
+ * Nothing here needs the model: which inputs the model takes is checked
+ * at bind (oip_check_model), and its widths, the heads and the limits by
+ * the call's own bind (call.c), as for every wire format.
  *
  * Statuses, as docs/API.md's table says: the body or the framing of the
  * binary part malformed, a wrong type or datatype, an unknown name: 400; a
@@ -26,12 +29,8 @@
 #include "api/arrays.h"
 #include "api/float_format.h"
 #include "api/json_path.h"
+#include "api/json_write.h"
 #include "api/oip_internal.h"
-#include "api/request_internal.h"
-
-/* As /v1 parses: every number a double (2^70 is a float32 like any other,
- * 1e999 a non-finite number), NUL bytes in strings kept, keys once. */
-#define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
 /* Binary tensors are little-endian on the wire and copied as they are. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -94,7 +93,7 @@ static const char *shape_text(char *buf, size_t size, const oip_tensor *t) {
     return buf;
 }
 
-/* A JSON number (a double, PARSE_FLAGS) as a size: 1, or 0 when it is not
+/* A JSON number (a double, as scan.c parses) as a size: 1, or 0 when it is not
  * a whole number ≥ 0; *huge when it is one past SIZE_MAX. */
 static int json_size(const json_t *v, size_t *out, int *huge) {
     *huge = 0;
@@ -262,10 +261,21 @@ static double *tensor_values(const oip_tensor *t, attn_error *err) {
     return v;
 }
 
+/* inputs[i] names no input of the model; `cross`: it is cross-attention. */
+static int unknown_input(size_t i, int cross, attn_error *err) {
+    char path[API_PATH_MAX];
+    api_path_index(path, sizeof path, "/inputs", i);
+    return attn_error_set(err, 400, "unknown_input", path,
+                          "inputs[%zu] is not an input of this model (%s); GET /v2/models/{name} "
+                          "lists them",
+                          i,
+                          cross ? "embeddings, attention_mask, positions, context, context_mask"
+                                : "embeddings, attention_mask, positions");
+}
+
 /* One entry of "inputs". */
-static int read_input(const json_t *in, size_t i, const api_oip_model *m, oip_tensor *ts,
-                      const api_arrays *arrays, const unsigned char *bin, size_t bin_len,
-                      size_t *bin_used, attn_error *err) {
+static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arrays *arrays,
+                      const unsigned char *bin, size_t bin_len, size_t *bin_used, attn_error *err) {
     char path[API_PATH_MAX];
     api_path_index(path, sizeof path, "/inputs", i);
     if (!json_is_object(in))
@@ -289,15 +299,7 @@ static int read_input(const json_t *in, size_t i, const api_oip_model *m, oip_te
     int which = -1;
     for (int k = 0; k < IN_COUNT; k++)
         if (strcmp(json_string_value(name), input_names[k]) == 0) which = k;
-    int cross = m->weights->w_kv != NULL;
-    if (which < 0 || (!cross && which >= IN_CONTEXT))
-        return attn_error_set(err, 400, "unknown_input", path,
-                              "inputs[%zu] is not an input of this model (%s); GET "
-                              "/v2/models/{name} lists them",
-                              i,
-                              cross ? "embeddings, attention_mask, positions, context, "
-                                      "context_mask"
-                                    : "embeddings, attention_mask, positions");
+    if (which < 0) return unknown_input(i, 1, err);
     oip_tensor *t = &ts[which];
     if (t->given)
         return attn_error_set(err, 400, "duplicate_input", path, "input \"%s\" is given twice",
@@ -456,11 +458,11 @@ static float *read_floats(const oip_tensor *t, attn_error *err) {
     return f;
 }
 
-/* The request's parameters: mask, scale, select_heads, binary_data_output;
- * other keys (Triton's priority, timeout, …) are the protocol's and
- * ignored. */
-static int read_parameters(const json_t *p, const attn_weights *w, attn_mask_kind *mask,
-                           float *scale, json_t **select, int *bin_out, attn_error *err) {
+/* The request's parameters: mask, scale, select_heads, binary_data_output,
+ * into the head record and *select; other keys (Triton's priority,
+ * timeout, …) are the protocol's and ignored. */
+static int read_parameters(const json_t *p, api_request *head, api_oip_request *r,
+                           const json_t **select, int *bin_out, attn_error *err) {
     if (!p) return 0;
     if (!json_is_object(p))
         return attn_error_set(err, 400, "invalid_type", "/parameters",
@@ -468,16 +470,14 @@ static int read_parameters(const json_t *p, const attn_weights *w, attn_mask_kin
     const json_t *v = json_object_get(p, "mask");
     if (v) {
         if (json_is_string(v) && strcmp(json_string_value(v), "causal") == 0)
-            *mask = ATTN_MASK_CAUSAL;
+            head->mask_kind = ATTN_MASK_CAUSAL;
         else if (json_is_string(v) && strcmp(json_string_value(v), "none") == 0)
-            *mask = ATTN_MASK_NONE;
+            head->mask_kind = ATTN_MASK_NONE;
         else
             return attn_error_set(err, 400, "invalid_value", "/parameters/mask",
                                   "parameters.mask is \"causal\" or \"none\"");
-        if (*mask == ATTN_MASK_CAUSAL && w->w_kv)
-            return attn_error_set(err, 422, "invalid_combination", "/parameters/mask",
-                                  "a cross-attention model's context rows have no order: the "
-                                  "mask is \"none\"");
+        head->mask_given = 1;
+        r->causal_asked = head->mask_kind == ATTN_MASK_CAUSAL;
     }
     v = json_object_get(p, "scale");
     if (v) {
@@ -488,7 +488,8 @@ static int read_parameters(const json_t *p, const attn_weights *w, attn_mask_kin
         if (!(d > 0) || (float)d > FLT_MAX || (float)d <= 0)
             return attn_error_set(err, 422, "out_of_range", "/parameters/scale",
                                   "parameters.scale must be a positive finite float32");
-        *scale = (float)d;
+        head->scale = (float)d;
+        head->scale_given = 1;
     }
     v = json_object_get(p, "binary_data_output");
     if (v) {
@@ -498,28 +499,16 @@ static int read_parameters(const json_t *p, const attn_weights *w, attn_mask_kin
         *bin_out = json_is_true(v);
     }
     v = json_object_get(p, "select_heads");
-    if (v) *select = (json_t *)v;
+    if (v) *select = v;
     return 0;
 }
 
 /* select_heads: an array of integers, or a string "0,2,5" (the protocol's
- * parameters are scalars). */
-static int read_heads(api_oip_request *r, const json_t *sel, size_t h, attn_error *err) {
+ * parameters are scalars), into the head record's select; their range is
+ * the bind's (api_request_bind_heads). */
+static int read_heads(api_request *head, const json_t *sel, attn_error *err) {
     static const char *path = "/parameters/select_heads";
-    size_t cap = h ? h : 1, hs = 0;
-    r->heads = malloc(cap * sizeof *r->heads);
-    unsigned char *seen = calloc(h ? h : 1, 1);
-    if (!r->heads || !seen) {
-        free(seen);
-        return fail_oom(err);
-    }
-    if (!sel) {
-        for (size_t i = 0; i < h; i++)
-            r->heads[i] = i;
-        r->hs = h;
-        free(seen);
-        return 0;
-    }
+    if (!sel) return 0;
     /* Parsed into long longs first, as many as the entries can be. */
     size_t cap_vals = 1;
     if (json_is_array(sel)) {
@@ -528,11 +517,8 @@ static int read_heads(api_oip_request *r, const json_t *sel, size_t h, attn_erro
         for (const char *c = json_string_value(sel); *c; c++)
             cap_vals += *c == ',';
     }
-    long long *vals = malloc(cap_vals * sizeof *vals);
-    if (!vals) {
-        free(seen);
-        return fail_oom(err);
-    }
+    double *vals = malloc(cap_vals * sizeof *vals);
+    if (!vals) return fail_oom(err);
     size_t nv = 0;
     int bad = 0;
     if (json_is_array(sel)) {
@@ -540,9 +526,8 @@ static int read_heads(api_oip_request *r, const json_t *sel, size_t h, attn_erro
         const json_t *e;
         json_array_foreach(sel, i, e) {
             double d = json_is_number(e) ? json_number_value(e) : 0.5;
-            if (d != floor(d)) bad = 1;
-            /* past any head either way; kept within long long */
-            vals[nv++] = bad ? 0 : d < -1e18 ? -1 : d > 1e18 ? LLONG_MAX : (long long)d;
+            if (d != floor(d) || !isfinite(d)) bad = 1;
+            vals[nv++] = bad ? 0 : d;
         }
     } else if (json_is_string(sel)) {
         const char *s = json_string_value(sel);
@@ -558,7 +543,7 @@ static int read_heads(api_oip_request *r, const json_t *sel, size_t h, attn_erro
                 bad = 1;
                 break;
             }
-            vals[nv++] = strtoll(s, &end, 10);
+            vals[nv++] = (double)strtoll(s, &end, 10);
             s = end;
             while (*s == ' ')
                 s++;
@@ -573,38 +558,14 @@ static int read_heads(api_oip_request *r, const json_t *sel, size_t h, attn_erro
         bad = 1;
     }
     if (bad) {
-        free(seen);
         free(vals);
         return attn_error_set(err, 400, "invalid_type", path,
                               "parameters.select_heads is an array of head indices or a string "
                               "of comma-separated ones (\"0,2\")");
     }
-    if (nv > h) {
-        free(seen);
-        free(vals);
-        return attn_error_set(err, 422, "out_of_range", path,
-                              "parameters.select_heads lists %zu heads; the model has %zu", nv, h);
-    }
-    for (size_t i = 0; i < nv; i++) {
-        if (vals[i] < 0 || (unsigned long long)vals[i] >= h || seen[vals[i]]) {
-            long long bad_val = vals[i];
-            free(seen);
-            free(vals);
-            return attn_error_set(err, 422, "out_of_range", path,
-                                  "parameters.select_heads[%zu] = %lld is %s (the model has heads "
-                                  "0 to %zu)",
-                                  i, bad_val,
-                                  bad_val >= 0 && (unsigned long long)bad_val < h
-                                      ? "a repeated index"
-                                      : "not a head index",
-                                  h - 1);
-        }
-        seen[vals[i]] = 1;
-        r->heads[hs++] = (size_t)vals[i];
-    }
-    free(seen);
-    free(vals);
-    r->hs = hs;
+    head->select = vals;
+    head->n_select = nv;
+    head->select_given = 1;
     return 0;
 }
 
@@ -660,6 +621,7 @@ static int read_outputs(api_oip_request *r, const json_t *outs, int bin_out, att
 }
 
 size_t api_oip_compact_count(const api_oip_request *r, int kind, size_t rt, size_t mr) {
+    /* r is a view (api_oip_view): dh and hs are the bound call's */
     switch (kind) {
     case OIP_Q:
     case OIP_HEAD_OUTPUTS: return r->hs * rt * r->dh;
@@ -675,12 +637,39 @@ size_t api_oip_padded_count(const api_oip_request *r, int kind) {
     return r->B * api_oip_compact_count(r, kind, r->n, r->m);
 }
 
-/* The rows' real tokens (and context rows), the sequences they make, and
- * their stacked embeddings, positions and context. */
-static int compact(api_oip_request *r, const float *emb, const unsigned char *real,
+/* The API_RETURN_* bit of each output. */
+static const unsigned output_bit[OIP_OUTPUTS] = {
+    [OIP_PATTERNS] = API_RETURN_PATTERNS,
+    [OIP_EMBEDDINGS] = API_RETURN_EMBEDDINGS,
+    [OIP_DELTA] = API_RETURN_DELTA,
+    [OIP_Q] = API_RETURN_Q,
+    [OIP_K] = API_RETURN_K,
+    [OIP_V] = API_RETURN_V,
+    [OIP_SCORES] = API_RETURN_SCORES,
+    [OIP_HEAD_OUTPUTS] = API_RETURN_HEAD_OUTPUTS,
+};
+
+/* A sequence's record: the head record's options, its own rows. */
+static api_request *sequence_new(const api_request *head, const api_oip_request *r) {
+    api_request *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->model = json_incref(head->model);
+    q->model_json_bytes = head->model_json_bytes;
+    q->mask_given = head->mask_given;
+    q->mask_kind = head->mask_kind;
+    q->scale_given = head->scale_given;
+    q->scale = head->scale;
+    for (size_t k = 0; k < r->n_out; k++)
+        q->returns |= output_bit[r->out_kind[k]];
+    return q;
+}
+
+/* The rows' real tokens (and context rows), and the sequences they make:
+ * one record each, with its own embeddings, positions and context rows. */
+static int compact(api_call *c, api_oip_request *r, const float *emb, const unsigned char *real,
                    const double *pos, const float *ctx, const unsigned char *ctx_real, size_t dc,
                    attn_error *err) {
-    size_t B = r->B, n = r->n, m = r->m, total = 0, ctotal = 0;
+    size_t B = r->B, n = r->n, m = r->m, dm = r->dm;
     r->tok = malloc(B * n * sizeof *r->tok);
     r->ntok = calloc(B, sizeof *r->ntok);
     r->ctok = malloc(B * m * sizeof *r->ctok);
@@ -703,125 +692,44 @@ static int compact(api_oip_request *r, const float *emb, const unsigned char *re
             r->nctx[b] = r->ntok[b];
         }
         if (r->ntok[b]) r->seq[r->count++] = b;
-        total += r->ntok[b];
-        ctotal += r->nctx[b];
     }
-    r->cemb = malloc((total ? total : 1) * r->dm * sizeof *r->cemb);
-    if (pos) r->cpos = malloc((total ? total : 1) * sizeof *r->cpos);
-    if (r->has_context) r->cctx = malloc((ctotal ? ctotal : 1) * dc * sizeof *r->cctx);
-    r->ins = calloc(r->count ? r->count : 1, sizeof *r->ins);
-    r->outs = calloc(r->count ? r->count : 1, sizeof *r->outs);
-    if (!r->cemb || (pos && !r->cpos) || (r->has_context && !r->cctx) || !r->ins || !r->outs)
-        return fail_oom(err);
-    size_t at = 0, cat = 0;
+    if (api_call_reserve(c, r->count, err) < 0) return -1;
     for (size_t s = 0; s < r->count; s++) {
         size_t b = r->seq[s], rt = r->ntok[b], mr = r->nctx[b];
-        attn_input *in = &r->ins[s];
+        api_request *q = sequence_new(c->shared, r);
+        if (!q) return fail_oom(err);
+        c->seqs[c->count++] = q;
+        q->n_tokens = rt;
+        q->d_model = dm;
+        q->embeddings = malloc(rt * dm * sizeof *q->embeddings);
+        if (pos) q->positions = malloc(rt * sizeof *q->positions);
+        if (r->has_context) q->context = malloc(mr * dc * sizeof *q->context);
+        if (!q->embeddings || (pos && !q->positions) || (r->has_context && !q->context))
+            return fail_oom(err);
         for (size_t i = 0; i < rt; i++) {
             size_t t = r->tok[b * n + i];
-            memcpy(r->cemb + (at + i) * r->dm, emb + (b * n + t) * r->dm, r->dm * sizeof *r->cemb);
-            if (pos) r->cpos[at + i] = (unsigned)pos[b * n + t];
+            memcpy(q->embeddings + i * dm, emb + (b * n + t) * dm, dm * sizeof *emb);
+            if (pos) q->positions[i] = (unsigned)pos[b * n + t];
         }
-        if (r->has_context)
+        if (r->has_context) {
             for (size_t j = 0; j < mr; j++)
-                memcpy(r->cctx + (cat + j) * dc, ctx + (b * m + r->ctok[b * m + j]) * dc,
-                       dc * sizeof *r->cctx);
-        *in = (attn_input){
-            .weights = r->model.weights,
-            .embeddings = r->cemb + at * r->dm,
-            .n_tokens = rt,
-            .heads = r->hs ? r->heads : NULL,
-            .n_heads_out = r->hs,
-            .positions = pos ? r->cpos + at : NULL,
-            .context = r->has_context ? r->cctx + cat * dc : NULL,
-            .n_context = r->has_context ? mr : 0,
-        };
-        at += rt;
-        cat += mr;
-    }
-    return 0;
-}
-
-/* The limits over the whole request, then the outputs' block. */
-static int limits_and_outputs(api_oip_request *r, const api_limits *lim, attn_error *err) {
-    const attn_weights *w = r->model.weights;
-    if (lim) {
-        if (w->n_heads > lim->max_heads || w->d_head > lim->max_d_model ||
-            w->d_model > lim->max_d_model)
-            return attn_error_set(err, 422, "limit_exceeded", "",
-                                  "the model's heads or d_head are over this server's limits");
-        r->flops = attn_batch_flops(r->ins, r->count);
-        if (r->flops > lim->max_flops)
-            return attn_error_set(err, 422, "limit_exceeded", "",
-                                  "this request needs %.4g floating-point operations, over the "
-                                  "limit max_flops = %.4g",
-                                  r->flops, lim->max_flops);
-        size_t scratch = attn_batch_workspace_need(r->ins, r->count);
-        if (scratch > lim->max_workspace_bytes)
-            return attn_error_set(err, 422, "limit_exceeded", "",
-                                  "this request needs %zu bytes of scratch memory, over the limit "
-                                  "max_workspace_bytes = %zu",
-                                  scratch, lim->max_workspace_bytes);
-        /* Every number at its widest, a comma each, and room for the
-         * JSON around them. */
-        double bytes = 512;
-        /* What is echoed, each byte at its widest escape (\u0000). */
-        if (r->id) bytes += 6.0 * (double)json_string_length(r->id);
-        if (r->model.name) bytes += 6.0 * (double)strlen(r->model.name);
-        for (size_t k = 0; k < r->n_out; k++)
-            bytes += 128 + (double)api_oip_padded_count(r, r->out_kind[k]) *
-                               (r->out_binary[k] ? 4.0 : 1.0 + API_FLOAT_TEXT_WIDEST);
-        if (bytes > (double)lim->max_response_bytes)
-            return attn_error_set(err, 422, "limit_exceeded", "/outputs",
-                                  "the outputs asked for need up to %.0f bytes, over the limit "
-                                  "max_response_bytes = %zu; ask for fewer outputs or heads",
-                                  bytes, lim->max_response_bytes);
-    } else {
-        r->flops = attn_batch_flops(r->ins, r->count);
-    }
-    size_t total = 0;
-    for (size_t s = 0; s < r->count; s++) {
-        size_t b = r->seq[s];
-        for (size_t k = 0; k < r->n_out; k++)
-            total += api_oip_compact_count(r, r->out_kind[k], r->ntok[b], r->nctx[b]);
-    }
-    r->block = calloc(total ? total : 1, sizeof *r->block);
-    if (!r->block) return fail_oom(err);
-    float *p = r->block;
-    for (size_t s = 0; s < r->count; s++) {
-        size_t b = r->seq[s];
-        attn_output *o = &r->outs[s];
-        for (size_t k = 0; k < r->n_out; k++) {
-            float **slot = NULL;
-            switch (r->out_kind[k]) {
-            case OIP_PATTERNS: slot = &o->patterns; break;
-            case OIP_EMBEDDINGS: slot = &o->embeddings; break;
-            case OIP_DELTA: slot = &o->delta; break;
-            case OIP_Q: slot = &o->q; break;
-            case OIP_K: slot = &o->k; break;
-            case OIP_V: slot = &o->v; break;
-            case OIP_SCORES: slot = &o->scores; break;
-            default: slot = &o->head_outputs; break;
-            }
-            size_t c = api_oip_compact_count(r, r->out_kind[k], r->ntok[b], r->nctx[b]);
-            if (c) *slot = p;
-            p += c;
+                memcpy(q->context + j * dc, ctx + (b * m + r->ctok[b * m + j]) * dc,
+                       dc * sizeof *ctx);
+            q->n_context = mr;
+            q->d_context = dc;
         }
     }
     return 0;
 }
 
-/* The inputs' shapes against each other and the model; values read. */
-static int decode_inputs(api_oip_request *r, oip_tensor *ts, const api_limits *lim,
-                         size_t max_batch, attn_error *err) {
-    const attn_weights *w = r->model.weights;
+/* The inputs' shapes against each other; values read. */
+static int decode_inputs(api_call *c, api_oip_request *r, oip_tensor *ts, const api_limits *lim,
+                         attn_error *err) {
+    size_t max_batch = lim ? lim->max_batch : SIZE_MAX;
     oip_tensor *e = &ts[IN_EMBEDDINGS];
     if (!e->given)
         return attn_error_set(err, 400, "missing_field", "/inputs",
                               "the request has no input named embeddings");
-    if (w->w_kv && !ts[IN_CONTEXT].given)
-        return attn_error_set(err, 400, "missing_field", "/inputs",
-                              "the model is cross-attention: it needs an input named context");
     if (e->dtype != DT_FP32)
         return check_tensor(e, "embeddings", DT_FP32, DT_FP32, 0, NULL, 0, err);
     char path[API_PATH_MAX];
@@ -832,16 +740,15 @@ static int decode_inputs(api_oip_request *r, oip_tensor *ts, const api_limits *l
     r->batch_axis = e->rank == 3;
     r->B = r->batch_axis ? e->shape[0] : 1;
     r->n = e->shape[e->rank - 2];
-    r->dm = w->d_model;
-    r->dh = w->d_head;
-    if (e->shape[e->rank - 1] != w->d_model)
+    r->dm = e->shape[e->rank - 1];
+    if (r->B == 0 || r->n == 0 || r->dm == 0)
         return attn_error_set(err, 422, "dimension_mismatch", path,
-                              "embeddings rows have %zu numbers, expected the model's d_model = "
-                              "%zu",
-                              e->shape[e->rank - 1], w->d_model);
-    if (r->B == 0 || r->n == 0)
-        return attn_error_set(err, 422, "dimension_mismatch", path,
-                              "embeddings has no rows or no tokens");
+                              "embeddings has no rows, no tokens or no numbers in a row");
+    if (lim && r->dm > lim->max_d_model)
+        return attn_error_set(err, 422, "limit_exceeded", path,
+                              "embeddings rows have %zu numbers (d_model), over the limit "
+                              "max_d_model = %zu",
+                              r->dm, lim->max_d_model);
     if (r->B > max_batch)
         return attn_error_set(err, 422, "limit_exceeded", path,
                               "the batch has %zu rows, over the limit max_batch = %zu", r->B,
@@ -866,16 +773,16 @@ static int decode_inputs(api_oip_request *r, oip_tensor *ts, const api_limits *l
     r->m = r->n;
     if (r->has_context) {
         oip_tensor *c = &ts[IN_CONTEXT];
-        dc = w->d_context;
-        if (c->rank != e->rank || (r->batch_axis && c->shape[0] != r->B) ||
-            c->shape[c->rank - 1] != dc || c->shape[c->rank - 2] == 0) {
+        dc = c->shape[c->rank - 1];
+        if (c->rank != e->rank || (r->batch_axis && c->shape[0] != r->B) || dc == 0 ||
+            c->shape[c->rank - 2] == 0 || (lim && dc > lim->max_d_model)) {
             if (c->dtype != DT_FP32)
                 return check_tensor(c, "context", DT_FP32, DT_FP32, 0, NULL, 0, err);
             api_path_index(path, sizeof path, "/inputs", c->index);
             return attn_error_set(err, 422, "dimension_mismatch", path,
-                                  "context is [B, m, d_context = %zu] (without a batch axis [m, "
-                                  "%zu]), m ≥ 1, with the embeddings' B",
-                                  dc, dc);
+                                  "context is [B, m, d_context] (without a batch axis [m, "
+                                  "d_context]), m ≥ 1 and d_context ≥ 1 within max_d_model, "
+                                  "with the embeddings' B");
         }
         r->m = c->shape[c->rank - 2];
         size_t bm;
@@ -925,7 +832,7 @@ static int decode_inputs(api_oip_request *r, oip_tensor *ts, const api_limits *l
     }
     if (!(emb = read_floats(e, err))) goto out;
     if (r->has_context && !(ctx = read_floats(&ts[IN_CONTEXT], err))) goto out;
-    rc = compact(r, emb, real, pos, ctx, ctx_real, dc, err);
+    rc = compact(c, r, emb, real, pos, ctx, ctx_real, dc, err);
 out:
     free(real);
     free(ctx_real);
@@ -1024,54 +931,16 @@ static size_t oip_values_max(const api_limits *lim) {
     return total;
 }
 
-/* What the scan refused before jansson ran, as /v1 says it; -1. */
-static int oip_violation(const api_arrays *a, const api_limits *lim, attn_error *err) {
-    const char *where;
-    const api_arrays_limit v = api_arrays_violation(a, &where);
-    switch (v) {
-    case API_ARRAYS_TOO_DEEP:
-    case API_ARRAYS_STRING_LONG: return api_scan_limit_error(v, where, lim, err);
-    case API_ARRAYS_TOO_MANY:
-        return attn_error_set(err, 422, "limit_exceeded", where,
-                              "the JSON header holds more than %zu JSON values besides its "
-                              "number arrays, more than a request within the limits max_tokens = "
-                              "%zu and max_heads = %zu can have",
-                              oip_values_max(lim), lim->max_tokens, lim->max_heads);
-    default: return 0;
-    }
-}
+/* No array is held to a length by the scan: the shapes say the lengths. */
+static const api_scan_table oip_scan = {"JSON header", NULL, 0, oip_values_max, oip_array_rank};
 
 /* The header scanned and parsed: its tree in *root and the lifted rows in
  * *arrays (both the caller's), or -1 with *err. */
 static int parse_header(const char *body, size_t hl, const api_limits *lim, json_t **root,
                         api_arrays **arrays, attn_error *err) {
-    api_arrays_rules rules = {0};
-    if (lim)
-        rules = (api_arrays_rules){lim->max_json_depth, lim->max_string_bytes, oip_values_max(lim),
-                                   NULL, NULL};
-    *root = NULL;
     data_in_tree = 0;
     for (int pass = 0;; pass++) {
-        json_error_t jerr;
-        const char *text;
-        size_t text_len;
-        int rc = api_arrays_lift_rules(arrays, body, hl, oip_array_rank, &rules);
-        if (rc < 0) {
-            data_in_tree = 0;
-            return fail_oom(err);
-        }
-        if (lim && oip_violation(*arrays, lim, err) < 0) break;
-        text = api_arrays_text(*arrays, &text_len);
-        *root = json_loadb(text, text_len, PARSE_FLAGS, &jerr);
-        if (!*root) {
-            api_arrays_fix_error(*arrays, body, hl, &jerr);
-            api_decode_parse_error(body, hl, &jerr, err);
-            if (err->status == 400)
-                attn_error_set(err, 400, "invalid_json", "",
-                               "the JSON header is not JSON: %s at line %d, column %d", jerr.text,
-                               jerr.line, jerr.column);
-            break;
-        }
+        if (api_scan_parse(body, hl, &oip_scan, lim, root, arrays, err) < 0) break;
         uint64_t bits = pass ? 0 : inexact_inputs(*arrays, *root);
         if (!bits) {
             data_in_tree = 0;
@@ -1084,133 +953,158 @@ static int parse_header(const char *body, size_t hl, const api_limits *lim, json
         data_in_tree = bits;
     }
     data_in_tree = 0;
-    api_arrays_free(*arrays);
-    *arrays = NULL;
     return -1;
 }
 
-int api_oip_decode(const char *body, size_t len, long long header_len, const api_oip_model *m,
-                   const api_limits *limits, size_t max_batch, api_oip_request **out,
-                   attn_error *err) {
-    *out = NULL;
-    size_t hl = len;
-    if (header_len >= 0) {
-        if ((unsigned long long)header_len > len)
-            return attn_error_set(err, 400, "invalid_binary", "",
-                                  "Inference-Header-Content-Length is %lld, past the body's %zu "
-                                  "bytes",
-                                  header_len, len);
-        hl = (size_t)header_len;
-    }
-    json_t *root;
-    api_arrays *arrays;
-    if (parse_header(body, hl, limits, &root, &arrays, err) < 0) return -1;
-    api_oip_request *r = calloc(1, sizeof *r);
-    if (!r) {
-        json_decref(root);
-        api_arrays_free(arrays);
-        return fail_oom(err);
-    }
-    r->model = *m;
-    const attn_weights *w = m->weights;
+static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root,
+                             const api_arrays *arrays, const unsigned char *bin, size_t bin_len,
+                             const api_limits *limits, attn_error *err) {
     oip_tensor ts[IN_COUNT] = {0};
-    attn_mask_kind mask = w->w_kv ? ATTN_MASK_NONE : m->mask;
     int bin_out = 0;
-    float scale = w->scale > 0.0f ? w->scale : (float)(1.0 / sqrt((double)w->d_head));
-    json_t *select = NULL;
+    const json_t *select = NULL, *v;
     const char *key;
-    json_t *v;
     size_t used = 0;
-    int rc = -1;
 
-    if (!json_is_object(root)) {
-        attn_error_set(err, 400, "invalid_type", "", "the JSON header is not an object");
-        goto out;
-    }
-    json_object_foreach(root, key, v) {
+    if (!json_is_object(root))
+        return attn_error_set(err, 400, "invalid_type", "", "the JSON header is not an object");
+    json_object_foreach((json_t *)root, key, v) {
         if (strcmp(key, "id") && strcmp(key, "parameters") && strcmp(key, "inputs") &&
             strcmp(key, "outputs")) {
             char path[API_PATH_MAX];
             api_path_key(path, sizeof path, "", key);
-            attn_error_set(err, 400, "unknown_field", path, "unknown field \"%s\"", key);
-            goto out;
+            return attn_error_set(err, 400, "unknown_field", path, "unknown field \"%s\"", key);
         }
     }
     v = json_object_get(root, "id");
-    if (v && !json_is_string(v)) {
-        attn_error_set(err, 400, "invalid_type", "/id", "id is not a string");
-        goto out;
-    }
-    r->id = json_incref(v);
-    if (read_parameters(json_object_get(root, "parameters"), w, &mask, &scale, &select, &bin_out,
-                        err) < 0)
-        goto out;
+    if (v && !json_is_string(v))
+        return attn_error_set(err, 400, "invalid_type", "/id", "id is not a string");
+    r->id = json_incref((json_t *)v);
+    if (read_parameters(json_object_get(root, "parameters"), c->shared, r, &select, &bin_out, err) <
+        0)
+        return -1;
     v = json_object_get(root, "inputs");
-    if (!json_is_array(v) || json_array_size(v) == 0) {
-        attn_error_set(err, 400, "missing_field", "/inputs", "inputs is not a non-empty array");
-        goto out;
-    }
-    const unsigned char *bin = (const unsigned char *)body + hl;
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return attn_error_set(err, 400, "missing_field", "/inputs",
+                              "inputs is not a non-empty array");
     for (size_t i = 0; i < json_array_size(v); i++)
-        if (read_input(json_array_get(v, i), i, m, ts, arrays, bin, len - hl, &used, err) < 0)
-            goto out;
-    if (used != len - hl) {
-        attn_error_set(err, 400, "invalid_binary", "",
-                       "%zu bytes follow the JSON header, but the inputs' binary_data_size "
-                       "sum to %zu",
-                       len - hl, used);
-        goto out;
+        if (read_input(json_array_get(v, i), i, ts, arrays, bin, bin_len, &used, err) < 0)
+            return -1;
+    if (used != bin_len)
+        return attn_error_set(err, 400, "invalid_binary", "",
+                              "%zu bytes follow the JSON header, but the inputs' binary_data_size "
+                              "sum to %zu",
+                              bin_len, used);
+    r->context_at = ts[IN_CONTEXT].given ? (long)ts[IN_CONTEXT].index : -1;
+    r->context_mask_at = ts[IN_CONTEXT_MASK].given ? (long)ts[IN_CONTEXT_MASK].index : -1;
+    if (read_outputs(r, json_object_get(root, "outputs"), bin_out, err) < 0 ||
+        read_heads(c->shared, select, err) < 0)
+        return -1;
+    return decode_inputs(c, r, ts, limits, err);
+}
+
+static int oip_decode(api_call *c, const api_call_body *body, const api_limits *limits,
+                      attn_error *err) {
+    size_t len = body->len, hl = len;
+    if (body->header_len >= 0) {
+        if ((unsigned long long)body->header_len > len)
+            return attn_error_set(err, 400, "invalid_binary", "",
+                                  "Inference-Header-Content-Length is %lld, past the body's %zu "
+                                  "bytes",
+                                  body->header_len, len);
+        hl = (size_t)body->header_len;
     }
-    if (read_outputs(r, json_object_get(root, "outputs"), bin_out, err) < 0) goto out;
-    if (read_heads(r, select, w->n_heads, err) < 0) goto out;
-    if (decode_inputs(r, ts, limits, max_batch, err) < 0) goto out;
-    for (size_t s = 0; s < r->count; s++) {
-        r->ins[s].mask.kind = mask;
-        r->ins[s].scale = scale;
-    }
-    if (limits_and_outputs(r, limits, err) < 0) goto out;
-    rc = 0;
-out:
+    api_oip_request *r = calloc(1, sizeof *r);
+    if (!r) return fail_oom(err);
+    c->wire = r;
+    if (!(c->shared = calloc(1, sizeof *c->shared))) return fail_oom(err);
+    /* The URL's name, kept as a body's would be (its echo's length too). */
+    const char *name = body->model ? body->model : "";
+    c->shared->model = json_stringn(name, strlen(name));
+    if (!c->shared->model || !(c->shared->model_json_bytes = api_json_bytes(c->shared->model)))
+        return fail_oom(err);
+    json_t *root;
+    api_arrays *arrays;
+    if (parse_header(body->data, hl, limits, &root, &arrays, err) < 0) return -1;
+    int rc = oip_decode_header(c, r, root, arrays, (const unsigned char *)body->data + hl, len - hl,
+                               limits, err);
     json_decref(root);
     api_arrays_free(arrays);
-    if (rc < 0) {
-        api_oip_free(r);
-        return -1;
+    return rc;
+}
+
+/* The inputs a model takes: the context and its mask are a
+ * cross-attention model's, and it needs the context; its rows have no
+ * order, so no causal mask. */
+static int oip_check_model(const api_call *c, const api_model_ref *m, attn_error *err) {
+    const api_oip_request *r = c->wire;
+    int cross = m->weights->w_kv != NULL;
+    if (!cross && (r->context_at >= 0 || r->context_mask_at >= 0)) {
+        long at = r->context_at;
+        if (at < 0 || (r->context_mask_at >= 0 && r->context_mask_at < at)) at = r->context_mask_at;
+        return unknown_input((size_t)at, 0, err);
     }
-    *out = r;
+    if (cross && !r->has_context)
+        return attn_error_set(err, 400, "missing_field", "/inputs",
+                              "the model is cross-attention: it needs an input named context");
+    if (cross && r->causal_asked)
+        return attn_error_set(err, 422, "invalid_combination", "/parameters/mask",
+                              "a cross-attention model's context rows have no order: the mask is "
+                              "\"none\"");
     return 0;
 }
 
-size_t api_oip_count(const api_oip_request *r) {
-    return r->count;
+void api_oip_view(const api_call *c, api_oip_request *view) {
+    *view = *(const api_oip_request *)c->wire;
+    view->model_name = json_string_value(c->shared->model);
+    view->dh = c->weights->d_head;
+    view->hs = c->shared->n_heads;
+    view->outs = c->outs;
 }
 
-const attn_input *api_oip_inputs(const api_oip_request *r) {
-    return r->ins;
+/* Every number at its widest, a comma each, and room for the JSON around
+ * them; what is echoed, each byte at its widest escape (\u0000). */
+static int oip_answer_bytes_max(const api_call *c, size_t *bytes) {
+    api_oip_request r;
+    api_oip_view(c, &r);
+    double total = 512;
+    if (r.id) total += 6.0 * (double)json_string_length(r.id);
+    total += 6.0 * (double)strlen(r.model_name);
+    for (size_t k = 0; k < r.n_out; k++)
+        total += 128 + (double)api_oip_padded_count(&r, r.out_kind[k]) *
+                           (r.out_binary[k] ? 4.0 : 1.0 + API_FLOAT_TEXT_WIDEST);
+    if (total >= (double)SIZE_MAX) return -1;
+    *bytes = (size_t)total;
+    return 0;
 }
 
-const attn_output *api_oip_outputs(const api_oip_request *r) {
-    return r->outs;
+static char *oip_encode(const api_call *c, size_t *len, size_t *json_len, attn_error *err) {
+    api_oip_request r;
+    api_oip_view(c, &r);
+    return api_oip_encode(&r, len, json_len, err);
 }
 
-double api_oip_cost(const api_oip_request *r) {
-    return r->flops;
-}
-
-void api_oip_free(api_oip_request *r) {
-    if (!r) return;
+static void oip_free_wire(void *wire) {
+    api_oip_request *r = wire;
     json_decref(r->id);
-    free(r->heads);
     free(r->tok);
     free(r->ntok);
     free(r->ctok);
     free(r->nctx);
     free(r->seq);
-    free(r->cemb);
-    free(r->cpos);
-    free(r->cctx);
-    free(r->ins);
-    free(r->outs);
-    free(r->block);
     free(r);
 }
+
+const api_codec api_codec_oip = {
+    .kind = API_CALL_OIP,
+    .decode = oip_decode,
+    .array_rank = oip_array_rank,
+    .check_model = oip_check_model,
+    .answer_bytes_max = oip_answer_bytes_max,
+    .encode = oip_encode,
+    .error_body = api_oip_error_json,
+    .free_wire = oip_free_wire,
+    .noun = "request",
+    .answer_path = "/outputs",
+    .answer_advice = "outputs or heads",
+    .model_in_url = 1,
+};

@@ -1,6 +1,6 @@
 /*
- * oip_encode.c — what the Open Inference Protocol endpoints answer: the
- * error body, server and model metadata, and an infer request's outputs
+ * codec_oip_encode.c — what the Open Inference Protocol endpoints answer:
+ * the error body, server and model metadata, and an infer call's outputs
  * (oip.h says what the wire format follows).
  *
  * An output is scattered from its sequences' compact results into the
@@ -197,7 +197,7 @@ char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, at
     if (most && !scratch) goto oom;
     api_buffer_init(&b, 256 + bin_bytes);
     api_buffer_append_str(&b, "{\"model_name\":");
-    json_t *jname = json_string(r->model.name);
+    json_t *jname = json_string(r->model_name);
     char *name = jname ? json_dumps(jname, JSON_ENCODE_ANY) : NULL;
     json_decref(jname);
     if (!name) goto oom_buffer;
