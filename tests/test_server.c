@@ -382,6 +382,7 @@ START_TEST(config_help) {
         "rename",
         "SIGBUS",
         "--help",
+        "answered without an API key: /healthz, /readyz, /, /v2/health/live, /v2/health/ready\n",
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
         ck_assert_msg(strstr(text, expect[i]), "help lacks %s", expect[i]);
@@ -1151,6 +1152,28 @@ START_TEST(routes) {
 }
 END_TEST
 
+/* The list of open routes is the table's: each open route once, in order,
+ * and each path in it finds an open route. */
+START_TEST(open_routes_listed) {
+    char list[256];
+    size_t len = srv_route_open_paths(list, sizeof list);
+    ck_assert_uint_eq(len, strlen(list));
+    ck_assert_str_eq(list, "/healthz, /readyz, /, /v2/health/live, /v2/health/ready");
+    int open = 0;
+    for (int r = 0; r < SRV_ROUTE_COUNT; r++)
+        open += srv_route_open((srv_route)r);
+    int listed = 0;
+    for (char *path = strtok(list, ", "); path; path = strtok(NULL, ", "), listed++)
+        ck_assert_msg(srv_route_open(srv_route_find(path)), "%s is not open", path);
+    ck_assert_int_eq(listed, open);
+    /* cut as snprintf cuts, and measured whole */
+    char small[9]; /* "/healthz" and its NUL */
+    ck_assert_uint_eq(srv_route_open_paths(small, sizeof small), len);
+    ck_assert_str_eq(small, "/healthz");
+    ck_assert_uint_eq(srv_route_open_paths(NULL, 0), len);
+}
+END_TEST
+
 /* ------------------------------------------------------------------- job */
 
 /* Runs an attention job for `body` on worker w; its status and response
@@ -1512,6 +1535,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, http_content_types);
     tcase_add_test(tc, http_content_length);
     tcase_add_test(tc, routes);
+    tcase_add_test(tc, open_routes_listed);
     tcase_add_test(tc, keys_file_refusals);
     suite_add_tcase(s, tc);
 
