@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "server/config.h"
+#include "server/framing.h"
 #include "server/headers.h"
 #include "server/http.h"
 #include "server/job.h"
@@ -1152,6 +1153,35 @@ START_TEST(routes) {
 }
 END_TEST
 
+/* The framing checks read libmicrohttpd 0.9.75's private buffer: built
+ * against, or running on, any other version, the server refuses to start
+ * and says why. */
+START_TEST(framing_needs_its_libmicrohttpd) {
+    attn_error err;
+    ck_assert_int_eq(srv_framing_supported(MHD_VERSION, MHD_get_version(), &err), 0);
+    ck_assert_int_eq(srv_framing_supported(0x00097500, "0.9.75", &err), 0);
+
+    static const struct {
+        unsigned long built;
+        const char *running, *named;
+    } other[] = {
+        {0x00097600, "0.9.76", "libmicrohttpd 0.9.76 (built against 0.9.76)"},
+        {0x00097500, "0.9.77", "libmicrohttpd 0.9.77 (built against 0.9.75)"},
+        {0x01000100, "0.9.75", "libmicrohttpd 0.9.75 (built against 1.0.1)"},
+        {0x00097400, "0.9.74", "libmicrohttpd 0.9.74 (built against 0.9.74)"},
+        {0x00097500, "0.9.75.1", "libmicrohttpd 0.9.75.1"},
+        {0x00097500, NULL, "of unknown version"},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        memset(&err, 0, sizeof err);
+        ck_assert_int_eq(srv_framing_supported(other[i].built, other[i].running, &err), -1);
+        ck_assert_str_eq(err.code, "server_start_failed");
+        ck_assert_msg(strstr(err.message, other[i].named), "%s", err.message);
+        ck_assert_msg(strstr(err.message, "0.9.75's private header buffer"), "%s", err.message);
+    }
+}
+END_TEST
+
 /* The list of open routes is the table's: each open route once, in order,
  * and each path in it finds an open route. */
 START_TEST(open_routes_listed) {
@@ -1536,6 +1566,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, http_content_length);
     tcase_add_test(tc, routes);
     tcase_add_test(tc, open_routes_listed);
+    tcase_add_test(tc, framing_needs_its_libmicrohttpd);
     tcase_add_test(tc, keys_file_refusals);
     suite_add_tcase(s, tc);
 
