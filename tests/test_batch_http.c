@@ -296,15 +296,9 @@ START_TEST(test_gone_client_drops_batch) {
     close(fd);
     ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_jobs_dropped_total ", 1, 20), 1);
     ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 0, 5), 0);
-    char *log = NULL, *line = NULL;
-    for (int i = 0; i < 100 && !line; i++, usleep(20000)) {
-        free(log);
-        log = hs_log(&s);
-        line = hs_access_line(log, "batch-runner");
-    }
+    char *line = hs_wait_access_line(&s, "batch-runner", 10);
     ck_assert_msg(line && strstr(line, " 499 "), "%s", line ? line : "(no line)");
     free(line);
-    free(log);
     free(b);
     finish(&s);
 }

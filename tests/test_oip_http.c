@@ -839,8 +839,13 @@ START_TEST(drain) {
     }
     ck_assert_int_ge(in_flight, K + 1);
     hs_signal(&srv, SIGTERM);
-    usleep(100000);
+    /* ready until the drain begins, then not */
     hs_request(conn[0], srv.port, "GET", "/v2/health/ready", NULL, NULL, 0, &r);
+    for (int i = 0; i < 1000 && r.status == 200; i++) {
+        hs_response_free(&r);
+        usleep(10000);
+        hs_request(conn[0], srv.port, "GET", "/v2/health/ready", NULL, NULL, 0, &r);
+    }
     check_error_body(&r, 503, "ready while draining");
     char *ra = hs_header(&r, "Retry-After");
     ck_assert_ptr_nonnull(ra);
