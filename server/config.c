@@ -77,7 +77,7 @@ static const cfg_option cfg_table[] = {
     {"max-tokens", "ATTN_MAX_TOKENS", CFG_SIZE, 1, 1048576, "8192", F(max_tokens),
      "most tokens in one request (a batch: in each sequence, and in all of them)"},
     {"max-batch", "ATTN_MAX_BATCH", CFG_SIZE, 1, 1048576, "256", F(max_batch),
-     "most sequences in one POST /v1/attention/batch"},
+     "most sequences in one POST /v1/attention/batch, and rows (B) of one /v2 infer"},
     {"max-heads", "ATTN_MAX_HEADS", CFG_SIZE, 1, 65536, "128", F(max_heads),
      "most heads in one request"},
     {"max-d-model", "ATTN_MAX_D_MODEL", CFG_SIZE, 1, 1048576, "16384", F(max_d_model),
