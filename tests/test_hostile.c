@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/fixtures.h"
 #include "tests/http_harness.h"
 
 static const char tiny[] =
@@ -586,24 +587,6 @@ END_TEST
 
 /* --------------------------------------------------------------- gone */
 
-/* A body for gpt2-small-shape with n tokens of zeros: ~n × 1.5 KiB. */
-static char *heavy_body(int n) {
-    size_t cap = (size_t)n * (768 * 2 + 2) + 256, len = 0; /* a row: "[" 768 × "0," "," */
-    char *b = malloc(cap);
-    len += (size_t)sprintf(b, "{\"model\":\"gpt2-small-shape\",\"return\":[\"embeddings\"],"
-                              "\"embeddings\":[");
-    for (int i = 0; i < n; i++) {
-        b[len++] = '[';
-        for (int j = 0; j < 768; j++) {
-            b[len++] = '0';
-            b[len++] = j < 767 ? ',' : ']';
-        }
-        b[len++] = i < n - 1 ? ',' : ']';
-    }
-    strcpy(b + len, "}");
-    return b;
-}
-
 static int send_post(unsigned port, const char *body, const char *id) {
     int fd = hs_raw_open(port);
     ck_assert_int_ge(fd, 0);
@@ -631,7 +614,7 @@ START_TEST(gone_clients_give_way) {
     static const char *const args[] = {"--workers", "1", "--queue-depth", "4", NULL};
     start(&s, args);
     /* ~1 s a job on one worker: the queue fills long before it drains */
-    char *body = heavy_body(2048);
+    char *body = tf_heavy_body(2048);
     enum { Q = 5 };
     int fds[Q];
     /* one running (taken by the worker before the others come), four queued */
@@ -677,7 +660,7 @@ START_TEST(gone_client_stops_running_job) {
     hs_server s;
     static const char *const args[] = {"--workers", "2", NULL};
     start(&s, args);
-    char *body = heavy_body(4096);
+    char *body = tf_heavy_body(4096);
     int fd = send_post(s.port, body, "runner");
     ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 1, 20), 1);
     close(fd);
@@ -697,7 +680,7 @@ END_TEST
 START_TEST(load_restart_no_503) {
     hs_server s;
     start(&s, NULL);
-    char *body = heavy_body(256);
+    char *body = tf_heavy_body(256);
     enum { C = 64 };
     int fds[C];
     for (int round = 0; round < 2; round++) {
