@@ -5,7 +5,8 @@
  * an HTTP status, a stable code, a sentence, the JSON Pointer of the
  * offending value); only this module turns one into the JSON error body.
  *
- * The codes, stable words that clients match on:
+ * The codes, stable words that clients match on (on the /v2 paths the
+ * Open Inference Protocol's body carries the message alone, api/oip.h):
  *
  *   400 invalid_json            not JSON, invalid UTF-8, duplicate key, not an object
  *   400 missing_field           a required field is absent (embeddings, w_q, neither
@@ -17,10 +18,15 @@
  *                               wrong rank for its field)
  *   400 invalid_value           a value outside its set: an unknown `return` name, an
  *                               unknown mask or encoding word, both model and weights
+ *   400 bad_request             framing a proxy could read another way (server/framing.h):
+ *                               two Content-Lengths, a length with chunked, no or two
+ *                               Hosts, a NUL byte, a bad header name (connection closed)
  *   401 unauthorized            API key missing or wrong
  *   404 unknown_model           `model` names no loaded model
  *   404 not_found               no such path
  *   405 method_not_allowed      known path, wrong method (with Allow)
+ *   408 request_timeout         headers or body not in within --connection-timeout
+ *                               (connection closed)
  *   413 body_too_large          body over --max-body-bytes
  *   415 unsupported_media_type  POST whose Content-Type is not JSON
  *   422 dimension_mismatch      shapes disagree: ragged rows, no rows, d_model, d_context
@@ -47,6 +53,8 @@
  *   422 no_vocabulary           tokens sent without embeddings to a model that has no
  *                               vocabulary (path .../embeddings)
  *   500 internal_error          a broken invariant; never expected
+ *   501 not_implemented         a transfer coding other than chunked alone (connection
+ *                               closed)
  *   503 overloaded              the work queue is full, or too many request bodies are
  *                               held at once (with Retry-After)
  *   503 shutting_down           the server is draining (with Retry-After)

@@ -29,6 +29,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "server/route.h"
+
 typedef enum {
     CFG_SIZE,   /* a whole number, with an optional k/m/g suffix */
     CFG_DOUBLE, /* a number */
@@ -75,7 +77,7 @@ static const cfg_option cfg_table[] = {
     {"max-tokens", "ATTN_MAX_TOKENS", CFG_SIZE, 1, 1048576, "8192", F(max_tokens),
      "most tokens in one request (a batch: in each sequence, and in all of them)"},
     {"max-batch", "ATTN_MAX_BATCH", CFG_SIZE, 1, 1048576, "256", F(max_batch),
-     "most sequences in one POST /v1/attention/batch"},
+     "most sequences in one POST /v1/attention/batch, and rows (B) of one /v2 infer"},
     {"max-heads", "ATTN_MAX_HEADS", CFG_SIZE, 1, 65536, "128", F(max_heads),
      "most heads in one request"},
     {"max-d-model", "ATTN_MAX_D_MODEL", CFG_SIZE, 1, 1048576, "16384", F(max_d_model),
@@ -107,8 +109,8 @@ static const cfg_option cfg_table[] = {
      "its previous answer, and its body, counted from its headers; late ones get 408 and the "
      "connection is closed. An idle connection is closed a second after it"},
     {"api-keys-file", "ATTN_API_KEYS_FILE", CFG_PATH, 0, 0, "", F(api_keys_file),
-     "file of API keys, one per line, reloaded on SIGHUP; when set, every route but /healthz "
-     "and /readyz needs Authorization: Bearer KEY"},
+     "file of API keys, one per line, reloaded on SIGHUP; when set, every route but the open "
+     "ones (listed below) needs Authorization: Bearer KEY"},
     {"cors-origin", "ATTN_CORS_ORIGIN", CFG_ORIGINS, 0, 0, "", F(cors_origin),
      "origins browsers may call from (https://a.example,http://localhost:5173), or *; none "
      "if empty"},
@@ -330,4 +332,7 @@ void cfg_print_help(FILE *out, const char *argv0) {
         fputc('\n', out);
     }
     fprintf(out, "  --%-20s %s\n", "help", "print this text and exit");
+    char open[256];
+    srv_route_open_paths(open, sizeof open);
+    fprintf(out, "\nOpen routes, answered without an API key: %s\n", open);
 }

@@ -26,7 +26,7 @@ typedef struct cfg_config {
     size_t max_inflight_bytes; /* request bodies held at once, all connections */
     size_t max_connections;    /* open at once (libmicrohttpd's connection limit) */
     size_t max_tokens;
-    size_t max_batch; /* sequences of one POST /v1/attention/batch */
+    size_t max_batch; /* sequences of one POST /v1/attention/batch, rows of one /v2 infer */
     size_t max_heads;
     size_t max_d_model;
     double max_flops;

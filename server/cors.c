@@ -20,14 +20,15 @@ int srv_cors_allows(const char *list, const char *origin) {
     return 0;
 }
 
-void srv_cors_headers(struct MHD_Response *r, const char *list, const char *origin, int preflight,
-                      const char *allow) {
+void srv_cors_headers(struct MHD_Response *r, const char *list, const char *origin) {
     int any = strcmp(list, "*") == 0;
     MHD_add_response_header(r, "Access-Control-Allow-Origin", any ? "*" : origin);
     if (!any) MHD_add_response_header(r, "Vary", "Origin");
     MHD_add_response_header(r, "Access-Control-Expose-Headers",
                             "X-Request-Id, Server-Timing, Retry-After");
-    if (!preflight) return;
+}
+
+void srv_cors_preflight_headers(struct MHD_Response *r, const char *allow) {
     char methods[64];
     snprintf(methods, sizeof methods, "%s, OPTIONS", allow);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", methods);

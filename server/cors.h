@@ -12,9 +12,11 @@
  * schemes and host names are). */
 int srv_cors_allows(const char *list, const char *origin);
 
-/* Adds the headers of an answer to an allowed `origin` (never NULL), and
- * for a preflight those that grant `allow` (the route's methods). */
-void srv_cors_headers(struct MHD_Response *r, const char *list, const char *origin, int preflight,
-                      const char *allow);
+/* Adds the headers of any answer to an allowed `origin` (never NULL). */
+void srv_cors_headers(struct MHD_Response *r, const char *list, const char *origin);
+
+/* Adds, besides those, the headers of the answer to a preflight: the ones
+ * that grant `allow` (the route's methods) and the request headers. */
+void srv_cors_preflight_headers(struct MHD_Response *r, const char *allow);
 
 #endif

@@ -102,6 +102,6 @@ enum MHD_Result srv_dispatch_reply(srv_exchange *x) {
     if (!j->response) return srv_reply_oom(x);
     char *body = j->response;
     j->response = NULL; /* moved into libmicrohttpd */
-    return srv_reply(x, (unsigned)j->status, body, j->response_len, 1,
-                     j->content_type ? j->content_type : "application/json");
+    return srv_reply_new(x, (unsigned)j->status, body, j->response_len,
+                         j->content_type ? j->content_type : "application/json");
 }

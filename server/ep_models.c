@@ -32,7 +32,7 @@ static enum MHD_Result models_answer(srv_exchange *x) {
     free(vocabs);
     store_set_release(set);
     if (!text) return srv_reply_oom(x);
-    return srv_reply(x, 200, text, len, 1, "application/json");
+    return srv_reply_new(x, 200, text, len, "application/json");
 }
 
 static enum MHD_Result model_answer(srv_exchange *x) {
@@ -65,7 +65,7 @@ static enum MHD_Result model_answer(srv_exchange *x) {
     }
     store_set_release(set);
     if (!text) return srv_reply_error(x, &err);
-    return srv_reply(x, 200, text, len, 1, "application/json");
+    return srv_reply_new(x, 200, text, len, "application/json");
 }
 
 const srv_endpoint srv_ep_models = {NULL, models_answer, NULL};

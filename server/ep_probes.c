@@ -35,7 +35,7 @@ static enum MHD_Result metrics_answer(srv_exchange *x) {
     size_t len = 0;
     char *text = srv_metrics_render(h->metrics, &g, &len);
     if (!text) return srv_reply_oom(x);
-    return srv_reply(x, 200, text, len, 1, SRV_METRICS_CONTENT_TYPE);
+    return srv_reply_new(x, 200, text, len, SRV_METRICS_CONTENT_TYPE);
 }
 
 const srv_endpoint srv_ep_healthz = {NULL, healthz_answer, NULL};

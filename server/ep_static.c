@@ -52,9 +52,8 @@ static enum MHD_Result page_answer(srv_exchange *x) {
     pthread_once(&page_etag_once, page_etag_make);
     const char *tags =
         MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-    if (tags && etag_matches(tags, page_etag)) return srv_reply(x, 304, (char *)"", 0, 0, NULL);
-    return srv_reply(x, 200, (char *)web_index_html, web_index_html_len, 0,
-                     "text/html; charset=utf-8");
+    if (tags && etag_matches(tags, page_etag)) return srv_reply_static(x, 304, "", 0, NULL);
+    return srv_reply_static(x, 200, web_index_html, web_index_html_len, "text/html; charset=utf-8");
 }
 
 static int page_headers(const srv_exchange *x, struct MHD_Response *r, unsigned status) {
@@ -73,7 +72,7 @@ static int page_headers(const srv_exchange *x, struct MHD_Response *r, unsigned 
 }
 
 static enum MHD_Result openapi_answer(srv_exchange *x) {
-    return srv_reply(x, 200, (char *)api_openapi_yaml, api_openapi_yaml_len, 0, "application/yaml");
+    return srv_reply_static(x, 200, api_openapi_yaml, api_openapi_yaml_len, "application/yaml");
 }
 
 const srv_endpoint srv_ep_page = {NULL, page_answer, page_headers};

@@ -22,7 +22,7 @@ static enum MHD_Result v2_server_answer(srv_exchange *x) {
     size_t len = 0;
     char *text = api_oip_server_metadata(&len);
     if (!text) return srv_reply_oom(x);
-    return srv_reply(x, 200, text, len, 1, "application/json");
+    return srv_reply_new(x, 200, text, len, "application/json");
 }
 
 static enum MHD_Result v2_live_answer(srv_exchange *x) {
@@ -61,7 +61,7 @@ static enum MHD_Result v2_model_answer(srv_exchange *x) {
     char *text = api_oip_model_metadata(&om, &len);
     store_set_release(set);
     if (!text) return srv_reply_oom(x);
-    return srv_reply(x, 200, text, len, 1, "application/json");
+    return srv_reply_new(x, 200, text, len, "application/json");
 }
 
 static enum MHD_Result v2_model_ready_answer(srv_exchange *x) {

@@ -185,7 +185,7 @@ static enum MHD_Result check_framing(srv_exchange *x, const char *method, const 
  * endpoint. */
 static enum MHD_Result answer(srv_exchange *x, const char *method) {
     if (x->route == SRV_ROUTE_OTHER) return srv_reply_fail(x, 404, "not_found", "no such path");
-    if (x->preflight) return srv_reply(x, 204, (char *)"", 0, 0, "text/plain");
+    if (x->preflight) return srv_reply_static(x, 204, "", 0, "text/plain");
     if (x->unauthorized)
         return srv_reply_fail(x, 401, "unauthorized",
                               "this server needs an API key: send it as Authorization: Bearer KEY");

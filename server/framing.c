@@ -3,6 +3,7 @@
  */
 #include "server/framing.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -119,6 +120,22 @@ srv_framing_fault srv_framing_check(struct MHD_Connection *conn, const char *met
     if (sc.codings > 1 || sc.coding_not_chunked) return SRV_FRAMING_CODING;
     if (sc.lengths_differ) return SRV_FRAMING_LENGTHS_DIFFER;
     return SRV_FRAMING_OK;
+}
+
+int srv_framing_supported(unsigned long built, const char *running, attn_error *err) {
+    /* MHD_VERSION holds each part of the version as two decimal digits
+     * in hex (0x00097500 is 0.9.75): %lx prints them back */
+    char want[32];
+    snprintf(want, sizeof want, "%lx.%lx.%lx", (unsigned long)SRV_FRAMING_MHD_VERSION >> 24,
+             (unsigned long)SRV_FRAMING_MHD_VERSION >> 16 & 0xff,
+             (unsigned long)SRV_FRAMING_MHD_VERSION >> 8 & 0xff);
+    if (built == SRV_FRAMING_MHD_VERSION && running && strcmp(running, want) == 0) return 0;
+    return attn_error_set(err, 0, "server_start_failed", NULL,
+                          "libmicrohttpd %s (built against %lx.%lx.%lx): the framing checks "
+                          "(server/framing.c) read libmicrohttpd %s's private header buffer and "
+                          "would misread another version's; refusing to start",
+                          running ? running : "of unknown version", built >> 24, built >> 16 & 0xff,
+                          built >> 8 & 0xff, want);
 }
 
 int srv_framing_status(srv_framing_fault f) {

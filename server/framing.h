@@ -11,11 +11,25 @@
  * smuggling. srv_framing_check reads the headers once they are all in and
  * names the first fault; the HTTP layer answers it and closes the
  * connection, since where the next request begins is then not known.
+ *
+ * libmicrohttpd's MHD_OPTION_STRICT_FOR_CLIENT is not passed. In 0.9.75, at
+ * 1 it refuses an HTTP/1.1 request without Host (not one with two) and a
+ * space in the target, at -1 a space or tab before a header's colon (and no
+ * longer the former); libmicrohttpd answers those itself, in HTML, without
+ * X-Request-Id, where the checks here give the contract's JSON error
+ * (tests/test_hostile.c holds them to it). It sees none of the NUL bytes
+ * below, the checks that need libmicrohttpd's private buffer layout.
+ *
+ * That layout is 0.9.75's: srv_framing_supported refuses any other
+ * version, built against or loaded, and srv_http_start with it, rather
+ * than let these functions misread another version's buffer.
  */
 #ifndef SRV_FRAMING_H
 #define SRV_FRAMING_H
 
 #include <microhttpd.h>
+
+#include "attention/error.h"
 
 typedef enum srv_framing_fault {
     SRV_FRAMING_OK,
@@ -59,6 +73,19 @@ srv_framing_fault srv_framing_check(struct MHD_Connection *conn, const char *met
  */
 int srv_framing_target_cut(const char *raw_target);
 int srv_framing_method_cut(const char *method, const char *raw_target);
+
+/* The version, in MHD_VERSION's form, whose private header-buffer layout
+ * the functions above read: libmicrohttpd 0.9.75 (Debian 12's). */
+#define SRV_FRAMING_MHD_VERSION 0x00097500
+
+/*
+ * 0 when `built` (the MHD_VERSION compiled against) and `running`
+ * (MHD_get_version() of the library loaded, "0.9.75") are both
+ * SRV_FRAMING_MHD_VERSION; else -1 with err (code "server_start_failed")
+ * naming the versions. Porting to another version means reading its
+ * parser again, and tests/test_hostile.c on it.
+ */
+int srv_framing_supported(unsigned long built, const char *running, attn_error *err);
 
 /* The status and the message of a fault other than SRV_FRAMING_OK. */
 int srv_framing_status(srv_framing_fault f);

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "server/exchange.h"
+#include "server/framing.h"
 #include "server/http_state.h"
 #include "server/inline.h"
 
@@ -113,6 +114,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 
 srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *workers,
                          store *models, srv_metrics *metrics, srv_keys *keys, attn_error *err) {
+    if (srv_framing_supported(MHD_VERSION, MHD_get_version(), err) != 0) return NULL;
     srv_http *h = calloc(1, sizeof *h);
     if (!h) {
         attn_error_set(err, 0, "server_start_failed", NULL, "out of memory");

@@ -1,8 +1,9 @@
 /*
  * http_state.h — what the files of the HTTP side share: the server's state
  * (struct srv_http, opaque to everyone else through http.h) and the
- * exchange, one request's state. Not for files outside the HTTP side
- * (http.c, exchange.c, reply.c, dispatch.c, inline.c, ep_*.c).
+ * exchange, one request's state. Not for files outside the HTTP side:
+ * http.c, exchange.c, post.c, reply.c, dispatch.c, inline.c, the endpoints
+ * (ep_*.c) and route.c, which names them (both through endpoint.h).
  */
 #ifndef SRV_HTTP_STATE_H
 #define SRV_HTTP_STATE_H

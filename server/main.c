@@ -48,6 +48,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/pool.h"
+#include "server/route.h"
 #include "server/signals.h"
 #include "store/store.h"
 
@@ -201,9 +202,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attention-server: %s\n", err.message);
         return 1;
     }
-    if (cfg.api_keys_file[0])
-        srv_log_info("api keys: %ld loaded; required on every route but /healthz, /readyz and /",
-                     n_keys);
+    if (cfg.api_keys_file[0]) {
+        char open[256];
+        srv_route_open_paths(open, sizeof open);
+        srv_log_info("api keys: %ld loaded; required on every route but %s", n_keys, open);
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     srv_log_info("listening bind=%s port=%u workers=%zu io_threads=%zu queue_depth=%zu", cfg.bind,
                  srv_http_port(s.http), cfg.workers, cfg.io_threads, cfg.queue_depth);

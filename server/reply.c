@@ -21,14 +21,9 @@ static const char oom_body[] =
 /* The Open Inference Protocol's form of it, for the /v2 paths. */
 static const char oom_body_oip[] = "{\"error\":\"the server is out of memory\"}";
 
-enum MHD_Result srv_reply(srv_exchange *x, unsigned status, char *body, size_t len, int must_free,
-                          const char *content_type) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(
-        len, body, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        if (must_free) free(body);
-        return MHD_NO;
-    }
+/* Adds the headers and queues r; the exchange is replied from then on. */
+static enum MHD_Result reply_queue(srv_exchange *x, unsigned status, struct MHD_Response *r,
+                                   size_t len, const char *content_type) {
     srv_http *h = x->h;
     const srv_endpoint *ep = srv_route_endpoint(x->route);
     if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
@@ -39,9 +34,10 @@ enum MHD_Result srv_reply(srv_exchange *x, unsigned status, char *body, size_t l
     if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, srv_route_allow(x->route));
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (x->origin)
-        srv_cors_headers(r, h->cfg->cors_origin, x->origin, x->preflight,
-                         srv_route_allow(x->route));
+    if (x->origin) {
+        srv_cors_headers(r, h->cfg->cors_origin, x->origin);
+        if (x->preflight) srv_cors_preflight_headers(r, srv_route_allow(x->route));
+    }
     if (atomic_load(&h->draining) || x->close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(x->conn, status, r);
@@ -52,15 +48,35 @@ enum MHD_Result srv_reply(srv_exchange *x, unsigned status, char *body, size_t l
     return ret;
 }
 
+enum MHD_Result srv_reply_new(srv_exchange *x, unsigned status, char *body, size_t len,
+                              const char *content_type) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    return reply_queue(x, status, r, len, content_type);
+}
+
+enum MHD_Result srv_reply_static(srv_exchange *x, unsigned status, const char *body, size_t len,
+                                 const char *content_type) {
+    /* libmicrohttpd 0.9.75 takes a persistent buffer as void * but only
+     * reads it (MHD_create_response_from_buffer_static came in 1.0.0):
+     * the one place the const goes. */
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    return reply_queue(x, status, r, len, content_type);
+}
+
 enum MHD_Result srv_reply_json(srv_exchange *x, unsigned status, const char *text) {
-    return srv_reply(x, status, (char *)text, strlen(text), 0, "application/json");
+    return srv_reply_static(x, status, text, strlen(text), "application/json");
 }
 
 enum MHD_Result srv_reply_oom(srv_exchange *x) {
     if (srv_route_oip(x->route, x->path))
-        return srv_reply(x, 503, (char *)oom_body_oip, sizeof oom_body_oip - 1, 0,
-                         "application/json");
-    return srv_reply(x, 503, (char *)oom_body, sizeof oom_body - 1, 0, "application/json");
+        return srv_reply_static(x, 503, oom_body_oip, sizeof oom_body_oip - 1, "application/json");
+    return srv_reply_static(x, 503, oom_body, sizeof oom_body - 1, "application/json");
 }
 
 char *srv_reply_error_body(const srv_exchange *x, const attn_error *err, size_t *len) {
@@ -72,7 +88,7 @@ enum MHD_Result srv_reply_error(srv_exchange *x, const attn_error *err) {
     size_t len = 0;
     char *body = srv_reply_error_body(x, err, &len);
     if (!body) return srv_reply_oom(x);
-    return srv_reply(x, (unsigned)err->status, body, len, 1, "application/json");
+    return srv_reply_new(x, (unsigned)err->status, body, len, "application/json");
 }
 
 enum MHD_Result srv_reply_fail(srv_exchange *x, int status, const char *code, const char *fmt,

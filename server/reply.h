@@ -17,11 +17,17 @@
 #include "attention/error.h"
 #include "server/http_state.h"
 
-/* `body` is moved into libmicrohttpd when must_free (and freed here if
- * that fails), else it must outlive the response (a constant).
- * content_type may be NULL (a 304). */
-enum MHD_Result srv_reply(srv_exchange *x, unsigned status, char *body, size_t len, int must_free,
-                          const char *content_type);
+/* Answers with a malloc'd body, which the call takes (as jansson's _new
+ * functions): libmicrohttpd frees it with the response, or this function
+ * when the response cannot be made. content_type may be NULL. */
+enum MHD_Result srv_reply_new(srv_exchange *x, unsigned status, char *body, size_t len,
+                              const char *content_type);
+
+/* Answers with a body that outlives the response (a constant: the page,
+ * the OpenAPI document, ""), never freed. content_type may be NULL (a
+ * 304). */
+enum MHD_Result srv_reply_static(srv_exchange *x, unsigned status, const char *body, size_t len,
+                                 const char *content_type);
 
 /* A constant JSON text. */
 enum MHD_Result srv_reply_json(srv_exchange *x, unsigned status, const char *text);

@@ -1,11 +1,14 @@
 /*
  * route.c — the routing table: one row per route, with its path, metrics
  * label, methods, whether it needs a key, and its endpoint (endpoint.h).
- * A new endpoint is a new ep_*.c file and a row here.
+ * A new endpoint is a new ep_*.c file and a row here. The routes open
+ * without a key are listed from this table (srv_route_open_paths) wherever
+ * they are named: --help and the start-up log.
  */
 #include "server/route.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "server/endpoint.h"
@@ -109,6 +112,19 @@ const char *srv_route_allow(srv_route r) {
 
 int srv_route_open(srv_route r) {
     return r < SRV_ROUTE_COUNT && route_table[r].open;
+}
+
+size_t srv_route_open_paths(char *buf, size_t size) {
+    size_t len = 0;
+    if (size) buf[0] = '\0';
+    for (int r = 0; r < SRV_ROUTE_COUNT; r++) {
+        if (!route_table[r].open || !route_table[r].path) continue;
+        int fits = len < size;
+        int n = snprintf(fits ? buf + len : NULL, fits ? size - len : 0, "%s%s", len ? ", " : "",
+                         route_table[r].path);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    return len;
 }
 
 int srv_route_allows(srv_route r, const char *method) {

@@ -52,8 +52,14 @@ const char *srv_route_name(srv_route r);
 const char *srv_route_allow(srv_route r);
 
 /* 1 when the route is answered without an API key (--api-keys-file):
- * /healthz, /readyz and the page. */
+ * the probes and the page (srv_route_open_paths lists them). */
 int srv_route_open(srv_route r);
+
+/* The paths of the open routes, in the table's order, separated by ", "
+ * ("/healthz, /readyz, /, ..."), written into buf as snprintf does (cut to
+ * size - 1 bytes, always NUL-terminated when size > 0). Returns the length
+ * of the whole list. */
+size_t srv_route_open_paths(char *buf, size_t size);
 
 /* 1 when `method` is allowed on the route. HEAD is allowed wherever GET is. */
 int srv_route_allows(srv_route r, const char *method);

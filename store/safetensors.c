@@ -435,10 +435,6 @@ size_t store_file_bytes(const store_file *f) {
     return f->map_bytes;
 }
 
-store_read_mode store_file_mode(const store_file *f) {
-    return f->mode;
-}
-
 size_t store_file_memory(const store_file *f) {
     return f->alloc_bytes;
 }

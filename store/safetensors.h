@@ -115,9 +115,6 @@ int store_file_open(store_file **out, const char *path, attn_error *err);
  * obtained from the file dies. NULL is a no-op. */
 void store_file_close(store_file *f);
 
-/* The mode the file was opened with. */
-store_read_mode store_file_mode(const store_file *f);
-
 /* Bytes of memory holding the file's bytes: the buffer as allocated (the
  * file's size rounded up to its alignment) or the mapping (the file's
  * size). */

@@ -406,12 +406,42 @@ long hs_metric(unsigned port, const char *name) {
 }
 
 long hs_wait_metric(unsigned port, const char *name, long want, double timeout_s) {
-    long v = -1;
-    for (int i = 0; i < (int)(timeout_s * 100); i++) {
-        if ((v = hs_metric(port, name)) == want) break;
+    double deadline = hs_now() + timeout_s * hs_slowness();
+    long v;
+    while ((v = hs_metric(port, name)) != want && hs_now() < deadline)
+        usleep(10000);
+    return v;
+}
+
+long hs_wait_metric_at_least(unsigned port, const char *name, long floor, double timeout_s) {
+    double deadline = hs_now() + timeout_s * hs_slowness();
+    long v;
+    while ((v = hs_metric(port, name)) < floor && hs_now() < deadline)
+        usleep(10000);
+    return v;
+}
+
+int hs_wait_log(const hs_server *s, const char *text, double timeout_s) {
+    double deadline = hs_now() + timeout_s * hs_slowness();
+    for (;;) {
+        char *log = hs_log(s);
+        int found = log && strstr(log, text);
+        free(log);
+        if (found) return 1;
+        if (hs_now() >= deadline) return 0;
         usleep(10000);
     }
-    return v;
+}
+
+char *hs_wait_access_line(const hs_server *s, const char *id, double timeout_s) {
+    double deadline = hs_now() + timeout_s * hs_slowness();
+    for (;;) {
+        char *log = hs_log(s);
+        char *line = hs_access_line(log, id);
+        free(log);
+        if (line || hs_now() >= deadline) return line;
+        usleep(10000);
+    }
 }
 
 char *hs_access_line(const char *log, const char *id) {
@@ -426,13 +456,14 @@ char *hs_access_line(const char *log, const char *id) {
 }
 
 int hs_wait_served(unsigned port, const char *path, double timeout_s) {
-    for (int i = 0; i < (int)(timeout_s * 50); i++) {
+    double deadline = hs_now() + timeout_s * hs_slowness();
+    for (;;) {
         hs_response r;
         hs_request(NULL, port, "GET", path, NULL, NULL, 0, &r);
         long st = r.status;
         hs_response_free(&r);
         if (st == 200) return 1;
+        if (hs_now() >= deadline) return 0;
         usleep(20000);
     }
-    return 0;
 }

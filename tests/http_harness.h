@@ -1,7 +1,7 @@
 /*
  * http_harness.h — run the real server binary and talk HTTP to it.
  *
- * For tests/test_http.c only. The server is started as a child process
+ * For the suites that start the server. It is started as a child process
  * with --bind 127.0.0.1 --port 0; its stderr goes to a temporary file, from
  * which the harness reads the port it logged ("port=N"). Requests go
  * through libcurl (curl_global_init is the caller's); raw requests through
@@ -115,15 +115,32 @@ long hs_metric_value(const char *text, const char *name);
 /* GET /metrics once: the value of `name` (as hs_metric_value), or -1. */
 long hs_metric(unsigned port, const char *name);
 
-/* Polls /metrics until `name` reads `want` or timeout_s passes; returns
- * the last value read. */
+/*
+ * The waits below poll for a condition the server shows (a metric, an
+ * answer, a log line) until it holds or timeout_s passes, and return as
+ * soon as it holds: give them a generous timeout, which only a failing test
+ * waits out. Under $ATTN_SERVER_WRAPPER the timeout is 10 times longer.
+ */
+
+/* Polls /metrics until `name` reads `want`; returns the last value read. */
 long hs_wait_metric(unsigned port, const char *name, long want, double timeout_s);
 
-/* Polls GET path until it answers 200 or timeout_s passes; returns 1 once
- * it has, else 0. */
+/* Polls /metrics until `name` reads at least `floor`; returns the last
+ * value read. */
+long hs_wait_metric_at_least(unsigned port, const char *name, long floor, double timeout_s);
+
+/* Polls GET path until it answers 200; returns 1 once it has, else 0. */
 int hs_wait_served(unsigned port, const char *path, double timeout_s);
+
+/* Reads the server's log until it holds `text`; returns 1 once it has,
+ * else 0. */
+int hs_wait_log(const hs_server *s, const char *text, double timeout_s);
 
 /* The access-log line of request id in log, or NULL; malloc'd. */
 char *hs_access_line(const char *log, const char *id);
+
+/* Reads the server's log until it holds the access line of request id;
+ * returns it (malloc'd), or NULL. */
+char *hs_wait_access_line(const hs_server *s, const char *id, double timeout_s);
 
 #endif

@@ -1,10 +1,12 @@
 /*
  * test_access.c — API keys and CORS, on the built server over real HTTP.
  *
- *   keys     --api-keys-file: every route but /healthz, /readyz and the
- *            teaching page (/: it holds no secret, and asks for the key)
- *            answers 401 unauthorized (with WWW-Authenticate: Bearer) unless the
- *            request carries a key of the file as Authorization: Bearer;
+ *   keys     --api-keys-file: every route but the probes (/healthz,
+ *            /readyz, /v2/health/live, /v2/health/ready) and the teaching
+ *            page (/: it holds no secret, and asks for the key), as the
+ *            start-up log lists them, answers 401 unauthorized (with
+ *            WWW-Authenticate: Bearer) unless the request carries a key
+ *            of the file as Authorization: Bearer;
  *            near misses are refused; keys never reach the log; SIGHUP
  *            loads a new file, and a bad one leaves the old keys in force;
  *            a server whose key file cannot be read does not start.
@@ -74,6 +76,13 @@ START_TEST(api_keys) {
     ck_assert_int_eq(status_with(s.port, "GET", "/healthz", NULL, NULL), 200);
     ck_assert_int_eq(status_with(s.port, "GET", "/readyz", NULL, NULL), 200);
     ck_assert_int_eq(status_with(s.port, "GET", "/", NULL, NULL), 200);
+    ck_assert_int_eq(status_with(s.port, "GET", "/v2/health/live", NULL, NULL), 200);
+    ck_assert_int_eq(status_with(s.port, "GET", "/v2/health/ready", NULL, NULL), 200);
+    char *started = hs_log(&s);
+    ck_assert_ptr_nonnull(strstr(started, "api keys: 2 loaded; required on every route but "
+                                          "/healthz, /readyz, /, /v2/health/live, "
+                                          "/v2/health/ready\n"));
+    free(started);
 
     hs_response r;
     ck_assert_int_eq(status_with(s.port, "GET", "/metrics", NULL, &r), 401);
@@ -106,16 +115,12 @@ START_TEST(api_keys) {
     /* SIGHUP: a new file replaces the keys; a file without keys changes nothing */
     write_file(path, "third-key\n");
     hs_signal(&s, SIGHUP);
-    long st = 0;
-    for (int k = 0; k < 200 && st != 200; k++) {
-        st = status_with(s.port, "GET", "/v1/models", "Bearer third-key", NULL);
-        if (st != 200) usleep(20000);
-    }
-    ck_assert_int_eq(st, 200);
+    ck_assert(hs_wait_log(&s, "api keys: reloaded, 1 key\n", 10));
+    ck_assert_int_eq(status_with(s.port, "GET", "/v1/models", "Bearer third-key", NULL), 200);
     ck_assert_int_eq(status_with(s.port, "GET", "/v1/models", "Bearer key-one", NULL), 401);
     write_file(path, "# nothing\n");
     hs_signal(&s, SIGHUP);
-    usleep(300000);
+    ck_assert(hs_wait_log(&s, "failed, the keys before stay in force", 10));
     ck_assert_int_eq(status_with(s.port, "GET", "/v1/models", "Bearer third-key", NULL), 200);
 
     char *log = hs_log(&s);

@@ -31,6 +31,7 @@
 #include "api/float_format.h"
 #include "api/json_write.h"
 #include "attention/attention.h"
+#include "tests/fixtures.h"
 #include "tests/json_build.h"
 #include "tests/json_edit.h"
 
@@ -147,11 +148,6 @@ static json_t *respond(api_call *req, char **raw) {
     else
         free(text);
     return resp;
-}
-
-static double num(const json_t *v) {
-    ck_assert_msg(json_is_number(v), "not a number");
-    return json_number_value(v);
 }
 
 /* Checks v is a rows × cols nested array of numbers (nulls allowed when null_ok). */
@@ -1059,7 +1055,7 @@ START_TEST(test_weights_packing) {
             for (size_t r_ = 0; r_ < dm; r_++)
                 for (size_t c = 0; c < dh; c++)
                     ck_assert(w->w_qkv[r_ * 3 * hd + p * hd + i * dh + c] ==
-                              (float)num(json_array_get(json_array_get(m, r_), c)));
+                              (float)tf_num(json_array_get(json_array_get(m, r_), c)));
         }
     ck_assert_ptr_nonnull(w->b_qkv);
     for (size_t c = 0; c < 3 * hd; c++) {
@@ -1172,8 +1168,8 @@ static double ref_proj(json_t *body, size_t head_i, const char *w, size_t t, siz
     json_t *e = json_array_get(json_object_get(body, "embeddings"), t);
     snprintf(path, sizeof path, "weights/heads/%zu/%s", head_i, w);
     for (size_t j = 0; j < 4; j++)
-        s += num(json_array_get(e, j)) *
-             num(json_array_get(json_array_get(tj_at(body, path), j), c));
+        s += tf_num(json_array_get(e, j)) *
+             tf_num(json_array_get(json_array_get(tj_at(body, path), j), c));
     return s;
 }
 
@@ -1227,13 +1223,13 @@ START_TEST(test_response_defaults) {
     const char *prev = raw;
 
     ck_assert(json_is_null(json_object_get(resp, "model")));
-    ck_assert_int_eq(num(json_object_get(resp, "n_tokens")), 3);
-    ck_assert_int_eq(num(json_object_get(resp, "d_model")), 4);
-    ck_assert_int_eq(num(json_object_get(resp, "n_heads")), 2);
-    ck_assert_int_eq(num(json_object_get(resp, "n_kv_heads")), 2); /* h without kv_heads */
-    ck_assert_int_eq(num(json_object_get(resp, "d_head")), 2);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_tokens")), 3);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "d_model")), 4);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_heads")), 2);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_kv_heads")), 2); /* h without kv_heads */
+    ck_assert_int_eq(tf_num(json_object_get(resp, "d_head")), 2);
     ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "causal");
-    ck_assert((float)num(json_object_get(resp, "scale")) == (float)(1 / sqrt(2.0)));
+    ck_assert((float)tf_num(json_object_get(resp, "scale")) == (float)(1 / sqrt(2.0)));
     dump_eq(json_object_get(resp, "heads"), "[0,1]");
     ck_assert_uint_eq(json_object_size(resp), 11);
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
@@ -1246,7 +1242,7 @@ START_TEST(test_response_defaults) {
         for (size_t q = 0; q < 3; q++) {
             double s = 0;
             for (size_t k = 0; k < 3; k++) {
-                double p = num(json_array_get(
+                double p = tf_num(json_array_get(
                     json_array_get(json_array_get(json_object_get(resp, "patterns"), i), q), k));
                 if (k > q) ck_assert(p == 0);
                 s += p;
@@ -1276,13 +1272,13 @@ START_TEST(test_response_numbers) {
     json_t *q = json_object_get(resp, "q"), *k = json_object_get(resp, "k");
     json_t *scores = json_object_get(resp, "scores");
 
-    ck_assert(num(json_object_get(resp, "scale")) == 0.75);
+    ck_assert(tf_num(json_object_get(resp, "scale")) == 0.75);
     for (size_t i = 0; i < 2; i++)
         for (size_t t = 0; t < 3; t++)
             for (size_t c = 0; c < 2; c++) {
-                ck_assert(fabs(num(json_array_get(json_array_get(json_array_get(q, i), t), c)) -
+                ck_assert(fabs(tf_num(json_array_get(json_array_get(json_array_get(q, i), t), c)) -
                                ref_proj(body, i, "w_q", t, c)) < 1e-5);
-                ck_assert(fabs(num(json_array_get(json_array_get(json_array_get(k, i), t), c)) -
+                ck_assert(fabs(tf_num(json_array_get(json_array_get(json_array_get(k, i), t), c)) -
                                ref_proj(body, i, "w_k", t, c)) < 1e-5);
             }
     /* scores: 0.75 · q · kᵀ where allowed, null where masked (causal) */
@@ -1297,17 +1293,17 @@ START_TEST(test_response_numbers) {
                 double ref = 0;
                 for (size_t c = 0; c < 2; c++)
                     ref += ref_proj(body, i, "w_q", a, c) * ref_proj(body, i, "w_k", b, c);
-                ck_assert(fabs(num(s) - 0.75 * ref) < 1e-5);
+                ck_assert(fabs(tf_num(s) - 0.75 * ref) < 1e-5);
             }
     /* E' = E + ΔE */
     for (size_t t = 0; t < 3; t++)
         for (size_t c = 0; c < 4; c++)
             ck_assert(
-                fabs(
-                    num(json_array_get(json_array_get(json_object_get(resp, "embeddings"), t), c)) -
-                    num(json_array_get(json_array_get(json_object_get(resp, "delta"), t), c)) -
-                    num(json_array_get(json_array_get(json_object_get(body, "embeddings"), t),
-                                       c))) < 1e-5);
+                fabs(tf_num(json_array_get(json_array_get(json_object_get(resp, "embeddings"), t),
+                                           c)) -
+                     tf_num(json_array_get(json_array_get(json_object_get(resp, "delta"), t), c)) -
+                     tf_num(json_array_get(json_array_get(json_object_get(body, "embeddings"), t),
+                                           c))) < 1e-5);
     json_decref(resp);
     json_decref(body);
 }
@@ -1379,7 +1375,7 @@ START_TEST(test_custom_mask) {
 
     ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "custom");
     dump_eq(json_array_get(p, 1), "[0,0,0]");
-    ck_assert(num(json_array_get(json_array_get(p, 0), 0)) == 1);
+    ck_assert(tf_num(json_array_get(json_array_get(p, 0), 0)) == 1);
     ck_assert(json_is_null(json_array_get(json_array_get(s, 1), 0)));
     ck_assert(json_is_null(json_array_get(json_array_get(s, 0), 1)));
     ck_assert(json_is_number(json_array_get(json_array_get(s, 2), 1)));
@@ -1439,7 +1435,7 @@ START_TEST(test_overflow_in_result) {
     json_t *resp = respond(req, NULL);
     json_t *q00 =
         json_array_get(json_array_get(json_array_get(json_object_get(resp, "q"), 0), 0), 0);
-    ck_assert((float)num(q00) == 1e20f);
+    ck_assert((float)tf_num(q00) == 1e20f);
     json_decref(resp);
     api_call_free(req);
 }
@@ -1464,9 +1460,9 @@ START_TEST(test_biases_and_w_o) {
     double p00 = 1 / (1 + exp(-4.5)), p10 = 1 / (1 + exp(-10.5));
     double z0 = p00 * 2 + (1 - p00) * 1, z1 = p10 * 2 + (1 - p10) * 1;
     json_t *d = json_object_get(resp, "delta");
-    ck_assert(fabs(num(tj_at(d, "0/0")) - (2 * z0 + 0.25)) < 1e-5);
-    ck_assert(fabs(num(tj_at(d, "0/1")) - (-z0)) < 1e-5);
-    ck_assert(fabs(num(tj_at(d, "1/0")) - (2 * z1 + 0.25)) < 1e-5);
+    ck_assert(fabs(tf_num(tj_at(d, "0/0")) - (2 * z0 + 0.25)) < 1e-5);
+    ck_assert(fabs(tf_num(tj_at(d, "0/1")) - (-z0)) < 1e-5);
+    ck_assert(fabs(tf_num(tj_at(d, "1/0")) - (2 * z1 + 0.25)) < 1e-5);
     json_decref(resp);
     api_call_free(req);
 }
@@ -1527,14 +1523,14 @@ static void run_case(const char *dir, const char *name) {
     body = read_file(path, &len);
     if ((lim = json_object_get(expected, "limits")) != NULL) {
         json_t *v;
-        if ((v = json_object_get(lim, "max_tokens"))) limits.max_tokens = (size_t)num(v);
-        if ((v = json_object_get(lim, "max_heads"))) limits.max_heads = (size_t)num(v);
-        if ((v = json_object_get(lim, "max_d_model"))) limits.max_d_model = (size_t)num(v);
-        if ((v = json_object_get(lim, "max_flops"))) limits.max_flops = num(v);
+        if ((v = json_object_get(lim, "max_tokens"))) limits.max_tokens = (size_t)tf_num(v);
+        if ((v = json_object_get(lim, "max_heads"))) limits.max_heads = (size_t)tf_num(v);
+        if ((v = json_object_get(lim, "max_d_model"))) limits.max_d_model = (size_t)tf_num(v);
+        if ((v = json_object_get(lim, "max_flops"))) limits.max_flops = tf_num(v);
         if ((v = json_object_get(lim, "max_response_bytes")))
-            limits.max_response_bytes = (size_t)num(v);
+            limits.max_response_bytes = (size_t)tf_num(v);
     }
-    int status = (int)num(json_object_get(expected, "status"));
+    int status = (int)tf_num(json_object_get(expected, "status"));
     int rc = api_call_decode_json(API_CALL_ATTENTION, body, len, &limits, &req, &err);
     if (status != 200) {
         const char *code = json_string_value(json_object_get(expected, "code"));

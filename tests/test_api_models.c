@@ -423,7 +423,7 @@ START_TEST(test_vocabulary_bind) {
     for (int j = 0; j < 4; j++)
         ck_assert_float_eq(e[j], voc_tok[j]);
     api_call_free(req);
-    /* no vocabulary: api_request_bind is the same as NULL */
+    /* no vocabulary: the same as NULL */
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\"]}");
     ck_assert_int_eq(
         api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &limits, &err), -1);

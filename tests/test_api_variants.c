@@ -19,6 +19,7 @@
 
 #include "api/call.h"
 #include "attention/attention.h"
+#include "tests/fixtures.h"
 #include "tests/json_build.h"
 #include "tests/json_edit.h"
 
@@ -113,14 +114,9 @@ static json_t *respond(api_call *req) {
     return resp;
 }
 
-static double num(const json_t *v) {
-    ck_assert_msg(json_is_number(v), "not a number");
-    return json_number_value(v);
-}
-
 /* m[r][c] of a nested array. */
 static double cell(const json_t *m, size_t r, size_t c) {
-    return num(json_array_get(json_array_get(m, r), c));
+    return tf_num(json_array_get(json_array_get(m, r), c));
 }
 
 static void check_shape3(const json_t *v, size_t a, size_t b, size_t c) {
@@ -598,7 +594,7 @@ START_TEST(test_scale_precedence) {
         ck_assert_msg(api_call_inputs(req)->scale == cases[i].want, "case %zu: %g", i,
                       api_call_inputs(req)->scale);
         json_t *resp = respond(req);
-        ck_assert((float)num(json_object_get(resp, "scale")) == cases[i].want);
+        ck_assert((float)tf_num(json_object_get(resp, "scale")) == cases[i].want);
         json_decref(resp);
         api_call_free(req);
     }
@@ -629,7 +625,7 @@ START_TEST(test_grouped_rope_numbers) {
     json_t *copy = json_deep_copy(r);
     api_call *req = decode_ok(r);
     json_t *resp = respond(req);
-    ck_assert_int_eq(num(json_object_get(resp, "n_kv_heads")), 2);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_kv_heads")), 2);
     check_shape3(json_object_get(resp, "q_raw"), h, n, dh);
     check_shape3(json_object_get(resp, "k_raw"), h, n, dh);
     json_t *emb = json_object_get(copy, "embeddings");
@@ -736,8 +732,8 @@ START_TEST(test_alibi_window_softcap_numbers) {
                     ck_assert(cell(gp, t, kk) == 0.0);
                     continue;
                 }
-                ck_assert_msg(fabs(num(got) - s[kk]) < 1e-5, "S %zu %zu %zu: %g vs %g", i, t, kk,
-                              num(got), s[kk]);
+                ck_assert_msg(fabs(tf_num(got) - s[kk]) < 1e-5, "S %zu %zu %zu: %g vs %g", i, t, kk,
+                              tf_num(got), s[kk]);
                 ck_assert(fabs(cell(gp, t, kk) - exp(s[kk] - mx) / sum) < 1e-5);
             }
         }
@@ -772,9 +768,9 @@ START_TEST(test_cross_numbers) {
     api_call *req = decode_ok(r);
     json_t *resp = respond(req);
 
-    ck_assert_int_eq(num(json_object_get(resp, "n_tokens")), n);
-    ck_assert_int_eq(num(json_object_get(resp, "n_context")), m);
-    ck_assert_int_eq(num(json_object_get(resp, "n_kv_heads")), 2);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_tokens")), n);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_context")), m);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_kv_heads")), 2);
     ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "custom");
     ck_assert(json_equal(json_object_get(resp, "context_tokens"), tj_at(copy, "context_tokens")));
     check_shape3(json_object_get(resp, "q"), 1, n, dh);
@@ -826,7 +822,7 @@ START_TEST(test_cross_numbers) {
                 continue;
             }
             double p = exp(s[kk] - mx) / sum;
-            ck_assert(fabs(num(got) - s[kk]) < 1e-5);
+            ck_assert(fabs(tf_num(got) - s[kk]) < 1e-5);
             ck_assert(fabs(cell(gp, t, kk) - p) < 1e-5);
             z[0] += p * v[kk][0], z[1] += p * v[kk][1];
         }
@@ -931,7 +927,7 @@ START_TEST(test_model_variants_bind) {
     ck_assert_int_eq(api_call_inputs(req)->mask.kind, ATTN_MASK_NONE);
     ck_assert_uint_eq(api_call_inputs(req)->n_context, 2);
     json_t *resp = respond(req);
-    ck_assert_int_eq(num(json_object_get(resp, "n_context")), 2);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_context")), 2);
     check_shape3(json_object_get(resp, "patterns"), 2, 1, 2);
     json_decref(resp);
     api_call_free(req);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tests/batch_build.h"
+#include "tests/fixtures.h"
 #include "tests/http_harness.h"
 
 static void start(hs_server *s, const char *const *extra) {
@@ -265,24 +266,8 @@ START_TEST(test_gone_client_drops_batch) {
     hs_server s;
     start(&s, NULL);
     /* 16 sequences of 512 zero rows of gpt2-small-shape: seconds of work */
-    size_t seqs = 16, rows = 512, cap = seqs * rows * (768 * 2 + 2) + seqs * 32 + 256, len = 0;
-    char *b = malloc(cap);
-    len += (size_t)sprintf(b, "{\"model\":\"gpt2-small-shape\",\"return\":[\"embeddings\"],"
-                              "\"sequences\":[");
-    for (size_t q = 0; q < seqs; q++) {
-        len += (size_t)sprintf(b + len, "%s{\"embeddings\":[", q ? "," : "");
-        for (size_t i = 0; i < rows; i++) {
-            b[len++] = '[';
-            for (int j = 0; j < 768; j++) {
-                b[len++] = '0';
-                b[len++] = j < 767 ? ',' : ']';
-            }
-            b[len++] = i < rows - 1 ? ',' : ']';
-        }
-        b[len++] = '}';
-    }
-    strcpy(b + len, "]}");
-    len += 2;
+    size_t len;
+    char *b = tf_heavy_batch(16, 512, &len);
     char head[256];
     snprintf(head, sizeof head,
              "POST /v1/attention/batch HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
@@ -296,15 +281,9 @@ START_TEST(test_gone_client_drops_batch) {
     close(fd);
     ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_jobs_dropped_total ", 1, 20), 1);
     ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 0, 5), 0);
-    char *log = NULL, *line = NULL;
-    for (int i = 0; i < 100 && !line; i++, usleep(20000)) {
-        free(log);
-        log = hs_log(&s);
-        line = hs_access_line(log, "batch-runner");
-    }
+    char *line = hs_wait_access_line(&s, "batch-runner", 10);
     ck_assert_msg(line && strstr(line, " 499 "), "%s", line ? line : "(no line)");
     free(line);
-    free(log);
     free(b);
     finish(&s);
 }

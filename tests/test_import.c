@@ -42,6 +42,7 @@
 #include "store/model.h"
 #include "store/safetensors.h"
 #include "store/tensor.h"
+#include "tests/fixtures.h"
 
 enum { D = 8, H = 2, DH = D / H, LAYERS = 2, N_TOK = 5 };
 
@@ -59,32 +60,11 @@ __attribute__((constructor)) static void tool_path(void) {
 static char tmpdir[256];
 
 static void setup(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/test_import.XXXXXX", base && *base ? base : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-/* Removes dir and everything in it (checkpoint directories included). */
-static void dir_remove(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    char path[1200];
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            dir_remove(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
+    tf_temp_dir(tmpdir, sizeof tmpdir, "import");
 }
 
 static void teardown(void) {
-    dir_remove(tmpdir);
+    tf_remove_dir(tmpdir);
 }
 
 /* "<tmpdir>/<name>" in a static buffer (one of a few, rotating). */

@@ -24,24 +24,8 @@
 #include <unistd.h>
 
 #include "store/builtin.h"
+#include "tests/fixtures.h"
 #include "tests/http_harness.h"
-
-/* A fresh models directory holding the named built-in models. */
-static void models_dir(char *dir, size_t size, const char *const *names) {
-    snprintf(dir, size, "/tmp/attn-models-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    for (; *names; names++) {
-        attn_error err;
-        ck_assert_msg(store_builtin_write(store_builtin_find(*names), dir, NULL, &err) == 0, "%s",
-                      err.message);
-    }
-}
-
-static void remove_dir(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
 
 static void start(hs_server *s, const char *dir, const char *extra) {
     const char *args[] = {"--models-dir", dir, extra, NULL};
@@ -75,9 +59,9 @@ static const char *all_outputs =
     "[\"q\",\"k\",\"v\",\"scores\",\"patterns\",\"head_outputs\",\"delta\",\"embeddings\"]";
 
 START_TEST(builtin_models_listed) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     start(&s, dir, NULL);
 
@@ -121,7 +105,7 @@ START_TEST(builtin_models_listed) {
     json_decref(e);
     json_decref(list);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
@@ -157,9 +141,9 @@ static void expect_same_as_inline(unsigned port, const char *model, const char *
 }
 
 START_TEST(named_model_equals_inline_weights) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     start(&s, dir, NULL);
 
@@ -199,7 +183,7 @@ START_TEST(named_model_equals_inline_weights) {
     ck_assert_str_eq(json_string_value(json_object_get(err, "code")), "dimension_mismatch");
     json_decref(r);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
@@ -237,9 +221,9 @@ static void write_file(const char *dir, const char *name, const void *data, size
 }
 
 START_TEST(bad_model_at_start) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     write_file(dir, "broken.safetensors", "\x10\0\0\0\0\0\0\0{\"w_qkv\":", 17);
 
     char *log = NULL;
@@ -262,7 +246,7 @@ START_TEST(bad_model_at_start) {
     /* a directory that does not exist is refused too */
     ck_assert_int_eq(run_to_exit("/nonexistent/models", &log), 1);
     free(log);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
@@ -281,9 +265,9 @@ static void await_count(unsigned port, size_t want) {
 }
 
 START_TEST(sighup_reloads) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     start(&s, dir, NULL);
     ck_assert_uint_eq(model_count(s.port), 1);
@@ -311,7 +295,7 @@ START_TEST(sighup_reloads) {
     snprintf(body, sizeof body, "{\"model\":\"demo-4d\",\"embeddings\":%s}", woaini_embeddings);
     json_decref(call(s.port, "POST", "/v1/attention", body, 200));
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
@@ -338,9 +322,9 @@ static int deleted_mappings(pid_t pid, const char *dir) {
  * computed with it before hold no set between requests, so the old file is
  * unmapped at once, not at each one's next request. */
 START_TEST(replaced_model_let_go) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     const char *args[] = {"--models-dir", dir, "--workers=2", "--map-models", NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
@@ -374,7 +358,7 @@ START_TEST(replaced_model_let_go) {
     json_decref(call(s.port, "POST", "/v1/attention", big, 200));
     free(big);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
@@ -428,9 +412,9 @@ static void double_demo_weights(const char *dir) {
  * no answer until a SIGHUP reload, and after the reload the new weights
  * are served. No model file is mapped. */
 START_TEST(rewritten_in_place_needs_reload) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     start(&s, dir, NULL);
     ck_assert_int_eq(dir_mappings(s.pid, dir, 0), 0);
@@ -469,16 +453,16 @@ START_TEST(rewritten_in_place_needs_reload) {
     json_decref(before);
     ck_assert_int_eq(dir_mappings(s.pid, dir, 0), 0);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
 /* With --map-models the server still loads and serves: the files are
  * mapped, and a named model answers as its weights sent inline. */
 START_TEST(mapped_models_serve) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     start(&s, dir, "--map-models");
     ck_assert_int_ge(dir_mappings(s.pid, dir, 0), 2);
@@ -495,7 +479,7 @@ START_TEST(mapped_models_serve) {
     ck_assert_msg(strstr(text, "bytes mapped") && !strstr(text, " 0 bytes mapped"), "%s", text);
     free(text);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
@@ -544,9 +528,9 @@ static void gpt2_body(char *buf, size_t size) {
  * weights are in the server's memory). A reload then refuses the short
  * file and the old set keeps serving. */
 START_TEST(truncated_in_place_keeps_serving) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     start(&s, dir, "--workers=2");
 
@@ -565,7 +549,7 @@ START_TEST(truncated_in_place_keeps_serving) {
     }
     for (int i = 0; i < 3000 && atomic_load(&answered) < 3; i++)
         usleep(1000);
-    char path[128];
+    char path[512];
     snprintf(path, sizeof path, "%s/gpt2-small-shape.safetensors", dir);
     ck_assert_int_eq(truncate(path, 4096), 0); /* the header and no weights */
     for (int i = 0; i < 3; i++) {
@@ -583,16 +567,16 @@ START_TEST(truncated_in_place_keeps_serving) {
     hs_response_free(&again);
     hs_response_free(&first);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
 /* Requests keep coming while the models are reloaded again and again:
  * none fails, and every answer is the one given before the first reload. */
 START_TEST(sighup_under_load_drops_nothing) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     start(&s, dir, NULL);
 
@@ -633,7 +617,7 @@ START_TEST(sighup_under_load_drops_nothing) {
     hs_response_free(&first[0]);
     hs_response_free(&first[1]);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
@@ -701,9 +685,9 @@ static void *post_run(void *arg) {
  * uneven to hold the order these steps need (the ASan run covers it). */
 START_TEST(reload_while_decoded_job_queued) {
     if (getenv("ATTN_SERVER_WRAPPER")) return;
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     const char *args[] = {"--models-dir",       dir, "--workers", "1", "--queue-depth", "2",
                           "--inline-max-flops", "1", NULL};
@@ -780,16 +764,16 @@ START_TEST(reload_while_decoded_job_queued) {
     hs_response_free(&after);
     free(heavy);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 
 /* A flood of SIGHUPs is a few reloads, not one each, and a SIGTERM in the
  * middle of it is acted on at once. */
 START_TEST(sighup_flood_then_sigterm) {
-    char dir[64];
+    char dir[256];
     const char *names[] = {"demo-4d", "gpt2-small-shape", NULL};
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "models", names);
     hs_server s;
     start(&s, dir, NULL);
     for (int i = 0; i < 2000; i++)
@@ -809,7 +793,7 @@ START_TEST(sighup_flood_then_sigterm) {
     ck_assert_msg(reloads < 100, "%zu reloads for 2000 SIGHUPs", reloads);
     ck_assert_msg(secs < 10, "SIGTERM took %.1f s behind the reloads", secs);
     finish(&s);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 END_TEST
 

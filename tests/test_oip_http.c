@@ -24,32 +24,16 @@
 #include <unistd.h>
 
 #include "api/base64.h"
-#include "store/builtin.h"
+#include "tests/fixtures.h"
 #include "tests/http_harness.h"
 #include "tests/oip_client.h"
 
-static void models_dir(char *dir, size_t size, const char *const *names) {
-    snprintf(dir, size, "/tmp/attn-oip-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    for (; *names; names++) {
-        attn_error err;
-        ck_assert_msg(store_builtin_write(store_builtin_find(*names), dir, NULL, &err) == 0, "%s",
-                      err.message);
-    }
-}
-
-static void remove_dir(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static char dir[64];
+static char dir[256];
 static hs_server srv;
 
 /* extra: up to 8 more arguments, NULL-terminated (may be NULL). */
 static void start_with(const char *const *names, const char *const *extra) {
-    models_dir(dir, sizeof dir, names);
+    tf_models_dir(dir, sizeof dir, "oip", names);
     const char *args[11] = {"--models-dir", dir};
     for (size_t i = 0; extra && extra[i] && i < 8; i++)
         args[2 + i] = extra[i];
@@ -64,7 +48,7 @@ static void start(void) {
 static void finish(void) {
     char why[2048];
     ck_assert_msg(hs_finish(&srv, why, sizeof why) == 0, "%s", why);
-    remove_dir(dir);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 
 /* An answer's body as JSON, its status checked. */
@@ -839,8 +823,13 @@ START_TEST(drain) {
     }
     ck_assert_int_ge(in_flight, K + 1);
     hs_signal(&srv, SIGTERM);
-    usleep(100000);
+    /* ready until the drain begins, then not */
     hs_request(conn[0], srv.port, "GET", "/v2/health/ready", NULL, NULL, 0, &r);
+    for (int i = 0; i < 1000 && r.status == 200; i++) {
+        hs_response_free(&r);
+        usleep(10000);
+        hs_request(conn[0], srv.port, "GET", "/v2/health/ready", NULL, NULL, 0, &r);
+    }
     check_error_body(&r, 503, "ready while draining");
     char *ra = hs_header(&r, "Retry-After");
     ck_assert_ptr_nonnull(ra);

@@ -34,37 +34,18 @@
 #include "store/safetensors.h"
 #include "store/store.h"
 #include "store/tensor.h"
+#include "tests/fixtures.h"
 
 /* ---- fixture: one temporary directory per test --------------------------- */
 
 static char tmpdir[256];
 
-static void dir_remove(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    char path[1024];
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        struct stat sb;
-        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-            dir_remove(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static void setup(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/test_store.XXXXXX", base && *base ? base : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tf_temp_dir(tmpdir, sizeof tmpdir, "store");
 }
 
 static void teardown(void) {
-    dir_remove(tmpdir);
+    tf_remove_dir(tmpdir);
 }
 
 /* "<tmpdir>/<name>" in a static buffer (one of a few, rotating). */
@@ -1401,7 +1382,7 @@ START_TEST(test_set_duplicate_names) {
     assert_message(err.message, a, "already defined");
 
     /* A file name and another file's metadata name may collide too. */
-    dir_remove(dir);
+    tf_remove_dir(dir);
     dir = tsubdir("dups2");
     write_good(dir, "same.safetensors", NULL);
     write_good(dir, "other.safetensors", "same");

@@ -36,7 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/builtin.h"
+#include "tests/fixtures.h"
 #include "tests/http_harness.h"
 
 #define MAX_N  20
@@ -69,7 +69,7 @@ typedef struct run {
 } run;
 
 static hs_server server;
-static char models[64];
+static char models[256];
 static model m;
 
 static json_t *call(const char *method, const char *path, const char *body, long want) {
@@ -86,12 +86,6 @@ static json_t *call(const char *method, const char *path, const char *body, long
     return j;
 }
 
-static double num(const json_t *a, size_t i) {
-    const json_t *x = json_array_get(a, i);
-    ck_assert_msg(json_is_number(x), "element %zu is not a number", i);
-    return json_number_value(x);
-}
-
 /* rows × cols of a JSON matrix into dst (row stride `stride` doubles). */
 static void read_matrix(const json_t *a, size_t rows, size_t cols, double *dst, size_t stride) {
     ck_assert_msg(json_is_array(a) && json_array_size(a) == rows, "want %zu rows", rows);
@@ -99,7 +93,7 @@ static void read_matrix(const json_t *a, size_t rows, size_t cols, double *dst, 
         const json_t *row = json_array_get(a, r);
         ck_assert_msg(json_array_size(row) == cols, "row %zu: want %zu columns", r, cols);
         for (size_t c = 0; c < cols; c++)
-            dst[r * stride + c] = num(row, c);
+            dst[r * stride + c] = tf_num(json_array_get(row, c));
     }
 }
 
@@ -111,7 +105,7 @@ static void read_vector(const json_t *a, size_t n, double *dst) {
     }
     ck_assert_uint_eq(json_array_size(a), n);
     for (size_t i = 0; i < n; i++)
-        dst[i] = num(a, i);
+        dst[i] = tf_num(json_array_get(a, i));
 }
 
 static void load_model(void) {
@@ -284,11 +278,8 @@ static void tell(run *r, const char *sentence, const char *mask) {
 }
 
 static void setup(void) {
-    snprintf(models, sizeof models, "/tmp/attn-stories-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(models));
-    attn_error err;
-    ck_assert_msg(store_builtin_write(store_builtin_find("demo-stories"), models, NULL, &err) == 0,
-                  "%s", err.message);
+    static const char *const names[] = {"demo-stories", NULL};
+    tf_models_dir(models, sizeof models, "stories", names);
     const char *args[] = {"--models-dir", models, NULL};
     ck_assert_int_eq(hs_start(&server, args), 0);
     load_model();
@@ -297,9 +288,7 @@ static void setup(void) {
 static void teardown(void) {
     char why[2048];
     int ok = hs_finish(&server, why, sizeof why);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", models);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(tf_remove_dir(models), 0);
     json_decref(m.tokens);
     free(m.token_rows);
     ck_assert_msg(ok == 0, "%s", why);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "store/safetensors.h"
+#include "tests/fixtures.h"
 #include "tests/http_harness.h"
 
 enum { DM = 4, H = 2, DH = 2, V = 6, P = 5, QKV = 3 * H * DH };
@@ -52,7 +53,7 @@ static void tables_fill(void) {
 }
 
 static void write_model(const char *dir, const char *name, int with_vocab) {
-    char path[256], dims_json[128];
+    char path[512], dims_json[128];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
     snprintf(dims_json, sizeof dims_json, "[\"%s\",\"%s\",\"%s\",\"%s\"]", dims[0], dims[1],
              dims[2], dims[3]);
@@ -73,13 +74,12 @@ static void write_model(const char *dir, const char *name, int with_vocab) {
         "%s", err.message);
 }
 
-static char dir[64];
+static char dir[256];
 static hs_server server;
 
 static void start_with(const char *const *extra) {
     tables_fill();
-    snprintf(dir, sizeof dir, "/tmp/attn-vocab-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    tf_temp_dir(dir, sizeof dir, "vocab");
     write_model(dir, "vocab-4d", 1);
     write_model(dir, "plain-4d", 0);
     const char *args[16] = {"--models-dir", dir};
@@ -91,10 +91,9 @@ static void start_with(const char *const *extra) {
 }
 
 static void stop(void) {
-    char why[2048], cmd[128];
+    char why[2048];
     ck_assert_msg(hs_finish(&server, why, sizeof why) == 0, "%s", why);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
 }
 
 /* GET or POST; the answer parsed, its status checked. */
