@@ -295,10 +295,11 @@ static int decode_scaling(const json_t *s, attn_rope *rope, attn_error *err) {
             0)
             return -1;
     }
-    /* σ divides by u − l: the two bands must not meet. */
-    if (type == 1 && !(rope->high_freq_factor > rope->low_freq_factor))
+    /* The band in between is L/u ≤ λ ≤ L/l: u = l leaves none (Llama 4
+     * Scout), u < l would turn it inside out. */
+    if (type == 1 && rope->high_freq_factor < rope->low_freq_factor)
         return attn_error_set(err, 422, "out_of_range", "/weights/rope/scaling/high_freq_factor",
-                              "weights.rope.scaling.high_freq_factor (%g) must be greater than "
+                              "weights.rope.scaling.high_freq_factor (%g) must not be below "
                               "low_freq_factor (%g)",
                               rope->high_freq_factor, rope->low_freq_factor);
     return 0;

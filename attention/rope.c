@@ -6,7 +6,10 @@
  *     linear   f_t / s
  *     llama3   with λ_t = 2π / f_t: f_t where λ_t < L/u, f_t / s where
  *              λ_t > L/l, else (1 − σ)·f_t/s + σ·f_t, σ = (L/λ_t − l)/(u − l)
- *              (Hugging Face's _compute_llama3_parameters)
+ *              (Hugging Face's _compute_llama3_parameters); u = l (Llama 4
+ *              Scout) has no band in between: f_t / s where λ_t > L/l, else
+ *              f_t, even at λ_t = L/l exactly, where Hugging Face's σ is 0/0
+ *              and its first step (f_t unless λ_t > L/l) is kept here
  *   angle(p, t) = p · f_t; each row of the table holds cos, then sin.
  *
  * Accuracy at large positions: the angle is computed in double, never in
@@ -36,7 +39,7 @@ void attn_rope_frequencies(double *freq, const attn_rope *rope) {
             double lambda = 2.0 * M_PI / f;
             if (lambda > L / l) {
                 f /= s;
-            } else if (!(lambda < L / u)) {
+            } else if (!(lambda < L / u) && u > l) {
                 double sigma = (L / lambda - l) / (u - l);
                 f = (1.0 - sigma) * f / s + sigma * f;
             }

@@ -275,10 +275,9 @@ static int rope_parse(const store_file *f, size_t dh, attn_rope *rope, const cha
             return store_error_set(err, path, "metadata 'rope_scaling' '%s' needs '%s'", scaling,
                                    key);
     }
-    if (rope->scaling == ATTN_ROPE_SCALING_LLAMA3 &&
-        !(rope->high_freq_factor > rope->low_freq_factor))
+    if (rope->scaling == ATTN_ROPE_SCALING_LLAMA3 && rope->high_freq_factor < rope->low_freq_factor)
         return store_error_set(err, path,
-                               "metadata 'rope_high_freq_factor' (%g) must exceed "
+                               "metadata 'rope_high_freq_factor' (%g) must not be below "
                                "'rope_low_freq_factor' (%g)",
                                rope->high_freq_factor, rope->low_freq_factor);
     return 0;

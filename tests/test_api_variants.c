@@ -193,7 +193,7 @@ START_TEST(test_weight_variants_refused) {
          "unknown_field",
          "/weights/rope/scaling/low_freq_factor"},
         {{{"/weights/rope", "{\"scaling\":{\"type\":\"llama3\",\"factor\":8,\"low_freq_factor\":4,"
-                            "\"high_freq_factor\":4,\"original_max_position_embeddings\":8192}}"}},
+                            "\"high_freq_factor\":2,\"original_max_position_embeddings\":8192}}"}},
          422,
          "out_of_range",
          "/weights/rope/scaling/high_freq_factor"},
@@ -569,6 +569,64 @@ START_TEST(test_variants_bound) {
     ck_assert_uint_eq(w->rope.dims, 0);
     ck_assert_ptr_null(api_call_inputs(req)->positions);
     api_call_free(req);
+}
+END_TEST
+
+/* The answer to base() with positions 5, 9, 10 and this RoPE (d_head 2:
+ * one pair, f_0 = 1, λ_0 = 2π). */
+static json_t *rope_answer(json_t *rope) {
+    json_t *r = base();
+    tj_put(r, "/weights/rope", rope);
+    tj_put(r, "/positions", json_pack("[i,i,i]", 5, 9, 10));
+    tj_put(r, "/return", json_pack("[s,s,s]", "q", "k", "patterns"));
+    api_request *req = decode_ok(r);
+    json_t *resp = respond(req);
+    api_request_free(req);
+    return resp;
+}
+
+/* llama3 with high_freq_factor = low_freq_factor (Llama 4 Scout's 1 and
+ * 1): no band in between, so f_0 is f_0 / s where λ_0 > L/l and f_0
+ * itself where λ_0 ≤ L/l, λ_0 = L/l exactly included (no 0/0). */
+START_TEST(test_llama3_equal_factors) {
+    json_t *plain = rope_answer(json_object());
+    json_t *linear =
+        rope_answer(json_pack("{s:{s:s,s:f}}", "scaling", "type", "linear", "factor", 8.0));
+    ck_assert(!json_equal(plain, linear));
+    const struct {
+        double L;
+        const json_t *want;
+    } cases[] = {
+        {2.0 * M_PI, plain}, /* λ_0 = L/l exactly */
+        {7.0, plain},        /* λ_0 < L/u */
+        {6.0, linear},       /* λ_0 > L/l */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *got =
+            rope_answer(json_pack("{s:{s:s,s:f,s:f,s:f,s:f}}", "scaling", "type", "llama3",
+                                  "factor", 8.0, "low_freq_factor", 1.0, "high_freq_factor", 1.0,
+                                  "original_max_position_embeddings", cases[i].L));
+        ck_assert_msg(json_equal(got, cases[i].want), "L = %.17g: %s", cases[i].L, dump(got));
+        json_decref(got);
+    }
+    /* the decoded factors; then u < l is refused at high_freq_factor */
+    json_t *r = base();
+    tj_put(r, "/weights/rope",
+           json_pack("{s:{s:s,s:f,s:f,s:f,s:f}}", "scaling", "type", "llama3", "factor", 16.0,
+                     "low_freq_factor", 1.0, "high_freq_factor", 1.0,
+                     "original_max_position_embeddings", 8192.0));
+    api_request *req = decode_ok(r);
+    const attn_rope *rope = &api_request_input(req)->weights->rope;
+    ck_assert_int_eq(rope->scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(rope->low_freq_factor == 1.0 && rope->high_freq_factor == 1.0);
+    api_request_free(req);
+    r = base();
+    tj_put(r, "/weights/rope",
+           json_pack("{s:{s:s,s:f,s:f,s:f,s:f}}", "scaling", "type", "llama3", "factor", 16.0,
+                     "low_freq_factor", 1.0, "high_freq_factor", 0.999,
+                     "original_max_position_embeddings", 8192.0));
+    expect_error(r, 422, "out_of_range", "/weights/rope/scaling/high_freq_factor");
+    json_decref(plain), json_decref(linear);
 }
 END_TEST
 
@@ -1041,6 +1099,7 @@ int main(void) {
     tcase_add_test(decode, test_grouped_packing);
     tcase_add_test(decode, test_cross_packing);
     tcase_add_test(decode, test_variants_bound);
+    tcase_add_test(decode, test_llama3_equal_factors);
     tcase_add_test(decode, test_model_variants_bind);
     tcase_add_test(decode, test_limits_on_bound_input);
     tcase_add_test(numbers, test_scale_precedence);

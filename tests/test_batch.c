@@ -349,6 +349,34 @@ START_TEST(test_refusals) {
 }
 END_TEST
 
+/* Parts of docs/API.md not served yet ("Layers", "Explaining attention"):
+ * each is refused today with a 400 at its own place. */
+START_TEST(test_not_served_yet) {
+    static const struct {
+        const char *path, *value, *code, *where;
+    } cases[] = {
+        {"/layers", "[0]", "unknown_field", "/layers"},
+        {"/terms_for", "{\"head\":1,\"query\":1,\"key\":0}", "unknown_field", "/terms_for"},
+        {"/sequences/1/hidden_states", "[[[1,2,3,4],[1,2,3,4],[1,2,3,4]]]", "unknown_field",
+         "/sequences/1/hidden_states"},
+        {"/return", "[\"patterns\",\"normed\"]", "invalid_value", "/return/1"},
+        {"/return", "[\"head_deltas\"]", "invalid_value", "/return/0"},
+        {"/return", "[\"value_norms\"]", "invalid_value", "/return/0"},
+        {"/return", "[\"entropy\"]", "invalid_value", "/return/0"},
+        {"/return", "[\"score_terms\"]", "invalid_value", "/return/0"},
+        {"/return", "[\"rollout\"]", "invalid_value", "/return/0"},
+        {"/weights/sinks", "[0.5,-1]", "unknown_field", "/weights/sinks"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_error(with(base(), cases[i].path, cases[i].value), &limits, 400, cases[i].code,
+                     cases[i].where);
+    /* a stack of two layers */
+    json_t *b = base(), *w = json_incref(json_object_get(b, "weights"));
+    json_object_set_new(b, "weights", json_pack("{s:[O,o]}", "layers", w, w));
+    expect_error(b, &limits, 400, "unknown_field", "/weights/layers");
+}
+END_TEST
+
 /* A named model: decode leaves the binding to the caller. */
 START_TEST(test_named_model_binds) {
     const char *text = "{\"model\":\"x\",\"sequences\":[{\"embeddings\":[[1,0]]},"
@@ -560,6 +588,7 @@ int main(void) {
     Suite *s = suite_create("batch");
     TCase *decode = tcase_create("decode"), *numbers = tcase_create("numbers");
     tcase_add_test(decode, test_refusals);
+    tcase_add_test(decode, test_not_served_yet);
     tcase_add_test(decode, test_named_model_binds);
     tcase_add_test(decode, test_limits);
     tcase_add_test(decode, test_array_rank);

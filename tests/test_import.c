@@ -1118,20 +1118,23 @@ static void llama_ref(double *out, const char *path, const ckpt *c, int layer, c
     hf_free(&L);
 }
 
-/* Llama 3.1: grouped heads, llama3 RoPE scaling, Qwen2-like q/k/v biases. */
-START_TEST(test_llama) {
+/* A Llama layer (grouped heads, llama3 RoPE scaling of factor s, l and u,
+ * Qwen2-like q/k/v biases) from folder `name`, against Hugging Face's. */
+static void llama_check(const char *name, double s, double l, double u) {
     ckpt c;
     modern_build(&c, STORE_DTYPE_F32, 31, "model.layers.", ".self_attn", 0, LD, LH, LG, LDH, 1, 0,
                  "o_proj", 1);
-    const char *dir = tpath("llama31");
-    ck_write_dir(&c, dir,
-                 "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
-                 "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-                 "\"num_hidden_layers\": 2, \"rope_theta\": 100.0, \"attention_bias\": true, "
-                 "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
-                 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
-                 "\"original_max_position_embeddings\": 8}}",
-                 0);
+    const char *dir = tpath(name);
+    char config[1024];
+    snprintf(config, sizeof config,
+             "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+             "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+             "\"num_hidden_layers\": 2, \"rope_theta\": 100.0, \"attention_bias\": true, "
+             "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %g, "
+             "\"low_freq_factor\": %g, \"high_freq_factor\": %g, "
+             "\"original_max_position_embeddings\": 8}}",
+             s, l, u);
+    ck_write_dir(&c, dir, config, 0);
     float e[LN * LD], delta[LN * LD];
     embeddings_random(e, LN * LD, 77);
     store_import_options opt = {.layer = 1};
@@ -1141,6 +1144,8 @@ START_TEST(test_llama) {
     ck_assert_uint_eq(m->weights.d_head, LDH);
     ck_assert_uint_eq(m->weights.rope.dims, LDH);
     ck_assert_int_eq(m->weights.rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(m->weights.rope.factor == s && m->weights.rope.low_freq_factor == l &&
+              m->weights.rope.high_freq_factor == u);
     ck_assert_int_eq(m->mask, ATTN_MASK_CAUSAL);
     ck_assert_ptr_nonnull(m->weights.b_qkv);
     ck_assert_ptr_null(m->weights.b_o);
@@ -1148,9 +1153,9 @@ START_TEST(test_llama) {
     hf_layer v = {.rope_dims = LDH,
                   .theta = 100,
                   .scaling = 2,
-                  .factor = 8,
-                  .low = 1,
-                  .high = 4,
+                  .factor = s,
+                  .low = l,
+                  .high = u,
                   .original = 8,
                   .causal = 1,
                   .scaling_ = 0.5};
@@ -1159,6 +1164,18 @@ START_TEST(test_llama) {
     llama_ref(other, dir, &c, 0, e, LH, LG, LDH, LD, &v);
     expect_close(delta, ref, other, LN * LD);
     ck_free(&c);
+}
+
+/* Llama 3.1: λ_0 = 2π in the band between L/u = 2 and L/l = 8. */
+START_TEST(test_llama) {
+    llama_check("llama31", 8, 1, 4);
+}
+END_TEST
+
+/* Llama 4 Scout's scaling, low_freq_factor = high_freq_factor = 1: no band,
+ * λ_0 = 2π < L = 8 kept, λ_1 = 20π divided by the factor. */
+START_TEST(test_llama_equal_freq_factors) {
+    llama_check("llama4-rope", 16, 1, 1);
 }
 END_TEST
 
@@ -1715,6 +1732,7 @@ static Suite *import_suite(void) {
     tc = tcase_create("today");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_llama);
+    tcase_add_test(tc, test_llama_equal_freq_factors);
     tcase_add_test(tc, test_mistral_sharded);
     tcase_add_test(tc, test_windows_from_config);
     tcase_add_test(tc, test_gemma2);

@@ -625,6 +625,31 @@ START_TEST(test_model_variants) {
     ck_assert_int_eq(m->mask, ATTN_MASK_CAUSAL);
     store_model_destroy(m);
 
+    /* llama3 with high = low (Llama 4 Scout's 1 and 1): no band in between */
+    const char *scout[] = {"n_heads",
+                           "4",
+                           "n_kv_heads",
+                           "2",
+                           "rope_theta",
+                           "500000",
+                           "rope_scaling",
+                           "llama3",
+                           "rope_factor",
+                           "16",
+                           "rope_low_freq_factor",
+                           "1",
+                           "rope_high_freq_factor",
+                           "1",
+                           "rope_original_max_position",
+                           "8192",
+                           NULL};
+    write_model(p, scout, gqa_tensors, 4);
+    m = load_ok(p);
+    ck_assert_int_eq(m->weights.rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+    ck_assert(m->weights.rope.factor == 16 && m->weights.rope.low_freq_factor == 1 &&
+              m->weights.rope.high_freq_factor == 1);
+    store_model_destroy(m);
+
     /* RoPE from rope_theta alone: every coordinate, half, no scaling;
      * from rope_dims alone: theta 10000; linear scaling; alibi false;
      * explicit slopes. */
@@ -758,9 +783,10 @@ START_TEST(test_model_variant_faults) {
                           "rope_low_freq_factor", "1", "rope_high_freq_factor", "4"),
                       g, 4, "'llama3' needs 'rope_original_max_position'");
     expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "llama3", "rope_factor", "8",
-                          "rope_low_freq_factor", "4", "rope_high_freq_factor", "4",
+                          "rope_low_freq_factor", "4", "rope_high_freq_factor", "2",
                           "rope_original_max_position", "8192"),
-                      g, 4, "'rope_high_freq_factor' (4) must exceed 'rope_low_freq_factor' (4)");
+                      g, 4,
+                      "'rope_high_freq_factor' (2) must not be below 'rope_low_freq_factor' (4)");
 
     /* ALiBi */
     expect_meta_fault(GQA("alibi", "yes"), g, 4,

@@ -231,6 +231,9 @@ static double ref_freq(const attn_rope *r, size_t t) {
     double wavelen = 2.0 * M_PI / inv;
     if (wavelen < high_wavelen) return inv;
     if (wavelen > low_wavelen) return inv / r->factor;
+    /* u = l: no band in between; λ_t = L/l exactly keeps f_t, as Hugging
+     * Face's first step does before its σ (0/0 there) */
+    if (r->high_freq_factor == r->low_freq_factor) return inv;
     double smooth =
         (old / wavelen - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
     return (1.0 - smooth) * inv / r->factor + smooth * inv;
@@ -513,6 +516,30 @@ START_TEST(test_rope_scaling) {
 }
 END_TEST
 
+/* llama3 with u = l (Llama 4 Scout's 1 and 1): every frequency is f_t or
+ * f_t / s, none between, and none NaN — also where λ_t = L/l exactly. */
+START_TEST(test_rope_llama3_equal_factors) {
+    cfg c = base(300);
+    c.rope =
+        (attn_rope){.dims = 8,
+                    .theta = 500000.0,
+                    .style = ATTN_ROPE_HALF,
+                    .scaling = ATTN_ROPE_SCALING_LLAMA3,
+                    .factor = 8.0,
+                    .low_freq_factor = 1.0,
+                    .high_freq_factor = 1.0,
+                    .original_max_position = 300.0}; /* λ_t = 6.3, 167 kept; 4443, 118000 divided */
+    c.positions = POS_OFFSET;
+    check_cfg(&c);
+    /* λ_0 = 2π / θ^0 = 2π = L / l to the last bit: f_0 is kept */
+    c.rope.original_max_position = 2.0 * M_PI;
+    c.rope.low_freq_factor = c.rope.high_freq_factor = 1.0;
+    check_cfg(&c);
+    c.rope.style = ATTN_ROPE_INTERLEAVED, c.positions = POS_SHUFFLED;
+    check_cfg(&c);
+}
+END_TEST
+
 /* Positions near 2^31 with θ = 500000: angles of ~2·10^9 rad must still be
  * exact to float32's precision (float32 p·f_t would be off by radians). */
 START_TEST(test_rope_huge_positions) {
@@ -781,6 +808,7 @@ static Suite *variants_suite(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_rope_styles);
     tcase_add_test(tc, test_rope_scaling);
+    tcase_add_test(tc, test_rope_llama3_equal_factors);
     tcase_add_test(tc, test_rope_huge_positions);
     tcase_add_test(tc, test_rope_raw);
     tcase_add_test(tc, test_alibi_slopes);

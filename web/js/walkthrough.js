@@ -194,8 +194,8 @@ function ropeFreqs(rope, dh) {
     if (!sc) return f;
     if (sc.type === "linear") return f / sc.factor;
     const L = sc.original_max_position_embeddings, l = sc.low_freq_factor, u = sc.high_freq_factor, lam = 2 * Math.PI / f;
-    if (lam < L / u) return f;
     if (lam > L / l) return f / sc.factor;
+    if (lam < L / u || u === l) return f; // u = l: no band in between
     const s = (L / lam - l) / (u - l);
     return (1 - s) * f / sc.factor + s * f;
   });
