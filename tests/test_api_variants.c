@@ -579,9 +579,9 @@ static json_t *rope_answer(json_t *rope) {
     tj_put(r, "/weights/rope", rope);
     tj_put(r, "/positions", json_pack("[i,i,i]", 5, 9, 10));
     tj_put(r, "/return", json_pack("[s,s,s]", "q", "k", "patterns"));
-    api_request *req = decode_ok(r);
+    api_call *req = decode_ok(r);
     json_t *resp = respond(req);
-    api_request_free(req);
+    api_call_free(req);
     return resp;
 }
 
@@ -615,11 +615,11 @@ START_TEST(test_llama3_equal_factors) {
            json_pack("{s:{s:s,s:f,s:f,s:f,s:f}}", "scaling", "type", "llama3", "factor", 16.0,
                      "low_freq_factor", 1.0, "high_freq_factor", 1.0,
                      "original_max_position_embeddings", 8192.0));
-    api_request *req = decode_ok(r);
-    const attn_rope *rope = &api_request_input(req)->weights->rope;
+    api_call *req = decode_ok(r);
+    const attn_rope *rope = &api_call_inputs(req)->weights->rope;
     ck_assert_int_eq(rope->scaling, ATTN_ROPE_SCALING_LLAMA3);
     ck_assert(rope->low_freq_factor == 1.0 && rope->high_freq_factor == 1.0);
-    api_request_free(req);
+    api_call_free(req);
     r = base();
     tj_put(r, "/weights/rope",
            json_pack("{s:{s:s,s:f,s:f,s:f,s:f}}", "scaling", "type", "llama3", "factor", 16.0,
