@@ -208,7 +208,7 @@ static int data_walk_all(const oip_tensor *t, double *dst, attn_error *err) {
     w.path_len = strlen(w.path);
     int rc = walk_array(&w, t->data, 0);
     if (rc == WALK_TYPE)
-        return attn_error_set(err, 400, "invalid_type", path,
+        return attn_error_set(err, 400, "wrong_type", path,
                               "inputs[%zu].data holds a value that is not a %s", t->index,
                               t->dtype == DT_BOOL   ? "boolean"
                               : t->dtype == DT_FP32 ? "number"
@@ -279,7 +279,7 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
     char path[API_PATH_MAX];
     api_path_index(path, sizeof path, "/inputs", i);
     if (!json_is_object(in))
-        return attn_error_set(err, 400, "invalid_type", path, "inputs[%zu] is not an object", i);
+        return attn_error_set(err, 400, "wrong_type", path, "inputs[%zu] is not an object", i);
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)in, key, v) {
@@ -317,7 +317,7 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
     for (size_t d = 0; d < t->rank; d++) {
         int huge;
         if (!json_size(json_array_get(shape, d), &t->shape[d], &huge) && !huge)
-            return attn_error_set(err, 400, "invalid_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                   "inputs[%zu].shape holds a value that is not a size", i);
         if (huge || __builtin_mul_overflow(t->elements, t->shape[d], &t->elements))
             return attn_error_set(err, 422, "limit_exceeded", path, "inputs[%zu] is too large", i);
@@ -326,12 +326,12 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
     size_t want = 0;
     if (params) {
         if (!json_is_object(params))
-            return attn_error_set(err, 400, "invalid_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                   "inputs[%zu].parameters is not an object", i);
         bsize = json_object_get(params, "binary_data_size");
         int huge = 0;
         if (bsize && !json_size(bsize, &want, &huge) && !huge)
-            return attn_error_set(err, 400, "invalid_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                   "inputs[%zu].parameters.binary_data_size is not a size", i);
         if (huge) want = SIZE_MAX;
     }
@@ -339,7 +339,7 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
         return attn_error_set(err, 400, "missing_field", path,
                               "inputs[%zu] needs either data or parameters.binary_data_size", i);
     if (data && !json_is_array(data))
-        return attn_error_set(err, 400, "invalid_type", path, "inputs[%zu].data is not an array",
+        return attn_error_set(err, 400, "wrong_type", path, "inputs[%zu].data is not an array",
                               i);
     t->data = data;
     t->arrays = arrays;
@@ -465,7 +465,7 @@ static int read_parameters(const json_t *p, api_request *head, api_oip_request *
                            const json_t **select, int *bin_out, attn_error *err) {
     if (!p) return 0;
     if (!json_is_object(p))
-        return attn_error_set(err, 400, "invalid_type", "/parameters",
+        return attn_error_set(err, 400, "wrong_type", "/parameters",
                               "parameters is not an object");
     const json_t *v = json_object_get(p, "mask");
     if (v) {
@@ -482,7 +482,7 @@ static int read_parameters(const json_t *p, api_request *head, api_oip_request *
     v = json_object_get(p, "scale");
     if (v) {
         if (!json_is_number(v))
-            return attn_error_set(err, 400, "invalid_type", "/parameters/scale",
+            return attn_error_set(err, 400, "wrong_type", "/parameters/scale",
                                   "parameters.scale is not a number");
         double d = json_number_value(v);
         if (!(d > 0) || (float)d > FLT_MAX || (float)d <= 0)
@@ -494,7 +494,7 @@ static int read_parameters(const json_t *p, api_request *head, api_oip_request *
     v = json_object_get(p, "binary_data_output");
     if (v) {
         if (!json_is_boolean(v))
-            return attn_error_set(err, 400, "invalid_type", "/parameters/binary_data_output",
+            return attn_error_set(err, 400, "wrong_type", "/parameters/binary_data_output",
                                   "parameters.binary_data_output is not a boolean");
         *bin_out = json_is_true(v);
     }
@@ -559,7 +559,7 @@ static int read_heads(api_request *head, const json_t *sel, attn_error *err) {
     }
     if (bad) {
         free(vals);
-        return attn_error_set(err, 400, "invalid_type", path,
+        return attn_error_set(err, 400, "wrong_type", path,
                               "parameters.select_heads is an array of head indices or a string "
                               "of comma-separated ones (\"0,2\")");
     }
@@ -580,7 +580,7 @@ static int read_outputs(api_oip_request *r, const json_t *outs, int bin_out, att
         return 0;
     }
     if (!json_is_array(outs))
-        return attn_error_set(err, 400, "invalid_type", "/outputs", "outputs is not an array");
+        return attn_error_set(err, 400, "wrong_type", "/outputs", "outputs is not an array");
     size_t i;
     const json_t *o;
     unsigned seen = 0;
@@ -589,7 +589,7 @@ static int read_outputs(api_oip_request *r, const json_t *outs, int bin_out, att
         api_path_index(path, sizeof path, "/outputs", i);
         const json_t *name = json_is_object(o) ? json_object_get(o, "name") : NULL;
         if (!json_is_string(name))
-            return attn_error_set(err, 400, "invalid_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                   "outputs[%zu] is not an object with a string name", i);
         int kind = -1;
         for (int k = 0; k < OIP_OUTPUTS; k++)
@@ -606,11 +606,11 @@ static int read_outputs(api_oip_request *r, const json_t *outs, int bin_out, att
         int binary = bin_out;
         const json_t *p = json_object_get(o, "parameters");
         if (p && !json_is_object(p))
-            return attn_error_set(err, 400, "invalid_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                   "outputs[%zu].parameters is not an object", i);
         const json_t *b = p ? json_object_get(p, "binary_data") : NULL;
         if (b && !json_is_boolean(b))
-            return attn_error_set(err, 400, "invalid_type", path,
+            return attn_error_set(err, 400, "wrong_type", path,
                                   "outputs[%zu].parameters.binary_data is not a boolean", i);
         if (b) binary = json_is_true(b);
         r->out_kind[r->n_out] = kind;
@@ -966,7 +966,7 @@ static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root
     size_t used = 0;
 
     if (!json_is_object(root))
-        return attn_error_set(err, 400, "invalid_type", "", "the JSON header is not an object");
+        return attn_error_set(err, 400, "wrong_type", "", "the JSON header is not an object");
     json_object_foreach((json_t *)root, key, v) {
         if (strcmp(key, "id") && strcmp(key, "parameters") && strcmp(key, "inputs") &&
             strcmp(key, "outputs")) {
@@ -977,7 +977,7 @@ static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root
     }
     v = json_object_get(root, "id");
     if (v && !json_is_string(v))
-        return attn_error_set(err, 400, "invalid_type", "/id", "id is not a string");
+        return attn_error_set(err, 400, "wrong_type", "/id", "id is not a string");
     r->id = json_incref((json_t *)v);
     if (read_parameters(json_object_get(root, "parameters"), c->shared, r, &select, &bin_out, err) <
         0)
