@@ -78,7 +78,6 @@ static const api_scan_table attention_scan = {"body", attention_rules,
 static int decode_fields(api_call *c, const json_t *root, const api_limits *limits,
                          attn_error *err) {
     api_request *req = c->shared;
-    const json_t *model = json_object_get(root, "model");
     const json_t *weights = json_object_get(root, "weights");
 
     if (api_check_fields(root, top_fields, sizeof top_fields / sizeof top_fields[0], "the body", "",
@@ -86,18 +85,7 @@ static int decode_fields(api_call *c, const json_t *root, const api_limits *limi
                          "select_heads, encoding, positions, context, context_tokens",
                          err) < 0)
         return -1;
-    if (model && weights)
-        return attn_error_set(err, 400, "invalid_value", "",
-                              "the request gives both model and weights; give one of them");
-    if (!model && !weights)
-        return attn_error_set(err, 400, "missing_field", "",
-                              "the request needs model (a preloaded model's name) or weights "
-                              "(an inline weight set)");
-    if (model && api_request_decode_model(req, model, err) < 0) return -1;
-    if (weights && !json_is_object(weights))
-        return attn_error_set(err, 400, "wrong_type", "/weights",
-                              "weights is %s, expected an object with heads, w_o, b_o",
-                              api_json_type_name(weights));
+    if (api_request_decode_weight_source(req, root, err) < 0) return -1;
     if (api_request_decode_options(req, root, err) < 0 ||
         api_request_decode_sequence(req, root, NULL, limits, err) < 0)
         return -1;

@@ -222,25 +222,13 @@ static int check_mask(const json_t *mask, attn_error *err) {
 
 static int decode_fields(api_call *c, const json_t *root, const api_limits *limits,
                          attn_error *err) {
-    const json_t *model = json_object_get(root, "model");
     const json_t *weights = json_object_get(root, "weights");
 
     if (api_check_fields(root, top_fields, 8, "the body", "",
                          "model, weights, scale, return, select_heads, encoding, mask, sequences",
                          err) < 0)
         return -1;
-    if (model && weights)
-        return attn_error_set(err, 400, "invalid_value", "",
-                              "the request gives both model and weights; give one of them");
-    if (!model && !weights)
-        return attn_error_set(err, 400, "missing_field", "",
-                              "the request needs model (a preloaded model's name) or weights "
-                              "(an inline weight set)");
-    if (model && api_request_decode_model(c->shared, model, err) < 0) return -1;
-    if (weights && !json_is_object(weights))
-        return attn_error_set(err, 400, "wrong_type", "/weights",
-                              "weights is %s, expected an object with heads, w_o, b_o",
-                              api_json_type_name(weights));
+    if (api_request_decode_weight_source(c->shared, root, err) < 0) return -1;
     if (check_mask(json_object_get(root, "mask"), err) < 0 ||
         api_request_decode_options(c->shared, root, err) < 0 ||
         decode_sequences(c, json_object_get(root, "sequences"), json_object_get(root, "mask"),

@@ -339,8 +339,7 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
         return attn_error_set(err, 400, "missing_field", path,
                               "inputs[%zu] needs either data or parameters.binary_data_size", i);
     if (data && !json_is_array(data))
-        return attn_error_set(err, 400, "wrong_type", path, "inputs[%zu].data is not an array",
-                              i);
+        return attn_error_set(err, 400, "wrong_type", path, "inputs[%zu].data is not an array", i);
     t->data = data;
     t->arrays = arrays;
     if (bsize) {
@@ -465,8 +464,7 @@ static int read_parameters(const json_t *p, api_request *head, api_oip_request *
                            const json_t **select, int *bin_out, attn_error *err) {
     if (!p) return 0;
     if (!json_is_object(p))
-        return attn_error_set(err, 400, "wrong_type", "/parameters",
-                              "parameters is not an object");
+        return attn_error_set(err, 400, "wrong_type", "/parameters", "parameters is not an object");
     const json_t *v = json_object_get(p, "mask");
     if (v) {
         if (json_is_string(v) && strcmp(json_string_value(v), "causal") == 0)

@@ -96,6 +96,24 @@ int api_request_decode_model(api_request *req, const json_t *model, attn_error *
     return 0;
 }
 
+int api_request_decode_weight_source(api_request *head, const json_t *root, attn_error *err) {
+    const json_t *model = json_object_get(root, "model");
+    const json_t *weights = json_object_get(root, "weights");
+    if (model && weights)
+        return attn_error_set(err, 400, "invalid_value", "",
+                              "the request gives both model and weights; give one of them");
+    if (!model && !weights)
+        return attn_error_set(err, 400, "missing_field", "",
+                              "the request needs model (a preloaded model's name) or weights "
+                              "(an inline weight set)");
+    if (model && api_request_decode_model(head, model, err) < 0) return -1;
+    if (weights && !json_is_object(weights))
+        return attn_error_set(err, 400, "wrong_type", "/weights",
+                              "weights is %s, expected an object with heads, w_o, b_o",
+                              api_json_type_name(weights));
+    return 0;
+}
+
 static int decode_encoding(api_request *req, const json_t *enc, attn_error *err) {
     if (enc == NULL || json_string_is(enc, "float")) return 0;
     if (!json_is_string(enc))

@@ -121,6 +121,12 @@ int api_request_decode_sequence(api_request *req, const json_t *obj, const json_
                                 const api_limits *limits, attn_error *err);
 int api_request_decode_model(api_request *req, const json_t *model, attn_error *err);
 
+/* The top of a /v1 body names a model or carries weights, one of them:
+ * the model's name kept in the head record (api_request_decode_model),
+ * the weights' type checked (an object, read later by
+ * api_weights_decode). 0, or -1 with *err. */
+int api_request_decode_weight_source(api_request *head, const json_t *root, attn_error *err);
+
 /* Reads the `weights` object into req->inline_weights and the buffers
  * behind it, against d_model and, with a context, its width d_context
  * (K and V then project its rows: w_kv). The limits on heads and d_head

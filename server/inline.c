@@ -4,6 +4,7 @@
 #include "server/inline.h"
 
 #include "server/dispatch.h"
+#include "server/metrics.h"
 
 static void worker_free(void *w) {
     srv_worker_destroy(w);
@@ -47,6 +48,7 @@ srv_inline_outcome srv_inline_try(srv_exchange *x) {
         clock_gettime(CLOCK_MONOTONIC, &x->job.submitted);
         srv_job_run(&x->job, w);
         srv_worker_idle(w);
+        srv_metrics_count(h->metrics, SRV_EVENT_INLINE);
     }
     srv_dispatch_count_phases(x);
     x->state = X_DONE;

@@ -1,6 +1,7 @@
 /*
- * inline.h — the scheduling rule for tiny requests: run them on the
- * polling thread that read them.
+ * inline.h — the scheduling rule for tiny computations, whatever their
+ * wire format (a single, a batch, a /v2 infer): run them on the polling
+ * thread that read them.
  *
  * A body of at most SRV_INLINE_MAX_BODY bytes is decoded here, with a
  * srv_worker of this thread's own; when its cost (the decoded request's
@@ -26,7 +27,7 @@ int srv_inline_start(srv_http *h);
 /* After the polling threads have ended (each freed its worker). */
 void srv_inline_stop(srv_http *h);
 
-/* What became of x's attention job (its body in place). */
+/* What became of x's computation (its body in place). */
 typedef enum srv_inline_outcome {
     SRV_INLINE_NO,     /* not tried: the pool decodes and runs it */
     SRV_INLINE_DONE,   /* answered (or refused) here: x->job holds the answer */

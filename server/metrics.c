@@ -137,6 +137,10 @@ char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size
             "gone.\n"
             "# TYPE attn_jobs_dropped_total counter\n"
             "attn_jobs_dropped_total %llu\n"
+            "# HELP attn_inline_total Computations answered on the polling thread that read "
+            "them, under --inline-max-flops.\n"
+            "# TYPE attn_inline_total counter\n"
+            "attn_inline_total %llu\n"
             "# HELP attn_connections_refused_total Connections closed at accept: "
             "--max-connections were open.\n"
             "# TYPE attn_connections_refused_total counter\n"
@@ -152,6 +156,7 @@ char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size
             "# TYPE attn_connections_capacity gauge\n"
             "attn_connections_capacity %zu\n",
             (unsigned long long)metrics_get(&m->events[SRV_EVENT_JOB_DROPPED]),
+            (unsigned long long)metrics_get(&m->events[SRV_EVENT_INLINE]),
             (unsigned long long)metrics_get(&m->events[SRV_EVENT_CONNECTION_REFUSED]),
             g->connections_timed_out, g->connections, g->connections_capacity);
     fprintf(f,

@@ -28,6 +28,7 @@ typedef enum srv_phase {
 typedef enum srv_event {
     SRV_EVENT_JOB_DROPPED,        /* a job whose client had gone: not run, or stopped */
     SRV_EVENT_CONNECTION_REFUSED, /* a connection over --max-connections, closed at accept */
+    SRV_EVENT_INLINE,             /* a computation answered on its polling thread (inline.h) */
     SRV_EVENT_COUNT
 } srv_event;
 

@@ -141,6 +141,38 @@ static char *demo_batch(size_t n, size_t tokens) {
     return b;
 }
 
+/* A small batch is answered on the polling thread like a small single
+ * (attn_inline_total counts it); a body over 4 KiB, or any batch with
+ * --inline-max-flops 0, goes to the pool. */
+START_TEST(test_small_batches_inline) {
+    hs_server s;
+    start(&s, NULL);
+    char *small = demo_batch(2, 3), *large = demo_batch(64, 8);
+    ck_assert_uint_gt(strlen(large), 4096);
+    long before = hs_metric(s.port, "\nattn_inline_total ");
+    ck_assert_int_eq(before, 0);
+    hs_response r;
+    post(NULL, s.port, "/v1/attention/batch", small, &r);
+    ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
+    hs_response_free(&r);
+    ck_assert_int_eq(hs_metric(s.port, "\nattn_inline_total "), 1);
+    post(NULL, s.port, "/v1/attention/batch", large, &r);
+    ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
+    hs_response_free(&r);
+    ck_assert_int_eq(hs_metric(s.port, "\nattn_inline_total "), 1);
+    finish(&s);
+
+    static const char *const never[] = {"--inline-max-flops", "0", NULL};
+    start(&s, never);
+    post(NULL, s.port, "/v1/attention/batch", small, &r);
+    ck_assert_int_eq(r.status, 200);
+    hs_response_free(&r);
+    ck_assert_int_eq(hs_metric(s.port, "\nattn_inline_total "), 0);
+    finish(&s);
+    free(small), free(large);
+}
+END_TEST
+
 START_TEST(test_refusals_over_http) {
     hs_server s;
     const char *args[] = {"--max-batch", "4", "--max-tokens", "10", "--max-body-bytes", "4k", NULL};
@@ -320,6 +352,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_random_batches_over_http);
     tcase_add_test(tc, test_refusals_over_http);
+    tcase_add_test(tc, test_small_batches_inline);
     tcase_add_test(tc, test_max_batch_flag_and_env);
     tcase_add_test(tc, test_route);
     tcase_add_test(tc, test_gone_client_drops_batch);

@@ -460,6 +460,40 @@ START_TEST(single_row_and_no_batch_axis) {
 }
 END_TEST
 
+/* A small infer request is answered on the polling thread like a small
+ * /v1 one (attn_inline_total counts it); a body over 4 KiB goes to the
+ * pool. */
+START_TEST(small_infer_inline) {
+    start();
+    static const char tiny[] = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,3,4],"
+                               "\"datatype\":\"FP32\",\"data\":[0.1,-0.2,0.3,0.1,-0.1,0.2,"
+                               "0.2,-0.3,0.2,0.1,-0.1,0.2]}]}";
+    const char *json[] = {"Content-Type: application/json", NULL};
+    ck_assert_int_eq(hs_metric(srv.port, "\nattn_inline_total "), 0);
+    hs_response r;
+    post_raw("demo-4d", json, tiny, strlen(tiny), &r);
+    ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
+    hs_response_free(&r);
+    ck_assert_int_eq(hs_metric(srv.port, "\nattn_inline_total "), 1);
+    /* 4 rows of 64 tokens of demo-4d: the same work's kind, over 4 KiB */
+    size_t cap = 256 + 4 * 64 * 4 * 8, used;
+    char *large = malloc(cap);
+    used = (size_t)snprintf(large, cap,
+                            "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[4,64,4],"
+                            "\"datatype\":\"FP32\",\"data\":[");
+    for (size_t i = 0; i < 4 * 64 * 4; i++)
+        used += (size_t)snprintf(large + used, cap - used, "%s0.25", i ? "," : "");
+    used += (size_t)snprintf(large + used, cap - used, "]}]}");
+    ck_assert_uint_gt(used, 4096);
+    post_raw("demo-4d", json, large, used, &r);
+    ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
+    hs_response_free(&r);
+    ck_assert_int_eq(hs_metric(srv.port, "\nattn_inline_total "), 1);
+    free(large);
+    finish();
+}
+END_TEST
+
 START_TEST(positions_rope_gqa) {
     start();
     static const int64_t pos[] = {7, 8, 9, 100, 0, 3, 1, 2};
@@ -947,6 +981,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, metadata_and_health);
     tcase_add_test(tc, padded_batch_gpt2);
     tcase_add_test(tc, single_row_and_no_batch_axis);
+    tcase_add_test(tc, small_infer_inline);
     tcase_add_test(tc, positions_rope_gqa);
     tcase_add_test(tc, triton_defaults_and_json_outputs);
     tcase_add_test(tc, refusals);
