@@ -742,11 +742,7 @@ static int decode_inputs(api_call *c, api_oip_request *r, oip_tensor *ts, const 
     if (r->B == 0 || r->n == 0 || r->dm == 0)
         return attn_error_set(err, 422, "dimension_mismatch", path,
                               "embeddings has no rows, no tokens or no numbers in a row");
-    if (lim && r->dm > lim->max_d_model)
-        return attn_error_set(err, 422, "limit_exceeded", path,
-                              "embeddings rows have %zu numbers (d_model), over the limit "
-                              "max_d_model = %zu",
-                              r->dm, lim->max_d_model);
+    if (api_check_width(path, "embeddings", "d_model", r->dm, lim, err) < 0) return -1;
     if (r->B > max_batch)
         return attn_error_set(err, 422, "limit_exceeded", path,
                               "the batch has %zu rows, over the limit max_batch = %zu", r->B,

@@ -76,6 +76,14 @@ int api_check_fields(const json_t *obj, const char *const *known, size_t n_known
     return 0;
 }
 
+int api_check_width(const char *at, const char *rows, const char *width, size_t numbers,
+                    const api_limits *limits, attn_error *err) {
+    if (!limits || numbers <= limits->max_d_model) return 0;
+    return attn_error_set(err, 422, "limit_exceeded", at,
+                          "%s rows have %zu numbers (%s), over the limit max_d_model = %zu", rows,
+                          numbers, width, limits->max_d_model);
+}
+
 /* Is v the string `word`, NUL bytes and all? */
 static int json_string_is(const json_t *v, const char *word) {
     return json_is_string(v) && json_string_length(v) == strlen(word) &&
@@ -219,11 +227,7 @@ static int decode_embeddings(api_request *req, const json_t *emb, const api_limi
         return attn_error_set(err, 422, "limit_exceeded", at,
                               "embeddings has %zu rows (tokens), over the limit max_tokens = %zu",
                               n, limits->max_tokens);
-    if (limits && dm > limits->max_d_model)
-        return attn_error_set(err, 422, "limit_exceeded", at,
-                              "embeddings rows have %zu numbers (d_model), over the limit "
-                              "max_d_model = %zu",
-                              dm, limits->max_d_model);
+    if (api_check_width(at, "embeddings", "d_model", dm, limits, err) < 0) return -1;
     if (api_size_mul(n, dm, &count) < 0 ||
         (req->embeddings = malloc(count * sizeof(float))) == NULL)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the embeddings");
@@ -330,11 +334,7 @@ static int decode_context(api_request *req, const json_t *ctx, const api_limits 
         return attn_error_set(err, 422, "limit_exceeded", at,
                               "context has %zu rows, over the limit max_tokens = %zu", m,
                               limits->max_tokens);
-    if (limits && dc > limits->max_d_model)
-        return attn_error_set(err, 422, "limit_exceeded", at,
-                              "context rows have %zu numbers (d_context), over the limit "
-                              "max_d_model = %zu",
-                              dc, limits->max_d_model);
+    if (api_check_width(at, "context", "d_context", dc, limits, err) < 0) return -1;
     if (api_size_mul(m, dc, &count) < 0 || (req->context = malloc(count * sizeof(float))) == NULL)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the context");
     req->n_context = m;

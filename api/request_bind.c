@@ -309,8 +309,6 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
                      attn_error *err) {
     size_t hs = head->n_heads, g;
 
-    if (req->bound)
-        return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
     if (req->tokens_only) {
         if (bind_tokens(req, vocab, err) < 0) return -1;
         /* The rows the tokens stand for are held to the width limit as sent

@@ -140,6 +140,11 @@ int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const
 int api_check_fields(const json_t *obj, const char *const *known, size_t n_known, const char *name,
                      const char *path, const char *expected, attn_error *err);
 
+/* The rows of `rows` (at `at`) are `numbers` wide, their `width` held to
+ * max_d_model: 0, or -1 with a 422 limit_exceeded. */
+int api_check_width(const char *at, const char *rows, const char *width, size_t numbers,
+                    const api_limits *limits, attn_error *err);
+
 /* dst = req->at + "/" + field: the path of one of the request's
  * per-sequence fields. */
 void api_request_path(const api_request *req, const char *field, char *dst, size_t cap);
