@@ -313,14 +313,11 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
         if (bind_tokens(req, vocab, err) < 0) return -1;
         /* The rows the tokens stand for are held to the width limit as sent
          * rows are (decode checks those). */
-        if (limits && weights->d_model > limits->max_d_model) {
-            char at[API_PATH_MAX];
-            api_request_path(req, "tokens", at, sizeof at);
-            return attn_error_set(err, 422, "limit_exceeded", at,
-                                  "the tokens stand for rows of the model's d_model = %zu "
-                                  "numbers, over the limit max_d_model = %zu",
-                                  weights->d_model, limits->max_d_model);
-        }
+        char at[API_PATH_MAX];
+        api_request_path(req, "tokens", at, sizeof at);
+        if (api_check_width(at, "the model's (which the tokens stand for)", "d_model",
+                            weights->d_model, limits, err) < 0)
+            return -1;
         req->d_model = weights->d_model;
     }
     if (weights->d_model != req->d_model) {

@@ -156,9 +156,7 @@ const char *store_model_default_name(const char *path, size_t *len) {
     return base;
 }
 
-/* A metadata number: the whole text a finite decimal (strtod's syntax,
- * no leading space, no hex, no inf / nan), > 0. */
-static int positive_parse(const char *s, double *out) {
+int store_positive_parse(const char *s, double *out) {
     if (!*s || !((*s >= '0' && *s <= '9') || *s == '.' || *s == '+' || *s == '-')) return -1;
     for (const char *c = s; *c; c++)
         if (*c == 'x' || *c == 'X') return -1;
@@ -169,8 +167,7 @@ static int positive_parse(const char *s, double *out) {
     return 0;
 }
 
-/* A metadata count: decimal digits only, 1 … max. */
-static int count_parse(const char *s, size_t max, size_t *out) {
+int store_size_parse(const char *s, size_t max, size_t *out) {
     size_t v = 0;
     if (!*s) return -1;
     for (; *s; s++) {
@@ -178,9 +175,13 @@ static int count_parse(const char *s, size_t max, size_t *out) {
         v = v * 10 + (size_t)(*s - '0');
         if (v > max) return -1;
     }
-    if (v == 0) return -1;
     *out = v;
     return 0;
+}
+
+/* A metadata count: decimal digits only, 1 … max. */
+static int count_parse(const char *s, size_t max, size_t *out) {
+    return store_size_parse(s, max, out) == 0 && *out != 0 ? 0 : -1;
 }
 
 /* Metadata `key` as a number > 0 into *out; 0 when absent (*out untouched),
@@ -193,7 +194,7 @@ static int meta_positive(const store_file *f, const char *key, int fl, double *o
     const char *text = store_file_metadata(f, key);
     if (!text) return 0;
     double v;
-    if (positive_parse(text, &v) != 0 || !(v <= FLT_MAX) || (fl && !((float)v > 0)))
+    if (store_positive_parse(text, &v) != 0 || !(v <= FLT_MAX) || (fl && !((float)v > 0)))
         return store_error_set(err, path, "metadata '%s' is '%s', not a finite number > 0%s", key,
                                text, fl ? " (as float32)" : "");
     *out = v;

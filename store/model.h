@@ -110,6 +110,14 @@ long store_model_token(const store_model *m, const char *s, size_t len);
 int store_model_name_valid(const char *name, size_t len);
 #define STORE_MODEL_NAME_MAX 64
 
+/* The numbers of a model file's metadata, and of the tools' options that
+ * write them, as text: store_positive_parse takes a finite decimal
+ * (strtod's syntax, the whole text, no leading space, no hex, no inf or
+ * nan) > 0; store_size_parse decimal digits only, at most `max`. 0, or
+ * -1 with *out untouched. */
+int store_positive_parse(const char *s, double *out);
+int store_size_parse(const char *s, size_t max, size_t *out);
+
 /* The name of the model in the file at `path` when its metadata gives
  * none: the base name without ".safetensors", the *len bytes from the
  * pointer returned (into path). */

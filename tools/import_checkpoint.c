@@ -84,16 +84,6 @@ static void usage(FILE *to) {
             "written, 2 usage.\n");
 }
 
-/* A number > 0 and finite, the whole text; 0 or -1. */
-static int number_parse(const char *s, double *out) {
-    char *end;
-    if (!*s || *s == ' ') return -1;
-    double v = strtod(s, &end);
-    if (*end || !isfinite(v) || !(v > 0)) return -1;
-    *out = v;
-    return 0;
-}
-
 /* "linear:F" or "llama3:F:LOW:HIGH:ORIG" into opt; 0 or -1. */
 static int scaling_parse(const char *s, store_import_options *opt) {
     char buf[256];
@@ -112,20 +102,7 @@ static int scaling_parse(const char *s, store_import_options *opt) {
     else
         return -1;
     for (size_t i = 1; i < n; i++)
-        if (number_parse(parts[i], dst[i - 1]) != 0) return -1;
-    return 0;
-}
-
-/* A decimal size_t, digits only, at most `max`; 0 or -1. */
-static int size_parse(const char *s, size_t max, size_t *out) {
-    size_t v = 0;
-    if (!*s) return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return -1;
-        v = v * 10 + (size_t)(*s - '0');
-        if (v > max) return -1;
-    }
-    *out = v;
+        if (store_positive_parse(parts[i], dst[i - 1]) != 0) return -1;
     return 0;
 }
 
@@ -173,50 +150,50 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--layer", &missing))) {
-            if (size_parse(v, 1000000, &opt.layer) != 0) {
+            if (store_size_parse(v, 1000000, &opt.layer) != 0) {
                 fprintf(stderr, "import_checkpoint: --layer '%s' is not a layer number\n", v);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--heads", &missing))) {
-            if (size_parse(v, STORE_HEADS_MAX, &opt.n_heads) != 0 || opt.n_heads == 0) {
+            if (store_size_parse(v, STORE_HEADS_MAX, &opt.n_heads) != 0 || opt.n_heads == 0) {
                 fprintf(stderr, "import_checkpoint: --heads '%s' is not a number in 1 … %d\n", v,
                         STORE_HEADS_MAX);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--kv-heads", &missing))) {
-            if (size_parse(v, STORE_HEADS_MAX, &opt.n_kv_heads) != 0 || opt.n_kv_heads == 0) {
+            if (store_size_parse(v, STORE_HEADS_MAX, &opt.n_kv_heads) != 0 || opt.n_kv_heads == 0) {
                 fprintf(stderr, "import_checkpoint: --kv-heads '%s' is not a number in 1 … %d\n", v,
                         STORE_HEADS_MAX);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--head-dim", &missing))) {
-            if (size_parse(v, 1u << 20, &opt.d_head) != 0 || opt.d_head == 0) {
+            if (store_size_parse(v, 1u << 20, &opt.d_head) != 0 || opt.d_head == 0) {
                 fprintf(stderr, "import_checkpoint: --head-dim '%s' is not a positive number\n", v);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--rope-dims", &missing))) {
-            if (size_parse(v, 1u << 20, &opt.rope_dims) != 0 || opt.rope_dims == 0) {
+            if (store_size_parse(v, 1u << 20, &opt.rope_dims) != 0 || opt.rope_dims == 0) {
                 fprintf(stderr, "import_checkpoint: --rope-dims '%s' is not a positive number\n",
                         v);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--window", &missing))) {
-            if (size_parse(v, (size_t)1 << 31, &opt.window) != 0 || opt.window == 0) {
+            if (store_size_parse(v, (size_t)1 << 31, &opt.window) != 0 || opt.window == 0) {
                 fprintf(stderr, "import_checkpoint: --window '%s' is not a number ≥ 1\n", v);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--rope-theta", &missing))) {
-            if (number_parse(v, &opt.rope_theta) != 0) {
+            if (store_positive_parse(v, &opt.rope_theta) != 0) {
                 fprintf(stderr, "import_checkpoint: --rope-theta '%s' is not a number > 0\n", v);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--softcap", &missing))) {
-            if (number_parse(v, &opt.softcap) != 0) {
+            if (store_positive_parse(v, &opt.softcap) != 0) {
                 fprintf(stderr, "import_checkpoint: --softcap '%s' is not a number > 0\n", v);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--scale", &missing))) {
-            if (number_parse(v, &opt.scale) != 0) {
+            if (store_positive_parse(v, &opt.scale) != 0) {
                 fprintf(stderr, "import_checkpoint: --scale '%s' is not a number > 0\n", v);
                 return 2;
             }
