@@ -40,26 +40,11 @@
 #include "api/call.h"
 #include "api/error.h"
 #include "api/float_format.h"
+#include "problem.h"
 
 /* The arrays POST /v1/attention lifts from the text. */
 static int attention_rank(const char *path) {
     return api_call_array_rank(API_CALL_ATTENTION, path);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static uint64_t rng_state = 42;
@@ -202,7 +187,7 @@ static void run(const char *name, text *t, int runs) {
     size_t tree_bytes = 0;
     for (int r = 0; r < runs; r++) {
         for (int m = 0; m < M_COUNT; m++) {
-            double t0 = now();
+            double t0 = bench_now();
             if (m == M_REQUEST) {
                 api_call *req;
                 attn_error err;
@@ -229,16 +214,16 @@ static void run(const char *name, text *t, int runs) {
                 for (size_t i = 0; i < t->count; i++)
                     sink += strtof(t->buf + t->at[i], NULL);
             }
-            sec[m][r] = now() - t0;
+            sec[m][r] = bench_now() - t0;
         }
         malloc_trim(0);
     }
-    double mb = (double)t->len / 1e6, base = median(sec[M_JANSSON], runs);
+    double mb = (double)t->len / 1e6, base = bench_median(sec[M_JANSSON], runs);
     printf("\n%s: %.1f MB of JSON, %zu numbers (%.1f bytes a number); median of %d runs\n\n", name,
            mb, t->count, (double)t->len / (double)t->count, runs);
     printf("| method | ms | MB/s | vs jansson |\n|---|---|---|---|\n");
     for (int m = 0; m < M_COUNT; m++) {
-        double s = median(sec[m], runs);
+        double s = bench_median(sec[m], runs);
         printf("| %s | %.1f | %.0f | %.2f× |\n", m_name[m], s * 1e3, mb / s, base / s);
     }
     printf("\njansson's tree: %.0f MB of heap for %.1f MB of text (%.0f×); the lifted numbers "
@@ -278,7 +263,7 @@ static void run_base64(text *t, int runs) {
     if (!out) exit(1);
     for (int r = 0; r < runs; r++) {
         for (int m = 0; m < B_COUNT; m++) {
-            double t0 = now();
+            double t0 = bench_now();
             if (m == B_REQUEST) {
                 api_call *req;
                 attn_error err;
@@ -296,17 +281,17 @@ static void run_base64(text *t, int runs) {
                 size_t bad;
                 if (api_base64_decode(out, data, data_len, &bad) != 0) exit(1);
             }
-            sec[m][r] = now() - t0;
+            sec[m][r] = bench_now() - t0;
         }
         malloc_trim(0);
     }
-    double mb = (double)t->len / 1e6, base = median(sec[B_JANSSON], runs);
+    double mb = (double)t->len / 1e6, base = bench_median(sec[B_JANSSON], runs);
     printf("\nembeddings as a base64 tensor (GPT-2, n = 1024, model by name): %.1f MB of JSON; "
            "median of %d runs\n\n",
            mb, runs);
     printf("| method | ms | MB/s | vs jansson |\n|---|---|---|---|\n");
     for (int m = 0; m < B_COUNT; m++) {
-        double s = median(sec[m], runs);
+        double s = bench_median(sec[m], runs);
         printf("| %s | %.1f | %.0f | %.2f× |\n", names[m], s * 1e3, mb / s, base / s);
     }
     free(out);
