@@ -54,7 +54,7 @@ enum MHD_Result srv_dispatch(srv_exchange *x) {
     srv_http *h = x->h;
     if (x->late) {
         srv_job_discard(&x->job);
-        return srv_reply_fail(x, 503, "shutting_down", "the server is shutting down");
+        return srv_reply_shutting_down(x);
     }
     x->job.limits = h->limits;
     x->job.client_gone = client_gone;
@@ -74,7 +74,7 @@ enum MHD_Result srv_dispatch(srv_exchange *x) {
                            "the work queue is full (%zu waiting); retry later",
                            h->cfg->queue_depth);
         else if (rc == POOL_STOPPED)
-            attn_error_set(&err, 503, "shutting_down", NULL, "the server is shutting down");
+            srv_error_shutting_down(&err);
         else
             attn_error_set(&err, 503, "out_of_memory", NULL, "memory for the job could not be had");
         srv_job_discard(&x->job);

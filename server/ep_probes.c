@@ -12,8 +12,7 @@ static enum MHD_Result healthz_answer(srv_exchange *x) {
 }
 
 static enum MHD_Result readyz_answer(srv_exchange *x) {
-    if (atomic_load(&x->h->draining))
-        return srv_reply_fail(x, 503, "shutting_down", "the server is shutting down");
+    if (atomic_load(&x->h->draining)) return srv_reply_shutting_down(x);
     return srv_reply_json(x, 200, "{\"status\":\"ready\"}");
 }
 

@@ -30,8 +30,7 @@ static enum MHD_Result v2_live_answer(srv_exchange *x) {
 }
 
 static enum MHD_Result v2_ready_answer(srv_exchange *x) {
-    if (atomic_load(&x->h->draining))
-        return srv_reply_fail(x, 503, "shutting_down", "the server is shutting down");
+    if (atomic_load(&x->h->draining)) return srv_reply_shutting_down(x);
     return srv_reply_json(x, 200, "{\"ready\":true}");
 }
 

@@ -28,9 +28,7 @@ static enum MHD_Result fail_too_large(srv_exchange *x) {
 enum MHD_Result srv_post_accept(srv_exchange *x, int (*type_ok)(const char *content_type),
                                 const char *type_rule) {
     srv_http *h = x->h;
-    if (atomic_load(&h->draining))
-        return srv_reply_fail(x, 503, "shutting_down",
-                              "the server is shutting down; retry elsewhere");
+    if (atomic_load(&h->draining)) return srv_reply_shutting_down(x);
     const char *ct =
         MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!type_ok(ct)) return srv_reply_fail(x, 415, "unsupported_media_type", "%s", type_rule);

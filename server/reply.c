@@ -102,3 +102,14 @@ enum MHD_Result srv_reply_fail(srv_exchange *x, int status, const char *code, co
     attn_error_set(&err, status, code, NULL, "%s", msg);
     return srv_reply_error(x, &err);
 }
+
+int srv_error_shutting_down(attn_error *err) {
+    return attn_error_set(err, 503, "shutting_down", NULL,
+                          "the server is shutting down; retry elsewhere");
+}
+
+enum MHD_Result srv_reply_shutting_down(srv_exchange *x) {
+    attn_error err;
+    srv_error_shutting_down(&err);
+    return srv_reply_error(x, &err);
+}

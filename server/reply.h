@@ -36,6 +36,10 @@ enum MHD_Result srv_reply_json(srv_exchange *x, unsigned status, const char *tex
  * even that cannot be allocated). */
 enum MHD_Result srv_reply_error(srv_exchange *x, const attn_error *err);
 
+/* The 503 shutting_down of a server draining, in *err (-1), or sent. */
+int srv_error_shutting_down(attn_error *err);
+enum MHD_Result srv_reply_shutting_down(srv_exchange *x);
+
 /* The error body for err on x's route, malloc'd (NULL when out of
  * memory): the contract's, or on the /v2 paths the Open Inference
  * Protocol's {"error": "..."}. */
