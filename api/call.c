@@ -118,9 +118,9 @@ static int call_limits(api_call *c, const api_limits *limits, attn_error *err) {
     if (k->answer_bytes_max(c, &total) < 0) total = SIZE_MAX;
     if (total > limits->max_response_bytes)
         return attn_error_set(err, 422, "limit_exceeded", k->answer_path,
-                              "the outputs asked for need up to %zu bytes, over the limit "
+                              "the outputs asked for need up to %zu %s, over the limit "
                               "max_response_bytes = %zu; ask for fewer %s",
-                              total, limits->max_response_bytes, k->answer_advice);
+                              total, k->answer_unit, limits->max_response_bytes, k->answer_advice);
     return 0;
 }
 
@@ -205,6 +205,10 @@ void api_call_name_failure(const api_call *c, size_t i, attn_error *err) {
 
 char *api_call_encode(const api_call *c, size_t *len, size_t *json_len, attn_error *err) {
     size_t json = 0;
+    if (!c->weights) {
+        attn_error_set(err, 500, "internal_error", "", "a call is encoded once bound");
+        return NULL;
+    }
     char *text = c->codec->encode(c, len, &json, err);
     if (json_len) *json_len = json;
     return text;

@@ -38,8 +38,9 @@ typedef struct api_codec {
     void (*name_failure)(size_t i, attn_error *err);
     void (*free_wire)(void *wire);
     /* In the limits' messages: "this request needs …", the field the
-     * answer's size is reported at, and what to ask for less of. */
-    const char *noun, *answer_path, *answer_advice;
+     * answer's size is reported at, its unit, and what to ask for less
+     * of. */
+    const char *noun, *answer_path, *answer_unit, *answer_advice;
     /* 1: the model is named by the URL, not the body's "/model". */
     int model_in_url;
 } api_codec;

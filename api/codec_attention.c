@@ -137,5 +137,6 @@ const api_codec api_codec_attention = {
     .error_body = api_error_to_json,
     .noun = "request",
     .answer_path = "/return",
+    .answer_unit = "bytes of JSON",
     .answer_advice = "outputs or heads",
 };

@@ -317,5 +317,6 @@ const api_codec api_codec_batch = {
     .name_failure = batch_name_failure,
     .noun = "batch",
     .answer_path = "/return",
+    .answer_unit = "bytes of JSON",
     .answer_advice = "outputs, heads or sequences",
 };

@@ -261,16 +261,14 @@ static double *tensor_values(const oip_tensor *t, attn_error *err) {
     return v;
 }
 
-/* inputs[i] names no input of the model; `cross`: it is cross-attention. */
-static int unknown_input(size_t i, int cross, attn_error *err) {
+/* inputs[i] names no input of the model, whose inputs are `list`. */
+static int unknown_input(size_t i, const char *list, attn_error *err) {
     char path[API_PATH_MAX];
     api_path_index(path, sizeof path, "/inputs", i);
     return attn_error_set(err, 400, "unknown_input", path,
                           "inputs[%zu] is not an input of this model (%s); GET /v2/models/{name} "
                           "lists them",
-                          i,
-                          cross ? "embeddings, attention_mask, positions, context, context_mask"
-                                : "embeddings, attention_mask, positions");
+                          i, list);
 }
 
 /* One entry of "inputs". */
@@ -299,7 +297,11 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
     int which = -1;
     for (int k = 0; k < IN_COUNT; k++)
         if (strcmp(json_string_value(name), input_names[k]) == 0) which = k;
-    if (which < 0) return unknown_input(i, 1, err);
+    if (which < 0)
+        return unknown_input(i,
+                             "embeddings, attention_mask, positions; a cross-attention model's "
+                             "also context, context_mask",
+                             err);
     oip_tensor *t = &ts[which];
     if (t->given)
         return attn_error_set(err, 400, "duplicate_input", path, "input \"%s\" is given twice",
@@ -767,7 +769,7 @@ static int decode_inputs(api_call *c, api_oip_request *r, oip_tensor *ts, const 
     r->m = r->n;
     if (r->has_context) {
         oip_tensor *c = &ts[IN_CONTEXT];
-        dc = c->shape[c->rank - 1];
+        dc = r->dc = c->shape[c->rank - 1];
         if (c->rank != e->rank || (r->batch_axis && c->shape[0] != r->B) || dc == 0 ||
             c->shape[c->rank - 2] == 0 || (lim && dc > lim->max_d_model)) {
             if (c->dtype != DT_FP32)
@@ -988,6 +990,7 @@ static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root
                               "%zu bytes follow the JSON header, but the inputs' binary_data_size "
                               "sum to %zu",
                               bin_len, used);
+    r->embeddings_at = ts[IN_EMBEDDINGS].index;
     r->context_at = ts[IN_CONTEXT].given ? (long)ts[IN_CONTEXT].index : -1;
     r->context_mask_at = ts[IN_CONTEXT_MASK].given ? (long)ts[IN_CONTEXT_MASK].index : -1;
     if (read_outputs(r, json_object_get(root, "outputs"), bin_out, err) < 0 ||
@@ -1035,11 +1038,28 @@ static int oip_check_model(const api_call *c, const api_model_ref *m, attn_error
     if (!cross && (r->context_at >= 0 || r->context_mask_at >= 0)) {
         long at = r->context_at;
         if (at < 0 || (r->context_mask_at >= 0 && r->context_mask_at < at)) at = r->context_mask_at;
-        return unknown_input((size_t)at, 0, err);
+        return unknown_input((size_t)at, "embeddings, attention_mask, positions", err);
     }
     if (cross && !r->has_context)
         return attn_error_set(err, 400, "missing_field", "/inputs",
                               "the model is cross-attention: it needs an input named context");
+    /* Here, not only in each sequence's bind: rows all padding make no
+     * sequence, and their widths must fit the model all the same. */
+    char path[API_PATH_MAX];
+    if (r->dm != m->weights->d_model) {
+        api_path_index(path, sizeof path, "/inputs", r->embeddings_at);
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "embeddings rows have %zu numbers, expected the model's d_model = "
+                              "%zu",
+                              r->dm, m->weights->d_model);
+    }
+    if (cross && r->dc != m->weights->d_context) {
+        api_path_index(path, sizeof path, "/inputs", (size_t)r->context_at);
+        return attn_error_set(err, 422, "dimension_mismatch", path,
+                              "context rows have %zu numbers, expected the model's d_context = "
+                              "%zu",
+                              r->dc, m->weights->d_context);
+    }
     if (cross && r->causal_asked)
         return attn_error_set(err, 422, "invalid_combination", "/parameters/mask",
                               "a cross-attention model's context rows have no order: the mask is "
@@ -1099,6 +1119,7 @@ const api_codec api_codec_oip = {
     .free_wire = oip_free_wire,
     .noun = "request",
     .answer_path = "/outputs",
+    .answer_unit = "bytes",
     .answer_advice = "outputs or heads",
     .model_in_url = 1,
 };

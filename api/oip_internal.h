@@ -36,7 +36,7 @@ typedef struct api_oip_request {
 
     int batch_axis; /* 0: embeddings were [n, d_model], outputs lose the B axis */
     size_t B, n, m; /* rows, padded tokens, padded context rows (m = n without context) */
-    size_t dm;      /* d_model, the embeddings' width */
+    size_t dm, dc;  /* the embeddings' and the context's widths */
 
     /* Per row b: its real tokens' indices tok[b·n …] (ntok[b] of them), its
      * real context rows' ctok[b·m …] (nctx[b]; = the tokens without context). */
@@ -44,6 +44,7 @@ typedef struct api_oip_request {
     int has_context;
     /* Where the inputs the model decides on are ("inputs" indices, -1:
      * absent), and whether parameters asked for the causal mask. */
+    size_t embeddings_at;
     long context_at, context_mask_at;
     int causal_asked;
 

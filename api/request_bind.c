@@ -74,7 +74,7 @@ int api_request_bind_heads(api_request *req, const attn_weights *weights, attn_e
         if (d < 0 || d >= (double)h) {
             free(seen);
             return attn_error_set(err, 422, "out_of_range", path,
-                                  "select_heads[%zu] = %.0f is not a head index; the model has "
+                                  "select_heads[%zu] = %.17g is not a head index; the model has "
                                   "heads 0 to %zu",
                                   i, d, h - 1);
         }

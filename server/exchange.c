@@ -110,6 +110,7 @@ srv_exchange *srv_exchange_create(srv_http *h, const char *uri, struct MHD_Conne
     x->h = h;
     x->conn = conn;
     x->fd = -1;
+    x->job.header_len = -1; /* the whole body is JSON unless /v2 says otherwise */
     x->state = X_NEW;
     clock_gettime(CLOCK_MONOTONIC, &x->start);
     if (uri) {

@@ -177,10 +177,8 @@ void srv_job_discard(srv_job *job) {
     job->set = NULL;
 }
 
-/* Binds the model the call names, from the job's set. */
-static int job_bind_model(srv_job *job, const char *name, size_t len, attn_error *err) {
-    const store_model *m = srv_model_find(job->set, name, len, api_call_model_path(job->call), err);
-    if (!m) return -1;
+/* Binds model m of the job's set to its call. */
+static int job_bind(srv_job *job, const store_model *m, attn_error *err) {
     api_vocabulary vocab;
     api_model_ref ref = {m->name, &m->weights, m->mask, srv_model_vocabulary(m, &vocab)};
     return api_call_bind(job->call, &ref, job->limits, err);
@@ -189,14 +187,23 @@ static int job_bind_model(srv_job *job, const char *name, size_t len, attn_error
 int srv_job_decode(srv_job *job, srv_worker *w) {
     struct timespec t0, t1;
     attn_error err = {0};
+    const store_model *m = NULL;
+    int rc = 0;
     size_t len;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     job->set = w->models ? store_current(w->models) : NULL;
+    /* A model the URL names is looked up first: not loaded, it is a 404
+     * whatever the body holds. One the body names, once it is decoded. */
+    if (job->model[0] &&
+        !(m = srv_model_find(job->set, job->model, strlen(job->model), NULL, &err)))
+        rc = -1;
     api_call_body body = {job->body, job->body_len, job->header_len,
                           job->model[0] ? job->model : NULL};
-    int rc = api_call_decode(job->call_kind, &body, job->limits, &job->call, &err);
-    const char *name = rc == 0 ? api_call_model(job->call, &len) : NULL;
-    if (name) rc = job_bind_model(job, name, len, &err);
+    if (rc == 0) rc = api_call_decode(job->call_kind, &body, job->limits, &job->call, &err);
+    const char *name = rc == 0 && !m ? api_call_model(job->call, &len) : NULL;
+    if (name && !(m = srv_model_find(job->set, name, len, api_call_model_path(job->call), &err)))
+        rc = -1;
+    if (rc == 0 && m) rc = job_bind(job, m, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     job->decode_ms = srv_ms_between(&t0, &t1);
     if (rc == 0) return 0;
