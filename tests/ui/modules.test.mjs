@@ -59,8 +59,12 @@ test("the modules loaded one by one draw the page the server serves, with no err
     await page.click(b);
     await saved;
   }
+  await page.selectOption("#layout", "auto");
+  await page.uncheck("#transposed");
+  await page.uncheck("#compare-masks");
   await page.click("#example-woaini");
-  await settle(page, () => document.querySelectorAll("table.heatmap").length === 1);
+  await settle(page, () => document.querySelector("#example-woaini").getAttribute("aria-pressed") === "true" &&
+    document.querySelectorAll("table.heatmap").length === 1);
   await page.click("#weights-summary");
   await page.fill("#weights-editor input >> nth=0", "0.5");
   await page.press("#weights-editor input >> nth=0", "Enter");
