@@ -402,9 +402,26 @@ test("96 heads on 48 tokens without a mask: drawn, with no error (221,184 scores
 test("a cross-attention model's context errors: next to the context, in 1-based words", async () => {
   const { page, log, close } = await open({ origin: other, hash: link({ model: "cross-4", sentence: "where is the cat", context: "a dog ran" }) });
   await settle(page, () => document.querySelectorAll("table.heatmap").length === 4);
-  // The service's 0-based paths into the context, as the page words them.
-  const words = await page.evaluate(() => [humanMessage("context[1][2] is a string, expected a number"),
-    humanMessage("context_tokens[0] is too long"), humanMessage("tokens[3] is not in the vocabulary")]);
+  // The service's 0-based paths into the context, as the page words them: answers of the
+  // service's form to the next request for the patterns (the page sends no such context; the
+  // walk-through's own requests, for one head, go through), each shown where its path points.
+  const said = async (message, path, box) => {
+    let faked = false;
+    const fake = (r) => {
+      if (faked || JSON.parse(r.request().postData()).select_heads) return r.continue();
+      faked = true;
+      return r.fulfill({ status: 422, contentType: "application/json",
+        body: JSON.stringify({ error: { code: "invalid_value", message, path } }) });
+    };
+    await page.route("**/v1/attention", fake);
+    await page.press("#context", "Enter");
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent, `${box} .message`);
+    await page.unroute("**/v1/attention", fake);
+    return page.textContent(`${box} .message`);
+  };
+  const words = [await said("context[1][2] is a string, expected a number", "/context/1/2", "#context-error"),
+    await said("context_tokens[0] is too long", "/context_tokens/0", "#context-error"),
+    await said("tokens[3] is not in the vocabulary", "/tokens/3", "#token-error")];
   assert.deepEqual(words, ["Context row 2 (dog), column 3 is not a number", "Context token 1 is too long", "Token 4 is not in the vocabulary"]);
   await page.fill("#context", "");
   await page.press("#context", "Enter");

@@ -1,7 +1,6 @@
-"use strict";
 // ---- the service's API ---------------------------------------------------------------
 
-const api = {
+export const api = {
   key: (sessionStorage.getItem("attention-api-key") || "").replace(/[^\x21-\x7e]/g, ""),
   headers(extra) {
     const h = Object.assign({}, extra);

@@ -1,5 +1,17 @@
-"use strict";
 // ---- computing -----------------------------------------------------------------------
+
+import { api } from "./api.js";
+import { STEP_MAX_D, STEP_MAX_N, cellJSON, sendsTokensOnly, tokenize } from "./tokens.js";
+import { $, state, views } from "./state.js";
+import { clearErrors, showError } from "./errors.js";
+import { sentWeights, weightsEdited, weightsJSON } from "./weights.js";
+import { renderPatterns } from "./heatmap.js";
+import { renderHeadView } from "./headview.js";
+import { renderStory, storyOnScreen } from "./story.js";
+import { renderGathered } from "./gathered.js";
+import { STEPS, plainScores, renderWalkthrough } from "./walkthrough.js";
+import { saveLink } from "./link.js";
+import { start } from "./main.js";
 
 const ALL_STEPS = ["q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"];
 // With RoPE the walk-through also shows q and k before their rotation.
@@ -27,7 +39,7 @@ function requestText(asked, withScale) {
   return "{" + fields.join(",") + "}";
 }
 
-async function compute() {
+export async function compute() {
   if (!state.model) { start(); return; }   // the model list never came: ask again
   const walk = canWalk();
   const main = requestText({ mask: state.mask, return: walk ? walkReturn(state.model) : ["scores", "patterns", "embeddings"] }, true);
@@ -89,7 +101,7 @@ async function compute() {
 // Fetched once per model while the page is open (a refusal is asked again next time), so
 // that an edit sends one request.
 const weightsOf = new Map();
-async function modelWeights(name) {
+export async function modelWeights(name) {
   if (weightsOf.has(name)) return weightsOf.get(name);
   const res = await api.call(`/v1/models/${encodeURIComponent(name)}?weights=true`);
   if (!res.ok) return null;
@@ -106,7 +118,7 @@ async function compareAnswer(model, tokens, mask) {
   return res;
 }
 // Q · Kᵀ before scaling and masking, for the step that shows it: asked for once per result.
-async function fetchRaw() {
+export async function fetchRaw() {
   const r = state.result;
   if (!r || r.raw || r.rawError || r.rawAsked) return;
   r.rawAsked = true;

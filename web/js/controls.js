@@ -1,7 +1,14 @@
-"use strict";
 // ---- the controls --------------------------------------------------------------------
 
-function setModel(name) {
+import {
+  EDIT_MAX_D, MAX_TOKENS, VOCAB_MAX_NUMBERS, defaultRow, dimLabels, hasVocab, sendsTokensOnly,
+  tokenize, vocabs
+} from "./tokens.js";
+import { $, el, state } from "./state.js";
+import { fmt } from "./heatmap.js";
+import { markExample } from "./main.js";
+
+export function setModel(name) {
   state.model = state.models.find((m) => m.name === name) || state.models[0] || null;
   if (!state.model) return;
   $("model").value = state.model.name;
@@ -13,8 +20,8 @@ function setModel(name) {
 
 // The scale multiplies Q · Kᵀ; the model's own is 1/√d_k. The slider moves it by powers of 2
 // (a temperature of 1/2^x); the field takes any value, sent as typed for the API to judge.
-const defaultScale = () => (state.model && state.model.scale) || 1 / Math.sqrt(state.model ? state.model.d_head : 1);
-function setScale(text) {
+export const defaultScale = () => (state.model && state.model.scale) || 1 / Math.sqrt(state.model ? state.model.d_head : 1);
+export function setScale(text) {
   state.scale = text.trim();
   $("scale").value = state.scale;
   $("scale").placeholder = `${fmt(defaultScale())} = 1/√d_k, the model's`;
@@ -28,13 +35,13 @@ function setScale(text) {
       : "Sent as typed; the service says what is wrong with it.";
 }
 
-function setMask(mask) {
+export function setMask(mask) {
   state.mask = mask;
   $("mask-" + mask).checked = true;
 }
 
 // New tokens keep the rows typed for the same text before; others get their default.
-function setSentence(text) {
+export function setSentence(text) {
   $("sentence").value = text;
   const before = new Map();
   state.tokens.forEach((t, i) => { if (!before.has(t)) before.set(t, state.rows[i]); });
@@ -57,7 +64,7 @@ function setSentence(text) {
   markExample();
 }
 
-function resetRows() {
+export function resetRows() {
   state.rows = state.tokens.map((t, i) => defaultRow(state.model, t, i));
   renderEditor();
 }
@@ -65,7 +72,7 @@ function resetRows() {
 // Typing a word of a model with a vocabulary: the words it knows that begin so, offered as
 // completions of the whole sentence (a datalist: the browser's own keyboard-accessible list).
 const SUGGEST_MAX = 40;
-function suggest() {
+export function suggest() {
   const v = state.model && vocabs.get(state.model.name);
   const box = $("vocab-box");
   if (!hasVocab(state.model) || !v) {
@@ -97,7 +104,7 @@ function suggest() {
 }
 
 // What the rows are, and what the page sends: said again after each edit.
-function renderEditorHint() {
+export function renderEditorHint() {
   const m = state.model, hint = $("embeddings-hint");
   if (!m || m.d_model > EDIT_MAX_D) return;
   if (!hasVocab(m)) {
@@ -113,7 +120,7 @@ function renderEditorHint() {
   if (v && !sendsTokensOnly()) hint.append(" ", el("button", { type: "button", id: "reset-rows", text: "Back to the model's own rows" }));
 }
 
-function renderEditor() {
+export function renderEditor() {
   const d = state.model ? state.model.d_model : 0;
   const n = state.tokens.length;
   const hint = $("embeddings-hint");

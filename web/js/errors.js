@@ -1,8 +1,12 @@
-"use strict";
 // ---- errors next to their fields ------------------------------------------------------
 
+import { dimLabels } from "./tokens.js";
+import { $, el, state } from "./state.js";
+import { weightCellName, weightsErrorField } from "./weights.js";
+import { context } from "./overview.js";
+
 const ERROR_BOXES = ["model-error", "context-error", "tokens-error", "mask-error", "scale-error", "embeddings-error", "weights-error", "weights-paste-error", "key-error", "general-error"];
-function clearErrors() {
+export function clearErrors() {
   for (const id of ERROR_BOXES) $(id).replaceChildren();
   for (const e of document.querySelectorAll("#token-chips .error")) e.remove();
   for (const e of document.querySelectorAll("#token-chips .invalid")) { e.classList.remove("invalid"); e.removeAttribute("aria-describedby"); }
@@ -42,10 +46,10 @@ function humanMessage(message) {
   return text === message ? text : text.charAt(0).toUpperCase() + text.slice(1);
 }
 // The message in people's words, then the service's own words and code for those who look them up.
-const errorParts = (err, status, path) => [el("span", { class: "message", text: humanMessage(err.message) }), " ",
+export const errorParts = (err, status, path) => [el("span", { class: "message", text: humanMessage(err.message) }), " ",
   el("span", { class: "code", text: `(the service: “${err.message}”, ${status} ${err.code}${path ? " at " + path : ""})` })];
 
-function showError(err, status) {
+export function showError(err, status) {
   const path = err.path || "";
   const parts = path.split("/").slice(1);
   let box = "general-error", field = null;

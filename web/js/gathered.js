@@ -1,5 +1,10 @@
-"use strict";
 // ---- what each word gathered: ΔE split into one part per key -----------------------------
+
+import { HEAD_NAMES, dimLabels } from "./tokens.js";
+import { $, el, state } from "./state.js";
+import { fmt } from "./heatmap.js";
+import { bar } from "./story.js";
+import { matrix } from "./walkthrough.js";
 
 // For the chosen token q and each key k: Σ_h P_h[q][k] · (V_h[k] · W_o,h), from the service's
 // P, V and W_o; the parts, summed over the keys and with b_o added, are the service's ΔE[q].
@@ -17,7 +22,7 @@ function gatheredParts(a, weights, q) {
   }));
 }
 
-function renderGathered() {
+export function renderGathered() {
   const { answer: a, weights, rows, model } = state.result;
   const on = a.v && a.patterns && a.delta && a.heads.length === a.n_heads && !a.n_context;
   $("gathered").hidden = !on;

@@ -1,5 +1,8 @@
-"use strict";
 // ---- the head view: each head as lines from queries to keys (SVG) ----------------------
+
+import { HEAD_NAMES } from "./tokens.js";
+import { $, el, state } from "./state.js";
+import { fmt, keyTokens, overview } from "./heatmap.js";
 
 // SVG's namespace as the HTML parser gives it: the page holds no absolute URL at all.
 const SVG = (() => { const d = document.createElement("div"); d.innerHTML = "<svg></svg>"; return d.firstChild.namespaceURI; })();
@@ -14,15 +17,15 @@ const HV = { row: 20, top: 14, left: 92, right: 168, width: 260 };
 
 // A model of more than 16 heads is drawn a page at a time (12 heads, 4 on a narrow screen):
 // the page holding the head opened in the overview (js/overview.js), and the view says which.
-const HV_ALL_MAX = 16;
-const hvPageSize = () => (matchMedia("(max-width: 820px)").matches ? 4 : 12);
+export const HV_ALL_MAX = 16;
+export const hvPageSize = () => (matchMedia("(max-width: 820px)").matches ? 4 : 12);
 const headViewPage = (a) => {
   if (a.heads.length <= HV_ALL_MAX) return [0, a.heads.length];
   const size = hvPageSize(), first = Math.floor(overview.open / size) * size;
   return [first, Math.min(a.heads.length, first + size)];
 };
 
-function renderHeadView() {
+export function renderHeadView() {
   const a = state.result.answer;
   const tokens = a.tokens, n = a.n_tokens;
   // Under cross-attention the keys are the context's tokens: n on the left, m on the right.
@@ -93,7 +96,7 @@ function headViewFocus(side, i) {
   readout.style.minHeight = `${Math.max(readout.getBoundingClientRect().height, parseFloat(readout.style.minHeight) || 0)}px`;
 }
 
-function wireHeadView() {
+export function wireHeadView() {
   const box = $("headview-heads");
   const at = (e) => e.target.closest && e.target.closest("text.tok");
   box.addEventListener("mouseover", (e) => { const t = at(e); if (t) headViewFocus(t.dataset.side, +t.dataset.i); });

@@ -1,7 +1,10 @@
-"use strict";
 // ---- heatmaps ------------------------------------------------------------------------
 
-const heatRGB = (p) => {
+import { HEAD_NAMES } from "./tokens.js";
+import { $, el, state } from "./state.js";
+import { compareFigures, renderOverview } from "./overview.js";
+
+export const heatRGB = (p) => {
   const t = Math.max(0, Math.min(1, p));
   const mix = (a, b) => Math.round(a + (b - a) * t);
   return [mix(255, 36), mix(255, 86), mix(255, 201)];
@@ -14,7 +17,7 @@ const luminance = (rgb) => {
   return 0.2126 * r + 0.7152 * g + 0.0722 * b;
 };
 const inkOn = (rgb) => (1.05 / (luminance(rgb) + 0.05) >= (luminance(rgb) + 0.05) / 0.05 ? "#fff" : "#000");
-const fmt = (x) => {
+export const fmt = (x) => {
   if (x === null) return "−∞";
   if (x === 0) return "0";
   // Four decimals at most, trailing zeros dropped: 0.1, not 0.1000 (the exact value is on hover).
@@ -25,18 +28,19 @@ const fmt = (x) => {
 // What the patterns section shows (its controls are js/overview.js's): the layout ("auto",
 // "all": every head side by side, "overview": thumbnails and one head large), the head opened
 // large (an index into the answer's heads), keys as rows, and both masks side by side.
-const overview = { layout: "auto", open: 0, transposed: false, compare: false };
+export const overview = { layout: "auto", open: 0, transposed: false, compare: false };
 // Side by side by default while every cell stays at least 12 px wide in a 190 px column.
-const ALL_MAX_HEADS = 16, ALL_MAX_TOKENS = 10;
+const ALL_MAX_HEADS = 16;
+const ALL_MAX_TOKENS = 10;
 
 // The keys' labels: the context's tokens under cross-attention, else the sentence's.
-const keyTokens = (a) => (a.n_context ? (a.context_tokens || Array.from({ length: a.n_context }, (_, i) => `c${i + 1}`)) : a.tokens);
-const kvGroups = (a) => {
+export const keyTokens = (a) => (a.n_context ? (a.context_tokens || Array.from({ length: a.n_context }, (_, i) => `c${i + 1}`)) : a.tokens);
+export const kvGroups = (a) => {
   const h = a.n_heads, g = a.n_kv_heads || h;
   return { g, h, of: (head) => Math.floor((head * g) / h), first: (u) => Math.ceil((u * h) / g) };
 };
 // Query heads a … b (1-based) that share K/V head u (0-based), as consecutive heads do.
-const kvShare = (a, u) => {
+export const kvShare = (a, u) => {
   const { g, h } = kvGroups(a);
   return [u * (h / g) + 1, (u + 1) * (h / g)];
 };
@@ -50,7 +54,7 @@ function patternsLayout(a) {
 
 // Why a cell is 0: "masked" (the mask), "window" (outside the sliding window), or null. The
 // service's scores say which cells it removed (null); the model's window says why.
-function cellKinds(a, hi) {
+export function cellKinds(a, hi) {
   const n = a.n_tokens, m = keyTokens(a).length;
   const w = state.result && state.result.model ? state.result.model.window : null;
   const S = a.scores ? a.scores[hi] : null;
@@ -68,7 +72,7 @@ const cellPx = (cells) => (cells <= 8 ? 44 : cells <= 16 ? 32 : cells <= 32 ? 20
 
 // One head's heatmap: queries as rows and keys as columns, or transposed (keys as rows).
 // opts: large (a fixed cell size, scrolling with sticky labels), numbers, caption, mask label.
-function heatmapFigure(a, hi, P, kinds, opts) {
+export function heatmapFigure(a, hi, P, kinds, opts) {
   const head = a.heads[hi];
   const names = HEAD_NAMES[a.model] || [];
   const qTok = a.tokens, kTok = keyTokens(a);
@@ -120,7 +124,7 @@ function heatmapFigure(a, hi, P, kinds, opts) {
     "data-mask": opts.mask || null }, caption, body, readout);
 }
 
-function renderPatterns() {
+export function renderPatterns() {
   const a = state.result.answer;
   const story = state.result.story;
   const focus = new Set(story ? story.heads : []);

@@ -1,10 +1,18 @@
-"use strict";
 // ---- the address: what is on screen, so that it can be shared or bookmarked ------------
+
+import { EDIT_MAX_D, STORIES, isEdited } from "./tokens.js";
+import { $, state, views } from "./state.js";
+import { renderEditor, setMask, setModel, setScale, setSentence } from "./controls.js";
+import { restoreWeights, weightsLink } from "./weights.js";
+import { compute } from "./compute.js";
+import { storyOnScreen } from "./story.js";
+import { STEPS } from "./walkthrough.js";
+import { chooseStory } from "./main.js";
 
 // #model=…&sentence=…&mask=…&step=…, &step-head= and &step-token= (1-based: the head and the
 // query token the walk-through follows, when not its first head and last token), and &e=<rows as JSON> when the embeddings were edited,
 // &w=<the weights' edited cells as JSON: {"heads/0/w_q/1/2": "0.5"}> when the weights were.
-function saveLink() {
+export function saveLink() {
   if (!state.model) return;
   const p = new URLSearchParams({ model: state.model.name, sentence: $("sentence").value, mask: state.mask,
     step: STEPS[state.step].id });
@@ -23,7 +31,7 @@ function saveLink() {
 }
 
 // The state a link names, when its model is loaded here; false otherwise.
-function openLink() {
+export function openLink() {
   const p = new URLSearchParams(location.hash.slice(1));
   const m = state.models.find((x) => x.name === p.get("model"));
   if (!m) return false;

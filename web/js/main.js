@@ -1,5 +1,20 @@
-"use strict";
 // ---- wiring --------------------------------------------------------------------------
+
+import { api } from "./api.js";
+import { EXAMPLES, STORIES, STORY_MODEL, WORKED, fetchVocabularies } from "./tokens.js";
+import { $, el, state, views } from "./state.js";
+import { clearErrors, showError } from "./errors.js";
+import {
+  defaultScale, renderEditorHint, resetRows, setMask, setModel, setScale, setSentence, suggest
+} from "./controls.js";
+import { compute } from "./compute.js";
+import { renderPatterns } from "./heatmap.js";
+import { wireHeadView } from "./headview.js";
+import { storyOnScreen } from "./story.js";
+import { renderGathered } from "./gathered.js";
+import { STEPS, goStep, renderWalkthrough } from "./walkthrough.js";
+import { openLink, saveLink } from "./link.js";
+import "./export.js";   // its view (the saved files, the folded controls)
 
 // The key typed, if any, becomes the one sent; false (and said) when no header could carry it.
 function takeKey() {
@@ -101,7 +116,7 @@ function wire() {
   });
 }
 
-function chooseStory(story) {
+export function chooseStory(story) {
   state.story = story;
   state.stepHead = story.heads[0];
   // A story about one head opens its gathered parts on that head, so that
@@ -118,7 +133,7 @@ function renderExamples() {
   }, `${i < STORIES.length ? i + 1 + ". " : ""}${ex.title}`, el("span", { class: "what", text: ex.what })))));
   markExample();
 }
-function markExample() {
+export function markExample() {
   const story = storyOnScreen();
   for (const b of document.querySelectorAll("#examples button")) {
     const ex = EXAMPLES.find((x) => x.id === b.dataset.example);
@@ -146,7 +161,7 @@ function example(ex) {
 }
 
 // Loads the model list, then the worked example: once. The example buttons wait for it.
-async function start() {
+export async function start() {
   if (state.starting) return;
   state.starting = true;
   clearErrors();

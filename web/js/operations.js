@@ -1,11 +1,13 @@
-"use strict";
 // ---- operations written out: A · B = C ---------------------------------------------------
+
+import { el } from "./state.js";
+import { fmt } from "./heatmap.js";
 // A product laid out with its signs, as a textbook prints it. Hovering a cell of C, or focusing
 // C (one tab stop) and moving with the arrow keys, highlights the row of A and the column of B
 // that make it, and writes its sum out: 0.1×1 + (−0.2)×0 + 0.3×1 + 0.1×0 = 0.4. The total
 // written is the API's number; the terms are the API's (or the model's) numbers too.
 
-const OP_MAX_TERMS = 8;   // longer sums show their first terms, "…", the last, and their count
+export const OP_MAX_TERMS = 8;   // longer sums show their first terms, "…", the last, and their count
 
 // A number as a term of a sum: negative ones in parentheses.
 const termNum = (x) => (x < 0 ? `(${fmt(x)})` : fmt(x));
@@ -22,7 +24,7 @@ function writtenSum(terms, bias, total) {
 //   name: the product's name (data-op), label(i, j): "Q[我, 1]", terms(i, j), bias(i, j),
 //   total(i, j), with i, j the row and column of C as drawn; a row of C is the same row of A, a
 //   column of C the same column of B (as drawn).
-function product(parts, spec) {
+export function product(parts, spec) {
   const sign = (s) => el("span", { class: "op-sign", text: s });
   const sum = el("p", { class: "op-sum formula", "aria-live": "polite", "data-op": spec.name });
   const box = el("div", { class: "op", "data-op": spec.name }, parts.A, sign("·"), parts.B, sign("="), parts.C);

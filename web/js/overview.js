@@ -1,9 +1,17 @@
-"use strict";
 // ---- the heads overview: a thumbnail per head, one opened large; both masks; the context ---
+
+import { api } from "./api.js";
+import { MAX_TOKENS, pseudoRandomRow, tokenize } from "./tokens.js";
+import { $, el, state, views } from "./state.js";
+import { setMask } from "./controls.js";
+import { compute } from "./compute.js";
+import { cellKinds, heatRGB, heatmapFigure, kvGroups, kvShare, overview, renderPatterns } from "./heatmap.js";
+import { HV_ALL_MAX, hvPageSize, renderHeadView } from "./headview.js";
+import { saveLink } from "./link.js";
 
 // The context of a cross-attention model (its keys and values): tokens typed like the
 // sentence, each row the deterministic pseudo-random vector of its text, d_context wide.
-const context = { text: "the cat sat on the mat", tokens: [], all: 0 };
+export const context = { text: "the cat sat on the mat", tokens: [], all: 0 };
 const isCross = (m) => !!(m && m.d_context);
 function contextRows(m) {
   return context.tokens.map((t) => pseudoRandomRow(t, m.d_context).map(Number));
@@ -36,7 +44,7 @@ function contextRequest(extra, more) {
 // Both masks side by side: the opened head under the mask chosen (the answer on screen) and
 // under the other one, asked for separately (only while this is on), each from the API.
 const otherMask = new Map();   // request body → answer, or { error }
-function compareFigures(a, hi) {
+export function compareFigures(a, hi) {
   const head = a.heads[hi];
   const other = a.mask === "causal" ? "none" : "causal";
   // The request of the answer on screen, not of the controls as they are now (an edit refused
@@ -83,7 +91,7 @@ function drawThumb(canvas, a, hi) {
   ctx.putImageData(img, 0, 0);
 }
 
-function renderOverview(a, layout) {
+export function renderOverview(a, layout) {
   const box = $("overview");
   const show = layout === "overview" && a.heads.length > 1;
   box.hidden = !show;

@@ -1,7 +1,6 @@
-"use strict";
 // ---- state ---------------------------------------------------------------------------
 
-const state = {
+export const state = {
   models: [],             // GET /v1/models
   model: null,            // the chosen model's summary
   tokens: [],
@@ -19,8 +18,8 @@ const state = {
   seq: 0,                 // answers to older requests are dropped
 };
 
-const $ = (id) => document.getElementById(id);
-const el = (tag, attrs, ...kids) => {
+export const $ = (id) => document.getElementById(id);
+export const el = (tag, attrs, ...kids) => {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
@@ -30,9 +29,10 @@ const el = (tag, attrs, ...kids) => {
   return e;
 };
 
-// The views that live in files of their own register here, at their script's top level:
+// The views that live in modules of their own register here, at their module's top level, in
+// the order the modules run (export.js's last: main.js imports it last, and nobody else does):
 // each view's wire() runs once when the page starts, its render() after every answer drawn;
 // request(extra, more), when it has one, may change the fields a request asks for (extra) and add
 // its own after them (more), for every request the page sends (js/compute.js); link(p) adds
 // its parameters to the address (a URLSearchParams) whenever it is saved (js/link.js).
-const views = [];
+export const views = [];

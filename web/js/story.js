@@ -1,19 +1,23 @@
-"use strict";
 // ---- the story on screen, and its sentences side by side --------------------------------
 
+import { HEAD_NAMES, dimLabels, vocabRow, vocabs } from "./tokens.js";
+import { $, el, state } from "./state.js";
+import { fmt } from "./heatmap.js";
+import { matrix } from "./walkthrough.js";
+
 // The story chosen, while its model is the one on screen.
-const storyOnScreen = () => (state.story && state.model && state.model.name === state.story.model ? state.story : null);
+export const storyOnScreen = () => (state.story && state.model && state.model.name === state.story.model ? state.story : null);
 
 // A bar from the middle: right (blue) for positive, left (orange) for negative; `scale` is the
 // magnitude of a full half.
-function bar(x, scale) {
+export function bar(x, scale) {
   const w = scale > 0 ? Math.min(50, (Math.abs(x) / scale) * 50) : 0;
   const span = el("span", { class: x < 0 ? "neg" : "pos" });
   span.style.width = `${w.toFixed(2)}%`;
   return el("div", { class: "bar2", "aria-hidden": "true" }, span);
 }
 
-function renderStory() {
+export function renderStory() {
   const { story, compare, model } = state.result;
   $("story").hidden = !story;
   if (!story) return;

@@ -1,7 +1,9 @@
-"use strict";
 // ---- tokens and embeddings -----------------------------------------------------------
 
-const WORKED = { sentence: "我爱你", model: "demo-4d",
+import { api } from "./api.js";
+import { state } from "./state.js";
+
+export const WORKED = { sentence: "我爱你", model: "demo-4d",
   rows: { "我": ["0.1", "-0.2", "0.3", "0.1"], "爱": ["-0.1", "0.2", "0.2", "-0.3"], "你": ["0.2", "0.1", "-0.1", "0.2"] } };
 const GPT2 = { id: "gpt2", sentence: "a fluffy blue creature roamed the verdant forest", model: "gpt2-small-shape",
   title: "What a real-sized model looks like",
@@ -12,9 +14,9 @@ WORKED.what = "demo-4d: one head, every number small enough to follow by hand";
 
 // demo-stories: a model whose every weight was designed, so that each head does one thing that
 // can be said in a sentence. Its heads, and the stories that show them.
-const STORY_MODEL = "demo-stories";
-const HEAD_NAMES = { [STORY_MODEL]: ["adjective → noun", "context → meaning", "fiction", "royalty", "previous token"] };
-const STORIES = [
+export const STORY_MODEL = "demo-stories";
+export const HEAD_NAMES = { [STORY_MODEL]: ["adjective → noun", "context → meaning", "fiction", "royalty", "previous token"] };
+export const STORIES = [
   { id: "adjective", title: "Adjectives colour their noun", sentence: "a fluffy blue creature roamed the verdant forest",
     mask: "causal", heads: [0], token: "creature",
     lesson: "Head 1 lets each noun look back at the adjectives before it and copy their colour, texture and size into itself: after attention, “creature” carries blue's colour and fluffy's texture, and “forest” verdant's colour, although their own embeddings had none." },
@@ -35,13 +37,14 @@ const STORIES = [
     lesson: "Head 5 ignores what the words mean and looks only at their positions: each token attends to the one just before it (the first token to itself). Its values are zero, so it moves nothing; the pattern is the lesson: under the causal mask a head can still look back, and this one always looks exactly one step." },
 ];
 for (const st of STORIES) { st.model = STORY_MODEL; st.what = st.sentence; }
-const EXAMPLES = [...STORIES, WORKED, GPT2];
-const MAX_TOKENS = 48;    // what the page draws legibly; the service allows more
-const EDIT_MAX_D = 16;    // wider embeddings are not edited cell by cell
-const STEP_MAX_D = 16, STEP_MAX_N = 16;
+export const EXAMPLES = [...STORIES, WORKED, GPT2];
+export const MAX_TOKENS = 48;    // what the page draws legibly; the service allows more
+export const EDIT_MAX_D = 16;    // wider embeddings are not edited cell by cell
+export const STEP_MAX_D = 16;
+export const STEP_MAX_N = 16;
 
 const CJK = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/u;
-function tokenize(text) {
+export function tokenize(text) {
   const out = [];
   for (const word of text.trim().split(/\s+/)) {
     if (!word) continue;
@@ -72,7 +75,7 @@ function mulberry32(a) {
 }
 // Small widths: one decimal in [-0.5, 0.5], like the worked example, so it can be followed by hand.
 // Large widths: unit-scale normal values (Box-Muller), as the built-in models' weights expect.
-function pseudoRandomRow(token, d) {
+export function pseudoRandomRow(token, d) {
   if (d === 4 && Object.hasOwn(WORKED.rows, token)) return WORKED.rows[token].slice();
   const rand = mulberry32(seedOf(token, d)), row = [];
   if (d <= EDIT_MAX_D) {
@@ -88,9 +91,9 @@ function pseudoRandomRow(token, d) {
 
 // A model with a vocabulary: E[i] is its token's embedding plus position i's, added in float32
 // as the service adds them. Fetched once per model (GET /v1/models/{name}?vocabulary=true).
-const VOCAB_MAX_NUMBERS = 1 << 20;   // larger tables are not fetched: tokens still go, unseen here
-const vocabs = new Map();            // model name → { tokens, index, embeddings, position_embeddings } | null
-const hasVocab = (m) => !!(m && m.vocabulary_size);
+export const VOCAB_MAX_NUMBERS = 1 << 20;   // larger tables are not fetched: tokens still go, unseen here
+export const vocabs = new Map();            // model name → { tokens, index, embeddings, position_embeddings } | null
+export const hasVocab = (m) => !!(m && m.vocabulary_size);
 // The shortest decimal that reads back as the same float32: what the editor shows.
 function f32text(x) {
   for (let p = 1; p < 9; p++) {
@@ -99,7 +102,7 @@ function f32text(x) {
   }
   return String(x);
 }
-function vocabRow(vocab, token, i) {
+export function vocabRow(vocab, token, i) {
   const t = vocab.index.get(token);
   if (t === undefined) return null;
   const e = vocab.embeddings[t], pe = vocab.position_embeddings ? vocab.position_embeddings[i] : null;
@@ -107,7 +110,7 @@ function vocabRow(vocab, token, i) {
 }
 // The row a token starts from: the model's own embedding when it has a vocabulary (blank for a
 // word it lacks: the service names it), else the pseudo-random one.
-function defaultRow(model, token, i) {
+export function defaultRow(model, token, i) {
   const d = model ? model.d_model : 4;
   if (hasVocab(model)) {
     const v = vocabs.get(model.name);
@@ -116,13 +119,13 @@ function defaultRow(model, token, i) {
   }
   return pseudoRandomRow(token, d);
 }
-const isEdited = () => state.rows.some((r, i) => r.join() !== defaultRow(state.model, state.tokens[i], i).join());
+export const isEdited = () => state.rows.some((r, i) => r.join() !== defaultRow(state.model, state.tokens[i], i).join());
 // A model with a vocabulary is sent its tokens alone, until a cell is edited by hand.
-const sendsTokensOnly = () => hasVocab(state.model) && !isEdited();
-const dimLabels = (model, d) => (model && Array.isArray(model.dimensions) && model.dimensions.length === d
+export const sendsTokensOnly = () => hasVocab(state.model) && !isEdited();
+export const dimLabels = (model, d) => (model && Array.isArray(model.dimensions) && model.dimensions.length === d
   ? model.dimensions : Array.from({ length: d }, (_, i) => String(i + 1)));
 
-async function fetchVocabularies(models) {
+export async function fetchVocabularies(models) {
   await Promise.all(models.filter((m) => hasVocab(m) && m.vocabulary_size * m.d_model <= VOCAB_MAX_NUMBERS).map(async (m) => {
     try {
       const res = await api.call(`/v1/models/${encodeURIComponent(m.name)}?vocabulary=true`);
@@ -137,4 +140,4 @@ async function fetchVocabularies(models) {
 // A cell's text goes to the service as typed: a JSON number when it reads as one, else a JSON
 // string, so that the service, not this page, says what is wrong with it.
 const JSON_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
-const cellJSON = (text) => JSON_NUMBER.test(text.trim()) ? text.trim() : JSON.stringify(text);
+export const cellJSON = (text) => JSON_NUMBER.test(text.trim()) ? text.trim() : JSON.stringify(text);

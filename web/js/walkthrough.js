@@ -1,9 +1,17 @@
-"use strict";
 // ---- the walk-through ----------------------------------------------------------------
+
+import { api } from "./api.js";
+import { STEP_MAX_D, STEP_MAX_N, dimLabels, hasVocab } from "./tokens.js";
+import { $, el, state, views } from "./state.js";
+import { errorParts } from "./errors.js";
+import { fetchRaw, modelWeights } from "./compute.js";
+import { fmt } from "./heatmap.js";
+import { OP_MAX_TERMS, product } from "./operations.js";
+import { saveLink } from "./link.js";
 
 // Every step there can be; a step with `when` is shown only for a model that has it (RoPE,
 // soft-capping, ALiBi). state.step indexes this list, so links name a step by its id.
-const STEPS = [
+export const STEPS = [
   { id: "E", title: "E: the embeddings" },
   { id: "W", title: "W_q, W_k, W_v" },
   { id: "Q", title: "Q = E · W_q" },
@@ -25,7 +33,7 @@ const stepOn = (i) => {
   return !!s && (!s.when || !!(m && s.when(m)));
 };
 
-function matrix(caption, M, rowLabels, colLabels, opts = {}) {
+export function matrix(caption, M, rowLabels, colLabels, opts = {}) {
   const head = el("tr", {}, el("th", {}), ...colLabels.map((c) => el("th", { scope: "col", text: c })));
   const rows = M.map((row, i) => el("tr", { class: opts.focusRow === i ? "focus" : opts.rowClass ? opts.rowClass(i) : null, "data-row": i },
     el("th", { scope: "row", text: rowLabels[i] }),
@@ -37,11 +45,11 @@ function matrix(caption, M, rowLabels, colLabels, opts = {}) {
   return el("div", { class: "scroll" }, el("table", { class: "matrix", "data-matrix": opts.name || caption },
     el("caption", { text: caption }), el("thead", {}, head), el("tbody", {}, ...rows)));
 }
-const indices = (n) => Array.from({ length: n }, (_, i) => String(i + 1));
+export const indices = (n) => Array.from({ length: n }, (_, i) => String(i + 1));
 const transpose = (M) => M[0].map((_, j) => M.map((row) => row[j]));
 
 // Re-rendering replaces the step buttons: keep the keyboard where it was.
-function renderWalkthrough() {
+export function renderWalkthrough() {
   const a0 = document.activeElement;
   const focusStep = a0 && a0.closest && a0.closest("#step-list") ? a0.dataset.step : null;
   const focusNav = a0 && (a0.id === "step-prev" || a0.id === "step-next") ? a0.id : null;
@@ -74,7 +82,7 @@ const stepHeadIndex = (a) => a.heads[Math.min(state.stepHead, a.heads.length - 1
 const stepTokenIndex = (a) => (state.stepToken === null ? a.n_tokens - 1 : Math.min(state.stepToken, a.n_tokens - 1));
 // What the model does to its scores, besides scale · Q · Kᵀ: the service's Q · Kᵀ at scale 1
 // is the plain dot product only without them (a window would leave it null outside its reach).
-const plainScores = (m) => !(m && (m.softcap || m.alibi || m.window));
+export const plainScores = (m) => !(m && (m.softcap || m.alibi || m.window));
 const smallWeights = (m) => m && m.d_model <= STEP_MAX_D && m.d_head <= STEP_MAX_D;
 
 function drawWalkthrough() {
@@ -126,7 +134,7 @@ function nearestStep(i, d) {
   return 0;
 }
 
-function goStep(i) {
+export function goStep(i) {
   const d = i < state.step ? -1 : 1;
   let j = Math.max(0, Math.min(STEPS.length - 1, i));
   while (j >= 0 && j < STEPS.length && !stepOn(j)) j += d;

@@ -1,5 +1,9 @@
-"use strict";
 // ---- the weights editor: W_q, W_k, W_v (biases, W_o, b_o) typed or pasted, sent inline ---
+
+import { EDIT_MAX_D, cellJSON, dimLabels, hasVocab, vocabs } from "./tokens.js";
+import { $, el, state, views } from "./state.js";
+import { compute, modelWeights } from "./compute.js";
+import { indices } from "./walkthrough.js";
 
 // A weight set is edited as text, cell by cell, on small models only: the model's own
 // (GET /v1/models/{name}?weights=true) with every number as its text. Once a cell differs from
@@ -63,7 +67,7 @@ function weightMatrices() {
 const weightMatrix = (id) => weightMatrices().find((x) => x.id === id);
 
 // The place of one cell in people's words (1-based, rows by dimension): for labels and errors.
-function weightCellName(id, i, j) {
+export function weightCellName(id, i, j) {
   const x = wedit.base && state.model ? weightMatrix(id) : null;
   if (!x) return id;
   const label = (labels, k) => (labels[k] && labels[k] !== String(k + 1) ? ` (${labels[k]})` : "");
@@ -117,10 +121,10 @@ function weightsDiff() {
       }
   return diff;
 }
-const weightsEdited = () => weightsOn() && Object.keys(weightsDiff()).length > 0;
+export const weightsEdited = () => weightsOn() && Object.keys(weightsDiff()).length > 0;
 
 // The inline weight set as request text: every cell as typed (cellJSON), the rest as it came.
-function weightsJSON() {
+export function weightsJSON() {
   const cells = (v) => (Array.isArray(v) ? "[" + v.map(cells).join(",") + "]" : typeof v === "string" ? cellJSON(v) : JSON.stringify(v));
   const head = (h) => "{" + Object.entries(h).map(([f, v]) => `${JSON.stringify(f)}:${cells(v)}`).join(",") + "}";
   return "{" + Object.entries(wedit.text).map(([k, v]) => `${JSON.stringify(k)}:${
@@ -128,7 +132,7 @@ function weightsJSON() {
 }
 // The weights a result shows: the edited ones as numbers (the service took them, so each cell is
 // a number), else the model's own.
-function sentWeights(name) {
+export function sentWeights(name) {
   if (!weightsEdited()) return modelWeights(name);
   return JSON.parse(weightsJSON());
 }
@@ -236,7 +240,7 @@ function markChanged() {
 
 // The cell an API error points at (/weights/heads/0/w_q/1/2, below /weights): its matrix is put
 // on screen, and the cell returned (null for a whole matrix, or a path the editor lacks).
-function weightsErrorField(parts) {
+export function weightsErrorField(parts) {
   if (!weightsOn()) return null;
   const id = parts[0] === "heads" || parts[0] === "kv_heads" ? parts.slice(0, 3).join("/") : parts[0];
   const x = weightMatrix(id);
@@ -255,7 +259,7 @@ function weightsErrorField(parts) {
 }
 
 // The weights a link names: the model's, with the link's cells ({"heads/0/w_q/1/2": "0.5"}).
-async function restoreWeights(name, diff) {
+export async function restoreWeights(name, diff) {
   const w = await modelWeights(name);
   if (!state.model || state.model.name !== name) return;
   $("weights-link-note").hidden = true;
@@ -282,7 +286,7 @@ async function restoreWeights(name, diff) {
   }
   renderWeights();
 }
-const weightsLink = () => (weightsEdited() ? JSON.stringify(weightsDiff()) : null);
+export const weightsLink = () => (weightsEdited() ? JSON.stringify(weightsDiff()) : null);
 
 function resetWeights() {
   if (wedit.model && wedit.base) loadWeights(wedit.model, wedit.base);
