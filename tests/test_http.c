@@ -14,6 +14,7 @@
  */
 #include <check.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -556,6 +557,29 @@ static const struct {
      422, "limit_exceeded"},
 };
 
+/* Every line of the module web/js/`name` is in the page `body`, as
+ * tools/inline_page.sh copies it: its import statements left out (they
+ * become comments), a leading "export " dropped. */
+static void assert_module_inlined(const char *body, const char *name) {
+    char path[300], line[4096];
+    snprintf(path, sizeof path, "web/js/%s", name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s is missing", path);
+    int in_import = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!strncmp(line, "import ", 7) || !strncmp(line, "import{", 7)) in_import = 1;
+        if (in_import) {
+            if (strstr(line, " from ") || strchr(line, ';')) in_import = 0;
+            continue;
+        }
+        const char *text = !strncmp(line, "export ", 7) ? line + 7 : line;
+        if (!*text) continue;
+        ck_assert_msg(strstr(body, text) != NULL, "%s: \"%s\" is not in the page", path, text);
+    }
+    fclose(f);
+}
+
 /* GET /: the teaching page, web/index.html with its parts in place, cacheable only
  * with revalidation, and fetching nothing from anywhere else. */
 START_TEST(teaching_page) {
@@ -580,6 +604,7 @@ START_TEST(teaching_page) {
     /* every style sheet and script web/index.html names is in the page, copied
      * in place (tools/inline_page.sh), and none is left to be fetched */
     ck_assert_ptr_null(strstr(r.body, "<script src="));
+    ck_assert_ptr_null(strstr(r.body, " src=\"js/"));
     ck_assert_ptr_null(strstr(r.body, "<link rel=\"stylesheet\""));
     FILE *f = fopen("web/index.html", "rb");
     if (f) { /* when the tests run in the tree */
@@ -604,6 +629,18 @@ START_TEST(teaching_page) {
         }
         fclose(f);
         ck_assert_int_gt(named, 1);
+        /* the modules main.js imports, one script of all of them */
+        DIR *js = opendir("web/js");
+        ck_assert_ptr_nonnull(js);
+        int modules = 0;
+        for (struct dirent *e; (e = readdir(js));) {
+            size_t len = strlen(e->d_name);
+            if (len < 4 || strcmp(e->d_name + len - 3, ".js")) continue;
+            assert_module_inlined(r.body, e->d_name);
+            modules++;
+        }
+        closedir(js);
+        ck_assert_int_gt(modules, 1);
     }
     char *etag = hs_header(&r, "ETag");
     ck_assert_ptr_nonnull(etag);
