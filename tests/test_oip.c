@@ -416,6 +416,21 @@ static int status_of(const api_oip_model *m, const char *json, long long hl, con
 START_TEST(refusals) {
     ck_assert_int_eq(status_of(&self_m, "{\"inputs\":[" E1 "]}", -1, NULL, 0, &limits), 0);
     ck_assert_int_eq(status_of(&cross_m, "{\"inputs\":[" E1 "," C1 "]}", -1, NULL, 0, &limits), 0);
+    /* rows all padding make no sequence, and their widths must still be the
+     * model's: the embeddings', and a cross-attention context's */
+#define PAD "{\"name\":\"attention_mask\",\"shape\":[1,1],\"datatype\":\"INT32\",\"data\":[0]}"
+    ck_assert_int_eq(status_of(&self_m, "{\"inputs\":[" E1 "," PAD "]}", -1, NULL, 0, &limits), 0);
+    ck_assert_int_eq(status_of(&self_m,
+                               "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,1,5],"
+                               "\"datatype\":\"FP32\",\"data\":[1,2,3,4,5]}," PAD "]}",
+                               -1, NULL, 0, &limits),
+                     422);
+    ck_assert_int_eq(status_of(&cross_m,
+                               "{\"inputs\":[" E1 "," PAD ",{\"name\":\"context\",\"shape\":"
+                               "[1,1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}",
+                               -1, NULL, 0, &limits),
+                     422);
+#undef PAD
     /* cross-attention: context missing, causal, width, its mask's shape, a
      * row with tokens and no context */
     ck_assert_int_eq(status_of(&cross_m, "{\"inputs\":[" E1 "]}", -1, NULL, 0, &limits), 400);
