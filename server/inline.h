@@ -4,7 +4,7 @@
  * thread that read them.
  *
  * A body of at most SRV_INLINE_MAX_BODY bytes is decoded here, with a
- * srv_worker of this thread's own; when its cost (the decoded request's
+ * srv_worker of this thread's own; when its cost (the decoded call's
  * floating-point operations) is at most --inline-max-flops — a teaching
  * example: microseconds to compute and encode — it is computed and
  * answered at once. Handing it to a worker would cost more than running

@@ -133,7 +133,7 @@ double srv_job_cost(const srv_job *job);
  */
 void srv_job_run(srv_job *job, srv_worker *w);
 
-/* Frees what a job that will not run holds (its decoded request and set). */
+/* Frees what a job that will not run holds (its decoded call and set). */
 void srv_job_discard(srv_job *job);
 
 /* The worker's last job is answered: it lets its model set go (which may

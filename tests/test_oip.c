@@ -1,7 +1,7 @@
 /*
- * test_oip.c — api/oip.h, the Open Inference Protocol's decoding and
- * encoding, without a server: padded batches (right and left padding,
- * holes, a row of padding only) against float64 references written here,
+ * test_oip.c — the Open Inference Protocol's call (api/call.h of kind
+ * API_CALL_OIP: codec_oip.c) decoded, bound and encoded, without a server: padded batches (right
+ * and left padding, holes, a row of padding only) against float64 references written here,
  * positions given and by rank (ALiBi makes them matter), cross-attention
  * with a context and its mask, binary outputs bit for bit those of
  * attn_compute on each sequence unpadded, the limits, and refusals with

@@ -2,10 +2,10 @@
  * fuzz_batch.c — libFuzzer target over POST /v1/attention/batch's decoder,
  * binding, engine and encoder (make fuzz).
  *
- * Each input is a batch body. The whole path a worker runs —
- * api_batch_decode, bind (a batch naming a model gets a small built-in
- * one, with a vocabulary: fuzz_vocab.h), api_batch_alloc_outputs, attn_compute_batch,
- * api_batch_encode — ends in an answer or an error, never a crash, a leak or undefined behaviour
+ * Each input is a batch body. The whole path a worker runs — the call's
+ * decode, bind (a batch naming a model gets a small built-in one, with a
+ * vocabulary: fuzz_vocab.h), its outputs, attn_compute_batch, its
+ * encode — ends in an answer or an error, never a crash, a leak or undefined behaviour
  * (ASan, UBSan); and an error of the engine that names a sequence names one of the batch's.
  *
  * Limits are small so that one input cannot take long.
