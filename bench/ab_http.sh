@@ -12,9 +12,9 @@
 #   single  POST /v1/attention, the 我爱你 request on demo-4d (bench/woaini.lua's)
 #   batch   POST /v1/attention/batch, 4 sequences, each that request
 #   v2      POST /v2/models/demo-4d/infer, its embeddings as FP32 [1, 3, 4]
-#   gpt2    POST /v1/attention on gpt2-small-shape, 64 tokens of pseudo-random
-#           embeddings (~250 kB; over the inline rule's 4 KiB and 1e6 FLOPs,
-#           so it runs on the worker pool)
+#   gpt2    POST /v1/attention on gpt2-small-shape, 64 tokens (~310 kB;
+#           runs on the worker pool)
+# (the bodies are bench/ab_bodies.py's)
 # The first three are small enough to be answered on the polling thread.
 # wrk runs 2 threads and 32 connections (4 for gpt2, whose answers take
 # milliseconds: enough to keep the 2 default workers busy).
@@ -34,29 +34,8 @@ tmp=$(mktemp -d)
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 # The bodies, one file per endpoint, and their paths.
-python3 - "$tmp" <<'PY'
-import json, sys
-d = sys.argv[1]
-tok = ["我", "爱", "你"]
-emb = [[0.1, -0.2, 0.3, 0.1], [-0.1, 0.2, 0.2, -0.3], [0.2, 0.1, -0.1, 0.2]]
-def put(name, obj):
-    with open(f"{d}/{name}.json", "w", encoding="utf-8") as f:
-        f.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
-put("single", {"model": "demo-4d", "tokens": tok, "embeddings": emb})
-put("batch", {"model": "demo-4d", "sequences": [{"tokens": tok, "embeddings": emb}] * 4})
-put("v2", {"inputs": [{"name": "embeddings", "shape": [1, 3, 4], "datatype": "FP32",
-                       "data": [x for row in emb for x in row]}]})
-x, rows = 12345, []          # Park-Miller: the same body on every run
-for i in range(64):
-    row = []
-    for j in range(768):
-        x = x * 16807 % 2147483647
-        row.append(round((x % 2001 - 1000) / 1000, 3))
-    rows.append(row)
-put("gpt2", {"model": "gpt2-small-shape", "embeddings": rows})
-PY
-declare -A path=([single]=/v1/attention [batch]=/v1/attention/batch
-                 [v2]=/v2/models/demo-4d/infer [gpt2]=/v1/attention)
+declare -A path
+while read -r e p f; do path[$e]=$p; done < <(python3 "$top/bench/ab_bodies.py" "$tmp")
 declare -A conns=([single]=32 [batch]=32 [v2]=32 [gpt2]=4)
 IFS=, read -ra eps <<<"$endpoints"
 for e in "${eps[@]}"; do
