@@ -96,6 +96,9 @@ for line in sys.stdin:
         rows[e] = {0: [], 1: []}
         order.append(e)
     rows[e][int(k)].append((float(rps), float(cpu)))
+def quartiles(xs):
+    q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+    return q[0], q[2]
 summary = []
 for e in order:
     print("%s:" % e)
@@ -109,12 +112,18 @@ for e in order:
               statistics.median(c for _, c in r)))
     m = [statistics.median(x for x, _ in rows[e][k]) for k in (0, 1)]
     c = [statistics.median(y for _, y in rows[e][k]) for k in (0, 1)]
+    # the two servers of a round ran one after the other: their ratio, round by round
+    pr = [a[0] / b[0] for a, b in zip(rows[e][1], rows[e][0])]
+    pc = [a[1] / b[1] for a, b in zip(rows[e][1], rows[e][0])]
     print()
     print("after ÷ before: requests/s %.3f, CPU per request %.3f" % (m[1] / m[0], c[1] / c[0]))
+    print("round by round: requests/s %s; CPU per request %s" % (
+          ", ".join("%.2f" % x for x in pr), ", ".join("%.2f" % x for x in pc)))
     print()
-    summary.append((e, m, c))
-print("| endpoint | requests/s before | after | ratio | CPU µs/request before | after | ratio |")
-print("|---|---|---|---|---|---|---|")
-for e, m, c in summary:
-    print("| %s | %.0f | %.0f | %.3f | %.1f | %.1f | %.3f |" % (e, m[0], m[1], m[1] / m[0], c[0], c[1], c[1] / c[0]))
+    summary.append((e, m, c, quartiles(pr), quartiles(pc)))
+print("| endpoint | requests/s before | after | ratio | rounds\x27 ratios, middle half | CPU µs/request before | after | ratio | rounds\x27 ratios, middle half |")
+print("|---|---|---|---|---|---|---|---|---|")
+for e, m, c, qr, qc in summary:
+    print("| %s | %.0f | %.0f | %.3f | %.2f – %.2f | %.1f | %.1f | %.3f | %.2f – %.2f |" % (
+          e, m[0], m[1], m[1] / m[0], qr[0], qr[1], c[0], c[1], c[1] / c[0], qc[0], qc[1]))
 '
