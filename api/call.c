@@ -31,6 +31,12 @@ static const api_codec *const codecs[API_CALL_KINDS] = {
 
 int api_call_reserve(api_call *c, size_t count, attn_error *err) {
     size_t n = count ? count : 1;
+    if (n == 1) {
+        c->seqs = &c->one_seq;
+        c->ins = &c->one_in;
+        c->outs = &c->one_out;
+        return 0;
+    }
     c->seqs = calloc(n, sizeof *c->seqs);
     c->ins = calloc(n, sizeof *c->ins);
     c->outs = calloc(n, sizeof *c->outs);
@@ -230,9 +236,11 @@ void api_call_free(api_call *c) {
     for (size_t i = 0; i < c->count; i++)
         if (c->seqs[i] != c->shared) api_request_free(c->seqs[i]);
     api_request_free(c->shared);
-    free(c->seqs);
-    free(c->ins);
-    free(c->outs);
+    if (c->seqs != &c->one_seq) {
+        free(c->seqs);
+        free(c->ins);
+        free(c->outs);
+    }
     if (c->wire) c->codec->free_wire(c->wire);
     free(c);
 }

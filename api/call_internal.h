@@ -55,6 +55,11 @@ struct api_call {
     const attn_weights *weights; /* once bound */
     double flops;
     void *wire; /* the codec's own state, or NULL */
+    /* The arrays of a call of one sequence (most of them), in place of
+     * three allocations: seqs, ins and outs point here then. */
+    api_request *one_seq;
+    attn_input one_in;
+    attn_output one_out;
 };
 
 /* The codecs (codec_attention.c, codec_batch.c, codec_oip.c). */

@@ -61,18 +61,20 @@ int api_request_bind_heads(api_request *req, const attn_weights *weights, attn_e
 
     if (h == 0 || weights->d_head == 0)
         return attn_error_set(err, 500, "internal_error", "", "the weights have no heads");
+    /* Which heads are taken: on the stack for the models of these sizes. */
+    unsigned char seen_here[256];
     req->heads_owned = malloc((hs ? hs : 1) * sizeof *req->heads_owned);
     req->heads = req->heads_owned;
-    seen = calloc(h, 1);
+    seen = h <= sizeof seen_here ? memset(seen_here, 0, h) : calloc(h, 1);
     if (req->heads_owned == NULL || seen == NULL) {
-        free(seen);
+        if (seen != seen_here) free(seen);
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     }
     for (size_t i = 0; i < hs; i++) {
         double d = req->select_given ? req->select[i] : (double)i;
         api_path_index(path, sizeof path, "/select_heads", i);
         if (d < 0 || d >= (double)h) {
-            free(seen);
+            if (seen != seen_here) free(seen);
             return attn_error_set(err, 422, "out_of_range", path,
                                   "select_heads[%zu] = %.17g is not a head index; the model has "
                                   "heads 0 to %zu",
@@ -80,14 +82,14 @@ int api_request_bind_heads(api_request *req, const attn_weights *weights, attn_e
         }
         req->heads_owned[i] = (size_t)d;
         if (seen[req->heads_owned[i]]) {
-            free(seen);
+            if (seen != seen_here) free(seen);
             return attn_error_set(err, 422, "out_of_range", path,
                                   "select_heads[%zu] = %zu repeats an earlier index", i,
                                   req->heads_owned[i]);
         }
         seen[req->heads_owned[i]] = 1;
     }
-    free(seen);
+    if (seen != seen_here) free(seen);
     req->n_heads = hs;
     return 0;
 }
