@@ -958,23 +958,31 @@ static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root
     oip_tensor ts[IN_COUNT] = {0};
     int bin_out = 0;
     const json_t *select = NULL, *v;
-    const char *key;
     size_t used = 0;
 
     if (!json_is_object(root))
         return attn_error_set(err, 400, "wrong_type", "", "the JSON header is not an object");
-    json_object_foreach((json_t *)root, key, v) {
-        if (strcmp(key, "id") && strcmp(key, "parameters") && strcmp(key, "inputs") &&
-            strcmp(key, "outputs")) {
-            char path[API_PATH_MAX];
-            api_path_key(path, sizeof path, "", key);
-            return attn_error_set(err, 400, "unknown_field", path, "unknown field \"%s\"", key);
-        }
-    }
+    static const char *const fields[] = {"id",      "parameters", "inputs",
+                                         "outputs", "model_name", "model_version"};
+    if (api_check_fields(root, fields, 6, "the JSON header", "",
+                         "id, parameters, inputs, outputs, model_name, model_version", err) < 0)
+        return -1;
     v = json_object_get(root, "id");
     if (v && !json_is_string(v))
         return attn_error_set(err, 400, "wrong_type", "/id", "id is not a string");
     r->id = json_incref((json_t *)v);
+    /* Triton's own examples name the model in the body too: it must be the
+     * path's. Any version is the one this server has. */
+    v = json_object_get(root, "model_name");
+    if (v && !json_is_string(v))
+        return attn_error_set(err, 400, "wrong_type", "/model_name", "model_name is not a string");
+    if (v && !json_equal((json_t *)v, c->shared->model))
+        return attn_error_set(err, 400, "invalid_value", "/model_name",
+                              "model_name is not the model the path names");
+    v = json_object_get(root, "model_version");
+    if (v && !json_is_string(v))
+        return attn_error_set(err, 400, "wrong_type", "/model_version",
+                              "model_version is not a string");
     if (read_parameters(json_object_get(root, "parameters"), c->shared, r, &select, &bin_out, err) <
         0)
         return -1;

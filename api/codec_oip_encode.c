@@ -49,6 +49,14 @@ char *api_oip_server_metadata(size_t *len) {
     return s;
 }
 
+char *api_oip_model_ready(const char *name, size_t *len) {
+    json_t *o = json_pack("{s:s,s:b}", "name", name, "ready", 1);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (text) *len = strlen(text);
+    return text;
+}
+
 /* {"name", "datatype", "shape": [...]}; -1 for a size that varies. */
 static json_t *tensor_meta(const char *name, const char *dt, const long long *shape, size_t rank) {
     json_t *s = json_array();

@@ -68,6 +68,10 @@ char *api_oip_error_json(const attn_error *err, size_t *len);
 /* GET /v2: {"name", "version", "extensions": ["binary_tensor_data"]}. */
 char *api_oip_server_metadata(size_t *len);
 
+/* GET /v2/models/{name}/ready: {"name": name, "ready": true}, malloc'd;
+ * NULL when out of memory. */
+char *api_oip_model_ready(const char *name, size_t *len);
+
 /* GET /v2/models/{name}: the model's inputs and outputs. NULL when out of
  * memory. */
 char *api_oip_model_metadata(const api_oip_model *m, size_t *len);

@@ -68,8 +68,15 @@ static enum MHD_Result v2_model_ready_answer(srv_exchange *x) {
     enum MHD_Result ret = MHD_NO;
     const store_model *m = path_model(x, &set, &ret);
     if (!m) return ret;
+    size_t len = 0;
+    char *text = api_oip_model_ready(m->name, &len);
     store_set_release(set);
-    return v2_ready_answer(x);
+    if (atomic_load(&x->h->draining)) {
+        free(text);
+        return srv_reply_shutting_down(x);
+    }
+    if (!text) return srv_reply_oom(x);
+    return srv_reply_new(x, 200, text, len, "application/json");
 }
 
 const srv_endpoint srv_ep_v2_server = {NULL, v2_server_answer, NULL};

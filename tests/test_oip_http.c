@@ -345,6 +345,8 @@ START_TEST(metadata_and_health) {
     json_decref(j);
     j = get_json("GET", "/v2/models/gpt2-small-shape/ready", 200);
     ck_assert(json_is_true(json_object_get(j, "ready")));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "name")), "gpt2-small-shape");
+    ck_assert_uint_eq(json_object_size(j), 2);
     json_decref(j);
 
     j = get_json("GET", "/v2/models/gpt2-small-shape", 200);
@@ -475,6 +477,7 @@ START_TEST(small_infer_inline) {
     ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
     hs_response_free(&r);
     ck_assert_int_eq(hs_metric(srv.port, "\nattn_inline_total "), 1);
+
     /* 4 rows of 64 tokens of demo-4d: the same work's kind, over 4 KiB */
     size_t cap = 256 + 4 * 64 * 4 * 8, used;
     char *large = malloc(cap);
@@ -489,6 +492,19 @@ START_TEST(small_infer_inline) {
     ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
     hs_response_free(&r);
     ck_assert_int_eq(hs_metric(srv.port, "\nattn_inline_total "), 1);
+    /* the body may name the model, as Triton's examples do: the path's, or a 400 */
+    static const char named[] = "{\"model_name\":\"demo-4d\",\"model_version\":\"1\",\"inputs\":"
+                                "[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
+                                "\"FP32\",\"data\":[1,0,0,1]}]}";
+    post_raw("demo-4d", json, named, strlen(named), &r);
+    ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
+    hs_response_free(&r);
+    static const char other[] = "{\"model_name\":\"gpt2-small-shape\",\"inputs\":[{\"name\":"
+                                "\"embeddings\",\"shape\":[1,4],\"datatype\":\"FP32\","
+                                "\"data\":[1,0,0,1]}]}";
+    post_raw("demo-4d", json, other, strlen(other), &r);
+    check_error_body(&r, 400, "a model_name other than the path's");
+    hs_response_free(&r);
     free(large);
     finish();
 }
