@@ -2,22 +2,31 @@
 #
 # The build stage installs what CI installs (`make deps`, the README's
 # packages) and runs what CI runs (`make test`: every unit and integration
-# test), so the image holds exactly the binary CI tested. The runtime stage
+# test) before the image takes the binary. The packages come first, from
+# the Makefile alone, so that a change to the sources rebuilds from
+# `COPY . .` on and reuses the layer of packages. With --build-arg
+# TESTS=0 the stage builds without running the tests: CI does so, having
+# run `make test` on the same sources with the same Debian 12 toolchain
+# just before, then runs the image itself (make image-test). The runtime stage
 # carries only the binary, its runtime libraries and the built-in models,
 # and runs as a non-root user. Configuration is by ATTN_* environment
 # variables only (README, "Configuration"). `make image` builds this file
 # with docker or podman; `make image-test`, `make compose-test` and
 # `make kube-test` run the image with podman (deploy/README.md).
 #
-#   docker build -t attention-server .
+#   docker build -t attention-server .                      (tests run)
+#   docker build --build-arg TESTS=0 -t attention-server .  (no tests)
 #   docker run --rm -p 8080:8080 attention-server
 
 FROM debian:12-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends make ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+COPY Makefile ./
+RUN make deps
 COPY . .
-RUN make deps && make test
+ARG TESTS=1
+RUN if [ "$TESTS" = 0 ]; then make -j"$(nproc)" all; else make -j"$(nproc)" test; fi
 
 FROM debian:12-slim
 # The shared libraries the binary links (ldd build/attention-server), nothing else.

@@ -32,7 +32,7 @@ DEB_PACKAGES := build-essential pkg-config libmicrohttpd-dev libjansson-dev \
 
 BUILD ?= build
 
-# $$(FUZZ_SRC_%) in the fuzz rule.
+# $$(call fuzz_objects,$$*) in the fuzz rule.
 .SECONDEXPANSION:
 
 # Every .c of a layer's folder is part of it (a new file needs no edit
@@ -68,7 +68,7 @@ TOOLS      := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 MODELS_DIR   := $(BUILD)/models
 MODELS_STAMP := $(MODELS_DIR)/.stamp
 
-.PHONY: all run test check-all test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image image-docker image-podman image-test compose-test kube-test test-ui test-ui-deps screenshots test-clang bench lint format clean deps
+.PHONY: all run test check-all test-sanitize test-asan test-valgrind fuzz fuzz-run loadtest deploy-test image image-docker image-podman image-test compose-test kube-test test-ui test-ui-deps screenshots test-clang bench lint format clean deps
 
 # Test objects are intermediate to make; keep them so a rerun links only.
 .SECONDARY:
@@ -137,26 +137,43 @@ run: deps
 test: deps
 	+$(MAKE) --no-print-directory check-all
 
-check-all: all $(UNIT_TESTS)
-	@set -e; for t in $(UNIT_TESTS); do \
-	    echo "== $$t"; ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) \
-	        ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) \
-	        ATTN_TOOLS_DIR=$(abspath $(BUILD)/tools) $$t; \
-	done
+# The suites run side by side, TEST_JOBS at a time (one a core by default;
+# their servers bind port 0 and their files are mkstemp's), the slowest
+# first (SLOW_SUITES) so that the rest fill in around them. Each one's
+# output goes to $(BUILD)/test-logs/<suite>.log; tests/run_suites.sh
+# prints, as each ends, its name, seconds and check's summary line, or
+# its whole log if it failed, and at the end "suites: N passed, N failed".
+TEST_JOBS   ?= $(shell nproc 2>/dev/null || echo 1)
+SLOW_SUITES := test_arrays test_http test_hostile test_float_format test_attention test_models_http
+SUITES_IN_ORDER = $(foreach s,$(SLOW_SUITES),$(filter $(BUILD)/tests/$(s),$(UNIT_TESTS))) \
+                  $(filter-out $(SLOW_SUITES:%=$(BUILD)/tests/%),$(UNIT_TESTS))
+SUITE_ENV = ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) \
+            ATTN_TOOLS_DIR=$(abspath $(BUILD)/tools)
 
-# Every test again on a build with AddressSanitizer and
-# UndefinedBehaviorSanitizer (leaks included); any report fails the run.
+check-all: all $(UNIT_TESTS)
+	@$(SUITE_ENV) tests/run_suites.sh -j $(TEST_JOBS) -l $(BUILD)/test-logs $(SUITES_IN_ORDER)
+
+# Every test again on one build with clang (build-clang/), under
+# AddressSanitizer and UndefinedBehaviorSanitizer (leaks included), its
+# warnings as errors: any report or warning fails the run. clang's
+# warnings and code generation differ from gcc's. clang 14 does not define
+# gcc's __SANITIZE_ADDRESS__, which the suites test to skip what ASan
+# cannot do (an address-space limit) and to cut their largest loops: it is
+# defined here. This is the sanitizer run of CI; `make test-asan` is the
+# same with gcc (build-asan/), and `make test-clang` another name for it.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
               -fno-omit-frame-pointer
+SANITIZE_PACKAGES := clang libclang-rt-14-dev
+test-sanitize:
+	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) $(SANITIZE_PACKAGES)'
+	+$(MAKE) --no-print-directory BUILD=build-clang CC=clang CFLAGS='-O1 -g -Werror -D__SANITIZE_ADDRESS__=1' \
+	    SANITIZE='$(ASAN_FLAGS)' check-all
+
+test-clang: test-sanitize
+
 test-asan: deps
 	+$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
 	    SANITIZE='$(ASAN_FLAGS)' check-all
-
-# Every test again on a build with clang (build-clang/), warnings as
-# errors: its warnings and its code generation differ from gcc's.
-test-clang:
-	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(DEB_PACKAGES) clang'
-	+$(MAKE) --no-print-directory BUILD=build-clang CC=clang CFLAGS='-O2 -g -Werror' check-all
 
 # The suites that start the server, once more with the server under
 # valgrind's memcheck (tests/http_harness.c runs it under
@@ -166,20 +183,21 @@ test-clang:
 # "shared" case only (every endpoint, the contract's errors, the examples,
 # concurrent clients): its "lifecycle" case times heavy computations and
 # drains against the clock, which valgrind, 50 times slower and running
-# one thread at a time, cannot keep.
+# one thread at a time, cannot keep. test_models_http runs its "models"
+# case only (listing, named against inline, bad files, SIGHUP reloads,
+# files rewritten in place and mapped): its "load" case sends
+# gpt2-small-shape requests by the dozen, 1.5 s each under memcheck, 5
+# minutes in all; the sanitizer build runs it. The suites run side by
+# side as in check-all, each server under its own valgrind.
 VALGRIND        := valgrind --quiet --error-exitcode=99 --leak-check=full \
                    --errors-for-leak-kinds=definite --show-leak-kinds=definite
 VALGRIND_SUITES := test_http test_access test_models_http test_readme
 test-valgrind: deps
 	+$(MAKE) --no-print-directory DEB_PACKAGES='valgrind' deps
 	+$(MAKE) --no-print-directory all $(VALGRIND_SUITES:%=$(BUILD)/tests/%)
-	@set -e; for t in $(VALGRIND_SUITES); do \
-	    echo "== $$t, the server under valgrind"; \
-	    only=; [ $$t = test_http ] && only=CK_RUN_CASE=shared; \
-	    env $$only ATTN_SERVER_WRAPPER='$(VALGRIND)' OPENBLAS_CORETYPE=Haswell CK_TIMEOUT_MULTIPLIER=10 \
-	        ATTN_SERVER_BIN=$(abspath $(SERVER_BIN)) ATTN_TEST_MODELS_DIR=$(abspath $(MODELS_DIR)) \
-	        ATTN_TOOLS_DIR=$(abspath $(BUILD)/tools) $(BUILD)/tests/$$t; \
-	done
+	@$(SUITE_ENV) ATTN_SERVER_WRAPPER='$(VALGRIND)' OPENBLAS_CORETYPE=Haswell CK_TIMEOUT_MULTIPLIER=10 \
+	    SUITE_ENV_test_http=CK_RUN_CASE=shared SUITE_ENV_test_models_http=CK_RUN_CASE=models \
+	    tests/run_suites.sh -j $(TEST_JOBS) -l $(BUILD)/test-logs-valgrind $(VALGRIND_SUITES:%=$(BUILD)/tests/%)
 
 # libFuzzer targets (tests/fuzz/), built with clang under AddressSanitizer
 # and UndefinedBehaviorSanitizer: the request decoder (and the array
@@ -188,11 +206,13 @@ test-valgrind: deps
 # then fuzzes each target for FUZZ_SECONDS; new inputs go to
 # build-fuzz/corpus/, never into the source tree. A crash stops the run and
 # leaves its input as build-fuzz/crash-*: add it to the seed corpus once
-# fixed, so that every later run replays it.
+# fixed, so that every later run replays it. Under `make -jN fuzz` the
+# targets run N at a time (each fuzzer is one thread), each one's output
+# printed whole when it ends (--output-sync).
 FUZZ_SECONDS ?= 60
 FUZZ_CC      := clang
 FUZZ_BUILD   := build-fuzz
-FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE -I. $(PKG_CFLAGS)
 FUZZ_TARGETS := request batch safetensors oip
 FUZZ_SRC_request     := tests/fuzz/fuzz_request.c $(API_SRC) $(ATTN_SRC)
@@ -205,19 +225,26 @@ fuzz: deps
 	+$(MAKE) --no-print-directory fuzz-run
 
 fuzz-run: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
-	@set -e; for t in $(FUZZ_TARGETS); do \
-	    mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
-	    echo "== fuzz_$$t: the seed corpus"; \
-	    $(FUZZ_BUILD)/fuzz_$$t -runs=0 tests/fuzz/corpus/$$t; \
-	    echo "== fuzz_$$t: $(FUZZ_SECONDS) s"; \
-	    $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=20 \
-	        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/ \
-	        $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t; \
-	done
+	+@$(MAKE) --no-print-directory --output-sync=target $(FUZZ_TARGETS:%=fuzz-run-%)
 
-$(FUZZ_BUILD)/fuzz_%: $$(FUZZ_SRC_%)
+# One target: the seed corpus, then FUZZ_SECONDS of fuzzing.
+fuzz-run-%: $(FUZZ_BUILD)/fuzz_%
+	@mkdir -p $(FUZZ_BUILD)/corpus/$*
+	@echo "== fuzz_$*: the seed corpus"
+	$< -runs=0 tests/fuzz/corpus/$*
+	@echo "== fuzz_$*: $(FUZZ_SECONDS) s"
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=20 \
+	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/ \
+	    $(FUZZ_BUILD)/corpus/$* tests/fuzz/corpus/$*
+
+# Each source compiled once (build-fuzz/obj/) for the targets that share it.
+$(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ $(LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+fuzz_objects = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
+$(FUZZ_BUILD)/fuzz_%: $$(call fuzz_objects,$$*)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ $(LIBS)
 
 # A bounded load test of the built server on 127.0.0.1 (bench/loadtest.sh,
 # about a minute): wrk at 64 and 256 connections with a mix of tiny and
@@ -269,16 +296,19 @@ screenshots: test-ui-deps
 # The image, built from the Dockerfile as a user builds it
 # (deploy/README.md): with docker when a Docker engine answers, else with
 # podman. The build stage runs `make deps` and `make test`, so a build
-# from scratch takes as long as the test suite, 7 to 8 minutes here (1.5
-# more for the base's first debootstrap); on an unchanged tree every layer
-# comes from podman's cache (about 3 s).
+# from scratch takes as long as the packages' install and the test suite
+# (1.5 minutes more for the base's first debootstrap); on an unchanged
+# tree every layer comes from podman's cache (about 3 s). IMAGE_TESTS=0
+# passes --build-arg TESTS=0, and the build stage builds without running
+# the tests: CI's choice, having run them on the same sources just before.
 IMAGE  ?= attention-server:latest
+IMAGE_TESTS ?= 1
 ENGINE ?= $(shell docker info >/dev/null 2>&1 && echo docker || echo podman)
 image:
 	+$(MAKE) --no-print-directory image-$(ENGINE)
 
 image-docker:
-	docker build -t $(IMAGE) .
+	docker build --build-arg TESTS=$(IMAGE_TESTS) -t $(IMAGE) .
 
 # podman with tests/deploy/podman/'s configuration, not the user's: runc, no
 # raised ulimits, short names resolved in local storage only, where the
@@ -288,7 +318,7 @@ image-docker:
 PODMAN_PACKAGES := podman runc debootstrap curl python3
 image-podman:
 	+$(MAKE) --no-print-directory deps DEB_PACKAGES='$(PODMAN_PACKAGES)'
-	IMAGE=$(IMAGE) tests/deploy/build_image.sh
+	IMAGE=$(IMAGE) IMAGE_TESTS=$(IMAGE_TESTS) tests/deploy/build_image.sh
 
 # The image run by podman (tests/deploy/image_test.sh, about 5 s after
 # the build): uid 10001 on a read-only root, /healthz on a port
@@ -358,3 +388,4 @@ clean:
 
 # build/image/ is a Debian root (make image), whose rc?.d are folders.
 -include $(shell find $(BUILD) -path $(BUILD)/image -prune -o -name '*.d' -type f -print 2>/dev/null)
+-include $(shell find $(FUZZ_BUILD)/obj -name '*.d' -type f -print 2>/dev/null)
