@@ -3,7 +3,8 @@
 #
 # Runs check suites (test binaries), JOBS at a time (default 1), in the
 # order given (so the slowest should come first). Each suite's output goes
-# to LOGDIR/<name>.log (default build/test-logs); when it ends, one block
+# to LOGDIR/<name>.log (default build/test-logs), check's XML report, with
+# each test's seconds, to LOGDIR/<name>.xml; when it ends, one block
 # is printed, whole, never mixed with another's: a line with its name and
 # seconds, then check's summary line ("100%: Checks: N, Failures: 0,
 # Errors: 0") on success, or its whole log on failure. A last line counts
@@ -40,7 +41,7 @@ run_one() {
     local log=$logdir/$name.log
     extra_var=SUITE_ENV_$name
     # shellcheck disable=SC2086 # VAR=value words, split on purpose
-    env ${!extra_var:-} "$bin" >"$log" 2>&1 </dev/null
+    env CK_XML_LOG_FILE_NAME="$logdir/$name.xml" ${!extra_var:-} "$bin" >"$log" 2>&1 </dev/null
     rc=$?
     local secs=$((SECONDS - start)) out
     if [ $rc -eq 0 ]; then
