@@ -71,10 +71,6 @@ int api_call_array_rank(api_call_kind kind, const char *path) {
     return (unsigned)kind < API_CALL_KINDS ? codecs[kind]->array_rank(path) : 0;
 }
 
-api_call_kind api_call_kind_of(const api_call *c) {
-    return c->codec->kind;
-}
-
 const char *api_call_model(const api_call *c, size_t *len) {
     const json_t *m = c->shared ? c->shared->model : NULL;
     if (len) *len = m ? json_string_length(m) : 0;

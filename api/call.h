@@ -105,8 +105,6 @@ int api_call_decode_json(api_call_kind kind, const char *body, size_t len, const
  * lifts from the text at the JSON Pointer `path` (api/arrays.h), or 0. */
 int api_call_array_rank(api_call_kind kind, const char *path);
 
-api_call_kind api_call_kind_of(const api_call *c);
-
 /* The model the call names, or NULL for inline weights; valid until
  * api_call_free. Only its type is checked (any JSON string within
  * max_string_bytes, NUL bytes included: its length is *len); whether it
