@@ -20,7 +20,6 @@
 #include "api/request_internal.h"
 
 typedef struct api_codec {
-    api_call_kind kind;
     /* Fills c->shared, c->seqs, c->count from the body (c->seqs and the
      * arrays ins, outs allocated with api_call_reserve), and binds inline
      * weights with api_call_bind. 0, or -1 with *err. */

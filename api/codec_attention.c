@@ -129,7 +129,6 @@ static char *attention_encode(const api_call *c, size_t *len, size_t *json_len, 
 }
 
 const api_codec api_codec_attention = {
-    .kind = API_CALL_ATTENTION,
     .decode = attention_decode,
     .array_rank = attention_array_rank,
     .answer_bytes_max = attention_answer_bytes_max,

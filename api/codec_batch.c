@@ -308,7 +308,6 @@ static char *batch_encode(const api_call *b, size_t *len, size_t *json_len, attn
 }
 
 const api_codec api_codec_batch = {
-    .kind = API_CALL_BATCH,
     .decode = batch_decode,
     .array_rank = batch_array_rank,
     .answer_bytes_max = batch_answer_bytes_max,

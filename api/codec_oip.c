@@ -1117,7 +1117,6 @@ static void oip_free_wire(void *wire) {
 }
 
 const api_codec api_codec_oip = {
-    .kind = API_CALL_OIP,
     .decode = oip_decode,
     .array_rank = oip_array_rank,
     .check_model = oip_check_model,
