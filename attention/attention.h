@@ -247,12 +247,15 @@ int attn_compute(const attn_output *out, attn_workspace *ws, const attn_input *i
  * caller's own (the one given to attn_compute_with) on the calling thread,
  * another, not in use by anyone else meanwhile, on any other thread. A
  * runner that runs every task in turn on the calling thread with the
- * caller's workspace is valid.
+ * caller's workspace is valid; so is run == NULL, which means that.
  *
- * `stop` may be NULL; else it is asked before each phase, on the calling
- * thread, and when it returns nonzero the computation ends there:
- * attn_compute_with fails with ATTN_ERR_STOPPED and the outputs are not
- * complete. (The server stops the work of a client that has gone.)
+ * `stop` may be NULL; else it is asked before each phase, and before each
+ * task on the thread about to run it, so it must be safe to call from
+ * several threads at once and cheap (it is asked once per head and block
+ * of query rows). Once it returns nonzero the computation ends: the tasks
+ * not begun are skipped, attn_compute_with fails with ATTN_ERR_STOPPED and
+ * the outputs are not complete. (The server stops the work of a client
+ * that has gone, however its work was counted.)
  */
 typedef void (*attn_task_fn)(void *arg, size_t index, attn_workspace *ws);
 typedef struct attn_runner {

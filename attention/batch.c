@@ -428,8 +428,10 @@ typedef struct batch {
     size_t count;
     attn_workspace *ws;
     const attn_runner *runner;
-    size_t *base;      /* count + 1: the first task of each sequence in the running phase */
-    attn_task_fn task; /* the running phase's task, on a sequence's call */
+    size_t *base;          /* count + 1: the first task of each sequence in the running phase */
+    attn_task_fn task;     /* the running phase's task, on a sequence's call */
+    attn_task_fn run_task; /* the running phase's task, behind the stop's check */
+    atomic_int stopped;    /* the runner's stop said so during a phase */
     /* The stacked products' plans and calls: self-attention's QKV, Q and KV
      * with contexts, ΔE; their inputs name the packed rows. */
     attn_input in_self, in_cross, in_out;
@@ -524,16 +526,36 @@ static void stack_output_task(void *arg, size_t t, attn_workspace *ws) {
     }
 }
 
-/* One run of `count` tasks, after asking the runner's stop. */
+/* attn_task_fn: the running phase's task, unless the runner's stop says
+ * the computation ends: asked before each task, so that a phase of many
+ * (one per head and block of query rows) ends within a task of being told,
+ * however its work was counted. The tasks after it do nothing. */
+static void stoppable_task(void *arg, size_t t, attn_workspace *ws) {
+    batch *b = arg;
+    const attn_runner *r = b->runner;
+    if (atomic_load_explicit(&b->stopped, memory_order_relaxed)) return;
+    if (r->stop(r->ctx)) {
+        atomic_store_explicit(&b->stopped, 1, memory_order_relaxed);
+        return;
+    }
+    b->run_task(b, t, ws);
+}
+
+/* One run of `count` tasks: spread by the runner's run when it has one,
+ * else in turn on this thread; each after asking the runner's stop. */
 static int batch_run(batch *b, attn_task_fn task, size_t count) {
     const attn_runner *r = b->runner;
-    if (r && r->stop && r->stop(r->ctx)) return ATTN_FAIL_STOPPED;
-    if (r && count > 1)
+    if (r && r->stop) {
+        if (r->stop(r->ctx)) return ATTN_FAIL_STOPPED;
+        b->run_task = task;
+        task = stoppable_task;
+    }
+    if (r && r->run && count > 1)
         r->run(r->ctx, task, b, count);
     else
         for (size_t t = 0; t < count; t++)
             task(b, t, b->ws);
-    return 0;
+    return atomic_load_explicit(&b->stopped, memory_order_relaxed) ? ATTN_FAIL_STOPPED : 0;
 }
 
 /* One run of each sequence's counts[i] tasks of `task`, then the first
@@ -866,6 +888,7 @@ int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_i
     batch b;
     attn_zero(&b, sizeof b);
     b.count = count, b.ws = ws, b.runner = runner;
+    atomic_init(&b.stopped, 0);
     batch_make(&b, &lay, block, outs, ins, count);
     size_t first = count;
     int rc = batch_phases(&b, &lay, &first);

@@ -327,11 +327,38 @@ size_t attn_workspace_need_grouped(size_t n_tokens, size_t d_model, size_t n_hea
     return attn_batch_workspace_need(&in, 1);
 }
 
+/*
+ * What a (query, key) pair and a row cost besides their GEMMs, in flops of
+ * time: a flop here is the time one flop takes in a large sgemm on the same
+ * thread, so that a count limits time whatever the shape. Measured by
+ * `make -C bench cost` (bench/README.md, (i)) on heads one wide, where
+ * these are all the work, then rounded up: at 85 GFLOP/s one ns is 85
+ * flops.
+ *   PAIR      exp, max, sum and scale of softmax, the pattern's store (the
+ *             count assumes every output): ~1.3 ns a pair
+ *   RULES     the scalar pass of the score rules (softcap, ALiBi, a window,
+ *             a custom mask): the mask byte, the distance, ALiBi's term,
+ *             the finite check: ~1.5 ns a pair more
+ *   SOFTCAP   tanh (SLEEF's, 8 lanes): ~4.5 ns a pair more
+ *   ROPE_ROW  RoPE of one row of one head: a rotation of `dims`
+ *             coordinates, ~6 flops each with the angle's table
+ *   ROW       a query row's per-block setup (max, 1/sum, the row's -inf
+ *             fill) besides its pairs
+ */
+enum {
+    COST_PAIR = 120,
+    COST_PAIR_RULES = 140,
+    COST_PAIR_SOFTCAP = 420,
+    COST_ROPE_COORD = 6,
+    COST_ROW = 200,
+};
+
 double attn_input_flops(const attn_input *in) {
     attn_plan pl;
     pl.in = in;
     if (attn_sizes_of(&pl.sz, in)) return INFINITY;
     const attn_sizes *sz = &pl.sz;
+    const attn_weights *w = in->weights;
     const double dh = (double)sz->dh, hd = (double)sz->hd, gd = (double)sz->gd;
     double f;
     if (sz->cross) /* E · Wq, C · Wkv */
@@ -340,14 +367,22 @@ double attn_input_flops(const attn_input *in) {
     else /* E · w_qkv */
         f = 2.0 * (double)sz->n * (double)sz->ld * (double)sz->dm;
     /* Q_i · K_u(i)ᵀ and P_i · V_u(i) over each block's keys, for every head */
-    double pairs = 0.0;
+    double pairs = 0.0, row_blocks = 0.0;
     for (size_t blk = 0; blk < sz->blocks; blk++) {
         size_t kbeg, kend, rb = attn_min(ATTN_BLOCK_Q, sz->n - blk * ATTN_BLOCK_Q);
         attn_block_keys(&pl, in->positions, blk, &kbeg, &kend);
         pairs += (double)rb * (double)(kend - kbeg);
+        /* a row meets its keys a tile at a time on the online path */
+        row_blocks += (double)rb * (double)((kend - kbeg + ATTN_BLOCK_K - 1) / ATTN_BLOCK_K);
     }
-    f += (double)sz->h * 4.0 * pairs * dh;
-    if (in->weights->w_o) f += 2.0 * (double)sz->n * (double)sz->dm * hd; /* Z · w_o */
+    double pair = 4.0 * dh + COST_PAIR;
+    if (w->softcap != 0.0f || w->alibi || w->window || in->mask.kind == ATTN_MASK_CUSTOM)
+        pair += COST_PAIR_RULES;
+    if (w->softcap != 0.0f) pair += COST_PAIR_SOFTCAP;
+    f += (double)sz->h * (pairs * pair + row_blocks * COST_ROW);
+    if (sz->rope) /* Q of h heads, K of g, each row */
+        f += (double)(sz->h + sz->g) * (double)sz->n * (double)sz->rope * COST_ROPE_COORD;
+    if (w->w_o) f += 2.0 * (double)sz->n * (double)sz->dm * hd; /* Z · w_o */
     return f;
 }
 

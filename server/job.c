@@ -24,8 +24,8 @@
  * request does not pin its scratch for the worker's whole life.
  *
  * A client that has gone. A job asks job->client_gone before it starts
- * and, through the runner's stop, between the phases of a split
- * computation; a dropped job leaves no response, and the HTTP layer closes
+ * and, through the runner's stop, before each task of its computation
+ * (job_stop); a dropped job leaves no response, and the HTTP layer closes
  * the connection.
  *
  * Splitting (job_compute): a large computation
@@ -36,8 +36,10 @@
 #include "server/job.h"
 
 #include <malloc.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/error.h"
 #include "api/models.h"
@@ -125,25 +127,59 @@ static int job_client_gone(const srv_job *job) {
     return job->client_gone && job->client_gone(job->client);
 }
 
-/* The split's stop: the phases of a split computation end once its client
- * has gone. A smaller one (~1 ms at most) runs to its end. */
-static int job_stop(void *job) {
-    return job_client_gone(job);
+/*
+ * The engine's stop (attention.h): asked before every task of a
+ * computation, on whichever thread runs it, so that one whose client has
+ * gone ends within a task (a head's block of 128 query rows), split or
+ * not, however small its work was counted. Asking the socket is a system
+ * call, so it is asked at most once per STOP_CHECK_NS and by one thread at
+ * a time; between checks the answer is the last one.
+ */
+#define STOP_CHECK_NS 2000000LL
+
+typedef struct job_watch {
+    const srv_job *job;
+    atomic_llong next_check_ns; /* CLOCK_MONOTONIC_COARSE */
+    atomic_int gone;
+} job_watch;
+
+static long long coarse_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int job_stop(void *ctx) {
+    job_watch *jw = ctx;
+    if (atomic_load_explicit(&jw->gone, memory_order_relaxed)) return 1;
+    long long now = coarse_now_ns();
+    long long next = atomic_load_explicit(&jw->next_check_ns, memory_order_relaxed);
+    if (now < next ||
+        !atomic_compare_exchange_strong(&jw->next_check_ns, &next, now + STOP_CHECK_NS))
+        return 0;
+    if (!job_client_gone(jw->job)) return 0;
+    atomic_store_explicit(&jw->gone, 1, memory_order_relaxed);
+    return 1;
 }
 
 /* Computes the call's sequences (attn_compute_batch) on the worker's
  * workspace: split over the pool's idle workers (split.h) when its work
- * reaches w->split_flops, stopping between phases once the job's client
- * has gone (ATTN_ERR_STOPPED); else on this thread alone. Returns the
- * engine's 0 / -1, with *err and *failed as it fills them. */
+ * reaches w->split_flops, else on this thread alone; either way stopping
+ * once the job's client has gone (ATTN_ERR_STOPPED). Returns the engine's
+ * 0 / -1, with *err and *failed as it fills them. */
 static int job_compute(const srv_job *job, srv_worker *w, attn_error *err, size_t *failed) {
     const api_call *c = job->call;
     const attn_output *outs = api_call_outputs(c);
     const attn_input *ins = api_call_inputs(c);
     size_t count = api_call_count(c);
-    if (!w->pool || api_call_cost(c) < w->split_flops)
-        return attn_compute_batch(outs, w->ws, ins, count, NULL, err, failed);
-    srv_split split = {.pool = w->pool, .ws = w->ws, .stop = job_stop, .stop_ctx = (void *)job};
+    job_watch watch = {.job = job};
+    atomic_init(&watch.next_check_ns, 0);
+    atomic_init(&watch.gone, 0);
+    if (!w->pool || api_call_cost(c) < w->split_flops) {
+        attn_runner alone = {.run = NULL, .ctx = &watch, .stop = job_stop};
+        return attn_compute_batch(outs, w->ws, ins, count, &alone, err, failed);
+    }
+    srv_split split = {.pool = w->pool, .ws = w->ws, .stop = job_stop, .stop_ctx = &watch};
     attn_runner runner = srv_split_runner(&split);
     int rc = attn_compute_batch(outs, w->ws, ins, count, &runner, err, failed);
     srv_split_end(&split);

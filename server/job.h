@@ -16,8 +16,9 @@
  * cost (srv_job_cost) to choose where it runs: the body is decoded once
  * either way.
  *
- * A job whose client has gone (client_gone) is not run, or stops between
- * the phases of a split computation, and comes back `dropped`.
+ * A job whose client has gone (client_gone) is not run, or stops within
+ * a task of its computation (one head's block of query rows), split or
+ * not, and comes back `dropped`.
  *
  * Model sets. A job takes the store's current set when it is decoded (one
  * uncontended lock) and runs start to end on those weights, whatever a
@@ -62,9 +63,10 @@ typedef struct srv_job {
     unsigned model_parts; /* SRV_JOB_MODEL_WEIGHTS: API_MODEL_WEIGHTS, API_MODEL_VOCABULARY */
     const api_limits *limits;
     struct timespec submitted; /* CLOCK_MONOTONIC, when queued */
-    /* The client, asked before the job runs and between the phases of a
-     * split computation: client_gone(client) returns 1 once it has left,
-     * and the job then stops (dropped). NULL: never asked. */
+    /* The client, asked before the job runs and then between the tasks
+     * of its computation (at most every 2 ms, from any thread running
+     * one): client_gone(client) returns 1 once it has left, and the job
+     * then stops (dropped). NULL: never asked. */
     int (*client_gone)(void *client);
     void *client;
 

@@ -27,8 +27,9 @@ typedef struct srv_split {
     pool *pool;         /* where helpers come from */
     attn_workspace *ws; /* the calling thread's workspace */
     size_t helpers;     /* out: helpers the pool accepted, summed over runs */
-    /* May be NULL; else the runner's stop (attention.h): asked between
-     * phases, nonzero ends the computation. */
+    /* May be NULL; else the runner's stop (attention.h): asked before
+     * each phase and each task, on any thread; nonzero ends the
+     * computation. */
     int (*stop)(void *stop_ctx);
     void *stop_ctx;
     /* split.c's: the helpers' shared state, from the first run on, and

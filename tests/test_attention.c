@@ -1637,17 +1637,19 @@ START_TEST(test_runner_few_tiles) {
 }
 END_TEST
 
-/* The runner's stop ends a computation before the phase it says no to:
- * ATTN_ERR_STOPPED, and no task of that phase or after runs. */
+/* The runner's stop is asked before each phase and each task: whenever it
+ * first says yes, the computation ends with ATTN_ERR_STOPPED; once it is
+ * never asked past its last question, the computation ends well. A phase
+ * it says yes to before its run does not run. */
 typedef struct stopping_runner {
     test_runner r;
-    size_t stop_at; /* the phase (0, 1, 2) at which stop says yes */
-    size_t asked;
+    size_t stop_at; /* the question (from 0) that stop says yes to */
+    atomic_size_t asked;
 } stopping_runner;
 
-static int stop_at_phase(void *ctx) {
+static int stop_at_question(void *ctx) {
     stopping_runner *sr = ctx;
-    return sr->asked++ == sr->stop_at;
+    return atomic_fetch_add(&sr->asked, 1) == sr->stop_at;
 }
 
 START_TEST(test_runner_stop) {
@@ -1659,16 +1661,33 @@ START_TEST(test_runner_stop) {
     outputs_make(&o, &p.in);
     p.in.n_heads_out = 0; /* ΔE only: three phases */
     attn_output v = outputs_view(&o, 1u << O_E);
-    for (size_t at = 0; at < 4; at++) {
+    /* every question, with one that never says yes */
+    stopping_runner all = {.stop_at = SIZE_MAX};
+    atomic_init(&all.asked, 0);
+    test_runner_init(&all.r, 2, ws);
+    attn_runner never = {.run = test_run, .ctx = &all, .stop = stop_at_question};
+    ck_assert_ptr_eq(compute_error(&v, ws, &p.in, &never), NULL);
+    const size_t questions = atomic_load(&all.asked);
+    ck_assert_uint_eq(all.r.runs, 3);
+    ck_assert_uint_gt(questions, 3 + 4 * 4); /* the phases, and at least each head's blocks */
+    test_runner_free(&all.r);
+    for (size_t at = 0; at <= questions; at++) {
         stopping_runner sr = {.stop_at = at};
+        atomic_init(&sr.asked, 0);
         test_runner_init(&sr.r, 2, ws);
         /* sr.r is the struct's first member: one ctx serves run and stop */
-        attn_runner runner = {.run = test_run, .ctx = &sr, .stop = stop_at_phase};
+        attn_runner runner = {.run = test_run, .ctx = &sr, .stop = stop_at_question};
         const char *code = compute_error(&v, ws, &p.in, &runner);
-        ck_assert_ptr_eq(code, at < 3 ? ATTN_ERR_STOPPED : NULL);
-        ck_assert_uint_eq(sr.r.runs, at < 3 ? at : 3);
+        ck_assert_ptr_eq(code, at < questions ? ATTN_ERR_STOPPED : NULL);
+        /* said yes at the first question: nothing ran */
+        if (at == 0) ck_assert_uint_eq(sr.r.runs, 0);
         test_runner_free(&sr.r);
     }
+    /* with no run (the tasks in turn on this thread) the stop is asked all the same */
+    stopping_runner alone = {.stop_at = 5};
+    atomic_init(&alone.asked, 0);
+    attn_runner serial = {.run = NULL, .ctx = &alone, .stop = stop_at_question};
+    ck_assert_ptr_eq(compute_error(&v, ws, &p.in, &serial), ATTN_ERR_STOPPED);
     outputs_free(&o);
     attn_workspace_destroy(ws);
     problem_free(&p);

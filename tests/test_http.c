@@ -1196,7 +1196,7 @@ static void *loop_thread(void *arg) {
 START_TEST(tiny_requests_inline) {
     hs_server s;
     static const char *const args[] = {"--workers", "1", "--queue-depth", "1", "--inline-max-flops",
-                                       "100",       NULL};
+                                       "1000",      NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
     char *body = heavy_body(1536);
     atomic_int stop;
@@ -1209,8 +1209,8 @@ START_TEST(tiny_requests_inline) {
         pthread_create(&t[i], NULL, loop_thread, &ls[i]);
     }
 
-    problem tiny = problem_random(1, 2, 1, 2, 0, 0, 0, 7);  /* 40 flops */
-    problem small = problem_random(3, 4, 1, 4, 0, 0, 0, 8); /* ~500 flops: over the cap */
+    problem tiny = problem_random(1, 2, 1, 2, 0, 0, 0, 7);  /* ~370 flops */
+    problem small = problem_random(3, 4, 1, 4, 0, 0, 0, 8); /* ~2,300 flops: over the cap */
     char *tiny_body = problem_json(&tiny, NULL), *small_body = problem_json(&small, NULL);
     int refused = 0;
     for (int k = 0; k < 400 && refused < 3; k++) {
@@ -1657,6 +1657,76 @@ START_TEST(client_gone) {
 }
 END_TEST
 
+/* A body of work counted as little but taking minutes whole: 128 heads
+ * one wide over n tokens of one dimension, no mask, soft-capped and with
+ * ALiBi (the exp, tanh and ALiBi of each of its 128 · n² pairs are nearly
+ * all of it). */
+static char *pair_heavy_body(int n) {
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&b, &len);
+    fputs("{\"mask\":\"none\",\"return\":[\"embeddings\"],\"embeddings\":[", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s[0.%d]", i ? "," : "", i % 10);
+    fputs("],\"weights\":{\"softcap\":30,\"alibi\":true,\"heads\":[", f);
+    for (int i = 0; i < 128; i++)
+        fprintf(f, "%s{\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}", i ? "," : "");
+    fputs("],\"w_o\":[", f);
+    for (int i = 0; i < 128; i++)
+        fprintf(f, "%s[1]", i ? "," : "");
+    fputs("]}}", f);
+    fclose(f);
+    return b;
+}
+
+/* The CPU seconds process pid has used (user and system), or -1. */
+static double cpu_seconds(pid_t pid) {
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = 0;
+    const char *p = strrchr(text, ')'); /* the name may hold spaces */
+    unsigned long utime, stime;
+    if (!p ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+        return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A computation that is not split (one worker) still ends soon after its
+ * client leaves: it asks between its tasks, not only between phases. The
+ * one here would hold the worker for minutes; its worker must be free
+ * again well within the wait (which only a failing run waits out). */
+START_TEST(client_gone_unsplit) {
+    hs_server s;
+    static const char *const args[] = {"--workers", "1", "--max-tokens", "16384", "--max-flops",
+                                       "1e15",      NULL};
+    ck_assert_int_eq(hs_start(&s, args), 0);
+    char *body = pair_heavy_body(16384);
+    double cpu0 = cpu_seconds(s.pid);
+    ck_assert(cpu0 >= 0);
+    int fd = send_heavy(s.port, body, "gone-unsplit");
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 1, 20), 1);
+    /* well into the attention (its decode and projection take
+     * milliseconds): by the server's own CPU time, not the clock */
+    for (int i = 0; i < 400 && cpu_seconds(s.pid) < cpu0 + 1.5; i++)
+        usleep(50 * 1000);
+    ck_assert(cpu_seconds(s.pid) >= cpu0 + 1.5);
+    hs_raw_reset(fd);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 0, 40), 0);
+    char *line = hs_wait_access_line(&s, "gone-unsplit", 10);
+    ck_assert_msg(line && strstr(line, "access POST /v1/attention 499 0B "), "%s",
+                  line ? line : "(no access line)");
+    free(line);
+    assert_healthy(s.port);
+    free(body);
+    finish(&s);
+}
+END_TEST
+
 /* Every limit on a request's size, just over it: 422 limit_exceeded,
  * naming the limit; just at it, the request goes on (to 200, or to
  * another error when the body is otherwise wrong). */
@@ -1726,7 +1796,7 @@ START_TEST(limits_just_over) {
                                        "--max-d-model",
                                        "4",
                                        "--max-flops",
-                                       "300",
+                                       "3000",
                                        "--max-json-depth",
                                        "8",
                                        "--max-string-bytes",
@@ -1734,7 +1804,8 @@ START_TEST(limits_just_over) {
                                        NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
     unsigned port = s.port;
-    /* n = 2, d_model 4, 2 heads of 1: 176 flops */
+    /* n = 2, d_model 4, 2 heads of 1: 1,920 flops (its pairs and rows
+     * cost most: attn_input_flops); n = 4: 5,824 */
     expect_limit(port, limits_body(2, 4, 2, NULL), 200, NULL, NULL);
     expect_limit(port, limits_body(5, 4, 2, NULL), 422, "limit_exceeded", "max_tokens");
     expect_limit(port, limits_body(4, 4, 2, NULL), 422, "limit_exceeded", "max_flops");
@@ -1962,6 +2033,7 @@ static Suite *http_suite(void) {
     tcase_add_test(tc, body_budget_outgrown);
     tcase_add_test(tc, connection_limit);
     tcase_add_test(tc, client_gone);
+    tcase_add_test(tc, client_gone_unsplit);
     tcase_add_test(tc, memory_returned_after_large_body);
     suite_add_tcase(s, tc);
     return s;
