@@ -24,6 +24,7 @@ typedef struct cfg_config {
     size_t queue_depth; /* jobs waiting for a worker, at most */
     size_t max_body_bytes;
     size_t max_inflight_bytes; /* request bodies held at once, all connections */
+    size_t max_unsent_bytes;   /* answers built and not yet sent, all connections */
     size_t max_connections;    /* open at once (libmicrohttpd's connection limit) */
     size_t max_tokens;
     size_t max_batch; /* sequences of one POST /v1/attention/batch, rows of one /v2 infer */

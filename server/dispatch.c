@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "api/error.h"
+#include "server/answer.h"
 #include "server/inline.h"
 #include "server/reply.h"
 
@@ -55,6 +56,13 @@ enum MHD_Result srv_dispatch(srv_exchange *x) {
     if (x->late) {
         srv_job_discard(&x->job);
         return srv_reply_shutting_down(x);
+    }
+    if (srv_answer_budget_full(&h->unsent)) {
+        /* a body read, or a model's weights asked, while the answers filled */
+        attn_error err;
+        srv_error_unsent_full(h, &err);
+        srv_job_discard(&x->job);
+        return srv_reply_error(x, &err);
     }
     x->job.limits = h->limits;
     x->job.client_gone = client_gone;

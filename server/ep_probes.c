@@ -27,6 +27,8 @@ static enum MHD_Result metrics_answer(srv_exchange *x) {
     pthread_mutex_unlock(&h->mu);
     g.body_bytes = atomic_load(&h->bodies.used);
     g.body_bytes_capacity = h->bodies.max;
+    g.unsent_bytes = atomic_load(&h->unsent.used);
+    g.unsent_bytes_capacity = h->unsent.max;
     g.connections = atomic_load(&h->connections);
     g.connections_capacity = h->cfg->max_connections;
     g.connections_timed_out = srv_watch_expired_total(h->watch);

@@ -268,7 +268,14 @@ void srv_exchange_complete(srv_exchange *x, struct MHD_Connection *conn,
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     srv_watched *watched = ci ? ci->socket_context : NULL;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    const char *cut = NULL;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && x->state == X_REPLIED && x->status) {
+        /* its answer went out, not whole: logged with its status and the
+         * bytes that went, and why */
+        cut = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout" : "closed";
+        bytes = x->sent;
+        srv_metrics_count(h->metrics, SRV_EVENT_ANSWER_CUT);
+    } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
         if (!x->status && !x->gone && ci && ci->http_status) {
             /* libmicrohttpd answered this request itself (a malformed
@@ -292,7 +299,7 @@ void srv_exchange_complete(srv_exchange *x, struct MHD_Connection *conn,
     srv_metrics_observe(h->metrics, x->state == X_NEW ? SRV_ROUTE_OTHER : x->route, status,
                         ms / 1e3);
     srv_log_access(x->method ? x->method : "-", x->path ? x->path : "-", status, bytes, ms,
-                   x->request_id ? x->request_id : "-");
+                   x->request_id ? x->request_id : "-", cut);
 
     srv_body_free(&x->body);
     srv_job_discard(&x->job);

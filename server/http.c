@@ -128,6 +128,7 @@ srv_http *srv_http_start(const cfg_config *cfg, const api_limits *limits, pool *
     h->keys = keys;
     h->listen_fd = MHD_INVALID_SOCKET;
     h->bodies.max = cfg->max_inflight_bytes;
+    h->unsent.max = cfg->max_unsent_bytes;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->idle, NULL);
     if (srv_inline_start(h) != 0) {

@@ -35,6 +35,7 @@ struct srv_http {
     int inline_key_made;
 
     srv_budget bodies; /* request bodies held at once (body.h) */
+    srv_budget unsent; /* answers built and not yet sent (answer.h) */
     atomic_int draining;
     atomic_size_t connections; /* open, counted by on_connection */
     pthread_mutex_t mu;
@@ -74,8 +75,9 @@ typedef struct srv_exchange {
     int fd;                 /* the connection's socket, to see whether its client left */
     srv_watched *watched;   /* the connection's deadline entry (watch.h), or NULL */
     struct timespec start;
-    int status; /* of the answer queued, for the log */
-    size_t bytes;
+    int status;   /* of the answer queued, for the log */
+    size_t bytes; /* its body's length */
+    size_t sent;  /* of its body, the bytes libmicrohttpd has taken (answer.h) */
 
     srv_body body;
     srv_job job;

@@ -56,7 +56,7 @@ void srv_log_info(const char *fmt, ...) {
 }
 
 void srv_log_access(const char *method, const char *path, int status, size_t bytes, double ms,
-                    const char *request_id) {
+                    const char *request_id, const char *cut) {
     flockfile(stderr);
     log_stamp(stderr);
     fputs_unlocked("access ", stderr);
@@ -65,6 +65,7 @@ void srv_log_access(const char *method, const char *path, int status, size_t byt
     log_escaped(stderr, path, LOG_PATH_MAX);
     fprintf(stderr, " %d %zuB %.2fms id=", status, bytes, ms);
     log_escaped(stderr, request_id, 128);
+    if (cut) fprintf(stderr, " cut=%s", cut);
     fputc_unlocked('\n', stderr);
     funlockfile(stderr);
 }

@@ -141,6 +141,10 @@ char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size
             "them, under --inline-max-flops.\n"
             "# TYPE attn_inline_total counter\n"
             "attn_inline_total %llu\n"
+            "# HELP attn_answers_cut_total Answers not sent whole: their client stopped reading "
+            "for --connection-timeout, or left.\n"
+            "# TYPE attn_answers_cut_total counter\n"
+            "attn_answers_cut_total %llu\n"
             "# HELP attn_connections_refused_total Connections closed at accept: "
             "--max-connections were open.\n"
             "# TYPE attn_connections_refused_total counter\n"
@@ -157,6 +161,7 @@ char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size
             "attn_connections_capacity %zu\n",
             (unsigned long long)metrics_get(&m->events[SRV_EVENT_JOB_DROPPED]),
             (unsigned long long)metrics_get(&m->events[SRV_EVENT_INLINE]),
+            (unsigned long long)metrics_get(&m->events[SRV_EVENT_ANSWER_CUT]),
             (unsigned long long)metrics_get(&m->events[SRV_EVENT_CONNECTION_REFUSED]),
             g->connections_timed_out, g->connections, g->connections_capacity);
     fprintf(f,
@@ -182,6 +187,13 @@ char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size
             "overloaded.\n"
             "# TYPE attn_body_bytes_capacity gauge\n"
             "attn_body_bytes_capacity %zu\n"
+            "# HELP attn_answer_bytes_unsent Bytes of answers built and not yet sent.\n"
+            "# TYPE attn_answer_bytes_unsent gauge\n"
+            "attn_answer_bytes_unsent %zu\n"
+            "# HELP attn_answer_bytes_capacity Bytes of unsent answers over which new work is "
+            "refused (503 overloaded).\n"
+            "# TYPE attn_answer_bytes_capacity gauge\n"
+            "attn_answer_bytes_capacity %zu\n"
             "# HELP attn_draining 1 while shutting down.\n"
             "# TYPE attn_draining gauge\n"
             "attn_draining %d\n"
@@ -189,7 +201,8 @@ char *srv_metrics_render(const srv_metrics *m, const srv_metrics_gauges *g, size
             "# TYPE process_start_time_seconds gauge\n"
             "process_start_time_seconds %.3f\n",
             g->queued, g->queue_capacity, g->busy_workers, g->workers, g->in_flight, g->body_bytes,
-            g->body_bytes_capacity, g->draining ? 1 : 0, m->start_time);
+            g->body_bytes_capacity, g->unsent_bytes, g->unsent_bytes_capacity, g->draining ? 1 : 0,
+            m->start_time);
 
     if (fclose(f) != 0) {
         free(buf);

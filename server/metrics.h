@@ -29,6 +29,7 @@ typedef enum srv_event {
     SRV_EVENT_JOB_DROPPED,        /* a job whose client had gone: not run, or stopped */
     SRV_EVENT_CONNECTION_REFUSED, /* a connection over --max-connections, closed at accept */
     SRV_EVENT_INLINE,             /* a computation answered on its polling thread (inline.h) */
+    SRV_EVENT_ANSWER_CUT,         /* an answer not sent whole: its client stopped reading or left */
     SRV_EVENT_COUNT
 } srv_event;
 
@@ -40,6 +41,7 @@ typedef struct srv_metrics_gauges {
     size_t connections, connections_capacity; /* open / --max-connections */
     size_t connections_timed_out;           /* so far: headers or body not in within the timeout */
     size_t body_bytes, body_bytes_capacity; /* request bodies held / allowed */
+    size_t unsent_bytes, unsent_bytes_capacity; /* answers built, not yet sent / allowed */
     int draining;
 } srv_metrics_gauges;
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "server/answer.h"
 #include "server/endpoint.h"
 #include "server/reply.h"
 #include "server/route.h"
@@ -29,6 +30,7 @@ enum MHD_Result srv_post_accept(srv_exchange *x, int (*type_ok)(const char *cont
                                 const char *type_rule) {
     srv_http *h = x->h;
     if (atomic_load(&h->draining)) return srv_reply_shutting_down(x);
+    if (srv_answer_budget_full(&h->unsent)) return srv_reply_unsent_full(x);
     const char *ct =
         MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!type_ok(ct)) return srv_reply_fail(x, 415, "unsupported_media_type", "%s", type_rule);

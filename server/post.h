@@ -3,7 +3,8 @@
  * same way on each: from the headers alone, before a byte of the body is
  * read, 503 while draining, 415 for a Content-Type the endpoint does not
  * take, 413 from Content-Length, and 503 overloaded when the body budget
- * cannot hold a first piece; once the body is in, the failures of reading
+ * cannot hold a first piece or the answers not yet sent are over theirs
+ * (answer.h); once the body is in, the failures of reading
  * it (413, 503). The answers take the route's error form (reply.h).
  */
 #ifndef SRV_POST_H

@@ -10,6 +10,7 @@
 
 #include "api/error.h"
 #include "api/oip.h"
+#include "server/answer.h"
 #include "server/cors.h"
 #include "server/endpoint.h"
 
@@ -50,21 +51,15 @@ static enum MHD_Result reply_queue(srv_exchange *x, unsigned status, struct MHD_
 
 enum MHD_Result srv_reply_new(srv_exchange *x, unsigned status, char *body, size_t len,
                               const char *content_type) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
+    struct MHD_Response *r = srv_answer_response(body, len, 1, &x->h->unsent, &x->sent);
+    if (!r) return MHD_NO;
     return reply_queue(x, status, r, len, content_type);
 }
 
 enum MHD_Result srv_reply_static(srv_exchange *x, unsigned status, const char *body, size_t len,
                                  const char *content_type) {
-    /* libmicrohttpd 0.9.75 takes a persistent buffer as void * but only
-     * reads it (MHD_create_response_from_buffer_static came in 1.0.0):
-     * the one place the const goes. */
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+    /* not owned, so only read: the one place the const goes */
+    struct MHD_Response *r = srv_answer_response((char *)body, len, 0, NULL, &x->sent);
     if (!r) return MHD_NO;
     return reply_queue(x, status, r, len, content_type);
 }
@@ -111,5 +106,18 @@ int srv_error_shutting_down(attn_error *err) {
 enum MHD_Result srv_reply_shutting_down(srv_exchange *x) {
     attn_error err;
     srv_error_shutting_down(&err);
+    return srv_reply_error(x, &err);
+}
+
+int srv_error_unsent_full(const srv_http *h, attn_error *err) {
+    return attn_error_set(err, 503, "overloaded", NULL,
+                          "the server holds too many answers their clients have not read (%zu "
+                          "bytes at most); retry later",
+                          h->cfg->max_unsent_bytes);
+}
+
+enum MHD_Result srv_reply_unsent_full(srv_exchange *x) {
+    attn_error err;
+    srv_error_unsent_full(x->h, &err);
     return srv_reply_error(x, &err);
 }

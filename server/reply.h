@@ -40,6 +40,11 @@ enum MHD_Result srv_reply_error(srv_exchange *x, const attn_error *err);
 int srv_error_shutting_down(attn_error *err);
 enum MHD_Result srv_reply_shutting_down(srv_exchange *x);
 
+/* The 503 overloaded of answers over --max-unsent-bytes (answer.h), in
+ * *err (-1), or sent. */
+int srv_error_unsent_full(const srv_http *h, attn_error *err);
+enum MHD_Result srv_reply_unsent_full(srv_exchange *x);
+
 /* The error body for err on x's route, malloc'd (NULL when out of
  * memory): the contract's, or on the /v2 paths the Open Inference
  * Protocol's {"error": "..."}. */

@@ -313,8 +313,17 @@ void hs_response_free(hs_response *r) {
 /* ---- raw socket ---- */
 
 int hs_raw_open(unsigned port) {
+    return hs_raw_open_rcvbuf(port, 0);
+}
+
+int hs_raw_open_rcvbuf(unsigned port, int rcvbuf) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
+    /* before connect, so that the window offered is small from the start */
+    if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0) {
+        close(fd);
+        return -1;
+    }
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
@@ -446,13 +455,17 @@ char *hs_wait_access_line(const hs_server *s, const char *id, double timeout_s) 
 
 char *hs_access_line(const char *log, const char *id) {
     char want[80];
-    snprintf(want, sizeof want, " id=%s\n", id);
-    const char *p = log ? strstr(log, want) : NULL;
-    if (!p) return NULL;
+    snprintf(want, sizeof want, " id=%s", id);
+    const size_t n = strlen(want);
+    /* the id ends the line, or a field follows it (" cut=...") */
+    const char *p = log;
+    while (p && (p = strstr(p, want)) && p[n] != '\n' && p[n] != ' ')
+        p += n;
+    if (!p || !strchr(p, '\n')) return NULL; /* none, or its line not yet whole */
     const char *start = p;
     while (start > log && start[-1] != '\n')
         start--;
-    return strndup(start, (size_t)(p - start) + strlen(want) - 1);
+    return strndup(start, (size_t)(strchr(p, '\n') - start));
 }
 
 int hs_wait_served(unsigned port, const char *path, double timeout_s) {

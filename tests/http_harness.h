@@ -95,6 +95,9 @@ char *hs_raw(unsigned port, const char *request, size_t len, double timeout_s);
 
 /* A connected socket to 127.0.0.1:port, or -1. */
 int hs_raw_open(unsigned port);
+/* The same, with SO_RCVBUF set to rcvbuf bytes first (0: the default): a
+ * client that reads nothing then holds little of an answer in its socket. */
+int hs_raw_open_rcvbuf(unsigned port, int rcvbuf);
 
 /* Sends all of data; 0, or -1 when the connection broke. */
 int hs_raw_send(int fd, const void *data, size_t len);
