@@ -7,7 +7,9 @@
  *   0. open the checkpoint: a directory's config.json (jansson) and its
  *      safetensors (model.safetensors, or every shard that
  *      model.safetensors.index.json's weight_map names), or one file; the
- *      options override the configuration (import.h);
+ *      options override the configuration (import.h); each file is
+ *      opened with store_open_regular (open.h), so that a FIFO or a
+ *      directory in a file's place is refused by name, never waited on;
  *   1. the architecture: the option's, else config.json's model_type, else
  *      the tensor names, scanned once for each architecture's "anchor"
  *      tensor (the first one a layer needs) under each accepted prefix,
@@ -39,8 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "store/model.h"
+#include "store/open.h"
 #include "store/safetensors.h"
 #include "store/tensor.h"
 
@@ -79,6 +83,19 @@ static int src_add(ckpt_src *s, const char *path, attn_error *err) {
     return 0;
 }
 
+/* The JSON value of the file at path: a regular file (a FIFO named
+ * config.json would otherwise block the import for good: open.h). NULL
+ * with err set when it cannot be opened or is not JSON. */
+static json_t *json_file_load(const char *path, attn_error *err) {
+    int fd = store_open_regular(path, NULL, err);
+    if (fd < 0) return NULL;
+    json_error_t jerr;
+    json_t *v = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+    close(fd);
+    if (!v) store_error_set(err, path, "not JSON: %s (line %d)", jerr.text, jerr.line);
+    return v;
+}
+
 static int is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -95,12 +112,9 @@ static int src_open(ckpt_src *s, const char *path, attn_error *err) {
     memset(s, 0, sizeof *s);
     if (!is_dir(path)) return src_add(s, path, err);
     char p[4096];
-    json_error_t jerr;
     snprintf(p, sizeof p, "%s/config.json", path);
     if (exists(p)) {
-        s->config = json_load_file(p, JSON_REJECT_DUPLICATES, &jerr);
-        if (!s->config)
-            return store_error_set(err, p, "not JSON: %s (line %d)", jerr.text, jerr.line);
+        if (!(s->config = json_file_load(p, err))) return -1;
         if (!json_is_object(s->config)) return store_error_set(err, p, "not a JSON object");
     }
     snprintf(p, sizeof p, "%s/model.safetensors", path);
@@ -110,8 +124,8 @@ static int src_open(ckpt_src *s, const char *path, attn_error *err) {
         return store_error_set(err, path,
                                "a checkpoint directory holds model.safetensors or "
                                "model.safetensors.index.json, and this one neither");
-    json_t *index = json_load_file(p, JSON_REJECT_DUPLICATES, &jerr);
-    if (!index) return store_error_set(err, p, "not JSON: %s (line %d)", jerr.text, jerr.line);
+    json_t *index = json_file_load(p, err);
+    if (!index) return -1;
     json_t *map = json_object_get(index, "weight_map");
     if (!json_is_object(map)) {
         json_decref(index);
