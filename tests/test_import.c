@@ -1601,6 +1601,49 @@ START_TEST(test_not_regular_files) {
 }
 END_TEST
 
+/* Products of configuration values are checked before they are used: a
+ * head_dim of 2^61 + 1 with 8 heads would wrap n_heads·d_head to 8, which
+ * the tensors below (q [8, 16]: 8 heads of 1) would then match. */
+START_TEST(test_config_products) {
+    ckpt c;
+    modern_build(&c, STORE_DTYPE_F32, 42, "model.layers.", ".self_attn", 0, LD, 8, 8, 1, 0, 0,
+                 "o_proj", 0);
+    const char *dir = tpath("wraps");
+    ck_write_dir(&c, dir,
+                 "{\"model_type\": \"llama\", \"num_attention_heads\": 8, "
+                 "\"head_dim\": 2305843009213693953}",
+                 0);
+    store_import_options opt = {.layer = 0};
+    expect_fail(dir, &opt, "config.json's \"num_attention_heads\"", "\"head_dim\"",
+                "(8 × 2305843009213693953) overflows", NULL);
+    /* The same through the options. */
+    store_import_options heads = {.layer = 0, .n_heads = 8, .d_head = (size_t)1 << 62};
+    expect_fail(dir, &heads, "--heads × --head-dim (8 × 4611686018427387904) overflows", NULL);
+    ck_free(&c);
+
+    /* h·dh fits, q, k and v's 3·h·dh does not (a fused GPT-NeoX layer). */
+    modern_build(&c, STORE_DTYPE_F32, 43, "gpt_neox.layers.", ".attention", 1, LD, LH, LH, LDH, 1,
+                 1, "dense", 1);
+    dir = tpath("wraps-fused");
+    ck_write_dir(&c, dir, "{\"model_type\": \"gpt_neox\", \"num_attention_heads\": 4}", 0);
+    store_import_options fused = {.layer = 0, .d_head = ((size_t)1 << 62) / 3 + 1};
+    expect_fail(dir, &fused, "3 × config.json's \"num_attention_heads\" × --head-dim", "overflows",
+                NULL);
+    ck_free(&c);
+
+    /* A rotary fraction times d_head: a fraction above 1 is no fraction. */
+    modern_build(&c, STORE_DTYPE_F32, 44, "model.layers.", ".self_attn", 0, LD, LH, LG, LDH, 0, 0,
+                 "o_proj", 0);
+    dir = tpath("rotary");
+    ck_write_dir(&c, dir,
+                 "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2, \"partial_rotary_factor\": 1e300}",
+                 0);
+    expect_fail(dir, &opt, "config.json's \"partial_rotary_factor\" 1e+300 is more than 1", NULL);
+    ck_free(&c);
+}
+END_TEST
+
 /* ---- the binary -------------------------------------------------------------------- */
 
 /* Runs the tool with args (NULL-terminated), stdout and stderr into
@@ -1801,6 +1844,7 @@ static Suite *import_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, test_not_regular_files);
+    tcase_add_test(tc, test_config_products);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("faults");
