@@ -7,7 +7,9 @@
  *   0. open the checkpoint: a directory's config.json (jansson) and its
  *      safetensors (model.safetensors, or every shard that
  *      model.safetensors.index.json's weight_map names), or one file; the
- *      options override the configuration (import.h);
+ *      options override the configuration (import.h); each file is
+ *      opened with store_open_regular (open.h), so that a FIFO or a
+ *      directory in a file's place is refused by name, never waited on;
  *   1. the architecture: the option's, else config.json's model_type, else
  *      the tensor names, scanned once for each architecture's "anchor"
  *      tensor (the first one a layer needs) under each accepted prefix,
@@ -39,8 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "store/model.h"
+#include "store/open.h"
 #include "store/safetensors.h"
 #include "store/tensor.h"
 
@@ -79,6 +83,19 @@ static int src_add(ckpt_src *s, const char *path, attn_error *err) {
     return 0;
 }
 
+/* The JSON value of the file at path: a regular file (a FIFO named
+ * config.json would otherwise block the import for good: open.h). NULL
+ * with err set when it cannot be opened or is not JSON. */
+static json_t *json_file_load(const char *path, attn_error *err) {
+    int fd = store_open_regular(path, NULL, err);
+    if (fd < 0) return NULL;
+    json_error_t jerr;
+    json_t *v = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+    close(fd);
+    if (!v) store_error_set(err, path, "not JSON: %s (line %d)", jerr.text, jerr.line);
+    return v;
+}
+
 static int is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -95,12 +112,9 @@ static int src_open(ckpt_src *s, const char *path, attn_error *err) {
     memset(s, 0, sizeof *s);
     if (!is_dir(path)) return src_add(s, path, err);
     char p[4096];
-    json_error_t jerr;
     snprintf(p, sizeof p, "%s/config.json", path);
     if (exists(p)) {
-        s->config = json_load_file(p, JSON_REJECT_DUPLICATES, &jerr);
-        if (!s->config)
-            return store_error_set(err, p, "not JSON: %s (line %d)", jerr.text, jerr.line);
+        if (!(s->config = json_file_load(p, err))) return -1;
         if (!json_is_object(s->config)) return store_error_set(err, p, "not a JSON object");
     }
     snprintf(p, sizeof p, "%s/model.safetensors", path);
@@ -110,8 +124,8 @@ static int src_open(ckpt_src *s, const char *path, attn_error *err) {
         return store_error_set(err, path,
                                "a checkpoint directory holds model.safetensors or "
                                "model.safetensors.index.json, and this one neither");
-    json_t *index = json_load_file(p, JSON_REJECT_DUPLICATES, &jerr);
-    if (!index) return store_error_set(err, p, "not JSON: %s (line %d)", jerr.text, jerr.line);
+    json_t *index = json_file_load(p, err);
+    if (!index) return -1;
     json_t *map = json_object_get(index, "weight_map");
     if (!json_is_object(map)) {
         json_decref(index);
@@ -633,15 +647,16 @@ static int shape_want(const store_tensor *t, size_t d0, size_t d1, const char *r
                            store_tensor_shape_text(t, got, sizeof got), exp, rule);
 }
 
+/* config.json's keys for the number of heads, the first present read. */
+#define HEADS_KEYS                                                                                 \
+    KEYS("num_attention_heads", "n_head", "decoder_attention_heads", "encoder_attention_heads")
+
 /* The number of heads: the option's, else config.json's. */
 static int heads_resolve(const store_import_options *opt, const json_t *cfg, size_t *h,
                          const char *path, attn_error *err) {
     *h = opt->n_heads;
     if (*h) return 0;
-    int got = cfg_count(
-        cfg,
-        KEYS("num_attention_heads", "n_head", "decoder_attention_heads", "encoder_attention_heads"),
-        h, path, err);
+    int got = cfg_count(cfg, HEADS_KEYS, h, path, err);
     if (got < 0) return -1;
     if (!got)
         return store_error_set(err, path, "the number of heads is unknown: %s (--heads)",
@@ -664,10 +679,17 @@ static int rope_resolve(const store_import_options *opt, const json_t *cfg, cons
         return -1;
     /* GPT-NeoX's configuration defaults rotary_pct to 0.25 (Pythia's). */
     double fraction = neox ? 0.25 : 1;
-    if (cfg_number(
-            cfg, neox ? KEYS("rotary_pct", "partial_rotary_factor") : KEYS("partial_rotary_factor"),
-            &fraction, path, err) < 0)
-        return -1;
+    const char *const *fraction_keys =
+        neox ? KEYS("rotary_pct", "partial_rotary_factor") : KEYS("partial_rotary_factor");
+    if (cfg_number(cfg, fraction_keys, &fraction, path, err) < 0) return -1;
+    /* dh · fraction becomes a count of coordinates: above 1 it is not a
+     * part of d_head, and far above it would not even convert to a size. */
+    const char *which;
+    if (!opt->rope_dims && fraction > 1 && cfg_get(cfg, fraction_keys, &which))
+        return store_error_set(err, path,
+                               "config.json's \"%s\" %g is more than 1 (the part of d_head "
+                               "that RoPE rotates)",
+                               which, fraction);
     rope->dims = opt->rope_dims ? opt->rope_dims : (size_t)((double)dh * fraction);
     if (rope->dims % 2 || rope->dims > dh || rope->dims == 0)
         return store_error_set(err, path,
@@ -686,7 +708,6 @@ static int rope_resolve(const store_import_options *opt, const json_t *cfg, cons
     if (!rs || json_is_null(rs)) return 0;
     if (!json_is_object(rs))
         return store_error_set(err, path, "config.json's \"rope_scaling\" is not an object");
-    const char *which;
     json_t *type = cfg_get(rs, KEYS("rope_type", "type"), &which);
     const char *ty = type ? json_string_value(type) : NULL;
     if (!ty) return store_error_set(err, path, "config.json's \"rope_scaling\" has no type");
@@ -764,6 +785,46 @@ static int part_get(const ckpt_src *src, modern_parts *p, int slot, const char *
     return 0;
 }
 
+/* For a message: where a value came from, the option when it was given,
+ * else config.json's key (the first of keys present), else `otherwise`.
+ * In buf when it is a key. */
+static const char *value_source(char *buf, size_t len, int by_option, const char *option,
+                                const json_t *cfg, const char *const *keys, const char *otherwise) {
+    const char *which;
+    if (by_option) return option;
+    if (!keys || !cfg_get(cfg, keys, &which)) return otherwise;
+    snprintf(buf, len, "config.json's \"%s\"", which);
+    return buf;
+}
+
+/*
+ * h·dh into *hd, refused when it, or 3·h·dh, overflows a size: h and dh
+ * may come from config.json, whatever their size (head_dim 2^61 + 1 with
+ * 8 heads would wrap h·dh to 8 and could then match a tensor's shape).
+ * 3·h·dh bounds the rest: g divides h, so the columns of q, k and v, hd +
+ * 2·gd or the fused 3·hd, are at most 3·hd; every other product of the
+ * import has a tensor of the file as a factor, whose size the reader
+ * checked.
+ */
+static int heads_width(const store_import_options *opt, const json_t *cfg, size_t h, size_t dh,
+                       int dh_from_config, size_t *hd, const char *path, attn_error *err) {
+    size_t three;
+    int over = __builtin_mul_overflow(h, dh, hd);
+    if (!over && !__builtin_mul_overflow(*hd, 3, &three)) return 0;
+    char hb[64], db[64];
+    const char *hs =
+        value_source(hb, sizeof hb, opt->n_heads != 0, "--heads", cfg, HEADS_KEYS, "n_heads");
+    const char *ds =
+        value_source(db, sizeof db, opt->d_head != 0, "--head-dim", cfg,
+                     dh_from_config ? KEYS("head_dim") : NULL, "d_head (from the tensors)");
+    if (over)
+        return store_error_set(err, path, "%s × %s (%zu × %zu) overflows a size", hs, ds, h, dh);
+    return store_error_set(err, path,
+                           "3 × %s × %s (3 × %zu × %zu, the columns of q, k and v) overflows a "
+                           "size",
+                           hs, ds, h, dh);
+}
+
 /*
  * Llama, Gemma 2, GPT-NeoX, BLOOM, Whisper: reads layer `layer` into *m.
  *   separate q, k, v (nn.Linear [out, in]):
@@ -827,13 +888,18 @@ static int modern_read(const ckpt_src *src, const char *path, const arch_desc *a
         goto done;
     }
     size_t g = h, dh = opt->d_head;
+    int dh_from_config = 0;
     int grouped = a->arch == STORE_IMPORT_LLAMA || a->arch == STORE_IMPORT_GEMMA2;
     if (grouped) {
         if (opt->n_kv_heads)
             g = opt->n_kv_heads;
         else if (cfg_count(cfg, KEYS("num_key_value_heads"), &g, path, err) < 0)
             goto done;
-        if (!dh && cfg_count(cfg, KEYS("head_dim"), &dh, path, err) < 0) goto done;
+        if (!dh) {
+            int got = cfg_count(cfg, KEYS("head_dim"), &dh, path, err);
+            if (got < 0) goto done;
+            dh_from_config = got;
+        }
         if (!dh) {
             if (q->shape[0] % h) {
                 store_error_set(err, path,
@@ -855,7 +921,9 @@ static int modern_read(const ckpt_src *src, const char *path, const arch_desc *a
         store_error_set(err, path, "%zu K/V heads do not divide %zu heads", g, h);
         goto done;
     }
-    size_t hd = h * dh, gd = g * dh;
+    size_t hd, gd;
+    if (heads_width(opt, cfg, h, dh, dh_from_config, &hd, path, err) != 0) goto done;
+    gd = g * dh; /* ≤ hd: g divides h */
     if (fused) {
         if (shape_want(p.t[MP_WQ], 3 * hd, d, "[3·n_heads·d_head, d_model]", path, err) ||
             (p.t[MP_BQ] && shape_want(p.t[MP_BQ], 3 * hd, 0, "[3·n_heads·d_head]", path, err)))

@@ -118,9 +118,12 @@ typedef struct store_import_result {
  * type, a model_type this does not read, a RoPE scaling it does not know,
  * unknown or ambiguous architecture, no such layer, a missing tensor named
  * in full, shapes that disagree, d_model not divisible by n_heads, a dtype
- * other than F32/F16/BF16, a non-finite value), "<out_path>: …" when
- * writing fails, a bare sentence for a bad option (an invalid name, no
- * heads from anywhere). On failure out_path is left as it was.
+ * other than F32/F16/BF16, a non-finite value), "<file>: …" for a file of
+ * it that cannot be read (config.json, the index or a shard that is not a
+ * regular file, "<dir>/config.json: not a regular file (a FIFO)", is
+ * refused at once, never waited on), "<out_path>: …" when writing fails, a
+ * bare sentence for a bad option (an invalid name, no heads from
+ * anywhere). On failure out_path is left as it was.
  */
 int store_import_checkpoint(const char *in_path, const char *out_path,
                             const store_import_options *opt, store_import_result *res,

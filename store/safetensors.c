@@ -1,12 +1,13 @@
 /*
  * safetensors.c — the reader of safetensors.h, and the dtype table.
  *
- * Reading: open, fstat, then either read the whole file into one buffer
- * (STORE_READ_COPY) or mmap it (STORE_READ_MAP, PROT_READ, MAP_PRIVATE);
- * close the descriptor. The buffer is aligned so that a tensor keeps the
- * alignment its offset has in the file, as in a page-aligned mapping: 64
- * bytes (a cache line, as the engine's workspace) for small files, 2 MiB
- * for files of 2 MiB and more, whose buffer is also advised to transparent
+ * Reading: open (a regular file only, never waiting on a FIFO: open.h),
+ * then either read the whole file into one buffer (STORE_READ_COPY) or
+ * mmap it (STORE_READ_MAP, PROT_READ, MAP_PRIVATE); close the descriptor.
+ * The buffer is aligned so that a tensor keeps the alignment its offset
+ * has in the file, as in a page-aligned mapping: 64 bytes (a cache line,
+ * as the engine's workspace) for small files, 2 MiB for files of 2 MiB
+ * and more, whose buffer is also advised to transparent
  * huge pages before it is first touched (the engine streams whole weight
  * matrices through sgemm; 4 KiB pages would cost a TLB miss every 1024
  * floats). The file is read straight into that buffer, so the peak memory
@@ -30,6 +31,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "store/open.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "store/ reads little-endian tensors in place: a big-endian host needs byte swaps"
@@ -340,25 +343,10 @@ int store_file_open_mode(store_file **out, const char *path, store_read_mode mod
     }
     f->mode = mode;
 
-    /* O_NONBLOCK: opening a FIFO named *.safetensors must not wait for a
-     * writer (the main thread would then never see SIGTERM); it is refused
-     * as not a regular file just below. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        store_error_set(err, path, "cannot open: %s", strerror(errno));
-        goto fail;
-    }
+    /* A FIFO named *.safetensors is refused, not waited on (open.h). */
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        store_error_set(err, path, "cannot stat: %s", strerror(errno));
-        close(fd);
-        goto fail;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        store_error_set(err, path, "not a regular file");
-        close(fd);
-        goto fail;
-    }
+    int fd = store_open_regular(path, &sb, err);
+    if (fd < 0) goto fail;
     if (sb.st_size < 8) {
         store_error_set(err, path, "file is %lld bytes, shorter than the 8-byte header length",
                         (long long)sb.st_size);

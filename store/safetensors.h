@@ -40,8 +40,9 @@
  *
  * The writer streams a file: tensors in the order given, contiguous, the
  * header padded with spaces so that the data section starts at a multiple
- * of 8 bytes. It writes "<path>.tmp-<pid>" and renames it over <path> at
- * the end, so a reader never sees half a file.
+ * of 8 bytes. It writes a new file beside <path> ("<path>.tmp-" and random
+ * hex digits, created exclusively: never a file or link already there) and
+ * renames it over <path> at the end, so a reader never sees half a file.
  */
 #ifndef STORE_SAFETENSORS_H
 #define STORE_SAFETENSORS_H
@@ -165,7 +166,7 @@ typedef struct store_write_tensor {
  * Writes a safetensors file at `path` (replacing it) with the given
  * metadata (may be NULL when n_meta is 0) and tensors. Returns 0 and, when
  * file_bytes is not NULL, the size of the file written; or -1 with err set,
- * and then nothing is left at `path`'s temporary name. Names must be
+ * and then no temporary file is left beside `path`. Names must be
  * distinct; keys and values are UTF-8.
  */
 int store_file_write(const char *path, const store_metadata *meta, size_t n_meta,

@@ -4,10 +4,18 @@
  * The header is built with jansson (compact, in the order given:
  * __metadata__ first, then the tensors, contiguous from offset 0), padded
  * with spaces to a multiple of 8 bytes, and written with the tensors'
- * bytes to "<path>.tmp-<pid>" beside the target, which is fsync'd and
+ * bytes to a new temporary file beside the target, which is fsync'd and
  * renamed over the target: a reader sees the old file or the new one,
  * never a part. On failure the temporary file is removed and the target
  * left as it was.
+ *
+ * The temporary file is "<path>.tmp-" and 16 random hex digits, created
+ * with O_CREAT | O_EXCL | O_NOFOLLOW: whatever already has the name (a
+ * file, or a link planted there by whoever can write the directory,
+ * pointing anywhere) is never opened, and a name taken is given up for
+ * another. A fixed name such as "<path>.tmp-<pid>" would let anyone who
+ * guesses it redirect the model's bytes through a link onto any file the
+ * writer may write.
  */
 #include "store/safetensors.h"
 
@@ -17,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- writing ----------------------------------------------------------- */
@@ -118,6 +128,31 @@ static int tensor_stream(int fd, const store_write_tensor *t, size_t bytes) {
     return 0;
 }
 
+/* Room after the path for the temporary name's ".tmp-", 16 hex digits, NUL. */
+#define TEMP_SUFFIX_MAX 32
+
+/* Creates the temporary file beside path (see the top of this file), its
+ * name in tmp (strlen(path) + TEMP_SUFFIX_MAX bytes). Mode 0644 less the
+ * umask, as any new file; not mkstemp, which creates 0600: widening that
+ * with fchmod would ignore the umask. The descriptor, or -1 with errno. */
+static int temp_create(const char *path, char *tmp, size_t tmp_len) {
+    for (unsigned attempt = 0; attempt < 100; attempt++) {
+        uint64_t r;
+        if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+            /* No entropy yet (early boot) or no getrandom: O_EXCL keeps
+             * this safe, the name only has to differ from the last one. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            r = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+                attempt;
+        }
+        snprintf(tmp, tmp_len, "%s.tmp-%016llx", path, (unsigned long long)r);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1; /* errno is EEXIST */
+}
+
 int store_file_write(const char *path, const store_metadata *meta, size_t n_meta,
                      const store_write_tensor *tensors, size_t n_tensors, size_t *file_bytes,
                      attn_error *err) {
@@ -130,17 +165,19 @@ int store_file_write(const char *path, const store_metadata *meta, size_t n_meta
     }
     size_t len = strlen(header), padded = (len + 7) / 8 * 8;
 
-    size_t tmp_len = strlen(path) + 32;
+    size_t tmp_len = strlen(path) + TEMP_SUFFIX_MAX;
     char *tmp = malloc(tmp_len);
     int fd = -1;
     if (!tmp) {
         store_error_set(err, path, "out of memory");
         goto done;
     }
-    snprintf(tmp, tmp_len, "%s.tmp-%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = temp_create(path, tmp, tmp_len);
     if (fd < 0) {
-        store_error_set(err, path, "cannot create %s: %s", tmp, strerror(errno));
+        store_error_set(err, path, "cannot create a temporary file %s: %s", tmp, strerror(errno));
+        /* not ours: nothing to remove */
+        free(tmp);
+        tmp = NULL;
         goto done;
     }
 

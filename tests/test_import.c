@@ -1548,6 +1548,102 @@ START_TEST(test_config_faults) {
 }
 END_TEST
 
+/* Replaces the file `name` of directory dir by a FIFO. */
+static void fifo_plant(const char *dir, const char *name) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    ck_assert_int_eq(unlink(p), 0);
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+}
+
+/* Every file of a checkpoint directory that is a FIFO (or anything but a
+ * regular file) is refused at once, by name: opening a FIFO for reading
+ * would wait for a writer that never comes. The case's timeout fails a
+ * wait. */
+START_TEST(test_not_regular_files) {
+    ckpt c;
+    modern_build(&c, STORE_DTYPE_F32, 41, "model.layers.", ".self_attn", 0, LD, LH, LG, LDH, 0, 0,
+                 "o_proj", 0);
+    static const char config[] = "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "
+                                 "\"num_key_value_heads\": 2}";
+    store_import_options opt = {.layer = 0};
+
+    const char *dir = tpath("fifo-config");
+    ck_write_dir(&c, dir, config, 0);
+    fifo_plant(dir, "config.json");
+    expect_fail(dir, &opt, "/config.json: not a regular file", NULL);
+
+    dir = tpath("fifo-index");
+    ck_write_dir(&c, dir, config, 1);
+    fifo_plant(dir, "model.safetensors.index.json");
+    expect_fail(dir, &opt, "/model.safetensors.index.json: not a regular file", NULL);
+
+    dir = tpath("fifo-shard");
+    ck_write_dir(&c, dir, config, 1);
+    fifo_plant(dir, "model-00002-of-00002.safetensors");
+    expect_fail(dir, &opt, "/model-00002-of-00002.safetensors: not a regular file", NULL);
+
+    /* A directory is not a file either. */
+    dir = tpath("dir-config");
+    ck_write_dir(&c, dir, config, 0);
+    char p[700];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    ck_assert_int_eq(unlink(p), 0);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    expect_fail(dir, &opt, "/config.json: not a regular file", NULL);
+
+    /* One file given alone. */
+    const char *fifo = tpath("pipe.safetensors");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    store_import_options one = {.layer = 0, .n_heads = LH};
+    expect_fail(fifo, &one, "pipe.safetensors: not a regular file", NULL);
+    ck_free(&c);
+}
+END_TEST
+
+/* Products of configuration values are checked before they are used: a
+ * head_dim of 2^61 + 1 with 8 heads would wrap n_heads·d_head to 8, which
+ * the tensors below (q [8, 16]: 8 heads of 1) would then match. */
+START_TEST(test_config_products) {
+    ckpt c;
+    modern_build(&c, STORE_DTYPE_F32, 42, "model.layers.", ".self_attn", 0, LD, 8, 8, 1, 0, 0,
+                 "o_proj", 0);
+    const char *dir = tpath("wraps");
+    ck_write_dir(&c, dir,
+                 "{\"model_type\": \"llama\", \"num_attention_heads\": 8, "
+                 "\"head_dim\": 2305843009213693953}",
+                 0);
+    store_import_options opt = {.layer = 0};
+    expect_fail(dir, &opt, "config.json's \"num_attention_heads\"", "\"head_dim\"",
+                "(8 × 2305843009213693953) overflows", NULL);
+    /* The same through the options. */
+    store_import_options heads = {.layer = 0, .n_heads = 8, .d_head = (size_t)1 << 62};
+    expect_fail(dir, &heads, "--heads × --head-dim (8 × 4611686018427387904) overflows", NULL);
+    ck_free(&c);
+
+    /* h·dh fits, q, k and v's 3·h·dh does not (a fused GPT-NeoX layer). */
+    modern_build(&c, STORE_DTYPE_F32, 43, "gpt_neox.layers.", ".attention", 1, LD, LH, LH, LDH, 1,
+                 1, "dense", 1);
+    dir = tpath("wraps-fused");
+    ck_write_dir(&c, dir, "{\"model_type\": \"gpt_neox\", \"num_attention_heads\": 4}", 0);
+    store_import_options fused = {.layer = 0, .d_head = ((size_t)1 << 62) / 3 + 1};
+    expect_fail(dir, &fused, "3 × config.json's \"num_attention_heads\" × --head-dim", "overflows",
+                NULL);
+    ck_free(&c);
+
+    /* A rotary fraction times d_head: a fraction above 1 is no fraction. */
+    modern_build(&c, STORE_DTYPE_F32, 44, "model.layers.", ".self_attn", 0, LD, LH, LG, LDH, 0, 0,
+                 "o_proj", 0);
+    dir = tpath("rotary");
+    ck_write_dir(&c, dir,
+                 "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2, \"partial_rotary_factor\": 1e300}",
+                 0);
+    expect_fail(dir, &opt, "config.json's \"partial_rotary_factor\" 1e+300 is more than 1", NULL);
+    ck_free(&c);
+}
+END_TEST
+
 /* ---- the binary -------------------------------------------------------------------- */
 
 /* Runs the tool with args (NULL-terminated), stdout and stderr into
@@ -1741,6 +1837,14 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_whisper);
     tcase_add_test(tc, test_single_file_options);
     tcase_add_test(tc, test_config_faults);
+    suite_add_tcase(s, tc);
+
+    /* A FIFO waited on would hang: the timeout turns that into a failure. */
+    tc = tcase_create("files");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, test_not_regular_files);
+    tcase_add_test(tc, test_config_products);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("faults");

@@ -1313,6 +1313,48 @@ START_TEST(test_round_trip) {
 }
 END_TEST
 
+/* A link planted at a temporary name anyone could guess beside the
+ * output, "<path>.tmp-<pid>", must not redirect the write: the link's
+ * target keeps its bytes, and the output is a new regular file holding
+ * the model, with the permissions 0644 less the umask, as a plain
+ * open(…, 0644) gives. */
+START_TEST(test_write_temp_not_planted) {
+    const char *victim = tpath("victim.txt");
+    static const char precious[] = "not a model\n";
+    write_bytes(victim, precious, sizeof precious - 1);
+    const char *p = tpath("m.safetensors");
+    char planted[600];
+    snprintf(planted, sizeof planted, "%s.tmp-%ld", p, (long)getpid());
+    ck_assert_int_eq(symlink(victim, planted), 0);
+
+    size_t shape[2] = {4, 12};
+    store_write_tensor t[] = {{"w_qkv", STORE_DTYPE_F32, 2, shape, values(), NULL, NULL}};
+    store_metadata meta[] = {{"n_heads", "1"}};
+    attn_error err;
+    ck_assert_msg(store_file_write(p, meta, 1, t, 1, NULL, &err) == 0, "%s", err.message);
+
+    char got[64] = {0};
+    FILE *fp = fopen(victim, "rb");
+    ck_assert_ptr_nonnull(fp);
+    size_t n = fread(got, 1, sizeof got, fp);
+    fclose(fp);
+    ck_assert_msg(n == sizeof precious - 1 && memcmp(got, precious, n) == 0,
+                  "the link's target was overwritten (%zu bytes now)", n);
+    struct stat sb;
+    ck_assert_int_eq(lstat(planted, &sb), 0); /* not the writer's to remove */
+    ck_assert(S_ISLNK(sb.st_mode));
+    ck_assert_int_eq(lstat(p, &sb), 0);
+    ck_assert_msg(S_ISREG(sb.st_mode), "the output is not a regular file");
+    mode_t mask = umask(0);
+    umask(mask);
+    ck_assert_uint_eq(sb.st_mode & 0777, 0644 & ~mask);
+    store_model *m;
+    ck_assert_msg(store_model_load(&m, p, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(m->weights.d_model, 4);
+    store_model_destroy(m);
+}
+END_TEST
+
 /* ---- the set ---------------------------------------------------------------- */
 
 /* A valid demo-like model file named `file` in dir, with model name `name`
@@ -2198,6 +2240,7 @@ static Suite *store_suite(void) {
     tcase_add_test(tc, test_offsets);
     tcase_add_test(tc, test_shape_offset_disagree);
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_write_temp_not_planted);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("model");
