@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+
+#include "store/open.h"
 
 #define SRV_KEY_MAX 256
 
@@ -51,10 +54,18 @@ static int key_char(unsigned char c) {
 }
 
 long srv_keys_load(srv_keys *k, const char *path, attn_error *err) {
-    FILE *f = fopen(path, "r");
+    /* a FIFO would hold the start or a reload until a writer came */
+    attn_error open_err;
+    int fd = store_open_regular(path, NULL, &open_err);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (fd < 0) {
+        attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s", open_err.message);
+        return -1;
+    }
     if (!f) {
         attn_error_set(err, 0, "invalid_api_keys", NULL, "--api-keys-file %s: %s", path,
                        strerror(errno));
+        close(fd);
         return -1;
     }
     char **keys = NULL, line[SRV_KEY_MAX + 64];

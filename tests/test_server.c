@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1129,6 +1130,11 @@ START_TEST(keys_file_refusals) {
     }
     ck_assert_int_eq(srv_keys_load(k, "/nonexistent/keys", &e), -1);
     ck_assert_ptr_nonnull(strstr(err, "No such file"));
+    /* a FIFO is refused at once, never waited on for a writer */
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(srv_keys_load(k, path, &e), -1);
+    unlink(path);
+    ck_assert_msg(strstr(err, "not a regular file"), "%s", err);
     ck_assert(srv_keys_allow(k, "Bearer first"));
     srv_keys_destroy(k);
 }
