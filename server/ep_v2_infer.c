@@ -7,7 +7,8 @@
  * application/octet-stream (none at all is accepted: tritonclient sends
  * none), 413 from Content-Length, 503 when the body budget cannot hold a
  * first piece. Once the body is in: 400 for an
- * Inference-Header-Content-Length that is not a length, 404 for a name no
+ * Inference-Header-Content-Length that is not a length, or given twice
+ * with different values (as two Content-Lengths are), 404 for a name no
  * model can have; then a computation of the Open Inference Protocol's
  * wire format (dispatch.h, api/call.h), whose job finds the model in the
  * store's current set. The answer carries
@@ -47,13 +48,42 @@ static enum MHD_Result infer_accept(srv_exchange *x) {
                            "Inference-Header-Content-Length)");
 }
 
-/* Inference-Header-Content-Length: -1 when absent, -2 when not a length. */
+/* Every Inference-Header-Content-Length of a request, read as framing.c
+ * reads Content-Length: the same value more than once (blanks around it
+ * aside) is that value, and values that differ are refused. */
+typedef struct header_lengths {
+    const char *first; /* the first value, leading blanks skipped; NULL: none */
+    size_t first_len;  /* its length, trailing blanks dropped */
+    int differ;        /* a later one differs from it */
+} header_lengths;
+
+static enum MHD_Result header_length_seen(void *cls, enum MHD_ValueKind kind, const char *key,
+                                          const char *value) {
+    (void)kind;
+    header_lengths *hl = cls;
+    if (strcasecmp(key, "Inference-Header-Content-Length") != 0) return MHD_YES;
+    if (!value) value = "";
+    value += strspn(value, " \t");
+    size_t n = strlen(value);
+    while (n && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+        n--;
+    if (!hl->first) {
+        hl->first = value;
+        hl->first_len = n;
+    } else if (n != hl->first_len || memcmp(value, hl->first, n) != 0) {
+        hl->differ = 1;
+    }
+    return MHD_YES;
+}
+
+/* Inference-Header-Content-Length: -1 when absent, -2 when not a length,
+ * -3 when given twice with different values. */
 static long long header_length(struct MHD_Connection *conn) {
-    const char *v =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-    if (!v) return -1;
-    while (*v == ' ' || *v == '\t')
-        v++;
+    header_lengths hl = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, header_length_seen, &hl);
+    if (hl.differ) return -3;
+    if (!hl.first) return -1;
+    const char *v = hl.first;
     if (*v < '0' || *v > '9') return -2;
     char *end;
     errno = 0;
@@ -77,6 +107,10 @@ static enum MHD_Result infer_answer(srv_exchange *x) {
     if (hl == -2)
         return srv_reply_fail(x, 400, "invalid_binary",
                               "Inference-Header-Content-Length is not a length in bytes");
+    if (hl == -3)
+        return srv_reply_fail(x, 400, "invalid_binary",
+                              "the request has Inference-Header-Content-Length headers of "
+                              "different values");
     memcpy(x->job.model, name, len);
     x->job.model[len] = '\0';
     x->job.header_len = hl;

@@ -755,6 +755,85 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* POST /v2/models/demo-4d/infer over a raw socket, with the header lines
+ * `headers` (each ending in CRLF) and the body: the answer's status, and
+ * its body (up to a NUL) in *answer, malloc'd. */
+static long post_v2_raw(const char *headers, const char *body, size_t len, char **answer) {
+    char head[1024];
+    int hn = snprintf(head, sizeof head,
+                      "POST /v2/models/demo-4d/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Length: %zu\r\n%s\r\n",
+                      len, headers);
+    ck_assert(hn > 0 && (size_t)hn < sizeof head);
+    int fd = hs_raw_open(srv.port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(hs_raw_send(fd, head, (size_t)hn), 0);
+    ck_assert_int_eq(hs_raw_send(fd, body, len), 0);
+    char *raw = hs_raw_recv(fd, 10);
+    close(fd);
+    long status = 0;
+    ck_assert_msg(raw && sscanf(raw, "HTTP/1.1 %ld", &status) == 1, "got: %s",
+                  raw ? raw : "(none)");
+    const char *b = strstr(raw, "\r\n\r\n");
+    ck_assert_ptr_nonnull(b);
+    *answer = strdup(b + 4);
+    free(raw);
+    return status;
+}
+
+/* Two Inference-Header-Content-Length headers: of different values they
+ * are refused, whichever comes first, as two Content-Lengths of different
+ * values are; the same value twice is that value, as for Content-Length. */
+START_TEST(header_length_twice) {
+    const char *names[] = {"demo-4d", NULL};
+    start_with(names, NULL);
+    static const float four[4] = {0.5f, 0.25f, -1, 2};
+    static const char json[] = "{\"inputs\":[" EMB_BIN(16) "]}";
+    size_t jl = sizeof json - 1;
+    char body[sizeof json + 16];
+    memcpy(body, json, jl);
+    memcpy(body + jl, four, 16);
+    char lines[256], *answer;
+    /* the right length first, then another */
+    snprintf(lines, sizeof lines,
+             "Inference-Header-Content-Length: %zu\r\nInference-Header-Content-Length: %zu\r\n", jl,
+             jl + 4);
+    long status = post_v2_raw(lines, body, jl + 16, &answer);
+    json_t *j = json_loads(answer, 0, NULL);
+    ck_assert_msg(status == 400 && j && json_object_size(j) == 1 &&
+                      strstr(json_string_value(json_object_get(j, "error")), "different values"),
+                  "%ld: %s", status, answer);
+    json_decref(j);
+    free(answer);
+    /* another first, then the right one */
+    snprintf(lines, sizeof lines,
+             "Inference-Header-Content-Length: %zu\r\nInference-Header-Content-Length: %zu\r\n",
+             jl + 4, jl);
+    status = post_v2_raw(lines, body, jl + 16, &answer);
+    ck_assert_msg(status == 400 && strstr(answer, "different values"), "%ld: %s", status, answer);
+    free(answer);
+    /* one that is not a length beside one that is */
+    snprintf(lines, sizeof lines,
+             "Inference-Header-Content-Length: %zu\r\ninference-header-content-length: ten\r\n",
+             jl);
+    status = post_v2_raw(lines, body, jl + 16, &answer);
+    ck_assert_msg(status == 400 && strstr(answer, "different values"), "%ld: %s", status, answer);
+    free(answer);
+    /* the same value twice (blanks around it aside), and once */
+    snprintf(lines, sizeof lines,
+             "Inference-Header-Content-Length: %zu\r\nInference-Header-Content-Length: %zu \r\n",
+             jl, jl);
+    status = post_v2_raw(lines, body, jl + 16, &answer);
+    ck_assert_msg(status == 200, "%ld: %s", status, answer);
+    free(answer);
+    snprintf(lines, sizeof lines, "Inference-Header-Content-Length: %zu\r\n", jl);
+    status = post_v2_raw(lines, body, jl + 16, &answer);
+    ck_assert_msg(status == 200, "%ld: %s", status, answer);
+    free(answer);
+    finish();
+}
+END_TEST
+
 START_TEST(limits_and_keys) {
     const char *names[] = {"demo-4d", NULL};
     char keys[] = "/tmp/attn-oip-keys-XXXXXX";
@@ -1003,6 +1082,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, positions_rope_gqa);
     tcase_add_test(tc, triton_defaults_and_json_outputs);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, header_length_twice);
     tcase_add_test(tc, limits_and_keys);
     tcase_add_test(tc, drain);
     tcase_add_test(tc, late_body_and_header_limits);
