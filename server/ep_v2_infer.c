@@ -6,19 +6,17 @@
  * draining, 415 for a Content-Type other than JSON or
  * application/octet-stream (none at all is accepted: tritonclient sends
  * none), 413 from Content-Length, 503 when the body budget cannot hold a
- * first piece. Once the body is in: 400 for an
- * Inference-Header-Content-Length that is not a length, or given twice
- * with different values (as two Content-Lengths are), 404 for a name no
- * model can have; then a computation of the Open Inference Protocol's
- * wire format (dispatch.h, api/call.h), whose job finds the model in the
- * store's current set. The answer carries
+ * first piece. Once the body is in: 404 for a name no model can have;
+ * 400 for an Inference-Header-Content-Length that is not a length, past
+ * the body (its text quoted as sent) or given twice with different values
+ * (as two Content-Lengths are); then a computation of the Open Inference
+ * Protocol's wire format (dispatch.h, api/call.h), whose job finds the
+ * model in the store's current set. The answer carries
  * Inference-Header-Content-Length when binary tensors follow its JSON.
  */
 #include "server/endpoint.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -76,22 +74,8 @@ static enum MHD_Result header_length_seen(void *cls, enum MHD_ValueKind kind, co
     return MHD_YES;
 }
 
-/* Inference-Header-Content-Length: -1 when absent, -2 when not a length,
- * -3 when given twice with different values. */
-static long long header_length(struct MHD_Connection *conn) {
-    header_lengths hl = {0};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, header_length_seen, &hl);
-    if (hl.differ) return -3;
-    if (!hl.first) return -1;
-    const char *v = hl.first;
-    if (*v < '0' || *v > '9') return -2;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    while (*end == ' ' || *end == '\t')
-        end++;
-    return errno || *end ? -2 : n;
-}
+/* The most of a header's text a message quotes. */
+#define QUOTED_MAX 64
 
 static enum MHD_Result infer_answer(srv_exchange *x) {
     enum MHD_Result ret;
@@ -103,17 +87,31 @@ static enum MHD_Result infer_answer(srv_exchange *x) {
         srv_model_unknown(&err);
         return srv_reply_error(x, &err);
     }
-    long long hl = header_length(x->conn);
-    if (hl == -2)
-        return srv_reply_fail(x, 400, "invalid_binary",
-                              "Inference-Header-Content-Length is not a length in bytes");
-    if (hl == -3)
+    header_lengths hl = {0};
+    MHD_get_connection_values(x->conn, MHD_HEADER_KIND, header_length_seen, &hl);
+    if (hl.differ)
         return srv_reply_fail(x, 400, "invalid_binary",
                               "the request has Inference-Header-Content-Length headers of "
                               "different values");
+    long long json_len = -1;
+    if (hl.first) {
+        size_t n;
+        if (srv_headers_parse_length(hl.first, &n) != 0)
+            return srv_reply_fail(x, 400, "invalid_binary",
+                                  "Inference-Header-Content-Length is not a length in bytes");
+        /* checked here, where the header's text is at hand: the message
+         * shows the length as sent, whatever its size */
+        if (n > x->body.len)
+            return srv_reply_fail(x, 400, "invalid_binary",
+                                  "Inference-Header-Content-Length is %.*s%s, past the body's %zu "
+                                  "bytes",
+                                  (int)(hl.first_len < QUOTED_MAX ? hl.first_len : QUOTED_MAX),
+                                  hl.first, hl.first_len > QUOTED_MAX ? "…" : "", x->body.len);
+        json_len = (long long)n;
+    }
     memcpy(x->job.model, name, len);
     x->job.model[len] = '\0';
-    x->job.header_len = hl;
+    x->job.header_len = json_len;
     return srv_dispatch_call(x, API_CALL_OIP);
 }
 

@@ -834,6 +834,36 @@ START_TEST(header_length_twice) {
 }
 END_TEST
 
+/* An Inference-Header-Content-Length past the body is shown as sent,
+ * however large: not through a double, nor cut to a long long. */
+START_TEST(header_length_as_sent) {
+    const char *names[] = {"demo-4d", NULL};
+    start_with(names, NULL);
+    static const char json[] = "{\"inputs\":[" EMB14 "]}";
+    static const char *const lengths[] = {"9223372036854775807",
+                                          "9223372036854775808",
+                                          "18446744073709551615",
+                                          "18446744073709551616",
+                                          "100000000000000000000000000000",
+                                          "0099"};
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+        char lines[128], want[160], *answer;
+        snprintf(lines, sizeof lines, "Inference-Header-Content-Length: %s\r\n", lengths[i]);
+        long status = post_v2_raw(lines, json, sizeof json - 1, &answer);
+        snprintf(want, sizeof want,
+                 "Inference-Header-Content-Length is %s, past the body's %zu bytes", lengths[i],
+                 sizeof json - 1);
+        json_t *j = json_loads(answer, 0, NULL);
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        ck_assert_msg(status == 400 && msg && strcmp(msg, want) == 0, "%s: %ld %s", lengths[i],
+                      status, answer);
+        json_decref(j);
+        free(answer);
+    }
+    finish();
+}
+END_TEST
+
 START_TEST(limits_and_keys) {
     const char *names[] = {"demo-4d", NULL};
     char keys[] = "/tmp/attn-oip-keys-XXXXXX";
@@ -1083,6 +1113,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, triton_defaults_and_json_outputs);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, header_length_twice);
+    tcase_add_test(tc, header_length_as_sent);
     tcase_add_test(tc, limits_and_keys);
     tcase_add_test(tc, drain);
     tcase_add_test(tc, late_body_and_header_limits);
