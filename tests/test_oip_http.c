@@ -864,6 +864,52 @@ START_TEST(header_length_as_sent) {
 }
 END_TEST
 
+/* Sizes and values in the body are shown as sent, however large: a shape,
+ * a binary_data_size, a position of 2^63 − 1 (which a double reads as
+ * 2^63) and past it. */
+START_TEST(sizes_as_sent) {
+    const char *names[] = {"demo-4d", NULL};
+    start_with(names, NULL);
+    static const struct {
+        const char *json;
+        int binary; /* with its length in Inference-Header-Content-Length, and 16 bytes */
+        const char *want;
+    } cases[] = {
+        {"{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,9223372036854775807],"
+         "\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}",
+         0, "embeddings rows have 9223372036854775807 numbers (d_model)"},
+        {"{\"inputs\":[" EMB14 ",{\"name\":\"attention_mask\",\"shape\":[9223372036854775807],"
+         "\"datatype\":\"INT32\",\"data\":[1]}]}",
+         0, "input attention_mask has shape [9223372036854775807], which"},
+        {"{\"inputs\":[" EMB14 ",{\"name\":\"positions\",\"shape\":[1],\"datatype\":\"INT64\","
+         "\"data\":[9223372036854775807]}]}",
+         0, "positions[0] = 9223372036854775807 is not"},
+        {"{\"inputs\":[" EMB_BIN(9223372036854775807) "]}", 1,
+         "inputs[0] claims 9223372036854775807 bytes of binary data; only 16 are left"},
+        {"{\"inputs\":[" EMB_BIN(18446744073709551616) "]}", 1,
+         "inputs[0] claims 18446744073709551616 bytes of binary data; only 16 are left"},
+    };
+    static const float four[4] = {0.5f, 0.25f, -1, 2};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t jl = strlen(cases[i].json);
+        char body[512], lines[128] = "Content-Type: application/json\r\n", *answer;
+        memcpy(body, cases[i].json, jl);
+        if (cases[i].binary) {
+            memcpy(body + jl, four, 16);
+            snprintf(lines, sizeof lines, "Inference-Header-Content-Length: %zu\r\n", jl);
+        }
+        long status = post_v2_raw(lines, body, jl + (cases[i].binary ? 16 : 0), &answer);
+        json_t *j = json_loads(answer, 0, NULL);
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        ck_assert_msg(status >= 400 && msg && strstr(msg, cases[i].want), "%s: %ld %s",
+                      cases[i].json, status, answer);
+        json_decref(j);
+        free(answer);
+    }
+    finish();
+}
+END_TEST
+
 START_TEST(limits_and_keys) {
     const char *names[] = {"demo-4d", NULL};
     char keys[] = "/tmp/attn-oip-keys-XXXXXX";
@@ -1114,6 +1160,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, header_length_twice);
     tcase_add_test(tc, header_length_as_sent);
+    tcase_add_test(tc, sizes_as_sent);
     tcase_add_test(tc, limits_and_keys);
     tcase_add_test(tc, drain);
     tcase_add_test(tc, late_body_and_header_limits);
