@@ -17,7 +17,8 @@
  * Statuses, as docs/API.md's table says: the body or the framing of the
  * binary part malformed, a wrong type or datatype, an unknown name: 400; a
  * shape that disagrees with its data, another input or the model, values
- * out of range, limits: 422.
+ * out of range, limits: 422. A size or a value a message shows is the one
+ * sent, not the double it was read into (number_as_sent).
  */
 #include <float.h>
 #include <limits.h>
@@ -70,7 +71,19 @@ typedef struct oip_tensor {
     const api_arrays *arrays; /* the rows of data read from the text */
     const unsigned char *bin; /* its bytes, when binary */
     size_t bin_len;
+    const char *header; /* the JSON header's text, where messages quote numbers */
+    size_t header_len;
 } oip_tensor;
+
+/* What the inputs are read from: the JSON header's text and the rows the
+ * scan lifted from it, the bytes after it and how many are claimed. */
+typedef struct oip_source {
+    const char *header;
+    size_t header_len;
+    const api_arrays *arrays;
+    const unsigned char *bin;
+    size_t bin_len, bin_used;
+} oip_source;
 
 static int fail_oom(attn_error *err) {
     return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
@@ -84,11 +97,55 @@ static oip_dtype dtype_of(const char *s) {
     return DT_OTHER;
 }
 
-/* "[2, 3, 4]" into buf. */
+/* The longest number a message quotes, in bytes. */
+#define QUOTED_MAX 40
+
+/* Room for a quoted number; for a shape of MAX_RANK of them. */
+#define NUMBER_TEXT 48
+#define SHAPE_TEXT  (MAX_RANK * (NUMBER_TEXT + 2) + 2)
+
+/*
+ * A whole number of the header, at `path` in t's header, as it was sent,
+ * for a message: every number is read as a double (scan.c), which holds a
+ * whole number below 2^53 exactly; a larger one it may round (2^63 − 1
+ * reads as 2^63), and that one is quoted from the text instead.
+ */
+static const char *number_as_sent(char *buf, size_t size, double v, const oip_tensor *t,
+                                  const char *path) {
+    size_t n;
+    const char *at = fabs(v) < 9007199254740992.0 || !t->header
+                         ? NULL
+                         : api_path_number_text(t->header, t->header_len, path, &n);
+    if (!at)
+        snprintf(buf, size, "%.0f", v);
+    else if (n > QUOTED_MAX)
+        snprintf(buf, size, "%.*s…", QUOTED_MAX, at);
+    else
+        snprintf(buf, size, "%.*s", (int)n, at);
+    return buf;
+}
+
+/* Entry d of t's shape, as sent. */
+static const char *dim_text(char *buf, size_t size, const oip_tensor *t, size_t d) {
+    char path[API_PATH_MAX];
+    snprintf(path, sizeof path, "/inputs/%zu/shape/%zu", t->index, d);
+    return number_as_sent(buf, size, (double)t->shape[d], t, path);
+}
+
+/* The batch's size B of embeddings e, as sent: 1 without a batch axis. */
+static const char *batch_text(char *buf, size_t size, const oip_tensor *e) {
+    if (e->rank < 3) return "1";
+    return dim_text(buf, size, e, 0);
+}
+
+/* "[2, 3, 4]" into buf (SHAPE_TEXT bytes), as sent. */
 static const char *shape_text(char *buf, size_t size, const oip_tensor *t) {
     size_t k = (size_t)snprintf(buf, size, "[");
-    for (size_t i = 0; i < t->rank && k < size; i++)
-        k += (size_t)snprintf(buf + k, size - k, "%s%zu", i ? ", " : "", t->shape[i]);
+    for (size_t i = 0; i < t->rank && k < size; i++) {
+        char dim[NUMBER_TEXT];
+        k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "",
+                              dim_text(dim, sizeof dim, t, i));
+    }
     if (k < size) snprintf(buf + k, size - k, "]");
     return buf;
 }
@@ -198,7 +255,7 @@ static int walk_array(data_walk *w, const json_t *a, size_t level) {
  * the count is not the shape's. Checked before anything is sized by the
  * shape. */
 static int data_walk_all(const oip_tensor *t, double *dst, attn_error *err) {
-    char shp[96];
+    char shp[SHAPE_TEXT];
     data_walk w = {.t = t, .dst = dst};
     api_path_index(w.path, sizeof w.path, "/inputs", t->index);
     char path[API_PATH_MAX];
@@ -272,8 +329,8 @@ static int unknown_input(size_t i, const char *list, attn_error *err) {
 }
 
 /* One entry of "inputs". */
-static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arrays *arrays,
-                      const unsigned char *bin, size_t bin_len, size_t *bin_used, attn_error *err) {
+static int read_input(const json_t *in, size_t i, oip_tensor *ts, oip_source *src,
+                      attn_error *err) {
     char path[API_PATH_MAX];
     api_path_index(path, sizeof path, "/inputs", i);
     if (!json_is_object(in))
@@ -308,6 +365,8 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
                               input_names[which]);
     t->given = 1;
     t->index = i;
+    t->header = src->header;
+    t->header_len = src->header_len;
     t->dtype_name = json_string_value(dt);
     t->dtype = dtype_of(t->dtype_name);
     t->rank = json_array_size(shape);
@@ -343,16 +402,21 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
     if (data && !json_is_array(data))
         return attn_error_set(err, 400, "wrong_type", path, "inputs[%zu].data is not an array", i);
     t->data = data;
-    t->arrays = arrays;
+    t->arrays = src->arrays;
     if (bsize) {
-        if (want > bin_len - *bin_used)
-            return attn_error_set(err, 400, "invalid_binary", path,
-                                  "inputs[%zu] claims %zu bytes of binary data; only %zu are left "
-                                  "after the JSON header",
-                                  i, want, bin_len - *bin_used);
-        t->bin = bin + *bin_used;
+        size_t left = src->bin_len - src->bin_used;
+        if (want > left) {
+            char size_path[API_PATH_MAX], sent[NUMBER_TEXT];
+            snprintf(size_path, sizeof size_path, "/inputs/%zu/parameters/binary_data_size", i);
+            return attn_error_set(
+                err, 400, "invalid_binary", path,
+                "inputs[%zu] claims %s bytes of binary data; only %zu are left "
+                "after the JSON header",
+                i, number_as_sent(sent, sizeof sent, json_number_value(bsize), t, size_path), left);
+        }
+        t->bin = src->bin + src->bin_used;
         t->bin_len = want;
-        *bin_used += want;
+        src->bin_used += want;
     }
     return 0;
 }
@@ -361,7 +425,7 @@ static int read_input(const json_t *in, size_t i, oip_tensor *ts, const api_arra
  * (batch axis included) and whose leading sizes must be lead[0 … nlead). */
 static int check_tensor(const oip_tensor *t, const char *what, oip_dtype want, oip_dtype alt,
                         size_t rank, const size_t *lead, size_t nlead, attn_error *err) {
-    char path[API_PATH_MAX], shp[96];
+    char path[API_PATH_MAX], shp[SHAPE_TEXT];
     api_path_index(path, sizeof path, "/inputs", t->index);
     if (t->dtype != want && t->dtype != alt)
         return attn_error_set(err, 400, "invalid_datatype", path,
@@ -722,6 +786,25 @@ static int compact(api_call *c, api_oip_request *r, const float *emb, const unsi
     return 0;
 }
 
+/* Value i of positions t (read as v), as sent: INT64 bytes as they are,
+ * JSON data flat or nested by rows (walk_array) as number_as_sent has it. */
+static const char *position_text(char *buf, size_t size, const oip_tensor *t, size_t i, double v) {
+    if (!t->data) {
+        uint64_t u = 0;
+        for (size_t b = 0; b < 8; b++)
+            u |= (uint64_t)t->bin[i * 8 + b] << (8 * b);
+        snprintf(buf, size, "%lld", (long long)(int64_t)u);
+        return buf;
+    }
+    char path[API_PATH_MAX];
+    if (t->rank == 2 && json_is_array(json_array_get(t->data, 0)))
+        snprintf(path, sizeof path, "/inputs/%zu/data/%zu/%zu", t->index, i / t->shape[1],
+                 i % t->shape[1]);
+    else
+        snprintf(path, sizeof path, "/inputs/%zu/data/%zu", t->index, i);
+    return number_as_sent(buf, size, v, t, path);
+}
+
 /* The inputs' shapes against each other; values read. */
 static int decode_inputs(api_call *c, api_oip_request *r, oip_tensor *ts, const api_limits *lim,
                          attn_error *err) {
@@ -744,17 +827,25 @@ static int decode_inputs(api_call *c, api_oip_request *r, oip_tensor *ts, const 
     if (r->B == 0 || r->n == 0 || r->dm == 0)
         return attn_error_set(err, 422, "dimension_mismatch", path,
                               "embeddings has no rows, no tokens or no numbers in a row");
-    if (api_check_width(path, "embeddings", "d_model", r->dm, lim, err) < 0) return -1;
+    /* the sizes in these messages are the shape's, as sent */
+    char b_text[NUMBER_TEXT], x_text[NUMBER_TEXT];
+    if (lim && r->dm > lim->max_d_model)
+        return attn_error_set(err, 422, "limit_exceeded", path,
+                              "embeddings rows have %s numbers (d_model), over the limit "
+                              "max_d_model = %zu",
+                              dim_text(x_text, sizeof x_text, e, e->rank - 1), lim->max_d_model);
     if (r->B > max_batch)
         return attn_error_set(err, 422, "limit_exceeded", path,
-                              "the batch has %zu rows, over the limit max_batch = %zu", r->B,
-                              max_batch);
+                              "the batch has %s rows, over the limit max_batch = %zu",
+                              batch_text(b_text, sizeof b_text, e), max_batch);
     size_t bn;
     if (__builtin_mul_overflow(r->B, r->n, &bn) || (lim && bn > lim->max_tokens))
         return attn_error_set(err, 422, "limit_exceeded", path,
-                              "the batch holds %zu × %zu tokens (padding included), over the limit "
+                              "the batch holds %s × %s tokens (padding included), over the limit "
                               "max_tokens = %zu",
-                              r->B, r->n, lim ? lim->max_tokens : 0);
+                              batch_text(b_text, sizeof b_text, e),
+                              dim_text(x_text, sizeof x_text, e, e->rank - 2),
+                              lim ? lim->max_tokens : 0);
     size_t lead[2] = {r->B, r->n}, rk = r->batch_axis ? 2 : 1;
     const size_t *ld = r->batch_axis ? lead : lead + 1;
     if (check_tensor(e, "embeddings", DT_FP32, DT_FP32, e->rank, ld, rk, err) < 0) return -1;
@@ -783,11 +874,14 @@ static int decode_inputs(api_call *c, api_oip_request *r, oip_tensor *ts, const 
         r->m = c->shape[c->rank - 2];
         size_t bm;
         if (__builtin_mul_overflow(r->B, r->m, &bm) || (lim && bm > lim->max_tokens)) {
+            char m_text[NUMBER_TEXT];
             api_path_index(path, sizeof path, "/inputs", c->index);
             return attn_error_set(err, 422, "limit_exceeded", path,
-                                  "context has %zu × %zu rows (padding included), over the limit "
+                                  "context has %s × %s rows (padding included), over the limit "
                                   "max_tokens = %zu",
-                                  r->B, r->m, lim ? lim->max_tokens : 0);
+                                  batch_text(b_text, sizeof b_text, e),
+                                  dim_text(m_text, sizeof m_text, c, c->rank - 2),
+                                  lim ? lim->max_tokens : 0);
         }
         size_t cl[2] = {r->B, r->m};
         const size_t *cld = r->batch_axis ? cl : cl + 1;
@@ -820,9 +914,11 @@ static int decode_inputs(api_call *c, api_oip_request *r, oip_tensor *ts, const 
         if (!(pos = tensor_values(&ts[IN_POSITIONS], err))) goto out;
         for (size_t i = 0; i < bn; i++)
             if (real[i] && !(pos[i] >= 0 && pos[i] <= 2147483647.0)) {
+                char sent[NUMBER_TEXT];
                 api_path_index(path, sizeof path, "/inputs", ts[IN_POSITIONS].index);
                 attn_error_set(err, 422, "out_of_range", path,
-                               "positions[%zu] = %.0f is not in 0 … 2^31 − 1", i, pos[i]);
+                               "positions[%zu] = %s is not in 0 … 2^31 − 1", i,
+                               position_text(sent, sizeof sent, &ts[IN_POSITIONS], i, pos[i]));
                 goto out;
             }
     }
@@ -952,13 +1048,11 @@ static int parse_header(const char *body, size_t hl, const api_limits *lim, json
     return -1;
 }
 
-static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root,
-                             const api_arrays *arrays, const unsigned char *bin, size_t bin_len,
+static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root, oip_source *src,
                              const api_limits *limits, attn_error *err) {
     oip_tensor ts[IN_COUNT] = {0};
     int bin_out = 0;
     const json_t *select = NULL, *v;
-    size_t used = 0;
 
     if (!json_is_object(root))
         return attn_error_set(err, 400, "wrong_type", "", "the JSON header is not an object");
@@ -991,13 +1085,12 @@ static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root
         return attn_error_set(err, 400, "missing_field", "/inputs",
                               "inputs is not a non-empty array");
     for (size_t i = 0; i < json_array_size(v); i++)
-        if (read_input(json_array_get(v, i), i, ts, arrays, bin, bin_len, &used, err) < 0)
-            return -1;
-    if (used != bin_len)
+        if (read_input(json_array_get(v, i), i, ts, src, err) < 0) return -1;
+    if (src->bin_used != src->bin_len)
         return attn_error_set(err, 400, "invalid_binary", "",
                               "%zu bytes follow the JSON header, but the inputs' binary_data_size "
                               "sum to %zu",
-                              bin_len, used);
+                              src->bin_len, src->bin_used);
     r->embeddings_at = ts[IN_EMBEDDINGS].index;
     r->context_at = ts[IN_CONTEXT].given ? (long)ts[IN_CONTEXT].index : -1;
     r->context_mask_at = ts[IN_CONTEXT_MASK].given ? (long)ts[IN_CONTEXT_MASK].index : -1;
@@ -1030,8 +1123,8 @@ static int oip_decode(api_call *c, const api_call_body *body, const api_limits *
     json_t *root;
     api_arrays *arrays;
     if (parse_header(body->data, hl, limits, &root, &arrays, err) < 0) return -1;
-    int rc = oip_decode_header(c, r, root, arrays, (const unsigned char *)body->data + hl, len - hl,
-                               limits, err);
+    oip_source src = {body->data, hl, arrays, (const unsigned char *)body->data + hl, len - hl, 0};
+    int rc = oip_decode_header(c, r, root, &src, limits, err);
     json_decref(root);
     api_arrays_free(arrays);
     return rc;

@@ -1,6 +1,6 @@
 /*
- * json_path.c — building JSON Pointers, and finding the one of a number
- * jansson could not read.
+ * json_path.c — building JSON Pointers, finding the one of a number
+ * jansson could not read, and the text of a number by its pointer.
  *
  * When jansson fails on a number (1e999 overflows a double), there is no
  * tree to walk, only the text and the byte where the number ends. The
@@ -10,10 +10,16 @@
  * itself (the literal as a JSON string) only when the path is written, so
  * escapes such as "\u00e9" or "\/" come out right. The stack grows on the
  * heap; jansson's own depth limit keeps it small.
+ *
+ * The same scanner finds a number's text from its pointer: it counts how
+ * many of the open containers, from the outermost, stand at the pointer's
+ * key or index, and a number met where all of them do, as deep as the
+ * pointer, is the one.
  */
 #include "api/json_path.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,5 +169,125 @@ int api_path_of_number_at(const char *text, size_t len, size_t end, char *dst, s
         }
     }
     free(s.stack);
+    return found;
+}
+
+/* One reference token of a pointer, unescaped ("~1" is '/', "~0" '~'). */
+typedef struct token {
+    char *s;
+    size_t len;
+    size_t index; /* as an array index; SIZE_MAX when it is none */
+} token;
+
+/* The tokens of `path` in one block (free it; tokens point into it), their
+ * count in *n; NULL without memory or when path is not a pointer. */
+static token *pointer_tokens(const char *path, size_t *n) {
+    if (*path && *path != '/') return NULL;
+    size_t count = 0, plen = strlen(path);
+    for (const char *p = path; *p; p++)
+        count += *p == '/';
+    token *t = malloc(count * sizeof *t + plen + 1);
+    if (!t) return NULL;
+    char *out = (char *)(t + count);
+    const char *p = path;
+    for (size_t k = 0; k < count; k++) {
+        p++; /* the '/' */
+        t[k].s = out;
+        for (; *p && *p != '/'; p++) {
+            if (*p == '~' && (p[1] == '0' || p[1] == '1')) {
+                *out++ = p[1] == '1' ? '/' : '~';
+                p++;
+            } else {
+                *out++ = *p;
+            }
+        }
+        t[k].len = (size_t)(out - t[k].s);
+        *out++ = '\0';
+        /* an index is "0" or digits without a leading zero (RFC 6901 §4) */
+        t[k].index = SIZE_MAX;
+        int digits = t[k].len > 0 && (t[k].s[0] != '0' || t[k].len == 1);
+        for (size_t i = 0; digits && i < t[k].len; i++)
+            digits = t[k].s[i] >= '0' && t[k].s[i] <= '9';
+        if (digits && t[k].len < 20) t[k].index = (size_t)strtoull(t[k].s, NULL, 10);
+    }
+    *n = count;
+    return t;
+}
+
+/* Is the key whose literal (quotes included) is at text[at, at + len) the
+ * token? Decoded by jansson only when it holds an escape. */
+static int key_is(const char *text, size_t at, size_t len, const token *t) {
+    if (len < 2) return 0;
+    if (!memchr(text + at, '\\', len))
+        return len - 2 == t->len && memcmp(text + at + 1, t->s, t->len) == 0;
+    json_t *key = json_loadb(text + at, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    int same = json_is_string(key) && json_string_length(key) == t->len &&
+               memcmp(json_string_value(key), t->s, t->len) == 0;
+    json_decref(key);
+    return same;
+}
+
+const char *api_path_number_text(const char *text, size_t len, const char *path, size_t *n) {
+    size_t nt;
+    token *t = pointer_tokens(path, &nt);
+    if (!t) return NULL;
+    scanner s = {text, NULL, 0, 0};
+    /* the open containers, from the outermost, whose current key or index
+     * is the path's token at their depth; never more than s.depth */
+    size_t matched = 0;
+    int expect_key = 0;
+    const char *found = NULL;
+    size_t i = 0;
+    while (i < len && !found) {
+        char c = text[i];
+        if (c == '{' || c == '[') {
+            if (scanner_push(&s, c == '{') < 0) break;
+            expect_key = c == '{';
+            /* an array is at its element 0 from the start */
+            if (c == '[' && matched == s.depth - 1 && s.depth <= nt && t[s.depth - 1].index == 0)
+                matched = s.depth;
+            i++;
+        } else if (c == '}' || c == ']') {
+            if (s.depth) s.depth--;
+            if (matched > s.depth) matched = s.depth;
+            expect_key = 0;
+            i++;
+        } else if (c == ',') {
+            if (s.depth) {
+                frame *f = &s.stack[s.depth - 1];
+                if (matched == s.depth) matched--;
+                if (f->is_object) {
+                    expect_key = 1;
+                } else {
+                    f->index++;
+                    if (matched == s.depth - 1 && s.depth <= nt && t[s.depth - 1].index == f->index)
+                        matched = s.depth;
+                }
+            }
+            i++;
+        } else if (c == '"') {
+            size_t after = skip_string(text, i, len);
+            if (expect_key && s.depth) {
+                if (matched == s.depth - 1 && s.depth <= nt &&
+                    key_is(text, i, after - i, &t[s.depth - 1]))
+                    matched = s.depth;
+                expect_key = 0;
+            }
+            i = after;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t j = i;
+            while (j < len && is_number_char(text[j]))
+                j++;
+            if (s.depth == nt && matched == nt) {
+                found = text + i;
+                *n = j - i;
+            }
+            i = j;
+        } else {
+            i++; /* blanks, ':', and the letters of true/false/null */
+        }
+    }
+    free(s.stack);
+    free(t);
     return found;
 }

@@ -26,4 +26,13 @@ void api_path_index(char *dst, size_t cap, const char *base, size_t i);
  */
 int api_path_of_number_at(const char *text, size_t len, size_t end, char *dst, size_t cap);
 
+/*
+ * The text of the number at the JSON Pointer `path` in `text` (valid JSON,
+ * as jansson read it): its first byte, and its length in *n; NULL when no
+ * number is there (or without memory). For a message that must show a
+ * number as it was sent, not as the double jansson read (2^63 − 1 reads as
+ * 2^63). Scans the text from its start, for an error's sake only.
+ */
+const char *api_path_number_text(const char *text, size_t len, const char *path, size_t *n);
+
 #endif

@@ -6,18 +6,17 @@
  * draining, 415 for a Content-Type other than JSON or
  * application/octet-stream (none at all is accepted: tritonclient sends
  * none), 413 from Content-Length, 503 when the body budget cannot hold a
- * first piece. Once the body is in: 400 for an
- * Inference-Header-Content-Length that is not a length, 404 for a name no
- * model can have; then a computation of the Open Inference Protocol's
- * wire format (dispatch.h, api/call.h), whose job finds the model in the
- * store's current set. The answer carries
+ * first piece. Once the body is in: 404 for a name no model can have;
+ * 400 for an Inference-Header-Content-Length that is not a length, past
+ * the body (its text quoted as sent) or given twice with different values
+ * (as two Content-Lengths are); then a computation of the Open Inference
+ * Protocol's wire format (dispatch.h, api/call.h), whose job finds the
+ * model in the store's current set. The answer carries
  * Inference-Header-Content-Length when binary tensors follow its JSON.
  */
 #include "server/endpoint.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -47,21 +46,36 @@ static enum MHD_Result infer_accept(srv_exchange *x) {
                            "Inference-Header-Content-Length)");
 }
 
-/* Inference-Header-Content-Length: -1 when absent, -2 when not a length. */
-static long long header_length(struct MHD_Connection *conn) {
-    const char *v =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-    if (!v) return -1;
-    while (*v == ' ' || *v == '\t')
-        v++;
-    if (*v < '0' || *v > '9') return -2;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    while (*end == ' ' || *end == '\t')
-        end++;
-    return errno || *end ? -2 : n;
+/* Every Inference-Header-Content-Length of a request, read as framing.c
+ * reads Content-Length: the same value more than once (blanks around it
+ * aside) is that value, and values that differ are refused. */
+typedef struct header_lengths {
+    const char *first; /* the first value, leading blanks skipped; NULL: none */
+    size_t first_len;  /* its length, trailing blanks dropped */
+    int differ;        /* a later one differs from it */
+} header_lengths;
+
+static enum MHD_Result header_length_seen(void *cls, enum MHD_ValueKind kind, const char *key,
+                                          const char *value) {
+    (void)kind;
+    header_lengths *hl = cls;
+    if (strcasecmp(key, "Inference-Header-Content-Length") != 0) return MHD_YES;
+    if (!value) value = "";
+    value += strspn(value, " \t");
+    size_t n = strlen(value);
+    while (n && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+        n--;
+    if (!hl->first) {
+        hl->first = value;
+        hl->first_len = n;
+    } else if (n != hl->first_len || memcmp(value, hl->first, n) != 0) {
+        hl->differ = 1;
+    }
+    return MHD_YES;
 }
+
+/* The most of a header's text a message quotes. */
+#define QUOTED_MAX 64
 
 static enum MHD_Result infer_answer(srv_exchange *x) {
     enum MHD_Result ret;
@@ -73,13 +87,31 @@ static enum MHD_Result infer_answer(srv_exchange *x) {
         srv_model_unknown(&err);
         return srv_reply_error(x, &err);
     }
-    long long hl = header_length(x->conn);
-    if (hl == -2)
+    header_lengths hl = {0};
+    MHD_get_connection_values(x->conn, MHD_HEADER_KIND, header_length_seen, &hl);
+    if (hl.differ)
         return srv_reply_fail(x, 400, "invalid_binary",
-                              "Inference-Header-Content-Length is not a length in bytes");
+                              "the request has Inference-Header-Content-Length headers of "
+                              "different values");
+    long long json_len = -1;
+    if (hl.first) {
+        size_t n;
+        if (srv_headers_parse_length(hl.first, &n) != 0)
+            return srv_reply_fail(x, 400, "invalid_binary",
+                                  "Inference-Header-Content-Length is not a length in bytes");
+        /* checked here, where the header's text is at hand: the message
+         * shows the length as sent, whatever its size */
+        if (n > x->body.len)
+            return srv_reply_fail(x, 400, "invalid_binary",
+                                  "Inference-Header-Content-Length is %.*s%s, past the body's %zu "
+                                  "bytes",
+                                  (int)(hl.first_len < QUOTED_MAX ? hl.first_len : QUOTED_MAX),
+                                  hl.first, hl.first_len > QUOTED_MAX ? "…" : "", x->body.len);
+        json_len = (long long)n;
+    }
     memcpy(x->job.model, name, len);
     x->job.model[len] = '\0';
-    x->job.header_len = hl;
+    x->job.header_len = json_len;
     return srv_dispatch_call(x, API_CALL_OIP);
 }
 

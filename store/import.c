@@ -1184,6 +1184,12 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
                                opt->name ? opt->name : name,
                                opt->name ? "(--name)" : "(from the output file name; pass --name)");
 
+    /* A description the store would refuse to load (model.h). */
+    if (opt->description && strlen(opt->description) > STORE_DESCRIPTION_MAX)
+        return store_error_set(err, NULL,
+                               "the description (--description) is %zu bytes long, over %d",
+                               strlen(opt->description), STORE_DESCRIPTION_MAX);
+
     /* Writing over the input would replace the checkpoint by one layer. */
     struct stat in_st, out_st;
     if (stat(in_path, &in_st) == 0 && stat(out_path, &out_st) == 0 &&

@@ -86,7 +86,8 @@ typedef struct store_import_options {
     size_t layer;                   /* 0-based */
     size_t n_heads;                 /* 0: config.json's (required without one) */
     const char *name;               /* NULL: the output's base name without ".safetensors" */
-    const char *description;        /* NULL: "GPT-2 layer 1 attention, from <input file>" */
+    const char *description;        /* NULL: "GPT-2 layer 1 attention, from <input file>";
+                                       at most STORE_DESCRIPTION_MAX bytes */
     size_t n_kv_heads;              /* 0: config's num_key_value_heads, else n_heads */
     size_t d_head;                  /* 0: config's head_dim, else d_model / n_heads */
     double rope_theta;              /* 0: config's rope_theta / rotary_emb_base, else 10000 */

@@ -413,6 +413,10 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
     const char *default_name = store_model_default_name(path, &default_len);
     m->memory->name = name ? strdup(name) : strndup(default_name, default_len);
     const char *description = store_file_metadata(f, "description");
+    /* Shown by every GET /v1/models, which no response limit bounds. */
+    if (description && strlen(description) > STORE_DESCRIPTION_MAX)
+        return store_error_set(err, path, "metadata 'description' is %zu bytes long, over %d",
+                               strlen(description), STORE_DESCRIPTION_MAX);
     m->memory->description = strdup(description ? description : "");
     if (!m->memory->name || !m->memory->description)
         return store_error_set(err, path, "out of memory");

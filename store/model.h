@@ -20,16 +20,16 @@
  *
  * in F32, F16 or BF16, and its __metadata__: n_heads (required, decimal),
  * name (default: the file name without ".safetensors"), description
- * (default ""), mask ("causal" or "none", default "causal", "none" for a
- * cross-attention model, where "causal" is refused), n_kv_heads (g,
- * default h, divides h), rope_theta / rope_dims (either turns RoPE on),
- * rope_style, rope_scaling, rope_factor, rope_low_freq_factor,
- * rope_high_freq_factor, rope_original_max_position, alibi ("true": the
- * standard slopes), window, softcap, scale, vocabulary (a JSON array of V
- * distinct, non-empty token strings without NUL; present iff
- * token_embeddings is), dimensions (a JSON array of d_model distinct,
- * non-empty names, with or without a vocabulary). Other metadata keys are
- * ignored; any other tensor name is refused.
+ * (default "", at most STORE_DESCRIPTION_MAX bytes), mask ("causal" or
+ * "none", default "causal", "none" for a cross-attention model, where
+ * "causal" is refused), n_kv_heads (g, default h, divides h), rope_theta /
+ * rope_dims (either turns RoPE on), rope_style, rope_scaling, rope_factor,
+ * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position,
+ * alibi ("true": the standard slopes), window, softcap, scale, vocabulary
+ * (a JSON array of V distinct, non-empty token strings without NUL;
+ * present iff token_embeddings is), dimensions (a JSON array of d_model
+ * distinct, non-empty names, with or without a vocabulary). Other metadata
+ * keys are ignored; any other tensor name is refused.
  *
  * store_model's weights fill every field of attn_weights: n_kv_heads is g
  * (never 0), d_context the rows of w_kv, or d_model for a self-attention
@@ -65,6 +65,9 @@
 
 /* The longest name of a dimension (metadata `dimensions`), in bytes. */
 #define STORE_DIMENSION_NAME_MAX 64
+
+/* The longest description (metadata `description`), in bytes. */
+#define STORE_DESCRIPTION_MAX 4096
 
 typedef struct store_model_memory store_model_memory;
 

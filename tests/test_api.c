@@ -29,6 +29,7 @@
 #include "api/call.h"
 #include "api/error.h"
 #include "api/float_format.h"
+#include "api/json_path.h"
 #include "api/json_write.h"
 #include "attention/attention.h"
 #include "tests/fixtures.h"
@@ -278,6 +279,55 @@ START_TEST(test_error_utf8) {
     text = api_error_to_json(&err, NULL);
     ck_assert_ptr_nonnull(text);
     free(text);
+}
+END_TEST
+
+/* A number's text found by its JSON Pointer, as a message quotes it: keys
+ * escaped in the pointer (~0, ~1) and in the text (\u0065), digits and
+ * brackets inside strings passed over, a key of the same name elsewhere
+ * not taken for the one asked. */
+START_TEST(test_path_number_text) {
+    static const char text[] =
+        "{\"a\": [1, {\"b\": [2, 3e5, -4]}], \"s\": \"[1,2]\", \"c~/d\": 9223372036854775807,"
+        " \"e\\u0065\": 12345678901234567890, \"n\": [0, {\"k\": \"a,b\", \"b\": 5}, 7],"
+        " \"b\": -0.5e-3, \"t\": [true, null, 8]}";
+    static const struct {
+        const char *path, *want; /* want NULL: no number there */
+    } cases[] = {
+        {"/a/0", "1"},
+        {"/a/1/b/0", "2"},
+        {"/a/1/b/1", "3e5"},
+        {"/a/1/b/2", "-4"},
+        {"/c~0~1d", "9223372036854775807"},
+        {"/ee", "12345678901234567890"},
+        {"/n/0", "0"},
+        {"/n/1/b", "5"},
+        {"/n/2", "7"},
+        {"/b", "-0.5e-3"},
+        {"/t/2", "8"},
+        {"/a/1/b/3", NULL},
+        {"/a/1/b", NULL},
+        {"/a/01", NULL},
+        {"/s", NULL},
+        {"/t/0", NULL},
+        {"/x", NULL},
+        {"/n/1/k", NULL},
+        {"", NULL},
+        {"a", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n = 0;
+        const char *at = api_path_number_text(text, sizeof text - 1, cases[i].path, &n);
+        if (!cases[i].want) {
+            ck_assert_msg(at == NULL, "%s: found %.*s", cases[i].path, (int)n, at ? at : "");
+            continue;
+        }
+        ck_assert_msg(at && n == strlen(cases[i].want) && memcmp(at, cases[i].want, n) == 0,
+                      "%s: %.*s, want %s", cases[i].path, (int)n, at ? at : "", cases[i].want);
+    }
+    size_t n = 0;
+    const char *at = api_path_number_text("42", 2, "", &n);
+    ck_assert(at && n == 2);
 }
 END_TEST
 
@@ -1602,6 +1652,7 @@ static Suite *api_suite(void) {
 
     tcase_add_test(errors, test_error_to_json);
     tcase_add_test(errors, test_error_utf8);
+    tcase_add_test(errors, test_path_number_text);
     tcase_add_test(errors, test_write_json_as_jansson);
     tcase_add_test(decode, test_invalid_json);
     tcase_add_test(decode, test_unknown_fields);

@@ -588,6 +588,22 @@ START_TEST(test_name_and_description) {
     store_import_options named = {.layer = 0, .n_heads = H, .name = "a/b"};
     expect_fail(tpath("g.safetensors"), &named, "'a/b'", "[A-Za-z0-9._-]{1,64}", NULL);
 
+    /* A description the server would refuse is refused before anything
+     * is written: at most 4096 bytes. */
+    char long_text[4098];
+    memset(long_text, 'd', 4097);
+    long_text[4097] = '\0';
+    store_import_options described = {.layer = 0, .n_heads = H, .description = long_text};
+    expect_fail(tpath("g.safetensors"), &described, "--description", "4097 bytes long, over 4096",
+                NULL);
+    long_text[4096] = '\0';
+    ck_assert_msg(store_import_checkpoint(tpath("g.safetensors"), tpath("x.safetensors"),
+                                          &described, NULL, &err) == 0,
+                  "%s", err.message);
+    ck_assert_msg(store_model_load(&m, tpath("x.safetensors"), &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(strlen(m->description), 4096);
+    store_model_destroy(m);
+
     /* Never over the checkpoint itself. */
     ck_assert_int_eq(
         store_import_checkpoint(tpath("g.safetensors"), tpath("g.safetensors"), &plain, NULL, &err),

@@ -692,6 +692,102 @@ START_TEST(numbers_echo_nesting_heads) {
 }
 END_TEST
 
+/* The error of a refused request with `bin` after its JSON header. */
+static attn_error error_bin(const api_oip_model *m, const char *json, const void *bin,
+                            size_t bin_len, const api_limits *lim) {
+    size_t jl = strlen(json);
+    char *body = malloc(jl + bin_len + 1);
+    memcpy(body, json, jl);
+    if (bin_len) memcpy(body + jl, bin, bin_len);
+    api_call *r = NULL;
+    attn_error err = {0};
+    ck_assert_int_eq(oip_call(body, jl + bin_len, (long long)jl, m, lim, &r, &err), -1);
+    api_call_free(r);
+    free(body);
+    return err;
+}
+
+/* Sizes and values a message shows are those sent, however large: not
+ * the double they were read into (2^63 − 1 reads as 2^63, 2^53 + 1 as
+ * 2^53), nor SIZE_MAX for a size past it. */
+START_TEST(numbers_quoted_as_sent) {
+    static const struct {
+        const api_oip_model *m;
+        const char *json, *want;
+    } cases[] = {
+        {&self_m,
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,9223372036854775807],"
+         "\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}",
+         "embeddings rows have 9223372036854775807 numbers (d_model), over the limit max_d_model "
+         "= 64"},
+        {&self_m,
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[9007199254740993,1,4],"
+         "\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}",
+         "the batch has 9007199254740993 rows, over the limit max_batch = 64"},
+        {&self_m,
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,9007199254740993,4],"
+         "\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}",
+         "the batch holds 1 × 9007199254740993 tokens (padding included)"},
+        {&self_m,
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[9007199254740993,4],"
+         "\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}",
+         "the batch holds 1 × 9007199254740993 tokens (padding included)"},
+        {&self_m,
+         "{\"inputs\":[" E1 ",{\"name\":\"attention_mask\",\"shape\":[1,"
+         "9223372036854775807],\"datatype\":\"INT32\",\"data\":[1]}]}",
+         "input attention_mask has shape [1, 9223372036854775807], which does not fit"},
+        {&self_m,
+         "{\"inputs\":[" E1 ",{\"name\":\"positions\",\"shape\":[18446744073709549567, 1],"
+         "\"datatype\":\"INT64\",\"data\":[1]}]}",
+         "input positions has shape [18446744073709549567, 1], which does not fit"},
+        {&cross_m,
+         "{\"inputs\":[" E1 ",{\"name\":\"context\",\"shape\":[1,9007199254740993,3],"
+         "\"datatype\":\"FP32\",\"data\":[1,2,3]}]}",
+         "context has 1 × 9007199254740993 rows (padding included)"},
+        {&self_m,
+         "{\"inputs\":[" E1 ",{\"name\":\"positions\",\"shape\":[1,1],\"datatype\":"
+         "\"INT64\",\"data\":[9223372036854775807]}]}",
+         "positions[0] = 9223372036854775807 is not in 0 … 2^31 − 1"},
+        {&self_m,
+         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,2,4],\"datatype\":\"FP32\","
+         "\"data\":[1,2,3,4,5,6,7,8]},{\"name\":\"positions\",\"shape\":[1,2],\"datatype\":"
+         "\"INT64\",\"data\":[[0,-9007199254740993]]}]}",
+         "positions[1] = -9007199254740993 is not in 0 … 2^31 − 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        attn_error e = error_of(cases[i].m, cases[i].json, &limits);
+        ck_assert_msg(e.status == 422 && strstr(e.message, cases[i].want), "%s: %d %s",
+                      cases[i].json, e.status, e.message);
+    }
+
+    /* binary_data_size, however far past the bytes left */
+    static const char *const sizes[] = {"9223372036854775807", "18446744073709551615",
+                                        "18446744073709551616", "123456789012345678901234567890",
+                                        "1e30"};
+    static const float four[4] = {1, 2, 3, 4};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        char json[256], want[160];
+        snprintf(json, sizeof json,
+                 "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,4],\"datatype\":"
+                 "\"FP32\",\"parameters\":{\"binary_data_size\":%s}}]}",
+                 sizes[i]);
+        snprintf(want, sizeof want,
+                 "inputs[0] claims %s bytes of binary data; only 16 are left after the JSON header",
+                 sizes[i]);
+        attn_error e = error_bin(&self_m, json, four, 16, &limits);
+        ck_assert_msg(e.status == 400 && strcmp(e.message, want) == 0, "%s: %d %s", sizes[i],
+                      e.status, e.message);
+    }
+    /* INT64 positions in bytes, exactly */
+    const char *pj = "{\"inputs\":[" E1 ",{\"name\":\"positions\",\"shape\":[1,1],\"datatype\":"
+                     "\"INT64\",\"parameters\":{\"binary_data_size\":8}}]}";
+    int64_t big = INT64_MAX;
+    attn_error e = error_bin(&self_m, pj, &big, 8, &limits);
+    ck_assert_msg(e.status == 422 && strstr(e.message, "positions[0] = 9223372036854775807 is"),
+                  "%d %s", e.status, e.message);
+}
+END_TEST
+
 START_TEST(metadata) {
     size_t len;
     char *text = api_oip_model_metadata(&cross_m, &len);
@@ -823,6 +919,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, header_scanned_within_limits);
     tcase_add_test(tc, shapes_checked_before_allocation);
     tcase_add_test(tc, numbers_echo_nesting_heads);
+    tcase_add_test(tc, numbers_quoted_as_sent);
     suite_add_tcase(s, tc);
     return s;
 }

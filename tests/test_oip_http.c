@@ -755,6 +755,161 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* POST /v2/models/demo-4d/infer over a raw socket, with the header lines
+ * `headers` (each ending in CRLF) and the body: the answer's status, and
+ * its body (up to a NUL) in *answer, malloc'd. */
+static long post_v2_raw(const char *headers, const char *body, size_t len, char **answer) {
+    char head[1024];
+    int hn = snprintf(head, sizeof head,
+                      "POST /v2/models/demo-4d/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Length: %zu\r\n%s\r\n",
+                      len, headers);
+    ck_assert(hn > 0 && (size_t)hn < sizeof head);
+    int fd = hs_raw_open(srv.port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(hs_raw_send(fd, head, (size_t)hn), 0);
+    ck_assert_int_eq(hs_raw_send(fd, body, len), 0);
+    char *raw = hs_raw_recv(fd, 10);
+    close(fd);
+    long status = 0;
+    ck_assert_msg(raw && sscanf(raw, "HTTP/1.1 %ld", &status) == 1, "got: %s",
+                  raw ? raw : "(none)");
+    const char *b = strstr(raw, "\r\n\r\n");
+    ck_assert_ptr_nonnull(b);
+    *answer = strdup(b + 4);
+    free(raw);
+    return status;
+}
+
+/* Two Inference-Header-Content-Length headers: of different values they
+ * are refused, whichever comes first, as two Content-Lengths of different
+ * values are; the same value twice is that value, as for Content-Length. */
+START_TEST(header_length_twice) {
+    const char *names[] = {"demo-4d", NULL};
+    start_with(names, NULL);
+    static const float four[4] = {0.5f, 0.25f, -1, 2};
+    static const char json[] = "{\"inputs\":[" EMB_BIN(16) "]}";
+    size_t jl = sizeof json - 1;
+    char body[sizeof json + 16];
+    memcpy(body, json, jl);
+    memcpy(body + jl, four, 16);
+    char lines[256], *answer;
+    /* the right length first, then another */
+    snprintf(lines, sizeof lines,
+             "Inference-Header-Content-Length: %zu\r\nInference-Header-Content-Length: %zu\r\n", jl,
+             jl + 4);
+    long status = post_v2_raw(lines, body, jl + 16, &answer);
+    json_t *j = json_loads(answer, 0, NULL);
+    ck_assert_msg(status == 400 && j && json_object_size(j) == 1 &&
+                      strstr(json_string_value(json_object_get(j, "error")), "different values"),
+                  "%ld: %s", status, answer);
+    json_decref(j);
+    free(answer);
+    /* another first, then the right one */
+    snprintf(lines, sizeof lines,
+             "Inference-Header-Content-Length: %zu\r\nInference-Header-Content-Length: %zu\r\n",
+             jl + 4, jl);
+    status = post_v2_raw(lines, body, jl + 16, &answer);
+    ck_assert_msg(status == 400 && strstr(answer, "different values"), "%ld: %s", status, answer);
+    free(answer);
+    /* one that is not a length beside one that is */
+    snprintf(lines, sizeof lines,
+             "Inference-Header-Content-Length: %zu\r\ninference-header-content-length: ten\r\n",
+             jl);
+    status = post_v2_raw(lines, body, jl + 16, &answer);
+    ck_assert_msg(status == 400 && strstr(answer, "different values"), "%ld: %s", status, answer);
+    free(answer);
+    /* the same value twice (blanks around it aside), and once */
+    snprintf(lines, sizeof lines,
+             "Inference-Header-Content-Length: %zu\r\nInference-Header-Content-Length: %zu \r\n",
+             jl, jl);
+    status = post_v2_raw(lines, body, jl + 16, &answer);
+    ck_assert_msg(status == 200, "%ld: %s", status, answer);
+    free(answer);
+    snprintf(lines, sizeof lines, "Inference-Header-Content-Length: %zu\r\n", jl);
+    status = post_v2_raw(lines, body, jl + 16, &answer);
+    ck_assert_msg(status == 200, "%ld: %s", status, answer);
+    free(answer);
+    finish();
+}
+END_TEST
+
+/* An Inference-Header-Content-Length past the body is shown as sent,
+ * however large: not through a double, nor cut to a long long. */
+START_TEST(header_length_as_sent) {
+    const char *names[] = {"demo-4d", NULL};
+    start_with(names, NULL);
+    static const char json[] = "{\"inputs\":[" EMB14 "]}";
+    static const char *const lengths[] = {"9223372036854775807",
+                                          "9223372036854775808",
+                                          "18446744073709551615",
+                                          "18446744073709551616",
+                                          "100000000000000000000000000000",
+                                          "0099"};
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+        char lines[128], want[160], *answer;
+        snprintf(lines, sizeof lines, "Inference-Header-Content-Length: %s\r\n", lengths[i]);
+        long status = post_v2_raw(lines, json, sizeof json - 1, &answer);
+        snprintf(want, sizeof want,
+                 "Inference-Header-Content-Length is %s, past the body's %zu bytes", lengths[i],
+                 sizeof json - 1);
+        json_t *j = json_loads(answer, 0, NULL);
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        ck_assert_msg(status == 400 && msg && strcmp(msg, want) == 0, "%s: %ld %s", lengths[i],
+                      status, answer);
+        json_decref(j);
+        free(answer);
+    }
+    finish();
+}
+END_TEST
+
+/* Sizes and values in the body are shown as sent, however large: a shape,
+ * a binary_data_size, a position of 2^63 − 1 (which a double reads as
+ * 2^63) and past it. */
+START_TEST(sizes_as_sent) {
+    const char *names[] = {"demo-4d", NULL};
+    start_with(names, NULL);
+    static const struct {
+        const char *json;
+        int binary; /* with its length in Inference-Header-Content-Length, and 16 bytes */
+        const char *want;
+    } cases[] = {
+        {"{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,9223372036854775807],"
+         "\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}",
+         0, "embeddings rows have 9223372036854775807 numbers (d_model)"},
+        {"{\"inputs\":[" EMB14 ",{\"name\":\"attention_mask\",\"shape\":[9223372036854775807],"
+         "\"datatype\":\"INT32\",\"data\":[1]}]}",
+         0, "input attention_mask has shape [9223372036854775807], which"},
+        {"{\"inputs\":[" EMB14 ",{\"name\":\"positions\",\"shape\":[1],\"datatype\":\"INT64\","
+         "\"data\":[9223372036854775807]}]}",
+         0, "positions[0] = 9223372036854775807 is not"},
+        {"{\"inputs\":[" EMB_BIN(9223372036854775807) "]}", 1,
+         "inputs[0] claims 9223372036854775807 bytes of binary data; only 16 are left"},
+        {"{\"inputs\":[" EMB_BIN(18446744073709551616) "]}", 1,
+         "inputs[0] claims 18446744073709551616 bytes of binary data; only 16 are left"},
+    };
+    static const float four[4] = {0.5f, 0.25f, -1, 2};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t jl = strlen(cases[i].json);
+        char body[512], lines[128] = "Content-Type: application/json\r\n", *answer;
+        memcpy(body, cases[i].json, jl);
+        if (cases[i].binary) {
+            memcpy(body + jl, four, 16);
+            snprintf(lines, sizeof lines, "Inference-Header-Content-Length: %zu\r\n", jl);
+        }
+        long status = post_v2_raw(lines, body, jl + (cases[i].binary ? 16 : 0), &answer);
+        json_t *j = json_loads(answer, 0, NULL);
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        ck_assert_msg(status >= 400 && msg && strstr(msg, cases[i].want), "%s: %ld %s",
+                      cases[i].json, status, answer);
+        json_decref(j);
+        free(answer);
+    }
+    finish();
+}
+END_TEST
+
 START_TEST(limits_and_keys) {
     const char *names[] = {"demo-4d", NULL};
     char keys[] = "/tmp/attn-oip-keys-XXXXXX";
@@ -1003,6 +1158,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, positions_rope_gqa);
     tcase_add_test(tc, triton_defaults_and_json_outputs);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, header_length_twice);
+    tcase_add_test(tc, header_length_as_sent);
+    tcase_add_test(tc, sizes_as_sent);
     tcase_add_test(tc, limits_and_keys);
     tcase_add_test(tc, drain);
     tcase_add_test(tc, late_body_and_header_limits);

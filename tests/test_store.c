@@ -2209,6 +2209,33 @@ START_TEST(test_vocab_dimensions) {
 }
 END_TEST
 
+/* Every GET /v1/models shows each model's description: one over 4096
+ * bytes (UTF-8 bytes, not characters) is refused at load, the message
+ * naming the key and the bound; 4096 bytes load. */
+START_TEST(test_model_description_bound) {
+    size_t big = (size_t)1 << 20;
+    char *d = malloc(big + 1);
+    ck_assert_ptr_nonnull(d);
+    for (size_t i = 0; i < 4096; i += 2)
+        memcpy(d + i, "\xc3\xa9", 2); /* é */
+    d[4096] = '\0';
+    const char *p = tpath("described.safetensors");
+    write_vocab_model(p, META("description", d), NULL, 0);
+    store_model *m = load_ok(p);
+    ck_assert_uint_eq(strlen(m->description), 4096);
+    store_model_destroy(m);
+    d[4096] = 'x';
+    d[4097] = '\0';
+    write_vocab_model(p, META("description", d), NULL, 0);
+    expect_model_fault(p, "metadata 'description' is 4097 bytes long, over 4096");
+    memset(d, 'x', big);
+    d[big] = '\0';
+    write_vocab_model(p, META("description", d), NULL, 0);
+    expect_model_fault(p, "metadata 'description' is 1048576 bytes long, over 4096");
+    free(d);
+}
+END_TEST
+
 START_TEST(test_vocab_non_finite) {
     float tok[12] = {0}, pos[20] = {0};
     const char *const *v = META("vocabulary", "[\"a\", \"b\", \"c\"]");
@@ -2275,6 +2302,7 @@ static Suite *store_suite(void) {
     tcase_add_test(tc, test_vocab_positions_alone);
     tcase_add_test(tc, test_vocab_one_without_other);
     tcase_add_test(tc, test_vocab_dimensions);
+    tcase_add_test(tc, test_model_description_bound);
     tcase_add_test(tc, test_vocab_non_finite);
     suite_add_tcase(s, tc);
 
