@@ -201,24 +201,32 @@ test-valgrind: deps
 
 # libFuzzer targets (tests/fuzz/), built with clang under AddressSanitizer
 # and UndefinedBehaviorSanitizer: the request decoder (and the array
-# lifting, checked against jansson on every input) and the model loader.
+# lifting, checked against jansson on every input), the batch and /v2
+# decoders, the model loader, and whole HTTP exchanges with the server
+# started in the fuzzer's process.
 # `make fuzz` first replays the seed corpus (tests/fuzz/corpus/<target>),
 # then fuzzes each target for FUZZ_SECONDS; new inputs go to
 # build-fuzz/corpus/, never into the source tree. A crash stops the run and
 # leaves its input as build-fuzz/crash-*: add it to the seed corpus once
 # fixed, so that every later run replays it. Under `make -jN fuzz` the
-# targets run N at a time (each fuzzer is one thread), each one's output
-# printed whole when it ends (--output-sync).
+# targets run N at a time (each fuzzer is one thread, fuzz_http's server
+# aside), each one's output printed whole when it ends (--output-sync).
+# fuzz_http, last, waits on sockets most of the time (its process, the
+# server's threads included, uses under half a core) and runs half of
+# FUZZ_SECONDS: it adds half a round to CI's stage, not a third round.
 FUZZ_SECONDS ?= 60
+FUZZ_SECONDS_http ?= $(shell expr \( $(FUZZ_SECONDS) + 1 \) / 2)
 FUZZ_CC      := clang
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE -I. $(PKG_CFLAGS)
-FUZZ_TARGETS := request batch safetensors oip
+FUZZ_TARGETS := request batch safetensors oip http
 FUZZ_SRC_request     := tests/fuzz/fuzz_request.c $(API_SRC) $(ATTN_SRC)
 FUZZ_SRC_batch       := tests/fuzz/fuzz_batch.c $(API_SRC) $(ATTN_SRC)
 FUZZ_SRC_safetensors := tests/fuzz/fuzz_safetensors.c $(STORE_SRC) $(ATTN_SRC)
 FUZZ_SRC_oip         := tests/fuzz/fuzz_oip.c $(API_SRC) $(ATTN_SRC)
+FUZZ_SRC_http        := tests/fuzz/fuzz_http.c $(SERVER_SRC) $(EMBED_SRC) $(API_SRC) \
+                        $(STORE_SRC) $(ATTN_SRC)
 
 fuzz: deps
 	+$(MAKE) --no-print-directory DEB_PACKAGES='clang libclang-rt-14-dev' deps
@@ -232,8 +240,8 @@ fuzz-run-%: $(FUZZ_BUILD)/fuzz_%
 	@mkdir -p $(FUZZ_BUILD)/corpus/$*
 	@echo "== fuzz_$*: the seed corpus"
 	$< -runs=0 tests/fuzz/corpus/$*
-	@echo "== fuzz_$*: $(FUZZ_SECONDS) s"
-	$< -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=20 \
+	@echo "== fuzz_$*: $(or $(FUZZ_SECONDS_$*),$(FUZZ_SECONDS)) s"
+	$< -max_total_time=$(or $(FUZZ_SECONDS_$*),$(FUZZ_SECONDS)) -max_len=8192 -timeout=20 \
 	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/ \
 	    $(FUZZ_BUILD)/corpus/$* tests/fuzz/corpus/$*
 

@@ -7,10 +7,14 @@
 #include "tests/http_harness.h"
 
 #include <arpa/inet.h>
+#include <check.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +65,223 @@ static double hs_slowness(void) {
     return hs_wrapper() ? 10.0 : 1.0;
 }
 
+/* ---- what an error body must not hold (see http_harness.h) ---- */
+
+#define HS_SECRETS_MAX 64
+
+/* What the servers started so far were given: paths, key files, keys.
+ * Only ever added to; under hs_secrets_mu (requests come from threads). */
+static pthread_mutex_t hs_secrets_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *hs_paths[HS_SECRETS_MAX], *hs_key_files[HS_SECRETS_MAX], *hs_keys[HS_SECRETS_MAX];
+static size_t hs_n_paths, hs_n_key_files, hs_n_keys;
+
+/* Adds a copy of s to list unless it holds it already. Under the mutex. */
+static void hs_secret_add(char **list, size_t *n, const char *s, size_t len) {
+    for (size_t i = 0; i < *n; i++)
+        if (strlen(list[i]) == len && memcmp(list[i], s, len) == 0) return;
+    if (*n < HS_SECRETS_MAX && (list[*n] = strndup(s, len))) (*n)++;
+}
+
+/* A path as given when absolute, and as resolved when it exists. */
+static void hs_path_add(const char *path) {
+    if (!path || !*path) return;
+    if (path[0] == '/' && path[1]) hs_secret_add(hs_paths, &hs_n_paths, path, strlen(path));
+    char real[PATH_MAX];
+    if (realpath(path, real) && real[1]) hs_secret_add(hs_paths, &hs_n_paths, real, strlen(real));
+}
+
+/* The keys of a key file as keys.c reads them (blank and '#' lines
+ * skipped, trailing white space cut). `whole_lines`: only lines ending in
+ * a newline, for a file a test may be writing at this moment. Under the
+ * mutex. */
+static void hs_keys_read(const char *path, int whole_lines) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (whole_lines && (len == 0 || line[len - 1] != '\n')) continue;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+                           line[len - 1] == '\t'))
+            len--;
+        if (len > 0 && line[0] != '#') hs_secret_add(hs_keys, &hs_n_keys, line, len);
+    }
+    fclose(f);
+}
+
+/* The value of option `name` in a server's arguments ("--name value" or
+ * "--name=value"), else the environment variable `env`; or NULL. */
+static const char *hs_option(const char *const *args, const char *name, const char *env) {
+    size_t n = strlen(name);
+    const char *found = NULL;
+    for (int i = 0; args && args[i]; i++) {
+        if (strcmp(args[i], name) == 0 && args[i + 1]) found = args[i + 1];
+        if (strncmp(args[i], name, n) == 0 && args[i][n] == '=') found = args[i] + n + 1;
+    }
+    if (!found) found = getenv(env);
+    return found && *found ? found : NULL;
+}
+
+/* What a server about to start with `args` must never show in an error. */
+static void hs_secrets_note(const char *const *args) {
+    pthread_mutex_lock(&hs_secrets_mu);
+    hs_path_add(hs_option(args, "--models-dir", "ATTN_MODELS_DIR"));
+    const char *keys = hs_option(args, "--api-keys-file", "ATTN_API_KEYS_FILE");
+    if (keys) {
+        hs_path_add(keys);
+        hs_secret_add(hs_key_files, &hs_n_key_files, keys, strlen(keys));
+        hs_keys_read(keys, 0);
+    }
+    pthread_mutex_unlock(&hs_secrets_mu);
+}
+
+static int hs_word_char(char c) {
+    return isalnum((unsigned char)c) || c == '_';
+}
+
+/* A character a path's name may hold: before "/tmp/", it makes the
+ * match the inside of another path ("/weights/tmp/...") or word. */
+static int hs_path_char(char c) {
+    return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' || c == '~' || c == '/';
+}
+
+/* The first place `s` (n bytes) is in body, at or after `from`; or NULL. */
+static const char *hs_find(const char *body, size_t len, size_t from, const char *s, size_t n) {
+    if (n == 0 || from > len) return NULL;
+    return memmem(body + from, len - from, s, n);
+}
+
+/* 1 when s is in body with nothing of `word` right before (and, when
+ * `after` is set, right after) it. */
+static int hs_holds_alone(const char *body, size_t len, const char *s, int (*word)(char),
+                          int after) {
+    size_t n = strlen(s);
+    for (const char *p = hs_find(body, len, 0, s, n); p;
+         p = hs_find(body, len, (size_t)(p - body) + 1, s, n)) {
+        size_t end = (size_t)(p - body) + n;
+        if ((p == body || !word(p[-1])) && (!after || end == len || !word(body[end]))) return 1;
+    }
+    return 0;
+}
+
+static int hs_leak(char *why, size_t whylen, const char *what, const char *s) {
+    snprintf(why, whylen, "%s \"%s\"", what, s);
+    return 1;
+}
+
+/* A pointer's look: "0x" and 6+ hex digits, or a lone run of 12+ hex
+ * digits with letters and digits both (a run of digits is a number). */
+static int hs_pointer_like(const char *text, size_t len, char *why, size_t whylen) {
+    char run[48];
+    for (size_t i = 0; i < len;) {
+        size_t j = i, letters = 0, digits = 0;
+        while (j < len && isxdigit((unsigned char)text[j])) {
+            letters += isalpha((unsigned char)text[j]) != 0;
+            j++;
+        }
+        digits = j - i - letters;
+        if (j == i) {
+            i++;
+            continue;
+        }
+        if (j - i == 1 && text[i] == '0' && (text[j] == 'x' || text[j] == 'X')) {
+            size_t k = j + 1;
+            while (k < len && isxdigit((unsigned char)text[k]))
+                k++;
+            if (k - j - 1 >= 6) {
+                snprintf(run, sizeof run, "%.*s", (int)(k - i < 40 ? k - i : 40), text + i);
+                return hs_leak(why, whylen, "a pointer-like", run);
+            }
+        }
+        int alone = (i == 0 || !hs_word_char(text[i - 1])) && (j == len || !hs_word_char(text[j]));
+        if (alone && j - i >= 12 && letters && digits) {
+            snprintf(run, sizeof run, "%.*s", (int)(j - i < 40 ? j - i : 40), text + i);
+            return hs_leak(why, whylen, "a run of hex digits", run);
+        }
+        i = j;
+    }
+    return 0;
+}
+
+int hs_leak_find(const char *body, size_t len, char *why, size_t whylen) {
+    static const char *const roots[] = {"/tmp/", "/var/", "/work/", "/home/", "/root/",
+                                        "/etc/", "/usr/", "/opt/",  "/srv/",  "/proc/",
+                                        "/dev/", "/mnt/", "/run/",  "/build/"};
+    /* the body as a string, a NUL in it made a space, for the searches
+     * that stop at a NUL */
+    char *text = malloc(len + 1);
+    if (!text) return 0;
+    for (size_t i = 0; i < len; i++)
+        text[i] = body[i] ? body[i] : ' ';
+    text[len] = 0;
+    int found = 0;
+    for (size_t i = 0; !found && i < sizeof roots / sizeof roots[0]; i++)
+        if (hs_holds_alone(text, len, roots[i], hs_path_char, 0))
+            found = hs_leak(why, whylen, "an absolute path under", roots[i]);
+
+    char cwd[PATH_MAX], bin[PATH_MAX];
+    const char *home = getenv("HOME");
+    const char *server = getenv("ATTN_SERVER_BIN");
+    if (!found && getcwd(cwd, sizeof cwd) && cwd[1] && strstr(text, cwd))
+        found = hs_leak(why, whylen, "the working directory", cwd);
+    if (!found && home && home[0] == '/' && home[1] &&
+        hs_holds_alone(text, len, home, hs_path_char, 1))
+        found = hs_leak(why, whylen, "$HOME", home);
+    if (!found && server && realpath(server, bin)) {
+        char *slash = strrchr(bin, '/');
+        if (slash && slash != bin) *slash = 0;
+        if (bin[1] && strstr(text, bin))
+            found = hs_leak(why, whylen, "the server binary's directory", bin);
+    }
+
+    pthread_mutex_lock(&hs_secrets_mu);
+    for (size_t i = 0; i < hs_n_key_files; i++)
+        hs_keys_read(hs_key_files[i], 1);
+    for (size_t i = 0; !found && i < hs_n_paths; i++)
+        if (strstr(text, hs_paths[i]))
+            found = hs_leak(why, whylen, "a path the server was given", hs_paths[i]);
+    for (size_t i = 0; !found && i < hs_n_keys; i++) {
+        int hit = strlen(hs_keys[i]) >= 8 ? strstr(text, hs_keys[i]) != NULL
+                                          : hs_holds_alone(text, len, hs_keys[i], hs_word_char, 1);
+        if (hit) found = hs_leak(why, whylen, "the API key", hs_keys[i]);
+    }
+    pthread_mutex_unlock(&hs_secrets_mu);
+
+    if (!found) found = hs_pointer_like(text, len, why, whylen);
+    free(text);
+    return found;
+}
+
+/* Fails the test when an error body leaks. */
+static void hs_leak_assert(long status, const char *body, size_t len) {
+    char why[256];
+    if (status >= 400 && body && hs_leak_find(body, len, why, sizeof why))
+        ck_abort_msg("the body of a %ld answer holds %s: %.*s", status, why,
+                     (int)(len < 2000 ? len : 2000), body);
+}
+
+/* hs_leak_assert on each answer of a raw stream, one after another as they
+ * came: a status line, headers, and Content-Length bytes of body (or the
+ * rest, without one; none for 1xx). */
+static void hs_leak_assert_raw(const char *raw, size_t len) {
+    size_t at = 0;
+    while (len - at >= 12 && strncmp(raw + at, "HTTP/1.", 7) == 0) {
+        long status = strtol(raw + at + 9, NULL, 10);
+        const char *end = memmem(raw + at, len - at, "\r\n\r\n", 4);
+        if (!end) return;
+        size_t head = (size_t)(end + 4 - (raw + at)), left = len - at - head, body = left;
+        char *block = strndup(raw + at, head);
+        hs_response h = {.headers = block};
+        char *cl = block ? hs_header(&h, "Content-Length") : NULL;
+        if (cl && strtoul(cl, NULL, 10) < left) body = strtoul(cl, NULL, 10);
+        if (status < 200) body = 0;
+        free(cl);
+        free(block);
+        hs_leak_assert(status, raw + at + head, body);
+        at += head + body;
+    }
+}
+
 int hs_start(hs_server *s, const char *const *extra) {
     return hs_start_limited(s, extra, 0);
 }
@@ -70,6 +291,7 @@ int hs_start_limited(hs_server *s, const char *const *extra, size_t address_spac
     if (!bin || !*bin) bin = "build/attention-server";
     memset(s, 0, sizeof *s);
     s->exit_status = -1;
+    hs_secrets_note(extra);
     strcpy(s->log_path, "/tmp/attn-test-XXXXXX");
     int fd = mkstemp(s->log_path);
     if (fd < 0) return -1;
@@ -282,6 +504,7 @@ CURLcode hs_request(CURL *reuse, unsigned port, const char *method, const char *
     r->hlen = hbuf.len;
     curl_slist_free_all(list);
     if (!reuse) curl_easy_cleanup(c);
+    hs_leak_assert(r->status, r->body, r->len);
     return r->rc;
 }
 
@@ -378,6 +601,7 @@ static char *hs_recv_until(int fd, double timeout_s, int (*done)(const hs_buf *)
         if (n <= 0) break;
         hs_collect(chunk, 1, (size_t)n, &b);
     }
+    if (b.p) hs_leak_assert_raw(b.p, b.len);
     return b.p ? b.p : calloc(1, 1);
 }
 

@@ -6,6 +6,25 @@
  * which the harness reads the port it logged ("port=N"). Requests go
  * through libcurl (curl_global_init is the caller's); raw requests through
  * a plain socket, for what libcurl will not send.
+ *
+ * Error bodies never leak. Every answer read here (hs_request, hs_raw,
+ * hs_raw_recv) with a status of 400 or more has its body checked by
+ * hs_leak_find, and a leak fails the test on the spot (check's
+ * ck_abort_msg), naming what leaked and the body. A body must hold:
+ *
+ *   - no file system path: no absolute path under a system or working
+ *     directory (/tmp/, /work/, /home/, /etc/, ... at the start of a word),
+ *     nor the current directory, $HOME, the server binary's directory, or
+ *     the models directory or key file of any server hs_start started;
+ *   - no API key of such a key file, as it read at start or reads at the
+ *     check (so keys a SIGHUP brought in count too); a key shorter than 8
+ *     characters counts only standing alone, with no letter or digit beside;
+ *   - nothing like a pointer: "0x" and 6 or more hex digits, or a run of 12
+ *     or more hex digits, letters and digits both, standing alone.
+ *
+ * hs_start takes the models directory and key file from its arguments
+ * (--models-dir, --api-keys-file, either form) and from the environment
+ * the server inherits (ATTN_MODELS_DIR, ATTN_API_KEYS_FILE).
  */
 #ifndef HTTP_HARNESS_H
 #define HTTP_HARNESS_H
@@ -55,6 +74,10 @@ int hs_finish(hs_server *s, char *why, size_t whylen);
 /* The first sanitizer report in a log (UBSan "runtime error", ASan, TSan,
  * LSan "...Sanitizer"), or NULL. */
 const char *hs_log_problem(const char *log);
+
+/* 1 when `body` (len bytes) leaks by the rules above, with what leaked in
+ * why; else 0. Thread-safe. */
+int hs_leak_find(const char *body, size_t len, char *why, size_t whylen);
 
 /* The server's resident memory (VmRSS) in kB, or -1. */
 long hs_rss_kb(const hs_server *s);

@@ -12,12 +12,16 @@
  *            a server whose key file cannot be read does not start.
  *   reflect  nothing a request carries comes back in a header or goes to
  *            the log, and no path reaches a file.
+ *   leaks    the harness's check of every error body (http_harness.h)
+ *            refuses a path, a key and a pointer when fed one, and lets
+ *            the server's own error bodies and harmless look-alikes by.
  *   cors     --cors-origin: an allowed Origin gets Access-Control-Allow-*
  *            headers on every answer and a 204 to its preflight (no key
  *            needed for the preflight); any other origin gets none, and a
  *            server without --cors-origin never sends them.
  */
 #include <check.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,6 +289,71 @@ START_TEST(nothing_reflected) {
 }
 END_TEST
 
+/* The check the harness runs on every error body refuses what it should.
+ * Fed by hand: the server leaks none of it. The harness learns the key
+ * file and the models directory from the server's arguments. */
+START_TEST(leak_check_refuses) {
+    char keys[] = "/tmp/attn-leak-keys-XXXXXX";
+    int fd = mkstemp(keys);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_file(keys, "leak-check-key-0123\nk7\n");
+    const char *models = getenv("ATTN_TEST_MODELS_DIR");
+    if (!models) models = "build/models";
+    char real[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(models, real));
+    hs_server s;
+    const char *const args[] = {"--api-keys-file", keys, "--models-dir", models, NULL};
+    ck_assert_int_eq(hs_start(&s, args), 0);
+
+    /* the server's own: a 401 and a 404 read through the harness (which
+     * checks them) and checked again here */
+    hs_response r;
+    ck_assert_int_eq(status_with(s.port, "GET", "/v1/models/nope", NULL, &r), 401);
+    char why[256];
+    ck_assert_msg(!hs_leak_find(r.body, r.len, why, sizeof why), "%s in %s", why, r.body);
+    hs_response_free(&r);
+    ck_assert_int_eq(status_with(s.port, "GET", "/v1/models/nope", "Bearer k7", &r), 404);
+    ck_assert_msg(!hs_leak_find(r.body, r.len, why, sizeof why), "%s in %s", why, r.body);
+    hs_response_free(&r);
+
+    char model_file[PATH_MAX + 64];
+    snprintf(model_file, sizeof model_file, "cannot open %s/demo-4d.safetensors", real);
+    const char *const leaking[] = {
+        model_file,
+        keys,
+        "{\"error\":\"models: /tmp/attn-models-1/m.safetensors: a short file\"}",
+        "no such file /work/x",
+        "a path at /home/someone",
+        "{\"message\":\"Bearer leak-check-key-0123 refused\"}",
+        "the key k7 is wrong",
+        "a buffer at 0xdeadbeef00",
+        "a pointer 0X7FFD5E3C",
+        "ptr=7ffd5e3c1a20,",
+    };
+    for (size_t i = 0; i < sizeof leaking / sizeof *leaking; i++)
+        ck_assert_msg(hs_leak_find(leaking[i], strlen(leaking[i]), why, sizeof why),
+                      "not refused: %s", leaking[i]);
+    ck_assert_msg(hs_leak_find("0xdeadbeef00", 12, why, sizeof why) && strstr(why, "0xdeadbeef00"),
+                  "the reason does not name it: %s", why);
+
+    const char *const harmless[] = {
+        "{\"error\":{\"code\":\"unknown_field\",\"path\":\"/weights/norm\"}}",
+        "{\"error\":{\"path\":\"/weights/tmp/0/w_q\"}}",
+        "the limit of 1099511627776 bytes",
+        "no model named demo-4d.safetensors",
+        "k77 and ak7 are no keys",
+        "a byte 0x1f, a word deadbeefcafe",
+        "GET /v1/models lists them",
+    };
+    for (size_t i = 0; i < sizeof harmless / sizeof *harmless; i++)
+        ck_assert_msg(!hs_leak_find(harmless[i], strlen(harmless[i]), why, sizeof why),
+                      "refused (%s): %s", why, harmless[i]);
+    finish(&s);
+    unlink(keys);
+}
+END_TEST
+
 static Suite *access_suite(void) {
     Suite *s = suite_create("access");
     TCase *tc = tcase_create("access");
@@ -293,6 +362,7 @@ static Suite *access_suite(void) {
     tcase_add_test(tc, cors);
     tcase_add_test(tc, keys_and_cors);
     tcase_add_test(tc, nothing_reflected);
+    tcase_add_test(tc, leak_check_refuses);
     suite_add_tcase(s, tc);
     return s;
 }
