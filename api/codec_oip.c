@@ -1170,26 +1170,23 @@ static int oip_check_model(const api_call *c, const api_model_ref *m, attn_error
 
 void api_oip_view(const api_call *c, api_oip_request *view) {
     *view = *(const api_oip_request *)c->wire;
-    view->model_name = json_string_value(c->shared->model);
+    view->model = c->shared->model;
+    view->model_json_bytes = c->shared->model_json_bytes;
+    /* jansson counts without allocating; were it ever to fail, the widest
+     * escape of every byte (\u0000) */
+    view->id_json_bytes = view->id ? api_json_bytes(view->id) : 0;
+    if (view->id && !view->id_json_bytes)
+        view->id_json_bytes = 2 + 6 * json_string_length(view->id);
     view->dh = c->weights->d_head;
     view->hs = c->shared->n_heads;
     view->outs = c->outs;
 }
 
-/* Every number at its widest, a comma each, and room for the JSON around
- * them; what is echoed, each byte at its widest escape (\u0000). */
 static int oip_answer_bytes_max(const api_call *c, size_t *bytes) {
     api_oip_request r;
     api_oip_view(c, &r);
-    double total = 512;
-    if (r.id) total += 6.0 * (double)json_string_length(r.id);
-    total += 6.0 * (double)strlen(r.model_name);
-    for (size_t k = 0; k < r.n_out; k++)
-        total += 128 + (double)api_oip_padded_count(&r, r.out_kind[k]) *
-                           (r.out_binary[k] ? 4.0 : 1.0 + API_FLOAT_TEXT_WIDEST);
-    if (total >= (double)SIZE_MAX) return -1;
-    *bytes = (size_t)total;
-    return 0;
+    *bytes = api_oip_answer_bytes_max(&r);
+    return *bytes == SIZE_MAX ? -1 : 0;
 }
 
 static char *oip_encode(const api_call *c, size_t *len, size_t *json_len, attn_error *err) {

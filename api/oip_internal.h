@@ -56,7 +56,8 @@ typedef struct api_oip_request {
     int out_binary[OIP_OUTPUTS];
 
     /* at encode */
-    const char *model_name;
+    const json_t *model;                    /* the model's name (a string), as the call holds it */
+    size_t model_json_bytes, id_json_bytes; /* their JSON text's lengths */
     size_t dh, hs;
     const attn_output *outs;
 } api_oip_request;
@@ -66,6 +67,10 @@ void api_oip_view(const api_call *c, api_oip_request *view);
 
 /* The answer (codec_oip_encode.c), from a view: as api_call_encode. */
 char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, attn_error *err);
+
+/* The most bytes the answer takes: exact, but for the numbers of outputs
+ * sent as JSON, counted at their widest; SIZE_MAX past size_t. */
+size_t api_oip_answer_bytes_max(const api_oip_request *r);
 
 /* Elements of output `kind` for one sequence of r tokens and mr keys. */
 size_t api_oip_compact_count(const api_oip_request *r, int kind, size_t rt, size_t mr);

@@ -385,6 +385,85 @@ START_TEST(bitwise_against_unpadded) {
 }
 END_TEST
 
+/* The call of a padded batch of self_m: rows of 400 tokens, right-padded,
+ * left-padded and all padding, every output, the even ones as bytes, the
+ * odd ones as bytes too when `all_binary` (else as JSON); bound under
+ * `lim` (NULL: the default ones, with room), its outputs in `block` (NULL:
+ * none made). 0, or the error's status. */
+enum { BIG_B = 3, BIG_N = 400 };
+static int big_call(int all_binary, const api_limits *lim, attn_workspace *block, api_call **out,
+                    attn_error *err) {
+    static float emb[BIG_B * BIG_N * DM];
+    static int32_t real[BIG_B * BIG_N];
+    fill(emb, BIG_B * BIG_N * DM, 11);
+    for (size_t t = 0; t < BIG_N; t++) {
+        real[t] = t < 300;
+        real[BIG_N + t] = t >= 7;
+        real[2 * BIG_N + t] = 0;
+    }
+    oc_input ins[2] = {{"embeddings", "FP32", 3, {BIG_B, BIG_N, DM}, emb, 1},
+                       {"attention_mask", "INT32", 2, {BIG_B, BIG_N}, real, 0}};
+    oc_output outs[8];
+    for (size_t k = 0; k < 8; k++)
+        outs[k] = (oc_output){names[k], all_binary || k % 2 == 0};
+    oc_body body;
+    oc_build(&body, "big-call-id2", ins, 2, outs, 8, NULL, 0);
+    api_limits big = limits;
+    big.max_tokens = BIG_B * BIG_N;
+    big.max_response_bytes = (size_t)1 << 30;
+    api_call_body b = {body.data, body.len, (long long)body.json_len, self_m.name};
+    api_model_ref ref = {self_m.name, self_m.weights, self_m.mask, NULL};
+    int rc = api_call_decode(API_CALL_OIP, &b, lim ? lim : &big, out, err);
+    oc_body_free(&body);
+    if (rc == 0) rc = api_call_bind(*out, &ref, lim ? lim : &big, err);
+    if (rc == 0 && block) rc = api_call_alloc_outputs(*out, block, err);
+    if (rc == 0 && block) {
+        size_t failed;
+        attn_workspace *ws = attn_workspace_create();
+        rc = attn_compute_batch(api_call_outputs(*out), ws, api_call_inputs(*out),
+                                api_call_count(*out), NULL, err, &failed);
+        attn_workspace_destroy(ws);
+    }
+    if (rc == 0) return 0;
+    api_call_free(*out);
+    *out = NULL;
+    return err->status;
+}
+
+/* --max-response-bytes against a /v2 answer: binary tensors count their
+ * bytes and the header to the byte, so a limit of exactly the answer's
+ * length takes it and one byte less refuses it; JSON numbers count at
+ * their widest, so an answer with them is at most its bound. */
+START_TEST(response_limit_to_the_byte) {
+    for (int all_binary = 0; all_binary < 2; all_binary++) {
+        api_call *c;
+        attn_error err;
+        attn_workspace *block = attn_workspace_create();
+        ck_assert_int_eq(big_call(all_binary, NULL, block, &c, &err), 0);
+        size_t len, json_len;
+        char *body = api_call_encode(c, &len, &json_len, &err);
+        ck_assert_ptr_nonnull(body);
+        free(body);
+        api_call_free(c);
+        attn_workspace_destroy(block);
+        api_limits lim = limits;
+        lim.max_tokens = BIG_B * BIG_N;
+        lim.max_response_bytes = len;
+        ck_assert_int_eq(big_call(all_binary, &lim, NULL, &c, &err), all_binary ? 0 : 422);
+        api_call_free(c);
+        if (!all_binary) {
+            ck_assert_str_eq(err.path, "/outputs");
+            continue; /* the bound counts numbers at their widest */
+        }
+        lim.max_response_bytes = len - 1;
+        ck_assert_int_eq(big_call(all_binary, &lim, NULL, &c, &err), 422);
+        ck_assert_str_eq(err.code, "limit_exceeded");
+        ck_assert_str_eq(err.path, "/outputs");
+        ck_assert_msg(strstr(err.message, "max_response_bytes"), "%s", err.message);
+    }
+}
+END_TEST
+
 /* A request's status from its decode and bind (0 when accepted). */
 static int status_of(const api_oip_model *m, const char *json, long long hl, const void *bin,
                      size_t bin_len, const api_limits *lim) {
@@ -920,6 +999,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, shapes_checked_before_allocation);
     tcase_add_test(tc, numbers_echo_nesting_heads);
     tcase_add_test(tc, numbers_quoted_as_sent);
+    tcase_add_test(tc, response_limit_to_the_byte);
     suite_add_tcase(s, tc);
     return s;
 }
