@@ -1195,8 +1195,26 @@ static char *oip_encode(const api_call *c, size_t *len, size_t *json_len, attn_e
     return api_oip_encode(&r, len, json_len, err);
 }
 
-static void oip_free_wire(void *wire) {
-    api_oip_request *r = wire;
+/* Any output asked for as bytes. */
+static int oip_streams(const api_call *c) {
+    const api_oip_request *r = c->wire;
+    for (size_t k = 0; r && k < r->n_out; k++)
+        if (r->out_binary[k]) return 1;
+    return 0;
+}
+
+/* The answer takes the state (its padding's arrays), leaving the call
+ * without it: the call is only freed after this. */
+static api_answer *oip_answer(api_call *c, attn_workspace *block, attn_error *err) {
+    api_oip_request view;
+    api_oip_view(c, &view);
+    api_oip_request *wire = c->wire;
+    c->wire = NULL;
+    return api_oip_answer_create(&view, wire, block, err);
+}
+
+void api_oip_request_free(api_oip_request *r) {
+    if (!r) return;
     json_decref(r->id);
     free(r->tok);
     free(r->ntok);
@@ -1206,12 +1224,18 @@ static void oip_free_wire(void *wire) {
     free(r);
 }
 
+static void oip_free_wire(void *wire) {
+    api_oip_request_free(wire);
+}
+
 const api_codec api_codec_oip = {
     .decode = oip_decode,
     .array_rank = oip_array_rank,
     .check_model = oip_check_model,
     .answer_bytes_max = oip_answer_bytes_max,
     .encode = oip_encode,
+    .streams = oip_streams,
+    .answer = oip_answer,
     .error_body = api_oip_error_json,
     .free_wire = oip_free_wire,
     .noun = "request",

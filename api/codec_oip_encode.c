@@ -13,10 +13,17 @@
  * and written as text.
  *
  * The answer is the JSON header, then the binary outputs' bytes in the
- * order of the outputs, read into the body behind the header. The same
- * header writer counts the answer's bytes for the limit
+ * order of the outputs. As a body (api_oip_encode) they are read into it
+ * behind the header; as an api_answer (call.h) they are read from the
+ * outputs' block as libmicrohttpd asks for them, a few hundred KiB at a
+ * time, so a binary answer takes no memory but its header besides the
+ * outputs. The same header writer counts the answer's bytes for the limit
  * (api_oip_answer_bytes_max): to the byte, but for JSON numbers, counted
  * at their widest.
+ *
+ * Ownership of an api_answer: its header and its copy of the sequences'
+ * output pointers; the call's protocol state (the padding's arrays) and
+ * the outputs' block, both taken from the call, which can then be freed.
  */
 #include <float.h>
 #include <math.h>
@@ -411,4 +418,77 @@ char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, at
     *len = header + bin;
     *json_len = bin ? header : 0;
     return text;
+}
+
+/*
+ * An answer sent as it is read (call.h): the header, then the binary
+ * outputs read from the block the computation wrote them into.
+ */
+struct api_answer {
+    api_oip_request r;     /* the view it is read from, its arrays wire's, r.outs outs */
+    api_oip_request *wire; /* the call's state, taken: the padding's arrays */
+    attn_output *outs;     /* r.count, copied from the call: pointers into block */
+    attn_workspace *block; /* the outputs' floats, taken */
+    char *json;            /* the header, json_len bytes */
+    size_t json_len, length;
+};
+
+api_answer *api_oip_answer_create(const api_oip_request *view, api_oip_request *wire,
+                                  attn_workspace *block, attn_error *err) {
+    api_answer *a = calloc(1, sizeof *a);
+    if (!a) goto oom;
+    a->r = *view;
+    a->wire = wire;
+    a->block = block;
+    if (view->count) {
+        a->outs = malloc(view->count * sizeof *a->outs);
+        if (!a->outs) goto oom;
+        memcpy(a->outs, view->outs, view->count * sizeof *a->outs);
+    }
+    a->r.outs = a->outs;
+    /* what only the header needs: gone with the call */
+    a->r.model = a->r.id = NULL;
+    a->json = header_text(view, &a->json_len);
+    if (!a->json) goto oom;
+    size_t most, bin;
+    output_sizes(view, &most, &bin);
+    a->length = a->json_len + bin;
+    return a;
+oom:
+    api_answer_destroy(a);
+    if (!a) {
+        api_oip_request_free(wire);
+        attn_workspace_destroy(block);
+    }
+    attn_error_set(err, 503, "out_of_memory", "", "no memory for the answer");
+    return NULL;
+}
+
+size_t api_answer_length(const api_answer *a) {
+    return a->length;
+}
+
+size_t api_answer_json_length(const api_answer *a) {
+    return a->json_len;
+}
+
+size_t api_answer_read(const api_answer *a, size_t pos, char *buf, size_t max) {
+    size_t done = 0;
+    if (pos < a->json_len) {
+        done = a->json_len - pos < max ? a->json_len - pos : max;
+        memcpy(buf, a->json + pos, done);
+    }
+    if (done < max && pos + done >= a->json_len)
+        done +=
+            binary_read(&a->r, pos + done - a->json_len, (unsigned char *)buf + done, max - done);
+    return done;
+}
+
+void api_answer_destroy(api_answer *a) {
+    if (!a) return;
+    free(a->json);
+    free(a->outs);
+    api_oip_request_free(a->wire);
+    attn_workspace_destroy(a->block);
+    free(a);
 }

@@ -20,6 +20,7 @@
 #include "api/oip.h"
 #include "attention/attention.h"
 #include "server/route.h"
+#include "tests/alloc_count.h"
 #include "tests/oip_client.h"
 
 enum { DM = 4, H = 2, DH = 2, DC = 3 };
@@ -429,6 +430,74 @@ static int big_call(int all_binary, const api_limits *lim, attn_workspace *block
     *out = NULL;
     return err->status;
 }
+
+/*
+ * An answer of binary tensors is read from the outputs' block (api_answer):
+ * reading it whole, in pieces of any size, allocates nothing large — no
+ * copy of a tensor — and gives the bytes api_call_encode writes as one
+ * body. Of bytes alone, making the answer allocates nothing large either,
+ * and the body holds the answer once (no scratch copy of each binary
+ * output besides it). Bytes and JSON numbers mixed, then bytes alone.
+ */
+START_TEST(binary_answer_read_from_outputs) {
+    for (int all_binary = 0; all_binary < 2; all_binary++) {
+        api_call *c;
+        attn_error err;
+        attn_workspace *block = attn_workspace_create();
+        ck_assert_int_eq(big_call(all_binary, NULL, block, &c, &err), 0);
+        ck_assert(api_call_streams(c));
+        size_t outputs = attn_workspace_bytes(block), len, json_len;
+        size_t before = ac_current();
+        ac_reset_peak();
+        char *body = api_call_encode(c, &len, &json_len, &err);
+        ck_assert_ptr_nonnull(body);
+        ck_assert_uint_gt(len - json_len, (size_t)1 << 20);
+        if (all_binary) ck_assert_uint_ne(json_len % sizeof(float), 0); /* floats cut in pieces */
+        /* bytes alone: the body and nothing more (JSON numbers are written
+         * as the other answers write them, into a buffer reserved at their
+         * widest) */
+        if (all_binary)
+            ck_assert_msg(ac_peak() - before <= len + 1,
+                          "encoding a body of %zu bytes held %zu at its peak", len,
+                          ac_peak() - before);
+        api_call_free(c);
+
+        ck_assert_int_eq(big_call(all_binary, NULL, block, &c, &err), 0);
+        before = ac_current();
+        ac_reset_peak();
+        api_answer *a = api_answer_create(c, block, &err); /* the block is the answer's now */
+        ck_assert_ptr_nonnull(a);
+        api_call_free(c);
+        ck_assert_uint_eq(api_answer_length(a), len);
+        ck_assert_uint_eq(api_answer_json_length(a), json_len);
+        if (all_binary) /* a header of a few hundred bytes */
+            ck_assert_msg(ac_peak() == before, "making the answer held %zu bytes at its peak",
+                          ac_peak() - before);
+        static const size_t pieces[] = {1, 3, 4093, 65536 + 3, (size_t)1 << 20};
+        char *got = malloc(len + 1);
+        before = ac_current();
+        ac_reset_peak();
+        for (size_t p = 0; p < sizeof pieces / sizeof *pieces; p++) {
+            size_t at = 0, n;
+            memset(got, 0, len);
+            /* the first megabyte in tiny pieces only: a byte at a time is slow */
+            while ((n = api_answer_read(a, at, got + at,
+                                        at < ((size_t)1 << 20) || pieces[p] > 3 ? pieces[p]
+                                                                                : len - at)) > 0)
+                at += n;
+            ck_assert_uint_eq(at, len);
+            ck_assert_msg(memcmp(got, body, len) == 0, "pieces of %zu: not the body's bytes",
+                          pieces[p]);
+        }
+        ck_assert_uint_eq(api_answer_read(a, len, got, 16), 0);
+        ck_assert_uint_eq(ac_peak(), before); /* reading allocates nothing large */
+        free(got);
+        free(body);
+        api_answer_destroy(a); /* and its block */
+        ck_assert_uint_lt(ac_current(), before - outputs + 1);
+    }
+}
+END_TEST
 
 /* --max-response-bytes against a /v2 answer: binary tensors count their
  * bytes and the header to the byte, so a limit of exactly the answer's
@@ -999,6 +1068,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, shapes_checked_before_allocation);
     tcase_add_test(tc, numbers_echo_nesting_heads);
     tcase_add_test(tc, numbers_quoted_as_sent);
+    tcase_add_test(tc, binary_answer_read_from_outputs);
     tcase_add_test(tc, response_limit_to_the_byte);
     suite_add_tcase(s, tc);
     return s;
