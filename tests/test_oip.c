@@ -4,8 +4,10 @@
  * and left padding, holes, a row of padding only) against float64 references written here,
  * positions given and by rank (ALiBi makes them matter), cross-attention
  * with a context and its mask, binary outputs bit for bit those of
- * attn_compute on each sequence unpadded, the limits, and refusals with
- * their statuses.
+ * attn_compute on each sequence unpadded, an answer read from its outputs'
+ * block (api_answer) allocating nothing large and giving the body's bytes,
+ * the limits (--max-response-bytes to the byte), and refusals with their
+ * statuses.
  */
 #include <check.h>
 #include <float.h>
