@@ -1611,6 +1611,7 @@ START_TEST(job_binary_answer_not_copied) {
     srv_job_run(&job, w);
     size_t peak = ac_peak() - before;
     ck_assert_msg(job.status == 200, "status %d: %.300s", job.status, job.response);
+    ck_assert_uint_ge(peak, patterns); /* the outputs themselves, counted */
     ck_assert_msg(peak < patterns + patterns / 8,
                   "the job held %zu bytes at its peak for %zu bytes of patterns (%.2f ×)", peak,
                   patterns, (double)peak / (double)patterns);
