@@ -8,10 +8,11 @@
  * wrapped (ALLOC_WRAP in the Makefile: malloc, calloc, realloc, free,
  * posix_memalign, aligned_alloc go through alloc_count.c's __wrap_
  * functions). Only blocks of at least AC_LARGE bytes are counted, by their
- * address and requested size: memory that a shared library allocates (jansson, libc's strdup) and
- * this code frees is unknown to the count and leaves it as it is. Counting is thread-safe. A suite
- * that calls these functions must be linked with the wrap (its link fails otherwise: __real_malloc
- * is the linker's).
+ * address and requested size: memory that a shared library allocates
+ * (jansson, libc's strdup) and this code frees is unknown to the count and
+ * leaves it as it is. Counting is thread-safe. A suite that calls these
+ * functions must be linked with the wrap (its link fails otherwise:
+ * __real_malloc is the linker's).
  */
 #ifndef TESTS_ALLOC_COUNT_H
 #define TESTS_ALLOC_COUNT_H
