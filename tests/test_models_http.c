@@ -827,7 +827,7 @@ static size_t recv_some(int fd, char *buf, size_t want, size_t *got, double time
  * from let go in the middle of the answer, the rest arrives as the whole
  * answer did; an answer whose client resets its connection half-read is
  * let go with it (memcheck, under `make test-valgrind`, fails the server's
- * exit on a leak). */
+ * exit on a leak). Both count in the unsent answers until let go. */
 START_TEST(binary_answer_outlives_its_model) {
     char dir[256];
     const char *names[] = {"demo-4d", NULL};
@@ -869,6 +869,8 @@ START_TEST(binary_answer_outlives_its_model) {
         ck_assert_uint_eq(got[c], 4096);
         ck_assert_msg(strncmp(buf[c], "HTTP/1.1 200", 12) == 0, "%.40s", buf[c]);
     }
+    /* both answers held, counted as unsent as bodies are */
+    ck_assert_int_ge(hs_metric(s.port, "\nattn_answer_bytes_unsent "), (long)(2 * whole.len));
     /* the model gone, and the set it was computed with */
     char path[512];
     snprintf(path, sizeof path, "%s/demo-4d.safetensors", dir);
@@ -890,6 +892,7 @@ START_TEST(binary_answer_outlives_its_model) {
                      CURLE_OK);
     ck_assert_int_eq(r.status, 404);
     hs_response_free(&r);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_answer_bytes_unsent ", 0, 20), 0);
     hs_response_free(&whole);
     free(buf[0]), free(buf[1]), free(raw), free(emb);
     oc_body_free(&body);
