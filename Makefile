@@ -120,7 +120,15 @@ $(MODELS_STAMP): $(BUILD)/tools/make_models
 # tests/json_edit.c edits requests by path) and the layers' (only the
 # members it calls are linked in), plus check and, if it calls it, libcurl.
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_LIB) $(LAYER_LIBS)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LINK_LIBS) $(CHECK_LIBS) $(CURL_LIBS)
+	$(CC) $(LDFLAGS) $(if $(filter $*,$(COUNTED_SUITES)),$(ALLOC_WRAP)) $^ -o $@ $(LINK_LIBS) \
+	    $(CHECK_LIBS) $(CURL_LIBS)
+
+# Suites that bound the memory a step allocates (tests/alloc_count.h): the
+# linker sends their allocator's calls, the layers' included, through its
+# counting wrappers.
+COUNTED_SUITES := test_oip test_server
+ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free \
+              -Wl,--wrap=posix_memalign,--wrap=aligned_alloc
 
 # test_store and test_import run the tools' binaries too.
 $(BUILD)/tests/test_store: | $(BUILD)/tools/make_models

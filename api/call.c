@@ -216,6 +216,26 @@ char *api_call_encode(const api_call *c, size_t *len, size_t *json_len, attn_err
     return text;
 }
 
+int api_call_streams(const api_call *c) {
+    return c->codec->streams && c->codec->streams(c);
+}
+
+api_answer *api_answer_create(api_call *c, attn_workspace *block, attn_error *err) {
+    size_t bytes;
+    int own = c->weights && api_call_streams(c);
+    /* The outputs must be the block's: the answer outlives the call. */
+    for (size_t i = 0; own && i < c->count; i++)
+        own = api_request_outputs_bytes(c->seqs[i], &bytes, err) == 0 &&
+              (bytes == 0 || c->seqs[i]->out_ws == block);
+    if (!own) {
+        attn_workspace_destroy(block);
+        attn_error_set(err, 500, "internal_error", "",
+                       "an answer is read from the outputs' block of a computed call");
+        return NULL;
+    }
+    return c->codec->answer(c, block, err);
+}
+
 const char *api_call_content_type(const api_call *c, size_t json_len) {
     (void)c;
     /* Triton's answer: octet-stream when binary data follows the JSON. */

@@ -18,7 +18,10 @@
  *   api_call_alloc_outputs  the outputs, carved from a caller's block
  *   api_call_count, _inputs, _outputs   what attn_compute_batch reads and
  *                         writes
- *   api_call_encode       the answer in the call's wire format
+ *   api_call_encode       the answer in the call's wire format, as one body
+ *   api_answer_create     or, when it carries binary tensors
+ *                         (api_call_streams), an answer read from the
+ *                         outputs themselves as it is sent (/v2)
  *   api_call_error_body   a failure's body in a wire format
  *   api_call_free
  *
@@ -153,6 +156,40 @@ void api_call_name_failure(const api_call *c, size_t i, attn_error *err);
  * NULL with *err (422 for a result JSON cannot carry, 503 without memory).
  */
 char *api_call_encode(const api_call *c, size_t *len, size_t *json_len, attn_error *err);
+
+/*
+ * An answer sent as it is read: the JSON header, then the binary tensors
+ * read straight from the block the computation wrote the outputs into,
+ * never copied into a body. Its memory is the outputs' block, the header,
+ * and the call's padding's bookkeeping: a binary answer of any size holds
+ * no second copy of its numbers.
+ *
+ * api_call_streams says whether a computed call's answer carries binary
+ * tensors (only /v2's may; codec_oip_encode.c writes them), to make its
+ * outputs in a block of their own (api_call_alloc_outputs) before it is
+ * computed. api_answer_create then takes that block (freed with the
+ * answer, or at once on failure) and what it needs of the call, which may
+ * only be freed afterwards. The answer holds nothing of the model's; it
+ * may outlive the call and be read on another thread, one at a time.
+ */
+typedef struct api_answer api_answer;
+
+int api_call_streams(const api_call *c);
+
+/* NULL with *err: 503 without memory, 500 for a call that does not stream
+ * or whose outputs are not in `block`. */
+api_answer *api_answer_create(api_call *c, attn_workspace *block, attn_error *err);
+
+/* The answer's bytes, its JSON header's (Inference-Header-Content-Length)
+ * among them. */
+size_t api_answer_length(const api_answer *a);
+size_t api_answer_json_length(const api_answer *a);
+
+/* Copies the answer's bytes [pos, pos + max) into buf, as far as they go;
+ * returns how many (0 at pos ≥ the length). */
+size_t api_answer_read(const api_answer *a, size_t pos, char *buf, size_t max);
+
+void api_answer_destroy(api_answer *a);
 
 /* The answer's Content-Type: static. */
 const char *api_call_content_type(const api_call *c, size_t json_len);

@@ -32,6 +32,10 @@ typedef struct api_codec {
     /* The most bytes encode writes for the bound call; -1 past size_t. */
     int (*answer_bytes_max)(const api_call *c, size_t *bytes);
     char *(*encode)(const api_call *c, size_t *len, size_t *json_len, attn_error *err);
+    /* Whether the answer carries binary tensors, and that answer read from
+     * the outputs' block (api_answer_create); NULL: never. */
+    int (*streams)(const api_call *c);
+    api_answer *(*answer)(api_call *c, attn_workspace *block, attn_error *err);
     char *(*error_body)(const attn_error *err, size_t *len);
     /* Names sequence i in an engine error; NULL: the format has one. */
     void (*name_failure)(size_t i, attn_error *err);

@@ -1170,26 +1170,23 @@ static int oip_check_model(const api_call *c, const api_model_ref *m, attn_error
 
 void api_oip_view(const api_call *c, api_oip_request *view) {
     *view = *(const api_oip_request *)c->wire;
-    view->model_name = json_string_value(c->shared->model);
+    view->model = c->shared->model;
+    view->model_json_bytes = c->shared->model_json_bytes;
+    /* jansson counts without allocating; were it ever to fail, the widest
+     * escape of every byte (\u0000) */
+    view->id_json_bytes = view->id ? api_json_bytes(view->id) : 0;
+    if (view->id && !view->id_json_bytes)
+        view->id_json_bytes = 2 + 6 * json_string_length(view->id);
     view->dh = c->weights->d_head;
     view->hs = c->shared->n_heads;
     view->outs = c->outs;
 }
 
-/* Every number at its widest, a comma each, and room for the JSON around
- * them; what is echoed, each byte at its widest escape (\u0000). */
 static int oip_answer_bytes_max(const api_call *c, size_t *bytes) {
     api_oip_request r;
     api_oip_view(c, &r);
-    double total = 512;
-    if (r.id) total += 6.0 * (double)json_string_length(r.id);
-    total += 6.0 * (double)strlen(r.model_name);
-    for (size_t k = 0; k < r.n_out; k++)
-        total += 128 + (double)api_oip_padded_count(&r, r.out_kind[k]) *
-                           (r.out_binary[k] ? 4.0 : 1.0 + API_FLOAT_TEXT_WIDEST);
-    if (total >= (double)SIZE_MAX) return -1;
-    *bytes = (size_t)total;
-    return 0;
+    *bytes = api_oip_answer_bytes_max(&r);
+    return *bytes == SIZE_MAX ? -1 : 0;
 }
 
 static char *oip_encode(const api_call *c, size_t *len, size_t *json_len, attn_error *err) {
@@ -1198,8 +1195,26 @@ static char *oip_encode(const api_call *c, size_t *len, size_t *json_len, attn_e
     return api_oip_encode(&r, len, json_len, err);
 }
 
-static void oip_free_wire(void *wire) {
-    api_oip_request *r = wire;
+/* Any output asked for as bytes. */
+static int oip_streams(const api_call *c) {
+    const api_oip_request *r = c->wire;
+    for (size_t k = 0; r && k < r->n_out; k++)
+        if (r->out_binary[k]) return 1;
+    return 0;
+}
+
+/* The answer takes the state (its padding's arrays), leaving the call
+ * without it: the call is only freed after this. */
+static api_answer *oip_answer(api_call *c, attn_workspace *block, attn_error *err) {
+    api_oip_request view;
+    api_oip_view(c, &view);
+    api_oip_request *wire = c->wire;
+    c->wire = NULL;
+    return api_oip_answer_create(&view, wire, block, err);
+}
+
+void api_oip_request_free(api_oip_request *r) {
+    if (!r) return;
     json_decref(r->id);
     free(r->tok);
     free(r->ntok);
@@ -1209,12 +1224,18 @@ static void oip_free_wire(void *wire) {
     free(r);
 }
 
+static void oip_free_wire(void *wire) {
+    api_oip_request_free(wire);
+}
+
 const api_codec api_codec_oip = {
     .decode = oip_decode,
     .array_rank = oip_array_rank,
     .check_model = oip_check_model,
     .answer_bytes_max = oip_answer_bytes_max,
     .encode = oip_encode,
+    .streams = oip_streams,
+    .answer = oip_answer,
     .error_body = api_oip_error_json,
     .free_wire = oip_free_wire,
     .noun = "request",

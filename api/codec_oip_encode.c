@@ -3,13 +3,27 @@
  * the error body, server and model metadata, and an infer call's outputs
  * (oip.h says what the wire format follows).
  *
- * An output is scattered from its sequences' compact results into the
- * padded tensor: zeros first, then each real token's rows at its place;
- * in scores, a real query's entries for padded keys are −∞ (masked), which
- * JSON writes as −3.4028235e38 (−FLT_MAX) since it has no infinity. A
- * binary output is scattered straight into the answer's bytes, after the
- * JSON header, in the order of the outputs; a JSON one into a scratch
- * tensor whose numbers are then written as text.
+ * An output is its sequences' compact results laid out as the padded
+ * tensor: each real token's rows at its place, a padded token's 0; in
+ * scores, a real query's entries for padded keys are −∞ (masked), which
+ * JSON writes as −3.4028235e38 (−FLT_MAX) since it has no infinity.
+ * run_at walks the padded tensor as runs, each a stretch of a compact
+ * result or a repeated 0 or −∞; nothing is scattered into a tensor of its
+ * own but for JSON numbers, whose output is laid out in a scratch tensor
+ * and written as text.
+ *
+ * The answer is the JSON header, then the binary outputs' bytes in the
+ * order of the outputs. As a body (api_oip_encode) they are read into it
+ * behind the header; as an api_answer (call.h) they are read from the
+ * outputs' block as libmicrohttpd asks for them, a few hundred KiB at a
+ * time, so a binary answer takes no memory but its header besides the
+ * outputs. The same header writer counts the answer's bytes for the limit
+ * (api_oip_answer_bytes_max): to the byte, but for JSON numbers, counted
+ * at their widest.
+ *
+ * Ownership of an api_answer: its header and its copy of the sequences'
+ * output pointers; the call's protocol state (the padding's arrays) and
+ * the outputs' block, both taken from the call, which can then be freed.
  */
 #include <float.h>
 #include <math.h>
@@ -19,6 +33,7 @@
 
 #include "api/buffer.h"
 #include "api/float_format.h"
+#include "api/json_write.h"
 #include "api/oip_internal.h"
 
 /* Binary tensors are little-endian on the wire and copied as they are. */
@@ -110,54 +125,146 @@ static const float *result_of(const api_oip_request *r, size_t s, int kind) {
     }
 }
 
-/* The padded tensor of output kind into dst (its api_oip_padded_count
- * floats). */
-static void scatter(const api_oip_request *r, int kind, float *dst) {
-    size_t n = r->n, m = r->m, hs = r->hs, dh = r->dh, dm = r->dm;
-    size_t per_row = api_oip_compact_count(r, kind, n, m);
-    memset(dst, 0, r->B * per_row * sizeof *dst);
-    for (size_t s = 0; s < r->count; s++) {
-        size_t b = r->seq[s], rt = r->ntok[b], mr = r->nctx[b];
-        const size_t *tok = r->tok + b * n, *key = r->ctok + b * m;
-        const float *src = result_of(r, s, kind);
-        float *row = dst + b * per_row;
-        if (!src) continue;
-        switch (kind) {
-        case OIP_Q:
-        case OIP_HEAD_OUTPUTS:
-            for (size_t hh = 0; hh < hs; hh++)
-                for (size_t i = 0; i < rt; i++)
-                    memcpy(row + (hh * n + tok[i]) * dh, src + (hh * rt + i) * dh,
-                           dh * sizeof *dst);
-            break;
-        case OIP_K:
-        case OIP_V:
-            for (size_t hh = 0; hh < hs; hh++)
-                for (size_t j = 0; j < mr; j++)
-                    memcpy(row + (hh * m + key[j]) * dh, src + (hh * mr + j) * dh,
-                           dh * sizeof *dst);
-            break;
-        case OIP_SCORES:
-        case OIP_PATTERNS:
-            for (size_t hh = 0; hh < hs; hh++)
-                for (size_t i = 0; i < rt; i++) {
-                    float *q = row + (hh * n + tok[i]) * m;
-                    if (kind == OIP_SCORES)
-                        for (size_t j = 0; j < m; j++)
-                            q[j] = -INFINITY; /* padded keys: masked */
-                    for (size_t j = 0; j < mr; j++)
-                        q[key[j]] = src[(hh * rt + i) * mr + j];
-                }
-            break;
-        default:
-            for (size_t i = 0; i < rt; i++)
-                memcpy(row + tok[i] * dm, src + i * dm, dm * sizeof *dst);
-        }
+/* Whether v is in the sorted list[0 … count); *at is its index, or where
+ * it would go (the first entry past it). */
+static int find(const size_t *list, size_t count, size_t v, size_t *at) {
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (list[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
+    *at = lo;
+    return lo < count && list[lo] == v;
 }
 
-/* The shape of output kind, as JSON text. */
-static void append_shape(api_buffer *b, const api_oip_request *r, int kind) {
+/* How many entries from list[at] on count up by one (list[at + k] =
+ * list[at] + k), at most `most` (≥ 1). */
+static size_t consecutive(const size_t *list, size_t count, size_t at, size_t most) {
+    size_t k = 1;
+    while (k < most && at + k < count && list[at + k] == list[at] + k)
+        k++;
+    return k;
+}
+
+/*
+ * The padded tensor of output `kind` as runs: from its float f on, the next
+ * run (returned, ≥ 1 floats) is either the compact result's floats at *src
+ * or, with *src NULL, *fill repeated (0, or −∞ for a padded key's score).
+ * `want` (≥ 1) is how many floats the caller can take: runs are cut near it.
+ *
+ * The tensor is B rows of lines of L floats, a line per head and token (a
+ * key's, for k and v), a token's line the compact row of its place among
+ * the row's real tokens. A row without padding is its sequence's result
+ * as it is; a padded token's lines are 0; a real query's line of scores or
+ * patterns holds its real keys' values at their places, −∞ (scores) or 0
+ * (patterns) at the padded keys'.
+ */
+static size_t run_at(const api_oip_request *r, int kind, size_t f, size_t want, const float **src,
+                     float *fill) {
+    size_t per_row = api_oip_compact_count(r, kind, r->n, r->m);
+    size_t b = f / per_row, g = f % per_row, s;
+    *src = NULL;
+    *fill = 0;
+    const float *out = find(r->seq, r->count, b, &s) ? result_of(r, s, kind) : NULL;
+    if (!out) return per_row - g; /* a row of padding only */
+    size_t rt = r->ntok[b], mr = r->nctx[b];
+    if (rt == r->n && mr == r->m) {
+        *src = out + g;
+        return per_row - g;
+    }
+    int square = kind == OIP_SCORES || kind == OIP_PATTERNS;
+    int keys = kind == OIP_K || kind == OIP_V;
+    size_t L = square ? r->m : kind == OIP_EMBEDDINGS || kind == OIP_DELTA ? r->dm : r->dh;
+    size_t lines = keys ? r->m : r->n; /* a head's */
+    const size_t *idx = keys ? r->ctok + b * r->m : r->tok + b * r->n;
+    size_t cnt = keys ? mr : rt;
+    size_t line = g / L, off = g % L, hh = line / lines, t = line % lines, i;
+    if (!find(idx, cnt, t, &i)) /* a padded token: 0 up to the next real one */
+        return ((i < cnt ? idx[i] : lines) - t) * L - off;
+    if (!square || mr == r->m) { /* rows of real tokens, as long as they follow each other */
+        size_t k = consecutive(idx, cnt, i, (off + want + L - 1) / L);
+        *src = out + (hh * cnt + i) * L + off;
+        return k * L - off;
+    }
+    /* a real query's line among padded keys: its real keys' run, or the
+     * padded ones' up to the next real key */
+    const size_t *key = r->ctok + b * r->m;
+    size_t j;
+    if (!find(key, mr, off, &j)) {
+        *fill = kind == OIP_SCORES ? -INFINITY : 0;
+        return (j < mr ? key[j] : r->m) - off;
+    }
+    *src = out + (hh * rt + i) * mr + j;
+    return consecutive(key, mr, j, want);
+}
+
+/* The bytes [off, off + max) of the padded tensor of output `kind` (as
+ * far as it goes) into dst; returns how many were written. */
+static size_t tensor_read(const api_oip_request *r, int kind, size_t off, unsigned char *dst,
+                          size_t max) {
+    size_t total = api_oip_padded_count(r, kind) * sizeof(float), done = 0;
+    while (done < max && off < total) {
+        size_t skip = off % sizeof(float), bytes;
+        const float *src;
+        float fill;
+        size_t run = run_at(r, kind, off / sizeof(float),
+                            (skip + max - done + sizeof(float) - 1) / sizeof(float), &src, &fill);
+        bytes = run * sizeof(float) - skip;
+        if (bytes > max - done) bytes = max - done;
+        if (src) {
+            memcpy(dst + done, (const unsigned char *)src + skip, bytes);
+        } else if (fill == 0) {
+            memset(dst + done, 0, bytes);
+        } else {
+            unsigned char f[sizeof fill];
+            memcpy(f, &fill, sizeof fill);
+            for (size_t k = 0; k < bytes; k++)
+                dst[done + k] = f[(skip + k) % sizeof fill];
+        }
+        done += bytes;
+        off += bytes;
+    }
+    return done;
+}
+
+/* The header's text, written into a buffer or only counted. */
+typedef struct header_out {
+    api_buffer *b; /* NULL: counting */
+    size_t len;    /* counted so far */
+} header_out;
+
+/* Counts n more bytes, saturating (SIZE_MAX: too many for any limit). */
+static void count(header_out *h, size_t n) {
+    if (__builtin_add_overflow(h->len, n, &h->len)) h->len = SIZE_MAX;
+}
+
+static void put(header_out *h, const char *s) {
+    if (h->b)
+        api_buffer_append_str(h->b, s);
+    else
+        count(h, strlen(s));
+}
+
+static void put_size(header_out *h, size_t v) {
+    char t[32];
+    snprintf(t, sizeof t, "%zu", v);
+    put(h, t);
+}
+
+/* A JSON string value, as jansson writes it; `bytes` its length
+ * (api_json_bytes). */
+static void put_json(header_out *h, const json_t *v, size_t bytes) {
+    if (h->b)
+        api_write_json(h->b, v);
+    else
+        count(h, bytes);
+}
+
+/* The shape of output kind. */
+static void put_shape(header_out *h, const api_oip_request *r, int kind) {
     size_t dims[4], k = 0;
     if (r->batch_axis) dims[k++] = r->B;
     switch (kind) {
@@ -169,15 +276,15 @@ static void append_shape(api_buffer *b, const api_oip_request *r, int kind) {
     case OIP_PATTERNS: dims[k++] = r->hs, dims[k++] = r->n, dims[k++] = r->m; break;
     default: dims[k++] = r->n, dims[k++] = r->dm;
     }
-    char t[32];
-    api_buffer_append_str(b, "[");
+    put(h, "[");
     for (size_t i = 0; i < k; i++) {
-        snprintf(t, sizeof t, "%s%zu", i ? "," : "", dims[i]);
-        api_buffer_append_str(b, t);
+        if (i) put(h, ",");
+        put_size(h, dims[i]);
     }
-    api_buffer_append_str(b, "]");
+    put(h, "]");
 }
 
+/* count floats as a JSON array; −∞ (a masked score) as −FLT_MAX. */
 static void append_floats(api_buffer *b, const float *v, size_t count) {
     char t[API_FLOAT_TEXT_MAX + 1];
     if (api_buffer_reserve(b, count * (API_FLOAT_TEXT_WIDEST + 1) + 2) < 0) return;
@@ -191,85 +298,197 @@ static void append_floats(api_buffer *b, const float *v, size_t count) {
     api_buffer_append_str(b, "]");
 }
 
-char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, attn_error *err) {
-    api_buffer b;
-    size_t bin_bytes = 0, most = 0;
-    for (size_t k = 0; k < r->n_out; k++) {
-        size_t c = api_oip_padded_count(r, r->out_kind[k]);
-        if (r->out_binary[k])
-            bin_bytes += c * sizeof(float);
-        else if (c > most)
-            most = c;
-    }
-    float *scratch = most ? malloc(most * sizeof *scratch) : NULL;
-    if (most && !scratch) goto oom;
-    api_buffer_init(&b, 256 + bin_bytes);
-    api_buffer_append_str(&b, "{\"model_name\":");
-    json_t *jname = json_string(r->model_name);
-    char *name = jname ? json_dumps(jname, JSON_ENCODE_ANY) : NULL;
-    json_decref(jname);
-    if (!name) goto oom_buffer;
-    api_buffer_append_str(&b, name);
-    free(name);
-    api_buffer_append_str(&b, ",\"model_version\":\"1\"");
+/*
+ * The JSON header: the model, the id, and each output's name, datatype and
+ * shape, then its binary_data_size (its bytes follow the header) or its
+ * data. Written, a JSON output's padded tensor is made in `scratch` (room
+ * for the largest) and its numbers written; counted, they count at their
+ * widest (API_FLOAT_TEXT_WIDEST), the rest to the byte.
+ */
+static void put_header(header_out *h, const api_oip_request *r, float *scratch) {
+    put(h, "{\"model_name\":");
+    put_json(h, r->model, r->model_json_bytes);
+    put(h, ",\"model_version\":\"1\"");
     if (r->id) {
-        char *id = json_dumps(r->id, JSON_ENCODE_ANY);
-        if (!id) goto oom_buffer;
-        api_buffer_append_str(&b, ",\"id\":");
-        api_buffer_append_str(&b, id);
-        free(id);
+        put(h, ",\"id\":");
+        put_json(h, r->id, r->id_json_bytes);
     }
-    api_buffer_append_str(&b, ",\"outputs\":[");
+    put(h, ",\"outputs\":[");
     for (size_t k = 0; k < r->n_out; k++) {
         int kind = r->out_kind[k];
-        char t[64];
-        api_buffer_append_str(&b, k ? ",{\"name\":\"" : "{\"name\":\"");
-        api_buffer_append_str(&b, api_oip_output_names[kind]);
-        api_buffer_append_str(&b, "\",\"datatype\":\"FP32\",\"shape\":");
-        append_shape(&b, r, kind);
         size_t c = api_oip_padded_count(r, kind);
+        put(h, k ? ",{\"name\":\"" : "{\"name\":\"");
+        put(h, api_oip_output_names[kind]);
+        put(h, "\",\"datatype\":\"FP32\",\"shape\":");
+        put_shape(h, r, kind);
         if (r->out_binary[k]) {
-            snprintf(t, sizeof t, ",\"parameters\":{\"binary_data_size\":%zu}}", c * sizeof(float));
-            api_buffer_append_str(&b, t);
+            put(h, ",\"parameters\":{\"binary_data_size\":");
+            put_size(h, c * sizeof(float));
+            put(h, "}}");
+            continue;
+        }
+        put(h, ",\"data\":");
+        size_t widest; /* [, the numbers and a comma after each, ] */
+        if (h->b) {
+            tensor_read(r, kind, 0, (unsigned char *)scratch, c * sizeof(float));
+            append_floats(h->b, scratch, c);
+        } else if (__builtin_mul_overflow(c, (size_t)API_FLOAT_TEXT_WIDEST + 1, &widest)) {
+            count(h, SIZE_MAX);
         } else {
-            scatter(r, kind, scratch);
-            api_buffer_append_str(&b, ",\"data\":");
-            append_floats(&b, scratch, c);
-            api_buffer_append_str(&b, "}");
+            count(h, c ? widest + 1 : 2);
+        }
+        put(h, "}");
+    }
+    put(h, "]}");
+}
+
+/* The floats of the largest output sent as JSON numbers (0: none), and
+ * the bytes of the binary ones. */
+static void output_sizes(const api_oip_request *r, size_t *json_most, size_t *bin_bytes) {
+    *json_most = *bin_bytes = 0;
+    for (size_t k = 0; k < r->n_out; k++) {
+        size_t c = api_oip_padded_count(r, r->out_kind[k]);
+        size_t bytes;
+        if (!r->out_binary[k]) {
+            if (c > *json_most) *json_most = c;
+        } else if (__builtin_mul_overflow(c, sizeof(float), &bytes) ||
+                   __builtin_add_overflow(*bin_bytes, bytes, bin_bytes)) {
+            *bin_bytes = SIZE_MAX; /* past any limit: only a bound sees it */
         }
     }
-    api_buffer_append_str(&b, "]}");
+}
+
+size_t api_oip_answer_bytes_max(const api_oip_request *r) {
+    header_out h = {NULL, 0};
+    size_t most, bin;
+    put_header(&h, r, NULL);
+    output_sizes(r, &most, &bin);
+    count(&h, bin);
+    return h.len;
+}
+
+/* The header, malloc'd (*len its length): NULL when out of memory. */
+static char *header_text(const api_oip_request *r, size_t *len) {
+    size_t most, bin;
+    output_sizes(r, &most, &bin);
+    float *scratch = most ? malloc(most * sizeof *scratch) : NULL;
+    if (most && !scratch) return NULL;
+    api_buffer b;
+    api_buffer_init(&b, 256);
+    header_out h = {&b, 0};
+    put_header(&h, r, scratch);
     free(scratch);
-    scratch = NULL;
-    size_t header = b.len;
-    if (bin_bytes && api_buffer_reserve(&b, bin_bytes + 1) == 0) {
-        for (size_t k = 0; k < r->n_out; k++) {
-            if (!r->out_binary[k]) continue;
-            size_t c = api_oip_padded_count(r, r->out_kind[k]);
-            /* Little-endian float32 on every host this builds for (x86-64,
-             * aarch64): the floats' own bytes. */
-            float *dst = (float *)(void *)(b.data + b.len);
-            if (((uintptr_t)dst % sizeof(float)) == 0) {
-                scatter(r, r->out_kind[k], dst);
-            } else {
-                float *tmp = malloc((c ? c : 1) * sizeof *tmp);
-                if (!tmp) goto oom_buffer;
-                scatter(r, r->out_kind[k], tmp);
-                memcpy(dst, tmp, c * sizeof *tmp);
-                free(tmp);
-            }
-            b.len += c * sizeof(float);
-        }
-        b.data[b.len] = '\0';
+    return api_buffer_finish(&b, len);
+}
+
+/* The binary outputs' bytes [off, off + max) into dst, as far as they go;
+ * returns how many were written. */
+static size_t binary_read(const api_oip_request *r, size_t off, unsigned char *dst, size_t max) {
+    size_t done = 0, at = 0;
+    for (size_t k = 0; k < r->n_out && done < max; k++) {
+        if (!r->out_binary[k]) continue;
+        size_t bytes = api_oip_padded_count(r, r->out_kind[k]) * sizeof(float);
+        if (off < at + bytes)
+            done += tensor_read(r, r->out_kind[k], off - at, dst + done, max - done);
+        off = off < at + bytes ? at + bytes : off;
+        at += bytes;
     }
-    char *text = api_buffer_finish(&b, len);
-    if (!text) goto oom;
-    *json_len = bin_bytes ? header : 0;
+    return done;
+}
+
+char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, attn_error *err) {
+    size_t header, most, bin;
+    output_sizes(r, &most, &bin);
+    char *text = header_text(r, &header);
+    if (text && bin) {
+        char *all = realloc(text, header + bin + 1);
+        if (!all) {
+            free(text);
+            text = NULL;
+        } else {
+            text = all;
+            binary_read(r, 0, (unsigned char *)text + header, bin);
+            text[header + bin] = '\0';
+        }
+    }
+    if (!text) {
+        attn_error_set(err, 503, "out_of_memory", "", "no memory for the answer");
+        return NULL;
+    }
+    *len = header + bin;
+    *json_len = bin ? header : 0;
     return text;
-oom_buffer:
-    free(api_buffer_finish(&b, len));
+}
+
+/*
+ * An answer sent as it is read (call.h): the header, then the binary
+ * outputs read from the block the computation wrote them into.
+ */
+struct api_answer {
+    api_oip_request r;     /* the view it is read from, its arrays wire's, r.outs outs */
+    api_oip_request *wire; /* the call's state, taken: the padding's arrays */
+    attn_output *outs;     /* r.count, copied from the call: pointers into block */
+    attn_workspace *block; /* the outputs' floats, taken */
+    char *json;            /* the header, json_len bytes */
+    size_t json_len, length;
+};
+
+api_answer *api_oip_answer_create(const api_oip_request *view, api_oip_request *wire,
+                                  attn_workspace *block, attn_error *err) {
+    api_answer *a = calloc(1, sizeof *a);
+    if (!a) goto oom;
+    a->r = *view;
+    a->wire = wire;
+    a->block = block;
+    if (view->count) {
+        a->outs = malloc(view->count * sizeof *a->outs);
+        if (!a->outs) goto oom;
+        memcpy(a->outs, view->outs, view->count * sizeof *a->outs);
+    }
+    a->r.outs = a->outs;
+    /* what only the header needs: gone with the call */
+    a->r.model = a->r.id = NULL;
+    a->json = header_text(view, &a->json_len);
+    if (!a->json) goto oom;
+    size_t most, bin;
+    output_sizes(view, &most, &bin);
+    a->length = a->json_len + bin;
+    return a;
 oom:
-    free(scratch);
+    api_answer_destroy(a);
+    if (!a) {
+        api_oip_request_free(wire);
+        attn_workspace_destroy(block);
+    }
     attn_error_set(err, 503, "out_of_memory", "", "no memory for the answer");
     return NULL;
+}
+
+size_t api_answer_length(const api_answer *a) {
+    return a->length;
+}
+
+size_t api_answer_json_length(const api_answer *a) {
+    return a->json_len;
+}
+
+size_t api_answer_read(const api_answer *a, size_t pos, char *buf, size_t max) {
+    size_t done = 0;
+    if (pos < a->json_len) {
+        done = a->json_len - pos < max ? a->json_len - pos : max;
+        memcpy(buf, a->json + pos, done);
+    }
+    if (done < max && pos + done >= a->json_len)
+        done +=
+            binary_read(&a->r, pos + done - a->json_len, (unsigned char *)buf + done, max - done);
+    return done;
+}
+
+void api_answer_destroy(api_answer *a) {
+    if (!a) return;
+    free(a->json);
+    free(a->outs);
+    api_oip_request_free(a->wire);
+    attn_workspace_destroy(a->block);
+    free(a);
 }

@@ -4,8 +4,9 @@
  * the encoder (codec_oip_encode.c). Not for other folders.
  *
  * Ownership: tok, ntok, ctok, nctx, seq and id are the state's, freed by
- * codec_oip.c's free_wire. The fields marked "at encode" are a view of the
- * bound call filled in just before encoding (api_oip_view), not owned.
+ * api_oip_request_free (the call's free_wire, or an answer that took the
+ * state). The fields marked "at encode" are a view of the bound call filled
+ * in just before encoding (api_oip_view), not owned.
  */
 #ifndef API_OIP_INTERNAL_H
 #define API_OIP_INTERNAL_H
@@ -56,16 +57,30 @@ typedef struct api_oip_request {
     int out_binary[OIP_OUTPUTS];
 
     /* at encode */
-    const char *model_name;
+    const json_t *model;                    /* the model's name (a string), as the call holds it */
+    size_t model_json_bytes, id_json_bytes; /* their JSON text's lengths */
     size_t dh, hs;
     const attn_output *outs;
 } api_oip_request;
+
+/* Frees the state (NULL: nothing). */
+void api_oip_request_free(api_oip_request *r);
 
 /* The state of call `c` with the bound call's view filled in. */
 void api_oip_view(const api_call *c, api_oip_request *view);
 
 /* The answer (codec_oip_encode.c), from a view: as api_call_encode. */
 char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, attn_error *err);
+
+/* The most bytes the answer takes: exact, but for the numbers of outputs
+ * sent as JSON, counted at their widest; SIZE_MAX past size_t. */
+size_t api_oip_answer_bytes_max(const api_oip_request *r);
+
+/* The answer of a view as it is read (api_answer_create), taking `wire`
+ * (the call's state the view is of) and `block` (where the view's outputs
+ * are), even on failure. NULL with a 503 in *err. */
+api_answer *api_oip_answer_create(const api_oip_request *view, api_oip_request *wire,
+                                  attn_workspace *block, attn_error *err);
 
 /* Elements of output `kind` for one sequence of r tokens and mr keys. */
 size_t api_oip_compact_count(const api_oip_request *r, int kind, size_t rt, size_t mr);

@@ -3,7 +3,9 @@
  * the bytes of answers built and not yet sent.
  *
  * libmicrohttpd reads every body through a callback (answer.c), for two
- * things a response made from a buffer would hide:
+ * things a response made from a buffer would hide (a /v2 answer of binary
+ * tensors is no body but is read from its outputs, through the same
+ * callback):
  *  - the bytes it has really taken, for the access log: an answer cut
  *    short (its client stopped reading, or left) is logged with its status
  *    and what went out, not as nothing;
@@ -20,6 +22,7 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
+#include "api/call.h"
 #include "server/body.h"
 
 /*
@@ -32,6 +35,14 @@
  */
 struct MHD_Response *srv_answer_response(char *body, size_t len, int owned, srv_budget *unsent,
                                          size_t *handed);
+
+/*
+ * The same for an answer read as it is sent (api/call.h: a /v2 answer of
+ * binary tensors read from the outputs they were computed into), which the
+ * response takes and destroys with itself (on failure, here); counted in
+ * `unsent` at its length, as a body is.
+ */
+struct MHD_Response *srv_answer_response_read(api_answer *from, srv_budget *unsent, size_t *handed);
 
 /* Whether the unsent answers are at or over their bound (a snapshot). */
 int srv_answer_budget_full(srv_budget *unsent);

@@ -107,6 +107,11 @@ enum MHD_Result srv_dispatch_reply(srv_exchange *x) {
     srv_job *j = &x->job;
     srv_body_free(&x->body);
     j->body = NULL;
+    if (j->answer) {
+        api_answer *a = j->answer;
+        j->answer = NULL; /* moved into libmicrohttpd */
+        return srv_reply_answer(x, (unsigned)j->status, a, j->content_type);
+    }
     if (!j->response) return srv_reply_oom(x);
     char *body = j->response;
     j->response = NULL; /* moved into libmicrohttpd */

@@ -12,7 +12,10 @@
  * (as two Content-Lengths are); then a computation of the Open Inference
  * Protocol's wire format (dispatch.h, api/call.h), whose job finds the
  * model in the store's current set. The answer carries
- * Inference-Header-Content-Length when binary tensors follow its JSON.
+ * Inference-Header-Content-Length when binary tensors follow its JSON;
+ * those are sent from the block the computation wrote them into, read as
+ * libmicrohttpd sends them (api_answer, srv_reply_answer), never copied
+ * into a body: an answer of binary tensors takes their size once.
  */
 #include "server/endpoint.h"
 

@@ -8,13 +8,16 @@
  * request on its polling thread (inline.h), which may also decode a small
  * body (srv_job_decode) before handing the job to a worker. The decoded
  * call belongs to the job until srv_job_run has encoded the answer and
- * freed it; the only thing that leaves is the response buffer. Each phase
- * is timed for Server-Timing.
+ * freed it; the only thing that leaves is the response buffer, or the
+ * answer read from the outputs. Each phase is timed for Server-Timing.
  *
  * Output buffers come from a block of the worker's (w->outputs), kept
  * between jobs like the workspace: a large output would otherwise pay for
  * fresh pages on every request, which on a VM costs more than computing
- * it. Both blocks are trimmed above keep_workspace_bytes.
+ * it. Both blocks are trimmed above keep_workspace_bytes. An answer of
+ * binary tensors (/v2) is the exception: it is sent from its outputs
+ * (api_answer), so they get a block of their own, which the answer takes
+ * and frees once sent; the job leaves it instead of a body.
  *
  * Memory after a job. A decoded body is many small jansson nodes, which
  * glibc keeps in the worker's arena after they are freed: after a large
@@ -211,6 +214,8 @@ void srv_job_discard(srv_job *job) {
     job->call = NULL;
     store_set_release(job->set);
     job->set = NULL;
+    api_answer_destroy(job->answer);
+    job->answer = NULL;
 }
 
 /* Binds model m of the job's set to its call. */
@@ -252,6 +257,23 @@ double srv_job_cost(const srv_job *job) {
     return api_call_cost(job->call);
 }
 
+/* The answer of a computed call: one body, or one read from the outputs
+ * as it is sent, which takes their block (`block`, set to NULL). */
+static void job_encode(srv_job *job, attn_workspace **block, attn_error *err) {
+    api_call *c = job->call;
+    if (!*block) {
+        job->response = api_call_encode(c, &job->response_len, &job->json_len, err);
+    } else {
+        job->answer = api_answer_create(c, *block, err);
+        *block = NULL;
+        if (job->answer) {
+            job->response_len = api_answer_length(job->answer);
+            job->json_len = api_answer_json_length(job->answer);
+        }
+    }
+    job->content_type = api_call_content_type(c, job->json_len);
+}
+
 /* Computes and encodes a decoded job. */
 static void job_call(srv_job *job, srv_worker *w) {
     struct timespec t1, t2, t3;
@@ -259,10 +281,17 @@ static void job_call(srv_job *job, srv_worker *w) {
     size_t failed = 0;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     api_call *c = job->call;
+    /* An answer of binary tensors is sent from its outputs, which live as
+     * long as it does: in a block of their own, not the worker's, which its
+     * next job reuses. */
+    int streams = api_call_streams(c);
+    attn_workspace *own = streams ? attn_workspace_create() : NULL;
     /* A failure to make the outputs keeps its own error (503, the outputs'
      * message); the engine's has its code and message, and the status is
      * HTTP's, so ours. */
-    int rc = api_call_alloc_outputs(c, w->outputs, &err);
+    int rc = streams && !own
+                 ? attn_error_set(&err, 503, "out_of_memory", "", "no memory for the outputs")
+                 : api_call_alloc_outputs(c, streams ? own : w->outputs, &err);
     if (rc == 0) {
         rc = job_compute(job, w, &err, &failed);
         if (rc != 0) err.status = err.code == ATTN_ERR_NONFINITE ? 422 : 503;
@@ -270,19 +299,16 @@ static void job_call(srv_job *job, srv_worker *w) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t2);
     job->compute_ms = srv_ms_between(&t1, &t2);
-    if (rc != 0 && err.code == ATTN_ERR_STOPPED) {
-        job->dropped = 1;
-        job_release(job, w);
-        return;
-    }
+    if (rc != 0 && err.code == ATTN_ERR_STOPPED) job->dropped = 1;
     if (rc == 0) {
-        job->response = api_call_encode(c, &job->response_len, &job->json_len, &err);
-        job->content_type = api_call_content_type(c, job->json_len);
+        job_encode(job, &own, &err);
         clock_gettime(CLOCK_MONOTONIC, &t3);
         job->encode_ms = srv_ms_between(&t2, &t3);
     }
     job_release(job, w);
-    if (job->response)
+    attn_workspace_destroy(own); /* not taken by an answer */
+    if (job->dropped) return;
+    if (job->response || job->answer)
         job->status = 200;
     else
         job_fail(job, &err);
@@ -295,6 +321,7 @@ void srv_job_run(srv_job *job, srv_worker *w) {
     job->compute_ms = job->encode_ms = 0;
     job->dropped = 0;
     job->response = NULL;
+    job->answer = NULL;
     job->response_len = 0;
     job->json_len = 0;
     job->content_type = NULL;

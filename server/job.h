@@ -77,6 +77,10 @@ typedef struct srv_job {
     /* results, written by srv_job_run */
     int status;     /* HTTP status of the answer */
     char *response; /* malloc'd body; the reader frees it */
+    /* Or, for an answer of binary tensors (/v2), the answer read from the
+     * outputs as it is sent (api/call.h): the reader takes it, and
+     * srv_job_discard destroys one never sent. response_len is its length. */
+    api_answer *answer;
     size_t response_len;
     const char *content_type; /* static; NULL: application/json */
     size_t json_len;          /* the JSON part when binary data follows (/v2), else 0 */
@@ -129,13 +133,15 @@ double srv_job_cost(const srv_job *job);
 /*
  * Runs the job on the worker: a computation is decoded unless
  * srv_job_decode did, computed with the worker's workspace and encoded.
- * Always leaves a status and a body — the wire format's error body on
- * failure — unless it is dropped. `response` is NULL only when even the
- * error body could not be allocated (status is then 503).
+ * Always leaves a status and a body (or an answer) — the wire format's
+ * error body on failure — unless it is dropped. `response` and `answer` are
+ * NULL only when even the error body could not be allocated (status is
+ * then 503).
  */
 void srv_job_run(srv_job *job, srv_worker *w);
 
-/* Frees what a job that will not run holds (its decoded call and set). */
+/* Frees what a job that will not run holds (its decoded call and set),
+ * and an answer it holds that was never sent. */
 void srv_job_discard(srv_job *job);
 
 /* The worker's last job is answered: it lets its model set go (which may

@@ -121,3 +121,11 @@ enum MHD_Result srv_reply_unsent_full(srv_exchange *x) {
     srv_error_unsent_full(x->h, &err);
     return srv_reply_error(x, &err);
 }
+
+enum MHD_Result srv_reply_answer(srv_exchange *x, unsigned status, api_answer *a,
+                                 const char *content_type) {
+    size_t len = api_answer_length(a);
+    struct MHD_Response *r = srv_answer_response_read(a, &x->h->unsent, &x->sent);
+    if (!r) return MHD_NO;
+    return reply_queue(x, status, r, len, content_type);
+}

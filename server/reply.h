@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
+#include "api/call.h"
 #include "attention/error.h"
 #include "server/http_state.h"
 
@@ -22,6 +23,14 @@
  * when the response cannot be made. content_type may be NULL. */
 enum MHD_Result srv_reply_new(srv_exchange *x, unsigned status, char *body, size_t len,
                               const char *content_type);
+
+/* Answers with an answer read as it is sent (api/call.h: binary tensors
+ * read from the outputs they were computed into), which it takes:
+ * libmicrohttpd destroys it with the response, or this function when the
+ * response cannot be made. Counted in the unsent answers as a body is
+ * (answer.h). */
+enum MHD_Result srv_reply_answer(srv_exchange *x, unsigned status, api_answer *a,
+                                 const char *content_type);
 
 /* Answers with a body that outlives the response (a constant: the page,
  * the OpenAPI document, ""), never freed. content_type may be NULL (a

@@ -12,6 +12,7 @@
 #include <check.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -26,6 +27,7 @@
 #include "store/builtin.h"
 #include "tests/fixtures.h"
 #include "tests/http_harness.h"
+#include "tests/oip_client.h"
 
 static void start(hs_server *s, const char *dir, const char *extra) {
     const char *args[] = {"--models-dir", dir, extra, NULL};
@@ -802,6 +804,103 @@ START_TEST(sighup_flood_then_sigterm) {
 }
 END_TEST
 
+/* Reads from fd into buf until `want` bytes are in (*got counts them) or
+ * timeout_s passes; returns *got. */
+static size_t recv_some(int fd, char *buf, size_t want, size_t *got, double timeout_s) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double left =
+            timeout_s - (double)(t.tv_sec - t0.tv_sec) - (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+        if (*got >= want || left <= 0) return *got;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) continue;
+        ssize_t n = recv(fd, buf + *got, want - *got, 0);
+        if (n <= 0) return *got;
+        *got += (size_t)n;
+    }
+}
+
+/* A /v2 answer of binary tensors is read from its outputs as it is sent,
+ * and holds nothing of the model: its model deleted and the set it came
+ * from let go in the middle of the answer, the rest arrives as the whole
+ * answer did; an answer whose client resets its connection half-read is
+ * let go with it (memcheck, under `make test-valgrind`, fails the server's
+ * exit on a leak). Both count in the unsent answers until let go. */
+START_TEST(binary_answer_outlives_its_model) {
+    char dir[256];
+    const char *names[] = {"demo-4d", NULL};
+    tf_models_dir(dir, sizeof dir, "models", names);
+    hs_server s;
+    start(&s, dir, NULL);
+    enum { N = 1200 };
+    float *emb = malloc((size_t)N * 4 * sizeof *emb);
+    for (size_t i = 0; i < (size_t)N * 4; i++)
+        emb[i] = (float)(i % 13) / 16.0f - 0.375f;
+    oc_input in = {"embeddings", "FP32", 2, {N, 4}, emb, 1};
+    oc_output out = {"patterns", 1};
+    oc_body body;
+    oc_build(&body, NULL, &in, 1, &out, 1, NULL, 0);
+    char hl[64];
+    snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %zu", body.json_len);
+    const char *headers[] = {"Content-Type:", hl, NULL};
+    hs_response whole;
+    ck_assert_int_eq(hs_request(NULL, s.port, "POST", "/v2/models/demo-4d/infer", headers,
+                                body.data, body.len, &whole),
+                     CURLE_OK);
+    ck_assert_int_eq(whole.status, 200);
+    ck_assert_uint_gt(whole.len, (size_t)N * N * sizeof(float));
+
+    /* two raw clients: each sends the request and reads the first bytes */
+    size_t cap = whole.len + 4096, got[2] = {0, 0};
+    char *raw = malloc(body.len + 256), *buf[2] = {malloc(cap), malloc(cap)};
+    size_t head = (size_t)snprintf(raw, 256,
+                                   "POST /v2/models/demo-4d/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                   "Content-Length: %zu\r\n%s\r\n\r\n",
+                                   body.len, hl);
+    memcpy(raw + head, body.data, body.len);
+    int fd[2];
+    for (int c = 0; c < 2; c++) {
+        fd[c] = hs_raw_open(s.port);
+        ck_assert_int_ge(fd[c], 0);
+        ck_assert_int_eq(hs_raw_send(fd[c], raw, head + body.len), 0);
+        recv_some(fd[c], buf[c], 4096, &got[c], 60);
+        ck_assert_uint_eq(got[c], 4096);
+        ck_assert_msg(strncmp(buf[c], "HTTP/1.1 200", 12) == 0, "%.40s", buf[c]);
+    }
+    /* both answers held, counted as unsent as bodies are */
+    ck_assert_int_ge(hs_metric(s.port, "\nattn_answer_bytes_unsent "), (long)(2 * whole.len));
+    /* the model gone, and the set it was computed with */
+    char path[512];
+    snprintf(path, sizeof path, "%s/demo-4d.safetensors", dir);
+    ck_assert_int_eq(unlink(path), 0);
+    hs_signal(&s, SIGHUP);
+    await_count(s.port, 0);
+    /* the rest of the first answer: the bytes of the whole one */
+    const char *end = memmem(buf[0], got[0], "\r\n\r\n", 4);
+    ck_assert_ptr_nonnull(end);
+    size_t headers_len = (size_t)(end + 4 - buf[0]);
+    recv_some(fd[0], buf[0], headers_len + whole.len, &got[0], 60);
+    ck_assert_uint_eq(got[0], headers_len + whole.len);
+    ck_assert(memcmp(buf[0] + headers_len, whole.body, whole.len) == 0);
+    close(fd[0]);
+    hs_raw_reset(fd[1]); /* the second client leaves half-read */
+    hs_response r;
+    ck_assert_int_eq(hs_request(NULL, s.port, "POST", "/v2/models/demo-4d/infer", headers,
+                                body.data, body.len, &r),
+                     CURLE_OK);
+    ck_assert_int_eq(r.status, 404);
+    hs_response_free(&r);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_answer_bytes_unsent ", 0, 20), 0);
+    hs_response_free(&whole);
+    free(buf[0]), free(buf[1]), free(raw), free(emb);
+    oc_body_free(&body);
+    finish(&s);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
+}
+END_TEST
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     Suite *suite = suite_create("models_http");
@@ -815,6 +914,7 @@ int main(void) {
     tcase_add_test(tc, mapped_models_serve);
     tcase_add_test(tc, sighup_flood_then_sigterm);
     tcase_add_test(tc, reload_while_decoded_job_queued);
+    tcase_add_test(tc, binary_answer_outlives_its_model);
     suite_add_tcase(suite, tc);
     /* gpt2-small-shape requests by the dozen against reloads and replaced
      * files: `make test-valgrind` runs the case above only, these three

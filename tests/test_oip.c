@@ -4,8 +4,10 @@
  * and left padding, holes, a row of padding only) against float64 references written here,
  * positions given and by rank (ALiBi makes them matter), cross-attention
  * with a context and its mask, binary outputs bit for bit those of
- * attn_compute on each sequence unpadded, the limits, and refusals with
- * their statuses.
+ * attn_compute on each sequence unpadded, an answer read from its outputs'
+ * block (api_answer) allocating nothing large and giving the body's bytes,
+ * the limits (--max-response-bytes to the byte), and refusals with their
+ * statuses.
  */
 #include <check.h>
 #include <float.h>
@@ -20,6 +22,7 @@
 #include "api/oip.h"
 #include "attention/attention.h"
 #include "server/route.h"
+#include "tests/alloc_count.h"
 #include "tests/oip_client.h"
 
 enum { DM = 4, H = 2, DH = 2, DC = 3 };
@@ -382,6 +385,159 @@ START_TEST(bitwise_against_unpadded) {
     oc_result_free(&res);
     free(answer);
     oc_body_free(&body);
+}
+END_TEST
+
+/* The call of a padded batch of self_m: rows of 400 tokens, right-padded,
+ * left-padded and all padding, every output, the even ones as bytes, the
+ * odd ones as bytes too when `all_binary` (else as JSON); bound under
+ * `lim` (NULL: the default ones, with room), its outputs in `block` (NULL:
+ * none made). 0, or the error's status. */
+enum { BIG_B = 3, BIG_N = 400 };
+static int big_call(int all_binary, const api_limits *lim, attn_workspace *block, api_call **out,
+                    attn_error *err) {
+    static float emb[BIG_B * BIG_N * DM];
+    static int32_t real[BIG_B * BIG_N];
+    fill(emb, BIG_B * BIG_N * DM, 11);
+    for (size_t t = 0; t < BIG_N; t++) {
+        real[t] = t < 300;
+        real[BIG_N + t] = t >= 7;
+        real[2 * BIG_N + t] = 0;
+    }
+    oc_input ins[2] = {{"embeddings", "FP32", 3, {BIG_B, BIG_N, DM}, emb, 1},
+                       {"attention_mask", "INT32", 2, {BIG_B, BIG_N}, real, 0}};
+    oc_output outs[8];
+    for (size_t k = 0; k < 8; k++)
+        outs[k] = (oc_output){names[k], all_binary || k % 2 == 0};
+    oc_body body;
+    oc_build(&body, "big-call-id2", ins, 2, outs, 8, NULL, 0);
+    api_limits big = limits;
+    big.max_tokens = BIG_B * BIG_N;
+    big.max_response_bytes = (size_t)1 << 30;
+    api_call_body b = {body.data, body.len, (long long)body.json_len, self_m.name};
+    api_model_ref ref = {self_m.name, self_m.weights, self_m.mask, NULL};
+    int rc = api_call_decode(API_CALL_OIP, &b, lim ? lim : &big, out, err);
+    oc_body_free(&body);
+    if (rc == 0) rc = api_call_bind(*out, &ref, lim ? lim : &big, err);
+    if (rc == 0 && block) rc = api_call_alloc_outputs(*out, block, err);
+    if (rc == 0 && block) {
+        size_t failed;
+        attn_workspace *ws = attn_workspace_create();
+        rc = attn_compute_batch(api_call_outputs(*out), ws, api_call_inputs(*out),
+                                api_call_count(*out), NULL, err, &failed);
+        attn_workspace_destroy(ws);
+    }
+    if (rc == 0) return 0;
+    api_call_free(*out);
+    *out = NULL;
+    return err->status;
+}
+
+/*
+ * An answer of binary tensors is read from the outputs' block (api_answer):
+ * reading it whole, in pieces of any size, allocates nothing large — no
+ * copy of a tensor — and gives the bytes api_call_encode writes as one
+ * body. Of bytes alone, making the answer allocates nothing large either,
+ * and the body holds the answer once (no scratch copy of each binary
+ * output besides it). Bytes and JSON numbers mixed, then bytes alone.
+ */
+START_TEST(binary_answer_read_from_outputs) {
+    for (int all_binary = 0; all_binary < 2; all_binary++) {
+        api_call *c;
+        attn_error err;
+        attn_workspace *block = attn_workspace_create();
+        ck_assert_int_eq(big_call(all_binary, NULL, block, &c, &err), 0);
+        ck_assert(api_call_streams(c));
+        size_t outputs = attn_workspace_bytes(block), len, json_len;
+        size_t before = ac_current();
+        ck_assert_uint_ge(before, outputs); /* the block, counted */
+        ac_reset_peak();
+        char *body = api_call_encode(c, &len, &json_len, &err);
+        ck_assert_ptr_nonnull(body);
+        ck_assert_uint_gt(len - json_len, (size_t)1 << 20);
+        if (all_binary) ck_assert_uint_ne(json_len % sizeof(float), 0); /* floats cut in pieces */
+        /* bytes alone: the body and nothing more (JSON numbers are written
+         * as the other answers write them, into a buffer reserved at their
+         * widest) */
+        if (all_binary)
+            ck_assert_msg(ac_peak() - before <= len + 1,
+                          "encoding a body of %zu bytes held %zu at its peak", len,
+                          ac_peak() - before);
+        api_call_free(c);
+
+        ck_assert_int_eq(big_call(all_binary, NULL, block, &c, &err), 0);
+        before = ac_current();
+        ac_reset_peak();
+        api_answer *a = api_answer_create(c, block, &err); /* the block is the answer's now */
+        ck_assert_ptr_nonnull(a);
+        api_call_free(c);
+        ck_assert_uint_eq(api_answer_length(a), len);
+        ck_assert_uint_eq(api_answer_json_length(a), json_len);
+        if (all_binary) /* a header of a few hundred bytes */
+            ck_assert_msg(ac_peak() == before, "making the answer held %zu bytes at its peak",
+                          ac_peak() - before);
+        static const size_t pieces[] = {1, 3, 4093, 65536 + 3, (size_t)1 << 20};
+        char *got = malloc(len + 1);
+        before = ac_current();
+        ac_reset_peak();
+        for (size_t p = 0; p < sizeof pieces / sizeof *pieces; p++) {
+            size_t at = 0, n;
+            memset(got, 0, len);
+            /* the first megabyte in tiny pieces only: a byte at a time is slow */
+            while ((n = api_answer_read(a, at, got + at,
+                                        at < ((size_t)1 << 20) || pieces[p] > 3 ? pieces[p]
+                                                                                : len - at)) > 0)
+                at += n;
+            ck_assert_uint_eq(at, len);
+            ck_assert_msg(memcmp(got, body, len) == 0, "pieces of %zu: not the body's bytes",
+                          pieces[p]);
+        }
+        ck_assert_uint_eq(api_answer_read(a, len, got, 16), 0);
+        ck_assert_uint_eq(ac_peak(), before); /* reading allocates nothing large */
+        free(got);
+        free(body);
+        size_t held = ac_current();
+        api_answer_destroy(a);
+        /* its block went with it (and a header of JSON numbers) */
+        if (all_binary)
+            ck_assert_uint_eq(held - ac_current(), outputs);
+        else
+            ck_assert_uint_gt(held - ac_current(), outputs);
+    }
+}
+END_TEST
+
+/* --max-response-bytes against a /v2 answer: binary tensors count their
+ * bytes and the header to the byte, so a limit of exactly the answer's
+ * length takes it and one byte less refuses it; JSON numbers count at
+ * their widest, so an answer with them is at most its bound. */
+START_TEST(response_limit_to_the_byte) {
+    for (int all_binary = 0; all_binary < 2; all_binary++) {
+        api_call *c;
+        attn_error err;
+        attn_workspace *block = attn_workspace_create();
+        ck_assert_int_eq(big_call(all_binary, NULL, block, &c, &err), 0);
+        size_t len, json_len;
+        char *body = api_call_encode(c, &len, &json_len, &err);
+        ck_assert_ptr_nonnull(body);
+        free(body);
+        api_call_free(c);
+        attn_workspace_destroy(block);
+        api_limits lim = limits;
+        lim.max_tokens = BIG_B * BIG_N;
+        lim.max_response_bytes = len;
+        ck_assert_int_eq(big_call(all_binary, &lim, NULL, &c, &err), all_binary ? 0 : 422);
+        api_call_free(c);
+        if (!all_binary) {
+            ck_assert_str_eq(err.path, "/outputs");
+            continue; /* the bound counts numbers at their widest */
+        }
+        lim.max_response_bytes = len - 1;
+        ck_assert_int_eq(big_call(all_binary, &lim, NULL, &c, &err), 422);
+        ck_assert_str_eq(err.code, "limit_exceeded");
+        ck_assert_str_eq(err.path, "/outputs");
+        ck_assert_msg(strstr(err.message, "max_response_bytes"), "%s", err.message);
+    }
 }
 END_TEST
 
@@ -920,6 +1076,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, shapes_checked_before_allocation);
     tcase_add_test(tc, numbers_echo_nesting_heads);
     tcase_add_test(tc, numbers_quoted_as_sent);
+    tcase_add_test(tc, binary_answer_read_from_outputs);
+    tcase_add_test(tc, response_limit_to_the_byte);
     suite_add_tcase(s, tc);
     return s;
 }

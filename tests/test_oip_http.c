@@ -4,8 +4,10 @@
  * POST /v1/attention answers each real sequence unpadded (its base64
  * outputs against the binary tensors of /v2, byte for byte), with the
  * padded rows 0; the binary tensor data extension both ways as
- * tritonclient writes and reads it (tests/oip_client.h); every refusal
- * with its status and the protocol's {"error": "..."} body.
+ * tritonclient writes and reads it (tests/oip_client.h), a binary answer
+ * of megabytes checked against the bytes recorded for it, and every output
+ * the same as bytes and as JSON; every refusal with its status and the
+ * protocol's {"error": "..."} body.
  *
  * Each test writes its models (the built-in ones) into a fresh directory,
  * starts the built server on a loopback port and stops it with hs_finish,
@@ -1147,6 +1149,120 @@ START_TEST(late_body_and_header_limits) {
 }
 END_TEST
 
+/* FNV-1a 64 of n bytes. */
+static uint64_t fnv1a(const void *p, size_t n) {
+    const unsigned char *c = p;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Binary answers are the bytes they were before their tensors were sent
+ * from the outputs themselves: recorded from the server that copied them
+ * into one body. demo-4d with small integers for embeddings makes q, k, v
+ * and scores exact (sums of a few small integers, times 0.5), the same on
+ * every machine and BLAS kernel. Rows right- and left-padded and with
+ * holes (scores of padded keys −∞), the outputs in an order of their own,
+ * and a header whose length is not a multiple of 4, so that the blocks
+ * libmicrohttpd sends cut floats; megabytes, so that it sends many. */
+START_TEST(binary_answers_unchanged) {
+    const char *names[] = {"demo-4d", NULL};
+    start_with(names, NULL);
+    enum { B = 3, N = 700, DM = 4 };
+    float *emb = malloc((size_t)B * N * DM * sizeof *emb);
+    int32_t *real = malloc((size_t)B * N * sizeof *real);
+    uint32_t x = 7;
+    for (size_t i = 0; i < (size_t)B * N * DM; i++) {
+        x = x * 1664525u + 1013904223u;
+        emb[i] = (float)((int)(x >> 29) % 5 - 2);
+    }
+    for (size_t t = 0; t < N; t++) {
+        real[t] = t < 600;            /* right padding */
+        real[N + t] = t >= 50;        /* left padding */
+        real[2 * N + t] = t % 3 != 1; /* holes */
+    }
+    oc_input ins[2] = {{"embeddings", "FP32", 3, {B, N, DM}, emb, 1},
+                       {"attention_mask", "INT32", 2, {B, N}, real, 1}};
+    oc_output outs[4] = {{"scores", 1}, {"v", 1}, {"q", 1}, {"k", 1}};
+    oc_body body;
+    oc_build(&body, "golden-binary-07", ins, 2, outs, 4, NULL, 0);
+    hs_response r;
+    post_v2("demo-4d", &body, &r);
+    ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+    char *hl = hs_header(&r, "Inference-Header-Content-Length");
+    ck_assert_ptr_nonnull(hl);
+    size_t json_len = (size_t)atoll(hl);
+    free(hl);
+    ck_assert_uint_ne(json_len % 4, 0);
+    static const char header[] =
+        "{\"model_name\":\"demo-4d\",\"model_version\":\"1\",\"id\":\"golden-binary-07\","
+        "\"outputs\":[{\"name\":\"scores\",\"datatype\":\"FP32\",\"shape\":[3,1,700,700],"
+        "\"parameters\":{\"binary_data_size\":5880000}},{\"name\":\"v\",\"datatype\":\"FP32\","
+        "\"shape\":[3,1,700,4],\"parameters\":{\"binary_data_size\":33600}},{\"name\":\"q\","
+        "\"datatype\":\"FP32\",\"shape\":[3,1,700,4],\"parameters\":{\"binary_data_size\":33600}},"
+        "{\"name\":\"k\",\"datatype\":\"FP32\",\"shape\":[3,1,700,4],\"parameters\":{"
+        "\"binary_data_size\":33600}}]}";
+    ck_assert_uint_eq(json_len, sizeof header - 1);
+    ck_assert_int_eq(memcmp(r.body, header, json_len), 0);
+    ck_assert_uint_eq(r.len, json_len + 5880000 + 3 * 33600);
+    ck_assert_msg(fnv1a(r.body, r.len) == 0xbae3176648d65083ull, "FNV-1a %016llx",
+                  (unsigned long long)fnv1a(r.body, r.len));
+    hs_response_free(&r);
+    oc_body_free(&body);
+
+    /* Every output, 300 tokens a row: as bytes, as JSON numbers, and every
+     * other one each way in one answer, the same floats (−∞ is −FLT_MAX in
+     * JSON). */
+    enum { N2 = 300 };
+    ins[0].shape[1] = ins[1].shape[1] = N2;
+    for (size_t t = 0; t < N2; t++) {
+        real[t] = t < 250;
+        real[N2 + t] = t >= 20;
+        real[2 * N2 + t] = t % 3 != 1;
+    }
+    float *want[8] = {0};
+    size_t want_count[8];
+    for (int form = 0; form < 3; form++) {
+        oc_output o[8];
+        for (size_t k = 0; k < 8; k++)
+            o[k] = (oc_output){all_names[k], form == 0 || (form == 2 && k % 2)};
+        oc_build(&body, "every-output", ins, 2, o, 8, NULL, 0);
+        post_v2("demo-4d", &body, &r);
+        oc_result res = parse_answer(&r);
+        for (size_t k = 0; k < 8; k++) {
+            size_t count, rank;
+            long long shape[4];
+            int was_bin;
+            float *v = oc_output_values(&res, all_names[k], &count, shape, &rank, &was_bin);
+            ck_assert_ptr_nonnull(v);
+            ck_assert_int_eq(was_bin, o[k].binary);
+            if (form == 0) {
+                want[k] = v, want_count[k] = count;
+                continue;
+            }
+            ck_assert_uint_eq(count, want_count[k]);
+            for (size_t i = 0; i < count; i++) {
+                float g = v[i], w = want[k][i];
+                if (!was_bin && w == -INFINITY) w = -FLT_MAX;
+                if (memcmp(&g, &w, sizeof g) != 0) /* ck_ only on failure: a hot loop */
+                    ck_abort_msg("%s[%zu]: %.9g as %s, %.9g as bytes", all_names[k], i, g,
+                                 was_bin ? "bytes" : "JSON", want[k][i]);
+            }
+            free(v);
+        }
+        oc_result_free(&res);
+        hs_response_free(&r);
+        oc_body_free(&body);
+    }
+    for (size_t k = 0; k < 8; k++)
+        free(want[k]);
+    free(emb);
+    free(real);
+    finish();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("oip_http");
     TCase *tc = tcase_create("oip_http");
@@ -1164,6 +1280,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, limits_and_keys);
     tcase_add_test(tc, drain);
     tcase_add_test(tc, late_body_and_header_limits);
+    tcase_add_test(tc, binary_answers_unchanged);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -25,6 +25,10 @@
 #include "server/reqid.h"
 #include "server/route.h"
 #include "server/split.h"
+#include "store/store.h"
+#include "tests/alloc_count.h"
+#include "tests/fixtures.h"
+#include "tests/oip_client.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -1553,6 +1557,102 @@ START_TEST(job_outputs_block_reused) {
 }
 END_TEST
 
+/* A /v2 job of demo-4d's n tokens as one row, asking `patterns` as bytes
+ * or as JSON; limits of the server's defaults. */
+static const api_limits v2_limits = {.max_tokens = 8192,
+                                     .max_heads = 128,
+                                     .max_d_model = 16384,
+                                     .max_flops = 1e12,
+                                     .max_response_bytes = (size_t)256 << 20,
+                                     .max_workspace_bytes = (size_t)1 << 30,
+                                     .max_batch = 256};
+
+static void v2_patterns_job(srv_job *job, oc_body *body, float *emb, size_t n, int binary) {
+    for (size_t i = 0; i < n * 4; i++)
+        emb[i] = (float)(i % 7) / 8.0f - 0.375f;
+    oc_input in = {"embeddings", "FP32", 3, {1, (long long)n, 4}, emb, 1};
+    oc_output out = {"patterns", binary};
+    oc_build(body, "memory", &in, 1, &out, 1, NULL, 0);
+    memset(job, 0, sizeof *job);
+    job->kind = SRV_JOB_CALL;
+    job->call_kind = API_CALL_OIP;
+    job->body = body->data;
+    job->body_len = body->len;
+    job->header_len = (long long)body->json_len;
+    strcpy(job->model, "demo-4d");
+    job->limits = &v2_limits;
+    clock_gettime(CLOCK_MONOTONIC, &job->submitted);
+}
+
+/* A binary /v2 answer is sent from the outputs the computation wrote, not
+ * copied into a body: the job's large allocations peak at its outputs (n²
+ * floats of patterns) and a little, where a body beside them took twice
+ * that (three times, when each binary output was laid out in a scratch
+ * tensor first). The job leaves the answer, which reads back whole, in
+ * pieces that cut floats, without allocating. */
+START_TEST(job_binary_answer_not_copied) {
+    char dir[256];
+    const char *names[] = {"demo-4d", NULL};
+    tf_models_dir(dir, sizeof dir, "job-v2", names);
+    store_set *set;
+    attn_error err;
+    ck_assert_int_eq(store_set_load(&set, dir, NULL, &err), 0);
+    store *st = store_create(set);
+    srv_worker *w = srv_worker_create(st, NULL);
+    ck_assert(st && w);
+    enum { N = 1500 };
+    const size_t patterns = (size_t)N * N * sizeof(float);
+    float *emb = malloc((size_t)N * 4 * sizeof *emb);
+    srv_job job;
+    oc_body body;
+    v2_patterns_job(&job, &body, emb, N, 1);
+    size_t before = ac_current();
+    ac_reset_peak();
+    srv_job_run(&job, w);
+    size_t peak = ac_peak() - before;
+    ck_assert_msg(job.status == 200, "status %d: %.300s", job.status, job.response);
+    ck_assert_uint_ge(peak, patterns); /* the outputs themselves, counted */
+    ck_assert_msg(peak < patterns + patterns / 8,
+                  "the job held %zu bytes at its peak for %zu bytes of patterns (%.2f ×)", peak,
+                  patterns, (double)peak / (double)patterns);
+    ck_assert_ptr_null(job.response);
+    ck_assert_ptr_nonnull(job.answer);
+    ck_assert_uint_eq(job.response_len, job.json_len + patterns);
+    ck_assert_uint_eq(job.json_len, api_answer_json_length(job.answer));
+    ck_assert_str_eq(job.content_type, "application/octet-stream");
+    /* every row of patterns sums to 1 */
+    before = ac_current();
+    ac_reset_peak();
+    char piece[4093];
+    unsigned char bytes[sizeof(float)];
+    float v, sum = 0;
+    size_t at = 0, got, floats = 0;
+    while ((got = api_answer_read(job.answer, at, piece, sizeof piece)) > 0)
+        for (size_t k = 0; k < got; k++, at++) {
+            if (at < job.json_len) continue;
+            size_t t = at - job.json_len;
+            bytes[t % sizeof v] = (unsigned char)piece[k];
+            if (t % sizeof v != sizeof v - 1) continue;
+            memcpy(&v, bytes, sizeof v);
+            sum += v;
+            if (++floats % N) continue;
+            if (sum < 0.999f || sum > 1.001f) /* ck_ only on failure: a hot loop */
+                ck_abort_msg("row %zu of patterns sums to %g", floats / N - 1, sum);
+            sum = 0;
+        }
+    ck_assert_uint_eq(at, job.response_len);
+    ck_assert_uint_eq(floats, (size_t)N * N);
+    ck_assert_uint_eq(ac_peak(), before);
+    srv_job_discard(&job); /* the answer never handed over */
+    ck_assert_ptr_null(job.answer);
+    oc_body_free(&body);
+    free(emb);
+    srv_worker_destroy(w);
+    store_destroy(st);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- suite */
 
 static Suite *server_suite(void) {
@@ -1607,6 +1707,7 @@ static Suite *server_suite(void) {
     tcase_add_test(tc, job_split_same_answer);
     tcase_add_test(tc, job_split_workers_without_context);
     tcase_add_test(tc, job_outputs_block_reused);
+    tcase_add_test(tc, job_binary_answer_not_copied);
     suite_add_tcase(s, tc);
     return s;
 }
