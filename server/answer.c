@@ -76,6 +76,16 @@ struct MHD_Response *srv_answer_response_read(api_answer *from, srv_budget *unse
     return answer_response(a);
 }
 
+size_t srv_answer_hold(srv_budget *unsent, size_t len) {
+    atomic_fetch_add(&unsent->used, len);
+    return len;
+}
+
+void srv_answer_unhold(srv_budget *unsent, size_t *held) {
+    if (*held) atomic_fetch_sub(&unsent->used, *held);
+    *held = 0;
+}
+
 int srv_answer_budget_full(srv_budget *unsent) {
     return atomic_load(&unsent->used) >= unsent->max;
 }

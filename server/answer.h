@@ -44,6 +44,12 @@ struct MHD_Response *srv_answer_response(char *body, size_t len, int owned, srv_
  */
 struct MHD_Response *srv_answer_response_read(api_answer *from, srv_budget *unsent, size_t *handed);
 
+/* A job's answer counted in `unsent` from the moment its worker made it,
+ * before its connection makes the response (which counts it again):
+ * returns what was added, for srv_answer_unhold. */
+size_t srv_answer_hold(srv_budget *unsent, size_t len);
+void srv_answer_unhold(srv_budget *unsent, size_t *held);
+
 /* Whether the unsent answers are at or over their bound (a snapshot). */
 int srv_answer_budget_full(srv_budget *unsent);
 

@@ -36,9 +36,28 @@ static void drop(void *arg) {
     MHD_resume_connection(x->conn);
 }
 
+/* A job's answer in place of its run: the error, in the route's form. */
+static void fail_job(srv_exchange *x, const attn_error *err) {
+    srv_job_discard(&x->job);
+    x->job.status = err->status;
+    x->job.response = srv_reply_error_body(x, err, &x->job.response_len);
+}
+
 static void run(void *arg, void *worker_ctx) {
     srv_exchange *x = arg;
-    srv_job_run(&x->job, worker_ctx);
+    if (srv_answer_budget_full(&x->h->unsent)) {
+        /* queued before the answers not yet sent filled their budget: not
+         * run, so that only the answers the workers are making can pass it */
+        attn_error err;
+        srv_error_unsent_full(x->h, &err);
+        fail_job(x, &err);
+    } else {
+        srv_job_run(&x->job, worker_ctx);
+    }
+    /* counted now, so that the next job this worker takes sees it */
+    if (!x->job.dropped)
+        x->held = srv_answer_hold(&x->h->unsent, x->job.answer ? api_answer_length(x->job.answer)
+                                                               : x->job.response_len);
     if (x->job.dropped) {
         drop(x);
     } else {
@@ -85,9 +104,7 @@ enum MHD_Result srv_dispatch(srv_exchange *x) {
             srv_error_shutting_down(&err);
         else
             attn_error_set(&err, 503, "out_of_memory", NULL, "memory for the job could not be had");
-        srv_job_discard(&x->job);
-        x->job.status = err.status;
-        x->job.response = srv_reply_error_body(x, &err, &x->job.response_len);
+        fail_job(x, &err);
         x->state = X_DONE;
         MHD_resume_connection(x->conn);
     }
@@ -105,6 +122,7 @@ enum MHD_Result srv_dispatch_call(srv_exchange *x, api_call_kind kind) {
 
 enum MHD_Result srv_dispatch_reply(srv_exchange *x) {
     srv_job *j = &x->job;
+    srv_answer_unhold(&x->h->unsent, &x->held); /* the response counts it from here */
     srv_body_free(&x->body);
     j->body = NULL;
     if (j->answer) {

@@ -30,8 +30,10 @@
  * sets one, its end clears it, and completion sets the next request's.
  *
  * Ownership. The exchange owns its body copy, request id, copies of method
- * and path, and the job's response until it is handed to libmicrohttpd
- * (MHD_RESPMEM_MUST_FREE moves it). While a worker runs its job the
+ * and path, and the job's response or answer until it is handed to
+ * libmicrohttpd (answer.h: the response takes it); until then its bytes
+ * are held in the unsent answers' budget (x->held), given back here if
+ * no response is ever made. While a worker runs its job the
  * connection is suspended, so libmicrohttpd cannot complete it and free
  * the exchange under the worker. srv_exchange_complete frees it, once.
  */
@@ -40,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/answer.h"
 #include "server/cors.h"
 #include "server/dispatch.h"
 #include "server/endpoint.h"
@@ -301,6 +304,7 @@ void srv_exchange_complete(srv_exchange *x, struct MHD_Connection *conn,
     srv_log_access(x->method ? x->method : "-", x->path ? x->path : "-", status, bytes, ms,
                    x->request_id ? x->request_id : "-", cut);
 
+    srv_answer_unhold(&h->unsent, &x->held); /* an answer never made a response */
     srv_body_free(&x->body);
     srv_job_discard(&x->job);
     free(x->job.response); /* set only if never sent */

@@ -78,6 +78,7 @@ typedef struct srv_exchange {
     int status;   /* of the answer queued, for the log */
     size_t bytes; /* its body's length */
     size_t sent;  /* of its body, the bytes libmicrohttpd has taken (answer.h) */
+    size_t held;  /* its job's answer, counted in unsent until its response is made */
 
     srv_body body;
     srv_job job;

@@ -41,6 +41,27 @@ static char *big_answer_body(int n) {
     return b;
 }
 
+/* Slow to compute and large to answer: 128 heads one wide over n tokens of
+ * one dimension, soft-capped, no mask, the patterns of head 0 asked
+ * (seconds of one worker at n = 2000, and an answer of some 45 MB). */
+static char *slow_big_answer_body(int n) {
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&b, &len);
+    fputs("{\"mask\":\"none\",\"select_heads\":[0],\"return\":[\"patterns\"],\"embeddings\":[", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s[0.%d]", i ? "," : "", i % 97);
+    fputs("],\"weights\":{\"softcap\":30,\"heads\":[", f);
+    for (int i = 0; i < 128; i++)
+        fprintf(f, "%s{\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}", i ? "," : "");
+    fputs("],\"w_o\":[", f);
+    for (int i = 0; i < 128; i++)
+        fprintf(f, "%s[1]", i ? "," : "");
+    fputs("]}}", f);
+    fclose(f);
+    return b;
+}
+
 /* A connection with a small receive buffer that sent `body` as request id
  * and reads nothing. */
 static int send_unread(unsigned port, const char *body, const char *id) {
@@ -97,6 +118,42 @@ START_TEST(unsent_budget_refuses) {
 }
 END_TEST
 
+/* A job queued before the unread answers filled the budget is refused when
+ * its turn comes, not run: only the answers being made can pass the bound. */
+START_TEST(queued_job_refused_when_full) {
+    hs_server s;
+    static const char *const args[] = {"--workers",
+                                       "1",
+                                       "--max-unsent-bytes",
+                                       "4m",
+                                       "--max-flops",
+                                       "1e14",
+                                       "--connection-timeout",
+                                       "120",
+                                       "--inline-max-flops",
+                                       "0",
+                                       NULL};
+    ck_assert_int_eq(hs_start(&s, args), 0);
+    char *slow = slow_big_answer_body(2000);
+    int fd = send_unread(s.port, slow, "unread-slow");
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 1, 30), 1);
+    /* queued behind it, while the budget is empty */
+    char *small = big_answer_body(3);
+    int q = send_unread(s.port, small, "queued");
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_queue_depth ", 1, 30), 1);
+    ck_assert_int_eq(hs_metric(s.port, "\nattn_answer_bytes_unsent "), 0);
+    char *answer = hs_raw_recv(q, 120.0);
+    ck_assert_msg(strncmp(answer, "HTTP/1.1 503", 12) == 0 && strstr(answer, "not read"),
+                  "got: %.300s", answer);
+    free(answer);
+    close(q);
+    close(fd);
+    free(small);
+    free(slow);
+    finish(&s);
+}
+END_TEST
+
 /* A client that reads nothing of its answer for --connection-timeout is
  * cut: its connection closed, its answer's bytes let go, and the access
  * log says the status that went out, the bytes that went and why — not a
@@ -130,6 +187,7 @@ int main(void) {
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, unsent_budget_refuses);
     tcase_add_test(tc, unread_answer_cut);
+    tcase_add_test(tc, queued_job_refused_when_full);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
