@@ -19,10 +19,12 @@
  *                      computation has none, so its deadline here is
  *                      ANSWER_TIMEOUT)
  *   SIGTERM            every request received is answered (the queued ones
- *                      computed), one sent on an open connection during
- *                      the drain gets 503 shutting_down, a stalled upload
- *                      its 408, new connections are refused, and the
- *                      process exits 0
+ *                      computed, an upload finished during the drain
+ *                      too), one sent on an open connection during the
+ *                      drain gets 503 shutting_down, a stalled upload its
+ *                      408, new connections are refused, and the process
+ *                      exits 0, even with an answer its client never reads
+ *                      (closed after --connection-timeout without progress)
  *
  * Requests go out together, from threads, each through hs_exchange (its
  * own connection, a socket receive timeout): a hang fails the request with
@@ -38,12 +40,14 @@
  */
 #include <check.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -625,8 +629,11 @@ START_TEST(sigterm_while_requests_wait) {
     const char *part = "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\":";
     ck_assert_int_eq(hs_raw_send(stalled, part, strlen(part)), 0);
-    ck_assert_int_ge(hs_wait_metric_at_least(s.port, "\nattn_http_requests_in_flight ", N + 2, 30),
-                     N + 2);
+    /* and an upload begun before it and finished during the drain */
+    call upload = small_call(V1, 1, 2);
+    int finishing = open_upload(s.port, upload.body, upload.len, 10);
+    ck_assert_int_ge(hs_wait_metric_at_least(s.port, "\nattn_http_requests_in_flight ", N + 3, 30),
+                     N + 3);
 
     hs_signal(&s, SIGTERM);
     ck_assert(hs_wait_log(&s, "draining", 30));
@@ -645,6 +652,16 @@ START_TEST(sigterm_while_requests_wait) {
     free(raw);
     close(open_fd);
     call_free(&late);
+
+    ck_assert_int_eq(hs_raw_send(finishing, upload.body + upload.len - 10, 10), 0);
+    raw = hs_raw_recv(finishing, ANSWER_TIMEOUT);
+    /* received before the drain: computed, or refused as shutting down */
+    long st = raw_status(raw, "an upload finished during the drain");
+    ck_assert_msg(st == 200 || (st == 503 && strstr(raw, "\"shutting_down\"")),
+                  "an upload finished during the drain: %.300s", raw);
+    free(raw);
+    close(finishing);
+    call_free(&upload);
 
     /* a new connection is refused, not left open */
     hs_response r;
@@ -673,6 +690,39 @@ START_TEST(sigterm_while_requests_wait) {
 }
 END_TEST
 
+/* A client that never reads its (large) answer: its connection is closed
+ * once it has made no progress for --connection-timeout, and the drain
+ * does not wait for it longer. */
+START_TEST(unread_answer_does_not_hold_the_drain) {
+    hs_server s;
+    const char *flags[] = {"--workers", "1", "--connection-timeout", "2", NULL};
+    start(&s, flags);
+    call c = heavy_call(V1, 1024); /* its embeddings: about 10 MB of JSON */
+    int fd = hs_raw_open(s.port);
+    ck_assert_int_ge(fd, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n",
+             c.len);
+    ck_assert_int_eq(hs_raw_send(fd, head, strlen(head)), 0);
+    ck_assert_int_eq(hs_raw_send(fd, c.body, c.len), 0);
+    /* computed once its first bytes come; the rest stays in the sockets */
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, (int)(ANSWER_TIMEOUT * 1000)), 1);
+    double t0 = now();
+    hs_signal(&s, SIGTERM);
+    int status = hs_wait(&s, 2.0 + SLACK);
+    printf("drain with an unread answer: exit %d after %.1f s\n", status, now() - t0);
+    ck_assert_msg(status == 0, "exit status %d %.1f s after SIGTERM", status, now() - t0);
+    close(fd);
+    call_free(&c);
+    finish(&s);
+}
+END_TEST
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     Suite *s = suite_create("watchdog");
@@ -689,6 +739,7 @@ int main(void) {
     tcase_add_test(tc, full_queue_on_every_route);
     tcase_add_test(tc, stalled_requests_time_out);
     tcase_add_test(tc, sigterm_while_requests_wait);
+    tcase_add_test(tc, unread_answer_does_not_hold_the_drain);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
