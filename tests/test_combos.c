@@ -1012,8 +1012,11 @@ static void write_model(const problem *p, const char *dir) {
 
     char heads[16], path[512];
     snprintf(heads, sizeof heads, "%zu", h);
-    store_metadata meta[20] = {
-        {"n_heads", heads}, {"mask", p->dc ? "none" : "causal"}, {"source", "tests/test_combos.c"}};
+    /* A self-attention file is causal even when the combination sends a
+     * context: its default mask is then "none", as the contract says. */
+    store_metadata meta[20] = {{"n_heads", heads},
+                               {"mask", p->cross_file ? "none" : "causal"},
+                               {"source", "tests/test_combos.c"}};
     size_t nm = 3;
     for (size_t i = 0; i < p->n_meta; i++)
         meta[nm++] = (store_metadata){p->meta[i].key, p->meta[i].value};
