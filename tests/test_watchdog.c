@@ -14,6 +14,8 @@
  *                      does not start (a body could wait for ever)
  *   --workers 1 --queue-depth 1  503 overloaded at once while the worker
  *                      and the queue are taken; a request taken is answered
+ *   --max-unsent-bytes 503 overloaded while answers not read hold more
+ *                      than it; 200 once they are read
  *   --connection-timeout  408 request_timeout for headers or a body that
  *                      stall (the only deadline the server keeps: a
  *                      computation has none, so its deadline here is
@@ -473,6 +475,70 @@ START_TEST(budget_below_body_refused_at_start) {
 }
 END_TEST
 
+/* ---- answers not read ------------------------------------------------------------------ */
+
+/* A demo-4d request whose patterns make an answer of some 7 MB, sent on a
+ * connection that reads nothing of it (a small receive buffer, so that the
+ * answer cannot vanish into the sockets' buffers). */
+static int send_unread(unsigned port) {
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&b, &len);
+    fputs("{\"model\":\"demo-4d\",\"return\":[\"patterns\"],\"embeddings\":", f);
+    rows4(f, 800, 5);
+    fputs("}", f);
+    fclose(f);
+    int fd = hs_raw_open_rcvbuf(port, 4096);
+    ck_assert_int_ge(fd, 0);
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Connection: close\r\nContent-Length: %zu\r\n\r\n",
+             len);
+    ck_assert_int_eq(hs_raw_send(fd, head, strlen(head)), 0);
+    ck_assert_int_eq(hs_raw_send(fd, b, len), 0);
+    free(b);
+    return fd;
+}
+
+/* While answers not read hold more than --max-unsent-bytes, work is
+ * refused at once on every route; once the answer is read, taken again. */
+START_TEST(unsent_answers_refuse_on_every_route) {
+    hs_server s;
+    const char *flags[] = {"--workers", "2", "--max-unsent-bytes", "2m", "--connection-timeout",
+                           "120",       NULL};
+    start(&s, flags);
+    int fd = send_unread(s.port);
+    ck_assert_int_ge(
+        hs_wait_metric_at_least(s.port, "\nattn_answer_bytes_unsent ", 2 << 20, ANSWER_TIMEOUT),
+        2 << 20);
+    enum { N = 2 * ROUTES };
+    call cs[N];
+    for (size_t i = 0; i < N; i++)
+        cs[i] = small_call((int)(i % ROUTES), 1, 2);
+    send_all(s.port, cs, N);
+    for (size_t i = 0; i < N; i++) {
+        assert_ends(&cs[i], 503, "overloaded", "a request while answers wait to be read");
+        hs_response_free(&cs[i].r);
+    }
+    /* read at last, through a wider window: 4 KiB at a time is minutes
+     * under a sanitizer */
+    int wide = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &wide, sizeof wide);
+    char *raw = hs_raw_recv(fd, ANSWER_TIMEOUT);
+    ck_assert_int_eq(raw_status(raw, "the answer read at last"), 200);
+    free(raw);
+    close(fd);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_answer_bytes_unsent ", 0, 20), 0);
+    send_all(s.port, cs, N);
+    for (size_t i = 0; i < N; i++) {
+        assert_ends(&cs[i], 200, NULL, "a request once the answer was read");
+        call_free(&cs[i]);
+    }
+    finish(&s);
+}
+END_TEST
+
 /* ---- a full queue -------------------------------------------------------------------- */
 
 /* One worker and a queue of one, every request sent to them (no inline
@@ -698,10 +764,8 @@ START_TEST(unread_answer_does_not_hold_the_drain) {
     const char *flags[] = {"--workers", "1", "--connection-timeout", "2", NULL};
     start(&s, flags);
     call c = heavy_call(V1, 1024); /* its embeddings: about 10 MB of JSON */
-    int fd = hs_raw_open(s.port);
+    int fd = hs_raw_open_rcvbuf(s.port, 4096);
     ck_assert_int_ge(fd, 0);
-    int small = 4096;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     char head[256];
     snprintf(head, sizeof head,
              "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -737,6 +801,7 @@ int main(void) {
     tc = tcase_create("waits");
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, full_queue_on_every_route);
+    tcase_add_test(tc, unsent_answers_refuse_on_every_route);
     tcase_add_test(tc, stalled_requests_time_out);
     tcase_add_test(tc, sigterm_while_requests_wait);
     tcase_add_test(tc, unread_answer_does_not_hold_the_drain);
