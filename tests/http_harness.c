@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -613,6 +614,111 @@ void hs_raw_reset(int fd) {
     struct linger l = {.l_onoff = 1, .l_linger = 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     close(fd);
+}
+
+/* Sets fd's send and receive timeouts to what is left until deadline (at
+ * least a millisecond); 0 once it has passed. */
+static int hs_timeouts_until(int fd, double deadline) {
+    double left = deadline - hs_now();
+    if (left <= 0) return 0;
+    struct timeval tv = {(time_t)left, (suseconds_t)((left - (double)(time_t)left) * 1e6)};
+    if (tv.tv_sec == 0 && tv.tv_usec < 1000) tv.tv_usec = 1000;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    return 1;
+}
+
+/* The status line's code, or 0 when b does not start with one. */
+static long hs_status_of(const char *b) {
+    if (!b || strncmp(b, "HTTP/1.", 7) != 0 || !b[7] || b[8] != ' ') return 0;
+    long st = strtol(b + 9, NULL, 10);
+    return st >= 100 && st <= 999 ? st : 0;
+}
+
+CURLcode hs_exchange(unsigned port, const char *method, const char *path,
+                     const char *const *headers, const void *body, size_t len, double timeout_s,
+                     hs_response *r) {
+    memset(r, 0, sizeof *r);
+    double deadline = hs_now() + timeout_s;
+    int fd = hs_raw_open(port);
+    if (fd < 0) {
+        r->rc = CURLE_COULDNT_CONNECT;
+        r->body = calloc(1, 1);
+        r->headers = calloc(1, 1);
+        return r->rc;
+    }
+    hs_buf head = {0};
+    char line[512];
+    snprintf(line, sizeof line, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n",
+             method, path, port);
+    hs_collect(line, 1, strlen(line), &head);
+    int has_ct = 0;
+    for (int i = 0; headers && headers[i]; i++) {
+        if (strncasecmp(headers[i], "Content-Type:", 13) == 0) {
+            has_ct = 1;
+            if (!headers[i][13]) continue; /* "Content-Type:" alone: none */
+        }
+        hs_collect((char *)headers[i], 1, strlen(headers[i]), &head);
+        hs_collect("\r\n", 1, 2, &head);
+    }
+    if (body && !has_ct) hs_collect("Content-Type: application/json\r\n", 1, 32, &head);
+    if (body || strcmp(method, "POST") == 0) {
+        snprintf(line, sizeof line, "Content-Length: %zu\r\n", body ? len : 0);
+        hs_collect(line, 1, strlen(line), &head);
+    }
+    hs_collect("\r\n", 1, 2, &head);
+    /* A refused send is the server's early answer (413, 503): read it. */
+    if (hs_timeouts_until(fd, deadline) && hs_raw_send(fd, head.p, head.len) == 0 && body)
+        hs_raw_send(fd, body, len);
+    free(head.p);
+
+    hs_buf b = {0};
+    int closed = 0, complete = 0;
+    while (!complete && hs_timeouts_until(fd, deadline)) {
+        char chunk[65536];
+        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break; /* timed out */
+        if (n <= 0) {
+            closed = 1; /* an orderly close, or a reset */
+            break;
+        }
+        hs_collect(chunk, 1, (size_t)n, &b);
+        complete = hs_complete(&b);
+    }
+    close(fd);
+
+    const char *end = b.p ? strstr(b.p, "\r\n\r\n") : NULL;
+    r->status = hs_status_of(b.p);
+    if (end) {
+        r->headers = strndup(b.p, (size_t)(end + 2 - b.p));
+        r->len = b.len - (size_t)(end + 4 - b.p);
+        r->body = malloc(r->len + 1);
+        if (r->body) {
+            memcpy(r->body, end + 4, r->len);
+            r->body[r->len] = 0;
+        }
+    }
+    if (!r->headers) r->headers = calloc(1, 1);
+    if (!r->body) {
+        r->body = calloc(1, 1);
+        r->len = 0;
+    }
+    if (complete) {
+        r->rc = CURLE_OK;
+    } else if (closed) {
+        char *cl = hs_header(r, "Content-Length");
+        r->rc = !b.len                    ? CURLE_GOT_NOTHING
+                : end && !cl && r->status ? CURLE_OK /* the body ends with the connection */
+                                          : CURLE_PARTIAL_FILE;
+        free(cl);
+    } else {
+        r->rc = CURLE_OPERATION_TIMEDOUT;
+    }
+    r->hlen = strlen(r->headers);
+    free(b.p);
+    hs_leak_assert(r->status, r->body, r->len);
+    return r->rc;
 }
 
 char *hs_raw(unsigned port, const char *request, size_t len, double timeout_s) {

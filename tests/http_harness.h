@@ -5,10 +5,12 @@
  * with --bind 127.0.0.1 --port 0; its stderr goes to a temporary file, from
  * which the harness reads the port it logged ("port=N"). Requests go
  * through libcurl (curl_global_init is the caller's); raw requests through
- * a plain socket, for what libcurl will not send.
+ * a plain socket, for what libcurl will not send; hs_exchange through a
+ * plain socket with a receive timeout, for suites that must tell a hang or
+ * a dropped connection from an answer.
  *
  * Error bodies never leak. Every answer read here (hs_request, hs_raw,
- * hs_raw_recv) with a status of 400 or more has its body checked by
+ * hs_raw_recv, hs_exchange) with a status of 400 or more has its body checked by
  * hs_leak_find, and a leak fails the test on the spot (check's
  * ck_abort_msg), naming what leaked and the body. A body must hold:
  *
@@ -132,6 +134,30 @@ char *hs_raw_recv(int fd, double timeout_s);
 
 /* Closes fd with a reset (SO_LINGER 0), as a client that gives up. */
 void hs_raw_reset(int fd);
+
+/*
+ * One request on a connection of its own, through a plain socket whose
+ * send and receive timeouts (SO_SNDTIMEO, SO_RCVTIMEO) end at timeout_s
+ * after the call, so that a server that never answers fails the request
+ * rather than blocking the test: a trickle of bytes does not extend it.
+ * Sent with "Connection: close" and the body's Content-Length; `headers`
+ * as hs_request's (a body without a Content-Type line goes as
+ * application/json, "Content-Type:" alone sends none). A send the server
+ * refuses (it answered early and closed) is not an error: the answer is
+ * read all the same. Fills *r (free with hs_response_free; r->status 0
+ * when no status line came) and returns r->rc:
+ *
+ *   CURLE_OK                  a whole answer: status line, headers and the
+ *                             Content-Length bytes of body (without one,
+ *                             every byte until the server closed)
+ *   CURLE_COULDNT_CONNECT     no connection
+ *   CURLE_GOT_NOTHING         closed or reset without a byte of answer
+ *   CURLE_PARTIAL_FILE        closed or reset in the middle of one
+ *   CURLE_OPERATION_TIMEDOUT  no whole answer within timeout_s
+ */
+CURLcode hs_exchange(unsigned port, const char *method, const char *path,
+                     const char *const *headers, const void *body, size_t len, double timeout_s,
+                     hs_response *r);
 
 /* The value of the metric line starting with `name` in a /metrics text
  * (give the name with its trailing space, or a leading "\n" to skip
