@@ -6,7 +6,8 @@
  *             a length with chunked, an unknown coding, no Host, NUL
  *             bytes): the contract's JSON error, then the connection
  *             closed, so no smuggled request behind is ever answered;
- *             an encoded slash (%2F) is no path separator;
+ *             an encoded slash (%2F) is no path separator; dot segments,
+ *             sent as they are, reach no file;
  *             libmicrohttpd's own refusals counted by their real status.
  *   slow      headers or a body sent a byte at a time, or never, end at
  *             --connection-timeout with a 408; header-only POSTs announcing
@@ -97,6 +98,17 @@ static void assert_one_error(const char *raw, const char *status_line, const cha
     ck_assert_msg(strstr(raw, "\r\nX-Request-Id: "), "got: %.400s", raw);
     ck_assert_msg(strstr(raw, "\r\nContent-Type: application/json"), "got: %.400s", raw);
     ck_assert_msg(answers_in(raw) == 1, "more than one answer: %.800s", raw);
+}
+
+/* The status of a raw answer, or -1. */
+static long raw_status(const char *raw) {
+    return raw && strncmp(raw, "HTTP/1.1 ", 9) == 0 ? strtol(raw + 9, NULL, 10) : -1;
+}
+
+/* The body of a raw answer (after its header block), or "". */
+static const char *raw_body(const char *raw) {
+    const char *b = raw ? strstr(raw, "\r\n\r\n") : NULL;
+    return b ? b + 4 : "";
 }
 
 /* ------------------------------------------------------------ framing */
@@ -355,6 +367,62 @@ START_TEST(encoded_slash_is_no_separator) {
     ck_assert_msg(st == 200 && strcmp(b, "{\"name\":\"demo-4d\",\"ready\":true}") == 0, "%ld %s",
                   st, b);
     free(b);
+    finish(&s);
+}
+END_TEST
+
+/* Traversal targets as sent, dot segments and all (libcurl removes them):
+ * no route reads a file, a model's name is looked up among the models
+ * loaded, and a path of more segments than its route's names nothing. Each
+ * is answered in its route family's error form, never with a 200. */
+START_TEST(raw_traversal) {
+    hs_server s;
+    start(&s, NULL);
+    static const struct {
+        const char *method, *target;
+        long status;
+        const char *form; /* the start of the body */
+    } cases[] = {
+        {"GET", "/v1/models/../../etc/passwd", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v1/models/../demo-4d", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v1/models/%2e%2e/%2e%2e/etc/passwd", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v1/models/..%2f..%2fetc%2fpasswd", 404, "{\"error\":{\"code\":\"unknown_model\""},
+        {"GET", "/v1/models/..%2F..%2Fetc%2Fpasswd?weights=true", 404,
+         "{\"error\":{\"code\":\"unknown_model\""},
+        {"GET", "/v1/models/..", 404, "{\"error\":{\"code\":\"unknown_model\""},
+        {"GET", "/v1/models/..?weights=true", 404, "{\"error\":{\"code\":\"unknown_model\""},
+        {"GET", "/../../etc/passwd", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v1/openapi.yaml/../../../etc/passwd", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v2/models/../infer", 405, "{\"error\":\""},
+        {"POST", "/v2/models/../infer", 404, "{\"error\":\""},
+        {"GET", "/v2/models/../ready", 404, "{\"error\":\""},
+        {"GET", "/v2/models/..", 404, "{\"error\":\""},
+        {"GET", "/v2/models/demo-4d/../../../etc/passwd", 404, "{\"error\":\""},
+        {"GET", "/v2/models/..%2f..%2fetc%2fpasswd/ready", 404, "{\"error\":\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int post = strcmp(cases[i].method, "POST") == 0;
+        char req[512];
+        snprintf(req, sizeof req,
+                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s\r\n%s",
+                 cases[i].method, cases[i].target,
+                 post ? "Content-Type: application/json\r\nContent-Length: 2\r\n" : "",
+                 post ? "{}" : "");
+        char *raw = exchange_raw(s.port, req, strlen(req), 10);
+        const char *body = raw_body(raw);
+        ck_assert_msg(raw_status(raw) == cases[i].status &&
+                          strncmp(body, cases[i].form, strlen(cases[i].form)) == 0,
+                      "%s %s: %.400s", cases[i].method, cases[i].target, raw);
+        ck_assert_msg(!strstr(raw, "root:") && !strstr(raw, "\"d_model\""), "%s: %.400s",
+                      cases[i].target, raw);
+        free(raw);
+    }
+    /* and a model is served as before */
+    static const char ok[] =
+        "GET /v1/models/demo-4d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char *raw = exchange_raw(s.port, ok, strlen(ok), 10);
+    ck_assert_msg(raw_status(raw) == 200 && strstr(raw, "\"d_model\":4"), "%.300s", raw);
+    free(raw);
     finish(&s);
 }
 END_TEST
@@ -756,6 +824,7 @@ static Suite *hostile_suite(void) {
     tcase_add_test(tc, nul_bytes_refused);
     tcase_add_test(tc, encoded_slash_is_no_separator);
     tcase_add_test(tc, library_errors_counted);
+    tcase_add_test(tc, raw_traversal);
     suite_add_tcase(s, tc);
     tc = tcase_create("slow");
     tcase_set_timeout(tc, 60);
