@@ -7,7 +7,8 @@
  *             bytes): the contract's JSON error, then the connection
  *             closed, so no smuggled request behind is ever answered;
  *             an encoded slash (%2F) is no path separator; dot segments,
- *             sent as they are, reach no file;
+ *             sent as they are, reach no file; chunk sizes past 64 bits,
+ *             chunk extensions, bodies of one-byte chunks;
  *             libmicrohttpd's own refusals counted by their real status.
  *   slow      headers or a body sent a byte at a time, or never, end at
  *             --connection-timeout with a 408; header-only POSTs announcing
@@ -110,6 +111,11 @@ static const char *raw_body(const char *raw) {
     const char *b = raw ? strstr(raw, "\r\n\r\n") : NULL;
     return b ? b + 4 : "";
 }
+
+/* The head of a chunked POST /v1/attention. */
+static const char chunked_head[] = "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                   "Content-Type: application/json\r\n"
+                                   "Transfer-Encoding: chunked\r\n\r\n";
 
 /* ------------------------------------------------------------ framing */
 
@@ -455,6 +461,100 @@ START_TEST(library_errors_counted) {
         hs_wait_metric(s.port, "attn_http_requests_total{route=\"other\",code=\"431\"} ", 1, 5), 1);
     ck_assert_int_eq(
         hs_metric(s.port, "attn_http_requests_total{route=\"attention\",code=\"499\"} "), -1);
+    finish(&s);
+}
+END_TEST
+
+/* Chunk sizes past 64 bits are libmicrohttpd's 413 (counted by it); one of
+ * 2^63 − 1 is a body that never ends, held only for what arrives, and
+ * dropped, its share of the budget given back, once past
+ * --max-body-bytes. Chunk extensions are read past, and a body of
+ * thousands of one-byte chunks is read whole and gives its share back. */
+START_TEST(chunk_sizes_and_extensions) {
+    hs_server s;
+    static const char *const args[] = {"--max-body-bytes", "128k", "--max-inflight-bytes", "1m",
+                                       NULL};
+    start(&s, args);
+    const char *head = chunked_head;
+    size_t hl = strlen(head);
+    char req[4096];
+    /* extensions on a chunk and on the last one */
+    static const char *const exts[] = {";x=y", ";x=\"a b\"", ";a;b=c"};
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
+        snprintf(req, sizeof req, "%s%zx%s\r\n%s\r\n0%s\r\n\r\n", head, strlen(tiny), exts[i], tiny,
+                 exts[i]);
+        int efd = hs_raw_open(s.port);
+        ck_assert_int_eq(hs_raw_send(efd, req, strlen(req)), 0);
+        char *raw = hs_raw_recv(efd, 10);
+        ck_assert_msg(raw_status(raw) == 200 && strstr(raw, "\"n_tokens\":2"), "%s: %.400s",
+                      exts[i], raw);
+        free(raw);
+        close(efd);
+    }
+
+    /* one-byte chunks: the tiny request and spaces, past the first piece
+     * (64 KiB) so that the copy grows */
+    enum { BODY = 100000 };
+    char *body = malloc(BODY), *chunks = malloc(hl + BODY * 6 + 8), *c = chunks;
+    memset(body, ' ', BODY);
+    memcpy(body, tiny, strlen(tiny));
+    memcpy(c, head, hl);
+    c += hl;
+    for (size_t i = 0; i < BODY; i++) {
+        memcpy(c, "1\r\n", 3);
+        c[3] = body[i];
+        memcpy(c + 4, "\r\n", 2);
+        c += 6;
+    }
+    memcpy(c, "0\r\n\r\n", 5);
+    c += 5;
+    int fd = hs_raw_open(s.port);
+    ck_assert_int_eq(hs_raw_send(fd, chunks, (size_t)(c - chunks)), 0);
+    char *raw = hs_raw_recv(fd, 30);
+    ck_assert_msg(raw_status(raw) == 200 && strstr(raw, "\"n_tokens\":2"), "%.400s", raw);
+    free(raw);
+    close(fd);
+    free(body);
+    free(chunks);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 10), 0);
+
+    /* sizes past 64 bits: libmicrohttpd's 413, nothing read behind them */
+    static const char *const too_large[] = {"FFFFFFFFFFFFFFFFFF", "10000000000000000"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(req, sizeof req, "%s%s\r\n%s\r\n0\r\n\r\n%s", head, too_large[i], tiny, smuggled);
+        char *raw = exchange_raw(s.port, req, strlen(req), 10);
+        ck_assert_msg(raw_status(raw) == 413 && answers_in(raw) == 1, "%s: %.400s", too_large[i],
+                      raw);
+        free(raw);
+    }
+    ck_assert_int_eq(hs_wait_metric(s.port,
+                                    "attn_http_requests_total{route=\"attention\",code=\"413\"} ",
+                                    2, 10),
+                     2);
+
+    /* 2^63 − 1: what arrives is held, rounded up to a first piece, until
+     * it passes --max-body-bytes; then nothing is, while the client sends
+     * on */
+    fd = hs_raw_open(s.port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(hs_raw_send(fd, head, hl), 0);
+    ck_assert_int_eq(hs_raw_send(fd, "7FFFFFFFFFFFFFFF\r\n", 18), 0);
+    ck_assert_int_eq(hs_raw_send(fd, tiny, strlen(tiny)), 0);
+    long reserved = hs_wait_metric_at_least(s.port, "\nattn_body_bytes_reserved ", 1, 10);
+    ck_assert_msg(reserved > 0 && reserved <= 65536, "reserved %ld", reserved);
+    char *spaces = malloc(200000);
+    memset(spaces, ' ', 200000);
+    ck_assert_int_eq(hs_raw_send(fd, spaces, 200000), 0);
+    free(spaces);
+    reserved = hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 10);
+    ck_assert_msg(reserved == 0, "%ld bytes reserved for a body past --max-body-bytes", reserved);
+    hs_raw_reset(fd);
+
+    /* and the server serves on */
+    hs_response r;
+    hs_request(NULL, s.port, "POST", "/v1/attention", NULL, tiny, strlen(tiny), &r);
+    ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+    hs_response_free(&r);
     finish(&s);
 }
 END_TEST
@@ -825,6 +925,7 @@ static Suite *hostile_suite(void) {
     tcase_add_test(tc, encoded_slash_is_no_separator);
     tcase_add_test(tc, library_errors_counted);
     tcase_add_test(tc, raw_traversal);
+    tcase_add_test(tc, chunk_sizes_and_extensions);
     suite_add_tcase(s, tc);
     tc = tcase_create("slow");
     tcase_set_timeout(tc, 60);
