@@ -8,7 +8,8 @@
  *             closed, so no smuggled request behind is ever answered;
  *             an encoded slash (%2F) is no path separator; dot segments,
  *             sent as they are, reach no file; chunk sizes past 64 bits,
- *             chunk extensions, bodies of one-byte chunks;
+ *             chunk extensions, bodies of one-byte chunks; request lines
+ *             and header blocks past libmicrohttpd's buffer;
  *             libmicrohttpd's own refusals counted by their real status.
  *   slow      headers or a body sent a byte at a time, or never, end at
  *             --connection-timeout with a 408; header-only POSTs announcing
@@ -559,6 +560,62 @@ START_TEST(chunk_sizes_and_extensions) {
 }
 END_TEST
 
+/* A request line longer than libmicrohttpd's 32 KiB buffer is its 414; a
+ * header block is its 431 when the buffer cannot hold it, or its
+ * headers' records with it (a few hundred short headers fit, thousands
+ * do not, however short). Each is answered, the connection closed, and
+ * the server serves on. */
+START_TEST(long_request_line_and_headers) {
+    hs_server s;
+    start(&s, NULL);
+    size_t big = 40000;
+    char *req = malloc(big + 200);
+    int n = snprintf(req, 200, "GET /healthz?");
+    memset(req + n, 'a', big);
+    strcpy(req + n + big, " HTTP/1.1\r\nHost: x\r\n\r\n");
+    char *raw = exchange_raw(s.port, req, strlen(req), 10);
+    ck_assert_msg(raw_status(raw) == 414 && answers_in(raw) == 1, "got: %.300s", raw);
+    free(raw);
+    n = snprintf(req, 200, "GET /");
+    memset(req + n, 'a', big);
+    strcpy(req + n + big, " HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw = exchange_raw(s.port, req, strlen(req), 10);
+    ck_assert_msg(raw_status(raw) == 414, "got: %.300s", raw);
+    free(raw);
+    free(req);
+
+    static const struct {
+        int count;
+        long status;
+    } blocks[] = {{200, 200}, {2500, 431}, {5000, 431}};
+    for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+        char *h = NULL;
+        size_t hlen = 0;
+        FILE *f = open_memstream(&h, &hlen);
+        fputs("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n", f);
+        for (int i = 0; i < blocks[b].count; i++)
+            fprintf(f, "X-H%d: v\r\n", i);
+        fputs("\r\n", f);
+        fclose(f);
+        /* 2500 of them are under 32 KiB, 5000 over */
+        ck_assert(blocks[b].count != 2500 || hlen < 32768);
+        ck_assert(blocks[b].count != 5000 || hlen > 32768);
+        raw = exchange_raw(s.port, h, hlen, 10);
+        ck_assert_msg(raw_status(raw) == blocks[b].status && answers_in(raw) == 1,
+                      "%d headers: %.300s", blocks[b].count, raw);
+        free(raw);
+        free(h);
+    }
+    ck_assert_msg(hs_wait_served(s.port, "/healthz", 10), "not served after");
+    ck_assert_int_eq(
+        hs_wait_metric(s.port, "attn_http_requests_total{route=\"other\",code=\"431\"} ", 2, 10),
+        2);
+    /* found in the request line: no callback, not counted (README) */
+    ck_assert_int_eq(hs_metric(s.port, "code=\"414\"} "), -1);
+    finish(&s);
+}
+END_TEST
+
 /* --------------------------------------------------------------- slow */
 
 /* Sends data a byte every `gap` seconds for at most `total` seconds;
@@ -926,6 +983,7 @@ static Suite *hostile_suite(void) {
     tcase_add_test(tc, library_errors_counted);
     tcase_add_test(tc, raw_traversal);
     tcase_add_test(tc, chunk_sizes_and_extensions);
+    tcase_add_test(tc, long_request_line_and_headers);
     suite_add_tcase(s, tc);
     tc = tcase_create("slow");
     tcase_set_timeout(tc, 60);
