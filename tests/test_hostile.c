@@ -11,10 +11,10 @@
  *             chunk extensions, bodies of one-byte chunks; request lines
  *             and header blocks past libmicrohttpd's buffer;
  *             libmicrohttpd's own refusals counted by their real status.
- *   slow      headers or a body sent a byte at a time, or never, end at
- *             --connection-timeout with a 408; header-only POSTs announcing
- *             64 MiB hold none of the body budget; connections over
- *             --max-connections are refused at once.
+ *   slow      headers or a body (chunked too) sent a byte at a time, or
+ *             never, end at --connection-timeout with a 408; header-only
+ *             POSTs announcing 64 MiB hold none of the body budget;
+ *             connections over --max-connections are refused at once.
  *   gone      clients that leave while their jobs wait or run: the jobs
  *             are dropped (499, attn_jobs_dropped_total), a full queue of
  *             them gives its places to the next clients, and a load that
@@ -618,13 +618,15 @@ END_TEST
 
 /* --------------------------------------------------------------- slow */
 
-/* Sends data a byte every `gap` seconds for at most `total` seconds;
- * returns the seconds until the server closed the connection (what it
- * answered in *answer), or -1 if it never did. */
-static double trickle(unsigned port, const char *data, double gap, double total, char **answer) {
+/* Sends head at once, then data a byte every `gap` seconds for at most
+ * `total` seconds; returns the seconds until the server closed the
+ * connection (what it answered in *answer), or -1 if it never did. */
+static double trickle(unsigned port, const char *head, const char *data, double gap, double total,
+                      char **answer) {
     double t0 = now_s(); /* not after the server's clock starts */
     int fd = hs_raw_open(port);
     ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(hs_raw_send(fd, head, strlen(head)), 0);
     size_t len = strlen(data), i = 0;
     double closed = -1;
     *answer = NULL;
@@ -648,7 +650,7 @@ START_TEST(slow_headers_end) {
     char *answer;
     /* a request line and headers a byte every 0.2 s: never idle, but late;
      * closed (-1: not within 15 s), and not before the deadline */
-    double t = trickle(s.port,
+    double t = trickle(s.port, "",
                        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
                        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
                        0.2, 15, &answer);
@@ -672,6 +674,47 @@ START_TEST(slow_headers_end) {
     ck_assert_msg(closed, "a trickled second request was kept 15 s");
     close(fd);
     ck_assert_int_ge(hs_wait_metric(s.port, "\nattn_connections_timed_out_total ", 2, 5), 2);
+    finish(&s);
+}
+END_TEST
+
+/* A chunked body trickled a byte at a time, or one whose last chunk never
+ * comes (a chunk of 2^63 − 1 bytes swallows it), ends at
+ * --connection-timeout with a 408, and gives back its share of the budget. */
+START_TEST(slow_chunked_body) {
+    hs_server s;
+    static const char *const args[] = {"--connection-timeout", "2", NULL};
+    start(&s, args);
+    char *answer, *first = NULL;
+    ck_assert_int_ge(asprintf(&first, "%s1000\r\n", chunked_head), 0);
+    char spaces[100];
+    memset(spaces, ' ', sizeof spaces - 1);
+    spaces[sizeof spaces - 1] = '\0';
+    /* of a chunk of 4096 bytes, 99 a byte every 0.2 s: never idle, but late */
+    double t = trickle(s.port, first, spaces, 0.2, 15, &answer);
+    ck_assert_msg(t > 1.5, "closed after %.2f s (-1: never)", t);
+    ck_assert_msg(answer && strstr(answer, "HTTP/1.1 408") && strstr(answer, "\"request_timeout\""),
+                  "answer: %s", answer ? answer : "(none)");
+    free(answer);
+    free(first);
+
+    char *req = NULL;
+    ck_assert_int_ge(asprintf(&req, "%s7FFFFFFFFFFFFFFF\r\n%s\r\n0\r\n\r\n", chunked_head, tiny),
+                     0);
+    double t0 = now_s();
+    char *raw = exchange_raw(s.port, req, strlen(req), 15);
+    ck_assert_msg(raw_status(raw) == 408 && strstr(raw, "\"request_timeout\"") &&
+                      now_s() - t0 > 1.5 && answers_in(raw) == 1,
+                  "after %.2f s: %.300s", now_s() - t0, raw);
+    free(raw);
+    free(req);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 10), 0);
+    ck_assert_int_ge(hs_wait_metric(s.port,
+                                    "attn_http_requests_total{route=\"attention\","
+                                    "code=\"408\"} ",
+                                    2, 10),
+                     2);
+    ck_assert_msg(hs_wait_served(s.port, "/healthz", 10), "not served after");
     finish(&s);
 }
 END_TEST
@@ -988,6 +1031,7 @@ static Suite *hostile_suite(void) {
     tc = tcase_create("slow");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, slow_headers_end);
+    tcase_add_test(tc, slow_chunked_body);
     tcase_add_test(tc, connection_limit_and_slow_headers);
     tcase_add_test(tc, header_only_posts);
     tcase_add_test(tc, vanished_bodies_give_back);
