@@ -6,12 +6,15 @@
  *             a length with chunked, an unknown coding, no Host, NUL
  *             bytes): the contract's JSON error, then the connection
  *             closed, so no smuggled request behind is ever answered;
- *             an encoded slash (%2F) is no path separator;
+ *             an encoded slash (%2F) is no path separator; dot segments,
+ *             sent as they are, reach no file; chunk sizes past 64 bits,
+ *             chunk extensions, bodies of one-byte chunks; request lines
+ *             and header blocks past libmicrohttpd's buffer;
  *             libmicrohttpd's own refusals counted by their real status.
- *   slow      headers or a body sent a byte at a time, or never, end at
- *             --connection-timeout with a 408; header-only POSTs announcing
- *             64 MiB hold none of the body budget; connections over
- *             --max-connections are refused at once.
+ *   slow      headers or a body (chunked too) sent a byte at a time, or
+ *             never, end at --connection-timeout with a 408; header-only
+ *             POSTs announcing 64 MiB hold none of the body budget;
+ *             connections over --max-connections are refused at once.
  *   gone      clients that leave while their jobs wait or run: the jobs
  *             are dropped (499, attn_jobs_dropped_total), a full queue of
  *             them gives its places to the next clients, and a load that
@@ -98,6 +101,22 @@ static void assert_one_error(const char *raw, const char *status_line, const cha
     ck_assert_msg(strstr(raw, "\r\nContent-Type: application/json"), "got: %.400s", raw);
     ck_assert_msg(answers_in(raw) == 1, "more than one answer: %.800s", raw);
 }
+
+/* The status of a raw answer, or -1. */
+static long raw_status(const char *raw) {
+    return raw && strncmp(raw, "HTTP/1.1 ", 9) == 0 ? strtol(raw + 9, NULL, 10) : -1;
+}
+
+/* The body of a raw answer (after its header block), or "". */
+static const char *raw_body(const char *raw) {
+    const char *b = raw ? strstr(raw, "\r\n\r\n") : NULL;
+    return b ? b + 4 : "";
+}
+
+/* The head of a chunked POST /v1/attention. */
+static const char chunked_head[] = "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                   "Content-Type: application/json\r\n"
+                                   "Transfer-Encoding: chunked\r\n\r\n";
 
 /* ------------------------------------------------------------ framing */
 
@@ -359,6 +378,62 @@ START_TEST(encoded_slash_is_no_separator) {
 }
 END_TEST
 
+/* Traversal targets as sent, dot segments and all (libcurl removes them):
+ * no route reads a file, a model's name is looked up among the models
+ * loaded, and a path of more segments than its route's names nothing. Each
+ * is answered in its route family's error form, never with a 200. */
+START_TEST(raw_traversal) {
+    hs_server s;
+    start(&s, NULL);
+    static const struct {
+        const char *method, *target;
+        long status;
+        const char *form; /* the start of the body */
+    } cases[] = {
+        {"GET", "/v1/models/../../etc/passwd", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v1/models/../demo-4d", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v1/models/%2e%2e/%2e%2e/etc/passwd", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v1/models/..%2f..%2fetc%2fpasswd", 404, "{\"error\":{\"code\":\"unknown_model\""},
+        {"GET", "/v1/models/..%2F..%2Fetc%2Fpasswd?weights=true", 404,
+         "{\"error\":{\"code\":\"unknown_model\""},
+        {"GET", "/v1/models/..", 404, "{\"error\":{\"code\":\"unknown_model\""},
+        {"GET", "/v1/models/..?weights=true", 404, "{\"error\":{\"code\":\"unknown_model\""},
+        {"GET", "/../../etc/passwd", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v1/openapi.yaml/../../../etc/passwd", 404, "{\"error\":{\"code\":\"not_found\""},
+        {"GET", "/v2/models/../infer", 405, "{\"error\":\""},
+        {"POST", "/v2/models/../infer", 404, "{\"error\":\""},
+        {"GET", "/v2/models/../ready", 404, "{\"error\":\""},
+        {"GET", "/v2/models/..", 404, "{\"error\":\""},
+        {"GET", "/v2/models/demo-4d/../../../etc/passwd", 404, "{\"error\":\""},
+        {"GET", "/v2/models/..%2f..%2fetc%2fpasswd/ready", 404, "{\"error\":\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int post = strcmp(cases[i].method, "POST") == 0;
+        char req[512];
+        snprintf(req, sizeof req,
+                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s\r\n%s",
+                 cases[i].method, cases[i].target,
+                 post ? "Content-Type: application/json\r\nContent-Length: 2\r\n" : "",
+                 post ? "{}" : "");
+        char *raw = exchange_raw(s.port, req, strlen(req), 10);
+        const char *body = raw_body(raw);
+        ck_assert_msg(raw_status(raw) == cases[i].status &&
+                          strncmp(body, cases[i].form, strlen(cases[i].form)) == 0,
+                      "%s %s: %.400s", cases[i].method, cases[i].target, raw);
+        ck_assert_msg(!strstr(raw, "root:") && !strstr(raw, "\"d_model\""), "%s: %.400s",
+                      cases[i].target, raw);
+        free(raw);
+    }
+    /* and a model is served as before */
+    static const char ok[] =
+        "GET /v1/models/demo-4d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char *raw = exchange_raw(s.port, ok, strlen(ok), 10);
+    ck_assert_msg(raw_status(raw) == 200 && strstr(raw, "\"d_model\":4"), "%.300s", raw);
+    free(raw);
+    finish(&s);
+}
+END_TEST
+
 /* What libmicrohttpd answers itself (in HTML, see the README) is counted by
  * its real status, not as a client that hung up. */
 START_TEST(library_errors_counted) {
@@ -391,15 +466,167 @@ START_TEST(library_errors_counted) {
 }
 END_TEST
 
+/* Chunk sizes past 64 bits are libmicrohttpd's 413 (counted by it); one of
+ * 2^63 − 1 is a body that never ends, held only for what arrives, and
+ * dropped, its share of the budget given back, once past
+ * --max-body-bytes. Chunk extensions are read past, and a body of
+ * thousands of one-byte chunks is read whole and gives its share back. */
+START_TEST(chunk_sizes_and_extensions) {
+    hs_server s;
+    static const char *const args[] = {"--max-body-bytes", "128k", "--max-inflight-bytes", "1m",
+                                       NULL};
+    start(&s, args);
+    const char *head = chunked_head;
+    size_t hl = strlen(head);
+    char req[4096];
+    /* extensions on a chunk and on the last one */
+    static const char *const exts[] = {";x=y", ";x=\"a b\"", ";a;b=c"};
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
+        snprintf(req, sizeof req, "%s%zx%s\r\n%s\r\n0%s\r\n\r\n", head, strlen(tiny), exts[i], tiny,
+                 exts[i]);
+        int efd = hs_raw_open(s.port);
+        ck_assert_int_eq(hs_raw_send(efd, req, strlen(req)), 0);
+        char *raw = hs_raw_recv(efd, 10);
+        ck_assert_msg(raw_status(raw) == 200 && strstr(raw, "\"n_tokens\":2"), "%s: %.400s",
+                      exts[i], raw);
+        free(raw);
+        close(efd);
+    }
+
+    /* one-byte chunks: the tiny request and spaces, past the first piece
+     * (64 KiB) so that the copy grows */
+    enum { BODY = 100000 };
+    char *body = malloc(BODY), *chunks = malloc(hl + BODY * 6 + 8), *c = chunks;
+    memset(body, ' ', BODY);
+    memcpy(body, tiny, strlen(tiny));
+    memcpy(c, head, hl);
+    c += hl;
+    for (size_t i = 0; i < BODY; i++) {
+        memcpy(c, "1\r\n", 3);
+        c[3] = body[i];
+        memcpy(c + 4, "\r\n", 2);
+        c += 6;
+    }
+    memcpy(c, "0\r\n\r\n", 5);
+    c += 5;
+    int fd = hs_raw_open(s.port);
+    ck_assert_int_eq(hs_raw_send(fd, chunks, (size_t)(c - chunks)), 0);
+    char *raw = hs_raw_recv(fd, 30);
+    ck_assert_msg(raw_status(raw) == 200 && strstr(raw, "\"n_tokens\":2"), "%.400s", raw);
+    free(raw);
+    close(fd);
+    free(body);
+    free(chunks);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 10), 0);
+
+    /* sizes past 64 bits: libmicrohttpd's 413, nothing read behind them */
+    static const char *const too_large[] = {"FFFFFFFFFFFFFFFFFF", "10000000000000000"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(req, sizeof req, "%s%s\r\n%s\r\n0\r\n\r\n%s", head, too_large[i], tiny, smuggled);
+        char *raw = exchange_raw(s.port, req, strlen(req), 10);
+        ck_assert_msg(raw_status(raw) == 413 && answers_in(raw) == 1, "%s: %.400s", too_large[i],
+                      raw);
+        free(raw);
+    }
+    ck_assert_int_eq(hs_wait_metric(s.port,
+                                    "attn_http_requests_total{route=\"attention\",code=\"413\"} ",
+                                    2, 10),
+                     2);
+
+    /* 2^63 − 1: what arrives is held, rounded up to a first piece, until
+     * it passes --max-body-bytes; then nothing is, while the client sends
+     * on */
+    fd = hs_raw_open(s.port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(hs_raw_send(fd, head, hl), 0);
+    ck_assert_int_eq(hs_raw_send(fd, "7FFFFFFFFFFFFFFF\r\n", 18), 0);
+    ck_assert_int_eq(hs_raw_send(fd, tiny, strlen(tiny)), 0);
+    long reserved = hs_wait_metric_at_least(s.port, "\nattn_body_bytes_reserved ", 1, 10);
+    ck_assert_msg(reserved > 0 && reserved <= 65536, "reserved %ld", reserved);
+    char *spaces = malloc(200000);
+    memset(spaces, ' ', 200000);
+    ck_assert_int_eq(hs_raw_send(fd, spaces, 200000), 0);
+    free(spaces);
+    reserved = hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 10);
+    ck_assert_msg(reserved == 0, "%ld bytes reserved for a body past --max-body-bytes", reserved);
+    hs_raw_reset(fd);
+
+    /* and the server serves on */
+    hs_response r;
+    hs_request(NULL, s.port, "POST", "/v1/attention", NULL, tiny, strlen(tiny), &r);
+    ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+    hs_response_free(&r);
+    finish(&s);
+}
+END_TEST
+
+/* A request line longer than libmicrohttpd's 32 KiB buffer is its 414; a
+ * header block is its 431 when the buffer cannot hold it, or its
+ * headers' records with it (a few hundred short headers fit, thousands
+ * do not, however short). Each is answered, the connection closed, and
+ * the server serves on. */
+START_TEST(long_request_line_and_headers) {
+    hs_server s;
+    start(&s, NULL);
+    size_t big = 40000;
+    char *req = malloc(big + 200);
+    int n = snprintf(req, 200, "GET /healthz?");
+    memset(req + n, 'a', big);
+    strcpy(req + n + big, " HTTP/1.1\r\nHost: x\r\n\r\n");
+    char *raw = exchange_raw(s.port, req, strlen(req), 10);
+    ck_assert_msg(raw_status(raw) == 414 && answers_in(raw) == 1, "got: %.300s", raw);
+    free(raw);
+    n = snprintf(req, 200, "GET /");
+    memset(req + n, 'a', big);
+    strcpy(req + n + big, " HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw = exchange_raw(s.port, req, strlen(req), 10);
+    ck_assert_msg(raw_status(raw) == 414, "got: %.300s", raw);
+    free(raw);
+    free(req);
+
+    static const struct {
+        int count;
+        long status;
+    } blocks[] = {{200, 200}, {2500, 431}, {5000, 431}};
+    for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+        char *h = NULL;
+        size_t hlen = 0;
+        FILE *f = open_memstream(&h, &hlen);
+        fputs("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n", f);
+        for (int i = 0; i < blocks[b].count; i++)
+            fprintf(f, "X-H%d: v\r\n", i);
+        fputs("\r\n", f);
+        fclose(f);
+        /* 2500 of them are under 32 KiB, 5000 over */
+        ck_assert(blocks[b].count != 2500 || hlen < 32768);
+        ck_assert(blocks[b].count != 5000 || hlen > 32768);
+        raw = exchange_raw(s.port, h, hlen, 10);
+        ck_assert_msg(raw_status(raw) == blocks[b].status && answers_in(raw) == 1,
+                      "%d headers: %.300s", blocks[b].count, raw);
+        free(raw);
+        free(h);
+    }
+    ck_assert_msg(hs_wait_served(s.port, "/healthz", 10), "not served after");
+    ck_assert_int_eq(
+        hs_wait_metric(s.port, "attn_http_requests_total{route=\"other\",code=\"431\"} ", 2, 10),
+        2);
+    /* found in the request line: no callback, not counted (README) */
+    ck_assert_int_eq(hs_metric(s.port, "code=\"414\"} "), -1);
+    finish(&s);
+}
+END_TEST
+
 /* --------------------------------------------------------------- slow */
 
-/* Sends data a byte every `gap` seconds for at most `total` seconds;
- * returns the seconds until the server closed the connection (what it
- * answered in *answer), or -1 if it never did. */
-static double trickle(unsigned port, const char *data, double gap, double total, char **answer) {
+/* Sends head at once, then data a byte every `gap` seconds for at most
+ * `total` seconds; returns the seconds until the server closed the
+ * connection (what it answered in *answer), or -1 if it never did. */
+static double trickle(unsigned port, const char *head, const char *data, double gap, double total,
+                      char **answer) {
     double t0 = now_s(); /* not after the server's clock starts */
     int fd = hs_raw_open(port);
     ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(hs_raw_send(fd, head, strlen(head)), 0);
     size_t len = strlen(data), i = 0;
     double closed = -1;
     *answer = NULL;
@@ -423,7 +650,7 @@ START_TEST(slow_headers_end) {
     char *answer;
     /* a request line and headers a byte every 0.2 s: never idle, but late;
      * closed (-1: not within 15 s), and not before the deadline */
-    double t = trickle(s.port,
+    double t = trickle(s.port, "",
                        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
                        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
                        0.2, 15, &answer);
@@ -447,6 +674,47 @@ START_TEST(slow_headers_end) {
     ck_assert_msg(closed, "a trickled second request was kept 15 s");
     close(fd);
     ck_assert_int_ge(hs_wait_metric(s.port, "\nattn_connections_timed_out_total ", 2, 5), 2);
+    finish(&s);
+}
+END_TEST
+
+/* A chunked body trickled a byte at a time, or one whose last chunk never
+ * comes (a chunk of 2^63 − 1 bytes swallows it), ends at
+ * --connection-timeout with a 408, and gives back its share of the budget. */
+START_TEST(slow_chunked_body) {
+    hs_server s;
+    static const char *const args[] = {"--connection-timeout", "2", NULL};
+    start(&s, args);
+    char *answer, *first = NULL;
+    ck_assert_int_ge(asprintf(&first, "%s1000\r\n", chunked_head), 0);
+    char spaces[100];
+    memset(spaces, ' ', sizeof spaces - 1);
+    spaces[sizeof spaces - 1] = '\0';
+    /* of a chunk of 4096 bytes, 99 a byte every 0.2 s: never idle, but late */
+    double t = trickle(s.port, first, spaces, 0.2, 15, &answer);
+    ck_assert_msg(t > 1.5, "closed after %.2f s (-1: never)", t);
+    ck_assert_msg(answer && strstr(answer, "HTTP/1.1 408") && strstr(answer, "\"request_timeout\""),
+                  "answer: %s", answer ? answer : "(none)");
+    free(answer);
+    free(first);
+
+    char *req = NULL;
+    ck_assert_int_ge(asprintf(&req, "%s7FFFFFFFFFFFFFFF\r\n%s\r\n0\r\n\r\n", chunked_head, tiny),
+                     0);
+    double t0 = now_s();
+    char *raw = exchange_raw(s.port, req, strlen(req), 15);
+    ck_assert_msg(raw_status(raw) == 408 && strstr(raw, "\"request_timeout\"") &&
+                      now_s() - t0 > 1.5 && answers_in(raw) == 1,
+                  "after %.2f s: %.300s", now_s() - t0, raw);
+    free(raw);
+    free(req);
+    ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_body_bytes_reserved ", 0, 10), 0);
+    ck_assert_int_ge(hs_wait_metric(s.port,
+                                    "attn_http_requests_total{route=\"attention\","
+                                    "code=\"408\"} ",
+                                    2, 10),
+                     2);
+    ck_assert_msg(hs_wait_served(s.port, "/healthz", 10), "not served after");
     finish(&s);
 }
 END_TEST
@@ -756,10 +1024,14 @@ static Suite *hostile_suite(void) {
     tcase_add_test(tc, nul_bytes_refused);
     tcase_add_test(tc, encoded_slash_is_no_separator);
     tcase_add_test(tc, library_errors_counted);
+    tcase_add_test(tc, raw_traversal);
+    tcase_add_test(tc, chunk_sizes_and_extensions);
+    tcase_add_test(tc, long_request_line_and_headers);
     suite_add_tcase(s, tc);
     tc = tcase_create("slow");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, slow_headers_end);
+    tcase_add_test(tc, slow_chunked_body);
     tcase_add_test(tc, connection_limit_and_slow_headers);
     tcase_add_test(tc, header_only_posts);
     tcase_add_test(tc, vanished_bodies_give_back);

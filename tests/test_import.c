@@ -1564,6 +1564,71 @@ START_TEST(test_config_faults) {
 }
 END_TEST
 
+/* Writes dir/model.safetensors.index.json naming `shard` (a JSON value's
+ * text) for every tensor of c. */
+static void index_write(const ckpt *c, const char *dir, const char *shard) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"metadata\": {\"total_size\": 0}, \"weight_map\": {", f);
+    for (size_t i = 0; i < c->n; i++)
+        fprintf(f, "%s\"%s\": %s", i ? ", " : "", c->t[i].name, shard);
+    fputs("}}", f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A shard the index names is a file of the checkpoint's directory: a name
+ * with a '/' (up and out of it, down into a folder, or from the root), an
+ * empty one or one that is not a string is refused by name, even where a
+ * readable checkpoint lies at the path it spells. */
+START_TEST(test_shard_names) {
+    ckpt c;
+    modern_build(&c, STORE_DTYPE_F32, 43, "model.layers.", ".self_attn", 0, LD, LH, LG, LDH, 0, 0,
+                 "o_proj", 0);
+    static const char config[] = "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "
+                                 "\"num_key_value_heads\": 2}";
+    store_import_options opt = {.layer = 0};
+    /* whole checkpoints where the names below lead */
+    ck_write(&c, tpath("outside.safetensors"));
+    char dir[600], p[700], abs_shard[800];
+    snprintf(dir, sizeof dir, "%s", tpath("ck")); /* tpath's buffers rotate */
+    ck_write_dir(&c, dir, config, 0);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    ck_assert_int_eq(unlink(p), 0);
+    snprintf(p, sizeof p, "%s/sub", dir);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/sub/inner.safetensors", dir);
+    ck_write(&c, p);
+    snprintf(p, sizeof p, "%s/inner.safetensors", dir);
+    ck_write(&c, p);
+    /* named plainly, the shard is read */
+    index_write(&c, dir, "\"inner.safetensors\"");
+    float e[LN * LD], delta[LN * LD];
+    embeddings_random(e, LN * LD, 79);
+    store_model_destroy(import_run(dir, &opt, e, LN, NULL, 0, delta));
+
+    char *root = realpath(tmpdir, NULL);
+    ck_assert_ptr_nonnull(root);
+    snprintf(abs_shard, sizeof abs_shard, "\"%s/outside.safetensors\"", root);
+    free(root);
+    const char *const shards[] = {"\"../outside.safetensors\"",
+                                  "\"sub/inner.safetensors\"",
+                                  "\"./inner.safetensors\"",
+                                  abs_shard,
+                                  "\"\"",
+                                  "5"};
+    for (size_t i = 0; i < sizeof shards / sizeof *shards; i++) {
+        index_write(&c, dir, shards[i]);
+        char want[200];
+        snprintf(want, sizeof want, "weight_map's \"%s\" is not a file name of the directory",
+                 c.t[0].name);
+        expect_fail(dir, &opt, "model.safetensors.index.json", want, NULL);
+    }
+    ck_free(&c);
+}
+END_TEST
+
 /* Replaces the file `name` of directory dir by a FIFO. */
 static void fifo_plant(const char *dir, const char *name) {
     char p[700];
@@ -1853,6 +1918,7 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_whisper);
     tcase_add_test(tc, test_single_file_options);
     tcase_add_test(tc, test_config_faults);
+    tcase_add_test(tc, test_shard_names);
     suite_add_tcase(s, tc);
 
     /* A FIFO waited on would hang: the timeout turns that into a failure. */

@@ -944,6 +944,83 @@ START_TEST(numbers_quoted_as_sent) {
 }
 END_TEST
 
+/*
+ * A shape whose product overflows 64 bits is refused as too large where it
+ * is read, and so is a binary input whose size in bytes overflows: a
+ * wrapped count would otherwise pass for a small one (the data sent may
+ * even match it) and the request be sized by its shape. Under limits this
+ * wide nothing else stands in the way, and such a request would reach an
+ * allocation of 2^62 bytes.
+ */
+START_TEST(shape_products_overflow) {
+    api_limits wide = limits;
+    wide.max_tokens = wide.max_batch = wide.max_d_model = SIZE_MAX;
+    /* (2^62 + 1024) × 4 wraps to 4096: the count of values sent */
+    char *wraps = repeat("{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[4611686018427388928,4],"
+                         "\"datatype\":\"FP32\",\"data\":[",
+                         "0", 4096, "]}]}");
+    const char *const shapes[] = {"[4294967296,4294967296,4]", "[1e30,1,4]",
+                                  "[3037000500,3037000500,2]", "[4611686018427387904,4]",
+                                  "[18446744073709551615,2]"};
+    for (int lim = 0; lim < 2; lim++) {
+        const api_limits *l = lim ? &wide : &limits;
+        for (size_t i = 0; i <= sizeof shapes / sizeof *shapes; i++) {
+            char *body = i < sizeof shapes / sizeof *shapes
+                             ? repeat("{\"inputs\":[{\"name\":\"embeddings\",\"datatype\":\"FP32\","
+                                      "\"data\":[],\"shape\":",
+                                      shapes[i], 1, "}]}")
+                             : strdup(wraps);
+            attn_error e = error_of(&self_m, body, l);
+            ck_assert_msg(e.status == 422 && strcmp(e.code, "limit_exceeded") == 0 &&
+                              strcmp(e.path, "/inputs/0") == 0 &&
+                              strcmp(e.message, "inputs[0] is too large") == 0,
+                          "%s (limits %s): %d %s %s %s", body, lim ? "wide" : "tight", e.status,
+                          e.code, e.path, e.message);
+            free(body);
+        }
+    }
+    free(wraps);
+    /* a mask's shape too: refused as too large, not as a mismatch */
+    attn_error e = error_of(&self_m,
+                            "{\"inputs\":[" E1 ",{\"name\":\"attention_mask\",\"shape\":"
+                            "[4294967296,4294967296],\"datatype\":\"INT32\",\"data\":[1]}]}",
+                            &limits);
+    ck_assert_msg(e.status == 422 && strcmp(e.code, "limit_exceeded") == 0 &&
+                      strcmp(e.path, "/inputs/1") == 0,
+                  "%d %s %s %s", e.status, e.code, e.path, e.message);
+
+    /* binary: 2^62 floats are 2^64 bytes, which wraps to the 0 claimed;
+     * 2^62 + 1024 of them wrap to the 4096 bytes that follow */
+    static const unsigned char zeros[4096];
+    static const struct {
+        const char *json, *shape;
+        size_t bytes;
+    } bins[] = {
+        {"{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[4611686018427387904,1],"
+         "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":0}}]}",
+         "[4611686018427387904, 1]", 0},
+        {"{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[4611686018427388928,1],"
+         "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":4096}}]}",
+         "[4611686018427388928, 1]", 4096},
+    };
+    for (size_t i = 0; i < sizeof bins / sizeof *bins; i++) {
+        char want[160];
+        snprintf(want, sizeof want,
+                 "input embeddings has shape %s of FP32: 18446744073709551615 bytes, but "
+                 "binary_data_size is %zu",
+                 bins[i].shape, bins[i].bytes);
+        e = error_bin(&self_m, bins[i].json, zeros, bins[i].bytes, &wide);
+        ck_assert_msg(e.status == 422 && strcmp(e.code, "dimension_mismatch") == 0 &&
+                          strcmp(e.message, want) == 0,
+                      "%s: %d %s %s", bins[i].json, e.status, e.code, e.message);
+        /* under the usual limits its token count is refused first */
+        e = error_bin(&self_m, bins[i].json, zeros, bins[i].bytes, &limits);
+        ck_assert_msg(e.status == 422 && strcmp(e.code, "limit_exceeded") == 0, "%s: %d %s %s",
+                      bins[i].json, e.status, e.code, e.message);
+    }
+}
+END_TEST
+
 START_TEST(metadata) {
     size_t len;
     char *text = api_oip_model_metadata(&cross_m, &len);
@@ -1078,6 +1155,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, numbers_quoted_as_sent);
     tcase_add_test(tc, binary_answer_read_from_outputs);
     tcase_add_test(tc, response_limit_to_the_byte);
+    tcase_add_test(tc, shape_products_overflow);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -912,6 +912,75 @@ START_TEST(sizes_as_sent) {
 }
 END_TEST
 
+/* Shapes whose product overflows 64 bits, in JSON data or in binary: a 422
+ * in the protocol's form, the shape refused where it is read (the message
+ * names the input), and the server serving after. */
+START_TEST(shape_overflow) {
+    const char *names[] = {"demo-4d", NULL};
+    start_with(names, NULL);
+    static const char *const shapes[] = {"[4294967296,4294967296,4]", "[1e30,1,4]",
+                                         "[3037000500,3037000500,2]", "[4611686018427387904,4]"};
+    char json[512], *answer;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        snprintf(json, sizeof json,
+                 "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":%s,\"datatype\":\"FP32\","
+                 "\"data\":[1,2,3,4]}]}",
+                 shapes[i]);
+        long status =
+            post_v2_raw("Content-Type: application/json\r\n", json, strlen(json), &answer);
+        ck_assert_msg(status == 422 &&
+                          strcmp(answer, "{\"error\":\"inputs[0] is too large\"}") == 0,
+                      "%s: %ld %s", shapes[i], status, answer);
+        free(answer);
+    }
+    /* (2^62 + 1024) × 4 wraps to 4096, the count of values sent */
+    size_t cap = 16384, n = (size_t)snprintf(json, sizeof json,
+                                             "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":"
+                                             "[4611686018427388928,4],\"datatype\":\"FP32\","
+                                             "\"data\":[0");
+    char *wraps = malloc(cap);
+    memcpy(wraps, json, n);
+    for (int k = 1; k < 4096; k++) {
+        memcpy(wraps + n, ",0", 2);
+        n += 2;
+    }
+    memcpy(wraps + n, "]}]}", 4);
+    n += 4;
+    long status = post_v2_raw("Content-Type: application/json\r\n", wraps, n, &answer);
+    ck_assert_msg(status == 422 && strcmp(answer, "{\"error\":\"inputs[0] is too large\"}") == 0,
+                  "wrapping to the data sent: %ld %s", status, answer);
+    free(answer);
+    free(wraps);
+    /* a mask's */
+    snprintf(json, sizeof json,
+             "{\"inputs\":[" EMB14 ",{\"name\":\"attention_mask\",\"shape\":[4294967296,"
+             "4294967296],\"datatype\":\"INT32\",\"data\":[1]}]}");
+    status = post_v2_raw("Content-Type: application/json\r\n", json, strlen(json), &answer);
+    ck_assert_msg(status == 422 && strcmp(answer, "{\"error\":\"inputs[1] is too large\"}") == 0,
+                  "mask: %ld %s", status, answer);
+    free(answer);
+    /* binary: 2^62 + 1024 floats are 2^64 + 4096 bytes, which wraps to the
+     * 4096 that follow; over max_tokens first */
+    n = (size_t)snprintf(json, sizeof json,
+                         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[4611686018427388928,1],"
+                         "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":4096}}]}");
+    char *body = calloc(1, n + 4096), lines[96];
+    memcpy(body, json, n);
+    snprintf(lines, sizeof lines, "Inference-Header-Content-Length: %zu\r\n", n);
+    status = post_v2_raw(lines, body, n + 4096, &answer);
+    ck_assert_msg(status == 422 && strstr(answer, "over the limit max_tokens"), "binary: %ld %s",
+                  status, answer);
+    free(answer);
+    free(body);
+    /* and served after */
+    snprintf(json, sizeof json, "{\"inputs\":[" EMB14 "]}");
+    status = post_v2_raw("Content-Type: application/json\r\n", json, strlen(json), &answer);
+    ck_assert_msg(status == 200, "%ld %s", status, answer);
+    free(answer);
+    finish();
+}
+END_TEST
+
 START_TEST(limits_and_keys) {
     const char *names[] = {"demo-4d", NULL};
     char keys[] = "/tmp/attn-oip-keys-XXXXXX";
@@ -1277,6 +1346,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, header_length_twice);
     tcase_add_test(tc, header_length_as_sent);
     tcase_add_test(tc, sizes_as_sent);
+    tcase_add_test(tc, shape_overflow);
     tcase_add_test(tc, limits_and_keys);
     tcase_add_test(tc, drain);
     tcase_add_test(tc, late_body_and_header_limits);
