@@ -73,8 +73,9 @@ static const cfg_option cfg_table[] = {
      "at least --max-body-bytes"},
     {"max-unsent-bytes", "ATTN_MAX_UNSENT_BYTES", CFG_SIZE, 1, 1099511627776.0, "512m",
      F(max_unsent_bytes),
-     "bytes of answers built and not yet sent, all connections: new work is refused "
-     "(503 overloaded) while they are over it"},
+     "bytes of answers built and not yet sent whole (each counted at its full length until "
+     "its last byte is out), all connections: new work is refused (503 overloaded) while "
+     "they are over it"},
     {"max-connections", "ATTN_MAX_CONNECTIONS", CFG_SIZE, 1, 1000000, "512", F(max_connections),
      "open connections at once; more are closed as soon as they are accepted; at least "
      "--io-threads"},

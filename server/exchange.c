@@ -292,6 +292,8 @@ void srv_exchange_complete(srv_exchange *x, struct MHD_Connection *conn,
         }
         bytes = 0;
     } else {
+        /* what went: the whole body, or none of it for a HEAD */
+        if (x->state == X_REPLIED) bytes = x->sent;
         /* The next request's headers are due within the timeout of this
          * answer, as the first one's were of the accept. */
         srv_watch_deadline(h->watch, watched, (double)h->cfg->connection_timeout);

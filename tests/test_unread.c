@@ -181,6 +181,24 @@ START_TEST(unread_answer_cut) {
 }
 END_TEST
 
+/* The log writes the bytes that went: a HEAD's answer is built, none of its
+ * body goes, and it is logged 0B, not its length. */
+START_TEST(head_logged_as_sent) {
+    hs_server s;
+    ck_assert_int_eq(hs_start(&s, NULL), 0);
+    const char *head = "HEAD /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: headed\r\n"
+                       "Connection: close\r\n\r\n";
+    char *raw = hs_raw(s.port, head, strlen(head), 10.0);
+    ck_assert_msg(raw && strncmp(raw, "HTTP/1.1 200", 12) == 0, "got: %.200s", raw);
+    free(raw);
+    char *line = hs_wait_access_line(&s, "headed", 10);
+    ck_assert_msg(line && strstr(line, "access HEAD /v1/models 200 0B "), "%s",
+                  line ? line : "(no access line)");
+    free(line);
+    finish(&s);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("unread");
     TCase *tc = tcase_create("unread");
@@ -188,6 +206,7 @@ int main(void) {
     tcase_add_test(tc, unsent_budget_refuses);
     tcase_add_test(tc, unread_answer_cut);
     tcase_add_test(tc, queued_job_refused_when_full);
+    tcase_add_test(tc, head_logged_as_sent);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
