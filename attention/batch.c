@@ -915,8 +915,8 @@ int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_i
     return attn_fail_error(err, rc);
 }
 
-int attn_batch_at(const attn_output *outs, attn_workspace *ws, size_t offset,
-                  const attn_input *ins, size_t count, const attn_runner *runner, size_t *failed) {
+int attn_batch_at(const attn_output *outs, attn_workspace *ws, size_t offset, const attn_input *ins,
+                  size_t count, const attn_runner *runner, size_t *failed) {
     *failed = count;
     if (count == 0) return 0;
     if (count >= UINT32_MAX) return ATTN_FAIL_NOMEM;

@@ -13,6 +13,9 @@
  *
  * Scratch (floats): Q  n × dh;  K, V  2 · m × dh;  S, P  2 · n × m;
  * Z  n × hd;  ΔE  n × dm;  RoPE's frequencies  dims/2 doubles.
+ *
+ * attn_stack_naive, below, is the same block in double (layer64), its E_l
+ * kept in double from layer to layer: the reference of a stack's tests.
  */
 #include <math.h>
 #include <stdint.h>
@@ -267,8 +270,7 @@ static void layer64(const attn_naive_layer *lo, double *D, double *scratch, cons
                     s += Q[q * dh + c] * K[k * dh + c];
                 s *= scale;
                 if (w->softcap != 0.0f) s = w->softcap * tanh(s / w->softcap);
-                if (w->alibi && !cross)
-                    s -= w->alibi[i] * fabs(position(in, q) - position(in, k));
+                if (w->alibi && !cross) s -= w->alibi[i] * fabs(position(in, q) - position(in, k));
                 S[q * m + k] = allowed(in, m, q, k) ? s : -INFINITY;
                 if (S[q * m + k] > max) max = S[q * m + k];
             }
@@ -313,11 +315,13 @@ void attn_stack_naive(const attn_naive_layer *layers, double *final, double *scr
         for (size_t x = 0; hidden && x < n * dm; x++)
             E[x] = hidden[x];
         double scale = stack->scales ? (stack->scales[l] != 0.0f ? stack->scales[l]
-                                        : w->scale > 0.0f ? w->scale
-                                                           : 1.0 / sqrt((double)w->d_head))
+                                        : w->scale > 0.0f        ? w->scale
+                                                                 : 1.0 / sqrt((double)w->d_head))
                                      : in->scale;
         const attn_naive_layer *lo = layers ? &layers[l] : NULL;
-        layer64(lo, D, rest, E, in, w, scale);
+        attn_input lin = *in; /* the rules read the layer's weights */
+        lin.weights = w;
+        layer64(lo, D, rest, E, &lin, w, scale);
         for (size_t x = 0; x < n * dm; x++) {
             E[x] += D[x];
             if (lo && lo->delta) lo->delta[x] = D[x];

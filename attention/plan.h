@@ -351,8 +351,8 @@ static inline void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, 
  * already hold offset + the batch's bytes (attn_batch_bytes_worst bounds
  * them; abort() otherwise, a broken invariant). Returns 0 or ATTN_FAIL_*,
  * *failed the failing sequence for ATTN_FAIL_NONFINITE, else count. */
-int attn_batch_at(const attn_output *outs, attn_workspace *ws, size_t offset,
-                  const attn_input *ins, size_t count, const attn_runner *runner, size_t *failed);
+int attn_batch_at(const attn_output *outs, attn_workspace *ws, size_t offset, const attn_input *ins,
+                  size_t count, const attn_runner *runner, size_t *failed);
 
 /* *bytes = the block attn_compute_batch takes at most for `ins` through the
  * weight set w (read instead of each ins[i].weights), whatever the outputs;

@@ -127,8 +127,8 @@ static size_t last_layer(const attn_output *const *layer_outs, const attn_stack_
 /* Where layer l's batch puts sequence i's results: its reported outputs
  * (rep, or none), ΔE and E_{l+1} redirected to the final outputs (fin, on
  * the last layer) or to the stream (r_out) when the stack needs them. */
-static attn_output layer_output(const attn_output *rep, const attn_stack_output *fin,
-                                float *r_out, size_t l, size_t last, const attn_stack *st) {
+static attn_output layer_output(const attn_output *rep, const attn_stack_output *fin, float *r_out,
+                                size_t l, size_t last, const attn_stack *st) {
     attn_output o = {0};
     if (rep) o = *rep;
     if (st->hidden_states) return o;
@@ -147,9 +147,8 @@ static attn_output layer_output(const attn_output *rep, const attn_stack_output 
 
 /* After layer l's batch: the reported outputs the batch wrote elsewhere,
  * and on the last layer E_L − E_0. */
-static void layer_finish(const attn_output *o, const attn_output *rep,
-                         const attn_stack_output *fin, const attn_input *in, size_t dm,
-                         const attn_stack *st) {
+static void layer_finish(const attn_output *o, const attn_output *rep, const attn_stack_output *fin,
+                         const attn_input *in, size_t dm, const attn_stack *st) {
     const size_t rows = in->n_tokens * dm;
     if (rep && rep->embeddings && rep->embeddings != o->embeddings)
         memcpy(rep->embeddings, o->embeddings, rows * sizeof(float));
