@@ -378,19 +378,18 @@ typedef struct stack_case {
     size_t n[MAX_SEQ], m; /* m: context rows, or 0 */
 } stack_case;
 
-static const attn_rope llama3 = {.dims = 8,
-                                 .theta = 500000.0,
-                                 .style = ATTN_ROPE_HALF,
-                                 .scaling = ATTN_ROPE_SCALING_LLAMA3,
-                                 .factor = 8.0,
-                                 .low_freq_factor = 1.0,
-                                 .high_freq_factor = 4.0,
-                                 .original_max_position = 64.0};
-static const attn_rope linear = {.dims = 4,
-                                 .theta = 10000.0,
-                                 .style = ATTN_ROPE_INTERLEAVED,
-                                 .scaling = ATTN_ROPE_SCALING_LINEAR,
-                                 .factor = 2.0};
+/* Macros, not constants: a static initializer may not read another object. */
+#define LLAMA3                                                                                     \
+    {                                                                                              \
+        .dims = 8, .theta = 500000.0, .style = ATTN_ROPE_HALF,                                     \
+        .scaling = ATTN_ROPE_SCALING_LLAMA3, .factor = 8.0, .low_freq_factor = 1.0,                \
+        .high_freq_factor = 4.0, .original_max_position = 64.0                                     \
+    }
+#define LINEAR                                                                                     \
+    {                                                                                              \
+        .dims = 4, .theta = 10000.0, .style = ATTN_ROPE_INTERLEAVED,                               \
+        .scaling = ATTN_ROPE_SCALING_LINEAR, .factor = 2.0                                         \
+    }
 
 static const stack_case cases[] = {
     /* one layer, causal */
@@ -400,7 +399,7 @@ static const stack_case cases[] = {
      .h = 4,
      .g = 2,
      .dh = 8,
-     .lc = {{.rope = llama3}, {.alibi = 1, .softcap = 5.0f, .scale = 0.2f}},
+     .lc = {{.rope = LLAMA3}, {.alibi = 1, .softcap = 5.0f, .scale = 0.2f}},
      .scales = {0.0f, 0.25f},
      .mask = ATTN_MASK_NONE,
      .positions = 1,
@@ -410,7 +409,7 @@ static const stack_case cases[] = {
      .h = 4,
      .g = 1,
      .dh = 8,
-     .lc = {{.window = 40}, {.rope = linear}, {.no_w_o = 1}},
+     .lc = {{.window = 40}, {.rope = LINEAR}, {.no_w_o = 1}},
      .mask = ATTN_MASK_CAUSAL,
      .n = {260, 13}},
     /* five layers over one context through w_kv, a custom mask, soft-caps and scales */
