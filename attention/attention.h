@@ -318,6 +318,75 @@ double attn_batch_flops(const attn_input *ins, size_t count);
 size_t attn_batch_workspace_need(const attn_input *ins, size_t count);
 
 /*
+ * A stack of L attention layers on the residual stream (stack.c), as an
+ * attention-only transformer:
+ *
+ *   E_0 = E,   E_{l+1} = E_l + ΔE_l,   ΔE_l = layer l's ΔE computed from E_l
+ *
+ * Each layer is a whole weight set (layers[l]); all share dm, h, dh and g
+ * (the caller validates; else the call fails with ATTN_ERR_NOMEM, as for a
+ * size that cannot be had, naming the first layer that differs). A
+ * sequence's mask, positions, listed heads and context are those of its
+ * attn_input for every layer; its weights are not read. The scale of layer
+ * l: scales[l] for every sequence, 0 there meaning the layer's own
+ * (attn_weights_scale); with scales NULL, each sequence's attn_input.scale
+ * for every layer.
+ *
+ * With hidden_states, layer l of sequence i reads hidden_states[i·L + l]
+ * (n × dm) instead of E_l, and its embeddings are that + ΔE_l: there is no
+ * residual stream, the stack's final outputs are not written, E (the
+ * inputs' embeddings) is not read, and a layer with no outputs asked for
+ * is not computed.
+ */
+typedef struct attn_stack {
+    const attn_weights *const *layers; /* L weight sets */
+    size_t n_layers;                   /* L ≥ 1 */
+    const float *scales;               /* L scales (0: the layer's own), or NULL */
+    const float *const *hidden_states; /* count × L matrices n × dm, or NULL */
+} attn_stack;
+
+/* The scale a weight set carries: its scale when > 0, else 1/sqrt(dh). */
+float attn_weights_scale(const attn_weights *w);
+
+/* The stack's own results for one sequence; each n × dm, or NULL. */
+typedef struct attn_stack_output {
+    float *delta;      /* E_L − E_0 (for L = 1, ΔE_0 as attn_compute_batch gives it) */
+    float *embeddings; /* E_L */
+} attn_stack_output;
+
+/*
+ * Computes the stack for `count` sequences: each layer one
+ * attn_compute_batch of all the sequences, so everything it says holds per
+ * layer (both paths, the runner's split, batch invariance: a sequence's
+ * results are bit for bit those of its stack alone). layer_outs[l] is NULL
+ * (layer l not reported) or count outputs, as attn_compute_batch's, where
+ * delta is ΔE_l and embeddings E_{l+1}; outs is NULL or count final
+ * outputs. A one-layer stack is attn_compute_batch bit for bit. Work not
+ * asked for is not done: without final outputs the layers past the last
+ * reported one are not computed. No output overlaps another or an input.
+ *
+ * The runner's stop is asked before each layer too. Returns 0, or -1 with
+ * *err filled as attn_compute_batch does; *failed is then the failing
+ * sequence for ATTN_ERR_NONFINITE (else count) and *failed_layer the layer
+ * the error arose in (else L); either may be NULL. The outputs of the
+ * layers before it are complete. The workspace grows to at most
+ * attn_stack_workspace_need(ins, count, stack) bytes: the largest layer's
+ * batch, and two residual streams of the batch's rows whatever L.
+ */
+int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_output *outs,
+                       attn_workspace *ws, const attn_input *ins, size_t count,
+                       const attn_stack *stack, const attn_runner *runner, attn_error *err,
+                       size_t *failed, size_t *failed_layer);
+
+/* The work of a stack: the sum over its layers of attn_batch_flops of the
+ * sequences through that layer. */
+double attn_stack_flops(const attn_input *ins, size_t count, const attn_stack *stack);
+
+/* Bytes of workspace attn_compute_stack takes, whatever the outputs
+ * (saturating): an upper bound, checked by the tests. */
+size_t attn_stack_workspace_need(const attn_input *ins, size_t count, const attn_stack *stack);
+
+/*
  * Floating-point operations one computation of n tokens takes with these
  * dimensions (multiply-adds counted as 2), for limits and benchmarks.
  * A double, so that no size can overflow it. attn_flops is multi-head

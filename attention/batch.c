@@ -124,6 +124,7 @@
  */
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention/attention.h"
@@ -321,12 +322,14 @@ static size_t last_tile_from(size_t rows, size_t cols, size_t quantum) {
  * worst outputs (every sequence whole, wanting everything, by both paths,
  * its rows copied): an upper bound of every outs'. -1 on overflow. */
 static int layout_make(batch_layout *lay, const attn_output *outs, const attn_input *ins,
-                       size_t count) {
+                       size_t count, const attn_weights *w) {
     attn_zero(lay, sizeof *lay);
     attn_sizes sz0;
-    if (attn_sizes_of(&sz0, &ins[0])) return -1;
+    attn_input in0 = ins[0];
+    in0.weights = w;
+    if (attn_sizes_of(&sz0, &in0)) return -1;
     lay->ld = sz0.ld, lay->hd = sz0.hd, lay->gd = sz0.gd, lay->dm = sz0.dm;
-    lay->dims = ins[0].weights->rope.dims;
+    lay->dims = w->rope.dims;
     lay->rope_tiles = 1;
     const float *e_next = NULL, *eq_next = NULL, *c_next = NULL;
     size_t scratch = 0, small = 0;
@@ -334,7 +337,9 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
         attn_plan pl;
         size_t total;
         attn_output every = {0};
-        if (attn_plan_make(&pl, &total, outs ? &outs[i] : &every, &ins[i])) return -1;
+        attn_input in = ins[i];
+        in.weights = w;
+        if (attn_plan_make(&pl, &total, outs ? &outs[i] : &every, &in)) return -1;
         const attn_sizes *sz = &pl.sz;
         if (!outs) {
             pl.stage = ATTN_STAGE_DELTA;
@@ -378,7 +383,6 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
     size_t map = 0;
     for (int s = 0; s < S_COUNT; s++)
         if (stack_close(&lay->st[s]) || add_to(&map, lay->st[s].rows)) return -1;
-    const attn_weights *w = ins[0].weights;
     const size_t f = sizeof(float), dm = lay->dm, ld = lay->ld;
     const stack *st = lay->st;
     /* a tail block put in order: only where a product has one sequence with a tail */
@@ -866,6 +870,36 @@ static int batch_phases(batch *b, const batch_layout *lay, size_t *first) {
     return batch_run(b, stack_output_task, attn_output_tiles(&b->pl_out, &b->c_out));
 }
 
+/* The batch of sequences sharing ins[0].weights, its block `offset` bytes
+ * into the workspace's (attn_batch_at); 0 or ATTN_FAIL_*, *failed the
+ * failing sequence. */
+static int batch_compute(const attn_output *outs, attn_workspace *ws, size_t offset,
+                         const attn_input *ins, size_t count, const attn_runner *runner,
+                         size_t *failed) {
+    batch_layout lay;
+    if (layout_make(&lay, outs, ins, count, ins[0].weights)) return ATTN_FAIL_NOMEM;
+    if (!lay.active) return 0;
+    /* cblas takes int sizes, the stacked rows' counts included */
+    for (int s = 0; s < S_COUNT; s++)
+        if (lay.st[s].rows > INT_MAX || lay.st[s].own > INT_MAX) return ATTN_FAIL_NOMEM;
+    if (lay.ld > INT_MAX || lay.dm > INT_MAX || lay.dc > INT_MAX) return ATTN_FAIL_NOMEM;
+    size_t bytes = offset;
+    if (add_to(&bytes, lay.total)) return ATTN_FAIL_NOMEM;
+    /* a growth would lose the first offset bytes: the caller reserved them all */
+    if (offset && attn_workspace_bytes(ws) < bytes) abort();
+    unsigned char *block = attn_workspace_reserve(ws, bytes);
+    if (!block) return ATTN_FAIL_NOMEM;
+    batch b;
+    attn_zero(&b, sizeof b);
+    b.count = count, b.ws = ws, b.runner = runner;
+    atomic_init(&b.stopped, 0);
+    batch_make(&b, &lay, block + offset, outs, ins, count);
+    size_t first = count;
+    int rc = batch_phases(&b, &lay, &first);
+    if (rc == ATTN_FAIL_NONFINITE) *failed = first;
+    return rc;
+}
+
 int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_input *ins,
                        size_t count, const attn_runner *runner, attn_error *err, size_t *failed) {
     if (failed) *failed = count;
@@ -874,27 +908,30 @@ int attn_compute_batch(const attn_output *outs, attn_workspace *ws, const attn_i
     for (size_t i = 1; i < count; i++)
         if (ins[i].weights != ins[0].weights)
             return one_by_one(outs, ws, ins, count, runner, err, failed);
-    batch_layout lay;
-    if (layout_make(&lay, outs, ins, count)) return attn_fail_error(err, ATTN_FAIL_NOMEM);
-    if (!lay.active) return 0;
-    /* cblas takes int sizes, the stacked rows' counts included */
-    for (int s = 0; s < S_COUNT; s++)
-        if (lay.st[s].rows > INT_MAX || lay.st[s].own > INT_MAX)
-            return attn_fail_error(err, ATTN_FAIL_NOMEM);
-    if (lay.ld > INT_MAX || lay.dm > INT_MAX || lay.dc > INT_MAX)
-        return attn_fail_error(err, ATTN_FAIL_NOMEM);
-    unsigned char *block = attn_workspace_reserve(ws, lay.total);
-    if (!block) return attn_fail_error(err, ATTN_FAIL_NOMEM);
-    batch b;
-    attn_zero(&b, sizeof b);
-    b.count = count, b.ws = ws, b.runner = runner;
-    atomic_init(&b.stopped, 0);
-    batch_make(&b, &lay, block, outs, ins, count);
     size_t first = count;
-    int rc = batch_phases(&b, &lay, &first);
+    int rc = batch_compute(outs, ws, 0, ins, count, runner, &first);
     if (!rc) return 0;
     if (failed && rc == ATTN_FAIL_NONFINITE) *failed = first;
     return attn_fail_error(err, rc);
+}
+
+int attn_batch_at(const attn_output *outs, attn_workspace *ws, size_t offset, const attn_input *ins,
+                  size_t count, const attn_runner *runner, size_t *failed) {
+    *failed = count;
+    if (count == 0) return 0;
+    if (count >= UINT32_MAX) return ATTN_FAIL_NOMEM;
+    for (size_t i = 1; i < count; i++)
+        if (ins[i].weights != ins[0].weights) abort(); /* the stack's layer, for every one */
+    return batch_compute(outs, ws, offset, ins, count, runner, failed);
+}
+
+int attn_batch_bytes_worst(size_t *bytes, const attn_input *ins, size_t count,
+                           const attn_weights *w) {
+    batch_layout lay;
+    if (count == 0) return *bytes = 0, 0;
+    if (layout_make(&lay, NULL, ins, count, w)) return -1;
+    *bytes = lay.total;
+    return 0;
 }
 
 double attn_batch_flops(const attn_input *ins, size_t count) {
@@ -916,6 +953,6 @@ size_t attn_batch_workspace_need(const attn_input *ins, size_t count) {
             }
             return most;
         }
-    batch_layout lay;
-    return layout_make(&lay, NULL, ins, count) ? SIZE_MAX : lay.total;
+    size_t bytes;
+    return attn_batch_bytes_worst(&bytes, ins, count, ins[0].weights) ? SIZE_MAX : bytes;
 }

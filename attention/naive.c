@@ -13,6 +13,9 @@
  *
  * Scratch (floats): Q  n × dh;  K, V  2 · m × dh;  S, P  2 · n × m;
  * Z  n × hd;  ΔE  n × dm;  RoPE's frequencies  dims/2 doubles.
+ *
+ * attn_stack_naive, below, is the same block in double (layer64), its E_l
+ * kept in double from layer to layer: the reference of a stack's tests.
  */
 #include <math.h>
 #include <stdint.h>
@@ -192,4 +195,138 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
     if (out->embeddings)
         for (size_t x = 0; x < n * dm; x++)
             out->embeddings[x] = E[x] + D[x];
+}
+
+/* ---- the float64 reference of a stack ------------------------------------- */
+
+size_t attn_stack_naive_scratch(const attn_input *in, const attn_stack *stack) {
+    const attn_weights *w = stack->layers[0];
+    const size_t n = in->n_tokens, m = in->context ? in->n_context : n;
+    const size_t lim = (size_t)1 << (sizeof(size_t) * 4 - 2);
+    const size_t dm = w->d_model, h = w->n_heads, dh = w->d_head;
+    if (n >= lim || m >= lim || dm >= lim || h >= lim || dh >= lim || h * dh >= lim)
+        return SIZE_MAX;
+    size_t dims = 0;
+    for (size_t l = 0; l < stack->n_layers; l++)
+        if (stack->layers[l]->rope.dims > dims) dims = stack->layers[l]->rope.dims;
+    /* E_l, E_{l+1}, Q, K, V, S, P, Z, ΔE, RoPE's frequencies */
+    return 3 * n * dm + n * dh + 2 * m * dh + 2 * n * m + n * h * dh + dims / 2;
+}
+
+/* One layer in double: D (n × dm) = ΔE of X (n × dm) through w; per-head
+ * results kept where lo asks. */
+static void layer64(const attn_naive_layer *lo, double *D, double *scratch, const double *X,
+                    const attn_input *in, const attn_weights *w, double scale) {
+    const size_t n = in->n_tokens, dm = w->d_model, h = w->n_heads, dh = w->d_head;
+    const size_t g = w->n_kv_heads ? w->n_kv_heads : h;
+    const size_t hd = h * dh, gd = g * dh, ld = hd + 2 * gd;
+    const int cross = in->context != NULL;
+    const size_t m = cross ? in->n_context : n;
+    const float *wq = w->w_qkv, *wkv = w->w_kv ? w->w_kv : w->w_qkv + hd;
+    const float *bq = w->b_qkv, *bkv = w->w_kv ? w->b_kv : w->b_qkv ? w->b_qkv + hd : NULL;
+    const size_t ldwq = w->w_kv ? hd : ld, ldwkv = w->w_kv ? 2 * gd : ld;
+    const size_t dx = cross && w->w_kv ? w->d_context : dm;
+    const int rope = w->rope.dims && !cross;
+    double *Q = scratch, *K = Q + n * dh, *V = K + m * dh, *S = V + m * dh, *P = S + n * m;
+    double *Z = P + n * m, *freq = Z + n * hd;
+    if (rope) attn_rope_frequencies(freq, &w->rope);
+    for (size_t i = 0; i < h; i++) {
+        const size_t u = i / (h / g);
+        for (size_t t = 0; t < n; t++)
+            for (size_t c = 0; c < dh; c++) {
+                double q = bq ? bq[i * dh + c] : 0.0;
+                for (size_t x = 0; x < dm; x++)
+                    q += X[t * dm + x] * wq[x * ldwq + i * dh + c];
+                Q[t * dh + c] = q;
+            }
+        for (size_t t = 0; t < m; t++)
+            for (size_t c = 0; c < dh; c++) {
+                size_t ck = u * dh + c, cv = gd + u * dh + c;
+                double k = bkv ? bkv[ck] : 0.0, v = bkv ? bkv[cv] : 0.0;
+                for (size_t x = 0; x < dx; x++) {
+                    double e = cross ? in->context[t * dx + x] : X[t * dm + x];
+                    k += e * wkv[x * ldwkv + ck];
+                    v += e * wkv[x * ldwkv + cv];
+                }
+                K[t * dh + c] = k, V[t * dh + c] = v;
+            }
+        /* RoPE: coordinate a pairs with b (half: t, t + dims/2; interleaved: 2t, 2t + 1) */
+        const size_t half = w->rope.dims / 2;
+        for (size_t t = 0; rope && t < n; t++)
+            for (size_t f = 0; f < half; f++) {
+                size_t a = w->rope.style == ATTN_ROPE_HALF ? f : 2 * f;
+                size_t b = w->rope.style == ATTN_ROPE_HALF ? f + half : 2 * f + 1;
+                double ang = position(in, t) * freq[f], cs = cos(ang), sn = sin(ang);
+                double qa = Q[t * dh + a], qb = Q[t * dh + b];
+                double ka = K[t * dh + a], kb = K[t * dh + b];
+                Q[t * dh + a] = qa * cs - qb * sn, Q[t * dh + b] = qa * sn + qb * cs;
+                K[t * dh + a] = ka * cs - kb * sn, K[t * dh + b] = ka * sn + kb * cs;
+            }
+        for (size_t q = 0; q < n; q++) {
+            double max = -INFINITY, sum = 0.0;
+            for (size_t k = 0; k < m; k++) {
+                double s = 0.0;
+                for (size_t c = 0; c < dh; c++)
+                    s += Q[q * dh + c] * K[k * dh + c];
+                s *= scale;
+                if (w->softcap != 0.0f) s = w->softcap * tanh(s / w->softcap);
+                if (w->alibi && !cross) s -= w->alibi[i] * fabs(position(in, q) - position(in, k));
+                S[q * m + k] = allowed(in, m, q, k) ? s : -INFINITY;
+                if (S[q * m + k] > max) max = S[q * m + k];
+            }
+            for (size_t k = 0; k < m; k++) {
+                P[q * m + k] = S[q * m + k] == -INFINITY ? 0.0 : exp(S[q * m + k] - max);
+                sum += P[q * m + k];
+            }
+            for (size_t k = 0; k < m; k++)
+                P[q * m + k] = sum > 0.0 ? P[q * m + k] / sum : 0.0;
+            for (size_t c = 0; c < dh; c++) {
+                double z = 0.0;
+                for (size_t k = 0; k < m; k++)
+                    z += P[q * m + k] * V[k * dh + c];
+                Z[q * hd + i * dh + c] = z;
+                if (lo && lo->head_outputs) lo->head_outputs[(i * n + q) * dh + c] = z;
+            }
+        }
+        if (lo && lo->scores) memcpy(lo->scores + i * n * m, S, n * m * sizeof(double));
+        if (lo && lo->patterns) memcpy(lo->patterns + i * n * m, P, n * m * sizeof(double));
+    }
+    for (size_t t = 0; t < n; t++)
+        for (size_t c = 0; c < dm; c++) {
+            double d = w->b_o ? w->b_o[c] : 0.0;
+            if (w->w_o)
+                for (size_t x = 0; x < hd; x++)
+                    d += Z[t * hd + x] * w->w_o[x * dm + c];
+            else
+                d += Z[t * hd + c];
+            D[t * dm + c] = d;
+        }
+}
+
+void attn_stack_naive(const attn_naive_layer *layers, double *final, double *scratch,
+                      const attn_input *in, size_t seq, const attn_stack *stack) {
+    const size_t L = stack->n_layers, n = in->n_tokens, dm = stack->layers[0]->d_model;
+    double *E = scratch, *D = E + n * dm, *rest = D + n * dm;
+    for (size_t x = 0; !stack->hidden_states && x < n * dm; x++)
+        E[x] = in->embeddings[x];
+    for (size_t l = 0; l < L; l++) {
+        const attn_weights *w = stack->layers[l];
+        const float *hidden = stack->hidden_states ? stack->hidden_states[seq * L + l] : NULL;
+        for (size_t x = 0; hidden && x < n * dm; x++)
+            E[x] = hidden[x];
+        double scale = stack->scales ? (stack->scales[l] != 0.0f ? stack->scales[l]
+                                        : w->scale > 0.0f        ? w->scale
+                                                                 : 1.0 / sqrt((double)w->d_head))
+                                     : in->scale;
+        const attn_naive_layer *lo = layers ? &layers[l] : NULL;
+        attn_input lin = *in; /* the rules read the layer's weights */
+        lin.weights = w;
+        layer64(lo, D, rest, E, &lin, w, scale);
+        for (size_t x = 0; x < n * dm; x++) {
+            E[x] += D[x];
+            if (lo && lo->delta) lo->delta[x] = D[x];
+            if (lo && lo->embeddings) lo->embeddings[x] = E[x];
+        }
+    }
+    if (final) memcpy(final, E, n * dm * sizeof(double));
 }

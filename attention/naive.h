@@ -23,4 +23,28 @@ size_t attn_naive_scratch_floats(size_t n_tokens, size_t d_model, size_t n_heads
  */
 void attn_compute_naive(const attn_output *out, float *scratch, const attn_input *in);
 
+/*
+ * The float64 reference of a stack (attention.h's attn_stack), for one
+ * sequence: every layer in turn by the formulas of attention.h in double,
+ * E_l kept in double from layer to layer. Per layer l, layers[l] (or
+ * layers NULL) says what to keep, each NULL or, every head in order (not
+ * the listed ones):
+ *
+ *   scores, patterns   h × n × m      (scores −INFINITY where masked)
+ *   head_outputs       h × n × dh
+ *   delta, embeddings  n × dm         ΔE_l, E_{l+1} (or hidden + ΔE_l)
+ */
+typedef struct attn_naive_layer {
+    double *scores, *patterns, *head_outputs, *delta, *embeddings;
+} attn_naive_layer;
+
+/* Doubles of scratch attn_stack_naive needs (SIZE_MAX when that overflows). */
+size_t attn_stack_naive_scratch(const attn_input *in, const attn_stack *stack);
+
+/* Sequence `seq` of the stack, its input `in` (hidden_states[seq·L + l]
+ * when the stack has them): layers as above; final E_L into `final`
+ * (n × dm, or NULL); scratch: attn_stack_naive_scratch doubles. */
+void attn_stack_naive(const attn_naive_layer *layers, double *final, double *scratch,
+                      const attn_input *in, size_t seq, const attn_stack *stack);
+
 #endif

@@ -343,6 +343,23 @@ static inline void attn_tiling_tile(const attn_tiling *g, size_t t, size_t *r0, 
     *cb = attn_min(g->cb, g->cols - *c0);
 }
 
+/* ---- batches within a stack (batch.c, for stack.c) ------------------------ */
+
+/* attn_compute_batch of sequences that all take ins[0].weights, its block
+ * carved `offset` bytes into the workspace's, so that the first offset
+ * bytes (a stack's residual streams) are left alone: the workspace must
+ * already hold offset + the batch's bytes (attn_batch_bytes_worst bounds
+ * them; abort() otherwise, a broken invariant). Returns 0 or ATTN_FAIL_*,
+ * *failed the failing sequence for ATTN_FAIL_NONFINITE, else count. */
+int attn_batch_at(const attn_output *outs, attn_workspace *ws, size_t offset, const attn_input *ins,
+                  size_t count, const attn_runner *runner, size_t *failed);
+
+/* *bytes = the block attn_compute_batch takes at most for `ins` through the
+ * weight set w (read instead of each ins[i].weights), whatever the outputs;
+ * -1 on overflow. */
+int attn_batch_bytes_worst(size_t *bytes, const attn_input *ins, size_t count,
+                           const attn_weights *w);
+
 /* A task's failure: the first one stored wins. */
 void attn_call_fail(attn_call *c, int rc);
 

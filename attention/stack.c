@@ -1,0 +1,242 @@
+/*
+ * stack.c — attn_compute_stack: L attention layers on the residual stream.
+ *
+ * Each layer is one batch of all the sequences through its weight set
+ * (attn_batch_at, batch.c), so that a layer's numbers are what
+ * attn_compute_batch gives for its inputs: both paths, the runner's split
+ * and batch invariance hold layer by layer, and a one-layer stack is a
+ * batch. The stack adds only where each layer's rows come from and go:
+ *
+ *   layer 0 reads the inputs' E; layer l > 0 reads E_l from the residual
+ *   stream R[(l + 1) % 2] and writes E_{l+1} into R[l % 2] — two streams,
+ *   ping-pong, whatever L. The last layer computed writes E_L into the
+ *   caller's final embeddings when asked for (else into its stream, when
+ *   E_L − E_0 is), and its reported outputs as they are. A reported layer's
+ *   embeddings are copied from its stream after its batch (n × dm, against
+ *   the layer's O(n · dm · hd) of work). With hidden states there is no
+ *   stream: each reported layer reads its own matrix and writes the
+ *   caller's outputs, and the others are skipped.
+ *
+ * Memory: one block of the caller's workspace. Its first part is the
+ * stack's (the layer's count attn_input and attn_output, then R[0] and
+ * R[1], each sequence's n × dm rows 64-byte aligned); the layers' batches
+ * are carved after it, at an offset (attn_batch_at), and the block is
+ * reserved once, before layer 0, for the largest layer's worst batch
+ * (attn_batch_bytes_worst): a growth would drop the streams. So the
+ * workspace grows with the largest layer and the batch's rows, never with
+ * L, and attn_stack_workspace_need is exactly what is reserved.
+ *
+ * Stop and errors: the runner's stop is asked before each layer, and by
+ * the batch within it; a failing layer names itself (*failed_layer) and,
+ * for ATTN_ERR_NONFINITE, its batch names the sequence.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attention/attention.h"
+#include "attention/plan.h"
+
+static int add_to(size_t *r, size_t b) {
+    return __builtin_add_overflow(*r, b, r) ? -1 : 0;
+}
+
+static int mul_to(size_t *r, size_t a, size_t b) {
+    return __builtin_mul_overflow(a, b, r) ? -1 : 0;
+}
+
+/* bytes rounded up to ATTN_WS_ALIGN; -1 on overflow */
+static int round_to(size_t *r, size_t bytes) {
+    if (bytes > SIZE_MAX - (ATTN_WS_ALIGN - 1)) return -1;
+    *r = attn_slice_round(bytes);
+    return 0;
+}
+
+float attn_weights_scale(const attn_weights *w) {
+    return w->scale > 0.0f ? w->scale : (float)(1.0 / sqrt((double)w->d_head));
+}
+
+/* Whether two weight sets share dm, h, dh and g. */
+static int same_shape(const attn_weights *a, const attn_weights *b) {
+    const size_t ga = a->n_kv_heads ? a->n_kv_heads : a->n_heads;
+    const size_t gb = b->n_kv_heads ? b->n_kv_heads : b->n_heads;
+    return a->d_model == b->d_model && a->n_heads == b->n_heads && a->d_head == b->d_head &&
+           ga == gb;
+}
+
+/* Whether the layers read a residual stream (rather than hidden states). */
+static int streams(const attn_stack *st) {
+    return !st->hidden_states && st->n_layers > 1;
+}
+
+/* Floats of one sequence's rows in a stream: n × dm, rounded to the alignment. */
+static size_t stream_floats(const attn_input *in, size_t dm) {
+    return attn_slice_round(in->n_tokens * dm * sizeof(float)) / sizeof(float);
+}
+
+/* The stack's part of the block (*head: where the batches' part begins)
+ * and the whole (*total), for the worst outputs; -1 on overflow. */
+static int stack_bytes(size_t *head, size_t *total, const attn_input *ins, size_t count,
+                       const attn_stack *st) {
+    size_t in_b, out_b, res = 0;
+    if (mul_to(&in_b, count, sizeof(attn_input)) || round_to(&in_b, in_b) ||
+        mul_to(&out_b, count, sizeof(attn_output)) || round_to(&out_b, out_b))
+        return -1;
+    const size_t dm = st->layers[0]->d_model;
+    for (size_t i = 0; streams(st) && i < count; i++) {
+        size_t rows;
+        if (mul_to(&rows, ins[i].n_tokens, dm) || mul_to(&rows, rows, sizeof(float)) ||
+            round_to(&rows, rows) || add_to(&res, rows))
+            return -1;
+    }
+    *head = in_b;
+    if (add_to(head, out_b) || add_to(head, res) || add_to(head, res)) return -1;
+    size_t most = 0;
+    for (size_t l = 0; l < st->n_layers; l++) {
+        size_t b;
+        if (attn_batch_bytes_worst(&b, ins, count, st->layers[l])) return -1;
+        if (b > most) most = b;
+    }
+    *total = *head;
+    return add_to(total, most);
+}
+
+/* Sequence i's input to layer l, its embeddings E (the caller's) or its
+ * hidden state. */
+static void layer_input(attn_input *dst, const attn_input *in, const attn_stack *st, size_t l,
+                        size_t i) {
+    *dst = *in;
+    dst->weights = st->layers[l];
+    if (st->scales)
+        dst->scale = st->scales[l] != 0.0f ? st->scales[l] : attn_weights_scale(st->layers[l]);
+    if (st->hidden_states) dst->embeddings = st->hidden_states[i * st->n_layers + l];
+}
+
+/* The last layer computed: L − 1 when a final output is asked for, else
+ * the last one reported; L when none is. */
+static size_t last_layer(const attn_output *const *layer_outs, const attn_stack_output *outs,
+                         size_t count, const attn_stack *st) {
+    const size_t L = st->n_layers;
+    for (size_t i = 0; outs && !st->hidden_states && i < count; i++)
+        if (outs[i].delta || outs[i].embeddings) return L - 1;
+    for (size_t l = L; l-- > 0;)
+        if (layer_outs && layer_outs[l]) return l;
+    return L;
+}
+
+/* Where layer l's batch puts sequence i's results: its reported outputs
+ * (rep, or none), ΔE and E_{l+1} redirected to the final outputs (fin, on
+ * the last layer) or to the stream (r_out) when the stack needs them. */
+static attn_output layer_output(const attn_output *rep, const attn_stack_output *fin, float *r_out,
+                                size_t l, size_t last, const attn_stack *st) {
+    attn_output o = {0};
+    if (rep) o = *rep;
+    if (st->hidden_states) return o;
+    if (st->n_layers == 1) { /* the batch's own outputs: ΔE_0 is E_1 − E_0 */
+        if (fin && fin->delta) o.delta = fin->delta;
+        if (fin && fin->embeddings) o.embeddings = fin->embeddings;
+    } else if (l < last) {
+        o.embeddings = r_out;
+    } else if (fin && fin->embeddings) {
+        o.embeddings = fin->embeddings;
+    } else if (fin && fin->delta) {
+        o.embeddings = r_out;
+    }
+    return o;
+}
+
+/* After layer l's batch: the reported outputs the batch wrote elsewhere,
+ * and on the last layer E_L − E_0. */
+static void layer_finish(const attn_output *o, const attn_output *rep, const attn_stack_output *fin,
+                         const attn_input *in, size_t dm, const attn_stack *st) {
+    const size_t rows = in->n_tokens * dm;
+    if (rep && rep->embeddings && rep->embeddings != o->embeddings)
+        memcpy(rep->embeddings, o->embeddings, rows * sizeof(float));
+    if (rep && rep->delta && rep->delta != o->delta)
+        memcpy(rep->delta, o->delta, rows * sizeof(float));
+    if (fin && fin->delta && st->n_layers > 1)
+        for (size_t x = 0; x < rows; x++)
+            fin->delta[x] = o->embeddings[x] - in->embeddings[x];
+}
+
+int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_output *outs,
+                       attn_workspace *ws, const attn_input *ins, size_t count,
+                       const attn_stack *st, const attn_runner *runner, attn_error *err,
+                       size_t *failed, size_t *failed_layer) {
+    const size_t L = st->n_layers;
+    if (failed) *failed = count;
+    if (failed_layer) *failed_layer = L;
+    if (count == 0 || L == 0) return 0;
+    for (size_t l = 1; l < L; l++)
+        if (!same_shape(st->layers[l], st->layers[0])) {
+            if (failed_layer) *failed_layer = l;
+            return attn_error_set(err, 0, ATTN_ERR_NOMEM, "",
+                                  "layer %zu's d_model, heads, d_head or K/V heads differ from "
+                                  "layer 0's",
+                                  l);
+        }
+    const size_t last = last_layer(layer_outs, outs, count, st);
+    if (last == L) return 0;
+    size_t head, total;
+    if (stack_bytes(&head, &total, ins, count, st)) return attn_fail_error(err, ATTN_FAIL_NOMEM);
+    unsigned char *block = attn_workspace_reserve(ws, total);
+    if (!block) return attn_fail_error(err, ATTN_FAIL_NOMEM);
+    attn_input *lin = (attn_input *)(void *)block;
+    attn_output *lout = (attn_output *)(void *)(block + attn_slice_round(count * sizeof *lin));
+    float *res[2] = {NULL, NULL};
+    if (streams(st)) {
+        size_t rows = 0;
+        for (size_t i = 0; i < count; i++)
+            rows += stream_floats(&ins[i], st->layers[0]->d_model);
+        res[0] = (float *)(void *)((unsigned char *)lout + attn_slice_round(count * sizeof *lout));
+        res[1] = res[0] + rows;
+    }
+    const size_t dm = st->layers[0]->d_model;
+    for (size_t l = 0; l <= last; l++) {
+        const attn_output *reps = layer_outs ? layer_outs[l] : NULL;
+        if (st->hidden_states && !reps) continue;
+        if (runner && runner->stop && runner->stop(runner->ctx)) {
+            if (failed_layer) *failed_layer = l;
+            return attn_fail_error(err, ATTN_FAIL_STOPPED);
+        }
+        size_t off = 0;
+        for (size_t i = 0; i < count; i++) {
+            layer_input(&lin[i], &ins[i], st, l, i);
+            float *r_out = res[l % 2] ? res[l % 2] + off : NULL;
+            if (res[0] && l > 0) lin[i].embeddings = res[(l + 1) % 2] + off;
+            const attn_stack_output *fin = outs && l == L - 1 ? &outs[i] : NULL;
+            lout[i] = layer_output(reps ? &reps[i] : NULL, fin, r_out, l, last, st);
+            if (res[0]) off += stream_floats(&ins[i], dm);
+        }
+        size_t f;
+        int rc = attn_batch_at(lout, ws, head, lin, count, runner, &f);
+        if (rc) {
+            if (failed_layer) *failed_layer = l;
+            if (failed && rc == ATTN_FAIL_NONFINITE) *failed = f;
+            return attn_fail_error(err, rc);
+        }
+        for (size_t i = 0; i < count; i++) {
+            const attn_stack_output *fin =
+                outs && l == L - 1 && !st->hidden_states ? &outs[i] : NULL;
+            layer_finish(&lout[i], reps ? &reps[i] : NULL, fin, &ins[i], dm, st);
+        }
+    }
+    return 0;
+}
+
+double attn_stack_flops(const attn_input *ins, size_t count, const attn_stack *st) {
+    double sum = 0.0;
+    for (size_t l = 0; l < st->n_layers; l++)
+        for (size_t i = 0; i < count; i++) {
+            attn_input in = ins[i];
+            in.weights = st->layers[l];
+            sum += attn_input_flops(&in);
+        }
+    return sum;
+}
+
+size_t attn_stack_workspace_need(const attn_input *ins, size_t count, const attn_stack *st) {
+    if (count == 0 || st->n_layers == 0) return 0;
+    size_t head, total;
+    return stack_bytes(&head, &total, ins, count, st) ? SIZE_MAX : total;
+}
