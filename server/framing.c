@@ -151,7 +151,8 @@ const char *srv_framing_message(srv_framing_fault f) {
         return "the request has both Content-Length and Transfer-Encoding";
     case SRV_FRAMING_CODING: return "the only transfer coding this server reads is chunked, alone";
     case SRV_FRAMING_OLD_CODING: return "an HTTP/1.0 request cannot have a Transfer-Encoding";
-    case SRV_FRAMING_NUL_IN_HEADER: return "a header holds a NUL byte";
+    case SRV_FRAMING_NUL_IN_HEADER:
+        return "a header holds a NUL byte, or is folded onto another line (obs-fold)";
     case SRV_FRAMING_BAD_NAME:
         return "a header name holds a character a field name cannot (a space before the colon?)";
     case SRV_FRAMING_TWO_KEYS: return "the request has more than one Authorization header";

@@ -235,6 +235,23 @@ START_TEST(framing_refused) {
 }
 END_TEST
 
+/* A header folded onto a second line (obs-fold, RFC 9112 §5.2) is refused,
+ * and said so: not read as part of its value, nor as a header of its own. */
+START_TEST(folded_header_refused) {
+    hs_server s;
+    ck_assert_int_eq(hs_start(&s, NULL), 0);
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Folded: one\r\n"
+                              " two\r\n\r\n";
+    char *raw = hs_raw(s.port, req, sizeof req - 1, 10.0);
+    ck_assert_msg(raw && strncmp(raw, "HTTP/1.1 400", 12) == 0 && strstr(raw, "\"bad_request\"") &&
+                      strstr(raw, "folded"),
+                  "got: %.300s", raw ? raw : "(nothing)");
+    free(raw);
+    ck_assert(hs_wait_served(s.port, "/healthz", 5));
+    finish(&s);
+}
+END_TEST
+
 /* A NUL byte cuts nothing: "%00" in a path is no model of the name before
  * it, and a key with a NUL in it is no key. */
 START_TEST(nul_bytes_refused) {
@@ -1022,6 +1039,7 @@ static Suite *hostile_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, framing_refused);
     tcase_add_test(tc, nul_bytes_refused);
+    tcase_add_test(tc, folded_header_refused);
     tcase_add_test(tc, encoded_slash_is_no_separator);
     tcase_add_test(tc, library_errors_counted);
     tcase_add_test(tc, raw_traversal);
