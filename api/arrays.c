@@ -81,6 +81,8 @@ struct api_arrays {
     api_arrays_limit violation;
     char violation_path[API_PATH_MAX];
     const char *violation_value; /* API_ARRAYS_NOT_STRING: what it is */
+    /* api_arrays_alias: paths under alias_from are looked up under alias_to. */
+    char alias_from[API_PATH_MAX], alias_to[API_PATH_MAX];
 };
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -801,15 +803,32 @@ const char *api_arrays_text(const api_arrays *a, size_t *len) {
     return a->text;
 }
 
+void api_arrays_alias(api_arrays *a, const char *from, const char *to) {
+    if (!a) return;
+    snprintf(a->alias_from, sizeof a->alias_from, "%s", from ? from : "");
+    snprintf(a->alias_to, sizeof a->alias_to, "%s", from && to ? to : "");
+}
+
+/* path, or its alias (api_arrays_alias) in buf. */
+static const char *aliased(const api_arrays *a, const char *path, char *buf, size_t cap) {
+    size_t n = strlen(a->alias_from);
+    if (n == 0 || strncmp(path, a->alias_from, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+        return path;
+    int w = snprintf(buf, cap, "%s%s", a->alias_to, path + n);
+    return w >= 0 && (size_t)w < cap ? buf : path;
+}
+
 const api_array *api_arrays_find(const api_arrays *a, const char *path) {
+    char buf[API_PATH_MAX];
     if (!a || !a->n_found) return NULL;
-    api_array key = {.path = path};
+    api_array key = {.path = aliased(a, path, buf, sizeof buf)};
     return bsearch(&key, a->found, a->n_found, sizeof key, item_by_path);
 }
 
 const char *api_arrays_find_string(const api_arrays *a, const char *path, size_t *len) {
+    char buf[API_PATH_MAX];
     if (!a || !a->n_strings) return NULL;
-    lifted_string key = {.path = path};
+    lifted_string key = {.path = aliased(a, path, buf, sizeof buf)};
     const lifted_string *s = bsearch(&key, a->strings, a->n_strings, sizeof key, string_by_path);
     if (!s) return NULL;
     *len = s->len;

@@ -134,6 +134,12 @@ const api_array *api_arrays_find(const api_arrays *a, const char *path);
  */
 const char *api_arrays_find_string(const api_arrays *a, const char *path, size_t *len);
 
+/* Makes later lookups (api_arrays_find, _find_string) of a path under
+ * `from` ("/weights") find what was lifted under `to` instead
+ * ("/weights/layers/2"), so that code that knows one place reads another;
+ * from NULL or "" ends it. Paths not under `from` are looked up as given. */
+void api_arrays_alias(api_arrays *a, const char *from, const char *to);
+
 /* Numbers lifted in all. */
 size_t api_arrays_numbers(const api_arrays *a);
 

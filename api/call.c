@@ -107,7 +107,9 @@ static int call_limits(api_call *c, const api_limits *limits, attn_error *err) {
                               k->noun, c->flops, limits->max_flops);
     /* Few heads of a tiny d_model can still make a huge n × 3hd scratch:
      * the work limit alone does not bound memory. */
-    size_t scratch = attn_batch_workspace_need(c->ins, c->count);
+    const attn_stack *stack = api_call_stack(c);
+    size_t scratch = stack ? attn_stack_workspace_need(c->ins, c->count, stack)
+                           : attn_batch_workspace_need(c->ins, c->count);
     for (size_t i = 0; i < c->count; i++)
         if (__builtin_add_overflow(scratch, api_request_made_bytes(c->seqs[i]), &scratch))
             scratch = SIZE_MAX;
@@ -138,8 +140,12 @@ int api_call_bind(api_call *c, const api_model_ref *m, const api_limits *limits,
         if (api_request_bind(r, w, m->mask, m->vocab, c->shared, limits, err) < 0) return -1;
         c->ins[i] = r->input;
     }
+    /* A stack (one sequence: POST /v1/attention): its layers and list. */
+    if (c->count == 1 && api_request_bind_layers(c->shared, w, err) < 0) return -1;
     c->weights = w;
-    c->flops = attn_batch_flops(c->ins, c->count);
+    const attn_stack *stack = api_call_stack(c);
+    c->flops =
+        stack ? attn_stack_flops(c->ins, c->count, stack) : attn_batch_flops(c->ins, c->count);
     if (limits && call_limits(c, limits, err) < 0) return -1;
     /* Sequences of tokens get their embeddings once the limits hold. */
     for (size_t i = 0; i < c->count; i++) {
@@ -186,7 +192,22 @@ int api_call_alloc_outputs(api_call *c, attn_workspace *block, attn_error *err) 
         }
         c->outs[i] = c->seqs[i]->output;
     }
-    return 0;
+    return api_request_layers_outputs(c->shared, err);
+}
+
+const attn_stack *api_call_stack(const api_call *c) {
+    return c->shared && c->shared->layers && c->shared->layers->weights ? &c->shared->layers->stack
+                                                                        : NULL;
+}
+
+int api_call_compute(const api_call *c, attn_workspace *ws, const attn_runner *runner,
+                     attn_error *err, size_t *failed) {
+    const attn_stack *stack = api_call_stack(c);
+    if (!stack) return attn_compute_batch(c->outs, ws, c->ins, c->count, runner, err, failed);
+    const api_request *head = c->shared;
+    attn_stack_output final = {head->output.delta, head->output.embeddings};
+    return attn_compute_stack(head->layers->outs, final.delta || final.embeddings ? &final : NULL,
+                              ws, c->ins, c->count, stack, runner, err, failed, NULL);
 }
 
 size_t api_call_count(const api_call *c) {

@@ -18,6 +18,7 @@
  *   api_call_alloc_outputs  the outputs, carved from a caller's block
  *   api_call_count, _inputs, _outputs   what attn_compute_batch reads and
  *                         writes
+ *   api_call_compute      the computation (a stack's too: api_call_stack)
  *   api_call_encode       the answer in the call's wire format, as one body
  *   api_answer_create     or, when it carries binary tensors
  *                         (api_call_streams), an answer read from the
@@ -144,6 +145,16 @@ int api_call_alloc_outputs(api_call *c, attn_workspace *block, attn_error *err);
 size_t api_call_count(const api_call *c);
 const attn_input *api_call_inputs(const api_call *c);
 const attn_output *api_call_outputs(const api_call *c);
+
+/* The stack of layers the call computes (API.md, "Layers"), or NULL for
+ * one layer: then attn_compute_batch of the inputs and outputs above. */
+const attn_stack *api_call_stack(const api_call *c);
+
+/* Computes a call whose outputs are made: attn_compute_batch, or
+ * attn_compute_stack for a stack, with the engine's 0 / -1, *err and
+ * *failed. */
+int api_call_compute(const api_call *c, attn_workspace *ws, const attn_runner *runner,
+                     attn_error *err, size_t *failed);
 
 /* Makes an engine error of sequence `i` (attn_compute_batch's *failed)
  * name that sequence where the wire format has several. */

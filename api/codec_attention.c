@@ -11,18 +11,31 @@
 #include "api/call_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/error.h"
+#include "api/json_path.h"
 #include "api/matrix.h"
 
-static const char *const top_fields[] = {"embeddings", "tokens",    "model",   "weights",
-                                         "mask",       "scale",     "return",  "select_heads",
-                                         "encoding",   "positions", "context", "context_tokens"};
+static const char *const top_fields[] = {
+    "embeddings",   "tokens",   "model",     "weights", "mask",           "scale", "return",
+    "select_heads", "encoding", "positions", "context", "context_tokens", "layers"};
 
 static int attention_array_rank(const char *path) {
-    static const char heads[] = "/weights/heads/", kv[] = "/weights/kv_heads/";
+    static const char heads[] = "/weights/heads/", kv[] = "/weights/kv_heads/",
+                      layers[] = "/weights/layers/";
     const char *p;
+    if (!strncmp(path, layers, sizeof layers - 1)) {
+        /* a layer's weight set, as the weights at the top */
+        char top[API_PATH_MAX];
+        p = path + sizeof layers - 1;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (*p != '/' || snprintf(top, sizeof top, "/weights%s", p) >= (int)sizeof top) return 0;
+        return attention_array_rank(top);
+    }
     if (!strcmp(path, "/mask")) return API_ARRAYS_MASK;
     if (!strcmp(path, "/embeddings") || !strcmp(path, "/context") || !strcmp(path, "/weights/w_o"))
         return 2;
@@ -50,7 +63,11 @@ static int attention_array_rank(const char *path) {
  * context_tokens; per head its object, 6 tensor objects and its
  * select_heads index (38), and per K/V head its object and 4 tensor
  * objects (25). Lifted arrays and strings count as the `[]` and `""` left
- * for them. 72 a head and 128 in all leave room.
+ * for them. 72 a head and 128 in all leave room. A stack (weights.layers)
+ * repeats the weight set per layer, each head about 38 values with its
+ * arrays lifted: its layers share that room, some 240 heads in all layers
+ * under max_heads = 128; a larger inline stack is refused here, before
+ * jansson builds its tree.
  */
 static size_t attention_values_max(const api_limits *limits) {
     size_t per_heads, per_tokens, total;
@@ -75,25 +92,36 @@ static const api_scan_table attention_scan = {"body", attention_rules,
                                               sizeof attention_rules / sizeof attention_rules[0],
                                               attention_values_max, attention_array_rank};
 
-static int decode_fields(api_call *c, const json_t *root, const api_limits *limits,
-                         attn_error *err) {
+static int decode_fields(api_call *c, const json_t *root, api_arrays *arrays,
+                         const api_limits *limits, attn_error *err) {
     api_request *req = c->shared;
     const json_t *weights = json_object_get(root, "weights");
 
     if (api_check_fields(root, top_fields, sizeof top_fields / sizeof top_fields[0], "the body", "",
                          "embeddings, tokens, model, weights, mask, scale, return, "
-                         "select_heads, encoding, positions, context, context_tokens",
+                         "select_heads, encoding, positions, context, context_tokens, layers",
                          err) < 0)
         return -1;
     if (api_request_decode_weight_source(req, root, err) < 0) return -1;
     if (api_request_decode_options(req, root, err) < 0 ||
-        api_request_decode_sequence(req, root, NULL, limits, err) < 0)
+        api_request_decode_sequence(req, root, NULL, limits, err) < 0 ||
+        api_request_decode_layers_field(req, json_object_get(root, "layers"), err) < 0)
         return -1;
     if (weights == NULL) return 0; /* the caller binds the named model */
-    if (api_weights_decode(req, req->d_model, req->context ? req->d_context : 0, weights, limits,
-                           err) < 0)
+    const json_t *layers = json_object_get(weights, "layers");
+    static const char *const stack_fields[] = {"layers"};
+    if (layers) {
+        /* A stack: every layer's weight set is in it, none beside it. */
+        if (api_check_fields(weights, stack_fields, 1, "weights with layers", "/weights",
+                             "only layers (each layer is a whole weight set)", err) < 0 ||
+            api_layers_decode(req, arrays, layers, limits, err) < 0)
+            return -1;
+    } else if (api_weights_decode(req, req->d_model, req->context ? req->d_context : 0, weights,
+                                  limits, err) < 0) {
         return -1;
-    api_model_ref inline_model = {NULL, &req->inline_weights, ATTN_MASK_CAUSAL, NULL};
+    }
+    const attn_weights *w = layers ? &req->layers->recs[0]->inline_weights : &req->inline_weights;
+    api_model_ref inline_model = {NULL, w, ATTN_MASK_CAUSAL, NULL};
     return api_call_bind(c, &inline_model, limits, err);
 }
 
@@ -111,7 +139,7 @@ static int attention_decode(api_call *c, const api_call_body *body, const api_li
         c->seqs[0] = c->shared;
         c->count = 1;
         c->shared->arrays = arrays;
-        rc = decode_fields(c, root, limits, err);
+        rc = decode_fields(c, root, arrays, limits, err);
         c->shared->arrays = NULL;
     }
     api_arrays_free(arrays);

@@ -97,24 +97,36 @@ int api_request_bind_heads(api_request *req, const attn_weights *weights, attn_e
 /* Output buffers carved from req->out_ws start at multiples of this. */
 #define OUT_ALIGN 64
 
-/* The bytes of each output the request asked for (0 for the others) and
- * of all of them, each rounded up to OUT_ALIGN. */
-static int outputs_sizes(const api_request *req, size_t bytes[API_OUTPUTS], size_t *total,
-                         attn_error *err) {
-    const attn_weights *w = req->input.weights;
-    size_t hs = req->input.n_heads_out;
+/* The outputs a record writes itself: for a stack's head record only the
+ * stack's own (delta, embeddings), the rest being the layers'. */
+static unsigned own_returns(const api_request *req) {
+    return api_request_is_stack(req) ? req->returns & (API_RETURN_DELTA | API_RETURN_EMBEDDINGS)
+                                     : req->returns;
+}
+
+/* The bytes of each output in `returns` (0 for the others) and of all of
+ * them, each rounded up to OUT_ALIGN, for hs heads of w, n tokens and m
+ * keys. */
+static int outputs_sizes_of(unsigned returns, const attn_weights *w, size_t hs, size_t n, size_t m,
+                            size_t bytes[API_OUTPUTS], size_t *total, attn_error *err) {
     *total = 0;
     for (unsigned i = 0; i < API_OUTPUTS; i++) {
         size_t count;
         bytes[i] = 0;
-        if (!(req->returns & (1u << i))) continue;
-        if (output_count(1u << i, hs, w, req->n_tokens, api_request_kv_rows(req), &count) < 0 ||
+        if (!(returns & (1u << i))) continue;
+        if (output_count(1u << i, hs, w, n, m, &count) < 0 ||
             count > (SIZE_MAX - OUT_ALIGN) / sizeof(float) / API_OUTPUTS)
             return attn_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
         bytes[i] = count * sizeof(float); /* 0: no heads selected, nothing to compute */
         *total += (bytes[i] + OUT_ALIGN - 1) / OUT_ALIGN * OUT_ALIGN;
     }
     return 0;
+}
+
+static int outputs_sizes(const api_request *req, size_t bytes[API_OUTPUTS], size_t *total,
+                         attn_error *err) {
+    return outputs_sizes_of(own_returns(req), req->input.weights, req->input.n_heads_out,
+                            req->n_tokens, api_request_kv_rows(req), bytes, total, err);
 }
 
 /* Points the outputs into `block` (zeroed, of outputs_sizes' total), or
@@ -367,6 +379,75 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
     return 0;
 }
 
+int api_request_bind_layers(api_request *head, const attn_weights *weights, attn_error *err) {
+    char path[API_PATH_MAX];
+    api_layers *ly = head->layers;
+    if (!ly && !head->layers_given) return 0;
+    if (!ly) { /* one weight set, or a model's: a stack of one */
+        ly = head->layers = calloc(1, sizeof *ly);
+        if (!ly) return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+        ly->n = 1;
+    }
+    size_t L = ly->n, k = head->layers_given ? head->n_layers_sent : L;
+    ly->weights = calloc(L, sizeof *ly->weights);
+    ly->scales = calloc(L, sizeof *ly->scales);
+    ly->outs_rec = calloc(L, sizeof *ly->outs_rec);
+    ly->outs = calloc(L, sizeof *ly->outs);
+    ly->list = malloc((k ? k : 1) * sizeof *ly->list);
+    if (!ly->weights || !ly->scales || !ly->outs_rec || !ly->outs || !ly->list)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    for (size_t l = 0; l < L; l++) {
+        const attn_weights *w = ly->recs ? &ly->recs[l]->inline_weights : weights;
+        ly->weights[l] = w;
+        if (l == 0) continue; /* bound with the sequence */
+        /* The rules of a sequence against a layer's weights, as for layer 0
+         * (d_model and the heads agree: decode checked them). */
+        if (w->w_o == NULL && w->n_heads * w->d_head != w->d_model) {
+            snprintf(path, sizeof path, "/weights/layers/%zu", l);
+            return attn_error_set(err, 422, "dimension_mismatch", path,
+                                  "layer %zu has no w_o, which needs n_heads · d_head = d_model",
+                                  l);
+        }
+        if (bind_context(head, w, err) < 0) return -1;
+    }
+    for (size_t i = 0; i < k; i++) {
+        double d = head->layers_given ? head->layers_sent[i] : (double)i;
+        api_path_index(path, sizeof path, "/layers", i);
+        if (d < 0 || d >= (double)L)
+            return attn_error_set(err, 422, "out_of_range", path,
+                                  "layers[%zu] = %.17g is not a layer index; the model has layers "
+                                  "0 to %zu",
+                                  i, d, L - 1);
+        size_t l = (size_t)d;
+        if (ly->outs_rec[l])
+            return attn_error_set(err, 422, "out_of_range", path,
+                                  "layers[%zu] = %zu repeats an earlier index", i, l);
+        ly->list[i] = l;
+        if (!(ly->outs_rec[l] = calloc(1, sizeof *ly->outs_rec[l])))
+            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    }
+    ly->n_list = k;
+    ly->stack = (attn_stack){
+        .layers = ly->weights, .n_layers = L, .scales = head->scale_given ? NULL : ly->scales};
+    return 0;
+}
+
+int api_request_layers_outputs(api_request *head, attn_error *err) {
+    api_layers *ly = head->layers;
+    size_t bytes[API_OUTPUTS], total;
+    if (!ly) return 0;
+    for (size_t l = 0; l < ly->n; l++) {
+        api_request *r = ly->outs_rec[l];
+        if (!r) continue;
+        if (outputs_sizes_of(head->returns, ly->weights[l], head->input.n_heads_out, head->n_tokens,
+                             api_request_kv_rows(head), bytes, &total, err) < 0 ||
+            outputs_place(r, bytes, NULL, err) < 0)
+            return -1;
+        ly->outs[l] = &r->output;
+    }
+    return 0;
+}
+
 void api_request_free(api_request *req) {
     if (req == NULL) return;
     json_decref(req->model);
@@ -386,6 +467,21 @@ void api_request_free(api_request *req) {
     free(req->alibi);
     free(req->heads_owned);
     free(req->token_rows);
+    free(req->layers_sent);
+    if (req->layers) {
+        api_layers *ly = req->layers;
+        for (size_t l = 0; l < ly->n; l++) {
+            if (ly->recs) api_request_free(ly->recs[l]);
+            if (ly->outs_rec) api_request_free(ly->outs_rec[l]);
+        }
+        free(ly->recs);
+        free(ly->weights);
+        free(ly->scales);
+        free(ly->list);
+        free(ly->outs_rec);
+        free(ly->outs);
+        free(ly);
+    }
     if (!req->out_ws)
         for (size_t i = 0; i < API_OUTPUTS; i++)
             free(req->out_buffers[i]);

@@ -43,6 +43,24 @@ enum {
 
 typedef struct api_request api_request;
 
+/*
+ * A stack of layers (API.md, "Layers"), on the head record of
+ * POST /v1/attention: the inline weights.layers (one record each, holding
+ * that layer's weights), the layers the request lists (`layers`), and once
+ * bound the engine's view. Layer l's outputs, when it is listed, are in
+ * outs_rec[l] (a record of its own, only its outputs used).
+ */
+typedef struct api_layers {
+    size_t n;                     /* L ≥ 1 */
+    api_request **recs;           /* L records with inline weights, or NULL: the model's one */
+    const attn_weights **weights; /* L, for attn_stack */
+    float *scales;                /* L zeros (each layer's own scale), for attn_stack */
+    size_t *list, n_list;         /* the layers reported, in order */
+    api_request **outs_rec;       /* L: the listed layers' outputs, else NULL */
+    const attn_output **outs;     /* L: &outs_rec[l]->output, else NULL */
+    attn_stack stack;
+} api_layers;
+
 /* One output buffer per API_RETURN_* bit. */
 #define API_OUTPUTS 10
 
@@ -85,6 +103,11 @@ struct api_request {
 
     unsigned returns; /* API_RETURN_* bits */
     int base64;       /* "encoding": "base64": outputs as tensor objects */
+
+    int layers_given;    /* the request field `layers` */
+    double *layers_sent; /* as sent (integers), checked at bind */
+    size_t n_layers_sent;
+    api_layers *layers; /* the head record's, with weights.layers or `layers`, else NULL */
 
     int select_given; /* 0: every head, in order */
     double *select;   /* the select_heads values as sent (integers), checked at bind */
@@ -134,6 +157,21 @@ int api_request_decode_weight_source(api_request *head, const json_t *root, attn
 int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const json_t *weights,
                        const api_limits *limits, attn_error *err);
 
+/* The request field `layers` (type-checked; an empty list is a 422 at
+ * /layers), and the inline weights.layers of POST /v1/attention: each a
+ * weight set read by api_weights_decode into a record of its own, errors
+ * named under /weights/layers/l, all sharing d_model, h, d_head and
+ * n_kv_heads (422 at the first that differs). `arrays` is the body's
+ * (its alias is set while a layer is read). */
+int api_request_decode_layers_field(api_request *req, const json_t *layers, attn_error *err);
+int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers,
+                      const api_limits *limits, attn_error *err);
+
+/* Whether the answer takes the stack's form: L > 1 or `layers` sent. */
+static inline int api_request_is_stack(const api_request *req) {
+    return req->layers && (req->layers->n > 1 || req->layers_given);
+}
+
 /* Refuses a key of `obj` not in `known` (n_known of them), at path + "/" +
  * key: 400 unknown_field, naming the object (`name`) and the fields
  * expected. */
@@ -163,6 +201,15 @@ int api_request_bind_heads(api_request *head, const attn_weights *weights, attn_
 int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_kind default_mask,
                      const api_vocabulary *vocab, const api_request *head, const api_limits *limits,
                      attn_error *err);
+
+/* The stack of the head record, once its sequence is bound against
+ * `weights` (layer 0, or the model's one layer): the layers' checks
+ * against the sequence, the list of layers reported (422 at /layers/i),
+ * the engine's view. Only for a call of one sequence. */
+int api_request_bind_layers(api_request *head, const attn_weights *weights, attn_error *err);
+
+/* The outputs of the listed layers, one calloc each. 0, or -1 (503). */
+int api_request_layers_outputs(api_request *head, attn_error *err);
 
 /* Bytes of the embeddings a tokens_only record will make from the
  * vocabulary (0 for any other): scratch memory besides the engine's,

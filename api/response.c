@@ -8,13 +8,16 @@
  * jansson's.
  *
  * Field order: model, n_tokens, n_context (with a context), d_model,
- * n_heads, n_kv_heads, d_head, mask, scale, tokens and context_tokens
+ * n_heads, n_kv_heads, d_head, n_layers, mask, scale, tokens and context_tokens
  * (when given), heads, then the outputs asked for in the order of the
  * contract's table, q_raw and k_raw after v. Per-head outputs are hs ×
  * rows × cols for the selected heads, in the order of `heads`: rows are
  * the n tokens, or for k, v and k_raw the m keys (the context's rows with
  * a context), and scores and patterns are m wide; a masked score (−∞) is
- * null.
+ * null. A stack (API.md, "Layers") writes the per-head outputs, and
+ * delta and embeddings when asked, per listed layer in "layers"
+ * ({"layer", "scale", "heads", outputs}), then its own delta (E_L − E_0)
+ * and embeddings (E_L).
  * Numbers use api_float_format: shortest float32 round-trip text.
  *
  * With "encoding": "base64" each output is instead one tensor object
@@ -152,6 +155,7 @@ static int shared_bytes(const api_request *req, const attn_weights *w, size_t hs
                strlen(",\"d_model\":") + decimal_width(w->d_model) + strlen(",\"n_heads\":") +
                decimal_width(w->n_heads) + strlen(",\"n_kv_heads\":") +
                decimal_width(kv_heads_of(w)) + strlen(",\"d_head\":") + decimal_width(w->d_head) +
+               strlen(",\"n_layers\":") + decimal_width(req->layers ? req->layers->n : 1) +
                strlen(",\"scale\":") + api_float_format(num, scale);
     /* ,"heads":[i,j,…] */
     if (size_add(&t, strlen(",\"heads\":[]") + (hs ? hs - 1 : 0)) < 0) return -1;
@@ -163,8 +167,10 @@ static int shared_bytes(const api_request *req, const attn_weights *w, size_t hs
 /* The fields of one sequence, each with its leading comma:
  * ,"n_tokens":…[,"n_context":…],"mask":"…"[,"tokens":…][,"context_tokens":…]
  * and the outputs. */
-static int sequence_bytes(const api_request *req, const attn_weights *w, size_t hs,
-                          attn_mask_kind mask, size_t *total) {
+/* The outputs in `returns`, each with its leading comma, of hs heads of
+ * w (delta and embeddings n × dm). */
+static int outputs_bytes(const api_request *req, const attn_weights *w, size_t hs, unsigned returns,
+                         size_t *total) {
     size_t n = req->n_tokens, m = api_request_kv_rows(req), dm = req->d_model, dh = w->d_head;
     size_t part;
     const struct {
@@ -185,21 +191,9 @@ static int sequence_bytes(const api_request *req, const attn_weights *w, size_t 
         {API_RETURN_EMBEDDINGS, ",\"embeddings\":", 0, n, dm},
     };
 
-    if (size_add(total, strlen(",\"n_tokens\":") + decimal_width(n) + strlen(",\"mask\":\"\"") +
-                            strlen(mask_word(mask))) < 0)
-        return -1;
-    if (req->context && size_add(total, strlen(",\"n_context\":") + decimal_width(m)) < 0)
-        return -1;
-    if (req->tokens && (size_add(total, strlen(",\"tokens\":")) < 0 ||
-                        size_add(total, req->tokens_json_bytes) < 0))
-        return -1;
-    if (req->context_tokens && (size_add(total, strlen(",\"context_tokens\":")) < 0 ||
-                                size_add(total, req->context_tokens_json_bytes) < 0))
-        return -1;
-
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
         size_t count, heads = outputs[i].per_head ? hs : 1;
-        if (!(req->returns & outputs[i].bit)) continue;
+        if (!(returns & outputs[i].bit)) continue;
         if (size_add(total, strlen(outputs[i].key)) < 0) return -1;
         if (req->base64) {
             /* {"dtype":"float32","shape":[hs,n,cols],"data":"…"} */
@@ -221,6 +215,57 @@ static int sequence_bytes(const api_request *req, const attn_weights *w, size_t 
         if (size_add(total, part) < 0) return -1;
     }
     return 0;
+}
+
+/* The scale of layer l of a stack: the request's, else the layer's own. */
+static float layer_scale(const api_request *req, size_t l) {
+    return req->scale_given ? req->scale : attn_weights_scale(req->layers->weights[l]);
+}
+
+/* ,"layers":[{"layer":l,"scale":s,"heads":[…],outputs},…] of a stack. */
+static int layers_bytes(const api_request *req, size_t hs, size_t *total) {
+    const api_layers *ly = req->layers;
+    char num[API_FLOAT_TEXT_MAX];
+    if (size_add(total, strlen(",\"layers\":[]") + (ly->n_list ? ly->n_list - 1 : 0)) < 0)
+        return -1;
+    for (size_t i = 0; i < ly->n_list; i++) {
+        size_t l = ly->list[i];
+        size_t t = strlen("{\"layer\":") + decimal_width(l) + strlen(",\"scale\":") +
+                   api_float_format(num, layer_scale(req, l)) + strlen(",\"heads\":[]}") +
+                   (hs ? hs - 1 : 0);
+        for (size_t k = 0; k < hs; k++)
+            t += decimal_width(req->heads[k]);
+        if (size_add(total, t) < 0 ||
+            outputs_bytes(req, ly->weights[l], hs, req->returns, total) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The fields of one sequence, each with its leading comma:
+ * ,"n_tokens":…[,"n_context":…],"mask":"…"[,"tokens":…][,"context_tokens":…]
+ * and the outputs (for a stack, "layers" and the stack's own). */
+static int sequence_bytes(const api_request *req, const attn_weights *w, size_t hs,
+                          attn_mask_kind mask, size_t *total) {
+    size_t n = req->n_tokens, m = api_request_kv_rows(req);
+    unsigned returns = req->returns;
+
+    if (size_add(total, strlen(",\"n_tokens\":") + decimal_width(n) + strlen(",\"mask\":\"\"") +
+                            strlen(mask_word(mask))) < 0)
+        return -1;
+    if (req->context && size_add(total, strlen(",\"n_context\":") + decimal_width(m)) < 0)
+        return -1;
+    if (req->tokens && (size_add(total, strlen(",\"tokens\":")) < 0 ||
+                        size_add(total, req->tokens_json_bytes) < 0))
+        return -1;
+    if (req->context_tokens && (size_add(total, strlen(",\"context_tokens\":")) < 0 ||
+                                size_add(total, req->context_tokens_json_bytes) < 0))
+        return -1;
+    if (api_request_is_stack(req)) {
+        if (layers_bytes(req, hs, total) < 0) return -1;
+        returns &= API_RETURN_DELTA | API_RETURN_EMBEDDINGS;
+    }
+    return outputs_bytes(req, w, hs, returns, total);
 }
 
 int api_response_bytes_max(const api_request *req, size_t *bytes) {
@@ -255,16 +300,12 @@ int api_response_shared_bytes_max(const api_request *req, size_t *bytes) {
  * fields a batch shares, or one sequence's. */
 typedef enum { PART_ALL, PART_SHARED, PART_SEQUENCE } part_kind;
 
-/* Writes `part` of req's answer, the object's braces excluded; 0, or -1
- * with *bad where an output holds a number JSON cannot carry. */
-static int write_fields(api_buffer *b, const api_request *req, part_kind part, overflow_at *bad) {
-    const attn_weights *w = req->input.weights;
-    const attn_output *o = &req->output;
+/* The outputs in `returns` of o (hs heads of w), each with its leading
+ * comma; stops at the first number JSON cannot carry (*bad). */
+static void write_outputs(api_buffer *b, const api_request *req, const attn_output *o,
+                          const attn_weights *w, unsigned returns, overflow_at *bad) {
     size_t n = req->n_tokens, m = api_request_kv_rows(req), dm = req->d_model;
-    size_t hs = req->input.n_heads_out;
-    size_t dh = w ? w->d_head : 0, h = w ? w->n_heads : 0;
-    int shared = part != PART_SEQUENCE, own = part != PART_SHARED;
-    char num[API_FLOAT_TEXT_MAX];
+    size_t hs = req->input.n_heads_out, dh = w ? w->d_head : 0;
     const struct {
         unsigned bit;
         const char *key;
@@ -283,6 +324,56 @@ static int write_fields(api_buffer *b, const api_request *req, part_kind part, o
         {API_RETURN_DELTA, ",\"delta\":", o->delta, 0, n, dm},
         {API_RETURN_EMBEDDINGS, ",\"embeddings\":", o->embeddings, 0, n, dm},
     };
+
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad->at.found; i++) {
+        if (!(returns & outputs[i].bit)) continue;
+        api_buffer_append_str(b, outputs[i].key);
+        bad->output = outputs[i].key + 2; /* past ,\" */
+        bad->head = SIZE_MAX;
+        if (req->base64)
+            append_tensor(b, outputs[i].data, req->heads, hs, outputs[i].per_head, outputs[i].rows,
+                          outputs[i].cols, outputs[i].bit == API_RETURN_SCORES, bad);
+        else if (outputs[i].per_head)
+            append_per_head(b, outputs[i].data, req->heads, hs, outputs[i].rows, outputs[i].cols,
+                            outputs[i].bit == API_RETURN_SCORES, bad);
+        else
+            api_write_matrix(b, outputs[i].data, n, outputs[i].cols, outputs[i].cols, 0, &bad->at);
+    }
+}
+
+/* ,"layers":[{"layer":l,"scale":s,"heads":[…],outputs},…] of a stack,
+ * in the order the request listed them. */
+static void write_layers(api_buffer *b, const api_request *req, overflow_at *bad) {
+    const api_layers *ly = req->layers;
+    char num[API_FLOAT_TEXT_MAX];
+    api_buffer_append_str(b, ",\"layers\":[");
+    for (size_t i = 0; i < ly->n_list && !bad->at.found; i++) {
+        size_t l = ly->list[i];
+        api_buffer_append_str(b, i ? ",{\"layer\":" : "{\"layer\":");
+        api_write_size(b, l);
+        api_buffer_append_str(b, ",\"scale\":");
+        api_buffer_append(b, num, api_float_format(num, layer_scale(req, l)));
+        api_buffer_append_str(b, ",\"heads\":[");
+        for (size_t k = 0; k < req->input.n_heads_out; k++) {
+            if (k) api_buffer_append(b, ",", 1);
+            api_write_size(b, req->heads[k]);
+        }
+        api_buffer_append_str(b, "]");
+        write_outputs(b, req, ly->outs[l], ly->weights[l], req->returns, bad);
+        api_buffer_append_str(b, "}");
+    }
+    api_buffer_append_str(b, "]");
+}
+
+/* Writes `part` of req's answer, the object's braces excluded; 0, or -1
+ * with *bad where an output holds a number JSON cannot carry. */
+static int write_fields(api_buffer *b, const api_request *req, part_kind part, overflow_at *bad) {
+    const attn_weights *w = req->input.weights;
+    size_t n = req->n_tokens, m = api_request_kv_rows(req), dm = req->d_model;
+    size_t hs = req->input.n_heads_out;
+    size_t dh = w ? w->d_head : 0, h = w ? w->n_heads : 0;
+    int shared = part != PART_SEQUENCE, own = part != PART_SHARED;
+    char num[API_FLOAT_TEXT_MAX];
 
     if (shared) {
         api_buffer_append_str(b, "\"model\":");
@@ -309,6 +400,8 @@ static int write_fields(api_buffer *b, const api_request *req, part_kind part, o
         api_write_size(b, w ? kv_heads_of(w) : 0);
         api_buffer_append_str(b, ",\"d_head\":");
         api_write_size(b, dh);
+        api_buffer_append_str(b, ",\"n_layers\":");
+        api_write_size(b, req->layers ? req->layers->n : 1);
     }
     if (own) {
         api_buffer_append_str(b, ",\"mask\":\"");
@@ -337,20 +430,12 @@ static int write_fields(api_buffer *b, const api_request *req, part_kind part, o
     }
     if (!own) return 0;
 
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad->at.found; i++) {
-        if (!(req->returns & outputs[i].bit)) continue;
-        api_buffer_append_str(b, outputs[i].key);
-        bad->output = outputs[i].key + 2; /* past ,\" */
-        bad->head = SIZE_MAX;
-        if (req->base64)
-            append_tensor(b, outputs[i].data, req->heads, hs, outputs[i].per_head, outputs[i].rows,
-                          outputs[i].cols, outputs[i].bit == API_RETURN_SCORES, bad);
-        else if (outputs[i].per_head)
-            append_per_head(b, outputs[i].data, req->heads, hs, outputs[i].rows, outputs[i].cols,
-                            outputs[i].bit == API_RETURN_SCORES, bad);
-        else
-            api_write_matrix(b, outputs[i].data, n, outputs[i].cols, outputs[i].cols, 0, &bad->at);
+    unsigned returns = req->returns;
+    if (api_request_is_stack(req)) {
+        write_layers(b, req, bad);
+        returns &= API_RETURN_DELTA | API_RETURN_EMBEDDINGS;
     }
+    write_outputs(b, req, &req->output, w, returns, bad);
     return bad->at.found ? -1 : 0;
 }
 

@@ -165,26 +165,24 @@ static int job_stop(void *ctx) {
     return 1;
 }
 
-/* Computes the call's sequences (attn_compute_batch) on the worker's
+/* Computes the call's sequences (api_call_compute: one batch, or a stack
+ * of layers) on the worker's
  * workspace: split over the pool's idle workers (split.h) when its work
  * reaches w->split_flops, else on this thread alone; either way stopping
  * once the job's client has gone (ATTN_ERR_STOPPED). Returns the engine's
  * 0 / -1, with *err and *failed as it fills them. */
 static int job_compute(const srv_job *job, srv_worker *w, attn_error *err, size_t *failed) {
     const api_call *c = job->call;
-    const attn_output *outs = api_call_outputs(c);
-    const attn_input *ins = api_call_inputs(c);
-    size_t count = api_call_count(c);
     job_watch watch = {.job = job};
     atomic_init(&watch.next_check_ns, 0);
     atomic_init(&watch.gone, 0);
     if (!w->pool || api_call_cost(c) < w->split_flops) {
         attn_runner alone = {.run = NULL, .ctx = &watch, .stop = job_stop};
-        return attn_compute_batch(outs, w->ws, ins, count, &alone, err, failed);
+        return api_call_compute(c, w->ws, &alone, err, failed);
     }
     srv_split split = {.pool = w->pool, .ws = w->ws, .stop = job_stop, .stop_ctx = &watch};
     attn_runner runner = srv_split_runner(&split);
-    int rc = attn_compute_batch(outs, w->ws, ins, count, &runner, err, failed);
+    int rc = api_call_compute(c, w->ws, &runner, err, failed);
     srv_split_end(&split);
     if (split.helpers) w->splits++;
     return rc;

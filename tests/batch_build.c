@@ -245,8 +245,8 @@ const tb_part *tb_find(const tb_part *parts, long n, const char *key) {
 }
 
 char *tb_strip_shared(const char *single, size_t len) {
-    static const char *const shared[] = {"model",  "d_model", "n_heads", "n_kv_heads",
-                                         "d_head", "scale",   "heads"};
+    static const char *const shared[] = {"model",  "d_model",  "n_heads", "n_kv_heads",
+                                         "d_head", "n_layers", "scale",   "heads"};
     tb_part parts[64];
     long n = tb_parts(single, len, parts, 64);
     ck_assert_int_gt(n, 0);
@@ -254,7 +254,7 @@ char *tb_strip_shared(const char *single, size_t len) {
     *w++ = '{';
     for (long i = 0; i < n; i++) {
         int skip = 0;
-        for (size_t k = 0; k < 7; k++)
+        for (size_t k = 0; k < 8; k++)
             skip |= tb_find(&parts[i], 1, shared[k]) != NULL;
         if (skip) continue;
         if (w > out + 1) *w++ = ',';

@@ -32,6 +32,7 @@
 #include "api/json_path.h"
 #include "api/json_write.h"
 #include "attention/attention.h"
+#include "attention/naive.h"
 #include "tests/fixtures.h"
 #include "tests/json_build.h"
 #include "tests/json_edit.h"
@@ -137,7 +138,7 @@ static json_t *respond(api_call *req, char **raw) {
     attn_error err;
     ck_assert_ptr_nonnull(ws);
     ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
+    ck_assert_int_eq(api_call_compute(req, ws, NULL, &err, NULL), 0);
     attn_workspace_destroy(ws);
     text = api_call_encode(req, &len, NULL, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
@@ -733,7 +734,7 @@ static void response_limit_pair(json_t *body) {
     api_call *req = decode_ok_limits(json_deep_copy(body), &at);
     attn_workspace *ws = attn_workspace_create();
     ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
+    ck_assert_int_eq(api_call_compute(req, ws, NULL, &err, NULL), 0);
     attn_workspace_destroy(ws);
     char *text = api_call_encode(req, &len, NULL, &err);
     ck_assert_ptr_nonnull(text);
@@ -829,7 +830,7 @@ static size_t response_length(json_t *body, const api_limits *limits, char **tex
     attn_error err;
     size_t len = 0;
     ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
+    ck_assert_int_eq(api_call_compute(req, ws, NULL, &err, NULL), 0);
     attn_workspace_destroy(ws);
     char *text = api_call_encode(req, &len, NULL, &err);
     ck_assert_msg(text != NULL, "encode failed: %s", err.message);
@@ -1263,13 +1264,155 @@ START_TEST(test_return_each_alone) {
 }
 END_TEST
 
+/* ---- a stack of inline layers ------------------------------------------ */
+
+/* A matrix of rows × cols numbers in [-1, 1) from *seed. */
+static json_t *stack_matrix(size_t rows, size_t cols, unsigned *seed) {
+    json_t *m = json_array();
+    for (size_t r = 0; r < rows; r++) {
+        json_t *row = json_array();
+        for (size_t c = 0; c < cols; c++) {
+            *seed = *seed * 1103515245u + 12345u;
+            json_array_append_new(row, json_real((double)(*seed >> 8 & 0xffff) / 32768.0 - 1.0));
+        }
+        json_array_append_new(m, row);
+    }
+    return m;
+}
+
+/* Largest |got − want| over a JSON matrix (rows × cols) against doubles. */
+static double stack_diff(const json_t *got, const double *want, size_t rows, size_t cols) {
+    double worst = 0;
+    ck_assert_uint_eq(json_array_size(got), rows);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            double d = fabs(json_number_value(json_array_get(json_array_get(got, r), c)) -
+                            want[r * cols + c]);
+            if (d > worst) worst = d;
+        }
+    return worst;
+}
+
+/* An inline stack of L layers (a scale on layer 1, biases and w_o on some)
+ * over HTTP's decoder and encoder, every listed layer's patterns, delta
+ * and embeddings and the stack's own against the float64 reference. */
+static void check_stack_answer(size_t L, const char *layers_field) {
+    const size_t n = 5, dm = 4, h = 2, dh = 2;
+    unsigned seed = 7 + (unsigned)L;
+    json_t *body = json_object(), *sets = json_array();
+    json_object_set_new(body, "embeddings", stack_matrix(n, dm, &seed));
+    for (size_t l = 0; l < L; l++) {
+        json_t *set = json_object(), *heads = json_array();
+        for (size_t i = 0; i < h; i++) {
+            json_t *head = json_object();
+            json_object_set_new(head, "w_q", stack_matrix(dm, dh, &seed));
+            json_object_set_new(head, "w_k", stack_matrix(dm, dh, &seed));
+            json_object_set_new(head, "w_v", stack_matrix(dm, dh, &seed));
+            json_array_append_new(heads, head);
+        }
+        json_object_set_new(set, "heads", heads);
+        if (l % 2 == 0) json_object_set_new(set, "w_o", stack_matrix(h * dh, dm, &seed));
+        if (l == 1) json_object_set_new(set, "scale", json_real(0.25));
+        json_array_append_new(sets, set);
+    }
+    json_object_set_new(body, "weights", json_pack("{s:o}", "layers", sets));
+    json_object_set_new(body, "return", json_pack("[s,s,s]", "patterns", "delta", "embeddings"));
+    if (layers_field) json_object_set_new(body, "layers", json_loads(layers_field, 0, NULL));
+    size_t want_listed = layers_field ? json_array_size(json_object_get(body, "layers")) : L;
+    api_call *c = decode_ok(body); /* takes body */
+    const attn_stack *st = api_call_stack(c);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->n_layers, L);
+    json_t *resp = respond(c, NULL);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_layers")), (double)L);
+
+    const attn_input *in = api_call_inputs(c);
+    attn_naive_layer lay[4] = {{0}};
+    double *final = calloc(n * dm, sizeof(double));
+    double *scratch = calloc(attn_stack_naive_scratch(in, st), sizeof(double));
+    for (size_t l = 0; l < L; l++)
+        lay[l] = (attn_naive_layer){.patterns = calloc(h * n * n, sizeof(double)),
+                                    .delta = calloc(n * dm, sizeof(double)),
+                                    .embeddings = calloc(n * dm, sizeof(double))};
+    attn_stack_naive(lay, final, scratch, in, 0, st);
+
+    const json_t *got_layers = json_object_get(resp, "layers");
+    size_t listed = json_array_size(got_layers);
+    ck_assert_uint_eq(listed, want_listed);
+    for (size_t i = 0; i < listed; i++) {
+        const json_t *e = json_array_get(got_layers, i);
+        size_t l = (size_t)tf_num(json_object_get(e, "layer"));
+        ck_assert_uint_lt(l, L);
+        float want_scale = l == 1 ? 0.25f : (float)(1 / sqrt((double)dh));
+        ck_assert((float)tf_num(json_object_get(e, "scale")) == want_scale);
+        dump_eq(json_object_get(e, "heads"), "[0,1]");
+        for (size_t k = 0; k < h; k++)
+            ck_assert_double_lt(stack_diff(json_array_get(json_object_get(e, "patterns"), k),
+                                           lay[l].patterns + k * n * n, n, n),
+                                1e-5);
+        ck_assert_double_lt(stack_diff(json_object_get(e, "delta"), lay[l].delta, n, dm), 1e-4);
+        ck_assert_double_lt(stack_diff(json_object_get(e, "embeddings"), lay[l].embeddings, n, dm),
+                            1e-4);
+    }
+    ck_assert_ptr_null(json_object_get(resp, "patterns"));
+    ck_assert_double_lt(stack_diff(json_object_get(resp, "embeddings"), final, n, dm), 1e-4);
+    for (size_t i = 0; i < n * dm; i++) /* E_L − E_0 */
+        final[i] -= in->embeddings[i];
+    ck_assert_double_lt(stack_diff(json_object_get(resp, "delta"), final, n, dm), 1e-4);
+    /* the top-level scale is layer 0's */
+    ck_assert((float)tf_num(json_object_get(resp, "scale")) == (float)(1 / sqrt((double)dh)));
+
+    for (size_t l = 0; l < L; l++) {
+        free(lay[l].patterns);
+        free(lay[l].delta);
+        free(lay[l].embeddings);
+    }
+    free(final);
+    free(scratch);
+    json_decref(resp);
+    api_call_free(c);
+}
+
+START_TEST(test_stack_two_layers) {
+    check_stack_answer(2, NULL);
+}
+END_TEST
+
+START_TEST(test_stack_three_layers_listed) {
+    check_stack_answer(3, NULL);
+    check_stack_answer(3, "[2, 0]");
+}
+END_TEST
+
+/* The limits count every layer: the work of a stack is its layers'. */
+START_TEST(test_stack_limits_every_layer) {
+    unsigned seed = 3;
+    json_t *body = json_object(), *sets = json_array();
+    json_object_set_new(body, "embeddings", stack_matrix(3, 4, &seed));
+    for (size_t l = 0; l < 3; l++) {
+        json_t *head = json_object();
+        json_object_set_new(head, "w_q", stack_matrix(4, 4, &seed));
+        json_object_set_new(head, "w_k", stack_matrix(4, 4, &seed));
+        json_object_set_new(head, "w_v", stack_matrix(4, 4, &seed));
+        json_array_append_new(sets, json_pack("{s:[o]}", "heads", head));
+    }
+    json_object_set_new(body, "weights", json_pack("{s:o}", "layers", sets));
+    api_call *c = decode_ok(body); /* takes body */
+    const attn_stack *st = api_call_stack(c);
+    ck_assert(api_call_cost(c) == attn_stack_flops(api_call_inputs(c), 1, st));
+    attn_input one = api_call_inputs(c)[0];
+    ck_assert(api_call_cost(c) == 3 * attn_batch_flops(&one, 1));
+    api_call_free(c);
+}
+END_TEST
+
 START_TEST(test_response_defaults) {
     char *raw;
     json_t *resp = respond_body(base_request(), &raw);
     static const char *const order[] = {
-        "\"model\":",      "\"n_tokens\":", "\"d_model\":",   "\"n_heads\":",
-        "\"n_kv_heads\":", "\"d_head\":",   "\"mask\":",      "\"scale\":",
-        "\"heads\":",      "\"patterns\":", "\"embeddings\":"};
+        "\"model\":",      "\"n_tokens\":", "\"d_model\":",  "\"n_heads\":",
+        "\"n_kv_heads\":", "\"d_head\":",   "\"n_layers\":", "\"mask\":",
+        "\"scale\":",      "\"heads\":",    "\"patterns\":", "\"embeddings\":"};
     const char *prev = raw;
 
     ck_assert(json_is_null(json_object_get(resp, "model")));
@@ -1281,7 +1424,8 @@ START_TEST(test_response_defaults) {
     ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "causal");
     ck_assert((float)tf_num(json_object_get(resp, "scale")) == (float)(1 / sqrt(2.0)));
     dump_eq(json_object_get(resp, "heads"), "[0,1]");
-    ck_assert_uint_eq(json_object_size(resp), 11);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_layers")), 1); /* one layer, as before */
+    ck_assert_uint_eq(json_object_size(resp), 12);
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const char *p = strstr(raw, order[i]);
         ck_assert_msg(p && p >= prev, "field order at %s", order[i]);
@@ -1458,7 +1602,7 @@ static void expect_overflow(const char *w_q, const char *w_v, const char *return
         api_call_decode_json(API_CALL_ATTENTION, text, strlen(text), &big_limits, &req, &err), 0);
     attn_workspace *ws = attn_workspace_create();
     ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
-    ck_assert_int_eq(attn_compute(api_call_outputs(req), ws, api_call_inputs(req), NULL), 0);
+    ck_assert_int_eq(api_call_compute(req, ws, NULL, &err, NULL), 0);
     attn_workspace_destroy(ws);
     size_t len = 0;
     ck_assert_ptr_null(api_call_encode(req, &len, NULL, &err));
@@ -1672,6 +1816,9 @@ static Suite *api_suite(void) {
     tcase_add_test(decode, test_model_bind);
     tcase_add_test(encode, test_return_each_alone);
     tcase_add_test(encode, test_response_defaults);
+    tcase_add_test(encode, test_stack_two_layers);
+    tcase_add_test(encode, test_stack_three_layers_listed);
+    tcase_add_test(encode, test_stack_limits_every_layer);
     tcase_add_test(encode, test_response_numbers);
     tcase_add_test(encode, test_select_heads_order);
     tcase_add_test(encode, test_tokens_echo);

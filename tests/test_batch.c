@@ -88,10 +88,10 @@ static char *batch_answer(const char *text, attn_workspace *outputs, size_t *len
 /* Every sequence of the batch answers as its single request. */
 static void check_against_singles(const json_t *body, const char *answer, size_t len) {
     static tb_part parts[64], seqs[64], single_parts[64];
-    static const char *const shared[] = {"model",  "d_model", "n_heads", "n_kv_heads",
-                                         "d_head", "scale",   "heads"};
+    static const char *const shared[] = {"model",  "d_model",  "n_heads", "n_kv_heads",
+                                         "d_head", "n_layers", "scale",   "heads"};
     long n = tb_parts(answer, len, parts, 64);
-    ck_assert_int_eq(n, 8);
+    ck_assert_int_eq(n, 9);
     const tb_part *sp = tb_find(parts, n, "sequences");
     ck_assert_ptr_nonnull(sp);
     size_t count = json_array_size(json_object_get(body, "sequences"));
@@ -107,7 +107,7 @@ static void check_against_singles(const json_t *body, const char *answer, size_t
                       seqs[i].value, want);
         /* the shared fields, in order, as the single answer has them */
         long sn = tb_parts(s, slen, single_parts, 64);
-        for (size_t k = 0; k < 7; k++) {
+        for (size_t k = 0; k < 8; k++) {
             const tb_part *a = tb_find(parts, n, shared[k]),
                           *b = tb_find(single_parts, sn, shared[k]);
             ck_assert_msg(a && b && a->value_len == b->value_len &&

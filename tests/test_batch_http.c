@@ -74,9 +74,9 @@ static void check_rounds(CURL *c, unsigned port, tb_kind kind, const char *model
             /* the shared fields as the single answer has them */
             static tb_part sparts[64];
             long sn = tb_parts(one.body, one.len, sparts, 64);
-            static const char *const shared[] = {"model",  "d_model", "n_heads", "n_kv_heads",
-                                                 "d_head", "scale",   "heads"};
-            for (size_t k = 0; k < 7; k++) {
+            static const char *const shared[] = {"model",  "d_model",  "n_heads", "n_kv_heads",
+                                                 "d_head", "n_layers", "scale",   "heads"};
+            for (size_t k = 0; k < 8; k++) {
                 const tb_part *a = tb_find(parts, n, shared[k]),
                               *b = tb_find(sparts, sn, shared[k]);
                 ck_assert_msg(a && b && a->value_len == b->value_len &&

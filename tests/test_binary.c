@@ -621,7 +621,7 @@ START_TEST(test_outputs_each_return) {
         json_object_set_new(r, "return", json_pack("[s]", output_names[o]));
         json_t *t = both_encodings(r);
         ck_assert_ptr_nonnull(json_object_get(t, output_names[o]));
-        ck_assert_uint_eq(json_object_size(t), 9 + 1); /* 9 fixed fields and the output */
+        ck_assert_uint_eq(json_object_size(t), 10 + 1); /* 10 fixed fields and the output */
         json_decref(t);
     }
     json_t *r = full_request();

@@ -978,6 +978,53 @@ START_TEST(example_wo_ai_ni) {
 }
 END_TEST
 
+/* A stack of two inline layers through the server's job (attn_compute_stack
+ * on a worker): each listed layer's embeddings are the one before's plus
+ * its delta, the last one the answer's, whose delta is E_L − E_0. */
+START_TEST(example_stack_of_layers) {
+    json_error_t jerr;
+    json_t *req = json_load_file("tests/cases/weights_layers_two/request.json", 0, &jerr);
+    ck_assert_msg(req != NULL, "%s", jerr.text);
+    json_object_set_new(req, "return", json_pack("[s,s,s]", "patterns", "delta", "embeddings"));
+    char *body = json_dumps(req, JSON_COMPACT);
+    hs_response r = post(shared.port, body);
+    ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+    json_t *j = parse_body(&r);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "n_layers")), 2);
+    const json_t *layers = json_object_get(j, "layers"), *e0 = json_object_get(req, "embeddings");
+    ck_assert_uint_eq(json_array_size(layers), 2);
+    const json_t *prev = e0;
+    for (size_t l = 0; l < 2; l++) {
+        const json_t *e = json_array_get(layers, l);
+        ck_assert_int_eq(json_integer_value(json_object_get(e, "layer")), (json_int_t)l);
+        ck_assert_uint_eq(json_array_size(json_object_get(e, "patterns")), 2);
+        const json_t *d = json_object_get(e, "delta"), *emb = json_object_get(e, "embeddings");
+        for (size_t q = 0; q < 3; q++)
+            for (size_t c = 0; c < 4; c++) {
+                double want = json_number_value(json_array_get(json_array_get(prev, q), c)) +
+                              json_number_value(json_array_get(json_array_get(d, q), c));
+                double got = json_number_value(json_array_get(json_array_get(emb, q), c));
+                ck_assert_double_lt(fabs(got - want), 1e-5);
+            }
+        prev = emb;
+    }
+    ck_assert_ptr_null(json_object_get(j, "patterns"));
+    const json_t *top = json_object_get(j, "embeddings"), *delta = json_object_get(j, "delta");
+    for (size_t q = 0; q < 3; q++)
+        for (size_t c = 0; c < 4; c++) {
+            double last = json_number_value(json_array_get(json_array_get(prev, q), c));
+            ck_assert(json_number_value(json_array_get(json_array_get(top, q), c)) == last);
+            double d = last - json_number_value(json_array_get(json_array_get(e0, q), c));
+            ck_assert_double_lt(
+                fabs(json_number_value(json_array_get(json_array_get(delta, q), c)) - d), 1e-5);
+        }
+    json_decref(j);
+    hs_response_free(&r);
+    free(body);
+    json_decref(req);
+}
+END_TEST
+
 START_TEST(example_two_heads_causal) {
     problem p = problem_random(5, 4, 2, 2, 1, 1, 1, 7);
     reference ref;
@@ -2016,6 +2063,7 @@ static Suite *http_suite(void) {
     tcase_add_test(tc, request_ids);
     tcase_add_test(tc, example_wo_ai_ni);
     tcase_add_test(tc, example_two_heads_causal);
+    tcase_add_test(tc, example_stack_of_layers);
     tcase_add_test(tc, concurrent_clients);
     tcase_add_test(tc, inline_queue_time_excludes_decode);
     suite_add_tcase(s, tc);

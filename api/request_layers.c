@@ -1,0 +1,128 @@
+/*
+ * request_layers.c — a stack of layers in POST /v1/attention's body
+ * (API.md, "Layers"): the inline "weights": {"layers": [weight set, …]}
+ * and the request field `layers`.
+ *
+ * Each layer's weight set is read by the one weight-set decoder
+ * (request_weights.c, api_weights_decode) into a record of its own, which
+ * owns that layer's buffers. That decoder names its fields under
+ * /weights; for layer l the body's lifted arrays are looked up under
+ * /weights/layers/l instead (api_arrays_alias), and an error's path is
+ * moved there too. The layers must agree on d_model, h, d_head and
+ * n_kv_heads: the first that differs from layer 0 is a 422 at its place.
+ * Binding (request_bind.c, api_request_bind_layers) checks the `layers`
+ * indices against L and builds the engine's view.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/json_path.h"
+#include "api/matrix.h"
+#include "api/request_internal.h"
+
+int api_request_decode_layers_field(api_request *req, const json_t *layers, attn_error *err) {
+    char path[API_PATH_MAX];
+    if (layers == NULL) return 0;
+    if (!json_is_array(layers))
+        return attn_error_set(err, 400, "wrong_type", "/layers",
+                              "layers is %s, expected an array of layer indices",
+                              api_json_type_name(layers));
+    size_t n = json_array_size(layers);
+    if (n == 0)
+        return attn_error_set(err, 422, "out_of_range", "/layers",
+                              "layers is empty; list the layers to report, or leave it out for "
+                              "all of them");
+    req->layers_sent = malloc(n * sizeof *req->layers_sent);
+    if (req->layers_sent == NULL)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(layers, i);
+        double d = json_is_number(v) ? json_number_value(v) : 0.5;
+        if (!isfinite(d) || floor(d) != d) {
+            api_path_index(path, sizeof path, "/layers", i);
+            return attn_error_set(err, 400, "wrong_type", path,
+                                  "layers[%zu] is %s, expected a layer index (an integer)", i,
+                                  json_is_number(v) ? "not an integer" : api_json_type_name(v));
+        }
+        req->layers_sent[i] = d;
+    }
+    req->n_layers_sent = n;
+    req->layers_given = 1;
+    return 0;
+}
+
+/* Moves a path the weight-set decoder wrote under /weights to layer l's
+ * place, /weights/layers/l. */
+static void error_in_layer(attn_error *err, size_t l) {
+    static const char top[] = "/weights";
+    char moved[sizeof err->path];
+    if (strncmp(err->path, top, sizeof top - 1) != 0) return;
+    snprintf(moved, sizeof moved, "/weights/layers/%zu%s", l, err->path + sizeof top - 1);
+    memcpy(err->path, moved, sizeof moved);
+}
+
+/* Layer l against layer 0: d_model, h, d_head and n_kv_heads. */
+static int check_agrees(const attn_weights *w0, const attn_weights *w, size_t l, attn_error *err) {
+    char path[API_PATH_MAX];
+    size_t g0 = w0->n_kv_heads ? w0->n_kv_heads : w0->n_heads;
+    size_t g = w->n_kv_heads ? w->n_kv_heads : w->n_heads;
+    const char *what = w->n_heads != w0->n_heads ? "n_heads"
+                       : w->d_head != w0->d_head ? "d_head"
+                       : g != g0                 ? "n_kv_heads"
+                                                 : NULL;
+    if (what == NULL) return 0;
+    size_t a = w->n_heads != w0->n_heads ? w->n_heads : w->d_head != w0->d_head ? w->d_head : g;
+    size_t b = w->n_heads != w0->n_heads ? w0->n_heads : w->d_head != w0->d_head ? w0->d_head : g0;
+    snprintf(path, sizeof path, "/weights/layers/%zu", l);
+    return attn_error_set(err, 422, "dimension_mismatch", path,
+                          "layer %zu has %s = %zu, layer 0 %zu; all layers share d_model, "
+                          "n_heads, d_head and n_kv_heads",
+                          l, what, a, b);
+}
+
+int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers,
+                      const api_limits *limits, attn_error *err) {
+    char at[API_PATH_MAX];
+    if (!json_is_array(layers))
+        return attn_error_set(err, 400, "wrong_type", "/weights/layers",
+                              "weights.layers is %s, expected an array of weight sets",
+                              api_json_type_name(layers));
+    size_t L = json_array_size(layers);
+    if (L == 0)
+        return attn_error_set(err, 422, "dimension_mismatch", "/weights/layers",
+                              "weights.layers is empty; a stack has at least one layer");
+    api_layers *ly = req->layers = calloc(1, sizeof *ly);
+    if (ly == NULL || (ly->recs = calloc(L, sizeof *ly->recs)) == NULL)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    ly->n = L;
+    int rc = 0;
+    for (size_t l = 0; l < L && rc == 0; l++) {
+        const json_t *set = json_array_get(layers, l);
+        snprintf(at, sizeof at, "/weights/layers/%zu", l);
+        if (!json_is_object(set)) {
+            rc = attn_error_set(err, 400, "wrong_type", at,
+                                "weights.layers[%zu] is %s, expected a weight set (an object "
+                                "with heads, w_o, b_o, …)",
+                                l, api_json_type_name(set));
+            break;
+        }
+        api_request *r = ly->recs[l] = calloc(1, sizeof *r);
+        if (r == NULL) {
+            rc = attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+            break;
+        }
+        r->arrays = arrays;
+        api_arrays_alias(arrays, "/weights", at);
+        rc = api_weights_decode(r, req->d_model, req->context ? req->d_context : 0, set, limits,
+                                err);
+        api_arrays_alias(arrays, NULL, NULL);
+        r->arrays = NULL;
+        if (rc < 0)
+            error_in_layer(err, l);
+        else if (l > 0)
+            rc = check_agrees(&ly->recs[0]->inline_weights, &r->inline_weights, l, err);
+    }
+    return rc;
+}
