@@ -18,9 +18,10 @@
 #include "api/json_path.h"
 #include "api/matrix.h"
 
-static const char *const top_fields[] = {
-    "embeddings",   "tokens",   "model",     "weights", "mask",           "scale", "return",
-    "select_heads", "encoding", "positions", "context", "context_tokens", "layers"};
+static const char *const top_fields[] = {"embeddings", "tokens",       "model",   "weights",
+                                         "mask",       "scale",        "return",  "select_heads",
+                                         "encoding",   "positions",    "context", "context_tokens",
+                                         "layers",     "hidden_states"};
 
 static int attention_array_rank(const char *path) {
     static const char heads[] = "/weights/heads/", kv[] = "/weights/kv_heads/",
@@ -35,6 +36,12 @@ static int attention_array_rank(const char *path) {
             p++;
         if (*p != '/' || snprintf(top, sizeof top, "/weights%s", p) >= (int)sizeof top) return 0;
         return attention_array_rank(top);
+    }
+    if (!strncmp(path, "/hidden_states/", 15)) {
+        /* one n × d_model matrix per layer, as the embeddings */
+        for (p = path + 15; *p >= '0' && *p <= '9'; p++)
+            ;
+        return p > path + 15 && *p == '\0' ? 2 : 0;
     }
     if (!strcmp(path, "/mask")) return API_ARRAYS_MASK;
     if (!strcmp(path, "/embeddings") || !strcmp(path, "/context") || !strcmp(path, "/weights/w_o"))
@@ -80,12 +87,15 @@ static size_t attention_values_max(const api_limits *limits) {
 
 /* The arrays no accepted body has longer than a limit: tokens are one per
  * embeddings row, and strings; select_heads names distinct heads of a
- * model; return names each output at most once. */
+ * model; return names each output at most once; a hidden state has a
+ * row per token. Each hidden state lifted counts one value (its `[]`),
+ * L + 1 in all; its numbers, L × n × d_model, are bounded per layer as the
+ * embeddings' are, by max_tokens × max_d_model (request_layers.c). */
 static const api_scan_rule attention_rules[] = {
     {"/tokens", API_SCAN_TOKENS, 1},       {"/context_tokens", API_SCAN_TOKENS, 1},
     {"/positions", API_SCAN_TOKENS, 0},    {"/select_heads", API_SCAN_HEADS, 0},
     {"/weights/heads", API_SCAN_HEADS, 0}, {"/weights/kv_heads", API_SCAN_HEADS, 0},
-    {"/return", API_SCAN_RETURN, 0},
+    {"/return", API_SCAN_RETURN, 0},       {"/hidden_states/#", API_SCAN_TOKENS, 0},
 };
 
 static const api_scan_table attention_scan = {"body", attention_rules,
@@ -99,12 +109,15 @@ static int decode_fields(api_call *c, const json_t *root, api_arrays *arrays,
 
     if (api_check_fields(root, top_fields, sizeof top_fields / sizeof top_fields[0], "the body", "",
                          "embeddings, tokens, model, weights, mask, scale, return, "
-                         "select_heads, encoding, positions, context, context_tokens, layers",
+                         "select_heads, encoding, positions, context, context_tokens, layers, "
+                         "hidden_states",
                          err) < 0)
         return -1;
     if (api_request_decode_weight_source(req, root, err) < 0) return -1;
     if (api_request_decode_options(req, root, err) < 0 ||
+        api_request_decode_hidden(req, json_object_get(root, "hidden_states"), limits, err) < 0 ||
         api_request_decode_sequence(req, root, NULL, limits, err) < 0 ||
+        api_request_check_hidden(req, err) < 0 ||
         api_request_decode_layers_field(req, json_object_get(root, "layers"), err) < 0)
         return -1;
     if (weights == NULL) return 0; /* the caller binds the named model */

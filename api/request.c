@@ -488,7 +488,15 @@ int api_request_decode_sequence(api_request *req, const json_t *obj, const json_
                  *tokens = json_object_get(obj, "tokens");
     /* With inline weights tokens alone stay a missing embeddings: there is
      * no vocabulary to look them up in. */
-    if (!emb && tokens && req->model) {
+    if (!emb && req->n_hidden) {
+        /* hidden_states stand for every layer's input: n and d_model are
+         * theirs, and E is never read. */
+        req->n_tokens = req->hidden_rows;
+        req->d_model = req->hidden_cols;
+        if (decode_labels(req, tokens, "tokens", "hidden_states", req->n_tokens, &req->tokens,
+                          &req->tokens_json_bytes, err) < 0)
+            return -1;
+    } else if (!emb && tokens && req->model) {
         if (decode_tokens_only(req, tokens, limits, err) < 0) return -1;
     } else if (decode_embeddings(req, emb, limits, err) < 0 ||
                decode_labels(req, tokens, "tokens", "embeddings", req->n_tokens, &req->tokens,

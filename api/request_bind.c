@@ -100,8 +100,7 @@ int api_request_bind_heads(api_request *req, const attn_weights *weights, attn_e
 /* The outputs a record writes itself: for a stack's head record only the
  * stack's own (delta, embeddings), the rest being the layers'. */
 static unsigned own_returns(const api_request *req) {
-    return api_request_is_stack(req) ? req->returns & (API_RETURN_DELTA | API_RETURN_EMBEDDINGS)
-                                     : req->returns;
+    return api_request_is_stack(req) ? api_request_stack_returns(req) : req->returns;
 }
 
 /* The bytes of each output in `returns` (0 for the others) and of all of
@@ -336,10 +335,13 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
     }
     if (weights->d_model != req->d_model) {
         char at[API_PATH_MAX];
-        api_request_path(req, "embeddings", at, sizeof at);
+        const char *what = !req->embeddings && req->n_hidden ? "hidden_states" : "embeddings";
+        if (!req->embeddings && req->n_hidden)
+            snprintf(at, sizeof at, "/hidden_states/0");
+        else
+            api_request_path(req, "embeddings", at, sizeof at);
         return attn_error_set(err, 422, "dimension_mismatch", at,
-                              "embeddings rows have %zu numbers, expected the model's d_model = "
-                              "%zu",
+                              "%s rows have %zu numbers, expected the model's d_model = %zu", what,
                               req->d_model, weights->d_model);
     }
     if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
@@ -365,7 +367,9 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
 
     req->input = (attn_input){
         .weights = weights,
-        .embeddings = req->embeddings,
+        /* Without embeddings the stack reads only hidden states: E is
+         * then a stand-in the engine does not read. */
+        .embeddings = req->embeddings || !req->n_hidden ? req->embeddings : req->hidden[0],
         .n_tokens = req->n_tokens,
         .mask = {req->mask_kind, req->mask_kind == ATTN_MASK_CUSTOM ? req->mask_allowed : NULL},
         .scale = req->scale,
@@ -382,13 +386,17 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
 int api_request_bind_layers(api_request *head, const attn_weights *weights, attn_error *err) {
     char path[API_PATH_MAX];
     api_layers *ly = head->layers;
-    if (!ly && !head->layers_given) return 0;
+    if (!ly && !head->layers_given && !head->n_hidden) return 0;
     if (!ly) { /* one weight set, or a model's: a stack of one */
         ly = head->layers = calloc(1, sizeof *ly);
         if (!ly) return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
         ly->n = 1;
     }
     size_t L = ly->n, k = head->layers_given ? head->n_layers_sent : L;
+    if (head->n_hidden && head->n_hidden != L)
+        return attn_error_set(err, 422, "dimension_mismatch", "/hidden_states",
+                              "hidden_states has %zu matrices, expected one per layer: %zu",
+                              head->n_hidden, L);
     ly->weights = calloc(L, sizeof *ly->weights);
     ly->scales = calloc(L, sizeof *ly->scales);
     ly->outs_rec = calloc(L, sizeof *ly->outs_rec);
@@ -427,8 +435,11 @@ int api_request_bind_layers(api_request *head, const attn_weights *weights, attn
             return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     }
     ly->n_list = k;
-    ly->stack = (attn_stack){
-        .layers = ly->weights, .n_layers = L, .scales = head->scale_given ? NULL : ly->scales};
+    ly->stack =
+        (attn_stack){.layers = ly->weights,
+                     .n_layers = L,
+                     .scales = head->scale_given ? NULL : ly->scales,
+                     .hidden_states = head->n_hidden ? (const float *const *)head->hidden : NULL};
     return 0;
 }
 
@@ -468,6 +479,9 @@ void api_request_free(api_request *req) {
     free(req->heads_owned);
     free(req->token_rows);
     free(req->layers_sent);
+    for (size_t l = 0; l < req->n_hidden; l++)
+        free(req->hidden[l]);
+    free(req->hidden);
     if (req->layers) {
         api_layers *ly = req->layers;
         for (size_t l = 0; l < ly->n; l++) {

@@ -109,6 +109,12 @@ struct api_request {
     size_t n_layers_sent;
     api_layers *layers; /* the head record's, with weights.layers or `layers`, else NULL */
 
+    /* The request field `hidden_states` (POST /v1/attention): n_hidden
+     * matrices hidden_rows × hidden_cols as sent, each its own malloc,
+     * layer l's input in place of E_l (checked against L at bind). */
+    float **hidden;
+    size_t n_hidden, hidden_rows, hidden_cols;
+
     int select_given; /* 0: every head, in order */
     double *select;   /* the select_heads values as sent (integers), checked at bind */
     size_t n_select;
@@ -167,9 +173,27 @@ int api_request_decode_layers_field(api_request *req, const json_t *layers, attn
 int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers,
                       const api_limits *limits, attn_error *err);
 
-/* Whether the answer takes the stack's form: L > 1 or `layers` sent. */
+/* The request field `hidden_states` of POST /v1/attention: each matrix
+ * read (400 at its place for its type, 422 past max_tokens rows or
+ * max_d_model columns), all of one shape, that of hidden_states[0] (422
+ * dimension_mismatch at /hidden_states/l); an empty list is a 422 at
+ * /hidden_states. Decoded before the sequence, which then takes n and
+ * d_model from it when embeddings are left out; api_request_check_hidden
+ * then holds the matrices to the sequence's n × d_model. */
+int api_request_decode_hidden(api_request *req, const json_t *hidden, const api_limits *limits,
+                              attn_error *err);
+int api_request_check_hidden(const api_request *req, attn_error *err);
+
+/* Whether the answer takes the stack's form: L > 1, `layers` or
+ * `hidden_states` sent. */
 static inline int api_request_is_stack(const api_request *req) {
-    return req->layers && (req->layers->n > 1 || req->layers_given);
+    return req->layers && (req->layers->n > 1 || req->layers_given || req->n_hidden);
+}
+
+/* The outputs a stack's answer carries at its top: delta (E_L − E_0) and
+ * embeddings (E_L), none with hidden states (no residual stream). */
+static inline unsigned api_request_stack_returns(const api_request *req) {
+    return req->n_hidden ? 0 : req->returns & (API_RETURN_DELTA | API_RETURN_EMBEDDINGS);
 }
 
 /* Refuses a key of `obj` not in `known` (n_known of them), at path + "/" +

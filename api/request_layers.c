@@ -126,3 +126,57 @@ int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers
     }
     return rc;
 }
+
+int api_request_decode_hidden(api_request *req, const json_t *hidden, const api_limits *limits,
+                              attn_error *err) {
+    char at[API_PATH_MAX], name[48];
+    if (hidden == NULL) return 0;
+    if (!json_is_array(hidden))
+        return attn_error_set(err, 400, "wrong_type", "/hidden_states",
+                              "hidden_states is %s, expected an array of n × d_model matrices, "
+                              "one per layer",
+                              api_json_type_name(hidden));
+    size_t L = json_array_size(hidden);
+    if (L == 0)
+        return attn_error_set(err, 422, "dimension_mismatch", "/hidden_states",
+                              "hidden_states is empty; send one n × d_model matrix per layer");
+    if ((req->hidden = calloc(L, sizeof *req->hidden)) == NULL)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the hidden states");
+    for (size_t l = 0; l < L; l++) {
+        const json_t *m = json_array_get(hidden, l);
+        size_t n, dm, count;
+        api_path_index(at, sizeof at, "/hidden_states", l);
+        snprintf(name, sizeof name, "hidden_states[%zu]", l);
+        if (api_matrix_shape(m, req->arrays, name, at, &n, &dm, err) < 0) return -1;
+        if (limits && n > limits->max_tokens)
+            return attn_error_set(err, 422, "limit_exceeded", at,
+                                  "%s has %zu rows (tokens), over the limit max_tokens = %zu", name,
+                                  n, limits->max_tokens);
+        if (api_check_width(at, name, "d_model", dm, limits, err) < 0) return -1;
+        if (l == 0) {
+            req->hidden_rows = n;
+            req->hidden_cols = dm;
+        } else if (n != req->hidden_rows || dm != req->hidden_cols) {
+            return attn_error_set(err, 422, "dimension_mismatch", at,
+                                  "%s is %zu × %zu, hidden_states[0] %zu × %zu; every layer's "
+                                  "is n × d_model",
+                                  name, n, dm, req->hidden_rows, req->hidden_cols);
+        }
+        if (api_size_mul(n, dm, &count) < 0 ||
+            (req->hidden[l] = malloc(count * sizeof(float))) == NULL)
+            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the hidden states");
+        req->n_hidden = l + 1; /* freed by api_request_free from here on */
+        if (api_matrix_read(m, req->arrays, name, at, req->hidden[l], dm, err) < 0) return -1;
+    }
+    return 0;
+}
+
+int api_request_check_hidden(const api_request *req, attn_error *err) {
+    if (!req->n_hidden || !req->embeddings) return 0; /* else n × d_model are hidden_states[0]'s */
+    if (req->hidden_rows == req->n_tokens && req->hidden_cols == req->d_model) return 0;
+    /* All share hidden_states[0]'s shape: the first differs. */
+    return attn_error_set(err, 422, "dimension_mismatch", "/hidden_states/0",
+                          "hidden_states[0] is %zu × %zu, the embeddings %zu × %zu; every layer's "
+                          "is n × d_model",
+                          req->hidden_rows, req->hidden_cols, req->n_tokens, req->d_model);
+}

@@ -263,7 +263,7 @@ static int sequence_bytes(const api_request *req, const attn_weights *w, size_t 
         return -1;
     if (api_request_is_stack(req)) {
         if (layers_bytes(req, hs, total) < 0) return -1;
-        returns &= API_RETURN_DELTA | API_RETURN_EMBEDDINGS;
+        returns = api_request_stack_returns(req);
     }
     return outputs_bytes(req, w, hs, returns, total);
 }
@@ -433,7 +433,7 @@ static int write_fields(api_buffer *b, const api_request *req, part_kind part, o
     unsigned returns = req->returns;
     if (api_request_is_stack(req)) {
         write_layers(b, req, bad);
-        returns &= API_RETURN_DELTA | API_RETURN_EMBEDDINGS;
+        returns = api_request_stack_returns(req);
     }
     write_outputs(b, req, &req->output, w, returns, bad);
     return bad->at.found ? -1 : 0;

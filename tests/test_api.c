@@ -1293,14 +1293,31 @@ static double stack_diff(const json_t *got, const double *want, size_t rows, siz
     return worst;
 }
 
+/* How a stack's answer is asked for: from the embeddings, or from hidden
+ * states (with the embeddings sent beside them, or without). */
+enum { STACK_EMBEDDINGS, STACK_HIDDEN_WITH_E, STACK_HIDDEN_ALONE };
+
+static void check_stack_input(size_t L, const char *layers_field, int from);
+
+static void check_stack_answer(size_t L, const char *layers_field) {
+    check_stack_input(L, layers_field, STACK_EMBEDDINGS);
+}
+
 /* An inline stack of L layers (a scale on layer 1, biases and w_o on some)
  * over HTTP's decoder and encoder, every listed layer's patterns, delta
  * and embeddings and the stack's own against the float64 reference. */
-static void check_stack_answer(size_t L, const char *layers_field) {
+static void check_stack_input(size_t L, const char *layers_field, int from) {
     const size_t n = 5, dm = 4, h = 2, dh = 2;
     unsigned seed = 7 + (unsigned)L;
     json_t *body = json_object(), *sets = json_array();
-    json_object_set_new(body, "embeddings", stack_matrix(n, dm, &seed));
+    if (from != STACK_HIDDEN_ALONE)
+        json_object_set_new(body, "embeddings", stack_matrix(n, dm, &seed));
+    if (from != STACK_EMBEDDINGS) {
+        json_t *hidden = json_array();
+        for (size_t l = 0; l < L; l++)
+            json_array_append_new(hidden, stack_matrix(n, dm, &seed));
+        json_object_set_new(body, "hidden_states", hidden);
+    }
     for (size_t l = 0; l < L; l++) {
         json_t *set = json_object(), *heads = json_array();
         for (size_t i = 0; i < h; i++) {
@@ -1334,7 +1351,8 @@ static void check_stack_answer(size_t L, const char *layers_field) {
         lay[l] = (attn_naive_layer){.patterns = calloc(h * n * n, sizeof(double)),
                                     .delta = calloc(n * dm, sizeof(double)),
                                     .embeddings = calloc(n * dm, sizeof(double))};
-    attn_stack_naive(lay, final, scratch, in, 0, st);
+    if (from != STACK_EMBEDDINGS) ck_assert_ptr_nonnull(st->hidden_states);
+    attn_stack_naive(lay, from == STACK_EMBEDDINGS ? final : NULL, scratch, in, 0, st);
 
     const json_t *got_layers = json_object_get(resp, "layers");
     size_t listed = json_array_size(got_layers);
@@ -1355,10 +1373,15 @@ static void check_stack_answer(size_t L, const char *layers_field) {
                             1e-4);
     }
     ck_assert_ptr_null(json_object_get(resp, "patterns"));
-    ck_assert_double_lt(stack_diff(json_object_get(resp, "embeddings"), final, n, dm), 1e-4);
-    for (size_t i = 0; i < n * dm; i++) /* E_L − E_0 */
-        final[i] -= in->embeddings[i];
-    ck_assert_double_lt(stack_diff(json_object_get(resp, "delta"), final, n, dm), 1e-4);
+    if (from == STACK_EMBEDDINGS) {
+        ck_assert_double_lt(stack_diff(json_object_get(resp, "embeddings"), final, n, dm), 1e-4);
+        for (size_t i = 0; i < n * dm; i++) /* E_L − E_0 */
+            final[i] -= in->embeddings[i];
+        ck_assert_double_lt(stack_diff(json_object_get(resp, "delta"), final, n, dm), 1e-4);
+    } else { /* no residual stream: nothing at the top */
+        ck_assert_ptr_null(json_object_get(resp, "embeddings"));
+        ck_assert_ptr_null(json_object_get(resp, "delta"));
+    }
     /* the top-level scale is layer 0's */
     ck_assert((float)tf_num(json_object_get(resp, "scale")) == (float)(1 / sqrt((double)dh)));
 
@@ -1375,6 +1398,17 @@ static void check_stack_answer(size_t L, const char *layers_field) {
 
 START_TEST(test_stack_two_layers) {
     check_stack_answer(2, NULL);
+}
+END_TEST
+
+/* hidden_states: layer l reads hidden_states[l], its embeddings are
+ * hidden_states[l] + ΔE_l; with or without embeddings, and for one layer
+ * the stack's form too. */
+START_TEST(test_stack_hidden_states) {
+    check_stack_input(2, NULL, STACK_HIDDEN_WITH_E);
+    check_stack_input(2, NULL, STACK_HIDDEN_ALONE);
+    check_stack_input(3, "[2, 0]", STACK_HIDDEN_ALONE);
+    check_stack_input(1, NULL, STACK_HIDDEN_ALONE);
 }
 END_TEST
 
@@ -1817,6 +1851,7 @@ static Suite *api_suite(void) {
     tcase_add_test(encode, test_return_each_alone);
     tcase_add_test(encode, test_response_defaults);
     tcase_add_test(encode, test_stack_two_layers);
+    tcase_add_test(encode, test_stack_hidden_states);
     tcase_add_test(encode, test_stack_three_layers_listed);
     tcase_add_test(encode, test_stack_limits_every_layer);
     tcase_add_test(encode, test_response_numbers);
