@@ -978,6 +978,42 @@ START_TEST(example_wo_ai_ni) {
 }
 END_TEST
 
+/* hidden_states through the server's job: each layer reads its own hidden
+ * state (no embeddings sent), its embeddings are that plus its delta, and
+ * the answer has no top-level delta or embeddings. */
+START_TEST(example_stack_hidden_states) {
+    json_error_t jerr;
+    json_t *req = json_load_file("tests/cases/hidden_states_two_layers/request.json", 0, &jerr);
+    ck_assert_msg(req != NULL, "%s", jerr.text);
+    char *body = json_dumps(req, JSON_COMPACT);
+    hs_response r = post(shared.port, body);
+    ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+    json_t *j = parse_body(&r);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "n_layers")), 2);
+    const json_t *layers = json_object_get(j, "layers"),
+                 *hidden = json_object_get(req, "hidden_states");
+    ck_assert_uint_eq(json_array_size(layers), 2);
+    for (size_t l = 0; l < 2; l++) {
+        const json_t *e = json_array_get(layers, l), *h = json_array_get(hidden, l);
+        const json_t *d = json_object_get(e, "delta"), *emb = json_object_get(e, "embeddings");
+        ck_assert_uint_eq(json_array_size(json_object_get(e, "patterns")), 2);
+        for (size_t q = 0; q < 3; q++)
+            for (size_t c = 0; c < 4; c++) {
+                double want = json_number_value(json_array_get(json_array_get(h, q), c)) +
+                              json_number_value(json_array_get(json_array_get(d, q), c));
+                double got = json_number_value(json_array_get(json_array_get(emb, q), c));
+                ck_assert_double_lt(fabs(got - want), 1e-5);
+            }
+    }
+    ck_assert_ptr_null(json_object_get(j, "embeddings"));
+    ck_assert_ptr_null(json_object_get(j, "delta"));
+    json_decref(j);
+    json_decref(req);
+    free(body);
+    hs_response_free(&r);
+}
+END_TEST
+
 /* A stack of two inline layers through the server's job (attn_compute_stack
  * on a worker): each listed layer's embeddings are the one before's plus
  * its delta, the last one the answer's, whose delta is E_L − E_0. */
@@ -2064,6 +2100,7 @@ static Suite *http_suite(void) {
     tcase_add_test(tc, example_wo_ai_ni);
     tcase_add_test(tc, example_two_heads_causal);
     tcase_add_test(tc, example_stack_of_layers);
+    tcase_add_test(tc, example_stack_hidden_states);
     tcase_add_test(tc, concurrent_clients);
     tcase_add_test(tc, inline_queue_time_excludes_decode);
     suite_add_tcase(s, tc);
