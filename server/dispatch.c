@@ -55,9 +55,7 @@ static void run(void *arg, void *worker_ctx) {
         srv_job_run(&x->job, worker_ctx);
     }
     /* counted now, so that the next job this worker takes sees it */
-    if (!x->job.dropped)
-        x->held = srv_answer_hold(&x->h->unsent, x->job.answer ? api_answer_length(x->job.answer)
-                                                               : x->job.response_len);
+    if (!x->job.dropped) x->held = srv_answer_hold(&x->h->unsent, x->job.response_len);
     if (x->job.dropped) {
         drop(x);
     } else {
