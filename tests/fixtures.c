@@ -74,6 +74,25 @@ char *tf_heavy_body(int n) {
     return b;
 }
 
+char *tf_narrow_heads_body(int n, const char *fields, const char *weight_fields) {
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&b, &len);
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{%s\"mask\":\"none\",\"embeddings\":[", fields);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s[0.%d]", i ? "," : "", i % 97);
+    fprintf(f, "],\"weights\":{%s\"heads\":[", weight_fields);
+    for (int i = 0; i < 128; i++)
+        fprintf(f, "%s{\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}", i ? "," : "");
+    fputs("],\"w_o\":[", f);
+    for (int i = 0; i < 128; i++)
+        fprintf(f, "%s[1]", i ? "," : "");
+    fputs("]}}", f);
+    fclose(f);
+    return b;
+}
+
 char *tf_heavy_batch(int seqs, int rows, size_t *len) {
     size_t cap = (size_t)seqs * ((size_t)rows * (768 * 2 + 2) + 32) + 256;
     char *b = malloc(cap);

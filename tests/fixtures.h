@@ -31,6 +31,13 @@ double tf_num(const json_t *v);
  * back the embeddings only. malloc'd. */
 char *tf_heavy_body(int n);
 
+/* A body of work that the GEMMs are nothing of: 128 heads one wide over n
+ * tokens of one dimension, inline, no mask; `fields` (JSON members, each
+ * followed by a comma) go first in the body, `weight_fields` first in its
+ * weights. Seconds to minutes of one core with softcap at n in the
+ * thousands; malloc'd. */
+char *tf_narrow_heads_body(int n, const char *fields, const char *weight_fields);
+
 /* The POST /v1/attention/batch body of `seqs` such sequences of `rows`
  * tokens each; its length in *len. malloc'd. */
 char *tf_heavy_batch(int seqs, int rows, size_t *len);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/fixtures.h"
 #include "tests/http_harness.h"
 
 #define SHARED_MAX_BODY   65536
@@ -1740,28 +1741,6 @@ START_TEST(client_gone) {
 }
 END_TEST
 
-/* A body of work counted as little but taking minutes whole: 128 heads
- * one wide over n tokens of one dimension, no mask, soft-capped and with
- * ALiBi (the exp, tanh and ALiBi of each of its 128 · n² pairs are nearly
- * all of it). */
-static char *pair_heavy_body(int n) {
-    char *b = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&b, &len);
-    fputs("{\"mask\":\"none\",\"return\":[\"embeddings\"],\"embeddings\":[", f);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s[0.%d]", i ? "," : "", i % 10);
-    fputs("],\"weights\":{\"softcap\":30,\"alibi\":true,\"heads\":[", f);
-    for (int i = 0; i < 128; i++)
-        fprintf(f, "%s{\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}", i ? "," : "");
-    fputs("],\"w_o\":[", f);
-    for (int i = 0; i < 128; i++)
-        fprintf(f, "%s[1]", i ? "," : "");
-    fputs("]}}", f);
-    fclose(f);
-    return b;
-}
-
 /* The CPU seconds process pid has used (user and system), or -1. */
 static double cpu_seconds(pid_t pid) {
     char path[64], text[1024];
@@ -1788,7 +1767,10 @@ START_TEST(client_gone_unsplit) {
     static const char *const args[] = {"--workers", "1", "--max-tokens", "16384", "--max-flops",
                                        "1e15",      NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
-    char *body = pair_heavy_body(16384);
+    /* counted as little before pairs were charged, and minutes whole: the
+     * exp, tanh and ALiBi of its 128 · n² pairs are nearly all of it */
+    char *body = tf_narrow_heads_body(16384, "\"return\":[\"embeddings\"],",
+                                      "\"softcap\":30,\"alibi\":true,");
     double cpu0 = cpu_seconds(s.pid);
     ck_assert(cpu0 >= 0);
     int fd = send_heavy(s.port, body, "gone-unsplit");

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/fixtures.h"
 #include "tests/http_harness.h"
 
 static void finish(hs_server *s) {
@@ -37,27 +38,6 @@ static char *big_answer_body(int n) {
         fputs("]", f);
     }
     fputs("}]}}", f);
-    fclose(f);
-    return b;
-}
-
-/* Slow to compute and large to answer: 128 heads one wide over n tokens of
- * one dimension, soft-capped, no mask, the patterns of head 0 asked
- * (seconds of one worker at n = 2000, and an answer of some 45 MB). */
-static char *slow_big_answer_body(int n) {
-    char *b = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&b, &len);
-    fputs("{\"mask\":\"none\",\"select_heads\":[0],\"return\":[\"patterns\"],\"embeddings\":[", f);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s[0.%d]", i ? "," : "", i % 97);
-    fputs("],\"weights\":{\"softcap\":30,\"heads\":[", f);
-    for (int i = 0; i < 128; i++)
-        fprintf(f, "%s{\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}", i ? "," : "");
-    fputs("],\"w_o\":[", f);
-    for (int i = 0; i < 128; i++)
-        fprintf(f, "%s[1]", i ? "," : "");
-    fputs("]}}", f);
     fclose(f);
     return b;
 }
@@ -134,7 +114,10 @@ START_TEST(queued_job_refused_when_full) {
                                        "0",
                                        NULL};
     ck_assert_int_eq(hs_start(&s, args), 0);
-    char *slow = slow_big_answer_body(2000);
+    /* slow to compute and large to answer: seconds of the worker, and head
+     * 0's patterns, some 45 MB */
+    char *slow = tf_narrow_heads_body(2000, "\"select_heads\":[0],\"return\":[\"patterns\"],",
+                                      "\"softcap\":30,");
     int fd = send_unread(s.port, slow, "unread-slow");
     ck_assert_int_eq(hs_wait_metric(s.port, "\nattn_workers_busy ", 1, 30), 1);
     /* queued behind it, while the budget is empty */
