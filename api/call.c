@@ -195,9 +195,13 @@ int api_call_alloc_outputs(api_call *c, attn_workspace *block, attn_error *err) 
     return api_request_layers_outputs(c->shared, err);
 }
 
+/* A one-layer weight set answered as before (no `layers`, no hidden
+ * states) is no stack: attn_compute_batch writes the outputs the answer
+ * reads, which a one-layer stack would leave in its layer's. */
 const attn_stack *api_call_stack(const api_call *c) {
-    return c->shared && c->shared->layers && c->shared->layers->weights ? &c->shared->layers->stack
-                                                                        : NULL;
+    return c->shared && api_request_is_stack(c->shared) && c->shared->layers->weights
+               ? &c->shared->layers->stack
+               : NULL;
 }
 
 int api_call_compute(const api_call *c, attn_workspace *ws, const attn_runner *runner,

@@ -409,13 +409,8 @@ int api_request_bind_layers(api_request *head, const attn_weights *weights, attn
         ly->weights[l] = w;
         if (l == 0) continue; /* bound with the sequence */
         /* The rules of a sequence against a layer's weights, as for layer 0
-         * (d_model and the heads agree: decode checked them). */
-        if (w->w_o == NULL && w->n_heads * w->d_head != w->d_model) {
-            snprintf(path, sizeof path, "/weights/layers/%zu", l);
-            return attn_error_set(err, 422, "dimension_mismatch", path,
-                                  "layer %zu has no w_o, which needs n_heads · d_head = d_model",
-                                  l);
-        }
+         * (d_model, the heads and a missing w_o's identity: decode checked
+         * them). */
         if (bind_context(head, w, err) < 0) return -1;
     }
     for (size_t i = 0; i < k; i++) {

@@ -1418,6 +1418,32 @@ START_TEST(test_stack_three_layers_listed) {
 }
 END_TEST
 
+/* A weight set given as a list of one layer, with no `layers` field, is one
+ * layer answered as before: the same answer, numbers and all, as the
+ * weight set alone (and no stack is computed). */
+START_TEST(test_one_layer_list_as_before) {
+    unsigned seed = 11;
+    json_t *e = stack_matrix(4, 4, &seed), *head = json_object();
+    json_object_set_new(head, "w_q", stack_matrix(4, 2, &seed));
+    json_object_set_new(head, "w_k", stack_matrix(4, 2, &seed));
+    json_object_set_new(head, "w_v", stack_matrix(4, 2, &seed));
+    json_t *set = json_pack("{s:[o],s:o}", "heads", head, "w_o", stack_matrix(2, 4, &seed));
+    json_t *ret = json_pack("[s,s,s]", "patterns", "head_outputs", "delta");
+    json_t *plain = json_pack("{s:O,s:O,s:O}", "embeddings", e, "weights", set, "return", ret);
+    json_t *listed =
+        json_pack("{s:o,s:{s:[o]},s:o}", "embeddings", e, "weights", "layers", set, "return", ret);
+    json_t *want = respond_body(plain, NULL);
+    api_call *c = decode_ok(listed);
+    ck_assert_ptr_null(api_call_stack(c));
+    json_t *got = respond(c, NULL);
+    api_call_free(c);
+    char *a = json_dumps(want, JSON_SORT_KEYS), *b = json_dumps(got, JSON_SORT_KEYS);
+    ck_assert_str_eq(b, a);
+    free(a), free(b);
+    json_decref(want), json_decref(got);
+}
+END_TEST
+
 /* The limits count every layer: the work of a stack is its layers'. */
 START_TEST(test_stack_limits_every_layer) {
     unsigned seed = 3;
@@ -1854,6 +1880,7 @@ static Suite *api_suite(void) {
     tcase_add_test(encode, test_stack_hidden_states);
     tcase_add_test(encode, test_stack_three_layers_listed);
     tcase_add_test(encode, test_stack_limits_every_layer);
+    tcase_add_test(encode, test_one_layer_list_as_before);
     tcase_add_test(encode, test_response_numbers);
     tcase_add_test(encode, test_select_heads_order);
     tcase_add_test(encode, test_tokens_echo);
