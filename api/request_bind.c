@@ -411,7 +411,10 @@ int api_request_bind_layers(api_request *head, const attn_weights *weights, attn
         /* The rules of a sequence against a layer's weights, as for layer 0
          * (d_model, the heads and a missing w_o's identity: decode checked
          * them). */
-        if (bind_context(head, w, err) < 0) return -1;
+        if (bind_context(head, w, err) < 0) {
+            api_error_in_layer(err, l);
+            return -1;
+        }
     }
     for (size_t i = 0; i < k; i++) {
         double d = head->layers_given ? head->layers_sent[i] : (double)i;

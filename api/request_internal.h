@@ -170,6 +170,10 @@ int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const
  * n_kv_heads (422 at the first that differs). `arrays` is the body's
  * (its alias is set while a layer is read). */
 int api_request_decode_layers_field(api_request *req, const json_t *layers, attn_error *err);
+/* An error of a weight set's field, at /weights/..., moved to the place of
+ * layer l's in a stack: /weights/layers/l/.... */
+void api_error_in_layer(attn_error *err, size_t l);
+
 int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers,
                       const api_limits *limits, attn_error *err);
 

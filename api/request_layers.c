@@ -55,7 +55,7 @@ int api_request_decode_layers_field(api_request *req, const json_t *layers, attn
 
 /* Moves a path the weight-set decoder wrote under /weights to layer l's
  * place, /weights/layers/l. */
-static void error_in_layer(attn_error *err, size_t l) {
+void api_error_in_layer(attn_error *err, size_t l) {
     static const char top[] = "/weights";
     char moved[sizeof err->path];
     if (strncmp(err->path, top, sizeof top - 1) != 0) return;
@@ -120,7 +120,7 @@ int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers
         api_arrays_alias(arrays, NULL, NULL);
         r->arrays = NULL;
         if (rc < 0)
-            error_in_layer(err, l);
+            api_error_in_layer(err, l);
         else if (l > 0)
             rc = check_agrees(&ly->recs[0]->inline_weights, &r->inline_weights, l, err);
     }
