@@ -45,6 +45,7 @@
 #include "server/framing.h"
 #include "server/http_state.h"
 #include "server/inline.h"
+#include "server/log.h"
 
 /* The URI-log callback: the request line is in, the headers are not. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
@@ -221,6 +222,7 @@ void srv_http_drain(srv_http *h) {
     pthread_mutex_lock(&h->mu);
     atomic_store(&h->draining, 1);
     pthread_mutex_unlock(&h->mu);
+    srv_log_info("new work refused from now on");
     if (h->daemon) h->listen_fd = MHD_quiesce_daemon(h->daemon);
     /* A quiesced socket still completes handshakes into its backlog, and
      * those clients would wait for the whole drain and then be reset.
