@@ -141,7 +141,7 @@ int api_call_bind(api_call *c, const api_model_ref *m, const api_limits *limits,
         c->ins[i] = r->input;
     }
     /* A stack (one sequence: POST /v1/attention): its layers and list. */
-    if (c->count == 1 && api_request_bind_layers(c->shared, w, err) < 0) return -1;
+    if (c->count == 1 && api_request_bind_layers(c->shared, m, err) < 0) return -1;
     c->weights = w;
     const attn_stack *stack = api_call_stack(c);
     c->flops =

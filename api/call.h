@@ -87,6 +87,10 @@ typedef struct api_model_ref {
     const attn_weights *weights;
     attn_mask_kind mask;         /* its default: causal or none */
     const api_vocabulary *vocab; /* NULL: none */
+    /* A stack (API.md, "Layers"): n_layers weight sets, layers[0] being
+     * `weights`; n_layers 0 with layers NULL: one layer, `weights`. */
+    const attn_weights *const *layers;
+    size_t n_layers;
 } api_model_ref;
 
 typedef struct api_call api_call;

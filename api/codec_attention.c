@@ -134,7 +134,7 @@ static int decode_fields(api_call *c, const json_t *root, api_arrays *arrays,
         return -1;
     }
     const attn_weights *w = layers ? &req->layers->recs[0]->inline_weights : &req->inline_weights;
-    api_model_ref inline_model = {NULL, w, ATTN_MASK_CAUSAL, NULL};
+    api_model_ref inline_model = {NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0};
     return api_call_bind(c, &inline_model, limits, err);
 }
 

@@ -199,7 +199,7 @@ static int decode_weights(api_call *c, const json_t *weights, const api_limits *
     if (api_weights_decode(sh, first->d_model, first->context ? first->d_context : 0, weights,
                            limits, err) < 0)
         return -1;
-    api_model_ref inline_model = {NULL, &sh->inline_weights, ATTN_MASK_CAUSAL, NULL};
+    api_model_ref inline_model = {NULL, &sh->inline_weights, ATTN_MASK_CAUSAL, NULL, NULL, 0};
     return api_call_bind(c, &inline_model, limits, err);
 }
 

@@ -20,6 +20,10 @@ typedef struct api_model_info {
     const attn_weights *weights;
     const api_vocabulary *vocabulary; /* NULL: none */
     const char *const *dimensions;    /* d_model names, or NULL */
+    /* A stack (API.md, "Layers"): n_layers weight sets, layers[0] being
+     * `weights`; n_layers 0 with layers NULL: one layer, `weights`. */
+    const attn_weights *const *layers;
+    size_t n_layers;
 } api_model_info;
 
 /* What api_model_encode adds to a model's summary. */

@@ -383,14 +383,15 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
     return 0;
 }
 
-int api_request_bind_layers(api_request *head, const attn_weights *weights, attn_error *err) {
+int api_request_bind_layers(api_request *head, const api_model_ref *m, attn_error *err) {
     char path[API_PATH_MAX];
     api_layers *ly = head->layers;
-    if (!ly && !head->layers_given && !head->n_hidden) return 0;
-    if (!ly) { /* one weight set, or a model's: a stack of one */
+    const size_t model_layers = m->layers && m->n_layers > 1 ? m->n_layers : 1;
+    if (!ly && !head->layers_given && !head->n_hidden && model_layers == 1) return 0;
+    if (!ly) { /* one weight set, or a model's layers */
         ly = head->layers = calloc(1, sizeof *ly);
         if (!ly) return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
-        ly->n = 1;
+        ly->n = model_layers;
     }
     size_t L = ly->n, k = head->layers_given ? head->n_layers_sent : L;
     if (head->n_hidden && head->n_hidden != L)
@@ -405,7 +406,9 @@ int api_request_bind_layers(api_request *head, const attn_weights *weights, attn
     if (!ly->weights || !ly->scales || !ly->outs_rec || !ly->outs || !ly->list)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     for (size_t l = 0; l < L; l++) {
-        const attn_weights *w = ly->recs ? &ly->recs[l]->inline_weights : weights;
+        const attn_weights *w = ly->recs           ? &ly->recs[l]->inline_weights
+                                : model_layers > 1 ? m->layers[l]
+                                                   : m->weights;
         ly->weights[l] = w;
         if (l == 0) continue; /* bound with the sequence */
         /* The rules of a sequence against a layer's weights, as for layer 0

@@ -231,10 +231,11 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
                      attn_error *err);
 
 /* The stack of the head record, once its sequence is bound against
- * `weights` (layer 0, or the model's one layer): the layers' checks
+ * layer 0 (the model's or the inline weights'), for the model's layers or the inline
+ * weights.layers: the layers' checks
  * against the sequence, the list of layers reported (422 at /layers/i),
  * the engine's view. Only for a call of one sequence. */
-int api_request_bind_layers(api_request *head, const attn_weights *weights, attn_error *err);
+int api_request_bind_layers(api_request *head, const api_model_ref *m, attn_error *err);
 
 /* The outputs of the listed layers, one calloc each. 0, or -1 (503). */
 int api_request_layers_outputs(api_request *head, attn_error *err);
