@@ -1139,32 +1139,35 @@ START_TEST(test_model_bind) {
     api_call *req = decode_ok(json_pack("{s:s, s:o, s:[i,i]}", "model", "tiny-2.v1_x", "embeddings",
                                         tj_matrix(3, 4, 7), "select_heads", 1, 0));
     ck_assert_str_eq(api_call_model(req, NULL), "tiny-2.v1_x");
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL}, &big_limits, &err), 0);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL, NULL, 0},
+                                   &big_limits, &err),
+                     0);
     ck_assert_int_eq(api_call_inputs(req)->mask.kind, ATTN_MASK_NONE);
     resp = respond(req, NULL);
     ck_assert_str_eq(json_string_value(json_object_get(resp, "model")), "tiny-2.v1_x");
     ck_assert_str_eq(json_string_value(json_object_get(resp, "mask")), "none");
     json_decref(resp);
     /* bound once only */
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL}, &big_limits, &err), -1);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL, NULL, 0},
+                                   &big_limits, &err),
+                     -1);
     ck_assert_int_eq(err.status, 500);
     api_call_free(req);
 
     /* a request's mask overrides the model's */
     req = decode_ok(json_pack("{s:s, s:o, s:s}", "model", "m", "embeddings", tj_matrix(3, 4, 7),
                               "mask", "causal"));
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL}, &big_limits, &err), 0);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_NONE, NULL, NULL, 0},
+                                   &big_limits, &err),
+                     0);
     ck_assert_int_eq(api_call_inputs(req)->mask.kind, ATTN_MASK_CAUSAL);
     api_call_free(req);
 
     /* checks that need the model's weights */
     req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", tj_matrix(3, 5, 7)));
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &big_limits, &err),
-        -1);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &big_limits, &err),
+                     -1);
     ck_assert_int_eq(err.status, 422);
     ck_assert_str_eq(err.code, "dimension_mismatch");
     ck_assert_str_eq(err.path, "/embeddings");
@@ -1172,9 +1175,9 @@ START_TEST(test_model_bind) {
 
     req = decode_ok(json_pack("{s:s, s:o, s:[i]}", "model", "m", "embeddings", tj_matrix(3, 4, 7),
                               "select_heads", 2));
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &big_limits, &err),
-        -1);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &big_limits, &err),
+                     -1);
     ck_assert_str_eq(err.code, "out_of_range");
     ck_assert_str_eq(err.path, "/select_heads/0");
     api_call_free(req);
@@ -1187,9 +1190,9 @@ START_TEST(test_model_bind) {
     size_t name_len = 0;
     ck_assert_ptr_nonnull(api_call_model(req, &name_len));
     ck_assert_uint_eq(name_len, 7);
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &big_limits, &err),
-        0);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &big_limits, &err),
+                     0);
     resp = respond(req, NULL);
     ck_assert_uint_eq(json_string_length(json_object_get(resp, "model")), 7);
     ck_assert(memcmp(json_string_value(json_object_get(resp, "model")), "a \"b\"\0c", 7) == 0);
@@ -1200,7 +1203,8 @@ START_TEST(test_model_bind) {
     few.max_heads = 1;
     req = decode_ok(json_pack("{s:s, s:o}", "model", "m", "embeddings", tj_matrix(3, 4, 7)));
     ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &few, &err), -1);
+        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0}, &few, &err),
+        -1);
     ck_assert_str_eq(err.code, "limit_exceeded");
     ck_assert_str_eq(err.path, "/model");
     api_call_free(req);

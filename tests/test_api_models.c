@@ -46,7 +46,7 @@ static int floats_equal(const float *a, const float *b, size_t count) {
 START_TEST(test_weights_round_trip) {
     api_call *req = decode(inline_body);
     const attn_weights *w = api_call_inputs(req)->weights;
-    api_model_info info = {"round-trip", "two heads", ATTN_MASK_CAUSAL, w, NULL, NULL};
+    api_model_info info = {"round-trip", "two heads", ATTN_MASK_CAUSAL, w, NULL, NULL, NULL, 0};
     attn_error err;
     size_t len;
     char *text = api_model_encode(&info, 1, 1 << 20, &len, &err);
@@ -101,7 +101,7 @@ static void variants_round_trip(const char *body_text, const char *request_rest,
                                 size_t expect_fields) {
     api_call *req = decode(body_text);
     const attn_weights *w = api_call_inputs(req)->weights;
-    api_model_info info = {"v", "", ATTN_MASK_CAUSAL, w, NULL, NULL};
+    api_model_info info = {"v", "", ATTN_MASK_CAUSAL, w, NULL, NULL, NULL, 0};
     attn_error err;
     size_t len;
     char *text = api_model_encode(&info, 1, 1 << 20, &len, &err);
@@ -116,8 +116,10 @@ static void variants_round_trip(const char *body_text, const char *request_rest,
     snprintf(by_name, sizeof by_name, "{\"model\":\"v\",%s}", request_rest);
     snprintf(inline_again, sizeof inline_again, "{\"weights\":%s,%s}", weights, request_rest);
     api_call *named = decode(by_name), *back = decode(inline_again);
-    ck_assert_int_eq(
-        api_call_bind(named, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &limits, &err), 0);
+    ck_assert_int_eq(api_call_bind(named,
+                                   &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &limits, &err),
+                     0);
     const attn_weights *w2 = api_call_inputs(back)->weights;
     ck_assert_uint_eq(w2->n_kv_heads ? w2->n_kv_heads : w2->n_heads,
                       w->n_kv_heads ? w->n_kv_heads : w->n_heads);
@@ -181,7 +183,8 @@ START_TEST(test_variants_summary) {
                        "\"kv_heads\":[{\"w_k\":[[1],[0],[1]],\"w_v\":[[0.5],[2],[1]]}],"
                        "\"softcap\":30,\"scale\":0.0625}}";
     api_call *req = decode(body);
-    api_model_info info = {"x", "", ATTN_MASK_NONE, api_call_inputs(req)->weights, NULL, NULL};
+    api_model_info info = {"x",  "",   ATTN_MASK_NONE, api_call_inputs(req)->weights,
+                           NULL, NULL, NULL,           0};
     size_t len;
     char *text = api_models_encode_list(&info, 1, &len);
     ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"d_context\":3,"
@@ -209,8 +212,8 @@ END_TEST
 START_TEST(test_list_and_summary) {
     api_call *req = decode(inline_body);
     const attn_weights *w = api_call_inputs(req)->weights;
-    api_model_info infos[2] = {{"a", "first \"quoted\"", ATTN_MASK_NONE, w, NULL, NULL},
-                               {"b.2", NULL, ATTN_MASK_CAUSAL, w, NULL, NULL}};
+    api_model_info infos[2] = {{"a", "first \"quoted\"", ATTN_MASK_NONE, w, NULL, NULL, NULL, 0},
+                               {"b.2", NULL, ATTN_MASK_CAUSAL, w, NULL, NULL, NULL, 0}};
     size_t len;
     char *text = api_models_encode_list(infos, 2, &len);
     ck_assert_ptr_nonnull(text);
@@ -246,7 +249,8 @@ END_TEST
 
 START_TEST(test_weights_limit_and_flag) {
     api_call *req = decode(inline_body);
-    api_model_info info = {"m", "", ATTN_MASK_CAUSAL, api_call_inputs(req)->weights, NULL, NULL};
+    api_model_info info = {"m",  "", ATTN_MASK_CAUSAL, api_call_inputs(req)->weights, NULL, NULL,
+                           NULL, 0};
     attn_error err;
     size_t len;
     ck_assert_ptr_null(api_model_encode(&info, 1, 100, &len, &err));
@@ -296,8 +300,8 @@ static const char *const two_d_body =
 
 START_TEST(test_vocabulary_encode) {
     api_call *req = decode(two_d_body);
-    api_model_info info = {"v",  "",      ATTN_MASK_CAUSAL, api_call_inputs(req)->weights,
-                           &voc, voc_dims};
+    api_model_info info = {
+        "v", "", ATTN_MASK_CAUSAL, api_call_inputs(req)->weights, &voc, voc_dims, NULL, 0};
     attn_error err;
     size_t len;
     static const char summary[] = "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
@@ -368,8 +372,9 @@ START_TEST(test_vocabulary_bind) {
     const char *body = "{\"model\":\"v\",\"tokens\":[\"q\\\"\\n\",\"a\"],\"positions\":[0,0]}";
     api_call *req = decode(body);
     attn_error err;
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), 0);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc, NULL, 0},
+                                   &limits, &err),
+                     0);
     const float *e = api_call_inputs(req)->embeddings;
     ck_assert_ptr_nonnull(e);
     ck_assert_uint_eq(api_call_inputs(req)->n_tokens, 2);
@@ -380,8 +385,9 @@ START_TEST(test_vocabulary_bind) {
     api_call_free(req);
 
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"\\u0000\\\"\\u00e9\"]}");
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), -1);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc, NULL, 0},
+                                   &limits, &err),
+                     -1);
     ck_assert_int_eq(err.status, 422);
     ck_assert_str_eq(err.code, "unknown_token");
     ck_assert_str_eq(err.path, "/tokens/1");
@@ -395,8 +401,9 @@ START_TEST(test_vocabulary_bind) {
         strcat(longer, "\xc3\xa9");
     strcat(longer, "\"]}");
     req = decode(longer);
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), -1);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc, NULL, 0},
+                                   &limits, &err),
+                     -1);
     char want[256] = "tokens[0] = \"x";
     for (int i = 0; i < 15; i++)
         strcat(want, "\xc3\xa9");
@@ -406,8 +413,9 @@ START_TEST(test_vocabulary_bind) {
 
     /* a position table of 1: the second token is past it */
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"]}");
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), -1);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc, NULL, 0},
+                                   &limits, &err),
+                     -1);
     ck_assert_str_eq(err.code, "position_out_of_range");
     ck_assert_str_eq(err.path, "/tokens/1");
     api_call_free(req);
@@ -417,16 +425,19 @@ START_TEST(test_vocabulary_bind) {
     no_pos.position_embeddings = NULL;
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"q\\\"\\n\"],\"positions\":[7,"
                  "2147483647]}");
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &no_pos}, &limits, &err), 0);
+    ck_assert_int_eq(api_call_bind(req,
+                                   &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &no_pos, NULL, 0},
+                                   &limits, &err),
+                     0);
     e = api_call_inputs(req)->embeddings;
     for (int j = 0; j < 4; j++)
         ck_assert_float_eq(e[j], voc_tok[j]);
     api_call_free(req);
     /* no vocabulary: the same as NULL */
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\"]}");
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL}, &limits, &err), -1);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &limits, &err),
+                     -1);
     ck_assert_str_eq(err.code, "no_vocabulary");
     ck_assert_str_eq(err.path, "/embeddings");
     ck_assert_str_eq(err.message, "model v has no vocabulary: send embeddings");
@@ -436,22 +447,25 @@ START_TEST(test_vocabulary_bind) {
      * need (measured on the same request with its rows sent) plus 2 × 2
      * floats. */
     req = decode("{\"model\":\"v\",\"embeddings\":[[1,2],[3,4]]}");
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &limits, &err), 0);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc, NULL, 0},
+                                   &limits, &err),
+                     0);
     size_t need = attn_input_workspace_need(api_call_inputs(req));
     api_call_free(req);
     api_limits tight = limits;
     tight.max_workspace_bytes = need + 4 * sizeof(float) - 1;
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"],\"positions\":[0,0]}");
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &tight, &err), -1);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc, NULL, 0},
+                                   &tight, &err),
+                     -1);
     ck_assert_str_eq(err.code, "limit_exceeded");
     ck_assert_ptr_nonnull(strstr(err.message, "max_workspace_bytes"));
     api_call_free(req);
     tight.max_workspace_bytes++;
     req = decode("{\"model\":\"v\",\"tokens\":[\"a\",\"a\"],\"positions\":[0,0]}");
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc}, &tight, &err), 0);
+    ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, w, ATTN_MASK_CAUSAL, &voc, NULL, 0},
+                                   &tight, &err),
+                     0);
     api_call_free(req);
     api_call_free(w_req);
 }

@@ -965,9 +965,10 @@ START_TEST(test_model_variants_bind) {
         ck_assert_int_eq(api_call_decode_json(API_CALL_ATTENTION, refused[i].body,
                                               strlen(refused[i].body), &limits, &req, &err),
                          0);
-        ck_assert_int_eq(api_call_bind(req, &(api_model_ref){NULL, cross, ATTN_MASK_CAUSAL, NULL},
-                                       &limits, &err),
-                         -1);
+        ck_assert_int_eq(
+            api_call_bind(req, &(api_model_ref){NULL, cross, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                          &limits, &err),
+            -1);
         ck_assert_int_eq(err.status, 422);
         ck_assert_str_eq(err.code, refused[i].code);
         ck_assert_str_eq(err.path, refused[i].path);
@@ -979,9 +980,10 @@ START_TEST(test_model_variants_bind) {
     api_call *req = NULL;
     ck_assert_int_eq(api_call_decode_json(API_CALL_ATTENTION, ok, strlen(ok), &limits, &req, &err),
                      0);
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, cross, ATTN_MASK_CAUSAL, NULL}, &limits, &err),
-        0);
+    ck_assert_int_eq(api_call_bind(req,
+                                   &(api_model_ref){NULL, cross, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &limits, &err),
+                     0);
     ck_assert_int_eq(api_call_inputs(req)->mask.kind, ATTN_MASK_NONE);
     ck_assert_uint_eq(api_call_inputs(req)->n_context, 2);
     json_t *resp = respond(req);
@@ -1008,8 +1010,8 @@ START_TEST(test_model_variants_bind) {
         req = NULL;
         ck_assert_int_eq(
             api_call_decode_json(API_CALL_ATTENTION, body, strlen(body), &limits, &req, &err), 0);
-        int rc =
-            api_call_bind(req, &(api_model_ref){NULL, &w, ATTN_MASK_CAUSAL, NULL}, &limits, &err);
+        int rc = api_call_bind(req, &(api_model_ref){NULL, &w, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                               &limits, &err);
         if (variant == 0) {
             ck_assert_msg(rc == 0, "%s", err.message);
             ck_assert_ptr_null(api_call_inputs(req)->weights->w_kv);
@@ -1028,17 +1030,19 @@ START_TEST(test_model_variants_bind) {
     req = NULL;
     ck_assert_int_eq(
         api_call_decode_json(API_CALL_ATTENTION, plain, strlen(plain), &limits, &req, &err), 0);
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, &scaled, ATTN_MASK_CAUSAL, NULL}, &limits, &err),
-        0);
+    ck_assert_int_eq(api_call_bind(req,
+                                   &(api_model_ref){NULL, &scaled, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &limits, &err),
+                     0);
     ck_assert(api_call_inputs(req)->scale == 0.125f);
     api_call_free(req);
     req = NULL;
     ck_assert_int_eq(
         api_call_decode_json(API_CALL_ATTENTION, asked, strlen(asked), &limits, &req, &err), 0);
-    ck_assert_int_eq(
-        api_call_bind(req, &(api_model_ref){NULL, &scaled, ATTN_MASK_CAUSAL, NULL}, &limits, &err),
-        0);
+    ck_assert_int_eq(api_call_bind(req,
+                                   &(api_model_ref){NULL, &scaled, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &limits, &err),
+                     0);
     ck_assert(api_call_inputs(req)->scale == 2.0f);
     api_call_free(req);
     api_call_free(self_owner);

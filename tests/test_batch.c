@@ -391,8 +391,9 @@ START_TEST(test_named_model_binds) {
     ck_assert_uint_eq(name_len, 1);
     float w_qkv[2 * 6] = {1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1};
     attn_weights w = {.d_model = 2, .n_heads = 1, .d_head = 2, .w_qkv = w_qkv};
-    ck_assert_int_eq(
-        api_call_bind(b, &(api_model_ref){NULL, &w, ATTN_MASK_CAUSAL, NULL}, &limits, &err), -1);
+    ck_assert_int_eq(api_call_bind(b, &(api_model_ref){NULL, &w, ATTN_MASK_CAUSAL, NULL, NULL, 0},
+                                   &limits, &err),
+                     -1);
     ck_assert_str_eq(err.code, "dimension_mismatch");
     ck_assert_str_eq(err.path, "/sequences/1/embeddings");
     api_call_free(b);

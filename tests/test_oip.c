@@ -46,7 +46,7 @@ static int oip_call(const char *body, size_t len, long long hl, const api_oip_mo
                     const api_limits *lim, api_call **out, attn_error *err) {
     api_call_body b = {body, len, hl, m->name};
     if (api_call_decode(API_CALL_OIP, &b, lim, out, err) != 0) return -1;
-    api_model_ref ref = {m->name, m->weights, m->mask, NULL};
+    api_model_ref ref = {m->name, m->weights, m->mask, NULL, NULL, 0};
     if (api_call_bind(*out, &ref, lim, err) == 0 && api_call_alloc_outputs(*out, NULL, err) == 0)
         return 0;
     api_call_free(*out);
@@ -415,7 +415,7 @@ static int big_call(int all_binary, const api_limits *lim, attn_workspace *block
     big.max_tokens = BIG_B * BIG_N;
     big.max_response_bytes = (size_t)1 << 30;
     api_call_body b = {body.data, body.len, (long long)body.json_len, self_m.name};
-    api_model_ref ref = {self_m.name, self_m.weights, self_m.mask, NULL};
+    api_model_ref ref = {self_m.name, self_m.weights, self_m.mask, NULL, NULL, 0};
     int rc = api_call_decode(API_CALL_OIP, &b, lim ? lim : &big, out, err);
     oc_body_free(&body);
     if (rc == 0) rc = api_call_bind(*out, &ref, lim ? lim : &big, err);
