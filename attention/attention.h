@@ -334,15 +334,23 @@ size_t attn_batch_workspace_need(const attn_input *ins, size_t count);
  *
  * With hidden_states, layer l of sequence i reads hidden_states[i·L + l]
  * (n × dm) instead of E_l, and its embeddings are that + ΔE_l: there is no
- * residual stream, the stack's final outputs are not written, E (the
- * inputs' embeddings) is not read, and a layer with no outputs asked for
- * is not computed.
+ * residual stream, the stack's final delta and embeddings are not
+ * written, E (the inputs' embeddings) is not read, and a layer with no
+ * outputs asked for is not computed (unless for a rollout).
+ *
+ * Rollout (Abnar & Zuidema, 2020), when a final output's rollout is not
+ * NULL (and stack.rollout is set, so that the workspace has room for it):
+ * R = Â_{L−1} · … · Â_0, Â_l the rows of Ā_l / 2 + I / 2 divided by their
+ * sums, Ā_l the mean over all h heads of layer l's patterns (whatever the
+ * heads listed). Every layer is then computed, over all heads. Only for
+ * self-attention (no context).
  */
 typedef struct attn_stack {
     const attn_weights *const *layers; /* L weight sets */
     size_t n_layers;                   /* L ≥ 1 */
     const float *scales;               /* L scales (0: the layer's own), or NULL */
     const float *const *hidden_states; /* count × L matrices n × dm, or NULL */
+    int rollout; /* 1: the final outputs may ask for a rollout (self-attention only) */
 } attn_stack;
 
 /* The scale a weight set carries: its scale when > 0, else 1/sqrt(dh). */
@@ -352,6 +360,7 @@ float attn_weights_scale(const attn_weights *w);
 typedef struct attn_stack_output {
     float *delta;      /* E_L − E_0 (for L = 1, ΔE_0 as attn_compute_batch gives it) */
     float *embeddings; /* E_L */
+    float *rollout;    /* n × n: attention rollout, with stack.rollout set */
 } attn_stack_output;
 
 /*

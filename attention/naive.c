@@ -330,3 +330,36 @@ void attn_stack_naive(const attn_naive_layer *layers, double *final, double *scr
     }
     if (final) memcpy(final, E, n * dm * sizeof(double));
 }
+
+void attn_rollout_naive(double *R, double *scratch, const double *const *patterns, size_t n,
+                        size_t h, size_t n_layers) {
+    double *a = scratch, *prod = scratch + n * n;
+    for (size_t l = 0; l < n_layers; l++) {
+        /* Â_l: the heads' mean halved, plus I halved, each row over its sum */
+        for (size_t q = 0; q < n; q++) {
+            double sum = 0.0;
+            for (size_t k = 0; k < n; k++) {
+                double mean = 0.0;
+                for (size_t i = 0; i < h; i++)
+                    mean += patterns[l][i * n * n + q * n + k];
+                a[q * n + k] = 0.5 * mean / (double)h + (q == k ? 0.5 : 0.0);
+                sum += a[q * n + k];
+            }
+            for (size_t k = 0; k < n; k++)
+                a[q * n + k] /= sum;
+        }
+        if (l == 0) {
+            memcpy(R, a, n * n * sizeof *R);
+            continue;
+        }
+        /* R = Â_l · R */
+        for (size_t q = 0; q < n; q++)
+            for (size_t k = 0; k < n; k++) {
+                double s = 0.0;
+                for (size_t j = 0; j < n; j++)
+                    s += a[q * n + j] * R[j * n + k];
+                prod[q * n + k] = s;
+            }
+        memcpy(R, prod, n * n * sizeof *R);
+    }
+}

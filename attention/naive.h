@@ -47,4 +47,10 @@ size_t attn_stack_naive_scratch(const attn_input *in, const attn_stack *stack);
 void attn_stack_naive(const attn_naive_layer *layers, double *final, double *scratch,
                       const attn_input *in, size_t seq, const attn_stack *stack);
 
+/* Attention rollout in double (attention.h's attn_stack_output.rollout):
+ * R (n × n) = Â_{L−1} · … · Â_0 from patterns[l], every head's pattern of
+ * layer l (h × n × n); scratch: 2 · n · n doubles. */
+void attn_rollout_naive(double *R, double *scratch, const double *const *patterns, size_t n,
+                        size_t h, size_t n_layers);
+
 #endif

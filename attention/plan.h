@@ -360,6 +360,45 @@ int attn_batch_at(const attn_output *outs, attn_workspace *ws, size_t offset, co
 int attn_batch_bytes_worst(size_t *bytes, const attn_input *ins, size_t count,
                            const attn_weights *w);
 
+/* ---- attention rollout within a stack (rollout.c, for stack.c) ---------- */
+
+/* One sequence's rollout: its layer's input and outputs as the caller
+ * listed them, and the scratch it is widened into. */
+typedef struct attn_rollout_seq {
+    attn_input listed;     /* the layer's input as listed (heads, n_heads_out) */
+    attn_output wanted;    /* the layer's outputs as wanted */
+    float *scratch;        /* attn_rollout_floats of it, carved by attn_rollout_widen */
+    int widened;           /* computed over all heads, the listed ones copied out */
+    const float *patterns; /* h × n × n: every head's pattern of the layer */
+    float *mean;           /* n × n: Â */
+    float *other;          /* n × n: R's buffer besides the caller's */
+    float *from, *to;      /* this layer's step: R before and after */
+    size_t n, h;
+} attn_rollout_seq;
+
+/* *floats = the scratch one sequence's rollout takes (attn_rollout_widen
+ * carves it), or -1 on overflow. */
+int attn_rollout_floats(size_t *floats, const attn_input *in, const attn_weights *w);
+
+/* Makes a layer's input lin and outputs lout compute every head's pattern
+ * (into s->scratch, unless lout has them for all heads), noting in *s what
+ * the caller asked for. */
+void attn_rollout_widen(attn_rollout_seq *s, attn_input *lin, attn_output *lout);
+
+/* After the layer: the listed heads' outputs copied from the widened
+ * outputs `wide`, when widened. */
+void attn_rollout_pick(const attn_rollout_seq *s, const attn_output *wide);
+
+/* Layer `layer`'s step of each sequence whose results[i] (n × n) is not
+ * NULL: R ← Â_layer · R (R = Â_0 for layer 0), the last layer's into
+ * results[i]. first: count + 1 size_t of room. 0 or ATTN_FAIL_STOPPED. */
+int attn_rollout_step(attn_rollout_seq *seqs, size_t count, size_t layer, size_t n_layers,
+                      float *const *results, size_t *first, const attn_runner *runner);
+
+/* The floating-point operations of a rollout of n tokens, h heads, L
+ * layers, beyond the layers' own. */
+double attn_rollout_flops(size_t n, size_t h, size_t n_layers);
+
 /* A task's failure: the first one stored wins. */
 void attn_call_fail(attn_call *c, int rc);
 

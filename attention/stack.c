@@ -74,13 +74,42 @@ static size_t stream_floats(const attn_input *in, size_t dm) {
     return attn_slice_round(in->n_tokens * dm * sizeof(float)) / sizeof(float);
 }
 
+/* Whether any final output asks for a rollout. */
+static int rolls(const attn_stack_output *outs, size_t count) {
+    for (size_t i = 0; outs && i < count; i++)
+        if (outs[i].rollout) return 1;
+    return 0;
+}
+
+/* The rollout's part of the block: its bookkeeping and each sequence's
+ * scratch (rollout.c); -1 on overflow. */
+static int rollout_bytes(size_t *bytes, const attn_input *ins, size_t count, const attn_stack *st) {
+    size_t b = 0, seq_b, first_b, res_b;
+    *bytes = 0;
+    if (!st->rollout) return 0;
+    if (mul_to(&seq_b, count, sizeof(attn_rollout_seq)) || round_to(&seq_b, seq_b) ||
+        mul_to(&first_b, count + 1, sizeof(size_t)) || round_to(&first_b, first_b) ||
+        mul_to(&res_b, count, sizeof(float *)) || round_to(&res_b, res_b) || add_to(&b, seq_b) ||
+        add_to(&b, first_b) || add_to(&b, res_b))
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        size_t floats, each;
+        if (attn_rollout_floats(&floats, &ins[i], st->layers[0]) ||
+            mul_to(&each, floats, sizeof(float)) || add_to(&b, each))
+            return -1;
+    }
+    *bytes = b;
+    return 0;
+}
+
 /* The stack's part of the block (*head: where the batches' part begins)
  * and the whole (*total), for the worst outputs; -1 on overflow. */
 static int stack_bytes(size_t *head, size_t *total, const attn_input *ins, size_t count,
                        const attn_stack *st) {
-    size_t in_b, out_b, res = 0;
+    size_t in_b, out_b, roll_b, res = 0;
     if (mul_to(&in_b, count, sizeof(attn_input)) || round_to(&in_b, in_b) ||
-        mul_to(&out_b, count, sizeof(attn_output)) || round_to(&out_b, out_b))
+        mul_to(&out_b, count, sizeof(attn_output)) || round_to(&out_b, out_b) ||
+        rollout_bytes(&roll_b, ins, count, st))
         return -1;
     const size_t dm = st->layers[0]->d_model;
     for (size_t i = 0; streams(st) && i < count; i++) {
@@ -90,7 +119,8 @@ static int stack_bytes(size_t *head, size_t *total, const attn_input *ins, size_
             return -1;
     }
     *head = in_b;
-    if (add_to(head, out_b) || add_to(head, res) || add_to(head, res)) return -1;
+    if (add_to(head, out_b) || add_to(head, res) || add_to(head, res) || add_to(head, roll_b))
+        return -1;
     size_t most = 0;
     for (size_t l = 0; l < st->n_layers; l++) {
         size_t b;
@@ -99,6 +129,31 @@ static int stack_bytes(size_t *head, size_t *total, const attn_input *ins, size_
     }
     *total = *head;
     return add_to(total, most);
+}
+
+/* The rollout's part of the block, at `at` (rollout_bytes): each
+ * sequence's record, the steps' room, the results, and the scratch. */
+typedef struct rollout_part {
+    attn_rollout_seq *seqs;
+    size_t *first;
+    float **results; /* count: the final outputs' rollout, or NULL */
+} rollout_part;
+
+static void rollout_carve(rollout_part *p, unsigned char *at, const attn_stack_output *outs,
+                          const attn_input *ins, size_t count, const attn_stack *st) {
+    p->seqs = (attn_rollout_seq *)(void *)at;
+    at += attn_slice_round(count * sizeof *p->seqs);
+    p->first = (size_t *)(void *)at;
+    at += attn_slice_round((count + 1) * sizeof *p->first);
+    p->results = (float **)(void *)at;
+    at += attn_slice_round(count * sizeof *p->results);
+    for (size_t i = 0; i < count; i++) {
+        size_t floats = 0;
+        p->results[i] = outs && outs[i].rollout ? outs[i].rollout : NULL;
+        p->seqs[i].scratch = (float *)(void *)at;
+        attn_rollout_floats(&floats, &ins[i], st->layers[0]);
+        at += floats * sizeof(float);
+    }
 }
 
 /* Sequence i's input to layer l, its embeddings E (the caller's) or its
@@ -117,6 +172,7 @@ static void layer_input(attn_input *dst, const attn_input *in, const attn_stack 
 static size_t last_layer(const attn_output *const *layer_outs, const attn_stack_output *outs,
                          size_t count, const attn_stack *st) {
     const size_t L = st->n_layers;
+    if (rolls(outs, count)) return L - 1;
     for (size_t i = 0; outs && !st->hidden_states && i < count; i++)
         if (outs[i].delta || outs[i].embeddings) return L - 1;
     for (size_t l = L; l-- > 0;)
@@ -175,6 +231,11 @@ int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_ou
                                   "layer 0's",
                                   l);
         }
+    const int rolling = rolls(outs, count);
+    for (size_t i = 0; rolling && i < count; i++)
+        if (!st->rollout || ins[i].context)
+            return attn_error_set(err, 0, ATTN_ERR_NOMEM, "",
+                                  "a rollout needs stack.rollout set and self-attention");
     const size_t last = last_layer(layer_outs, outs, count, st);
     if (last == L) return 0;
     size_t head, total;
@@ -183,18 +244,22 @@ int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_ou
     if (!block) return attn_fail_error(err, ATTN_FAIL_NOMEM);
     attn_input *lin = (attn_input *)(void *)block;
     attn_output *lout = (attn_output *)(void *)(block + attn_slice_round(count * sizeof *lin));
+    unsigned char *after = (unsigned char *)lout + attn_slice_round(count * sizeof *lout);
     float *res[2] = {NULL, NULL};
     if (streams(st)) {
         size_t rows = 0;
         for (size_t i = 0; i < count; i++)
             rows += stream_floats(&ins[i], st->layers[0]->d_model);
-        res[0] = (float *)(void *)((unsigned char *)lout + attn_slice_round(count * sizeof *lout));
+        res[0] = (float *)(void *)after;
         res[1] = res[0] + rows;
+        after = (unsigned char *)(res[1] + rows);
     }
+    rollout_part roll = {0};
+    if (rolling) rollout_carve(&roll, after, outs, ins, count, st);
     const size_t dm = st->layers[0]->d_model;
     for (size_t l = 0; l <= last; l++) {
         const attn_output *reps = layer_outs ? layer_outs[l] : NULL;
-        if (st->hidden_states && !reps) continue;
+        if (st->hidden_states && !reps && !rolling) continue;
         if (runner && runner->stop && runner->stop(runner->ctx)) {
             if (failed_layer) *failed_layer = l;
             return attn_fail_error(err, ATTN_FAIL_STOPPED);
@@ -206,6 +271,7 @@ int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_ou
             if (res[0] && l > 0) lin[i].embeddings = res[(l + 1) % 2] + off;
             const attn_stack_output *fin = outs && l == L - 1 ? &outs[i] : NULL;
             lout[i] = layer_output(reps ? &reps[i] : NULL, fin, r_out, l, last, st);
+            if (rolling && roll.results[i]) attn_rollout_widen(&roll.seqs[i], &lin[i], &lout[i]);
             if (res[0]) off += stream_floats(&ins[i], dm);
         }
         size_t f;
@@ -219,6 +285,12 @@ int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_ou
             const attn_stack_output *fin =
                 outs && l == L - 1 && !st->hidden_states ? &outs[i] : NULL;
             layer_finish(&lout[i], reps ? &reps[i] : NULL, fin, &ins[i], dm, st);
+            if (rolling && roll.results[i]) attn_rollout_pick(&roll.seqs[i], &lout[i]);
+        }
+        if (rolling &&
+            (rc = attn_rollout_step(roll.seqs, count, l, L, roll.results, roll.first, runner))) {
+            if (failed_layer) *failed_layer = l;
+            return attn_fail_error(err, rc);
         }
     }
     return 0;
@@ -232,6 +304,8 @@ double attn_stack_flops(const attn_input *ins, size_t count, const attn_stack *s
             in.weights = st->layers[l];
             sum += attn_input_flops(&in);
         }
+    for (size_t i = 0; st->rollout && i < count; i++)
+        sum += attn_rollout_flops(ins[i].n_tokens, st->layers[0]->n_heads, st->n_layers);
     return sum;
 }
 

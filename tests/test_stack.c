@@ -185,6 +185,8 @@ typedef struct results {
     attn_output outs[MAX_L][MAX_SEQ];
     const attn_output *lp[MAX_L];
     float *fd[MAX_SEQ], *fe[MAX_SEQ];
+    float *fr[MAX_SEQ]; /* rollouts, n × n, or NULL */
+    size_t rlen[MAX_SEQ];
     attn_stack_output fin[MAX_SEQ];
 } results;
 
@@ -203,7 +205,7 @@ static results *results_make(const model *md, const attn_input *ins, size_t coun
         if (finals) {
             r->fd[i] = xcalloc(n * md->dm, sizeof(float));
             r->fe[i] = xcalloc(n * md->dm, sizeof(float));
-            r->fin[i] = (attn_stack_output){r->fd[i], r->fe[i]};
+            r->fin[i] = (attn_stack_output){r->fd[i], r->fe[i], NULL};
         }
     }
     for (size_t l = 0; l < md->L; l++) {
@@ -226,13 +228,25 @@ static results *results_make(const model *md, const attn_input *ins, size_t coun
     return r;
 }
 
+/* A rollout asked of every sequence (the finals made), filled with a
+ * pattern first. */
+static void results_roll(results *r, const attn_input *ins) {
+    for (size_t i = 0; i < r->count; i++) {
+        const size_t nn = ins[i].n_tokens * ins[i].n_tokens;
+        r->fr[i] = xcalloc(nn, sizeof(float));
+        r->rlen[i] = nn;
+        memset(r->fr[i], 0x7f, nn * sizeof(float));
+        r->fin[i].rollout = r->fr[i];
+    }
+}
+
 static void results_free(results *r) {
     for (size_t l = 0; l < MAX_L; l++)
         for (size_t i = 0; i < MAX_SEQ; i++)
             for (int k = 0; k < R_COUNT; k++)
                 free(r->buf[l][i][k]);
     for (size_t i = 0; i < MAX_SEQ; i++)
-        free(r->fd[i]), free(r->fe[i]);
+        free(r->fd[i]), free(r->fe[i]), free(r->fr[i]);
     free(r);
 }
 
@@ -243,6 +257,9 @@ static void results_same(const results *x, size_t a, const results *y, size_t b,
             if (x->buf[l][a][k] &&
                 memcmp(x->buf[l][a][k], y->buf[l][b][k], x->len[a][k] * sizeof(float)))
                 ck_abort_msg("%s: layer %zu %s differs", who, l, r_name[k]);
+    if (x->fr[a] && y->fr[b])
+        ck_assert_msg(!memcmp(x->fr[a], y->fr[b], x->rlen[a] * sizeof(float)),
+                      "%s: rollout differs", who);
     if (x->fd[a] && y->fd[b]) {
         ck_assert_msg(!memcmp(x->fd[a], y->fd[b], x->len[a][R_D] * sizeof(float)),
                       "%s: final delta differs", who);
@@ -324,6 +341,15 @@ static double check_reference(const results *r, const attn_input *ins, const att
                 if (!(fabs((double)r->fd[i][x] - fd[x]) <= 2 * rtol * scale))
                     ck_abort_msg("final delta[%zu]: got %.9g, want %.9g", x, (double)r->fd[i][x],
                                  fd[x]);
+        }
+        if (r->fr[i]) {
+            const double *pats[MAX_L];
+            for (size_t l = 0; l < st->n_layers; l++)
+                pats[l] = lay[l].patterns;
+            double *R = xcalloc(n * n, sizeof(double)), *rs = xcalloc(2 * n * n, sizeof(double));
+            attn_rollout_naive(R, rs, pats, n, h, st->n_layers);
+            close_check("rollout", st->n_layers, r->fr[i], R, n * n, rtol);
+            free(R), free(rs);
         }
         const attn_naive_layer *last = &lay[st->n_layers - 1];
         for (size_t x = 0; x < h * n * m; x++)
@@ -554,6 +580,91 @@ START_TEST(test_hidden_states) {
 }
 END_TEST
 
+/* Rollouts over self-attention stacks of mixed features, a custom mask
+ * with dead rows among them: with the listed heads (h−1, 0, h−1: every
+ * layer widened, its outputs copied out) and with every head in order (the
+ * patterns where the caller wants them); reporting every layer, none, or
+ * the first alone; with hidden states. Each against the reference, split
+ * against unsplit and the batch against each sequence alone. */
+static const stack_case roll_cases[] = {
+    cases[0],
+    {.L = 3,
+     .h = 4,
+     .g = 2,
+     .dh = 8,
+     .lc = {{.rope = LLAMA3}, {.window = 40}, {.alibi = 1, .softcap = 5.0f}},
+     .mask = ATTN_MASK_CUSTOM,
+     .positions = 1,
+     .n = {140, 30}},
+    cases[1],
+};
+
+START_TEST(test_rollout) {
+    const stack_case *c = &roll_cases[_i / 6];
+    const int identity = _i % 2, shape = _i / 2 % 3;
+    fixture f;
+    fixture_make(&f, c, 41 + (uint64_t)_i);
+    f.st.rollout = 1;
+    size_t every[8];
+    for (size_t j = 0; j < c->h; j++)
+        every[j] = j;
+    for (size_t i = 0; identity && i < MAX_SEQ; i++)
+        f.ins[i].heads = every, f.ins[i].n_heads_out = c->h;
+    float *hidden[MAX_SEQ * MAX_L] = {0};
+    uint64_t st = 5;
+    if (shape == 2) { /* hidden states, layer 0 reported */
+        for (size_t i = 0; i < MAX_SEQ; i++)
+            for (size_t l = 0; l < c->L; l++)
+                hidden[i * c->L + l] = random_floats(f.ins[i].n_tokens * f.md.dm, 1.5, &st);
+        f.st.hidden_states = (const float *const *)hidden;
+    }
+    const unsigned layers = shape == 0 ? (1u << c->L) - 1 : shape == 1 ? 0u : 1u;
+    attn_workspace *ws = attn_workspace_create(), *ws2 = attn_workspace_create();
+    attn_workspace *ws3 = attn_workspace_create();
+    results *r = results_make(&f.md, f.ins, MAX_SEQ, WANT_FULL, layers, 1);
+    results_roll(r, f.ins);
+    compute_ok(r, ws, f.ins, MAX_SEQ, &f.st, NULL);
+    check_reference(r, f.ins, &f.st, RTOL);
+
+    split_runner sr = {.caller_ws = ws2, .other_ws = ws3};
+    atomic_init(&sr.next, 0);
+    attn_runner runner = {.run = split_run, .ctx = &sr};
+    results *split = results_make(&f.md, f.ins, MAX_SEQ, WANT_FULL, layers, 1);
+    results_roll(split, f.ins);
+    compute_ok(split, ws2, f.ins, MAX_SEQ, &f.st, &runner);
+    for (size_t i = 0; i < MAX_SEQ; i++) {
+        results_same(split, i, r, i, "split");
+        attn_workspace *ws1 = attn_workspace_create();
+        attn_stack alone = f.st;
+        const float *own[MAX_L];
+        for (size_t l = 0; shape == 2 && l < c->L; l++)
+            own[l] = hidden[i * c->L + l];
+        if (shape == 2) alone.hidden_states = own;
+        results *one = results_make(&f.md, &f.ins[i], 1, WANT_FULL, layers, 1);
+        results_roll(one, &f.ins[i]);
+        compute_ok(one, ws1, &f.ins[i], 1, &alone, NULL);
+        results_same(one, 0, r, i, "alone");
+        results_free(one);
+        attn_workspace_destroy(ws1);
+    }
+    /* a rollout's row sums to 1 */
+    for (size_t i = 0; i < MAX_SEQ; i++) {
+        const size_t n = f.ins[i].n_tokens;
+        for (size_t q = 0; q < n; q++) {
+            double sum = 0.0;
+            for (size_t k = 0; k < n; k++)
+                sum += r->fr[i][q * n + k];
+            ck_assert_msg(fabs(sum - 1.0) < 1e-4, "row %zu sums to %.9g", q, sum);
+        }
+    }
+    results_free(r), results_free(split);
+    for (size_t x = 0; x < MAX_SEQ * MAX_L; x++)
+        free(hidden[x]);
+    attn_workspace_destroy(ws), attn_workspace_destroy(ws2), attn_workspace_destroy(ws3);
+    fixture_free(&f);
+}
+END_TEST
+
 /* The workspace bound: what the computation takes is at most the need,
  * the need is the largest layer's batch and two streams, and five layers
  * of the same weight sets need no more than two. */
@@ -733,6 +844,7 @@ static Suite *stack_suite(void) {
     tcase_add_loop_test(tc, test_stacks, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_one_layer_is_batch);
     tcase_add_test(tc, test_hidden_states);
+    tcase_add_loop_test(tc, test_rollout, 0, 6 * (int)(sizeof roll_cases / sizeof roll_cases[0]));
     tcase_add_test(tc, test_workspace_bound);
     tcase_add_test(tc, test_stop_between_layers);
     tcase_add_test(tc, test_nonfinite_names_layer);
