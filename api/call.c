@@ -197,9 +197,10 @@ int api_call_alloc_outputs(api_call *c, attn_workspace *block, attn_error *err) 
 
 /* A one-layer weight set answered as before (no `layers`, no hidden
  * states) is no stack: attn_compute_batch writes the outputs the answer
- * reads, which a one-layer stack would leave in its layer's. */
+ * reads, which a one-layer stack would leave in its layer's. Unless it
+ * asks for a rollout: then the one layer's outputs are the answer's own. */
 const attn_stack *api_call_stack(const api_call *c) {
-    return c->shared && api_request_is_stack(c->shared) && c->shared->layers->weights
+    return c->shared && api_request_computes_stack(c->shared) && c->shared->layers->weights
                ? &c->shared->layers->stack
                : NULL;
 }
@@ -209,9 +210,12 @@ int api_call_compute(const api_call *c, attn_workspace *ws, const attn_runner *r
     const attn_stack *stack = api_call_stack(c);
     if (!stack) return attn_compute_batch(c->outs, ws, c->ins, c->count, runner, err, failed);
     const api_request *head = c->shared;
-    attn_stack_output final = {head->output.delta, head->output.embeddings};
-    return attn_compute_stack(head->layers->outs, final.delta || final.embeddings ? &final : NULL,
-                              ws, c->ins, c->count, stack, runner, err, failed, NULL);
+    attn_stack_output final = {NULL, NULL, head->rollout};
+    if (api_request_is_stack(head)) /* else the one layer's own outputs are the answer's */
+        final.delta = head->output.delta, final.embeddings = head->output.embeddings;
+    return attn_compute_stack(head->layers->outs,
+                              final.delta || final.embeddings || final.rollout ? &final : NULL, ws,
+                              c->ins, c->count, stack, runner, err, failed, NULL);
 }
 
 size_t api_call_count(const api_call *c) {

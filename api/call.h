@@ -151,7 +151,8 @@ const attn_input *api_call_inputs(const api_call *c);
 const attn_output *api_call_outputs(const api_call *c);
 
 /* The stack of layers the call computes (API.md, "Layers"), or NULL for
- * one layer: then attn_compute_batch of the inputs and outputs above. */
+ * one layer without a rollout: then attn_compute_batch of the inputs and
+ * outputs above. */
 const attn_stack *api_call_stack(const api_call *c);
 
 /* Computes a call whose outputs are made: attn_compute_batch, or

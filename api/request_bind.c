@@ -50,6 +50,7 @@ static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n
     case API_RETURN_PATTERNS:
         if (api_size_mul(n, m, &per_head) < 0) return -1;
         return api_size_mul(hs, per_head, count);
+    case API_RETURN_ROLLOUT: return api_size_mul(n, n, count);
     default: /* delta, embeddings */ return api_size_mul(n, w->d_model, count);
     }
 }
@@ -136,7 +137,8 @@ static int outputs_place(api_request *req, const size_t bytes[API_OUTPUTS], unsi
                                   &req->output.v,        &req->output.scores,
                                   &req->output.patterns, &req->output.head_outputs,
                                   &req->output.delta,    &req->output.embeddings,
-                                  &req->output.q_raw,    &req->output.k_raw};
+                                  &req->output.q_raw,    &req->output.k_raw,
+                                  &req->rollout};
     for (unsigned i = 0; i < API_OUTPUTS; i++) {
         if (bytes[i] == 0) continue;
         if (block) {
@@ -387,7 +389,14 @@ int api_request_bind_layers(api_request *head, const api_model_ref *m, attn_erro
     char path[API_PATH_MAX];
     api_layers *ly = head->layers;
     const size_t model_layers = m->layers && m->n_layers > 1 ? m->n_layers : 1;
-    if (!ly && !head->layers_given && !head->n_hidden && model_layers == 1) return 0;
+    const int rollout = (head->returns & API_RETURN_ROLLOUT) != 0;
+    if (!ly && !head->layers_given && !head->n_hidden && model_layers == 1 && !rollout) return 0;
+    if (rollout && head->context) {
+        api_path_index(path, sizeof path, "/return", head->rollout_at);
+        return attn_error_set(err, 422, "invalid_value", path,
+                              "rollout follows attention over the tokens themselves; a request "
+                              "with a context (cross-attention) has none");
+    }
     if (!ly) { /* one weight set, or a model's layers */
         ly = head->layers = calloc(1, sizeof *ly);
         if (!ly) return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
@@ -440,7 +449,8 @@ int api_request_bind_layers(api_request *head, const api_model_ref *m, attn_erro
         (attn_stack){.layers = ly->weights,
                      .n_layers = L,
                      .scales = head->scale_given ? NULL : ly->scales,
-                     .hidden_states = head->n_hidden ? (const float *const *)head->hidden : NULL};
+                     .hidden_states = head->n_hidden ? (const float *const *)head->hidden : NULL,
+                     .rollout = rollout};
     return 0;
 }
 
@@ -448,11 +458,16 @@ int api_request_layers_outputs(api_request *head, attn_error *err) {
     api_layers *ly = head->layers;
     size_t bytes[API_OUTPUTS], total;
     if (!ly) return 0;
+    if (!api_request_is_stack(head)) { /* one layer answered as before, for its rollout */
+        ly->outs[0] = &head->output;
+        return 0;
+    }
     for (size_t l = 0; l < ly->n; l++) {
         api_request *r = ly->outs_rec[l];
         if (!r) continue;
-        if (outputs_sizes_of(head->returns, ly->weights[l], head->input.n_heads_out, head->n_tokens,
-                             api_request_kv_rows(head), bytes, &total, err) < 0 ||
+        if (outputs_sizes_of(head->returns & API_RETURN_LAYER, ly->weights[l],
+                             head->input.n_heads_out, head->n_tokens, api_request_kv_rows(head),
+                             bytes, &total, err) < 0 ||
             outputs_place(r, bytes, NULL, err) < 0)
             return -1;
         ly->outs[l] = &r->output;

@@ -39,7 +39,11 @@ enum {
     API_RETURN_EMBEDDINGS = 1 << 7,
     API_RETURN_Q_RAW = 1 << 8, /* shown after v (response.c) */
     API_RETURN_K_RAW = 1 << 9,
+    API_RETURN_ROLLOUT = 1 << 10, /* a stack's own, n × n (API.md, "Layers") */
 };
+
+/* The outputs of one layer: every name but the stack's own. */
+#define API_RETURN_LAYER (~(unsigned)API_RETURN_ROLLOUT)
 
 typedef struct api_request api_request;
 
@@ -62,7 +66,7 @@ typedef struct api_layers {
 } api_layers;
 
 /* One output buffer per API_RETURN_* bit. */
-#define API_OUTPUTS 10
+#define API_OUTPUTS 11
 
 /* Room for a sequence's JSON Pointer: "/sequences/" and a size_t. */
 #define API_AT_MAX 40
@@ -101,8 +105,10 @@ struct api_request {
     int scale_given; /* 0: the weights' scale, else 1/sqrt(dh), at bind */
     float scale;
 
-    unsigned returns; /* API_RETURN_* bits */
-    int base64;       /* "encoding": "base64": outputs as tensor objects */
+    unsigned returns;  /* API_RETURN_* bits */
+    size_t rollout_at; /* the index of "rollout" in `return`, when asked */
+    float *rollout;    /* n × n, with API_RETURN_ROLLOUT (the head record's) */
+    int base64;        /* "encoding": "base64": outputs as tensor objects */
 
     int layers_given;    /* the request field `layers` */
     double *layers_sent; /* as sent (integers), checked at bind */
@@ -194,10 +200,17 @@ static inline int api_request_is_stack(const api_request *req) {
     return req->layers && (req->layers->n > 1 || req->layers_given || req->n_hidden);
 }
 
+/* Whether the call is computed as a stack: in the stack's form, or for a
+ * rollout (which one layer answered as before may ask for too). */
+static inline int api_request_computes_stack(const api_request *req) {
+    return req->layers && (api_request_is_stack(req) || (req->returns & API_RETURN_ROLLOUT));
+}
+
 /* The outputs a stack's answer carries at its top: delta (E_L − E_0) and
  * embeddings (E_L), none with hidden states (no residual stream). */
 static inline unsigned api_request_stack_returns(const api_request *req) {
-    return req->n_hidden ? 0 : req->returns & (API_RETURN_DELTA | API_RETURN_EMBEDDINGS);
+    return (req->n_hidden ? 0 : req->returns & (API_RETURN_DELTA | API_RETURN_EMBEDDINGS)) |
+           (req->returns & API_RETURN_ROLLOUT);
 }
 
 /* Refuses a key of `obj` not in `known` (n_known of them), at path + "/" +

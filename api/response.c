@@ -189,6 +189,7 @@ static int outputs_bytes(const api_request *req, const attn_weights *w, size_t h
         {API_RETURN_HEAD_OUTPUTS, ",\"head_outputs\":", 1, n, dh},
         {API_RETURN_DELTA, ",\"delta\":", 0, n, dm},
         {API_RETURN_EMBEDDINGS, ",\"embeddings\":", 0, n, dm},
+        {API_RETURN_ROLLOUT, ",\"rollout\":", 0, n, n},
     };
 
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
@@ -236,7 +237,7 @@ static int layers_bytes(const api_request *req, size_t hs, size_t *total) {
         for (size_t k = 0; k < hs; k++)
             t += decimal_width(req->heads[k]);
         if (size_add(total, t) < 0 ||
-            outputs_bytes(req, ly->weights[l], hs, req->returns, total) < 0)
+            outputs_bytes(req, ly->weights[l], hs, req->returns & API_RETURN_LAYER, total) < 0)
             return -1;
     }
     return 0;
@@ -323,6 +324,7 @@ static void write_outputs(api_buffer *b, const api_request *req, const attn_outp
         {API_RETURN_HEAD_OUTPUTS, ",\"head_outputs\":", o->head_outputs, 1, n, dh},
         {API_RETURN_DELTA, ",\"delta\":", o->delta, 0, n, dm},
         {API_RETURN_EMBEDDINGS, ",\"embeddings\":", o->embeddings, 0, n, dm},
+        {API_RETURN_ROLLOUT, ",\"rollout\":", req->rollout, 0, n, n},
     };
 
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad->at.found; i++) {
@@ -359,7 +361,7 @@ static void write_layers(api_buffer *b, const api_request *req, overflow_at *bad
             api_write_size(b, req->heads[k]);
         }
         api_buffer_append_str(b, "]");
-        write_outputs(b, req, ly->outs[l], ly->weights[l], req->returns, bad);
+        write_outputs(b, req, ly->outs[l], ly->weights[l], req->returns & API_RETURN_LAYER, bad);
         api_buffer_append_str(b, "}");
     }
     api_buffer_append_str(b, "]");

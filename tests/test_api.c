@@ -1337,7 +1337,8 @@ static void check_stack_input(size_t L, const char *layers_field, int from) {
         json_array_append_new(sets, set);
     }
     json_object_set_new(body, "weights", json_pack("{s:o}", "layers", sets));
-    json_object_set_new(body, "return", json_pack("[s,s,s]", "patterns", "delta", "embeddings"));
+    json_object_set_new(body, "return",
+                        json_pack("[s,s,s,s]", "patterns", "delta", "rollout", "embeddings"));
     if (layers_field) json_object_set_new(body, "layers", json_loads(layers_field, 0, NULL));
     size_t want_listed = layers_field ? json_array_size(json_object_get(body, "layers")) : L;
     api_call *c = decode_ok(body); /* takes body */
@@ -1386,6 +1387,14 @@ static void check_stack_input(size_t L, const char *layers_field, int from) {
         ck_assert_ptr_null(json_object_get(resp, "embeddings"));
         ck_assert_ptr_null(json_object_get(resp, "delta"));
     }
+    /* the rollout, at the top, of every layer whatever the listed ones */
+    const double *pats[4];
+    for (size_t l = 0; l < L; l++)
+        pats[l] = lay[l].patterns;
+    double *R = calloc(n * n, sizeof(double)), *rs = calloc(2 * n * n, sizeof(double));
+    attn_rollout_naive(R, rs, pats, n, h, L);
+    ck_assert_double_lt(stack_diff(json_object_get(resp, "rollout"), R, n, n), 1e-5);
+    free(R), free(rs);
     /* the top-level scale is layer 0's */
     ck_assert((float)tf_num(json_object_get(resp, "scale")) == (float)(1 / sqrt((double)dh)));
 
@@ -1445,6 +1454,45 @@ START_TEST(test_one_layer_list_as_before) {
     ck_assert_str_eq(b, a);
     free(a), free(b);
     json_decref(want), json_decref(got);
+}
+END_TEST
+
+/* One layer asks for its rollout and lists one head: the answer is as
+ * before (that head's patterns, no "layers") with the rollout beside it,
+ * Â_0 of the mean of both heads' patterns, and n_layers 1. */
+START_TEST(test_rollout_one_layer) {
+    unsigned seed = 19;
+    const size_t n = 4, dm = 4, h = 2, dh = 2;
+    json_t *heads = json_array();
+    for (size_t i = 0; i < h; i++)
+        json_array_append_new(heads, json_pack("{s:o,s:o,s:o}", "w_q", stack_matrix(dm, dh, &seed),
+                                               "w_k", stack_matrix(dm, dh, &seed), "w_v",
+                                               stack_matrix(dm, dh, &seed)));
+    json_t *body = json_pack("{s:o,s:{s:o},s:[i],s:[s,s],s:s}", "embeddings",
+                             stack_matrix(n, dm, &seed), "weights", "heads", heads, "select_heads",
+                             1, "return", "rollout", "patterns", "mask", "none");
+    api_call *c = decode_ok(body); /* takes body */
+    ck_assert_ptr_nonnull(api_call_stack(c));
+    json_t *resp = respond(c, NULL);
+    ck_assert_int_eq(tf_num(json_object_get(resp, "n_layers")), 1);
+    ck_assert_ptr_null(json_object_get(resp, "layers"));
+    ck_assert_uint_eq(json_array_size(json_object_get(resp, "patterns")), 1);
+
+    const attn_input *in = api_call_inputs(c);
+    attn_stack one = {.layers = &in->weights, .n_layers = 1};
+    attn_naive_layer lay = {.patterns = calloc(h * n * n, sizeof(double))};
+    double *scratch = calloc(attn_stack_naive_scratch(in, &one), sizeof(double));
+    attn_stack_naive(&lay, NULL, scratch, in, 0, &one);
+    ck_assert_double_lt(stack_diff(json_array_get(json_object_get(resp, "patterns"), 0),
+                                   lay.patterns + n * n, n, n),
+                        1e-5);
+    const double *pats[1] = {lay.patterns};
+    double *R = calloc(n * n, sizeof(double)), *rs = calloc(2 * n * n, sizeof(double));
+    attn_rollout_naive(R, rs, pats, n, h, 1);
+    ck_assert_double_lt(stack_diff(json_object_get(resp, "rollout"), R, n, n), 1e-6);
+    free(R), free(rs), free(lay.patterns), free(scratch);
+    json_decref(resp);
+    api_call_free(c);
 }
 END_TEST
 
@@ -1885,6 +1933,7 @@ static Suite *api_suite(void) {
     tcase_add_test(encode, test_stack_three_layers_listed);
     tcase_add_test(encode, test_stack_limits_every_layer);
     tcase_add_test(encode, test_one_layer_list_as_before);
+    tcase_add_test(encode, test_rollout_one_layer);
     tcase_add_test(encode, test_response_numbers);
     tcase_add_test(encode, test_select_heads_order);
     tcase_add_test(encode, test_tokens_echo);
