@@ -223,7 +223,6 @@ int api_call_alloc_outputs(api_call *c, attn_workspace *block, attn_error *err) 
             at += (each + SEQ_ALIGN - 1) / SEQ_ALIGN * SEQ_ALIGN;
         }
         c->outs[i] = c->seqs[i]->output;
-        if (api_request_layers_outputs(c->seqs[i], err) < 0) return -1;
     }
     return stack_view(c, err);
 }

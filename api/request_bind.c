@@ -155,9 +155,51 @@ static int outputs_place(api_request *req, const size_t bytes[API_OUTPUTS], unsi
     return 0;
 }
 
+/* The bytes of each output of a listed layer l of a stack's sequence. */
+static int layer_sizes(const api_request *req, size_t l, size_t bytes[API_OUTPUTS], size_t *total,
+                       attn_error *err) {
+    return outputs_sizes_of(req->returns & API_RETURN_LAYER, req->layers->weights[l],
+                            req->input.n_heads_out, req->n_tokens, api_request_kv_rows(req), bytes,
+                            total, err);
+}
+
+/* Whether the sequence's listed layers have outputs of their own: in the
+ * stack's form (else one layer's outputs are the record's). */
+static int layers_own_outputs(const api_request *req) {
+    return req->layers && req->layers->outs_rec && api_request_is_stack(req);
+}
+
 int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err) {
-    size_t bytes[API_OUTPUTS];
-    return outputs_sizes(req, bytes, total, err);
+    size_t bytes[API_OUTPUTS], each;
+    if (outputs_sizes(req, bytes, total, err) < 0) return -1;
+    for (size_t l = 0; layers_own_outputs(req) && l < req->layers->n; l++)
+        if (req->layers->outs_rec[l] &&
+            (layer_sizes(req, l, bytes, &each, err) < 0 || api_size_add(*total, each, total) < 0))
+            return attn_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
+    return 0;
+}
+
+/* The listed layers' outputs, carved from `block` past the record's own
+ * (or one calloc each), and the stack's view of them. */
+static int layers_place(api_request *req, attn_workspace *owner, unsigned char *block,
+                        attn_error *err) {
+    api_layers *ly = req->layers;
+    size_t bytes[API_OUTPUTS], total;
+    if (!ly || !ly->outs_rec) return 0;
+    if (!api_request_is_stack(req)) { /* one layer answered as before, for its rollout */
+        ly->outs[0] = &req->output;
+        return 0;
+    }
+    for (size_t l = 0; l < ly->n; l++) {
+        api_request *r = ly->outs_rec[l];
+        if (!r) continue;
+        if (layer_sizes(req, l, bytes, &total, err) < 0) return -1;
+        r->out_ws = owner;
+        if (outputs_place(r, bytes, block && total ? block : NULL, err) < 0) return -1;
+        if (block) block += total;
+        ly->outs[l] = &r->output;
+    }
+    return 0;
 }
 
 int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,
@@ -168,8 +210,10 @@ int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned 
                               "outputs are made once, for a bound request");
     req->out_ws = owner;
     req->outputs_made = 1;
-    if (outputs_sizes(req, bytes, &total, err) < 0) return -1;
-    return outputs_place(req, bytes, total ? block : NULL, err);
+    if (outputs_sizes(req, bytes, &total, err) < 0 ||
+        outputs_place(req, bytes, total ? block : NULL, err) < 0)
+        return -1;
+    return layers_place(req, owner, block ? block + total : NULL, err);
 }
 
 /* A context against the weights: its width, and what it excludes. The
@@ -515,27 +559,6 @@ int api_request_bind_layers(api_request *head, const api_model_ref *m, api_reque
                              .n_layers = L,
                              .scales = head->scale_given ? NULL : ly->scales,
                              .rollout = rollout};
-    return 0;
-}
-
-int api_request_layers_outputs(api_request *seq, attn_error *err) {
-    api_layers *ly = seq->layers;
-    size_t bytes[API_OUTPUTS], total;
-    if (!ly || !ly->outs_rec) return 0;
-    if (!api_request_is_stack(seq)) { /* one layer answered as before, for its rollout */
-        ly->outs[0] = &seq->output;
-        return 0;
-    }
-    for (size_t l = 0; l < ly->n; l++) {
-        api_request *r = ly->outs_rec[l];
-        if (!r) continue;
-        if (outputs_sizes_of(seq->returns & API_RETURN_LAYER, ly->weights[l],
-                             seq->input.n_heads_out, seq->n_tokens, api_request_kv_rows(seq), bytes,
-                             &total, err) < 0 ||
-            outputs_place(r, bytes, NULL, err) < 0)
-            return -1;
-        ly->outs[l] = &r->output;
-    }
     return 0;
 }
 

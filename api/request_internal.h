@@ -259,9 +259,6 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
 int api_request_bind_layers(api_request *head, const api_model_ref *m, api_request *const *seqs,
                             size_t count, attn_error *err);
 
-/* The outputs of a sequence's listed layers, one calloc each. 0, or -1 (503). */
-int api_request_layers_outputs(api_request *seq, attn_error *err);
-
 /* Bytes of the embeddings a tokens_only record will make from the
  * vocabulary (0 for any other): scratch memory besides the engine's,
  * counted against max_workspace_bytes with it. */
@@ -272,8 +269,9 @@ size_t api_request_made_bytes(const api_request *req);
  * them. 0, or -1 with a 503 in *err. Nothing to do for other records. */
 int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, attn_error *err);
 
-/* The bytes a bound record's outputs take in one block, and their place:
- * in `block` (zeroed, that many bytes, owned by `owner`, the caller's
+/* The bytes a bound record's outputs take in one block (a stack's
+ * sequence's: its listed layers' too), and their place: in `block`
+ * (zeroed, that many bytes, owned by `owner`, the caller's
  * attn_workspace), or one calloc each when owner is NULL. */
 int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err);
 int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,
