@@ -524,7 +524,8 @@ int api_request_bind_layers(api_request *head, const api_model_ref *m, api_reque
     if (L == 1 && !head->layers_given && !hidden && !rollout) return 0; /* one layer, as before */
     for (size_t i = 0; rollout && i < count; i++)
         if (seqs[i]->context) {
-            api_path_index(path, sizeof path, "/return", head->rollout_at);
+            api_path_index(path, sizeof path, head->return_field ? head->return_field : "/return",
+                           head->rollout_at);
             return attn_error_set(err, 422, "invalid_value", path,
                                   "rollout follows attention over the tokens themselves; a "
                                   "request with a context (cross-attention) has none");

@@ -109,10 +109,11 @@ struct api_request {
     int scale_given; /* 0: the weights' scale, else 1/sqrt(dh), at bind */
     float scale;
 
-    unsigned returns;  /* API_RETURN_* bits */
-    size_t rollout_at; /* the index of "rollout" in `return`, when asked */
-    float *rollout;    /* n × n, with API_RETURN_ROLLOUT (the head record's) */
-    int base64;        /* "encoding": "base64": outputs as tensor objects */
+    unsigned returns;         /* API_RETURN_* bits */
+    size_t rollout_at;        /* the index of "rollout" in `return`, when asked */
+    const char *return_field; /* where the outputs are named: NULL is "/return" */
+    float *rollout;           /* n × n, with API_RETURN_ROLLOUT (the head record's) */
+    int base64;               /* "encoding": "base64": outputs as tensor objects */
 
     int layers_given;    /* the request field `layers` */
     double *layers_sent; /* as sent (integers), checked at bind */
