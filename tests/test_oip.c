@@ -1159,6 +1159,21 @@ START_TEST(metadata) {
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ins, 4), "name")),
                      "context_mask");
     json_decref(j);
+    /* a stack's per-head outputs: [B, L', h, n, …]; rollout [B, n, n] */
+    text = api_oip_model_metadata(&stack_m, &len);
+    j = json_loadb(text, len, 0, NULL);
+    free(text);
+    const json_t *outs = json_object_get(j, "outputs");
+    ck_assert_uint_eq(json_array_size(outs), 9);
+    for (size_t i = 0; i < 9; i++) {
+        const json_t *t = json_array_get(outs, i);
+        const char *name = json_string_value(json_object_get(t, "name"));
+        size_t rank = json_array_size(json_object_get(t, "shape"));
+        int top = !strcmp(name, "embeddings") || !strcmp(name, "delta") ||
+                  !strcmp(name, "rollout");
+        ck_assert_msg(rank == (top ? 3u : 5u), "%s: rank %zu", name, rank);
+    }
+    json_decref(j);
     text = api_oip_server_metadata(&len);
     ck_assert_ptr_nonnull(strstr(text, "\"binary_tensor_data\""));
     free(text);
