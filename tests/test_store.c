@@ -1857,6 +1857,7 @@ static uint64_t file_hash(const char *path) {
 #define GPT2_HASH    UINT64_C(0x7e24817490589c75)
 #define LLAMA_HASH   UINT64_C(0xeb3609a80c47a6c8)
 #define STORIES_HASH UINT64_C(0x564832d3548700b2)
+#define LAYERS_HASH  UINT64_C(0x299d5ec38d2b9903)
 
 static void write_builtins(const char *dir) {
     attn_error err;
@@ -1875,9 +1876,31 @@ START_TEST(test_builtin_models) {
     store_set *s;
     attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
-    ck_assert_uint_eq(store_set_count(s), 4);
+    ck_assert_uint_eq(store_set_count(s), 5);
 
-    const store_model *stories = store_set_at(s, 1);
+    /* demo-layers: a stack of 2 over demo-stories' words */
+    const store_model *dl = store_set_at(s, 1);
+    ck_assert_str_eq(dl->name, "demo-layers");
+    ck_assert_uint_eq(dl->n_layers, 2);
+    ck_assert_ptr_eq(dl->layers[0], &dl->weights);
+    ck_assert_int_eq(dl->mask, ATTN_MASK_CAUSAL);
+    ck_assert_uint_eq(dl->vocab_size, 40);
+    ck_assert_uint_eq(dl->n_positions, 0);
+    ck_assert_str_eq(dl->dimensions[0], "noun");
+    for (size_t l = 0; l < 2; l++) {
+        const attn_weights *lw = dl->layers[l];
+        ck_assert_uint_eq(lw->d_model, 16);
+        ck_assert_uint_eq(lw->n_heads, 2);
+        ck_assert_uint_eq(lw->d_head, 8);
+        ck_assert_ptr_nonnull(lw->w_o);
+        ck_assert_ptr_null(lw->b_qkv);
+    }
+    /* each layer its own stream */
+    ck_assert(dl->layers[0]->w_qkv[0] != dl->layers[1]->w_qkv[0]);
+    ck_assert_uint_eq(store_builtin_data_bytes(store_builtin_find("demo-layers")),
+                      (size_t)4 * (2 * (16 * 48 + 16 * 16) + 40 * 16));
+
+    const store_model *stories = store_set_at(s, 2);
     ck_assert_str_eq(stories->name, "demo-stories");
     ck_assert_int_eq(stories->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(stories->vocab_size, 40);
@@ -1940,7 +1963,7 @@ START_TEST(test_builtin_models) {
     ck_assert(fabs(patterns[0] - 0.3210508) < 1e-7);
     ck_assert(fabs(emb[0] - 0.17012407) < 1e-7);
 
-    const store_model *g = store_set_at(s, 2);
+    const store_model *g = store_set_at(s, 3);
     ck_assert_str_eq(g->name, "gpt2-small-shape");
     ck_assert_int_eq(g->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(g->weights.d_model, 768);
@@ -1991,7 +2014,7 @@ START_TEST(test_builtin_models) {
     free(pat);
 
     /* llama-small-shape: grouped heads and RoPE in its metadata. */
-    const store_model *l = store_set_at(s, 3);
+    const store_model *l = store_set_at(s, 4);
     ck_assert_str_eq(l->name, "llama-small-shape");
     ck_assert_int_eq(l->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(l->weights.d_model, 2048);
@@ -2036,6 +2059,9 @@ START_TEST(test_builtin_deterministic) {
                   (unsigned long long)file_hash(b));
     snprintf(b, sizeof b, "%s/demo-stories.safetensors", d1);
     ck_assert_msg(file_hash(b) == STORIES_HASH, "demo-stories hash 0x%016llx",
+                  (unsigned long long)file_hash(b));
+    snprintf(b, sizeof b, "%s/demo-layers.safetensors", d1);
+    ck_assert_msg(file_hash(b) == LAYERS_HASH, "demo-layers hash 0x%016llx",
                   (unsigned long long)file_hash(b));
     snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", d1);
     ck_assert_msg(file_hash(b) == LLAMA_HASH, "llama-small-shape hash 0x%016llx",
@@ -2090,6 +2116,9 @@ START_TEST(test_make_models_binary) {
     ck_assert_uint_eq(file_hash(a), file_hash(b));
     snprintf(a, sizeof a, "%s/llama-small-shape.safetensors", dir);
     snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", ref);
+    ck_assert_uint_eq(file_hash(a), file_hash(b));
+    snprintf(a, sizeof a, "%s/demo-layers.safetensors", dir);
+    snprintf(b, sizeof b, "%s/demo-layers.safetensors", ref);
     ck_assert_uint_eq(file_hash(a), file_hash(b));
     snprintf(a, sizeof a, "%s/gpt3-shape.safetensors", dir);
     ck_assert_int_ne(access(a, F_OK), 0); /* only with --gpt3 */
