@@ -133,6 +133,16 @@ int api_call_bind(api_call *c, const api_model_ref *m, const api_limits *limits,
     if (c->weights)
         return attn_error_set(err, 500, "internal_error", "", "the request is already bound");
     if (c->codec->check_model && c->codec->check_model(c, m, err) < 0) return -1;
+    /* Only POST /v1/attention computes a stack yet: the batch's and /v2's
+     * answers have no place for a layer's outputs, and computing layer 0
+     * alone would answer for another model. */
+    if (m->layers && m->n_layers > 1 && c->codec != &api_codec_attention) {
+        const char *path = api_call_model_path(c);
+        return attn_error_set(err, 422, "invalid_value", path ? path : "",
+                              "model %s is a stack of %zu layers, which only POST /v1/attention "
+                              "computes yet",
+                              m->name ? m->name : "", m->n_layers);
+    }
     if (weights_limits(c, w, limits, err) < 0) return -1;
     if (api_request_bind_heads(c->shared, w, err) < 0) return -1;
     for (size_t i = 0; i < c->count; i++) {
