@@ -27,10 +27,9 @@
  *
  * Pseudo-random weights are the same on every machine: each tensor has its
  * own stream, splitmix64 seeded with STORE_BUILTIN_SEED ^ FNV-1a-64 of
- * "<model>/<tensor>" (the tensor's full name: "demo-layers/layers.1.w_o"); a value takes the top 24 bits x of a draw and is
- * (float)(((x − 2^23) / 2^23) · amp), all steps exact but the last two
- * IEEE roundings. amp is 1/sqrt(d_model) for w_qkv and w_o, 0.02 for the
- * biases. Everything is F32.
+ * "<model>/<tensor>" (the tensor's full name: "demo-layers/layers.1.w_o"); a value takes the top 24
+ * bits x of a draw and is (float)(((x − 2^23) / 2^23) · amp), all steps exact but the last two IEEE
+ * roundings. amp is 1/sqrt(d_model) for w_qkv and w_o, 0.02 for the biases. Everything is F32.
  */
 #ifndef STORE_BUILTIN_H
 #define STORE_BUILTIN_H

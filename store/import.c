@@ -1134,16 +1134,16 @@ static void layer_meta(store_metadata *meta, size_t *nm, const char *prefix, con
 }
 
 /* m's tensors, named under prefix. */
-static void layer_tensors(store_write_tensor *t, size_t *nt, const char *prefix,
-                          const model_out *m, layer_text *tx) {
+static void layer_tensors(store_write_tensor *t, size_t *nt, const char *prefix, const model_out *m,
+                          layer_text *tx) {
     size_t hd = m->h * m->dh, gd = m->g * m->dh;
     size_t qcols = m->dc ? hd : hd + 2 * gd;
     tx->shape_qkv[0] = m->d, tx->shape_qkv[1] = qcols, tx->shape_bqkv[0] = qcols;
     tx->shape_kv[0] = m->dc, tx->shape_kv[1] = 2 * gd, tx->shape_bkv[0] = 2 * gd;
     tx->shape_o[0] = hd, tx->shape_o[1] = m->d, tx->shape_bo[0] = m->d;
 #define TENSOR(n, rank, shape, data)                                                               \
-    (t[(*nt)++] = (store_write_tensor){                                                            \
-         with_prefix(tx, 1, prefix, n), STORE_DTYPE_F32, rank, shape, data, NULL, NULL})
+    (t[(*nt)++] = (store_write_tensor){with_prefix(tx, 1, prefix, n), STORE_DTYPE_F32, rank,       \
+                                       shape, data, NULL, NULL})
     TENSOR(m->dc ? "w_q" : "w_qkv", 2, tx->shape_qkv, m->w_qkv);
     if (m->b_qkv) TENSOR(m->dc ? "b_q" : "b_qkv", 1, tx->shape_bqkv, m->b_qkv);
     if (m->w_kv) TENSOR("w_kv", 2, tx->shape_kv, m->w_kv);
@@ -1258,8 +1258,8 @@ static int stack_check(const model_out *ms, const size_t *layers, size_t n, cons
                                    "layer %zu has d_model %zu, %zu heads of %zu, %zu K/V heads, "
                                    "and layer %zu d_model %zu, %zu heads of %zu, %zu K/V heads: "
                                    "a stack's layers share them",
-                                   layers[i], m->d, m->h, m->dh, m->g, layers[0], f->d, f->h,
-                                   f->dh, f->g);
+                                   layers[i], m->d, m->h, m->dh, m->g, layers[0], f->d, f->h, f->dh,
+                                   f->g);
     }
     return 0;
 }
@@ -1321,7 +1321,6 @@ bad:
                            spec);
 }
 
-
 int store_import_checkpoint(const char *in_path, const char *out_path,
                             const store_import_options *opt, store_import_result *res,
                             attn_error *err) {
@@ -1381,8 +1380,8 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
         if (layer_locate(src, in_path, arch, 0, &a, &(const char *){""}, &n_layers, err) != 0)
             goto done;
         if (n_layers > STORE_LAYERS_MAX) {
-            store_error_set(err, in_path, "has %zu %s layers; a stack holds at most %d",
-                            n_layers, a->label, STORE_LAYERS_MAX);
+            store_error_set(err, in_path, "has %zu %s layers; a stack holds at most %d", n_layers,
+                            a->label, STORE_LAYERS_MAX);
             goto done;
         }
         if (!(all = malloc(n_layers * sizeof *all))) {

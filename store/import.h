@@ -1,8 +1,8 @@
 /*
  * import.h — one layer's attention from a Hugging Face checkpoint, or a
- * stack of several layers' (--layers), written as one of our models (models/README.md, which has the table of every
- * tensor read). tools/import_checkpoint is the command line around it;
- * tests call it directly.
+ * stack of several layers' (--layers), written as one of our models (models/README.md, which has
+ * the table of every tensor read). tools/import_checkpoint is the command line around it; tests
+ * call it directly.
  *
  * The checkpoint is a directory, as the Hub gives it: config.json (read
  * for the architecture, the heads, RoPE, windows and scales, so that no
@@ -123,8 +123,7 @@ typedef struct store_import_result {
  * STORE_LAYERS_MAX. Returns 0 and *out (malloc'd, *n entries; the caller
  * frees it), or -1 with err "--layers '<spec>': …".
  */
-int store_import_layers_parse(const char *spec, size_t **out, size_t *n, int *all,
-                              attn_error *err);
+int store_import_layers_parse(const char *spec, size_t **out, size_t *n, int *all, attn_error *err);
 
 /*
  * Reads layer opt->layer of the checkpoint (or the layers opt->layers, in

@@ -104,7 +104,7 @@ struct store_model_memory {
     size_t n_owned, cap_owned;
     attn_weights *stack;         /* layers 1 … L−1 */
     const attn_weights **layers; /* L pointers; layers[0] is &model->weights */
-    store_strings vocabulary; /* with its sorted index */
+    store_strings vocabulary;    /* with its sorted index */
     store_strings dimensions;
     char *name;
     char *description;
@@ -291,12 +291,11 @@ static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const cha
         return 0;
     }
     if (dims % 2 != 0 || dims > dh)
-        return store_error_set(err, path,
-                               "RoPE dims %zu%s%s%s: it must be even and at most d_head (%zu)%s%s%s",
-                               dims, has_dims ? " (metadata '" : " (d_head, the default)",
-                               has_dims ? mv->prefix : "", has_dims ? "rope_dims')" : "", dh,
-                               has_dims ? "" : "; give '", has_dims ? "" : mv->prefix,
-                               has_dims ? "" : "rope_dims'");
+        return store_error_set(
+            err, path, "RoPE dims %zu%s%s%s: it must be even and at most d_head (%zu)%s%s%s", dims,
+            has_dims ? " (metadata '" : " (d_head, the default)", has_dims ? mv->prefix : "",
+            has_dims ? "rope_dims')" : "", dh, has_dims ? "" : "; give '",
+            has_dims ? "" : mv->prefix, has_dims ? "" : "rope_dims'");
     rope->dims = dims;
     rope->theta = theta;
     const char *style = meta_get(mv, "rope_style", full);
@@ -305,8 +304,8 @@ static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const cha
     else if (strcmp(style, "interleaved") == 0)
         rope->style = ATTN_ROPE_INTERLEAVED;
     else
-        return store_error_set(
-            err, path, "metadata '%s' is '%s', expected 'half' or 'interleaved'", full, style);
+        return store_error_set(err, path, "metadata '%s' is '%s', expected 'half' or 'interleaved'",
+                               full, style);
     char scaling_key[KEY_MAX];
     const char *scaling = meta_get(mv, "rope_scaling", scaling_key);
     int need[4] = {0}; /* factor, low, high, original */
@@ -319,8 +318,7 @@ static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const cha
         rope->scaling = ATTN_ROPE_SCALING_LLAMA3;
         need[0] = need[1] = need[2] = need[3] = 1;
     } else {
-        return store_error_set(err, path,
-                               "metadata '%s' is '%s', expected 'linear' or 'llama3'",
+        return store_error_set(err, path, "metadata '%s' is '%s', expected 'linear' or 'llama3'",
                                scaling_key, scaling);
     }
     double *dst[4] = {&rope->factor, &rope->low_freq_factor, &rope->high_freq_factor,
@@ -335,8 +333,8 @@ static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const cha
                                    "metadata '%s' without a 'rope_scaling' that uses it%s", full,
                                    scaling ? " ('linear' takes 'rope_factor' alone)" : "");
         if (!got && need[i])
-            return store_error_set(err, path, "metadata '%s' '%s' needs '%s'", scaling_key,
-                                   scaling, full);
+            return store_error_set(err, path, "metadata '%s' '%s' needs '%s'", scaling_key, scaling,
+                                   full);
     }
     if (rope->scaling == ATTN_ROPE_SCALING_LLAMA3 && rope->high_freq_factor < rope->low_freq_factor)
         return store_error_set(err, path,
@@ -600,8 +598,8 @@ static int layer_check(layer_plan *lp, size_t n_heads, size_t g, const char *pat
     if (alibi && strcmp(alibi, "true") == 0)
         lp->alibi_standard = 1;
     else if (alibi && strcmp(alibi, "false") != 0)
-        return store_error_set(err, path, "metadata '%s' is '%s', expected 'true' or 'false'",
-                               full, alibi);
+        return store_error_set(err, path, "metadata '%s' is '%s', expected 'true' or 'false'", full,
+                               alibi);
     if (lp->alibi_standard && t[T_ALIBI])
         return store_error_set(err, path,
                                "metadata '%s' is 'true' and a tensor '%salibi' gives slopes too: "
@@ -621,9 +619,9 @@ static int layer_check(layer_plan *lp, size_t n_heads, size_t g, const char *pat
                 g == n_heads ? "3·n_heads·d_head" : "(n_heads + 2·n_kv_heads)·d_head");
         dm = w->shape[0];
         if (w->shape[1] % blocks != 0)
-            return store_error_set(err, path, "tensor '%s' has %zu columns, not a multiple of %s = %zu",
-                                   w->name, w->shape[1],
-                                   g == n_heads ? "3·n_heads" : "n_heads + 2·n_kv_heads", blocks);
+            return store_error_set(
+                err, path, "tensor '%s' has %zu columns, not a multiple of %s = %zu", w->name,
+                w->shape[1], g == n_heads ? "3·n_heads" : "n_heads + 2·n_kv_heads", blocks);
         dh = w->shape[1] / blocks;
         size_t want_qkv[1] = {blocks * dh};
         if (t[T_B_QKV] &&
@@ -654,8 +652,8 @@ static int layer_check(layer_plan *lp, size_t n_heads, size_t g, const char *pat
         if (t[T_B_KV] &&
             shape_check(t[T_B_KV], 1, want_kv, "[2·n_kv_heads·d_head]", path, err) != 0)
             return -1;
-        const char *self_only = meta_get(mv, "rope_theta", full)  ? "rope_theta"
-                                : meta_get(mv, "rope_dims", full) ? "rope_dims"
+        const char *self_only = meta_get(mv, "rope_theta", full)   ? "rope_theta"
+                                : meta_get(mv, "rope_dims", full)  ? "rope_dims"
                                 : lp->alibi_standard || t[T_ALIBI] ? "alibi"
                                 : lp->window                       ? "window"
                                                                    : NULL;
@@ -694,7 +692,8 @@ static int layer_same(const layer_plan *lp, const layer_plan *first, size_t l, c
         return store_error_set(err, path,
                                "layer %zu is %s and layer 0 %s: a stack's layers are all "
                                "self-attention (w_qkv) or all cross-attention (w_q, w_kv)",
-                               l, lp->cross ? "cross-attention (w_q, w_kv)" : "self-attention (w_qkv)",
+                               l,
+                               lp->cross ? "cross-attention (w_q, w_kv)" : "self-attention (w_qkv)",
                                first->cross ? "cross-attention" : "self-attention");
     if (lp->dm != first->dm || lp->dh != first->dh)
         return store_error_set(err, path,

@@ -85,19 +85,19 @@
 typedef struct store_model_memory store_model_memory;
 
 typedef struct store_model {
-    const char *name;                 /* matches [A-Za-z0-9._-]{1,64} */
-    const char *description;          /* UTF-8, "" when none */
-    const char *path;                 /* the file it was loaded from */
-    attn_mask_kind mask;              /* the default mask: ATTN_MASK_CAUSAL or ATTN_MASK_NONE */
-    attn_weights weights;             /* layer 0: pointers into the file's bytes or owned buffers */
-    size_t n_layers;                  /* L ≥ 1 */
-    const attn_weights *const *layers; /* L weight sets, layers[0] == &weights; owned */
-    size_t vocab_size;                /* V, 0 when the model has no vocabulary */
-    const char *const *vocabulary;    /* V NUL-terminated token strings, or NULL */
-    const float *token_embeddings;    /* V × d_model, or NULL */
-    size_t n_positions;               /* P, 0 when there is no position table */
-    const float *position_embeddings; /* P × d_model, or NULL */
-    const char *const *dimensions;    /* d_model names, or NULL */
+    const char *name;                  /* matches [A-Za-z0-9._-]{1,64} */
+    const char *description;           /* UTF-8, "" when none */
+    const char *path;                  /* the file it was loaded from */
+    attn_mask_kind mask;               /* the default mask: ATTN_MASK_CAUSAL or ATTN_MASK_NONE */
+    attn_weights weights;              /* layer 0: pointers into the file or owned buffers */
+    size_t n_layers;                   /* L ≥ 1 */
+    const attn_weights *const *layers; /* L sets, [0] == &weights */
+    size_t vocab_size;                 /* V, 0 when the model has no vocabulary */
+    const char *const *vocabulary;     /* V NUL-terminated token strings, or NULL */
+    const float *token_embeddings;     /* V × d_model, or NULL */
+    size_t n_positions;                /* P, 0 when there is no position table */
+    const float *position_embeddings;  /* P × d_model, or NULL */
+    const char *const *dimensions;     /* d_model names, or NULL */
     size_t bytes_mapped;        /* bytes of the file kept mapped (0 unless mapped, and in use) */
     size_t bytes_owned;         /* bytes of heap buffers: the file's, when kept, and
                                    converted or copied tensors */

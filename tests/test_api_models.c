@@ -187,9 +187,10 @@ START_TEST(test_variants_summary) {
                            NULL, NULL, NULL,           0};
     size_t len;
     char *text = api_models_encode_list(&info, 1, &len);
-    ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"d_context\":3,"
-                           "\"n_heads\":4,\"n_kv_heads\":1,\"d_head\":1,\"n_layers\":1,\"mask\":\"none\","
-                           "\"softcap\":30,\"scale\":0.0625,\"description\":\"\"}]}");
+    ck_assert_str_eq(text,
+                     "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"d_context\":3,"
+                     "\"n_heads\":4,\"n_kv_heads\":1,\"d_head\":1,\"n_layers\":1,\"mask\":\"none\","
+                     "\"softcap\":30,\"scale\":0.0625,\"description\":\"\"}]}");
     free(text);
     api_call_free(req);
 
@@ -199,11 +200,12 @@ START_TEST(test_variants_summary) {
     req = decode(body);
     info.weights = api_call_inputs(req)->weights;
     text = api_models_encode_list(&info, 1, &len);
-    ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":2,\"n_heads\":1,"
-                           "\"n_kv_heads\":1,\"d_head\":2,\"n_layers\":1,\"mask\":\"none\",\"rope\":{"
-                           "\"theta\":10000,\"dims\":2,\"style\":\"half\",\"scaling\":{"
-                           "\"type\":\"linear\",\"factor\":2.5}},\"alibi\":[0.00390625],"
-                           "\"window\":4096,\"description\":\"\"}]}");
+    ck_assert_str_eq(text,
+                     "{\"models\":[{\"name\":\"x\",\"d_model\":2,\"n_heads\":1,"
+                     "\"n_kv_heads\":1,\"d_head\":2,\"n_layers\":1,\"mask\":\"none\",\"rope\":{"
+                     "\"theta\":10000,\"dims\":2,\"style\":\"half\",\"scaling\":{"
+                     "\"type\":\"linear\",\"factor\":2.5}},\"alibi\":[0.00390625],"
+                     "\"window\":4096,\"description\":\"\"}]}");
     free(text);
     api_call_free(req);
 }
@@ -270,11 +272,10 @@ START_TEST(test_stack_round_trip) {
     snprintf(by_name, sizeof by_name, "{\"model\":\"s\",%s}", rest);
     snprintf(inline_again, sizeof inline_again, "{\"weights\":%s,%s}", weights, rest);
     api_call *named = decode(by_name), *back = decode(inline_again);
-    ck_assert_int_eq(api_call_bind(named,
-                                   &(api_model_ref){NULL, layers[0], ATTN_MASK_CAUSAL, NULL,
-                                                    layers, 2},
-                                   &limits, &err),
-                     0);
+    ck_assert_int_eq(
+        api_call_bind(named, &(api_model_ref){NULL, layers[0], ATTN_MASK_CAUSAL, NULL, layers, 2},
+                      &limits, &err),
+        0);
     const attn_stack *st2 = api_call_stack(back);
     ck_assert_ptr_nonnull(st2);
     ck_assert_uint_eq(st2->n_layers, 2);
@@ -300,8 +301,10 @@ START_TEST(test_stack_round_trip) {
     while (lo < hi) { /* the least limit the first layer alone passes */
         size_t mid = lo + (hi - lo) / 2;
         char *t = api_model_encode(&one, API_MODEL_WEIGHTS, mid, &len, &err);
-        if (t) hi = mid;
-        else lo = mid + 1;
+        if (t)
+            hi = mid;
+        else
+            lo = mid + 1;
         free(t);
     }
     ck_assert_ptr_null(api_model_encode(&info, API_MODEL_WEIGHTS, lo, &len, &err));
@@ -413,10 +416,11 @@ START_TEST(test_vocabulary_encode) {
         "v", "", ATTN_MASK_CAUSAL, api_call_inputs(req)->weights, &voc, voc_dims, NULL, 0};
     attn_error err;
     size_t len;
-    static const char summary[] = "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
-                                  "\"d_head\":2,\"n_layers\":1,\"mask\":\"causal\",\"vocabulary_size\":2,"
-                                  "\"n_positions\":1,\"dimensions\":[\"x\",\"y\"],"
-                                  "\"description\":\"\"";
+    static const char summary[] =
+        "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
+        "\"d_head\":2,\"n_layers\":1,\"mask\":\"causal\",\"vocabulary_size\":2,"
+        "\"n_positions\":1,\"dimensions\":[\"x\",\"y\"],"
+        "\"description\":\"\"";
     char *text = api_models_encode_list(&info, 1, &len);
     char want[1024];
     snprintf(want, sizeof want, "{\"models\":[%s}]}", summary);

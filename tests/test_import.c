@@ -1826,8 +1826,8 @@ START_TEST(test_binary) {
     TOOL_EXPECT(2, "stderr", "--layers 'x' is not a list of layers", "--layers", "x", "--heads",
                 "2", in, out);
     TOOL_EXPECT(1, "stderr", "no layer 5", "--layers", "0,5", "--heads", "2", in, x);
-    TOOL_EXPECT(0, "stdout", "a stack of 2 GPT-2 layers (of 2)", "--layers", "1,0", "--heads",
-                "2", in, x);
+    TOOL_EXPECT(0, "stdout", "a stack of 2 GPT-2 layers (of 2)", "--layers", "1,0", "--heads", "2",
+                in, x);
     ck_assert_msg(store_model_load(&m, x, &err) == 0, "%s", err.message);
     ck_assert_uint_eq(m->n_layers, 2);
     store_model_destroy(m);
@@ -1942,8 +1942,7 @@ static size_t stack_matches(const char *in_path, const store_import_options *bas
     store_import_options opt = *base;
     size_t *layers, n;
     int all;
-    ck_assert_msg(store_import_layers_parse(spec, &layers, &n, &all, &err) == 0, "%s",
-                  err.message);
+    ck_assert_msg(store_import_layers_parse(spec, &layers, &n, &all, &err) == 0, "%s", err.message);
     opt.layers = layers;
     opt.n_layers = n;
     opt.all_layers = all;
@@ -2029,9 +2028,8 @@ START_TEST(test_stacks_every_arch) {
     attn_error err;
     size_t both[2] = {0, 1};
     store_import_options g = {.layers = both, .n_layers = 2};
-    ck_assert_int_eq(store_import_checkpoint(tpath("gemma2"), tpath("g.safetensors"), &g, NULL,
-                                             &err),
-                     0);
+    ck_assert_int_eq(
+        store_import_checkpoint(tpath("gemma2"), tpath("g.safetensors"), &g, NULL, &err), 0);
     ck_assert_msg(store_model_load(&m, tpath("g.safetensors"), &err) == 0, "%s", err.message);
     ck_assert_uint_eq(m->layers[0]->window, 2);
     ck_assert_uint_eq(m->layers[1]->window, 0);
@@ -2041,9 +2039,8 @@ START_TEST(test_stacks_every_arch) {
     /* a layer the checkpoint lacks is named */
     size_t three[2] = {0, 2};
     g.layers = three;
-    ck_assert_int_eq(store_import_checkpoint(tpath("gemma2"), tpath("g.safetensors"), &g, NULL,
-                                             &err),
-                     -1);
+    ck_assert_int_eq(
+        store_import_checkpoint(tpath("gemma2"), tpath("g.safetensors"), &g, NULL, &err), -1);
     ck_assert_msg(strstr(err.message, "no layer 2") != NULL, "%s", err.message);
 }
 END_TEST
@@ -2068,20 +2065,13 @@ START_TEST(test_layers_spec) {
     static const struct {
         const char *spec, *fault;
     } bad[] = {
-        {"", "is not a list of layers"},
-        {"1,,2", "is not a list of layers"},
-        {"1,", "is not a list of layers"},
-        {"a", "is not a list of layers"},
-        {"-1", "is not a list of layers"},
-        {"1-", "is not a list of layers"},
-        {"1-2-3", "is not a list of layers"},
-        {" 1", "is not a list of layers"},
-        {"ALL", "is not a list of layers"},
-        {"3-1", "the range 3-1 runs backwards"},
-        {"0,1,0", "layer 0 is named twice"},
-        {"0-3,2", "layer 2 is named twice"},
-        {"0-1024", "more than 1024 layers"},
-        {"99999999999", "is not a list of layers"},
+        {"", "is not a list of layers"},      {"1,,2", "is not a list of layers"},
+        {"1,", "is not a list of layers"},    {"a", "is not a list of layers"},
+        {"-1", "is not a list of layers"},    {"1-", "is not a list of layers"},
+        {"1-2-3", "is not a list of layers"}, {" 1", "is not a list of layers"},
+        {"ALL", "is not a list of layers"},   {"3-1", "the range 3-1 runs backwards"},
+        {"0,1,0", "layer 0 is named twice"},  {"0-3,2", "layer 2 is named twice"},
+        {"0-1024", "more than 1024 layers"},  {"99999999999", "is not a list of layers"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         l = (size_t *)1;

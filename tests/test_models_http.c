@@ -247,13 +247,13 @@ START_TEST(stacked_model_round_trip) {
 
     /* the batch and /v2 do not compute a stack yet: refused, not answered
      * with layer 0 alone */
-    json_t *r = call(s.port, "POST", "/v1/attention/batch",
-                     "{\"model\":\"demo-layers\",\"sequences\":[{\"tokens\":[\"a\",\"cat\"]}]}",
-                     422);
+    json_t *r =
+        call(s.port, "POST", "/v1/attention/batch",
+             "{\"model\":\"demo-layers\",\"sequences\":[{\"tokens\":[\"a\",\"cat\"]}]}", 422);
     json_t *err = json_object_get(r, "error");
     ck_assert_str_eq(json_string_value(json_object_get(err, "path")), "/model");
-    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(err, "message")),
-                                 "a stack of 2 layers"));
+    ck_assert_ptr_nonnull(
+        strstr(json_string_value(json_object_get(err, "message")), "a stack of 2 layers"));
     json_decref(r);
     r = call(s.port, "POST", "/v2/models/demo-layers/infer",
              "{\"inputs\":[{\"name\":\"embeddings\",\"datatype\":\"FP32\",\"shape\":[1,1,16],"

@@ -859,8 +859,8 @@ START_TEST(test_stack_load) {
                                {"layers.2.w_o", 2, {8, 8}},    {"token_embeddings", 2, {2, 8}}};
     write_model(p,
                 STACK("n_layers", "3", "layers.0.rope_theta", "500000", "layers.1.window", "3",
-                      "layers.1.softcap", "30", "layers.2.alibi", "true", "layers.2.scale",
-                      "0.25", "vocabulary", "[\"a\", \"b\"]", "mask", "none"),
+                      "layers.1.softcap", "30", "layers.2.alibi", "true", "layers.2.scale", "0.25",
+                      "vocabulary", "[\"a\", \"b\"]", "mask", "none"),
                 ts, 8);
     for (int mode = 0; mode < 2; mode++) {
         store_model *m = load_mode_ok(p, mode ? STORE_READ_MAP : STORE_READ_COPY);
@@ -919,8 +919,10 @@ START_TEST(test_stack_load) {
     store_model_destroy(m);
 
     /* A stack of cross-attention layers, each its own w_q and w_kv. */
-    static const tspec cross[] = {{"layers.0.w_q", 2, {8, 8}},  {"layers.0.w_kv", 2, {6, 8}},
-                                  {"layers.1.w_q", 2, {8, 8}},  {"layers.1.w_kv", 2, {6, 8}},
+    static const tspec cross[] = {{"layers.0.w_q", 2, {8, 8}},
+                                  {"layers.0.w_kv", 2, {6, 8}},
+                                  {"layers.1.w_q", 2, {8, 8}},
+                                  {"layers.1.w_kv", 2, {6, 8}},
                                   {"layers.1.b_kv", 1, {8}}};
     write_model(p, STACK("n_layers", "2"), cross, 5);
     m = load_ok(p);
@@ -940,9 +942,24 @@ END_TEST
         expect_meta_fault(meta, ts_, sizeof ts_ / sizeof ts_[0], fault);                           \
     } while (0)
 
-#define W(l)  {"layers." #l ".w_qkv", 2, {8, 16}}
-#define CQ(l) {"layers." #l ".w_q", 2, {8, 8}}
-#define CK(l) {"layers." #l ".w_kv", 2, {6, 8}}
+#define W(l)                                                                                       \
+    {                                                                                              \
+        "layers." #l ".w_qkv", 2, {                                                                \
+            8, 16                                                                                  \
+        }                                                                                          \
+    }
+#define CQ(l)                                                                                      \
+    {                                                                                              \
+        "layers." #l ".w_q", 2, {                                                                  \
+            8, 8                                                                                   \
+        }                                                                                          \
+    }
+#define CK(l)                                                                                      \
+    {                                                                                              \
+        "layers." #l ".w_kv", 2, {                                                                 \
+            6, 8                                                                                   \
+        }                                                                                          \
+    }
 
 START_TEST(test_stack_faults) {
     /* n_layers itself */
@@ -972,8 +989,7 @@ START_TEST(test_stack_faults) {
     STACK_FAULT(STACK("n_layers", "2"), "unknown tensor 'layers.1.w_qvk'", W(0), W(1),
                 {"layers.1.w_qvk", 2, {8, 16}});
     /* a gap, a layer without its w_qkv */
-    STACK_FAULT(STACK("n_layers", "3"), "no tensor 'layers.1.w_qkv' (it is required)", W(0),
-                W(2));
+    STACK_FAULT(STACK("n_layers", "3"), "no tensor 'layers.1.w_qkv' (it is required)", W(0), W(2));
     STACK_FAULT(STACK("n_layers", "2"), "no tensor 'layers.1.w_qkv' (it is required)", W(0),
                 {"layers.1.w_o", 2, {8, 8}});
     /* kinds */

@@ -173,8 +173,7 @@ int main(int argc, char **argv) {
         } else if ((v = option_value(argc, argv, &i, "--layers", &missing))) {
             attn_error lerr;
             free(layers);
-            if (store_import_layers_parse(v, &layers, &opt.n_layers, &opt.all_layers, &lerr) !=
-                0) {
+            if (store_import_layers_parse(v, &layers, &opt.n_layers, &opt.all_layers, &lerr) != 0) {
                 fprintf(stderr, "import_checkpoint: %s\n", lerr.message);
                 return 2;
             }
@@ -265,8 +264,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (opt.layers || opt.all_layers)
-        printf("%s: model '%s', a stack of %zu %s layers (of %zu)", paths[1], m->name,
-               m->n_layers, store_import_arch_label(res.arch), res.n_layers);
+        printf("%s: model '%s', a stack of %zu %s layers (of %zu)", paths[1], m->name, m->n_layers,
+               store_import_arch_label(res.arch), res.n_layers);
     else
         printf("%s: model '%s' from %s layer %zu (of %zu)", paths[1], m->name,
                store_import_arch_label(res.arch), opt.layer, res.n_layers);
