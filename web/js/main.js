@@ -170,7 +170,9 @@ export async function start() {
   try { res = await api.call("/v1/models"); }
   catch (e) { state.starting = false; $("general-error").textContent = "Could not reach the service: " + e.message; return; }
   if (!res.ok) { state.starting = false; showError(res.body.error, res.status); return; }
-  state.models = res.body.models;
+  // One-layer models only: a stack's heads answer per layer ("layers": [...]), which no view
+  // draws yet, so a stacked model (demo-layers) is left out of the menu rather than drawn wrong.
+  state.models = res.body.models.filter((m) => (m.n_layers || 1) === 1);
   await fetchVocabularies(state.models);
   state.starting = false;
   state.started = true;
