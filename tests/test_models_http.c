@@ -279,6 +279,12 @@ START_TEST(stacked_model_round_trip) {
     free(shape);
     json_decref(r);
     json_decref(single);
+    /* its /v2 metadata: the per-head outputs with the layer axis */
+    r = call(s.port, "GET", "/v2/models/demo-layers", NULL, 200);
+    const json_t *pat = json_array_get(json_object_get(r, "outputs"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(pat, "name")), "patterns");
+    ck_assert_uint_eq(json_array_size(json_object_get(pat, "shape")), 5);
+    json_decref(r);
 
     finish(&s);
     json_decref(list);
