@@ -40,7 +40,7 @@
  * workspace needs) for bench/stack_rss.sh.
  *
  *   ./bench_stack [--reps R] [--n N] [--only emb|pat]
- *       R rounds at n = 1024 (default 9), 2R at n = 128; --n N: that
+ *       R rounds at n = 1024 (default 7), 2R at n = 128; --n N: that
  *       size alone, R rounds
  *   ./bench_stack --rss L [--n N]
  */
@@ -428,7 +428,7 @@ static int rss_mode(size_t L, size_t n) {
 }
 
 int main(int argc, char **argv) {
-    int reps = 9, only = -1;
+    int reps = 7, only = -1;
     size_t n_only = 0, rss_L = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--reps") && a + 1 < argc)
