@@ -239,7 +239,7 @@ static void time_size(server_pool *sp, size_t n, int reps, int passes, int only,
             sample_outs *s = &so[o][t];
             s->final = bench_floats(rows);
             memset(s->final, 0, rows * sizeof(float));
-            s->fin = (attn_stack_output){NULL, s->final};
+            s->fin = (attn_stack_output){NULL, s->final, NULL};
             for (size_t l = 0; l < LAYERS; l++) {
                 s->lo[l] = (attn_output){.patterns = patterns[l]};
                 s->lp[l] = &s->lo[l];
@@ -400,7 +400,7 @@ static int rss_mode(size_t L, size_t n) {
     memset(final, 0, n * DM * sizeof(float));
     server_pool *sp = server_pool_create(2);
     attn_stack st = stack_of(&ls, L), one = stack_of(&ls, 1);
-    attn_stack_output fin = {NULL, final};
+    attn_stack_output fin = {NULL, final, NULL};
     server_stack sk = {NULL, &fin, &ls.p.in, 1, &st};
 
     /* every layer's weights resident, whatever L */
