@@ -4,11 +4,11 @@
  * The features of a request are a table (features[] below): each row is one
  * field or choice — RoPE and its scalings, ALiBi, the window, soft-capping,
  * grouped K/V heads, cross-attention context, the mask, positions, several
- * sequences, select_heads, the layers of a stack and those listed, return,
- * the encodings, inline weights or a model file, /v2's padding and the
- * route — with its values, and a function that puts a value into the
- * problem. A value is valid, refused alone (its status), or not served yet
- * (pending: 200, or refused as it is today).
+ * sequences, select_heads, the layers of a stack and those listed, return
+ * (rollout among them), the encodings, inline weights or a model file,
+ * /v2's padding and the route — with its values, and a function that puts
+ * a value into the problem. A value is valid, refused alone (its status),
+ * or not served yet (pending: 200, or refused as it is today).
  * Pairs of valid values that the contract refuses together are the rows of
  * conflicts[]. A new field is one row of features[] (with its F_ name and,
  * when it clashes with others, rows of conflicts[]).
@@ -43,7 +43,8 @@
  * score null (-inf), a masked weight 0, each pattern row summing to 1 (0
  * for a row with no key allowed), /v2's padded rows 0; a stack's per-head
  * outputs read from its "layers" (each entry's layer, scale and heads
- * checked) or /v2's layer axis, and its stream checked layer by layer;
+ * checked) or /v2's layer axis, its stream checked layer by layer, and the
+ * rollout against the patterns when every head of every layer is at hand;
  * and every route's answer for a sequence must agree with the first one's
  * within float tolerance.
  *
@@ -113,10 +114,10 @@ enum { PAD_NONE, PAD_LEFT, PAD_RIGHT };
 enum { ROUTE_V1, ROUTE_BATCH, ROUTE_V2, ROUTE_COUNT };
 
 /* The outputs, as /v1 names them (/v2 has all but the raw ones): the
- * per-head ones (up to O_Z; each layer's, in a stack) and the stream's;
- * then what the layers of a stack's /v1 answer carry of the
+ * per-head ones (up to O_Z; each layer's, in a stack), the stream's and
+ * the rollout; then what the layers of a stack's /v1 answer carry of the
  * stream, each layer's delta and embeddings, which no request names. */
-enum { O_Q, O_K, O_V, O_QR, O_KR, O_S, O_P, O_Z, O_D, O_E, O_LD, O_LE, O_COUNT };
+enum { O_Q, O_K, O_V, O_QR, O_KR, O_S, O_P, O_Z, O_D, O_E, O_R, O_LD, O_LE, O_COUNT };
 static const char *const out_names[O_COUNT] = {"q",
                                                "k",
                                                "v",
@@ -127,6 +128,7 @@ static const char *const out_names[O_COUNT] = {"q",
                                                "head_outputs",
                                                "delta",
                                                "embeddings",
+                                               "rollout",
                                                "layers' delta",
                                                "layers' embeddings"};
 #define OUT(o)      (1u << (o))
@@ -364,6 +366,7 @@ static void apply_return(problem *p, int v) {
         OUT(O_S) | OUT(O_P),
         OUT(O_QR) | OUT(O_KR) | OUT(O_Q) | OUT(O_K),
         OUT(O_P),
+        OUT(O_P) | OUT(O_R),
     };
     p->outs = outs[v];
     if (v == 0) return;
@@ -521,7 +524,8 @@ static const feature features[F_COUNT] = {
                    {"all", 0, 0, R_ALL},
                    {"scores", 0, 0, R_ALL},
                    {"raw", 0, 0, R_ALL},
-                   {"unknown", 400, 0, R_ALL}}},
+                   {"unknown", 400, 0, R_ALL},
+                   {"rollout", 0, 0, R_ALL}}},
     [F_SCALE] = {"scale",
                  apply_scale,
                  {{"off", 0, 0, R_ALL}, {"0.5", 0, 0, R_ALL}, {"-1", 422, 0, R_ALL}}},
@@ -568,6 +572,7 @@ static const conflict conflicts[] = {
     {F_CONTEXT, BIT(1), F_WINDOW, BIT(1) | BIT(2), 422, 1},
     {F_CONTEXT, BIT(2), F_WINDOW, BIT(1) | BIT(2), 422, 0},
     {F_CONTEXT, BIT(1) | BIT(2), F_MASK, BIT(MASK_CAUSAL), 422, 0},
+    {F_CONTEXT, BIT(1) | BIT(2), F_RETURN, BIT(5), 422, 0}, /* rollout */
     /* 3 heads of 3: h·d_head = 9 is not d_model (w_o needed), 2 K/V heads
      * do not divide 3, and an odd d_head needs rope's dims */
     {F_HEADS, BIT(2), F_PROJ, BIT(0) | BIT(1), 422, 1},
@@ -1426,6 +1431,7 @@ static void out_shape(const problem *p, size_t s, int o, size_t dims[3]) {
     case O_KR: dims[0] = p->hs, dims[1] = m, dims[2] = p->dh; break;
     case O_S:
     case O_P: dims[0] = p->hs, dims[1] = n, dims[2] = m; break;
+    case O_R: dims[0] = 0, dims[1] = n, dims[2] = n; break;
     default: dims[0] = 0, dims[1] = n, dims[2] = DM; break;
     }
 }
@@ -1578,7 +1584,7 @@ static int v1_sequence(ctx *x, const json_t *j, size_t s, seq_out *out) {
     }
     for (size_t i = 0; p->stack && i < p->n_listed; i++)
         if (v1_layer(x, json_array_get(layers, i), s, i, out) < 0) return -1;
-    for (int o = 0; o <= O_E; o++) {
+    for (int o = 0; o <= O_R; o++) {
         int asked = (p->outs & OUT(o)) && !(p->stack && PER_HEAD(o));
         if (v1_field(x, j, out_names[o], asked, s, o, out) < 0) return -1;
     }
@@ -1663,18 +1669,18 @@ static float *v2_values(ctx *x, const oc_result *r, const char *name, size_t *co
 
 /* Output o of sequence s out of /v2's padded tensor (a stack's per-head
  * ones with a layer axis after the batch's); its padded rows (and, in
- * patterns and self-attention's k and v, padded keys) checked. */
+ * patterns, rollout and self-attention's k and v, padded keys) checked. */
 static int v2_sequence_output(ctx *x, const v2_layout *l, const float *all, const long long *shape,
                               size_t rank, size_t s, int o, seq_out *out) {
     const problem *p = x->p;
     size_t dims[3];
     out_shape(p, s, o, dims);
     int per_head = dims[0] != 0, key_rows = o == O_K || o == O_V;
-    int key_cols = o == O_S || o == O_P;
+    int key_cols = o == O_S || o == O_P || o == O_R, ctx_cols = key_cols && p->dc && o != O_R;
     size_t rows_pad = key_rows && p->dc ? l->m_pad : l->n_pad;
-    size_t cols_pad = key_cols ? (p->dc ? l->m_pad : l->n_pad) : dims[2];
+    size_t cols_pad = key_cols ? (ctx_cols ? l->m_pad : l->n_pad) : dims[2];
     size_t row_off = key_rows && p->dc ? l->ctx_off[s] : l->tok_off[s];
-    size_t col_off = key_cols ? (p->dc ? l->ctx_off[s] : l->tok_off[s]) : 0;
+    size_t col_off = key_cols ? (ctx_cols ? l->ctx_off[s] : l->tok_off[s]) : 0;
     size_t real_rows = dims[1], real_cols = dims[2];
     size_t layers = per_head && p->stack ? p->n_listed : 1;
     long long want[5];
@@ -1707,8 +1713,9 @@ static int v2_sequence_output(ctx *x, const v2_layout *l, const float *all, cons
                 } else if (pad_row && e != 0) {
                     complain(x, "/v2 %s: sequence %zu's padded row %zu holds %g, not 0",
                              out_names[o], s, r, e);
-                } else if (real_r && o == O_P && e != 0) {
-                    complain(x, "/v2 patterns: sequence %zu's padded key %zu weighs %g", s, c, e);
+                } else if (real_r && (o == O_P || o == O_R) && e != 0) {
+                    complain(x, "/v2 %s: sequence %zu's padded key %zu weighs %g", out_names[o], s,
+                             c, e);
                 } else if (real_r && o == O_S && e != -INFINITY) {
                     complain(x, "/v2 scores: sequence %zu's padded key %zu is %g, not masked", s, c,
                              e);
@@ -1734,6 +1741,62 @@ static int all_listed(const problem *p) {
     for (size_t l = 0; l < p->n_layers; l++)
         if (listed_at(p, l) < 0) return 0;
     return 1;
+}
+
+/* The rollout: rows of weights ≥ 0 summing to 1 and, when the patterns of
+ * every head of every layer are at hand, the product of the layers'
+ * row-normalised ½·(mean of the heads' patterns) + ½·I, last layer first
+ * (docs/API.md, "Layers"). */
+static void check_rollout(ctx *x, size_t s, const seq_out *out) {
+    const problem *p = x->p;
+    size_t n = p->n[s], m = keys_of(p, s);
+    const float *got = out->v[O_R];
+    for (size_t q = 0; q < n; q++) {
+        double sum = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (got[q * n + k] < 0) {
+                complain(x, "sequence %zu: rollout[%zu][%zu] = %g", s, q, k, got[q * n + k]);
+                return;
+            }
+            sum += got[q * n + k];
+        }
+        if (fabs(sum - 1) > 1e-5) {
+            complain(x, "sequence %zu: rollout[%zu] sums to %.9g", s, q, sum);
+            return;
+        }
+    }
+    if (!out->v[O_P] || p->hs != p->h || !all_listed(p) || m != n) return;
+    double r[MAX_N * MAX_N] = {0}, a[MAX_N * MAX_N], t[MAX_N * MAX_N];
+    for (size_t q = 0; q < n; q++)
+        r[q * n + q] = 1;
+    for (size_t l = 0; l < p->n_layers; l++) {
+        const float *pat = out->v[O_P] + (size_t)listed_at(p, l) * p->hs * n * n;
+        for (size_t q = 0; q < n; q++) {
+            double sum = 0;
+            for (size_t k = 0; k < n; k++) {
+                double mean = 0;
+                for (size_t hh = 0; hh < p->hs; hh++)
+                    mean += pat[(hh * n + q) * n + k];
+                a[q * n + k] = 0.5 * mean / (double)p->hs + 0.5 * (q == k);
+                sum += a[q * n + k];
+            }
+            for (size_t k = 0; k < n; k++)
+                a[q * n + k] /= sum;
+        }
+        for (size_t q = 0; q < n; q++) /* r = a · r */
+            for (size_t k = 0; k < n; k++) {
+                t[q * n + k] = 0;
+                for (size_t j = 0; j < n; j++)
+                    t[q * n + k] += a[q * n + j] * r[j * n + k];
+            }
+        memcpy(r, t, n * n * sizeof *r);
+    }
+    for (size_t i = 0; i < n * n; i++)
+        if (fabs(got[i] - r[i]) > 1e-5) {
+            complain(x, "sequence %zu: rollout[%zu][%zu] is %.9g, the patterns make %.9g", s, i / n,
+                     i % n, got[i], r[i]);
+            return;
+        }
 }
 
 /* A stack's stream, layer by layer (the layers' delta and embeddings of a
@@ -1772,7 +1835,7 @@ static void check_stream(ctx *x, size_t s, const seq_out *out) {
 
 /* Every number finite (masked scores -inf exactly where the key is not
  * allowed); patterns 0 where masked, rows summing to 1 (0 with no key), in
- * every layer; the stream. */
+ * every layer; the rollout and the stream. */
 static void check_sequence(ctx *x, size_t s, const seq_out *out) {
     const problem *p = x->p;
     size_t n = p->n[s], m = keys_of(p, s);
@@ -1787,6 +1850,7 @@ static void check_sequence(ctx *x, size_t s, const seq_out *out) {
             }
         }
     }
+    if (out->v[O_R]) check_rollout(x, s, out);
     check_stream(x, s, out);
     size_t layers = p->stack ? p->n_listed : 1;
     for (size_t hh = 0; hh < layers * p->hs; hh++) /* hh: layer-major, as the outputs */
