@@ -4,10 +4,11 @@
  * The features of a request are a table (features[] below): each row is one
  * field or choice — RoPE and its scalings, ALiBi, the window, soft-capping,
  * grouped K/V heads, cross-attention context, the mask, positions, several
- * sequences, select_heads, return, the encodings, inline weights or a model
- * file, /v2's padding and the route — with its values, and a function that
- * puts a value into the problem. A value is valid, refused alone (its
- * status), or not served yet (pending: 200, or refused as it is today).
+ * sequences, select_heads, the layers of a stack and those listed, return
+ * (rollout among them), the encodings, inline weights or a model file,
+ * /v2's padding and the route — with its values, and a function that puts
+ * a value into the problem. A value is valid, refused alone (its status),
+ * or not served yet (pending: 200, or refused as it is today).
  * Pairs of valid values that the contract refuses together are the rows of
  * conflicts[]. A new field is one row of features[] (with its F_ name and,
  * when it clashes with others, rows of conflicts[]).
@@ -40,9 +41,12 @@
  * the fault's status on every route; one without, answered. Each 200
  * answer's outputs are checked: the shapes, every number finite, a masked
  * score null (-inf), a masked weight 0, each pattern row summing to 1 (0
- * for a row with no key allowed), /v2's padded rows 0; and every route's
- * answer for a sequence must agree with the first one's within float
- * tolerance.
+ * for a row with no key allowed), /v2's padded rows 0; a stack's per-head
+ * outputs read from its "layers" (each entry's layer, scale and heads
+ * checked) or /v2's layer axis, its stream checked layer by layer, and the
+ * rollout against the patterns when every head of every layer is at hand;
+ * and every route's answer for a sequence must agree with the first one's
+ * within float tolerance.
  *
  * Failures are collected, each with its combination, route and request,
  * and reported together at the end.
@@ -70,6 +74,7 @@
 #define MAX_DC     8  /* context width */
 #define MAX_SEQS   3  /* sequences of a combination */
 #define MAX_VALUES 10 /* values of a feature */
+#define MAX_LAYERS 2  /* layers of a stack */
 
 /* Seconds an answer may take before it counts as a hang: generous, for a
  * loaded machine and the sanitizer build. */
@@ -108,11 +113,26 @@ enum { SRC_INLINE, SRC_MODEL };
 enum { PAD_NONE, PAD_LEFT, PAD_RIGHT };
 enum { ROUTE_V1, ROUTE_BATCH, ROUTE_V2, ROUTE_COUNT };
 
-/* The outputs, as /v1 names them (/v2 has all but the raw ones). */
-enum { O_Q, O_K, O_V, O_QR, O_KR, O_S, O_P, O_Z, O_D, O_E, O_COUNT };
-static const char *const out_names[O_COUNT] = {
-    "q", "k", "v", "q_raw", "k_raw", "scores", "patterns", "head_outputs", "delta", "embeddings"};
-#define OUT(o) (1u << (o))
+/* The outputs, as /v1 names them (/v2 has all but the raw ones): the
+ * per-head ones (up to O_Z; each layer's, in a stack), the stream's and
+ * the rollout; then what the layers of a stack's /v1 answer carry of the
+ * stream, each layer's delta and embeddings, which no request names. */
+enum { O_Q, O_K, O_V, O_QR, O_KR, O_S, O_P, O_Z, O_D, O_E, O_R, O_LD, O_LE, O_COUNT };
+static const char *const out_names[O_COUNT] = {"q",
+                                               "k",
+                                               "v",
+                                               "q_raw",
+                                               "k_raw",
+                                               "scores",
+                                               "patterns",
+                                               "head_outputs",
+                                               "delta",
+                                               "embeddings",
+                                               "rollout",
+                                               "layers' delta",
+                                               "layers' embeddings"};
+#define OUT(o)      (1u << (o))
+#define PER_HEAD(o) ((o) <= O_Z)
 
 typedef struct meta_kv {
     char key[40], value[160];
@@ -133,6 +153,18 @@ typedef struct problem {
     float alibi[MAX_H + 1]; /* explicit slopes (a model file's tensor) */
     int alibi_tensor;
     size_t window; /* for the keys a query may see */
+    /* the stack: layer 1, when there is one, has its own weights (other
+     * numbers), no rope nor softcap, and its own scale (layer_scale) */
+    size_t n_layers;
+    json_t *wfields1;  /* layer 1's weight-set fields */
+    meta_kv meta1[16]; /* and its keys */
+    size_t n_meta1;
+    double lscale[MAX_LAYERS];           /* each layer's weight-set scale; 0: none */
+    int stack_names;                     /* one layer written as a stack ("layers", layers.0.) */
+    int layers_sent;                     /* the request lists the layers (`listed`) */
+    int layers_string;                   /* /v2's parameter as "1,0" */
+    size_t n_listed, listed[MAX_LAYERS]; /* the layers answered, in order */
+    int stack;                           /* the answer takes the stack's form */
     /* the request */
     int mask, positions;
     json_t *select;    /* select_heads, or NULL */
@@ -284,6 +316,7 @@ static void apply_wscale(problem *p, int v) {
     if (v == 0) return;
     wfield(p, "scale", json_real(v == 1 ? 0.25 : 0.0));
     if (v == 1) meta_put(p, "scale", "0.25");
+    p->lscale[0] = v == 1 ? 0.25 : 0;
 }
 
 static void apply_context(problem *p, int v) {
@@ -333,6 +366,7 @@ static void apply_return(problem *p, int v) {
         OUT(O_S) | OUT(O_P),
         OUT(O_QR) | OUT(O_KR) | OUT(O_Q) | OUT(O_K),
         OUT(O_P),
+        OUT(O_P) | OUT(O_R),
     };
     p->outs = outs[v];
     if (v == 0) return;
@@ -343,6 +377,18 @@ static void apply_return(problem *p, int v) {
         p->bad_output = "weights";
         json_array_append_new(p->ret, json_string(p->bad_output));
     }
+}
+
+static void apply_layers(problem *p, int v) {
+    /* one, one listed ([0]), two, two listed ([1, 0]), a layer out of range */
+    static const size_t listed[][MAX_LAYERS] = {{0}, {0}, {0, 1}, {1, 0}, {2}};
+    p->n_layers = v < 2 ? 1 : 2;
+    p->layers_sent = v == 1 || v >= 3;
+    p->n_listed = v == 2 || v == 3 ? 2 : 1;
+    memcpy(p->listed, listed[v], sizeof p->listed);
+    p->stack = p->n_layers > 1 || p->layers_sent;
+    p->stack_names = p->layers_sent && p->n_layers == 1 && (p->idx & 8);
+    p->layers_string = (p->idx & 4) != 0;
 }
 
 static void apply_scale(problem *p, int v) {
@@ -367,7 +413,7 @@ static void apply_route(problem *p, int v) {
 }
 
 /* Add a row here for each new field (qk_norm, sinks, temperature, chunk,
- * layers, norms, yarn and longrope served, …): its values, whether each is
+ * norms, yarn and longrope served, …): its values, whether each is
  * valid, refused alone (with its status) or pending, where it can be said,
  * and its apply function; then rows in conflicts[] for the fields it may
  * not be combined with. The request builders below read the problem, not
@@ -387,6 +433,7 @@ enum {
     F_POSITIONS,
     F_SEQS,
     F_SELECT,
+    F_LAYERS,
     F_RETURN,
     F_SCALE,
     F_ENC,
@@ -464,13 +511,21 @@ static const feature features[F_COUNT] = {
                    {"subset", 0, 0, R_ALL},
                    {"out_of_range", 422, 0, R_ALL},
                    {"repeated", 422, 0, R_ALL}}},
+    [F_LAYERS] = {"layers",
+                  apply_layers,
+                  {{"one", 0, 0, R_ALL},
+                   {"one_listed", 0, 0, R_ALL},
+                   {"two", 0, 0, R_ALL},
+                   {"two_listed", 0, 0, R_ALL},
+                   {"out_of_range", 422, 0, R_ALL}}},
     [F_RETURN] = {"return",
                   apply_return,
                   {{"default", 0, 0, R_ALL},
                    {"all", 0, 0, R_ALL},
                    {"scores", 0, 0, R_ALL},
                    {"raw", 0, 0, R_ALL},
-                   {"unknown", 400, 0, R_ALL}}},
+                   {"unknown", 400, 0, R_ALL},
+                   {"rollout", 0, 0, R_ALL}}},
     [F_SCALE] = {"scale",
                  apply_scale,
                  {{"off", 0, 0, R_ALL}, {"0.5", 0, 0, R_ALL}, {"-1", 422, 0, R_ALL}}},
@@ -517,6 +572,7 @@ static const conflict conflicts[] = {
     {F_CONTEXT, BIT(1), F_WINDOW, BIT(1) | BIT(2), 422, 1},
     {F_CONTEXT, BIT(2), F_WINDOW, BIT(1) | BIT(2), 422, 0},
     {F_CONTEXT, BIT(1) | BIT(2), F_MASK, BIT(MASK_CAUSAL), 422, 0},
+    {F_CONTEXT, BIT(1) | BIT(2), F_RETURN, BIT(5), 422, 0}, /* rollout */
     /* 3 heads of 3: h·d_head = 9 is not d_model (w_o needed), 2 K/V heads
      * do not divide 3, and an odd d_head needs rope's dims */
     {F_HEADS, BIT(2), F_PROJ, BIT(0) | BIT(1), 422, 1},
@@ -823,9 +879,46 @@ static void describe(const combo *c, char *buf, size_t cap) {
 
 enum { T_Q = 1, T_K, T_V, T_BQ, T_BK, T_BV, T_O, T_BO };
 
-/* Element i of weight `tag` of head (or K/V head) `unit`. */
-static float wv(const problem *p, int tag, size_t unit, size_t i) {
-    return value_at(p->seed * 31 + (uint64_t)tag * 1000 + unit, i);
+/* Element i of weight `tag` of head (or K/V head) `unit` of layer l. */
+static float wv(const problem *p, size_t l, int tag, size_t unit, size_t i) {
+    return value_at(p->seed * 31 + (uint64_t)l * 0x10000 + (uint64_t)tag * 1000 + unit, i);
+}
+
+/* A key that describes one layer: written layers.<l>.<key> in a stack. */
+static int layer_key(const char *key) {
+    return strncmp(key, "rope_", 5) == 0 || strcmp(key, "alibi") == 0 ||
+           strcmp(key, "window") == 0 || strcmp(key, "softcap") == 0 || strcmp(key, "scale") == 0;
+}
+
+/* Layer 1 of a stack: layer 0's fields without rope and softcap, so that a
+ * layer without a key has that variant off, and another scale (none for
+ * 0.25, 0.5 for none; a refused 0 stays). */
+static void layer1_make(problem *p) {
+    p->wfields1 = json_copy(p->wfields);
+    json_object_del(p->wfields1, "rope");
+    json_object_del(p->wfields1, "softcap");
+    const json_t *s0 = json_object_get(p->wfields, "scale");
+    p->lscale[1] = s0 ? 0 : 0.5;
+    if (s0 && json_real_value(s0) != 0) json_object_del(p->wfields1, "scale");
+    if (!s0) json_object_set_new(p->wfields1, "scale", json_real(0.5));
+    for (size_t i = 0; i < p->n_meta; i++) {
+        const char *key = p->meta[i].key;
+        if (strncmp(key, "rope_", 5) == 0 || strcmp(key, "softcap") == 0 ||
+            strcmp(key, "scale") == 0)
+            continue;
+        p->meta1[p->n_meta1++] = p->meta[i];
+    }
+    if (!s0) {
+        meta_kv *kv = &p->meta1[p->n_meta1++];
+        snprintf(kv->key, sizeof kv->key, "scale");
+        snprintf(kv->value, sizeof kv->value, "0.5");
+    }
+}
+
+/* The scale layer l's answer must carry: the request's, else the layer's. */
+static double layer_scale(const problem *p, size_t l) {
+    if (p->scale > 0) return p->scale;
+    return p->lscale[l] > 0 ? p->lscale[l] : 1.0 / sqrt((double)p->dh);
 }
 
 static void problem_make(problem *p, const combo *c, unsigned idx) {
@@ -835,6 +928,7 @@ static void problem_make(problem *p, const combo *c, unsigned idx) {
     p->wfields = json_object();
     for (int f = 0; f < F_COUNT; f++)
         features[f].apply(p, c->v[f]);
+    layer1_make(p);
     uint64_t s = p->seed ^ 0xda7a;
     for (size_t q = 0; q < p->n_seqs; q++) {
         size_t n = p->n[q], m = p->dc ? p->m[q] : n;
@@ -857,6 +951,7 @@ static void problem_make(problem *p, const combo *c, unsigned idx) {
 
 static void problem_free(problem *p) {
     json_decref(p->wfields);
+    json_decref(p->wfields1);
     json_decref(p->select);
     json_decref(p->ret);
 }
@@ -905,28 +1000,29 @@ static json_t *jtensor(const float *x, size_t rows, size_t cols, int packed) {
     return m;
 }
 
-/* Weight `tag` of `unit`, rows × cols (rows 0: a vector of cols). */
-static json_t *jweight(const problem *p, int tag, size_t unit, size_t rows, size_t cols) {
+/* Weight `tag` of `unit` of layer l, rows × cols (rows 0: a vector of cols). */
+static json_t *jweight(const problem *p, size_t l, int tag, size_t unit, size_t rows, size_t cols) {
     float x[MAX_H * MAX_DH * DM];
     size_t count = (rows ? rows : 1) * cols;
     ck_assert_uint_le(count, sizeof x / sizeof x[0]);
     for (size_t i = 0; i < count; i++)
-        x[i] = wv(p, tag, unit, i);
+        x[i] = wv(p, l, tag, unit, i);
     return jtensor(x, rows, cols, p->enc != ENC_JSON);
 }
 
-static json_t *inline_weights(const problem *p) {
+/* Layer l's weight set, as a request carries it. */
+static json_t *weight_set(const problem *p, size_t l) {
     size_t kvr = p->dc ? p->dc : DM;
     json_t *w = json_object(), *heads = json_array();
     for (size_t i = 0; i < p->h; i++) {
-        json_t *head = json_pack("{s:o}", "w_q", jweight(p, T_Q, i, DM, p->dh));
-        if (p->biases) json_object_set_new(head, "b_q", jweight(p, T_BQ, i, 0, p->dh));
+        json_t *head = json_pack("{s:o}", "w_q", jweight(p, l, T_Q, i, DM, p->dh));
+        if (p->biases) json_object_set_new(head, "b_q", jweight(p, l, T_BQ, i, 0, p->dh));
         if (!p->kv_heads) {
-            json_object_set_new(head, "w_k", jweight(p, T_K, i, kvr, p->dh));
-            json_object_set_new(head, "w_v", jweight(p, T_V, i, kvr, p->dh));
+            json_object_set_new(head, "w_k", jweight(p, l, T_K, i, kvr, p->dh));
+            json_object_set_new(head, "w_v", jweight(p, l, T_V, i, kvr, p->dh));
             if (p->biases) {
-                json_object_set_new(head, "b_k", jweight(p, T_BK, i, 0, p->dh));
-                json_object_set_new(head, "b_v", jweight(p, T_BV, i, 0, p->dh));
+                json_object_set_new(head, "b_k", jweight(p, l, T_BK, i, 0, p->dh));
+                json_object_set_new(head, "b_v", jweight(p, l, T_BV, i, 0, p->dh));
             }
         }
         json_array_append_new(heads, head);
@@ -935,91 +1031,131 @@ static json_t *inline_weights(const problem *p) {
     if (p->kv_heads) {
         json_t *kv = json_array();
         for (size_t u = 0; u < p->g; u++) {
-            json_t *head = json_pack("{s:o,s:o}", "w_k", jweight(p, T_K, u, kvr, p->dh), "w_v",
-                                     jweight(p, T_V, u, kvr, p->dh));
+            json_t *head = json_pack("{s:o,s:o}", "w_k", jweight(p, l, T_K, u, kvr, p->dh), "w_v",
+                                     jweight(p, l, T_V, u, kvr, p->dh));
             if (p->biases) {
-                json_object_set_new(head, "b_k", jweight(p, T_BK, u, 0, p->dh));
-                json_object_set_new(head, "b_v", jweight(p, T_BV, u, 0, p->dh));
+                json_object_set_new(head, "b_k", jweight(p, l, T_BK, u, 0, p->dh));
+                json_object_set_new(head, "b_v", jweight(p, l, T_BV, u, 0, p->dh));
             }
             json_array_append_new(kv, head);
         }
         json_object_set_new(w, "kv_heads", kv);
     }
     if (p->w_o) {
-        json_object_set_new(w, "w_o", jweight(p, T_O, 0, p->h * p->dh, DM));
-        json_object_set_new(w, "b_o", jweight(p, T_BO, 0, 0, DM));
+        json_object_set_new(w, "w_o", jweight(p, l, T_O, 0, p->h * p->dh, DM));
+        json_object_set_new(w, "b_o", jweight(p, l, T_BO, 0, 0, DM));
     }
-    json_object_update(w, p->wfields);
+    json_object_update(w, l ? p->wfields1 : p->wfields);
     return w;
 }
 
-/* The combination's weight set as <dir>/c<idx>.safetensors (models/README.md):
- * the same numbers as inline_weights. */
-static void write_model(const problem *p, const char *dir) {
+/* The request's `weights`: one weight set, or {"layers": [set, …]}. */
+static json_t *inline_weights(const problem *p) {
+    if (p->n_layers == 1 && !p->stack_names) return weight_set(p, 0);
+    json_t *layers = json_array();
+    for (size_t l = 0; l < p->n_layers; l++)
+        json_array_append_new(layers, weight_set(p, l));
+    return json_pack("{s:o}", "layers", layers);
+}
+
+/* One layer's tensors, named <prefix><name>, and what they point to. */
+typedef struct layer_file {
+    float qkv[DM * (3 * MAX_H * MAX_DH)], kv[MAX_DC * 2 * MAX_H * MAX_DH];
+    float b_qkv[3 * MAX_H * MAX_DH], b_kv[2 * MAX_H * MAX_DH];
+    float w_o[MAX_H * MAX_DH * DM], b_o[DM];
+    size_t s_qkv[2], s_bqkv[1], s_kv[2], s_bkv[1], s_wo[2], s_bo[1], s_alibi[1];
+    char names[8][32];
+} layer_file;
+
+/* Appends layer l's tensors to t (nt of them so far), named with prefix
+ * ("" or "layers.<l>."). */
+static void layer_tensors(const problem *p, size_t l, const char *prefix, layer_file *b,
+                          store_write_tensor *t, size_t *nt) {
     size_t h = p->h, g = p->g, dh = p->dh, hd = h * dh, gd = g * dh;
     size_t kvr = p->dc ? p->dc : DM;
-    static float qkv[DM * (3 * MAX_H * MAX_DH)], kv[MAX_DC * 2 * MAX_H * MAX_DH];
-    static float b_qkv[3 * MAX_H * MAX_DH], b_kv[2 * MAX_H * MAX_DH];
-    static float w_o[MAX_H * MAX_DH * DM], b_o[DM];
     size_t qcols = p->cross_file ? hd : hd + 2 * gd;
     for (size_t r = 0; r < DM; r++)
         for (size_t i = 0; i < h; i++)
             for (size_t c = 0; c < dh; c++)
-                qkv[r * qcols + i * dh + c] = wv(p, T_Q, i, r * dh + c);
+                b->qkv[r * qcols + i * dh + c] = wv(p, l, T_Q, i, r * dh + c);
     for (size_t i = 0; i < h; i++)
         for (size_t c = 0; c < dh; c++)
-            b_qkv[i * dh + c] = wv(p, T_BQ, i, c);
+            b->b_qkv[i * dh + c] = wv(p, l, T_BQ, i, c);
     /* K and V: beside Q in w_qkv, or apart in w_kv */
-    float *kvm = p->cross_file ? kv : qkv, *kvb = p->cross_file ? b_kv : b_qkv;
+    float *kvm = p->cross_file ? b->kv : b->qkv, *kvb = p->cross_file ? b->b_kv : b->b_qkv;
     size_t cols = p->cross_file ? 2 * gd : qcols, at = p->cross_file ? 0 : hd;
     for (size_t r = 0; r < kvr; r++)
         for (size_t u = 0; u < g; u++)
             for (size_t c = 0; c < dh; c++) {
-                kvm[r * cols + at + u * dh + c] = wv(p, T_K, u, r * dh + c);
-                kvm[r * cols + at + gd + u * dh + c] = wv(p, T_V, u, r * dh + c);
+                kvm[r * cols + at + u * dh + c] = wv(p, l, T_K, u, r * dh + c);
+                kvm[r * cols + at + gd + u * dh + c] = wv(p, l, T_V, u, r * dh + c);
             }
     for (size_t u = 0; u < g; u++)
         for (size_t c = 0; c < dh; c++) {
-            kvb[at + u * dh + c] = wv(p, T_BK, u, c);
-            kvb[at + gd + u * dh + c] = wv(p, T_BV, u, c);
+            kvb[at + u * dh + c] = wv(p, l, T_BK, u, c);
+            kvb[at + gd + u * dh + c] = wv(p, l, T_BV, u, c);
         }
     for (size_t i = 0; i < hd * DM; i++)
-        w_o[i] = wv(p, T_O, 0, i);
+        b->w_o[i] = wv(p, l, T_O, 0, i);
     for (size_t i = 0; i < DM; i++)
-        b_o[i] = wv(p, T_BO, 0, i);
+        b->b_o[i] = wv(p, l, T_BO, 0, i);
 
-    size_t s_qkv[2] = {DM, qcols}, s_bqkv[1] = {qcols}, s_kv[2] = {kvr, 2 * gd},
-           s_bkv[1] = {2 * gd};
-    size_t s_wo[2] = {hd, DM}, s_bo[1] = {DM}, s_alibi[1] = {h};
-    store_write_tensor t[8];
-    size_t nt = 0;
-    t[nt++] = (store_write_tensor){
-        p->cross_file ? "w_q" : "w_qkv", STORE_DTYPE_F32, 2, s_qkv, qkv, NULL, NULL};
-    if (p->biases)
-        t[nt++] = (store_write_tensor){
-            p->cross_file ? "b_q" : "b_qkv", STORE_DTYPE_F32, 1, s_bqkv, b_qkv, NULL, NULL};
+    b->s_qkv[0] = DM, b->s_qkv[1] = qcols, b->s_bqkv[0] = qcols;
+    b->s_kv[0] = kvr, b->s_kv[1] = 2 * gd, b->s_bkv[0] = 2 * gd;
+    b->s_wo[0] = hd, b->s_wo[1] = DM, b->s_bo[0] = DM, b->s_alibi[0] = h;
+    size_t k = 0;
+#define TENSOR(name, rank, shape, data)                                                            \
+    do {                                                                                           \
+        snprintf(b->names[k], sizeof b->names[k], "%s%s", prefix, name);                           \
+        t[(*nt)++] =                                                                               \
+            (store_write_tensor){b->names[k++], STORE_DTYPE_F32, rank, shape, data, NULL, NULL};   \
+    } while (0)
+    TENSOR(p->cross_file ? "w_q" : "w_qkv", 2, b->s_qkv, b->qkv);
+    if (p->biases) TENSOR(p->cross_file ? "b_q" : "b_qkv", 1, b->s_bqkv, b->b_qkv);
     if (p->cross_file) {
-        t[nt++] = (store_write_tensor){"w_kv", STORE_DTYPE_F32, 2, s_kv, kv, NULL, NULL};
-        if (p->biases)
-            t[nt++] = (store_write_tensor){"b_kv", STORE_DTYPE_F32, 1, s_bkv, b_kv, NULL, NULL};
+        TENSOR("w_kv", 2, b->s_kv, b->kv);
+        if (p->biases) TENSOR("b_kv", 1, b->s_bkv, b->b_kv);
     }
     if (p->w_o) {
-        t[nt++] = (store_write_tensor){"w_o", STORE_DTYPE_F32, 2, s_wo, w_o, NULL, NULL};
-        t[nt++] = (store_write_tensor){"b_o", STORE_DTYPE_F32, 1, s_bo, b_o, NULL, NULL};
+        TENSOR("w_o", 2, b->s_wo, b->w_o);
+        TENSOR("b_o", 1, b->s_bo, b->b_o);
     }
-    if (p->alibi_tensor)
-        t[nt++] = (store_write_tensor){"alibi", STORE_DTYPE_F32, 1, s_alibi, p->alibi, NULL, NULL};
+    if (p->alibi_tensor) TENSOR("alibi", 1, b->s_alibi, p->alibi);
+#undef TENSOR
+}
 
-    char heads[16], path[512];
-    snprintf(heads, sizeof heads, "%zu", h);
+/* The combination's weights as <dir>/c<idx>.safetensors (models/README.md):
+ * the same numbers as inline_weights; a stack (or one layer in the stack's
+ * form) with n_layers and its layers.<l>. names. */
+static void write_model(const problem *p, const char *dir) {
+    static layer_file bufs[MAX_LAYERS];
+    store_write_tensor t[8 * MAX_LAYERS];
+    size_t nt = 0;
+    int stacked = p->n_layers > 1 || p->stack_names;
+    char prefix[MAX_LAYERS][16], keys[2 * 16][64], heads[16], n_layers[16], path[512];
+    snprintf(heads, sizeof heads, "%zu", p->h);
+    snprintf(n_layers, sizeof n_layers, "%zu", p->n_layers);
     /* A self-attention file is causal even when the combination sends a
      * context: its default mask is then "none", as the contract says. */
-    store_metadata meta[20] = {{"n_heads", heads},
-                               {"mask", p->cross_file ? "none" : "causal"},
-                               {"source", "tests/test_combos.c"}};
-    size_t nm = 3;
-    for (size_t i = 0; i < p->n_meta; i++)
-        meta[nm++] = (store_metadata){p->meta[i].key, p->meta[i].value};
+    store_metadata meta[4 + 2 * 16] = {{"n_heads", heads},
+                                       {"mask", p->cross_file ? "none" : "causal"},
+                                       {"source", "tests/test_combos.c"}};
+    size_t nm = 3, nk = 0;
+    if (stacked) meta[nm++] = (store_metadata){"n_layers", n_layers};
+    for (size_t l = 0; l < p->n_layers; l++) {
+        snprintf(prefix[l], sizeof prefix[l], stacked ? "layers.%zu." : "", l);
+        layer_tensors(p, l, prefix[l], &bufs[l], t, &nt);
+        const meta_kv *kv = l ? p->meta1 : p->meta;
+        size_t n = l ? p->n_meta1 : p->n_meta;
+        for (size_t i = 0; i < n; i++) {
+            if (stacked && layer_key(kv[i].key)) {
+                snprintf(keys[nk], sizeof keys[nk], "%.15s%.39s", prefix[l], kv[i].key);
+                meta[nm++] = (store_metadata){keys[nk++], kv[i].value};
+            } else if (l == 0) { /* the whole model's, once */
+                meta[nm++] = (store_metadata){kv[i].key, kv[i].value};
+            }
+        }
+    }
     snprintf(path, sizeof path, "%s/c%u.safetensors", dir, p->idx);
     attn_error err;
     ck_assert_msg(store_file_write(path, meta, nm, t, nt, NULL, &err) == 0, "%s: %s", path,
@@ -1062,6 +1198,14 @@ static void sequence_fields(json_t *o, const problem *p, size_t s, int mask) {
         json_object_set_new(o, "mask", json_string(p->mask == MASK_CAUSAL ? "causal" : "none"));
 }
 
+/* The request's `layers`. */
+static json_t *listed_json(const problem *p) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < p->n_listed; i++)
+        json_array_append_new(a, json_integer((json_int_t)p->listed[i]));
+    return a;
+}
+
 /* What a /v1 request and a batch share: the weights and the options. */
 static void shared_fields(json_t *o, const problem *p, int model) {
     if (model) {
@@ -1073,6 +1217,7 @@ static void shared_fields(json_t *o, const problem *p, int model) {
     }
     if (p->scale != 0) json_object_set_new(o, "scale", json_real(p->scale));
     if (p->select) json_object_set(o, "select_heads", p->select);
+    if (p->layers_sent) json_object_set_new(o, "layers", listed_json(p));
     if (p->ret) json_object_set(o, "return", p->ret);
     if (p->enc == ENC_PACKED) json_object_set_new(o, "encoding", json_string("base64"));
 }
@@ -1200,6 +1345,15 @@ static void v2_body(const problem *p, const v2_layout *l, oc_body *b) {
     } else if (p->select) {
         json_object_set(params, "select_heads", p->select);
     }
+    if (p->layers_sent && p->layers_string) {
+        char text[64];
+        size_t k = 0;
+        for (size_t i = 0; i < p->n_listed; i++)
+            k += (size_t)snprintf(text + k, sizeof text - k, "%s%zu", i ? "," : "", p->listed[i]);
+        json_object_set_new(params, "layers", json_string(text));
+    } else if (p->layers_sent) {
+        json_object_set_new(params, "layers", listed_json(p));
+    }
     char *ptext = json_dumps(params, JSON_COMPACT);
     json_decref(params);
     oc_build(b, NULL, in, ni, p->ret ? outs : NULL, no, ptext, p->enc == ENC_PACKED);
@@ -1252,7 +1406,8 @@ static int str_is(const json_t *v, const char *s) {
     return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
 }
 
-/* One sequence's outputs, in /v1's shapes, masked scores -inf. */
+/* One sequence's outputs, in /v1's shapes, masked scores -inf; a per-head
+ * output (and O_LD, O_LE) holds the listed layers' one after the other. */
 typedef struct seq_out {
     float *v[O_COUNT];
     size_t count[O_COUNT];
@@ -1276,6 +1431,7 @@ static void out_shape(const problem *p, size_t s, int o, size_t dims[3]) {
     case O_KR: dims[0] = p->hs, dims[1] = m, dims[2] = p->dh; break;
     case O_S:
     case O_P: dims[0] = p->hs, dims[1] = n, dims[2] = m; break;
+    case O_R: dims[0] = 0, dims[1] = n, dims[2] = n; break;
     default: dims[0] = 0, dims[1] = n, dims[2] = DM; break;
     }
 }
@@ -1303,7 +1459,8 @@ static int flatten(const json_t *v, const size_t *dims, int depth, int nulls, fl
     return 0;
 }
 
-/* /v1's value of output o (nested arrays or a base64 tensor) into out. */
+/* /v1's value of output o (nested arrays or a base64 tensor), appended to
+ * out's (a layer's after the layers before it). */
 static int v1_output(ctx *x, const json_t *val, size_t s, int o, seq_out *out) {
     size_t dims[3];
     out_shape(x->p, s, o, dims);
@@ -1336,31 +1493,34 @@ static int v1_output(ctx *x, const json_t *val, size_t s, int o, seq_out *out) {
             return -1;
         }
     }
-    out->v[o] = v;
-    out->count[o] = want;
+    float *all = realloc(out->v[o], (out->count[o] + want + 1) * sizeof *all);
+    ck_assert_ptr_nonnull(all);
+    memcpy(all + out->count[o], v, want * sizeof *v);
+    free(v);
+    out->v[o] = all;
+    out->count[o] += want;
     return 0;
 }
 
-/* A /v1 answer for one sequence (a single answer, or one of a batch's). */
-static int v1_sequence(ctx *x, const json_t *j, size_t s, seq_out *out) {
-    const problem *p = x->p;
-    if (json_integer_value(json_object_get(j, "n_tokens")) != (json_int_t)p->n[s]) {
-        complain(x, "sequence %zu: n_tokens is not %zu", s, p->n[s]);
+/* Output `name` (o's) of a /v1 object: asked, answered; not asked, absent. */
+static int v1_field(ctx *x, const json_t *j, const char *name, int asked, size_t s, int o,
+                    seq_out *out) {
+    const json_t *val = json_object_get(j, name);
+    if (!asked) {
+        if (!val) return 0;
+        complain(x, "sequence %zu: %s answered, not asked%s", s, name,
+                 x->p->stack && PER_HEAD(o) ? " (a stack's are in its layers)" : "");
         return -1;
     }
-    for (int o = 0; o < O_COUNT; o++) {
-        if (!(p->outs & OUT(o))) continue;
-        const json_t *val = json_object_get(j, out_names[o]);
-        if (!val) {
-            complain(x, "sequence %zu: %s asked, not answered", s, out_names[o]);
-            return -1;
-        }
-        if (v1_output(x, val, s, o, out) < 0) return -1;
+    if (!val) {
+        complain(x, "sequence %zu: %s asked, not answered", s, name);
+        return -1;
     }
-    return 0;
+    return v1_output(x, val, s, o, out);
 }
 
-/* The heads /v1 and the batch answer, against select_heads. */
+/* The heads /v1, the batch and a stack's layers answer, against
+ * select_heads. */
 static int check_heads(ctx *x, const json_t *j) {
     const json_t *heads = json_object_get(j, "heads");
     int ok = json_array_size(heads) == x->p->hs;
@@ -1370,7 +1530,69 @@ static int check_heads(ctx *x, const json_t *j) {
     return ok ? 0 : -1;
 }
 
-/* Output `name` of a /v2 answer: its values (masked scores -inf) and shape. */
+/* What /v1 and the batch answer beside the sequences: the heads and the
+ * number of layers. */
+static int check_shared(ctx *x, const json_t *j) {
+    if (check_heads(x, j) < 0) return -1;
+    if (json_integer_value(json_object_get(j, "n_layers")) != (json_int_t)x->p->n_layers) {
+        complain(x, "n_layers is not %zu", x->p->n_layers);
+        return -1;
+    }
+    return 0;
+}
+
+/* Layer entry i of a stack's "layers": the listed layer, its scale and
+ * heads, and its outputs appended to out's. */
+static int v1_layer(ctx *x, const json_t *e, size_t s, size_t i, seq_out *out) {
+    const problem *p = x->p;
+    size_t l = p->listed[i];
+    if (json_integer_value(json_object_get(e, "layer")) != (json_int_t)l) {
+        complain(x, "sequence %zu: layers[%zu] is not layer %zu", s, i, l);
+        return -1;
+    }
+    double want = layer_scale(p, l), got = json_number_value(json_object_get(e, "scale"));
+    if (!json_is_number(json_object_get(e, "scale")) || fabs(got - want) > 1e-6 * want) {
+        complain(x, "sequence %zu: layer %zu's scale is %.9g, not %.9g", s, l, got, want);
+        return -1;
+    }
+    if (check_heads(x, e) < 0) return -1;
+    for (int o = 0; o <= O_E; o++) {
+        int asked = (p->outs & OUT(o)) != 0;
+        int into = o == O_D ? O_LD : o == O_E ? O_LE : o;
+        if (v1_field(x, e, out_names[o], asked, s, into, out) < 0) return -1;
+    }
+    return 0;
+}
+
+/* A /v1 answer for one sequence (a single answer, or one of a batch's):
+ * the per-head outputs at its top, or in its layers for a stack. */
+static int v1_sequence(ctx *x, const json_t *j, size_t s, seq_out *out) {
+    const problem *p = x->p;
+    if (json_integer_value(json_object_get(j, "n_tokens")) != (json_int_t)p->n[s]) {
+        complain(x, "sequence %zu: n_tokens is not %zu", s, p->n[s]);
+        return -1;
+    }
+    const json_t *layers = json_object_get(j, "layers");
+    if (!p->stack && layers) {
+        complain(x, "sequence %zu: layers answered for one layer not listed", s);
+        return -1;
+    }
+    if (p->stack && json_array_size(layers) != p->n_listed) {
+        complain(x, "sequence %zu: layers holds %zu entries, not %zu", s, json_array_size(layers),
+                 p->n_listed);
+        return -1;
+    }
+    for (size_t i = 0; p->stack && i < p->n_listed; i++)
+        if (v1_layer(x, json_array_get(layers, i), s, i, out) < 0) return -1;
+    for (int o = 0; o <= O_R; o++) {
+        int asked = (p->outs & OUT(o)) && !(p->stack && PER_HEAD(o));
+        if (v1_field(x, j, out_names[o], asked, s, o, out) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Output `name` of a /v2 answer: its values (masked scores -inf) and shape
+ * (rank ≤ 5). */
 static float *v2_values(ctx *x, const oc_result *r, const char *name, size_t *count,
                         long long *shape, size_t *rank) {
     size_t at = 0, i;
@@ -1384,12 +1606,12 @@ static float *v2_values(ctx *x, const oc_result *r, const char *name, size_t *co
         const json_t *sh = json_object_get(o, "shape");
         size_t n = 1;
         *rank = json_array_size(sh);
-        for (size_t d = 0; d < *rank && d < 4; d++) {
+        for (size_t d = 0; d < *rank && d < 5; d++) {
             shape[d] = json_integer_value(json_array_get(sh, d));
             n *= (size_t)shape[d];
         }
-        if (!str_is(json_object_get(o, "datatype"), "FP32") || *rank > 4) {
-            complain(x, "/v2 output %s: not FP32 of rank ≤ 4", name);
+        if (!str_is(json_object_get(o, "datatype"), "FP32") || *rank > 5) {
+            complain(x, "/v2 output %s: not FP32 of rank ≤ 5", name);
             return NULL;
         }
         float *v = malloc((n ? n : 1) * sizeof *v);
@@ -1445,23 +1667,26 @@ static float *v2_values(ctx *x, const oc_result *r, const char *name, size_t *co
     return NULL;
 }
 
-/* Output o of sequence s out of /v2's padded tensor; its padded rows (and,
- * in patterns and self-attention's k and v, padded keys) checked. */
+/* Output o of sequence s out of /v2's padded tensor (a stack's per-head
+ * ones with a layer axis after the batch's); its padded rows (and, in
+ * patterns, rollout and self-attention's k and v, padded keys) checked. */
 static int v2_sequence_output(ctx *x, const v2_layout *l, const float *all, const long long *shape,
                               size_t rank, size_t s, int o, seq_out *out) {
     const problem *p = x->p;
     size_t dims[3];
     out_shape(p, s, o, dims);
     int per_head = dims[0] != 0, key_rows = o == O_K || o == O_V;
-    int key_cols = o == O_S || o == O_P;
+    int key_cols = o == O_S || o == O_P || o == O_R, ctx_cols = key_cols && p->dc && o != O_R;
     size_t rows_pad = key_rows && p->dc ? l->m_pad : l->n_pad;
-    size_t cols_pad = key_cols ? (p->dc ? l->m_pad : l->n_pad) : dims[2];
+    size_t cols_pad = key_cols ? (ctx_cols ? l->m_pad : l->n_pad) : dims[2];
     size_t row_off = key_rows && p->dc ? l->ctx_off[s] : l->tok_off[s];
-    size_t col_off = key_cols ? (p->dc ? l->ctx_off[s] : l->tok_off[s]) : 0;
+    size_t col_off = key_cols ? (ctx_cols ? l->ctx_off[s] : l->tok_off[s]) : 0;
     size_t real_rows = dims[1], real_cols = dims[2];
-    long long want[4];
+    size_t layers = per_head && p->stack ? p->n_listed : 1;
+    long long want[5];
     size_t wr = 0;
     if (!l->rank2) want[wr++] = (long long)l->B;
+    if (per_head && p->stack) want[wr++] = (long long)layers;
     if (per_head) want[wr++] = (long long)p->hs;
     want[wr++] = (long long)rows_pad, want[wr++] = (long long)cols_pad;
     int ok = rank == wr;
@@ -1472,11 +1697,11 @@ static int v2_sequence_output(ctx *x, const v2_layout *l, const float *all, cons
                  out_names[o], rank, want[0], want[1]);
         return -1;
     }
-    size_t heads = per_head ? p->hs : 1, block = rows_pad * cols_pad;
+    size_t heads = layers * (per_head ? p->hs : 1), block = rows_pad * cols_pad;
     size_t base = l->rank2 ? 0 : s * heads * block;
-    float *v = malloc(shape_count(dims) * sizeof *v);
+    float *v = malloc(layers * shape_count(dims) * sizeof *v);
     size_t k = 0;
-    for (size_t hh = 0; hh < heads; hh++)
+    for (size_t hh = 0; hh < heads; hh++) /* a layer's heads, then the next layer's */
         for (size_t r = 0; r < rows_pad; r++)
             for (size_t c = 0; c < cols_pad; c++) {
                 float e = all[base + hh * block + r * cols_pad + c];
@@ -1488,8 +1713,9 @@ static int v2_sequence_output(ctx *x, const v2_layout *l, const float *all, cons
                 } else if (pad_row && e != 0) {
                     complain(x, "/v2 %s: sequence %zu's padded row %zu holds %g, not 0",
                              out_names[o], s, r, e);
-                } else if (real_r && o == O_P && e != 0) {
-                    complain(x, "/v2 patterns: sequence %zu's padded key %zu weighs %g", s, c, e);
+                } else if (real_r && (o == O_P || o == O_R) && e != 0) {
+                    complain(x, "/v2 %s: sequence %zu's padded key %zu weighs %g", out_names[o], s,
+                             c, e);
                 } else if (real_r && o == O_S && e != -INFINITY) {
                     complain(x, "/v2 scores: sequence %zu's padded key %zu is %g, not masked", s, c,
                              e);
@@ -1502,8 +1728,114 @@ static int v2_sequence_output(ctx *x, const v2_layout *l, const float *all, cons
 
 /* ---- checks on an answer ----------------------------------------------------------- */
 
+/* The listed entry of layer l, or -1 when l is not listed. */
+static int listed_at(const problem *p, size_t l) {
+    for (size_t i = 0; i < p->n_listed; i++)
+        if (p->listed[i] == l) return (int)i;
+    return -1;
+}
+
+/* Every listed layer's entry, in any order: what is asked of every layer
+ * is at hand. */
+static int all_listed(const problem *p) {
+    for (size_t l = 0; l < p->n_layers; l++)
+        if (listed_at(p, l) < 0) return 0;
+    return 1;
+}
+
+/* The rollout: rows of weights ≥ 0 summing to 1 and, when the patterns of
+ * every head of every layer are at hand, the product of the layers'
+ * row-normalised ½·(mean of the heads' patterns) + ½·I, last layer first
+ * (docs/API.md, "Layers"). */
+static void check_rollout(ctx *x, size_t s, const seq_out *out) {
+    const problem *p = x->p;
+    size_t n = p->n[s], m = keys_of(p, s);
+    const float *got = out->v[O_R];
+    for (size_t q = 0; q < n; q++) {
+        double sum = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (got[q * n + k] < 0) {
+                complain(x, "sequence %zu: rollout[%zu][%zu] = %g", s, q, k, got[q * n + k]);
+                return;
+            }
+            sum += got[q * n + k];
+        }
+        if (fabs(sum - 1) > 1e-5) {
+            complain(x, "sequence %zu: rollout[%zu] sums to %.9g", s, q, sum);
+            return;
+        }
+    }
+    if (!out->v[O_P] || p->hs != p->h || !all_listed(p) || m != n) return;
+    double r[MAX_N * MAX_N] = {0}, a[MAX_N * MAX_N], t[MAX_N * MAX_N];
+    for (size_t q = 0; q < n; q++)
+        r[q * n + q] = 1;
+    for (size_t l = 0; l < p->n_layers; l++) {
+        const float *pat = out->v[O_P] + (size_t)listed_at(p, l) * p->hs * n * n;
+        for (size_t q = 0; q < n; q++) {
+            double sum = 0;
+            for (size_t k = 0; k < n; k++) {
+                double mean = 0;
+                for (size_t hh = 0; hh < p->hs; hh++)
+                    mean += pat[(hh * n + q) * n + k];
+                a[q * n + k] = 0.5 * mean / (double)p->hs + 0.5 * (q == k);
+                sum += a[q * n + k];
+            }
+            for (size_t k = 0; k < n; k++)
+                a[q * n + k] /= sum;
+        }
+        for (size_t q = 0; q < n; q++) /* r = a · r */
+            for (size_t k = 0; k < n; k++) {
+                t[q * n + k] = 0;
+                for (size_t j = 0; j < n; j++)
+                    t[q * n + k] += a[q * n + j] * r[j * n + k];
+            }
+        memcpy(r, t, n * n * sizeof *r);
+    }
+    for (size_t i = 0; i < n * n; i++)
+        if (fabs(got[i] - r[i]) > 1e-5) {
+            complain(x, "sequence %zu: rollout[%zu][%zu] is %.9g, the patterns make %.9g", s, i / n,
+                     i % n, got[i], r[i]);
+            return;
+        }
+}
+
+/* A stack's stream, layer by layer (the layers' delta and embeddings of a
+ * /v1 answer, every layer listed): E_{l+1} − ΔE_l is E_l (E_0 the request's
+ * embeddings), the top-level delta is the layers' sum and embeddings the
+ * last layer's. */
+static void check_stream(ctx *x, size_t s, const seq_out *out) {
+    const problem *p = x->p;
+    size_t n = p->n[s], size = n * DM;
+    const float *ld = out->v[O_LD], *le = out->v[O_LE];
+    if (!all_listed(p) || (!ld && !le)) return;
+    for (size_t i = 0; i < size; i++) {
+        double sum = 0, before = p->emb[s][i];
+        for (size_t l = 0; l < p->n_layers; l++) {
+            size_t at = (size_t)listed_at(p, l) * size + i;
+            double d = ld ? ld[at] : 0, e = le ? le[at] : 0;
+            if (ld && le && fabs(e - d - before) > 1e-5 + 1e-5 * fabs(e)) {
+                complain(x, "sequence %zu: layer %zu's embeddings[%zu] − delta is %.9g, not %.9g",
+                         s, l, i, e - d, before);
+                return;
+            }
+            sum += d, before = e;
+        }
+        if (ld && out->v[O_D] && fabs(out->v[O_D][i] - sum) > 1e-5 + 1e-5 * fabs(sum)) {
+            complain(x, "sequence %zu: delta[%zu] is %.9g, the layers' sum %.9g", s, i,
+                     out->v[O_D][i], sum);
+            return;
+        }
+        if (le && out->v[O_E] && fabs(out->v[O_E][i] - before) > 1e-6 + 1e-6 * fabs(before)) {
+            complain(x, "sequence %zu: embeddings[%zu] is %.9g, the last layer's %.9g", s, i,
+                     out->v[O_E][i], before);
+            return;
+        }
+    }
+}
+
 /* Every number finite (masked scores -inf exactly where the key is not
- * allowed); patterns 0 where masked, rows summing to 1 (0 with no key). */
+ * allowed); patterns 0 where masked, rows summing to 1 (0 with no key), in
+ * every layer; the rollout and the stream. */
 static void check_sequence(ctx *x, size_t s, const seq_out *out) {
     const problem *p = x->p;
     size_t n = p->n[s], m = keys_of(p, s);
@@ -1518,7 +1850,10 @@ static void check_sequence(ctx *x, size_t s, const seq_out *out) {
             }
         }
     }
-    for (size_t hh = 0; hh < p->hs; hh++)
+    if (out->v[O_R]) check_rollout(x, s, out);
+    check_stream(x, s, out);
+    size_t layers = p->stack ? p->n_listed : 1;
+    for (size_t hh = 0; hh < layers * p->hs; hh++) /* hh: layer-major, as the outputs */
         for (size_t q = 0; q < n; q++) {
             int any = 0;
             double sum = 0;
@@ -1657,7 +1992,7 @@ static void run_v1(ctx *x, const verdict *j, unsigned port, reference *ref) {
         hs_response r;
         hs_exchange(port, "POST", "/v1/attention", NULL, text, strlen(text), ANSWER_TIMEOUT, &r);
         json_t *a = check_answer(x, &r, 0, j, NULL);
-        if (a && (check_heads(x, a) < 0 || v1_sequence(x, a, s, &got[s]) < 0)) all = 0;
+        if (a && (check_shared(x, a) < 0 || v1_sequence(x, a, s, &got[s]) < 0)) all = 0;
         all &= a != NULL;
         json_decref(a);
         hs_response_free(&r);
@@ -1676,7 +2011,7 @@ static void run_batch(ctx *x, const verdict *j, unsigned port, reference *ref) {
     hs_exchange(port, "POST", "/v1/attention/batch", NULL, text, strlen(text), ANSWER_TIMEOUT, &r);
     json_t *a = check_answer(x, &r, 0, j, NULL);
     seq_out got[MAX_SEQS] = {0};
-    if (a && check_heads(x, a) == 0) {
+    if (a && check_shared(x, a) == 0) {
         const json_t *seqs = json_object_get(a, "sequences");
         int ok = json_array_size(seqs) == x->p->n_seqs;
         if (!ok) complain(x, "sequences holds %zu answers", json_array_size(seqs));
@@ -1711,7 +2046,7 @@ static void run_v2(ctx *x, const verdict *j, unsigned port, reference *ref) {
     for (int o = 0; ok && o < O_COUNT; o++) {
         if (!(p->outs & OUT(o)) || o == O_QR || o == O_KR) continue;
         size_t count, rank;
-        long long shape[4];
+        long long shape[5];
         float *all = v2_values(x, &res, out_names[o], &count, shape, &rank);
         ok = all != NULL;
         for (size_t s = 0; ok && s < p->n_seqs; s++)
