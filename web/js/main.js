@@ -14,6 +14,8 @@ import { storyOnScreen } from "./story.js";
 import { renderGathered } from "./gathered.js";
 import { STEPS, goStep, renderWalkthrough } from "./walkthrough.js";
 import { openLink, saveLink } from "./link.js";
+import "./modelview.js";   // its view (every layer's heads)
+import "./rollout.js";     // its view (the rollout of a stack)
 import "./export.js";   // its view (the saved files, the folded controls)
 
 // The key typed, if any, becomes the one sent; false (and said) when no header could carry it.

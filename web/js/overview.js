@@ -71,7 +71,8 @@ export function compareFigures(a, hi) {
 }
 
 // One pixel per cell, as the heatmap colours it; masked cells grey, outside the window amber.
-function drawThumb(canvas, a, hi) {
+// Also the model view's (js/modelview.js), for an answer seen as one layer.
+export function drawThumb(canvas, a, hi) {
   const P = a.patterns[hi], kinds = cellKinds(a, hi);
   const T = overview.transposed;
   const n = P.length, m = P[0] ? P[0].length : 0;
