@@ -140,8 +140,8 @@ int api_call_bind(api_call *c, const api_model_ref *m, const api_limits *limits,
         if (api_request_bind(r, w, m->mask, m->vocab, c->shared, limits, err) < 0) return -1;
         c->ins[i] = r->input;
     }
-    /* A stack (one sequence: POST /v1/attention): its layers and list. */
-    if (c->count == 1 && api_request_bind_layers(c->shared, m, err) < 0) return -1;
+    /* A stack: its layers, list and each sequence's view. */
+    if (api_request_bind_layers(c->shared, m, c->seqs, c->count, err) < 0) return -1;
     c->weights = w;
     const attn_stack *stack = api_call_stack(c);
     c->flops =
@@ -157,6 +157,38 @@ int api_call_bind(api_call *c, const api_model_ref *m, const api_limits *limits,
 
 double api_call_cost(const api_call *c) {
     return c->flops;
+}
+
+/* The engine's view of a stack's outputs and hidden states, from the
+ * sequences' records (api_call's layer_outs, finals, hidden). */
+static int stack_view(api_call *c, attn_error *err) {
+    const attn_stack *st = api_call_stack(c);
+    if (!st) return 0;
+    const size_t L = st->n_layers, n = c->count;
+    const int hidden = c->seqs[0]->n_hidden != 0; /* in all or none (bind) */
+    c->layer_outs = calloc(L, sizeof *c->layer_outs);
+    c->layer_outs_all = calloc(L * n, sizeof *c->layer_outs_all);
+    c->finals = calloc(n, sizeof *c->finals);
+    c->hidden = hidden ? calloc(n * L, sizeof *c->hidden) : NULL;
+    if (!c->layer_outs || !c->layer_outs_all || !c->finals || (hidden && !c->hidden))
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    for (size_t i = 0; i < n; i++) {
+        const api_request *r = c->seqs[i];
+        const api_layers *ly = r->layers;
+        for (size_t l = 0; l < L; l++) {
+            if (!ly->outs[l]) continue;
+            c->layer_outs_all[l * n + i] = *ly->outs[l];
+            c->layer_outs[l] = &c->layer_outs_all[l * n];
+        }
+        /* one layer answered as before writes its own delta and embeddings */
+        c->finals[i] = (attn_stack_output){NULL, NULL, r->rollout};
+        if (api_request_is_stack(r))
+            c->finals[i].delta = r->output.delta, c->finals[i].embeddings = r->output.embeddings;
+        for (size_t l = 0; hidden && l < L; l++)
+            c->hidden[i * L + l] = r->hidden[l];
+    }
+    c->shared->layers->stack.hidden_states = c->hidden;
+    return 0;
 }
 
 /* Sequences' outputs start at multiples of this, as the outputs within one. */
@@ -192,7 +224,7 @@ int api_call_alloc_outputs(api_call *c, attn_workspace *block, attn_error *err) 
         }
         c->outs[i] = c->seqs[i]->output;
     }
-    return api_request_layers_outputs(c->shared, err);
+    return stack_view(c, err);
 }
 
 /* A one-layer weight set answered as before (no `layers`, no hidden
@@ -209,13 +241,8 @@ int api_call_compute(const api_call *c, attn_workspace *ws, const attn_runner *r
                      attn_error *err, size_t *failed) {
     const attn_stack *stack = api_call_stack(c);
     if (!stack) return attn_compute_batch(c->outs, ws, c->ins, c->count, runner, err, failed);
-    const api_request *head = c->shared;
-    attn_stack_output final = {NULL, NULL, head->rollout};
-    if (api_request_is_stack(head)) /* else the one layer's own outputs are the answer's */
-        final.delta = head->output.delta, final.embeddings = head->output.embeddings;
-    return attn_compute_stack(head->layers->outs,
-                              final.delta || final.embeddings || final.rollout ? &final : NULL, ws,
-                              c->ins, c->count, stack, runner, err, failed, NULL);
+    return attn_compute_stack(c->layer_outs, c->finals, ws, c->ins, c->count, stack, runner, err,
+                              failed, NULL);
 }
 
 size_t api_call_count(const api_call *c) {
@@ -287,5 +314,9 @@ void api_call_free(api_call *c) {
         free(c->outs);
     }
     if (c->wire) c->codec->free_wire(c->wire);
+    free(c->layer_outs);
+    free(c->layer_outs_all);
+    free(c->finals);
+    free(c->hidden);
     free(c);
 }

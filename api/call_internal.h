@@ -58,6 +58,14 @@ struct api_call {
     const attn_weights *weights; /* once bound */
     double flops;
     void *wire; /* the codec's own state, or NULL */
+    /* A stack's engine view (call.c), once its outputs are made: each
+     * listed layer's outputs of every sequence (L pointers to count
+     * outputs, NULL for a layer not listed), the final outputs, the
+     * hidden states (count × L, or NULL). */
+    const attn_output **layer_outs;
+    attn_output *layer_outs_all; /* L × count */
+    attn_stack_output *finals;   /* count */
+    const float **hidden;
     /* The arrays of a call of one sequence (most of them), in place of
      * three allocations: seqs, ins and outs point here then. */
     api_request *one_seq;

@@ -122,17 +122,10 @@ static int decode_fields(api_call *c, const json_t *root, api_arrays *arrays,
         return -1;
     if (weights == NULL) return 0; /* the caller binds the named model */
     const json_t *layers = json_object_get(weights, "layers");
-    static const char *const stack_fields[] = {"layers"};
-    if (layers) {
-        /* A stack: every layer's weight set is in it, none beside it. */
-        if (api_check_fields(weights, stack_fields, 1, "weights with layers", "/weights",
-                             "only layers (each layer is a whole weight set)", err) < 0 ||
-            api_layers_decode(req, arrays, layers, limits, err) < 0)
-            return -1;
-    } else if (api_weights_decode(req, req->d_model, req->context ? req->d_context : 0, weights,
-                                  limits, err) < 0) {
+    const size_t dc = req->context ? req->d_context : 0;
+    if (layers ? api_layers_decode_weights(req, arrays, weights, req->d_model, dc, limits, err) < 0
+               : api_weights_decode(req, req->d_model, dc, weights, limits, err) < 0)
         return -1;
-    }
     const attn_weights *w = layers ? &req->layers->recs[0]->inline_weights : &req->inline_weights;
     api_model_ref inline_model = {NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0};
     return api_call_bind(c, &inline_model, limits, err);

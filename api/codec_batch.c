@@ -43,10 +43,11 @@
 #include "api/json_write.h"
 #include "api/matrix.h"
 
-static const char *const top_fields[] = {"model",        "weights",  "scale", "return",
-                                         "select_heads", "encoding", "mask",  "sequences"};
-static const char *const seq_fields[] = {"embeddings", "tokens",  "mask",
-                                         "positions",  "context", "context_tokens"};
+static const char *const top_fields[] = {"model",  "weights",      "scale",
+                                         "return", "select_heads", "encoding",
+                                         "mask",   "sequences",    "layers"};
+static const char *const seq_fields[] = {
+    "embeddings", "tokens", "mask", "positions", "context", "context_tokens", "hidden_states"};
 
 /* When `path` is /sequences/N/rest, the "/rest" part (N digits only), else NULL. */
 static const char *sequence_rest(const char *path) {
@@ -64,6 +65,12 @@ static int batch_array_rank(const char *path) {
     const char *rest = sequence_rest(path);
     if (rest) {
         if (!strcmp(rest, "/embeddings") || !strcmp(rest, "/context")) return 2;
+        if (!strncmp(rest, "/hidden_states/", 15)) {
+            const char *p = rest + 15;
+            while (*p >= '0' && *p <= '9')
+                p++;
+            return p > rest + 15 && !*p ? 2 : 0;
+        }
         if (!strcmp(rest, "/mask")) return API_ARRAYS_MASK;
         return 0;
     }
@@ -99,6 +106,7 @@ static const api_scan_rule batch_rules[] = {
     {"/sequences/#/tokens", API_SCAN_TOKENS, 1},
     {"/sequences/#/context_tokens", API_SCAN_TOKENS, 1},
     {"/sequences/#/positions", API_SCAN_TOKENS, 0},
+    {"/sequences/#/hidden_states/#", API_SCAN_TOKENS, 0},
     {"/select_heads", API_SCAN_HEADS, 0},
     {"/weights/heads", API_SCAN_HEADS, 0},
     {"/weights/kv_heads", API_SCAN_HEADS, 0},
@@ -175,11 +183,16 @@ static int decode_sequences(api_call *c, const json_t *seqs, const json_t *mask,
         api_request *r = sequence_new(c->shared, i, c->shared->arrays);
         if (!r) return attn_error_set(err, 503, "out_of_memory", "", "no memory for the batch");
         c->seqs[c->count++] = r;
-        if (api_check_fields(s, seq_fields, 6, "a sequence", r->at,
-                             "embeddings, tokens, mask, positions, context, context_tokens",
+        if (api_check_fields(s, seq_fields, 7, "a sequence", r->at,
+                             "embeddings, tokens, mask, positions, context, context_tokens, "
+                             "hidden_states",
                              err) < 0)
             return -1;
-        if (api_request_decode_sequence(r, s, mask, limits, err) < 0)
+        r->arrays = c->shared->arrays;
+        if (api_request_decode_hidden(r, json_object_get(s, "hidden_states"), limits, err) < 0)
+            return -1;
+        if (api_request_decode_sequence(r, s, mask, limits, err) < 0 ||
+            api_request_check_hidden(r, err) < 0)
             return shared_mask_error(s, mask, r->at, i, err);
         r->arrays = NULL;
         total += r->n_tokens;
@@ -192,14 +205,18 @@ static int decode_sequences(api_call *c, const json_t *seqs, const json_t *mask,
     return 0;
 }
 
-/* Inline weights, read against sequence 0's widths (see the top). */
-static int decode_weights(api_call *c, const json_t *weights, const api_limits *limits,
-                          attn_error *err) {
+/* Inline weights, one set or weights.layers, read against sequence 0's
+ * widths (see the top). */
+static int decode_weights(api_call *c, const json_t *weights, api_arrays *arrays,
+                          const api_limits *limits, attn_error *err) {
     api_request *sh = c->shared, *first = c->seqs[0];
-    if (api_weights_decode(sh, first->d_model, first->context ? first->d_context : 0, weights,
-                           limits, err) < 0)
+    const size_t dc = first->context ? first->d_context : 0;
+    const json_t *layers = json_object_get(weights, "layers");
+    if (layers ? api_layers_decode_weights(sh, arrays, weights, first->d_model, dc, limits, err) < 0
+               : api_weights_decode(sh, first->d_model, dc, weights, limits, err) < 0)
         return -1;
-    api_model_ref inline_model = {NULL, &sh->inline_weights, ATTN_MASK_CAUSAL, NULL, NULL, 0};
+    const attn_weights *w = layers ? &sh->layers->recs[0]->inline_weights : &sh->inline_weights;
+    api_model_ref inline_model = {NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0};
     return api_call_bind(c, &inline_model, limits, err);
 }
 
@@ -220,22 +237,24 @@ static int check_mask(const json_t *mask, attn_error *err) {
     return 0;
 }
 
-static int decode_fields(api_call *c, const json_t *root, const api_limits *limits,
-                         attn_error *err) {
+static int decode_fields(api_call *c, const json_t *root, api_arrays *arrays,
+                         const api_limits *limits, attn_error *err) {
     const json_t *weights = json_object_get(root, "weights");
 
-    if (api_check_fields(root, top_fields, 8, "the body", "",
-                         "model, weights, scale, return, select_heads, encoding, mask, sequences",
+    if (api_check_fields(root, top_fields, 9, "the body", "",
+                         "model, weights, scale, return, select_heads, encoding, mask, sequences, "
+                         "layers",
                          err) < 0)
         return -1;
     if (api_request_decode_weight_source(c->shared, root, err) < 0) return -1;
     if (check_mask(json_object_get(root, "mask"), err) < 0 ||
         api_request_decode_options(c->shared, root, err) < 0 ||
+        api_request_decode_layers_field(c->shared, json_object_get(root, "layers"), err) < 0 ||
         decode_sequences(c, json_object_get(root, "sequences"), json_object_get(root, "mask"),
                          limits, err) < 0)
         return -1;
     if (weights == NULL) return 0; /* the server binds the named model */
-    return decode_weights(c, weights, limits, err);
+    return decode_weights(c, weights, arrays, limits, err);
 }
 
 static int batch_decode(api_call *c, const api_call_body *body, const api_limits *limits,
@@ -249,7 +268,7 @@ static int batch_decode(api_call *c, const api_call_body *body, const api_limits
         rc = attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     if (rc == 0) {
         c->shared->arrays = arrays;
-        rc = decode_fields(c, root, limits, err);
+        rc = decode_fields(c, root, arrays, limits, err);
         c->shared->arrays = NULL;
         for (size_t i = 0; i < c->count; i++)
             c->seqs[i]->arrays = NULL;

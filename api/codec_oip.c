@@ -47,6 +47,7 @@ const char *const api_oip_output_names[OIP_OUTPUTS] = {
     [OIP_V] = "v",
     [OIP_SCORES] = "scores",
     [OIP_HEAD_OUTPUTS] = "head_outputs",
+    [OIP_ROLLOUT] = "rollout",
 };
 
 typedef enum { DT_BOOL, DT_INT32, DT_INT64, DT_FP32, DT_OTHER } oip_dtype;
@@ -523,11 +524,12 @@ static float *read_floats(const oip_tensor *t, attn_error *err) {
     return f;
 }
 
-/* The request's parameters: mask, scale, select_heads, binary_data_output,
- * into the head record and *select; other keys (Triton's priority,
- * timeout, …) are the protocol's and ignored. */
+/* The request's parameters: mask, scale, select_heads, layers,
+ * binary_data_output, into the head record, *select and *layers; other keys
+ * (Triton's priority, timeout, …) are the protocol's and ignored. */
 static int read_parameters(const json_t *p, api_request *head, api_oip_request *r,
-                           const json_t **select, int *bin_out, attn_error *err) {
+                           const json_t **select, const json_t **layers, int *bin_out,
+                           attn_error *err) {
     if (!p) return 0;
     if (!json_is_object(p))
         return attn_error_set(err, 400, "wrong_type", "/parameters", "parameters is not an object");
@@ -562,17 +564,19 @@ static int read_parameters(const json_t *p, api_request *head, api_oip_request *
                                   "parameters.binary_data_output is not a boolean");
         *bin_out = json_is_true(v);
     }
-    v = json_object_get(p, "select_heads");
-    if (v) *select = v;
+    *select = json_object_get(p, "select_heads");
+    *layers = json_object_get(p, "layers");
     return 0;
 }
 
-/* select_heads: an array of integers, or a string "0,2,5" (the protocol's
- * parameters are scalars), into the head record's select; their range is
- * the bind's (api_request_bind_heads). */
-static int read_heads(api_request *head, const json_t *sel, attn_error *err) {
-    static const char *path = "/parameters/select_heads";
-    if (!sel) return 0;
+/* select_heads or layers (`name`): an array of integers, or a string
+ * "0,2,5" (the protocol's parameters are scalars), into *out (malloc'd)
+ * and *count; their range is the bind's (api_request_bind_heads,
+ * api_request_bind_layers). */
+static int read_indices(const char *name, const char *what, const json_t *sel, double **out,
+                        size_t *count, attn_error *err) {
+    char path[API_PATH_MAX];
+    api_path_key(path, sizeof path, "/parameters", name);
     /* Parsed into long longs first, as many as the entries can be. */
     size_t cap_vals = 1;
     if (json_is_array(sel)) {
@@ -624,12 +628,35 @@ static int read_heads(api_request *head, const json_t *sel, attn_error *err) {
     if (bad) {
         free(vals);
         return attn_error_set(err, 400, "wrong_type", path,
-                              "parameters.select_heads is an array of head indices or a string "
-                              "of comma-separated ones (\"0,2\")");
+                              "parameters.%s is an array of %s indices or a string of "
+                              "comma-separated ones (\"0,2\")",
+                              name, what);
     }
-    head->select = vals;
-    head->n_select = nv;
+    *out = vals;
+    *count = nv;
+    return 0;
+}
+
+/* select_heads, into the head record's select. */
+static int read_heads(api_request *head, const json_t *sel, attn_error *err) {
+    if (!sel) return 0;
+    if (read_indices("select_heads", "head", sel, &head->select, &head->n_select, err) < 0)
+        return -1;
     head->select_given = 1;
+    return 0;
+}
+
+/* layers, into the head record's list of layers (an empty one is the
+ * contract's 422, at /parameters/layers). */
+static int read_layers(api_request *head, const json_t *layers, attn_error *err) {
+    if (!layers) return 0;
+    if (read_indices("layers", "layer", layers, &head->layers_sent, &head->n_layers_sent, err) < 0)
+        return -1;
+    if (head->n_layers_sent == 0)
+        return attn_error_set(err, 422, "out_of_range", "/parameters/layers",
+                              "parameters.layers is empty; list the layers to report, or leave "
+                              "it out for all of them");
+    head->layers_given = 1;
     return 0;
 }
 
@@ -661,7 +688,7 @@ static int read_outputs(api_oip_request *r, const json_t *outs, int bin_out, att
         if (kind < 0)
             return attn_error_set(err, 400, "unknown_output", path,
                                   "outputs[%zu] names no output of this model (patterns, "
-                                  "embeddings, delta, q, k, v, scores, head_outputs)",
+                                  "embeddings, delta, q, k, v, scores, head_outputs, rollout)",
                                   i);
         if (seen & (1u << kind))
             return attn_error_set(err, 400, "duplicate_output", path,
@@ -685,8 +712,15 @@ static int read_outputs(api_oip_request *r, const json_t *outs, int bin_out, att
 }
 
 size_t api_oip_compact_count(const api_oip_request *r, int kind, size_t rt, size_t mr) {
-    /* r is a view (api_oip_view): dh and hs are the bound call's */
+    /* r is a view (api_oip_view): dh, hs and the layers are the bound call's */
+    if (api_oip_per_head(kind) && r->n_listed > 1)
+        return r->n_listed * api_oip_layer_count(r, kind, rt, mr);
+    return api_oip_layer_count(r, kind, rt, mr);
+}
+
+size_t api_oip_layer_count(const api_oip_request *r, int kind, size_t rt, size_t mr) {
     switch (kind) {
+    case OIP_ROLLOUT: return rt * rt;
     case OIP_Q:
     case OIP_HEAD_OUTPUTS: return r->hs * rt * r->dh;
     case OIP_K:
@@ -711,6 +745,7 @@ static const unsigned output_bit[OIP_OUTPUTS] = {
     [OIP_V] = API_RETURN_V,
     [OIP_SCORES] = API_RETURN_SCORES,
     [OIP_HEAD_OUTPUTS] = API_RETURN_HEAD_OUTPUTS,
+    [OIP_ROLLOUT] = API_RETURN_ROLLOUT,
 };
 
 /* A sequence's record: the head record's options, its own rows. */
@@ -1052,7 +1087,7 @@ static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root
                              const api_limits *limits, attn_error *err) {
     oip_tensor ts[IN_COUNT] = {0};
     int bin_out = 0;
-    const json_t *select = NULL, *v;
+    const json_t *select = NULL, *layers = NULL, *v;
 
     if (!json_is_object(root))
         return attn_error_set(err, 400, "wrong_type", "", "the JSON header is not an object");
@@ -1077,8 +1112,8 @@ static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root
     if (v && !json_is_string(v))
         return attn_error_set(err, 400, "wrong_type", "/model_version",
                               "model_version is not a string");
-    if (read_parameters(json_object_get(root, "parameters"), c->shared, r, &select, &bin_out, err) <
-        0)
+    if (read_parameters(json_object_get(root, "parameters"), c->shared, r, &select, &layers,
+                        &bin_out, err) < 0)
         return -1;
     v = json_object_get(root, "inputs");
     if (!json_is_array(v) || json_array_size(v) == 0)
@@ -1095,8 +1130,15 @@ static int oip_decode_header(api_call *c, api_oip_request *r, const json_t *root
     r->context_at = ts[IN_CONTEXT].given ? (long)ts[IN_CONTEXT].index : -1;
     r->context_mask_at = ts[IN_CONTEXT_MASK].given ? (long)ts[IN_CONTEXT_MASK].index : -1;
     if (read_outputs(r, json_object_get(root, "outputs"), bin_out, err) < 0 ||
-        read_heads(c->shared, select, err) < 0)
+        read_heads(c->shared, select, err) < 0 || read_layers(c->shared, layers, err) < 0)
         return -1;
+    /* what the head record binds by: a stack's rollout (named at its
+     * place in outputs) */
+    for (size_t k = 0; k < r->n_out; k++) {
+        c->shared->returns |= output_bit[r->out_kind[k]];
+        if (r->out_kind[k] == OIP_ROLLOUT) c->shared->rollout_at = k;
+    }
+    c->shared->return_field = "/outputs";
     return decode_inputs(c, r, ts, limits, err);
 }
 
@@ -1180,6 +1222,14 @@ void api_oip_view(const api_call *c, api_oip_request *view) {
     view->dh = c->weights->d_head;
     view->hs = c->shared->n_heads;
     view->outs = c->outs;
+    /* a stack's layer axis: the sequences' form is the head's (no hidden
+     * states under /v2) */
+    const api_layers *ly = c->shared->layers;
+    view->n_listed = ly && ly->computed && api_request_is_stack(c->shared) ? ly->n_list : 0;
+    view->listed = ly ? ly->list : NULL;
+    view->n_layers = ly && ly->computed ? ly->n : 0;
+    view->layer_outs = c->layer_outs_all;
+    view->finals = c->finals;
 }
 
 static int oip_answer_bytes_max(const api_call *c, size_t *bytes) {

@@ -92,15 +92,20 @@ char *api_oip_model_metadata(const api_oip_model *m, size_t *len) {
         json_array_append_new(in, tensor_meta("context", "FP32", (long long[]){-1, -1, dc}, 3));
         json_array_append_new(in, tensor_meta("context_mask", "INT32", (long long[]){-1, -1}, 2));
     }
-    /* The head axis varies with select_heads. */
-    const long long per_head_dh[] = {-1, -1, -1, dh}, square[] = {-1, -1, -1, -1},
+    /* The head axis varies with select_heads; a stack's per-head outputs
+     * have a layer axis before it, which varies with layers. */
+    const int stack = m->n_layers > 1;
+    const long long per_head_dh[] = {-1, -1, -1, -1, dh}, square[] = {-1, -1, -1, -1, -1},
                     rows[] = {-1, -1, dm};
     for (int k = 0; k < OIP_OUTPUTS; k++) {
         const long long *shape = k == OIP_PATTERNS || k == OIP_SCORES    ? square
                                  : k == OIP_EMBEDDINGS || k == OIP_DELTA ? rows
+                                 : k == OIP_ROLLOUT                      ? square
                                                                          : per_head_dh;
-        json_array_append_new(
-            out, tensor_meta(api_oip_output_names[k], "FP32", shape, shape == rows ? 3 : 4));
+        size_t rank = shape == rows || k == OIP_ROLLOUT ? 3 : stack ? 5 : 4;
+        /* a shape's last `rank` sizes */
+        json_array_append_new(out, tensor_meta(api_oip_output_names[k], "FP32",
+                                               shape + (shape == rows ? 0 : 5 - rank), rank));
     }
     json_t *o = json_pack("{s:s,s:[s],s:s,s:o,s:o}", "name", m->name, "versions", "1", "platform",
                           "attention", "inputs", in, "outputs", out);
@@ -110,9 +115,12 @@ char *api_oip_model_metadata(const api_oip_model *m, size_t *len) {
     return text;
 }
 
-/* The compact result of sequence s for output kind. */
-static const float *result_of(const api_oip_request *r, size_t s, int kind) {
-    const attn_output *o = &r->outs[s];
+/* The compact result of sequence s for output kind (of listed layer j). */
+static const float *result_of(const api_oip_request *r, size_t s, int kind, size_t j) {
+    if (kind == OIP_ROLLOUT) return r->finals[s].rollout;
+    const attn_output *o = r->n_listed && api_oip_per_head(kind)
+                               ? &r->layer_outs[r->listed[j] * r->count + s]
+                               : &r->outs[s];
     switch (kind) {
     case OIP_PATTERNS: return o->patterns;
     case OIP_EMBEDDINGS: return o->embeddings;
@@ -165,17 +173,22 @@ static size_t consecutive(const size_t *list, size_t count, size_t at, size_t mo
 static size_t run_at(const api_oip_request *r, int kind, size_t f, size_t want, const float **src,
                      float *fill) {
     size_t per_row = api_oip_compact_count(r, kind, r->n, r->m);
-    size_t b = f / per_row, g = f % per_row, s;
+    size_t b = f / per_row, g = f % per_row, s, layer = 0;
+    if (r->n_listed && api_oip_per_head(kind)) { /* a row is L' layers' blocks */
+        per_row = api_oip_layer_count(r, kind, r->n, r->m);
+        layer = g / per_row;
+        g %= per_row;
+    }
     *src = NULL;
     *fill = 0;
-    const float *out = find(r->seq, r->count, b, &s) ? result_of(r, s, kind) : NULL;
+    const float *out = find(r->seq, r->count, b, &s) ? result_of(r, s, kind, layer) : NULL;
     if (!out) return per_row - g; /* a row of padding only */
     size_t rt = r->ntok[b], mr = r->nctx[b];
     if (rt == r->n && mr == r->m) {
         *src = out + g;
         return per_row - g;
     }
-    int square = kind == OIP_SCORES || kind == OIP_PATTERNS;
+    int square = kind == OIP_SCORES || kind == OIP_PATTERNS || kind == OIP_ROLLOUT;
     int keys = kind == OIP_K || kind == OIP_V;
     size_t L = square ? r->m : kind == OIP_EMBEDDINGS || kind == OIP_DELTA ? r->dm : r->dh;
     size_t lines = keys ? r->m : r->n; /* a head's */
@@ -265,9 +278,11 @@ static void put_json(header_out *h, const json_t *v, size_t bytes) {
 
 /* The shape of output kind. */
 static void put_shape(header_out *h, const api_oip_request *r, int kind) {
-    size_t dims[4], k = 0;
+    size_t dims[5], k = 0;
     if (r->batch_axis) dims[k++] = r->B;
+    if (r->n_listed && api_oip_per_head(kind)) dims[k++] = r->n_listed;
     switch (kind) {
+    case OIP_ROLLOUT: dims[k++] = r->n, dims[k++] = r->n; break;
     case OIP_Q:
     case OIP_HEAD_OUTPUTS: dims[k++] = r->hs, dims[k++] = r->n, dims[k++] = r->dh; break;
     case OIP_K:
@@ -425,11 +440,14 @@ char *api_oip_encode(const api_oip_request *r, size_t *len, size_t *json_len, at
  * outputs read from the block the computation wrote them into.
  */
 struct api_answer {
-    api_oip_request r;     /* the view it is read from, its arrays wire's, r.outs outs */
-    api_oip_request *wire; /* the call's state, taken: the padding's arrays */
-    attn_output *outs;     /* r.count, copied from the call: pointers into block */
-    attn_workspace *block; /* the outputs' floats, taken */
-    char *json;            /* the header, json_len bytes */
+    api_oip_request r;         /* the view it is read from, its arrays wire's, r.outs outs */
+    api_oip_request *wire;     /* the call's state, taken: the padding's arrays */
+    attn_output *outs;         /* r.count, copied from the call: pointers into block */
+    attn_output *layer_outs;   /* a stack's: L × r.count, as outs */
+    size_t *listed;            /* r.n_listed */
+    attn_stack_output *finals; /* r.count */
+    attn_workspace *block;     /* the outputs' floats, taken */
+    char *json;                /* the header, json_len bytes */
     size_t json_len, length;
 };
 
@@ -446,6 +464,20 @@ api_answer *api_oip_answer_create(const api_oip_request *view, api_oip_request *
         memcpy(a->outs, view->outs, view->count * sizeof *a->outs);
     }
     a->r.outs = a->outs;
+    /* a stack's views, as the outputs': pointers into block */
+    if (view->n_listed || view->finals) {
+        size_t all = view->n_layers * view->count;
+        a->layer_outs = malloc((all ? all : 1) * sizeof *a->layer_outs);
+        a->listed = malloc((view->n_listed ? view->n_listed : 1) * sizeof *a->listed);
+        a->finals = malloc((view->count ? view->count : 1) * sizeof *a->finals);
+        if (!a->layer_outs || !a->listed || !a->finals) goto oom;
+        if (all) memcpy(a->layer_outs, view->layer_outs, all * sizeof *a->layer_outs);
+        if (view->n_listed) memcpy(a->listed, view->listed, view->n_listed * sizeof *a->listed);
+        if (view->finals) memcpy(a->finals, view->finals, view->count * sizeof *a->finals);
+        a->r.layer_outs = a->layer_outs;
+        a->r.listed = a->listed;
+        a->r.finals = view->finals ? a->finals : NULL;
+    }
     /* what only the header needs: gone with the call */
     a->r.model = a->r.id = NULL;
     a->json = header_text(view, &a->json_len);
@@ -488,6 +520,9 @@ void api_answer_destroy(api_answer *a) {
     if (!a) return;
     free(a->json);
     free(a->outs);
+    free(a->layer_outs);
+    free(a->listed);
+    free(a->finals);
     api_oip_request_free(a->wire);
     attn_workspace_destroy(a->block);
     free(a);

@@ -59,6 +59,7 @@ typedef struct api_oip_model {
     const char *name;
     const attn_weights *weights;
     attn_mask_kind mask; /* its default: causal or none */
+    size_t n_layers;     /* L (0 is 1): a stack's per-head outputs gain a layer axis */
 } api_oip_model;
 
 /* {"error": message}: the protocol's error body, malloc'd, NUL-terminated;

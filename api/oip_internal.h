@@ -27,8 +27,14 @@ enum {
     OIP_V,
     OIP_SCORES,
     OIP_HEAD_OUTPUTS,
+    OIP_ROLLOUT, /* a stack's own (API.md, "Layers"), [B, n, n] */
     OIP_OUTPUTS
 };
+
+/* Whether output `kind` is per head: in a stack, per listed layer too. */
+static inline int api_oip_per_head(int kind) {
+    return kind != OIP_EMBEDDINGS && kind != OIP_DELTA && kind != OIP_ROLLOUT;
+}
 
 extern const char *const api_oip_output_names[OIP_OUTPUTS];
 
@@ -61,6 +67,13 @@ typedef struct api_oip_request {
     size_t model_json_bytes, id_json_bytes; /* their JSON text's lengths */
     size_t dh, hs;
     const attn_output *outs;
+    /* a stack's: the listed layers (the layer axis, L' of them; 0: no
+     * axis), each layer's outputs of every sequence (layer l's of sequence
+     * s at [l · count + s]), and the final outputs (the rollout) */
+    size_t n_listed, n_layers; /* L', and L: layer_outs holds L × count */
+    const size_t *listed;
+    const attn_output *layer_outs;
+    const attn_stack_output *finals;
 } api_oip_request;
 
 /* Frees the state (NULL: nothing). */
@@ -82,8 +95,10 @@ size_t api_oip_answer_bytes_max(const api_oip_request *r);
 api_answer *api_oip_answer_create(const api_oip_request *view, api_oip_request *wire,
                                   attn_workspace *block, attn_error *err);
 
-/* Elements of output `kind` for one sequence of r tokens and mr keys. */
+/* Elements of output `kind` for one sequence of r tokens and mr keys:
+ * every listed layer's (api_oip_compact_count), or one layer's. */
 size_t api_oip_compact_count(const api_oip_request *r, int kind, size_t rt, size_t mr);
+size_t api_oip_layer_count(const api_oip_request *r, int kind, size_t rt, size_t mr);
 
 /* Elements of the padded output `kind` (the whole tensor). */
 size_t api_oip_padded_count(const api_oip_request *r, int kind);

@@ -155,9 +155,51 @@ static int outputs_place(api_request *req, const size_t bytes[API_OUTPUTS], unsi
     return 0;
 }
 
+/* The bytes of each output of a listed layer l of a stack's sequence. */
+static int layer_sizes(const api_request *req, size_t l, size_t bytes[API_OUTPUTS], size_t *total,
+                       attn_error *err) {
+    return outputs_sizes_of(req->returns & API_RETURN_LAYER, req->layers->weights[l],
+                            req->input.n_heads_out, req->n_tokens, api_request_kv_rows(req), bytes,
+                            total, err);
+}
+
+/* Whether the sequence's listed layers have outputs of their own: in the
+ * stack's form (else one layer's outputs are the record's). */
+static int layers_own_outputs(const api_request *req) {
+    return req->layers && req->layers->outs_rec && api_request_is_stack(req);
+}
+
 int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err) {
-    size_t bytes[API_OUTPUTS];
-    return outputs_sizes(req, bytes, total, err);
+    size_t bytes[API_OUTPUTS], each;
+    if (outputs_sizes(req, bytes, total, err) < 0) return -1;
+    for (size_t l = 0; layers_own_outputs(req) && l < req->layers->n; l++)
+        if (req->layers->outs_rec[l] &&
+            (layer_sizes(req, l, bytes, &each, err) < 0 || api_size_add(*total, each, total) < 0))
+            return attn_error_set(err, 503, "out_of_memory", "", "the outputs are too large");
+    return 0;
+}
+
+/* The listed layers' outputs, carved from `block` past the record's own
+ * (or one calloc each), and the stack's view of them. */
+static int layers_place(api_request *req, attn_workspace *owner, unsigned char *block,
+                        attn_error *err) {
+    api_layers *ly = req->layers;
+    size_t bytes[API_OUTPUTS], total;
+    if (!ly || !ly->outs_rec) return 0;
+    if (!api_request_is_stack(req)) { /* one layer answered as before, for its rollout */
+        ly->outs[0] = &req->output;
+        return 0;
+    }
+    for (size_t l = 0; l < ly->n; l++) {
+        api_request *r = ly->outs_rec[l];
+        if (!r) continue;
+        if (layer_sizes(req, l, bytes, &total, err) < 0) return -1;
+        r->out_ws = owner;
+        if (outputs_place(r, bytes, block && total ? block : NULL, err) < 0) return -1;
+        if (block) block += total;
+        ly->outs[l] = &r->output;
+    }
+    return 0;
 }
 
 int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,
@@ -168,8 +210,10 @@ int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned 
                               "outputs are made once, for a bound request");
     req->out_ws = owner;
     req->outputs_made = 1;
-    if (outputs_sizes(req, bytes, &total, err) < 0) return -1;
-    return outputs_place(req, bytes, total ? block : NULL, err);
+    if (outputs_sizes(req, bytes, &total, err) < 0 ||
+        outputs_place(req, bytes, total ? block : NULL, err) < 0)
+        return -1;
+    return layers_place(req, owner, block ? block + total : NULL, err);
 }
 
 /* A context against the weights: its width, and what it excludes. The
@@ -336,12 +380,13 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
         req->d_model = weights->d_model;
     }
     if (weights->d_model != req->d_model) {
-        char at[API_PATH_MAX];
+        char field[API_PATH_MAX], at[API_PATH_MAX];
         const char *what = !req->embeddings && req->n_hidden ? "hidden_states" : "embeddings";
+        api_request_path(req, what, field, sizeof field);
         if (!req->embeddings && req->n_hidden)
-            snprintf(at, sizeof at, "/hidden_states/0");
+            api_path_index(at, sizeof at, field, 0);
         else
-            api_request_path(req, "embeddings", at, sizeof at);
+            memcpy(at, field, sizeof at);
         return attn_error_set(err, 422, "dimension_mismatch", at,
                               "%s rows have %zu numbers, expected the model's d_model = %zu", what,
                               req->d_model, weights->d_model);
@@ -385,93 +430,136 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
     return 0;
 }
 
-int api_request_bind_layers(api_request *head, const api_model_ref *m, attn_error *err) {
+/* The sequences' hidden states: in every sequence or in none, L each. */
+static int check_hidden(api_request *const *seqs, size_t count, size_t L, attn_error *err) {
+    char at[API_PATH_MAX];
+    size_t with = 0;
+    for (size_t i = 0; i < count; i++) {
+        const api_request *r = seqs[i];
+        with += r->n_hidden != 0;
+        api_request_path(r, "hidden_states", at, sizeof at);
+        if (r->n_hidden && r->n_hidden != L)
+            return attn_error_set(err, 422, "dimension_mismatch", at,
+                                  "hidden_states has %zu matrices, expected one per layer: %zu",
+                                  r->n_hidden, L);
+    }
+    for (size_t i = 0; with && i < count; i++)
+        if (!seqs[i]->n_hidden) {
+            api_request_path(seqs[i], "hidden_states", at, sizeof at);
+            return attn_error_set(err, 422, "invalid_combination", at,
+                                  "hidden_states is in %zu of the %zu sequences; send it in "
+                                  "every sequence or in none",
+                                  with, count);
+        }
+    return with != 0;
+}
+
+/* The `layers` list (default: all), checked against L, into ly->list. */
+static int bind_list(api_layers *ly, const api_request *head, attn_error *err) {
+    char path[API_PATH_MAX];
+    const size_t L = ly->n, k = head->layers_given ? head->n_layers_sent : L;
+    unsigned char *seen = calloc(L, 1);
+    ly->list = malloc((k ? k : 1) * sizeof *ly->list);
+    if (!seen || !ly->list) {
+        free(seen);
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    }
+    int rc = 0;
+    for (size_t i = 0; i < k && rc == 0; i++) {
+        double d = head->layers_given ? head->layers_sent[i] : (double)i;
+        api_path_index(path, sizeof path, "/layers", i);
+        if (d < 0 || d >= (double)L) {
+            rc = attn_error_set(err, 422, "out_of_range", path,
+                                "layers[%zu] = %.17g is not a layer index; the model has layers "
+                                "0 to %zu",
+                                i, d, L - 1);
+        } else if (seen[(size_t)d]) {
+            rc = attn_error_set(err, 422, "out_of_range", path,
+                                "layers[%zu] = %zu repeats an earlier index", i, (size_t)d);
+        } else {
+            seen[(size_t)d] = 1;
+            ly->list[i] = (size_t)d;
+        }
+    }
+    free(seen);
+    ly->n_list = k;
+    return rc;
+}
+
+/* A record for each listed layer's outputs of sequence `seq`, in its own
+ * view of the stack (the head's, for a call of one sequence). */
+static int layers_view(api_request *seq, const api_request *head, attn_error *err) {
+    const api_layers *hl = head->layers;
+    api_layers *ly = seq->layers;
+    if (!ly) {
+        if (!(ly = seq->layers = calloc(1, sizeof *ly)))
+            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+        *ly = (api_layers){.n = hl->n,
+                           .weights = hl->weights,
+                           .scales = hl->scales,
+                           .list = hl->list,
+                           .n_list = hl->n_list,
+                           .borrowed = 1};
+        seq->layers_given = head->layers_given;
+    }
+    ly->outs_rec = calloc(ly->n, sizeof *ly->outs_rec);
+    ly->outs = calloc(ly->n, sizeof *ly->outs);
+    if (!ly->outs_rec || !ly->outs)
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    for (size_t i = 0; i < ly->n_list; i++)
+        if (!(ly->outs_rec[ly->list[i]] = calloc(1, sizeof(api_request))))
+            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    return 0;
+}
+
+int api_request_bind_layers(api_request *head, const api_model_ref *m, api_request *const *seqs,
+                            size_t count, attn_error *err) {
     char path[API_PATH_MAX];
     api_layers *ly = head->layers;
     const size_t model_layers = m->layers && m->n_layers > 1 ? m->n_layers : 1;
+    const size_t L = ly ? ly->n : model_layers;
     const int rollout = (head->returns & API_RETURN_ROLLOUT) != 0;
-    if (!ly && !head->layers_given && !head->n_hidden && model_layers == 1 && !rollout) return 0;
-    if (rollout && head->context) {
-        api_path_index(path, sizeof path, "/return", head->rollout_at);
-        return attn_error_set(err, 422, "invalid_value", path,
-                              "rollout follows attention over the tokens themselves; a request "
-                              "with a context (cross-attention) has none");
-    }
-    if (!ly) { /* one weight set, or a model's layers */
-        ly = head->layers = calloc(1, sizeof *ly);
-        if (!ly) return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
-        ly->n = model_layers;
-    }
-    size_t L = ly->n, k = head->layers_given ? head->n_layers_sent : L;
-    if (head->n_hidden && head->n_hidden != L)
-        return attn_error_set(err, 422, "dimension_mismatch", "/hidden_states",
-                              "hidden_states has %zu matrices, expected one per layer: %zu",
-                              head->n_hidden, L);
+    const int hidden = check_hidden(seqs, count, L, err);
+    if (hidden < 0) return -1;
+    if (L == 1 && !head->layers_given && !hidden && !rollout) return 0; /* one layer, as before */
+    for (size_t i = 0; rollout && i < count; i++)
+        if (seqs[i]->context) {
+            api_path_index(path, sizeof path, head->return_field ? head->return_field : "/return",
+                           head->rollout_at);
+            return attn_error_set(err, 422, "invalid_value", path,
+                                  "rollout follows attention over the tokens themselves; a "
+                                  "request with a context (cross-attention) has none");
+        }
+    if (!ly && !(ly = head->layers = calloc(1, sizeof *ly)))
+        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
+    ly->n = L;
     ly->weights = calloc(L, sizeof *ly->weights);
     ly->scales = calloc(L, sizeof *ly->scales);
-    ly->outs_rec = calloc(L, sizeof *ly->outs_rec);
-    ly->outs = calloc(L, sizeof *ly->outs);
-    ly->list = malloc((k ? k : 1) * sizeof *ly->list);
-    if (!ly->weights || !ly->scales || !ly->outs_rec || !ly->outs || !ly->list)
+    if (!ly->weights || !ly->scales)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     for (size_t l = 0; l < L; l++) {
         const attn_weights *w = ly->recs           ? &ly->recs[l]->inline_weights
                                 : model_layers > 1 ? m->layers[l]
                                                    : m->weights;
         ly->weights[l] = w;
-        if (l == 0) continue; /* bound with the sequence */
+        if (l == 0) continue; /* bound with the sequences */
         /* The rules of a sequence against a layer's weights, as for layer 0
          * (d_model, the heads and a missing w_o's identity: decode checked
          * them). */
-        if (bind_context(head, w, err) < 0) {
-            api_error_in_layer(err, l);
-            return -1;
-        }
+        for (size_t i = 0; i < count; i++)
+            if (bind_context(seqs[i], w, err) < 0) {
+                api_error_in_layer(err, l);
+                return -1;
+            }
     }
-    for (size_t i = 0; i < k; i++) {
-        double d = head->layers_given ? head->layers_sent[i] : (double)i;
-        api_path_index(path, sizeof path, "/layers", i);
-        if (d < 0 || d >= (double)L)
-            return attn_error_set(err, 422, "out_of_range", path,
-                                  "layers[%zu] = %.17g is not a layer index; the model has layers "
-                                  "0 to %zu",
-                                  i, d, L - 1);
-        size_t l = (size_t)d;
-        if (ly->outs_rec[l])
-            return attn_error_set(err, 422, "out_of_range", path,
-                                  "layers[%zu] = %zu repeats an earlier index", i, l);
-        ly->list[i] = l;
-        if (!(ly->outs_rec[l] = calloc(1, sizeof *ly->outs_rec[l])))
-            return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
-    }
-    ly->n_list = k;
-    ly->stack =
-        (attn_stack){.layers = ly->weights,
-                     .n_layers = L,
-                     .scales = head->scale_given ? NULL : ly->scales,
-                     .hidden_states = head->n_hidden ? (const float *const *)head->hidden : NULL,
-                     .rollout = rollout};
-    return 0;
-}
-
-int api_request_layers_outputs(api_request *head, attn_error *err) {
-    api_layers *ly = head->layers;
-    size_t bytes[API_OUTPUTS], total;
-    if (!ly) return 0;
-    if (!api_request_is_stack(head)) { /* one layer answered as before, for its rollout */
-        ly->outs[0] = &head->output;
-        return 0;
-    }
-    for (size_t l = 0; l < ly->n; l++) {
-        api_request *r = ly->outs_rec[l];
-        if (!r) continue;
-        if (outputs_sizes_of(head->returns & API_RETURN_LAYER, ly->weights[l],
-                             head->input.n_heads_out, head->n_tokens, api_request_kv_rows(head),
-                             bytes, &total, err) < 0 ||
-            outputs_place(r, bytes, NULL, err) < 0)
-            return -1;
-        ly->outs[l] = &r->output;
-    }
+    if (bind_list(ly, head, err) < 0) return -1;
+    for (size_t i = 0; i < count; i++)
+        if (layers_view(seqs[i], head, err) < 0) return -1;
+    ly->computed = 1;
+    ly->stack = (attn_stack){.layers = ly->weights,
+                             .n_layers = L,
+                             .scales = head->scale_given ? NULL : ly->scales,
+                             .rollout = rollout};
     return 0;
 }
 
@@ -505,9 +593,11 @@ void api_request_free(api_request *req) {
             if (ly->outs_rec) api_request_free(ly->outs_rec[l]);
         }
         free(ly->recs);
-        free(ly->weights);
-        free(ly->scales);
-        free(ly->list);
+        if (!ly->borrowed) {
+            free(ly->weights);
+            free(ly->scales);
+            free(ly->list);
+        }
         free(ly->outs_rec);
         free(ly->outs);
         free(ly);

@@ -48,21 +48,25 @@ enum {
 typedef struct api_request api_request;
 
 /*
- * A stack of layers (API.md, "Layers"), on the head record of
- * POST /v1/attention: the inline weights.layers (one record each, holding
- * that layer's weights), the layers the request lists (`layers`), and once
- * bound the engine's view. Layer l's outputs, when it is listed, are in
- * outs_rec[l] (a record of its own, only its outputs used).
+ * A stack of layers (API.md, "Layers"). The call's head record owns the
+ * stack: the inline weights.layers (one record each, holding that layer's
+ * weights), the layers the request lists (`layers`), and once bound the
+ * engine's view. Each sequence's record has a view of its own (the head's
+ * itself for a call of one sequence), borrowing the head's weights, scales
+ * and list: layer l's outputs of that sequence, when l is listed, are in
+ * its outs_rec[l] (a record of its own, only its outputs used).
  */
 typedef struct api_layers {
     size_t n;                     /* L ≥ 1 */
-    api_request **recs;           /* L records with inline weights, or NULL: the model's one */
+    api_request **recs;           /* L records with inline weights, or NULL: the model's */
     const attn_weights **weights; /* L, for attn_stack */
     float *scales;                /* L zeros (each layer's own scale), for attn_stack */
     size_t *list, n_list;         /* the layers reported, in order */
+    int borrowed;                 /* a sequence's view: weights, scales, list are the head's */
+    int computed;                 /* the head's: the call is computed as a stack */
     api_request **outs_rec;       /* L: the listed layers' outputs, else NULL */
     const attn_output **outs;     /* L: &outs_rec[l]->output, else NULL */
-    attn_stack stack;
+    attn_stack stack;             /* the head's; its hidden states are the call's */
 } api_layers;
 
 /* One output buffer per API_RETURN_* bit. */
@@ -105,10 +109,11 @@ struct api_request {
     int scale_given; /* 0: the weights' scale, else 1/sqrt(dh), at bind */
     float scale;
 
-    unsigned returns;  /* API_RETURN_* bits */
-    size_t rollout_at; /* the index of "rollout" in `return`, when asked */
-    float *rollout;    /* n × n, with API_RETURN_ROLLOUT (the head record's) */
-    int base64;        /* "encoding": "base64": outputs as tensor objects */
+    unsigned returns;         /* API_RETURN_* bits */
+    size_t rollout_at;        /* the index of "rollout" in `return`, when asked */
+    const char *return_field; /* where the outputs are named: NULL is "/return" */
+    float *rollout;           /* n × n, with API_RETURN_ROLLOUT (the head record's) */
+    int base64;               /* "encoding": "base64": outputs as tensor objects */
 
     int layers_given;    /* the request field `layers` */
     double *layers_sent; /* as sent (integers), checked at bind */
@@ -180,8 +185,11 @@ int api_request_decode_layers_field(api_request *req, const json_t *layers, attn
  * layer l's in a stack: /weights/layers/l/.... */
 void api_error_in_layer(attn_error *err, size_t l);
 
-int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers,
-                      const api_limits *limits, attn_error *err);
+/* weights = {"layers": [weight set, …]}, each set read against d_model and
+ * d_context (0: none) into req->layers. */
+int api_layers_decode_weights(api_request *req, api_arrays *arrays, const json_t *weights,
+                              size_t d_model, size_t d_context, const api_limits *limits,
+                              attn_error *err);
 
 /* The request field `hidden_states` of POST /v1/attention: each matrix
  * read (400 at its place for its type, 422 past max_tokens rows or
@@ -200,10 +208,10 @@ static inline int api_request_is_stack(const api_request *req) {
     return req->layers && (req->layers->n > 1 || req->layers_given || req->n_hidden);
 }
 
-/* Whether the call is computed as a stack: in the stack's form, or for a
- * rollout (which one layer answered as before may ask for too). */
-static inline int api_request_computes_stack(const api_request *req) {
-    return req->layers && (api_request_is_stack(req) || (req->returns & API_RETURN_ROLLOUT));
+/* Whether the call whose head this is is computed as a stack: a stack's
+ * form, or a rollout (which one layer answered as before may ask for). */
+static inline int api_request_computes_stack(const api_request *head) {
+    return head->layers && head->layers->computed;
 }
 
 /* The outputs a stack's answer carries at its top: delta (E_L − E_0) and
@@ -243,15 +251,14 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
                      const api_vocabulary *vocab, const api_request *head, const api_limits *limits,
                      attn_error *err);
 
-/* The stack of the head record, once its sequence is bound against
- * layer 0 (the model's or the inline weights'), for the model's layers or the inline
- * weights.layers: the layers' checks
- * against the sequence, the list of layers reported (422 at /layers/i),
- * the engine's view. Only for a call of one sequence. */
-int api_request_bind_layers(api_request *head, const api_model_ref *m, attn_error *err);
-
-/* The outputs of the listed layers, one calloc each. 0, or -1 (503). */
-int api_request_layers_outputs(api_request *head, attn_error *err);
+/* The stack of the head record, once its sequences are bound against
+ * layer 0 (the model's or the inline weights'), for the model's layers,
+ * the inline weights.layers, `layers`, hidden states or a rollout: the
+ * sequences against every layer, their hidden states (in all or none, L
+ * each), the list of layers reported (422 at /layers/i), each sequence's
+ * view and the engine's stack. 0 when none of these is asked for. */
+int api_request_bind_layers(api_request *head, const api_model_ref *m, api_request *const *seqs,
+                            size_t count, attn_error *err);
 
 /* Bytes of the embeddings a tokens_only record will make from the
  * vocabulary (0 for any other): scratch memory besides the engine's,
@@ -263,8 +270,9 @@ size_t api_request_made_bytes(const api_request *req);
  * them. 0, or -1 with a 503 in *err. Nothing to do for other records. */
 int api_request_make_embeddings(api_request *req, const api_vocabulary *vocab, attn_error *err);
 
-/* The bytes a bound record's outputs take in one block, and their place:
- * in `block` (zeroed, that many bytes, owned by `owner`, the caller's
+/* The bytes a bound record's outputs take in one block (a stack's
+ * sequence's: its listed layers' too), and their place: in `block`
+ * (zeroed, that many bytes, owned by `owner`, the caller's
  * attn_workspace), or one calloc each when owner is NULL. */
 int api_request_outputs_bytes(const api_request *req, size_t *total, attn_error *err);
 int api_request_outputs_place(api_request *req, attn_workspace *owner, unsigned char *block,

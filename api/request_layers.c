@@ -82,9 +82,16 @@ static int check_agrees(const attn_weights *w0, const attn_weights *w, size_t l,
                           l, what, a, b);
 }
 
-int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers,
-                      const api_limits *limits, attn_error *err) {
+int api_layers_decode_weights(api_request *req, api_arrays *arrays, const json_t *weights,
+                              size_t d_model, size_t d_context, const api_limits *limits,
+                              attn_error *err) {
+    static const char *const stack_fields[] = {"layers"};
     char at[API_PATH_MAX];
+    const json_t *layers = json_object_get(weights, "layers");
+    /* A stack: every layer's weight set is in it, none beside it. */
+    if (api_check_fields(weights, stack_fields, 1, "weights with layers", "/weights",
+                         "only layers (each layer is a whole weight set)", err) < 0)
+        return -1;
     if (!json_is_array(layers))
         return attn_error_set(err, 400, "wrong_type", "/weights/layers",
                               "weights.layers is %s, expected an array of weight sets",
@@ -115,8 +122,7 @@ int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers
         }
         r->arrays = arrays;
         api_arrays_alias(arrays, "/weights", at);
-        rc = api_weights_decode(r, req->d_model, req->context ? req->d_context : 0, set, limits,
-                                err);
+        rc = api_weights_decode(r, d_model, d_context, set, limits, err);
         api_arrays_alias(arrays, NULL, NULL);
         r->arrays = NULL;
         if (rc < 0)
@@ -129,23 +135,24 @@ int api_layers_decode(api_request *req, api_arrays *arrays, const json_t *layers
 
 int api_request_decode_hidden(api_request *req, const json_t *hidden, const api_limits *limits,
                               attn_error *err) {
-    char at[API_PATH_MAX], name[48];
+    char top[API_PATH_MAX], at[API_PATH_MAX], name[48];
     if (hidden == NULL) return 0;
+    api_request_path(req, "hidden_states", top, sizeof top);
     if (!json_is_array(hidden))
-        return attn_error_set(err, 400, "wrong_type", "/hidden_states",
+        return attn_error_set(err, 400, "wrong_type", top,
                               "hidden_states is %s, expected an array of n × d_model matrices, "
                               "one per layer",
                               api_json_type_name(hidden));
     size_t L = json_array_size(hidden);
     if (L == 0)
-        return attn_error_set(err, 422, "dimension_mismatch", "/hidden_states",
+        return attn_error_set(err, 422, "dimension_mismatch", top,
                               "hidden_states is empty; send one n × d_model matrix per layer");
     if ((req->hidden = calloc(L, sizeof *req->hidden)) == NULL)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the hidden states");
     for (size_t l = 0; l < L; l++) {
         const json_t *m = json_array_get(hidden, l);
         size_t n, dm, count;
-        api_path_index(at, sizeof at, "/hidden_states", l);
+        api_path_index(at, sizeof at, top, l);
         snprintf(name, sizeof name, "hidden_states[%zu]", l);
         if (api_matrix_shape(m, req->arrays, name, at, &n, &dm, err) < 0) return -1;
         if (limits && n > limits->max_tokens)
@@ -175,7 +182,10 @@ int api_request_check_hidden(const api_request *req, attn_error *err) {
     if (!req->n_hidden || !req->embeddings) return 0; /* else n × d_model are hidden_states[0]'s */
     if (req->hidden_rows == req->n_tokens && req->hidden_cols == req->d_model) return 0;
     /* All share hidden_states[0]'s shape: the first differs. */
-    return attn_error_set(err, 422, "dimension_mismatch", "/hidden_states/0",
+    char top[API_PATH_MAX], at[API_PATH_MAX];
+    api_request_path(req, "hidden_states", top, sizeof top);
+    api_path_index(at, sizeof at, top, 0);
+    return attn_error_set(err, 422, "dimension_mismatch", at,
                           "hidden_states[0] is %zu × %zu, the embeddings %zu × %zu; every layer's "
                           "is n × d_model",
                           req->hidden_rows, req->hidden_cols, req->n_tokens, req->d_model);

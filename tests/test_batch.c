@@ -355,25 +355,135 @@ START_TEST(test_not_served_yet) {
     static const struct {
         const char *path, *value, *code, *where;
     } cases[] = {
-        {"/layers", "[0]", "unknown_field", "/layers"},
         {"/terms_for", "{\"head\":1,\"query\":1,\"key\":0}", "unknown_field", "/terms_for"},
-        {"/sequences/1/hidden_states", "[[[1,2,3,4],[1,2,3,4],[1,2,3,4]]]", "unknown_field",
-         "/sequences/1/hidden_states"},
         {"/return", "[\"patterns\",\"normed\"]", "invalid_value", "/return/1"},
         {"/return", "[\"head_deltas\"]", "invalid_value", "/return/0"},
         {"/return", "[\"value_norms\"]", "invalid_value", "/return/0"},
         {"/return", "[\"entropy\"]", "invalid_value", "/return/0"},
         {"/return", "[\"score_terms\"]", "invalid_value", "/return/0"},
-        {"/return", "[\"rollout\"]", "invalid_value", "/return/0"},
         {"/weights/sinks", "[0.5,-1]", "unknown_field", "/weights/sinks"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_error(with(base(), cases[i].path, cases[i].value), &limits, 400, cases[i].code,
                      cases[i].where);
-    /* a stack of two layers */
+}
+END_TEST
+
+/* base() as a stack of two layers, its weight set twice (new reference). */
+static json_t *stacked(void) {
     json_t *b = base(), *w = json_incref(json_object_get(b, "weights"));
-    json_object_set_new(b, "weights", json_pack("{s:[O,o]}", "layers", w, w));
-    expect_error(b, &limits, 400, "unknown_field", "/weights/layers");
+    json_object_set_new(b, "weights", json_pack("{s:[o,o]}", "layers", json_deep_copy(w), w));
+    return b;
+}
+
+/* A batch's stack, refused at the field that is wrong: the layers listed,
+ * the hidden states (in every sequence or none, one per layer, each n ×
+ * d_model), a layer that differs, a rollout with a context. */
+START_TEST(test_stack_refusals) {
+    static const char h3[] = "[[[1,2,3,4],[1,2,3,4],[1,2,3,4]],[[1,2,3,4],[1,2,3,4],[1,2,3,4]]]";
+    static const char h2[] = "[[[1,2,3,4],[1,2,3,4]],[[1,2,3,4],[1,2,3,4]]]";
+    static const struct {
+        const char *path, *value, *path2, *value2;
+        int status;
+        const char *code, *where;
+    } cases[] = {
+        {"/layers", "[2]", NULL, NULL, 422, "out_of_range", "/layers/0"},
+        {"/layers", "[1,1]", NULL, NULL, 422, "out_of_range", "/layers/1"},
+        {"/layers", "[]", NULL, NULL, 422, "out_of_range", "/layers"},
+        {"/layers", "[0.5]", NULL, NULL, 400, "wrong_type", "/layers/0"},
+        {"/layers", "{}", NULL, NULL, 400, "wrong_type", "/layers"},
+        {"/sequences/1/hidden_states", h3, NULL, NULL, 422, "invalid_combination",
+         "/sequences/0/hidden_states"},
+        {"/sequences/1/hidden_states", "[[[1,2,3,4],[1,2,3,4],[1,2,3,4]]]", NULL, NULL, 422,
+         "dimension_mismatch", "/sequences/1/hidden_states"},
+        {"/sequences/1/hidden_states", "{}", NULL, NULL, 400, "wrong_type",
+         "/sequences/1/hidden_states"},
+        {"/sequences/0/hidden_states", h2, "/sequences/1/hidden_states", h2, 422,
+         "dimension_mismatch", "/sequences/1/hidden_states/0"},
+        {"/weights/layers/1/heads/1", NULL, NULL, NULL, 422, "dimension_mismatch",
+         "/weights/layers/1"},
+        {"/weights/layers/1/heads/0/w_q", "[[1,2],[3,4]]", NULL, NULL, 422, "dimension_mismatch",
+         "/weights/layers/1/heads/0/w_q"},
+        {"/weights/layers/1/window", "0", NULL, NULL, 422, "out_of_range",
+         "/weights/layers/1/window"},
+        {"/weights/layers", "[]", NULL, NULL, 422, "dimension_mismatch", "/weights/layers"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *b = with(stacked(), cases[i].path, cases[i].value);
+        if (cases[i].path2) b = with(b, cases[i].path2, cases[i].value2);
+        expect_error(b, &limits, cases[i].status, cases[i].code, cases[i].where);
+    }
+    /* hidden states in all sequences but one */
+    json_t *b = stacked();
+    for (size_t i = 1; i < 5; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "/sequences/%zu/hidden_states", i);
+        b = with(b, p, i % 2 ? h3 : h2);
+    }
+    expect_error(b, &limits, 422, "invalid_combination", "/sequences/0/hidden_states");
+    /* a rollout of sequences with a context */
+    b = with(stacked(), "/return", "[\"embeddings\",\"rollout\"]");
+    b = with(b, "/sequences/3/context", "[[1,2,3,4]]");
+    b = with(b, "/mask", "\"none\"");
+    expect_error(b, &limits, 422, "invalid_value", "/return/1");
+}
+END_TEST
+
+/* Stacks in a batch: random batches' inline weights as three layers (the
+ * second at another scale, the third with its heads in reverse), with the
+ * layers listed, a rollout, hidden states in every sequence; every
+ * sequence answers as its single request, byte for byte. */
+START_TEST(test_stack_batches_answer_as_singles) {
+    unsigned seed = 4321;
+    attn_workspace *outputs = attn_workspace_create();
+    for (int r = 0; r < 12; r++) {
+        json_t *body = tb_random_batch(&seed, TB_INLINE, NULL, 0, 4, 7);
+        json_t *w = json_object_get(body, "weights");
+        json_t *w1 = json_deep_copy(w), *w2 = json_deep_copy(w);
+        json_object_set_new(w1, "scale", json_real(0.25 + 0.125 * (r % 4)));
+        json_t *heads = json_object_get(w2, "heads"), *rev = json_array();
+        for (size_t i = json_array_size(heads); i-- > 0;)
+            json_array_append(rev, json_array_get(heads, i));
+        if (!json_object_get(w2, "kv_heads"))
+            json_object_set_new(w2, "heads", rev);
+        else
+            json_decref(rev);
+        json_object_set_new(body, "weights", json_pack("{s:[O,o,o]}", "layers", w, w1, w2));
+        json_object_set_new(
+            body, "return",
+            r % 2 ? json_pack("[s,s,s,s]", "patterns", "delta", "rollout", "embeddings")
+                  : json_pack("[s,s]", "scores", "embeddings"));
+        if (r % 3 == 1) json_object_set_new(body, "layers", json_pack("[i,i]", 2, 0));
+        if (r % 4 == 2) { /* hidden states: three n × d_model matrices a sequence */
+            json_t *seqs = json_object_get(body, "sequences");
+            for (size_t i = 0; i < json_array_size(seqs); i++) {
+                json_t *s = json_array_get(seqs, i), *e = json_object_get(s, "embeddings");
+                json_t *shape = json_object_get(e, "shape"); /* a tensor object's */
+                size_t n = shape ? (size_t)json_integer_value(json_array_get(shape, 0))
+                                 : json_array_size(e);
+                size_t dm = shape ? (size_t)json_integer_value(json_array_get(shape, 1))
+                                  : json_array_size(json_array_get(e, 0));
+                json_t *hidden = json_array();
+                for (size_t l = 0; l < 3; l++)
+                    json_array_append_new(hidden, tj_matrix(n, dm, 100 * r + 10 * i + l));
+                json_object_set_new(s, "hidden_states", hidden);
+            }
+        }
+        char *text = dump(body);
+        size_t len;
+        char *answer = batch_answer(text, r % 2 ? outputs : NULL, &len);
+        json_t *a = json_loadb(answer, len, 0, NULL);
+        ck_assert_int_eq(json_integer_value(json_object_get(a, "n_layers")), 3);
+        const json_t *s0 = json_array_get(json_object_get(a, "sequences"), 0);
+        ck_assert_uint_eq(json_array_size(json_object_get(s0, "layers")), r % 3 == 1 ? 2 : 3);
+        ck_assert(!(r % 2) == !json_object_get(s0, "rollout"));
+        json_decref(a);
+        check_against_singles(body, answer, len);
+        free(answer);
+        free(text);
+        json_decref(body);
+    }
+    attn_workspace_destroy(outputs);
 }
 END_TEST
 
@@ -590,6 +700,8 @@ int main(void) {
     TCase *decode = tcase_create("decode"), *numbers = tcase_create("numbers");
     tcase_add_test(decode, test_refusals);
     tcase_add_test(decode, test_not_served_yet);
+    tcase_add_test(decode, test_stack_refusals);
+    tcase_add_test(numbers, test_stack_batches_answer_as_singles);
     tcase_add_test(decode, test_named_model_binds);
     tcase_add_test(decode, test_limits);
     tcase_add_test(decode, test_array_rank);

@@ -31,6 +31,11 @@ static float w_qkv[DM * 3 * H * DH], b_qkv[3 * H * DH], w_o[H * DH * DM], b_o[DM
 static float xq[DM * H * DH], xb_q[H * DH], w_kv[DC * 2 * H * DH], b_kv[2 * H * DH];
 static attn_weights self_w, cross_w;
 static api_oip_model self_m, cross_m;
+/* A stack of three layers (stack_m): self_w, it at another scale and
+ * without ALiBi, and it with a window. */
+static attn_weights stack_w[3];
+static const attn_weights *stack_layers[3] = {&stack_w[0], &stack_w[1], &stack_w[2]};
+static api_oip_model stack_m;
 
 static const api_limits limits = {.max_tokens = 64,
                                   .max_heads = 16,
@@ -46,7 +51,8 @@ static int oip_call(const char *body, size_t len, long long hl, const api_oip_mo
                     const api_limits *lim, api_call **out, attn_error *err) {
     api_call_body b = {body, len, hl, m->name};
     if (api_call_decode(API_CALL_OIP, &b, lim, out, err) != 0) return -1;
-    api_model_ref ref = {m->name, m->weights, m->mask, NULL, NULL, 0};
+    api_model_ref ref = {
+        m->name, m->weights, m->mask, NULL, m->n_layers > 1 ? stack_layers : NULL, m->n_layers};
     if (api_call_bind(*out, &ref, lim, err) == 0 && api_call_alloc_outputs(*out, NULL, err) == 0)
         return 0;
     api_call_free(*out);
@@ -79,7 +85,7 @@ static void setup(void) {
                             .w_o = w_o,
                             .b_o = b_o,
                             .alibi = slopes};
-    self_m = (api_oip_model){"tiny", &self_w, ATTN_MASK_CAUSAL};
+    self_m = (api_oip_model){"tiny", &self_w, ATTN_MASK_CAUSAL, 1};
     fill(xq, sizeof xq / sizeof *xq, 5);
     fill(xb_q, H * DH, 6);
     fill(w_kv, sizeof w_kv / sizeof *w_kv, 7);
@@ -95,7 +101,12 @@ static void setup(void) {
                              .d_context = DC,
                              .w_kv = w_kv,
                              .b_kv = b_kv};
-    cross_m = (api_oip_model){"cross", &cross_w, ATTN_MASK_NONE};
+    cross_m = (api_oip_model){"cross", &cross_w, ATTN_MASK_NONE, 1};
+    stack_w[0] = stack_w[1] = stack_w[2] = self_w;
+    stack_w[1].scale = 0.3f;
+    stack_w[1].alibi = NULL;
+    stack_w[2].window = 2;
+    stack_m = (api_oip_model){"stack", &stack_w[0], ATTN_MASK_CAUSAL, 3};
 }
 
 /* The float64 reference of one unpadded sequence: n rows of e, m context
@@ -186,9 +197,7 @@ static int run(const api_oip_model *m, const oc_body *b, char **answer, oc_resul
         return err->status;
     attn_workspace *ws = attn_workspace_create();
     size_t failed;
-    ck_assert_int_eq(attn_compute_batch(api_call_outputs(r), ws, api_call_inputs(r),
-                                        api_call_count(r), NULL, err, &failed),
-                     0);
+    ck_assert_msg(api_call_compute(r, ws, NULL, err, &failed) == 0, "%s", err->message);
     attn_workspace_destroy(ws);
     size_t len, json_len;
     *answer = api_call_encode(r, &len, &json_len, err);
@@ -383,6 +392,122 @@ START_TEST(bitwise_against_unpadded) {
     free(pat);
     free(out);
     oc_result_free(&res);
+    free(answer);
+    oc_body_free(&body);
+}
+END_TEST
+
+/* A stack under /v2: the per-head outputs gain a layer axis after the
+ * batch axis, for the layers the parameter lists in its order; delta and
+ * embeddings are E_L − E_0 and E_L; rollout is [B, n, n]. Each row's
+ * numbers are, bit for bit, its real tokens' stack alone (padded places
+ * 0), and the answer read as it streams from the outputs is the body's. */
+START_TEST(stack_layer_axis) {
+    enum { B = 3, N = 4, L = 3, LL = 2 };
+    const size_t listed[LL] = {2, 0};
+    float emb[B * N * DM];
+    fill(emb, B * N * DM, 77);
+    oc_input ins[2] = {{"embeddings", "FP32", 3, {B, N, DM}, emb, 1},
+                       {"attention_mask", "INT32", 2, {B, N}, real_3x4, 1}};
+    oc_output outs[4] = {{"patterns", 1}, {"delta", 0}, {"rollout", 1}, {"scores", 0}};
+    oc_body body;
+    oc_build(&body, NULL, ins, 2, outs, 4, "{\"layers\":\"2,0\",\"select_heads\":[1]}", 0);
+    char *answer;
+    oc_result res;
+    attn_error err;
+    ck_assert_msg(run(&stack_m, &body, &answer, &res, &err) == 0, "%s", err.message);
+    size_t count, rank;
+    long long shape[5];
+    int bin;
+    float *pat = oc_output_values(&res, "patterns", &count, shape, &rank, &bin);
+    ck_assert_uint_eq(rank, 5);
+    ck_assert(shape[0] == B && shape[1] == LL && shape[2] == 1 && shape[3] == N && shape[4] == N);
+    float *sc = oc_output_values(&res, "scores", &count, shape, &rank, &bin);
+    float *delta = oc_output_values(&res, "delta", &count, shape, &rank, &bin);
+    ck_assert(rank == 3 && shape[2] == DM);
+    float *roll = oc_output_values(&res, "rollout", &count, shape, &rank, &bin);
+    ck_assert(rank == 3 && shape[0] == B && shape[1] == N && shape[2] == N);
+    attn_workspace *ws = attn_workspace_create();
+    for (size_t b = 0; b < B; b++) {
+        float e[N * DM], p[L][N * N], s[L][N * N], d[N * DM], r[N * N];
+        size_t idx[N], rt = 0, head = 1;
+        for (size_t i = 0; i < N; i++)
+            if (real_3x4[b * N + i]) {
+                memcpy(e + rt * DM, emb + (b * N + i) * DM, sizeof(float) * DM);
+                idx[rt++] = i;
+            }
+        attn_input in = {.embeddings = e,
+                         .n_tokens = rt,
+                         .mask = {ATTN_MASK_CAUSAL, NULL},
+                         .heads = &head,
+                         .n_heads_out = 1};
+        attn_output lo[L] = {{0}};
+        const attn_output *lp[L] = {NULL};
+        for (size_t j = 0; j < LL; j++) {
+            lo[listed[j]] = (attn_output){.patterns = p[listed[j]], .scores = s[listed[j]]};
+            lp[listed[j]] = &lo[listed[j]];
+        }
+        float zeros[L] = {0};
+        attn_stack st = {.layers = stack_layers, .n_layers = L, .scales = zeros, .rollout = 1};
+        attn_stack_output fin = {.delta = d, .rollout = r};
+        if (rt)
+            ck_assert_int_eq(attn_compute_stack(lp, &fin, ws, &in, 1, &st, NULL, &err, NULL, NULL),
+                             0);
+        for (size_t q = 0; q < N; q++) {
+            size_t iq = 0;
+            int real_q = rt && real_3x4[b * N + q];
+            while (real_q && idx[iq] != q)
+                iq++;
+            for (size_t x = 0; x < DM; x++)
+                ck_assert(delta[(b * N + q) * DM + x] == (real_q ? d[iq * DM + x] : 0.0f));
+            for (size_t k = 0; k < N; k++) {
+                size_t ik = 0;
+                int real_k = real_q && real_3x4[b * N + k];
+                while (real_k && idx[ik] != k)
+                    ik++;
+                ck_assert(roll[(b * N + q) * N + k] == (real_k ? r[iq * rt + ik] : 0.0f));
+                for (size_t j = 0; j < LL; j++) {
+                    const size_t at = ((b * LL + j) * N + q) * N + k;
+                    ck_assert(pat[at] == (real_k ? p[listed[j]][iq * rt + ik] : 0.0f));
+                    const float want = real_k   ? s[listed[j]][iq * rt + ik]
+                                       : real_q ? -INFINITY /* a padded key */
+                                                : 0.0f;     /* a padded query's row */
+                    ck_assert_msg(sc[at] == (want == -INFINITY ? -FLT_MAX : want),
+                                  "row %zu layer %zu [%zu][%zu]: %.9g, want %.9g", b, j, q, k,
+                                  (double)sc[at], (double)want); /* JSON data */
+                }
+            }
+        }
+    }
+    attn_workspace_destroy(ws);
+    free(pat), free(sc), free(delta), free(roll);
+    oc_result_free(&res);
+
+    /* the answer read from the outputs as it streams: the body's bytes */
+    api_call *c;
+    attn_workspace *block = attn_workspace_create(), *cws = attn_workspace_create();
+    ck_assert_int_eq(
+        api_call_decode(API_CALL_OIP,
+                        &(api_call_body){body.data, body.len,
+                                         body.json_len ? (long long)body.json_len : -1, "stack"},
+                        &limits, &c, &err),
+        0);
+    api_model_ref ref = {"stack", &stack_w[0], ATTN_MASK_CAUSAL, NULL, stack_layers, 3};
+    ck_assert_int_eq(api_call_bind(c, &ref, &limits, &err), 0);
+    ck_assert(api_call_streams(c));
+    ck_assert_int_eq(api_call_alloc_outputs(c, block, &err), 0);
+    size_t failed;
+    ck_assert_int_eq(api_call_compute(c, cws, NULL, &err, &failed), 0);
+    api_answer *a = api_answer_create(c, block, &err);
+    ck_assert_ptr_nonnull(a);
+    api_call_free(c); /* the answer outlives the call */
+    size_t len = api_answer_length(a);
+    char *got = malloc(len);
+    ck_assert_uint_eq(api_answer_read(a, 0, got, len), len);
+    ck_assert(memcmp(got, answer, len) == 0);
+    free(got);
+    api_answer_destroy(a);
+    attn_workspace_destroy(cws);
     free(answer);
     oc_body_free(&body);
 }
@@ -1034,6 +1159,21 @@ START_TEST(metadata) {
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ins, 4), "name")),
                      "context_mask");
     json_decref(j);
+    /* a stack's per-head outputs: [B, L', h, n, …]; rollout [B, n, n] */
+    text = api_oip_model_metadata(&stack_m, &len);
+    j = json_loadb(text, len, 0, NULL);
+    free(text);
+    const json_t *outs = json_object_get(j, "outputs");
+    ck_assert_uint_eq(json_array_size(outs), 9);
+    for (size_t i = 0; i < 9; i++) {
+        const json_t *t = json_array_get(outs, i);
+        const char *name = json_string_value(json_object_get(t, "name"));
+        size_t rank = json_array_size(json_object_get(t, "shape"));
+        int top = !strcmp(name, "embeddings") || !strcmp(name, "delta") ||
+                  !strcmp(name, "rollout");
+        ck_assert_msg(rank == (top ? 3u : 5u), "%s: rank %zu", name, rank);
+    }
+    json_decref(j);
     text = api_oip_server_metadata(&len);
     ck_assert_ptr_nonnull(strstr(text, "\"binary_tensor_data\""));
     free(text);
@@ -1145,6 +1285,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, positions_given_and_by_rank);
     tcase_add_test(tc, cross_attention);
     tcase_add_test(tc, bitwise_against_unpadded);
+    tcase_add_test(tc, stack_layer_axis);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, metadata);
     tcase_add_test(tc, routes);

@@ -371,8 +371,8 @@ START_TEST(metadata_and_health) {
         if (i == 0) ck_assert_int_eq(json_integer_value(json_array_get(s, 2)), 768);
     }
     const json_t *outs = json_object_get(j, "outputs");
-    ck_assert_uint_eq(json_array_size(outs), 8);
-    for (size_t i = 0; i < 8; i++) {
+    ck_assert_uint_eq(json_array_size(outs), 9);
+    for (size_t i = 0; i < 9; i++) {
         const json_t *t = json_array_get(outs, i);
         const char *name = json_string_value(json_object_get(t, "name"));
         ck_assert_str_eq(json_string_value(json_object_get(t, "datatype")), "FP32");
@@ -381,6 +381,8 @@ START_TEST(metadata_and_health) {
         long long last = json_integer_value(json_array_get(s, rank - 1));
         if (!strcmp(name, "embeddings") || !strcmp(name, "delta"))
             ck_assert(rank == 3 && last == 768);
+        else if (!strcmp(name, "rollout"))
+            ck_assert(rank == 3 && last == -1);
         else if (!strcmp(name, "patterns") || !strcmp(name, "scores"))
             ck_assert(rank == 4 && last == -1);
         else
