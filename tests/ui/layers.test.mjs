@@ -276,9 +276,30 @@ test("the rollout is drawn as the API's, its masked triangle hatched, and a link
   await close();
 });
 
-test("demo-layers: the tokens go alone, layer 1 reads the service's E_1, and the parts add up", async () => {
-  const o = await open({ hash: link({ model: "demo-layers", sentence: "a fluffy blue creature", layer: "1" }) });
-  const { page, log, close } = o;
+test("both masks side by side: the other mask's pattern is asked for the chosen layer alone", async () => {
+  const { page, log, close, answer } = await openStack(link({ model: "stack-3", sentence: SENTENCE, layer: "1", head: "2" }));
+  await settle(page, onLayer, 1);
+  await page.check("#compare-masks");
+  await settle(page, () => document.querySelectorAll('#heads table.heatmap[data-mask="none"]').length === 1);
+  const asked = log.posts.map((b) => JSON.parse(b)).filter((b) => b.mask === "none" && b.select_heads);
+  assert.equal(asked.length, 1);
+  assert.deepEqual(asked[0].layers, [1]);
+  assert.deepEqual(asked[0].select_heads, [1]);
+  const none = await post(other, JSON.stringify(asked[0]));
+  const [mine] = await heatmaps(page, '#heads table.heatmap[data-mask="causal"]');
+  const [theirs] = await heatmaps(page, '#heads table.heatmap[data-mask="none"]');
+  theirs.cells.forEach((row, q) => row.forEach((c, k) => assert.equal(c.v, none.layers[0].patterns[0][q][k])));
+  mine.cells.forEach((row, q) => row.forEach((c, k) => assert.equal(c.v, layerOf(answer, 1).patterns[1][q][k])));
+  assert.deepEqual(log.errors, []);
+  await close();
+});
+
+test("demo-layers, one example away: the tokens go alone, layer 1 reads the service's E_1, and the parts add up", async () => {
+  const { page, log, close } = await open({ hash: "" });
+  await page.click("#example-layers");
+  await settle(page, () => document.querySelectorAll("#modelview button.thumb").length > 0 &&
+    document.querySelector("#example-layers").getAttribute("aria-pressed") === "true");
+  await page.selectOption("#layer", "1");
   await settle(page, onLayer, 1);
   const body = mainPost(log);
   assert.equal(JSON.parse(body).embeddings, undefined, "the tokens go alone");
@@ -287,6 +308,7 @@ test("demo-layers: the tokens go alone, layer 1 reads the service's E_1, and the
   await page.click('#step-list button[data-step="E"]');
   assert.deepEqual(await drawnMatrix(page, "E"), layerOf(answer, 0).embeddings);
   await page.click('#gathered-tokens button[data-q="3"]');
+  await page.selectOption("#gathered-head", "all");   // the first story opened on its head alone
   assert.equal(await page.getAttribute("#gathered-check", "data-ok"), "true");
   const [R] = await heatmaps(page, "#rollout table.heatmap");
   R.cells.forEach((row, q) => row.forEach((c, k) => assert.equal(c.v, answer.rollout[q][k])));
