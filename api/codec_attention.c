@@ -128,7 +128,9 @@ static int decode_fields(api_call *c, const json_t *root, api_arrays *arrays,
         return -1;
     const attn_weights *w = layers ? &req->layers->recs[0]->inline_weights : &req->inline_weights;
     api_model_ref inline_model = {NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0};
-    return api_call_bind(c, &inline_model, limits, err);
+    if (api_call_bind(c, &inline_model, limits, err) == 0) return 0;
+    if (layers) api_error_in_layer(err, 0); /* the weights it names are layer 0's */
+    return -1;
 }
 
 static int attention_decode(api_call *c, const api_call_body *body, const api_limits *limits,

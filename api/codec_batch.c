@@ -217,7 +217,9 @@ static int decode_weights(api_call *c, const json_t *weights, api_arrays *arrays
         return -1;
     const attn_weights *w = layers ? &sh->layers->recs[0]->inline_weights : &sh->inline_weights;
     api_model_ref inline_model = {NULL, w, ATTN_MASK_CAUSAL, NULL, NULL, 0};
-    return api_call_bind(c, &inline_model, limits, err);
+    if (api_call_bind(c, &inline_model, limits, err) == 0) return 0;
+    if (layers) api_error_in_layer(err, 0); /* the weights it names are layer 0's */
+    return -1;
 }
 
 /* The shared mask's type, checked even when every sequence has its own;

@@ -106,6 +106,34 @@ static int shows_d_context(const attn_weights *w) {
     return w->w_kv != NULL || (w->d_context != 0 && w->d_context != w->d_model);
 }
 
+/* L, and layer l's weights (layers[0] is `weights`; a model without
+ * layers is one). */
+static size_t layers_of(const api_model_info *m) {
+    return m->layers && m->n_layers ? m->n_layers : 1;
+}
+
+static const attn_weights *layer_at(const api_model_info *m, size_t l) {
+    return m->layers && m->n_layers ? m->layers[l] : m->weights;
+}
+
+/* The variants: a one-layer model's at the top, a stack's per layer in
+ * "layers": [{…}, …], since each layer has its own. */
+static void write_model_variants(api_buffer *b, const api_model_info *m, api_nonfinite *bad) {
+    size_t n = layers_of(m);
+    if (n == 1) {
+        write_variants(b, m->weights, bad);
+        return;
+    }
+    api_buffer_append_str(b, ",\"layers\":[");
+    for (size_t l = 0; l < n; l++) {
+        api_buffer_append_str(b, l ? ",{\"layer\":" : "{\"layer\":");
+        api_write_size(b, l);
+        write_variants(b, layer_at(m, l), bad);
+        api_buffer_append(b, "}", 1);
+    }
+    api_buffer_append(b, "]", 1);
+}
+
 static void write_summary(api_buffer *b, const api_model_info *m, api_nonfinite *bad) {
     const attn_weights *w = m->weights;
     api_buffer_append_str(b, "{\"name\":");
@@ -122,10 +150,12 @@ static void write_summary(api_buffer *b, const api_model_info *m, api_nonfinite 
     api_write_size(b, kv_heads_of(w));
     api_buffer_append_str(b, ",\"d_head\":");
     api_write_size(b, w->d_head);
+    api_buffer_append_str(b, ",\"n_layers\":");
+    api_write_size(b, layers_of(m));
     api_buffer_append_str(b, ",\"mask\":\"");
     api_buffer_append_str(b, mask_word(m->mask));
     api_buffer_append(b, "\"", 1);
-    write_variants(b, w, bad);
+    write_model_variants(b, m, bad);
     if (m->vocabulary) {
         api_buffer_append_str(b, ",\"vocabulary_size\":");
         api_write_size(b, m->vocabulary->size);
@@ -278,6 +308,22 @@ static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *b
     api_buffer_append(b, "}", 1);
 }
 
+/* One layer's weight set, or a stack's {"layers": [weight set, …]}: the
+ * inline forms POST /v1/attention reads back. */
+static void write_model_weights(api_buffer *b, const api_model_info *m, api_nonfinite *bad) {
+    size_t n = layers_of(m);
+    if (n == 1) {
+        write_weights(b, m->weights, bad);
+        return;
+    }
+    api_buffer_append_str(b, "{\"layers\":[");
+    for (size_t l = 0; l < n; l++) {
+        if (l) api_buffer_append(b, ",", 1);
+        write_weights(b, layer_at(m, l), bad);
+    }
+    api_buffer_append_str(b, "]}");
+}
+
 char *api_model_encode(const api_model_info *model, unsigned parts, size_t max_response_bytes,
                        size_t *len, attn_error *err) {
     api_nonfinite bad = {0, 0, 0};
@@ -288,9 +334,9 @@ char *api_model_encode(const api_model_info *model, unsigned parts, size_t max_r
 
     if (with_weights || vocab) {
         size_t bound = 1024, part;
-        if (with_weights &&
-            __builtin_add_overflow(bound, weights_json_bound(model->weights), &bound))
-            bound = SIZE_MAX;
+        for (size_t l = 0; with_weights && l < layers_of(model); l++)
+            if (__builtin_add_overflow(bound, weights_json_bound(layer_at(model, l)), &bound))
+                bound = SIZE_MAX;
         if (vocab && __builtin_add_overflow(bound, vocabulary_json_bound(vocab, dm), &bound))
             bound = SIZE_MAX;
         /* the dimensions' names, at most 6 bytes a byte, in the summary */
@@ -316,7 +362,7 @@ char *api_model_encode(const api_model_info *model, unsigned parts, size_t max_r
     /* The store refuses non-finite values at load, so `bad` stays 0. */
     if (with_weights) {
         api_buffer_append_str(&b, ",\"weights\":");
-        write_weights(&b, model->weights, &bad);
+        write_model_weights(&b, model, &bad);
     }
     if (vocab) {
         api_buffer_append_str(&b, ",\"vocabulary\":");

@@ -29,11 +29,13 @@ typedef struct api_model_info {
 /* What api_model_encode adds to a model's summary. */
 enum { API_MODEL_WEIGHTS = 1, API_MODEL_VOCABULARY = 2 };
 
-/* {"models": [{"name", "d_model", "d_context"?, "n_heads", "n_kv_heads", "d_head", "mask",
- * "rope"?, "alibi"?, "window"?, "softcap"?, "scale"?, "vocabulary_size"?, "n_positions"?,
- * "dimensions"?, "description"}, …]} in the order
+/* {"models": [{"name", "d_model", "d_context"?, "n_heads", "n_kv_heads", "d_head",
+ * "n_layers", "mask", "rope"?, "alibi"?, "window"?, "softcap"?, "scale"?,
+ * "vocabulary_size"?, "n_positions"?, "dimensions"?, "description"}, …]} in the order
  * given: d_context for cross-attention weights (w_kv) or when it differs
- * from d_model, the variants those the weights set (alibi as its h slopes),
+ * from d_model, n_layers (1 for one layer), the variants those the weights
+ * set (alibi as its h slopes) — a stack's per layer instead, in
+ * "layers": [{"layer": l, "rope"?, …}, …] —
  * vocabulary_size (V) with a vocabulary and n_positions (P) with a position
  * table, dimensions with the dimensions' names.
  * Returns a malloc'd body (caller frees) and its length in *len, or NULL
@@ -44,8 +46,9 @@ char *api_models_encode_list(const api_model_info *models, size_t count, size_t 
  * One model's object; `parts` (API_MODEL_* bits) adds to it: with
  * API_MODEL_WEIGHTS "weights" in the inline form of POST /v1/attention (per
  * head w_q, w_k, w_v and the biases the model has, or with g < h K/V heads
- * w_q and b_q per head and kv_heads; then w_o, b_o and the variants), so
- * that a client can send them back; with API_MODEL_VOCABULARY, for a model
+ * w_q and b_q per head and kv_heads; then w_o, b_o and the variants; a
+ * stack's as {"layers": [weight set, …]}), so that a client can send them
+ * back; the bound on the answer counts every layer; with API_MODEL_VOCABULARY, for a model
  * with a vocabulary, "vocabulary": {"tokens": [V strings], "embeddings":
  * V × d_model, "position_embeddings"?: P × d_model}. Refuses with 422
  * limit_exceeded when that text could exceed max_response_bytes, 503

@@ -54,11 +54,14 @@ int api_request_decode_layers_field(api_request *req, const json_t *layers, attn
 }
 
 /* Moves a path the weight-set decoder wrote under /weights to layer l's
- * place, /weights/layers/l. */
+ * place, /weights/layers/l (one already in a layer stays). */
 void api_error_in_layer(attn_error *err, size_t l) {
-    static const char top[] = "/weights";
+    static const char top[] = "/weights", stack[] = "/weights/layers";
     char moved[sizeof err->path];
-    if (strncmp(err->path, top, sizeof top - 1) != 0) return;
+    if (strncmp(err->path, top, sizeof top - 1) != 0 ||
+        (err->path[sizeof top - 1] != '\0' && err->path[sizeof top - 1] != '/') ||
+        !strncmp(err->path, stack, sizeof stack - 1))
+        return;
     snprintf(moved, sizeof moved, "/weights/layers/%zu%s", l, err->path + sizeof top - 1);
     memcpy(err->path, moved, sizeof moved);
 }

@@ -55,7 +55,7 @@ static enum MHD_Result v2_model_answer(srv_exchange *x) {
     enum MHD_Result ret = MHD_NO;
     const store_model *m = path_model(x, &set, &ret);
     if (!m) return ret;
-    api_oip_model om = {m->name, &m->weights, m->mask, 1};
+    api_oip_model om = {m->name, &m->weights, m->mask, m->n_layers};
     size_t len = 0;
     char *text = api_oip_model_metadata(&om, &len);
     store_set_release(set);

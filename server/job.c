@@ -219,7 +219,8 @@ void srv_job_discard(srv_job *job) {
 /* Binds model m of the job's set to its call. */
 static int job_bind(srv_job *job, const store_model *m, attn_error *err) {
     api_vocabulary vocab;
-    api_model_ref ref = {m->name, &m->weights, m->mask, srv_model_vocabulary(m, &vocab), NULL, 0};
+    api_model_ref ref = {m->name,   &m->weights, m->mask, srv_model_vocabulary(m, &vocab),
+                         m->layers, m->n_layers};
     return api_call_bind(job->call, &ref, job->limits, err);
 }
 

@@ -27,7 +27,9 @@ api_model_info srv_model_info(const store_model *m, api_vocabulary *vocab) {
                             .mask = m->mask,
                             .weights = &m->weights,
                             .vocabulary = srv_model_vocabulary(m, vocab),
-                            .dimensions = m->dimensions};
+                            .dimensions = m->dimensions,
+                            .layers = m->layers,
+                            .n_layers = m->n_layers};
 }
 
 int srv_model_unknown(attn_error *err) {

@@ -29,7 +29,9 @@ static const store_builtin table[] = {
      0,
      0,
      {.dims = 0},
-     NULL},
+     NULL,
+     0,
+     0},
     {"demo-stories",
      "Designed, not trained: 16 named dimensions, a vocabulary of 40 words, and 5 heads that "
      "tell the classic stories (adjective to noun, context to meaning, fiction, royalty, "
@@ -44,7 +46,25 @@ static const store_builtin table[] = {
      0,
      0,
      {.dims = 0},
-     &store_stories_design},
+     &store_stories_design,
+     0,
+     0},
+    {"demo-layers",
+     "A stack of 2 attention layers, each 2 heads of 8 with w_o, over demo-stories' 16 named "
+     "dimensions and 40 words (no position table); pseudo-random weights; causal",
+     STORIES_D_MODEL,
+     2,
+     8,
+     ATTN_MASK_CAUSAL,
+     0,
+     1,
+     0,
+     0,
+     0,
+     {.dims = 0},
+     NULL,
+     2,
+     1},
     {"gpt2-small-shape",
      "GPT-2 small's attention shape (d_model 768, 12 heads of 64, causal) with "
      "pseudo-random weights",
@@ -58,7 +78,9 @@ static const store_builtin table[] = {
      0,
      0,
      {.dims = 0},
-     NULL},
+     NULL,
+     0,
+     0},
     {"gpt3-shape",
      "GPT-3's attention shape (d_model 12288, 96 heads of 128, causal) with "
      "pseudo-random weights",
@@ -72,7 +94,9 @@ static const store_builtin table[] = {
      1,
      0,
      {.dims = 0},
-     NULL},
+     NULL,
+     0,
+     0},
     {"llama-small-shape",
      "A Llama-style attention shape (d_model 2048, 32 query heads of 64 sharing 8 K/V heads, "
      "RoPE theta 500000, causal) with pseudo-random weights",
@@ -86,7 +110,9 @@ static const store_builtin table[] = {
      0,
      8,
      {.dims = 64, .theta = 500000, .style = ATTN_ROPE_HALF},
-     NULL},
+     NULL,
+     0,
+     0},
     {"llama3-8b-shape",
      "Llama 3.1 8B's attention shape (d_model 4096, 32 query heads of 128 sharing 8 K/V heads, "
      "RoPE theta 500000 with llama3 scaling, causal) with pseudo-random weights",
@@ -107,7 +133,9 @@ static const store_builtin table[] = {
       .low_freq_factor = 1,
       .high_freq_factor = 4,
       .original_max_position = 8192},
-     NULL},
+     NULL,
+     0,
+     0},
 };
 
 const float store_builtin_demo_w_q[16] = {1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0};
@@ -134,6 +162,11 @@ static size_t qkv_cols(const store_builtin *b) {
     return (b->n_heads + 2 * g) * b->d_head;
 }
 
+/* Layers of b: 1 unless it is a stack. */
+static size_t layers_of(const store_builtin *b) {
+    return b->n_layers > 1 ? b->n_layers : 1;
+}
+
 size_t store_builtin_data_bytes(const store_builtin *b) {
     if (b->design) return b->design->data_bytes();
     size_t dm = b->d_model, hd = b->n_heads * b->d_head;
@@ -141,6 +174,8 @@ size_t store_builtin_data_bytes(const store_builtin *b) {
     if (b->has_b_qkv) floats += qkv_cols(b);
     if (b->has_w_o) floats += hd * dm;
     if (b->has_b_o) floats += dm;
+    floats *= layers_of(b);
+    if (b->stories_vocabulary) floats += (size_t)STORIES_WORDS * STORIES_D_MODEL;
     return floats * sizeof(float);
 }
 
@@ -179,6 +214,12 @@ static int stream_fill(void *ctx, void *buf, size_t first, size_t count) {
     return 0;
 }
 
+/* "layers.<l>.<base>" into buf (48 bytes); returns buf. */
+static const char *layer_name(char *buf, size_t l, const char *base) {
+    snprintf(buf, 48, "layers.%zu.%s", l, base);
+    return buf;
+}
+
 /* ---- writing ---------------------------------------------------------------- */
 
 int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_bytes,
@@ -186,9 +227,16 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
     size_t dm = b->d_model, hd = b->n_heads * b->d_head;
     size_t shape_w_qkv[2] = {dm, qkv_cols(b)}, shape_b_qkv[1] = {qkv_cols(b)};
     size_t shape_w_o[2] = {hd, dm}, shape_b_o[1] = {dm};
-    store_write_tensor t[4];
-    stream streams[4];
-    size_t n = 0;
+    enum { TENSORS_MAX = 4 * STORE_BUILTIN_LAYERS_MAX + 1 };
+    store_write_tensor t[TENSORS_MAX];
+    stream streams[TENSORS_MAX];
+    char names[TENSORS_MAX][48]; /* a stack's prefixed names */
+    size_t n = 0, n_layers = layers_of(b);
+    float tokens[STORIES_WORDS * STORIES_D_MODEL];
+    char *vocabulary = NULL, *dimensions = NULL;
+    if (n_layers > STORE_BUILTIN_LAYERS_MAX)
+        return store_error_set(err, b->name, "%zu layers, over %d", n_layers,
+                               STORE_BUILTIN_LAYERS_MAX);
     float demo[4 * 12];
 
     char heads[32];
@@ -259,19 +307,43 @@ int store_builtin_write(const store_builtin *b, const char *dir, size_t *file_by
             }
         ADD("w_qkv", 2, shape_w_qkv, demo, 0.0);
     } else if (!b->design) {
-        ADD("w_qkv", 2, shape_w_qkv, NULL, amp);
-        if (b->has_b_qkv) ADD("b_qkv", 1, shape_b_qkv, NULL, 0.02);
-        if (b->has_w_o) ADD("w_o", 2, shape_w_o, NULL, amp);
-        if (b->has_b_o) ADD("b_o", 1, shape_b_o, NULL, 0.02);
+        for (size_t l = 0; l < n_layers; l++) {
+            /* one layer's names as ever; a stack's layers.<l>.<name> */
+#define NAME(base) (n_layers > 1 ? layer_name(names[n], l, base) : base)
+            ADD(NAME("w_qkv"), 2, shape_w_qkv, NULL, amp);
+            if (b->has_b_qkv) ADD(NAME("b_qkv"), 1, shape_b_qkv, NULL, 0.02);
+            if (b->has_w_o) ADD(NAME("w_o"), 2, shape_w_o, NULL, amp);
+            if (b->has_b_o) ADD(NAME("b_o"), 1, shape_b_o, NULL, 0.02);
+#undef NAME
+        }
+    }
+    static const size_t shape_tokens[2] = {STORIES_WORDS, STORIES_D_MODEL};
+    if (b->stories_vocabulary) {
+        if (store_stories_vocabulary(tokens, &vocabulary, &dimensions) != 0)
+            return store_error_set(err, b->name, "out of memory");
+        ADD("token_embeddings", 2, shape_tokens, tokens, 0.0);
+        meta[n_meta++] = (store_metadata){"vocabulary", vocabulary};
+        meta[n_meta++] = (store_metadata){"dimensions", dimensions};
+    }
+    char layers_text[32];
+    if (n_layers > 1) {
+        snprintf(layers_text, sizeof layers_text, "%zu", n_layers);
+        meta[n_meta++] = (store_metadata){"n_layers", layers_text};
     }
 #undef ADD
 
     size_t len = strlen(dir) + strlen(b->name) + 16;
     char *path = malloc(len);
-    if (!path) return store_error_set(err, dir, "out of memory");
-    snprintf(path, len, "%s/%s.safetensors", dir, b->name);
-    int rc = b->design ? b->design->write(path, meta, n_meta, file_bytes, err)
+    int rc = -1;
+    if (!path) {
+        store_error_set(err, dir, "out of memory");
+    } else {
+        snprintf(path, len, "%s/%s.safetensors", dir, b->name);
+        rc = b->design ? b->design->write(path, meta, n_meta, file_bytes, err)
                        : store_file_write(path, meta, n_meta, t, n, file_bytes, err);
+    }
     free(path);
+    free(vocabulary);
+    free(dimensions);
     return rc;
 }

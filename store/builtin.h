@@ -8,6 +8,11 @@
  *   demo-stories       designed weights (stories.h): d_model 16 of named
  *                      dimensions, 5 heads of 4, causal, a vocabulary of
  *                      40 words and a position table of 16
+ *   demo-layers        a stack of 2 layers, each 2 heads of 8 with w_o,
+ *                      over demo-stories' 16 named dimensions and 40 words
+ *                      (its token_embeddings, no position table), causal;
+ *                      pseudo-random weights: a small model to try layers,
+ *                      rollout and hidden states on
  *   gpt2-small-shape   d_model 768, 12 heads of 64, causal, with b_qkv, w_o
  *                      and b_o; pseudo-random weights
  *   gpt3-shape         d_model 12288, 96 heads of 128, causal, with w_o;
@@ -22,10 +27,9 @@
  *
  * Pseudo-random weights are the same on every machine: each tensor has its
  * own stream, splitmix64 seeded with STORE_BUILTIN_SEED ^ FNV-1a-64 of
- * "<model>/<tensor>"; a value takes the top 24 bits x of a draw and is
- * (float)(((x − 2^23) / 2^23) · amp), all steps exact but the last two
- * IEEE roundings. amp is 1/sqrt(d_model) for w_qkv and w_o, 0.02 for the
- * biases. Everything is F32.
+ * "<model>/<tensor>" (the tensor's full name: "demo-layers/layers.1.w_o"); a value takes the top 24
+ * bits x of a draw and is (float)(((x − 2^23) / 2^23) · amp), all steps exact but the last two IEEE
+ * roundings. amp is 1/sqrt(d_model) for w_qkv and w_o, 0.02 for the biases. Everything is F32.
  */
 #ifndef STORE_BUILTIN_H
 #define STORE_BUILTIN_H
@@ -59,7 +63,14 @@ typedef struct store_builtin {
     size_t n_kv_heads;               /* 0: n_heads (no n_kv_heads metadata written) */
     attn_rope rope;                  /* dims 0: none */
     const store_design *design;      /* NULL: pseudo-random weights from the seed */
+    size_t n_layers;                 /* 0 or 1: one layer; else a stack of that many
+                                        (at most STORE_BUILTIN_LAYERS_MAX), each layer
+                                        the tensors above, named layers.<l>.<tensor> */
+    int stories_vocabulary;          /* 1: demo-stories' words and dimension names,
+                                        its token_embeddings, no position table */
 } store_builtin;
+
+#define STORE_BUILTIN_LAYERS_MAX 4
 
 /* The table, in a fixed order; entries are static. */
 size_t store_builtin_count(void);

@@ -548,7 +548,7 @@ typedef struct model_out {
     size_t d, h, g, dh;
     size_t dc; /* > 0: cross-attention, w_qkv is w_q */
     const float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv;
-    float *owned[8]; /* what to free */
+    float *owned[16]; /* what to free: buffers made, and the parts read */
     size_t n_owned;
     attn_rope rope;
     int alibi;
@@ -560,7 +560,7 @@ typedef struct model_out {
 /* A zeroed owned buffer of n floats, or NULL. */
 static float *owned_alloc(model_out *m, size_t n) {
     size_t bytes;
-    if (m->n_owned == 8 || __builtin_mul_overflow(n, sizeof(float), &bytes)) return NULL;
+    if (m->n_owned == 16 || __builtin_mul_overflow(n, sizeof(float), &bytes)) return NULL;
     float *p = calloc(1, bytes ? bytes : 1);
     if (p) m->owned[m->n_owned++] = p;
     return p;
@@ -838,10 +838,9 @@ static int heads_width(const store_import_options *opt, const json_t *cfg, size_
  *   w_o[r, c] = o[c, r]
  */
 static int modern_read(const ckpt_src *src, const char *path, const arch_desc *a,
-                       const char *prefix, const store_import_options *opt, size_t h, model_out *m,
-                       attn_error *err) {
+                       const char *prefix, size_t layer, const store_import_options *opt, size_t h,
+                       model_out *m, attn_error *err) {
     const json_t *cfg = src->config;
-    size_t layer = opt->layer;
     char base[160];
     snprintf(base, sizeof base, "%s%s%zu", prefix, a->head, layer);
     modern_parts p = {0};
@@ -1076,90 +1075,251 @@ static void num_text(char *buf, size_t len, double v) {
     snprintf(buf, len, "%.17g", v);
 }
 
-static int model_write(const char *out_path, const char *in_path, const arch_desc *a,
-                       const store_import_options *opt, const model_out *m, const char *name,
-                       store_import_result *res, attn_error *err) {
-    char heads[32], kv[32], description[512], source[512];
+/* The text one layer's metadata and tensors are written with: the
+ * numbers, and in a stack the prefixed keys and names. */
+typedef struct layer_text {
     char theta[32], dims[32], factor[32], low[32], high[32], orig[32], window[32], softcap[32],
         scale[32];
+    char keys[12][64], names[6][64];
+    size_t shape_qkv[2], shape_bqkv[1], shape_kv[2], shape_bkv[1], shape_o[2], shape_bo[1];
+    size_t n_keys, n_names;
+} layer_text;
+
+/* prefix + s, kept in one of tx's slots (keys or names). */
+static const char *with_prefix(layer_text *tx, int name, const char *prefix, const char *s) {
+    char *buf = name ? tx->names[tx->n_names++] : tx->keys[tx->n_keys++];
+    snprintf(buf, 64, "%s%s", prefix, s);
+    return buf;
+}
+
+/* m's variants as metadata, their keys under prefix. */
+static void layer_meta(store_metadata *meta, size_t *nm, const char *prefix, const model_out *m,
+                       layer_text *tx) {
+#define KEY(k, v) (meta[(*nm)++] = (store_metadata){with_prefix(tx, 0, prefix, k), v})
+    if (m->rope.dims) {
+        num_text(tx->theta, sizeof tx->theta, m->rope.theta);
+        snprintf(tx->dims, sizeof tx->dims, "%zu", m->rope.dims);
+        KEY("rope_theta", tx->theta);
+        KEY("rope_dims", tx->dims);
+        KEY("rope_style", "half");
+        if (m->rope.scaling != ATTN_ROPE_SCALING_NONE) {
+            int llama3 = m->rope.scaling == ATTN_ROPE_SCALING_LLAMA3;
+            num_text(tx->factor, sizeof tx->factor, m->rope.factor);
+            KEY("rope_scaling", llama3 ? "llama3" : "linear");
+            KEY("rope_factor", tx->factor);
+            if (llama3) {
+                num_text(tx->low, sizeof tx->low, m->rope.low_freq_factor);
+                num_text(tx->high, sizeof tx->high, m->rope.high_freq_factor);
+                num_text(tx->orig, sizeof tx->orig, m->rope.original_max_position);
+                KEY("rope_low_freq_factor", tx->low);
+                KEY("rope_high_freq_factor", tx->high);
+                KEY("rope_original_max_position", tx->orig);
+            }
+        }
+    }
+    if (m->alibi) KEY("alibi", "true");
+    if (m->window) {
+        snprintf(tx->window, sizeof tx->window, "%zu", m->window);
+        KEY("window", tx->window);
+    }
+    if (m->softcap > 0) {
+        num_text(tx->softcap, sizeof tx->softcap, m->softcap);
+        KEY("softcap", tx->softcap);
+    }
+    if (m->scale > 0) {
+        num_text(tx->scale, sizeof tx->scale, m->scale);
+        KEY("scale", tx->scale);
+    }
+#undef KEY
+}
+
+/* m's tensors, named under prefix. */
+static void layer_tensors(store_write_tensor *t, size_t *nt, const char *prefix, const model_out *m,
+                          layer_text *tx) {
+    size_t hd = m->h * m->dh, gd = m->g * m->dh;
+    size_t qcols = m->dc ? hd : hd + 2 * gd;
+    tx->shape_qkv[0] = m->d, tx->shape_qkv[1] = qcols, tx->shape_bqkv[0] = qcols;
+    tx->shape_kv[0] = m->dc, tx->shape_kv[1] = 2 * gd, tx->shape_bkv[0] = 2 * gd;
+    tx->shape_o[0] = hd, tx->shape_o[1] = m->d, tx->shape_bo[0] = m->d;
+#define TENSOR(n, rank, shape, data)                                                               \
+    (t[(*nt)++] = (store_write_tensor){with_prefix(tx, 1, prefix, n), STORE_DTYPE_F32, rank,       \
+                                       shape, data, NULL, NULL})
+    TENSOR(m->dc ? "w_q" : "w_qkv", 2, tx->shape_qkv, m->w_qkv);
+    if (m->b_qkv) TENSOR(m->dc ? "b_q" : "b_qkv", 1, tx->shape_bqkv, m->b_qkv);
+    if (m->w_kv) TENSOR("w_kv", 2, tx->shape_kv, m->w_kv);
+    if (m->b_kv) TENSOR("b_kv", 1, tx->shape_bkv, m->b_kv);
+    TENSOR("w_o", 2, tx->shape_o, m->w_o);
+    if (m->b_o) TENSOR("b_o", 1, tx->shape_bo, m->b_o);
+#undef TENSOR
+}
+
+/* "0, 1, 5" (cut with "…" when long) into buf: the layers for people. */
+static void layers_text(char *buf, size_t len, const size_t *layers, size_t n, const char *sep) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char one[32];
+        snprintf(one, sizeof one, "%s%zu", i ? sep : "", layers[i]);
+        if (at + strlen(one) + 8 >= len) {
+            snprintf(buf + at, len - at, "%s…", sep);
+            return;
+        }
+        at += (size_t)snprintf(buf + at, len - at, "%s", one);
+    }
+}
+
+/*
+ * Writes the n layers ms[] (checkpoint layers `layers`): one layer's file
+ * as ever when !stacked, else the stack's form (models/README.md,
+ * "Stacks"): n_layers, each layer's tensors and variant keys under
+ * "layers.<l>.", l the stack's order.
+ */
+static int model_write(const char *out_path, const char *in_path, const arch_desc *a,
+                       const store_import_options *opt, const model_out *ms, const size_t *layers,
+                       size_t n, int stacked, const char *name, store_import_result *res,
+                       attn_error *err) {
+    const model_out *m = &ms[0];
+    char heads[32], kv[32], count[32], description[512], source[512], list[256], flag[256];
+    layers_text(list, sizeof list, layers, n, ", ");
+    layers_text(flag, sizeof flag, layers, n, ",");
     snprintf(heads, sizeof heads, "%zu", m->h);
-    snprintf(description, sizeof description, "%s layer %zu attention, from %s", a->label,
-             opt->layer, source_label(in_path));
-    snprintf(source, sizeof source, "tools/import_checkpoint --arch %s --layer %zu from %s",
-             store_import_arch_name(a->arch), opt->layer, source_label(in_path));
-    store_metadata meta[24] = {
-        {"name", name},     {"description", opt->description ? opt->description : description},
-        {"n_heads", heads}, {"mask", m->mask == ATTN_MASK_NONE ? "none" : "causal"},
-        {"source", source},
-    };
-    size_t nm = 5;
+    snprintf(description, sizeof description, "%s layer%s %s attention, from %s", a->label,
+             n > 1 ? "s" : "", list, source_label(in_path));
+    snprintf(source, sizeof source, "tools/import_checkpoint --arch %s --layer%s %s from %s",
+             store_import_arch_name(a->arch), stacked ? "s" : "", flag, source_label(in_path));
+    layer_text *tx = calloc(n, sizeof *tx);
+    store_metadata *meta = calloc(8 + 12 * n, sizeof *meta);
+    store_write_tensor *tensors = calloc(6 * n, sizeof *tensors);
+    if (!tx || !meta || !tensors) {
+        free(tx), free(meta), free(tensors);
+        return store_error_set(err, NULL, "out of memory");
+    }
+    meta[0] = (store_metadata){"name", name};
+    meta[1] = (store_metadata){"description", opt->description ? opt->description : description};
+    meta[2] = (store_metadata){"n_heads", heads};
+    meta[3] = (store_metadata){"mask", m->mask == ATTN_MASK_NONE ? "none" : "causal"};
+    meta[4] = (store_metadata){"source", source};
+    size_t nm = 5, nt = 0;
     if (m->g != m->h) {
         snprintf(kv, sizeof kv, "%zu", m->g);
         meta[nm++] = (store_metadata){"n_kv_heads", kv};
     }
-    if (m->rope.dims) {
-        num_text(theta, sizeof theta, m->rope.theta);
-        snprintf(dims, sizeof dims, "%zu", m->rope.dims);
-        meta[nm++] = (store_metadata){"rope_theta", theta};
-        meta[nm++] = (store_metadata){"rope_dims", dims};
-        meta[nm++] = (store_metadata){"rope_style", "half"};
-        if (m->rope.scaling != ATTN_ROPE_SCALING_NONE) {
-            int llama3 = m->rope.scaling == ATTN_ROPE_SCALING_LLAMA3;
-            num_text(factor, sizeof factor, m->rope.factor);
-            meta[nm++] = (store_metadata){"rope_scaling", llama3 ? "llama3" : "linear"};
-            meta[nm++] = (store_metadata){"rope_factor", factor};
-            if (llama3) {
-                num_text(low, sizeof low, m->rope.low_freq_factor);
-                num_text(high, sizeof high, m->rope.high_freq_factor);
-                num_text(orig, sizeof orig, m->rope.original_max_position);
-                meta[nm++] = (store_metadata){"rope_low_freq_factor", low};
-                meta[nm++] = (store_metadata){"rope_high_freq_factor", high};
-                meta[nm++] = (store_metadata){"rope_original_max_position", orig};
-            }
-        }
+    if (stacked) {
+        snprintf(count, sizeof count, "%zu", n);
+        meta[nm++] = (store_metadata){"n_layers", count};
     }
-    if (m->alibi) meta[nm++] = (store_metadata){"alibi", "true"};
-    if (m->window) {
-        snprintf(window, sizeof window, "%zu", m->window);
-        meta[nm++] = (store_metadata){"window", window};
+    for (size_t l = 0; l < n; l++) {
+        char prefix[32] = "";
+        if (stacked) snprintf(prefix, sizeof prefix, "layers.%zu.", l);
+        layer_meta(meta, &nm, prefix, &ms[l], &tx[l]);
+        layer_tensors(tensors, &nt, prefix, &ms[l], &tx[l]);
     }
-    if (m->softcap > 0) {
-        num_text(softcap, sizeof softcap, m->softcap);
-        meta[nm++] = (store_metadata){"softcap", softcap};
-    }
-    if (m->scale > 0) {
-        num_text(scale, sizeof scale, m->scale);
-        meta[nm++] = (store_metadata){"scale", scale};
-    }
-
-    size_t hd = m->h * m->dh, gd = m->g * m->dh;
-    size_t qcols = m->dc ? hd : hd + 2 * gd;
-    size_t shape_qkv[2] = {m->d, qcols}, shape_bqkv[1] = {qcols}, shape_kv[2] = {m->dc, 2 * gd},
-           shape_bkv[1] = {2 * gd}, shape_o[2] = {hd, m->d}, shape_bo[1] = {m->d};
-    store_write_tensor tensors[6];
-    size_t nt = 0;
-    tensors[nt++] = (store_write_tensor){
-        m->dc ? "w_q" : "w_qkv", STORE_DTYPE_F32, 2, shape_qkv, m->w_qkv, NULL, NULL};
-    if (m->b_qkv)
-        tensors[nt++] = (store_write_tensor){
-            m->dc ? "b_q" : "b_qkv", STORE_DTYPE_F32, 1, shape_bqkv, m->b_qkv, NULL, NULL};
-    if (m->w_kv)
-        tensors[nt++] =
-            (store_write_tensor){"w_kv", STORE_DTYPE_F32, 2, shape_kv, m->w_kv, NULL, NULL};
-    if (m->b_kv)
-        tensors[nt++] =
-            (store_write_tensor){"b_kv", STORE_DTYPE_F32, 1, shape_bkv, m->b_kv, NULL, NULL};
-    tensors[nt++] = (store_write_tensor){"w_o", STORE_DTYPE_F32, 2, shape_o, m->w_o, NULL, NULL};
-    if (m->b_o)
-        tensors[nt++] =
-            (store_write_tensor){"b_o", STORE_DTYPE_F32, 1, shape_bo, m->b_o, NULL, NULL};
     size_t file_bytes;
-    if (store_file_write(out_path, meta, nm, tensors, nt, &file_bytes, err) != 0) return -1;
-    if (res) res->file_bytes = file_bytes;
-    return 0;
+    int rc = store_file_write(out_path, meta, nm, tensors, nt, &file_bytes, err);
+    if (rc == 0 && res) res->file_bytes = file_bytes;
+    free(tx), free(meta), free(tensors);
+    return rc;
 }
 
 /* ---- the whole -------------------------------------------------------------- */
+
+/* Reads checkpoint layer `layer` into *m (which then owns every buffer it
+ * points to); the architecture in *a, its layer count in *n_layers. */
+static int layer_import(const ckpt_src *src, const char *in_path, store_import_arch arch,
+                        size_t layer, const store_import_options *opt, size_t h, model_out *m,
+                        const arch_desc **a, size_t *n_layers, attn_error *err) {
+    const char *prefix = "";
+    if (layer_locate(src, in_path, arch, layer, a, &prefix, n_layers, err) != 0) return -1;
+    if ((*a)->arch != STORE_IMPORT_GPT2 && (*a)->arch != STORE_IMPORT_BERT)
+        return modern_read(src, in_path, *a, prefix, layer, opt, h, m, err);
+    float *vals[PARTS_MAX] = {0};
+    size_t d = 0;
+    int rc = layer_read(src, in_path, *a, prefix, layer, h, vals, &d, err);
+    if (rc == 0) rc = layout_build(m, *a, vals, d, err);
+    /* the parts read become m's: GPT-2's are its tensors as they are */
+    for (size_t i = 0; i < PARTS_MAX; i++)
+        if (vals[i]) m->owned[m->n_owned++] = vals[i];
+    m->d = d;
+    m->h = m->g = h;
+    m->dh = h ? d / h : 0;
+    m->mask = (*a)->mask;
+    return rc;
+}
+
+/* The layers of a stack share d_model, n_heads, d_head, n_kv_heads and
+ * d_context (models/README.md, "Stacks"); a checkpoint whose layers differ
+ * is refused here rather than written and refused at load. */
+static int stack_check(const model_out *ms, const size_t *layers, size_t n, const char *path,
+                       attn_error *err) {
+    for (size_t i = 1; i < n; i++) {
+        const model_out *m = &ms[i], *f = &ms[0];
+        if (m->d != f->d || m->h != f->h || m->g != f->g || m->dh != f->dh || m->dc != f->dc)
+            return store_error_set(err, path,
+                                   "layer %zu has d_model %zu, %zu heads of %zu, %zu K/V heads, "
+                                   "and layer %zu d_model %zu, %zu heads of %zu, %zu K/V heads: "
+                                   "a stack's layers share them",
+                                   layers[i], m->d, m->h, m->dh, m->g, layers[0], f->d, f->h, f->dh,
+                                   f->g);
+    }
+    return 0;
+}
+
+int store_import_layers_parse(const char *spec, size_t **out, size_t *n, int *all,
+                              attn_error *err) {
+    *out = NULL;
+    *n = 0;
+    *all = strcmp(spec, "all") == 0;
+    if (*all) return 0;
+    size_t *list = malloc(STORE_LAYERS_MAX * sizeof *list), count = 0;
+    if (!list) return store_error_set(err, NULL, "out of memory");
+    const char *p = spec;
+    for (;;) {
+        size_t lo, hi;
+        const char *end = p + strcspn(p, ",");
+        const char *dash = memchr(p, '-', (size_t)(end - p));
+        char a[16] = "", b[16] = "";
+        size_t alen = (size_t)((dash ? dash : end) - p), blen = dash ? (size_t)(end - dash - 1) : 0;
+        if (alen == 0 || alen >= sizeof a || (dash && (blen == 0 || blen >= sizeof b))) goto bad;
+        memcpy(a, p, alen);
+        if (dash) memcpy(b, dash + 1, blen);
+        if (store_size_parse(a, LAYER_MAX, &lo) != 0 ||
+            (dash && store_size_parse(b, LAYER_MAX, &hi) != 0))
+            goto bad;
+        if (!dash) hi = lo;
+        if (hi < lo) {
+            free(list);
+            return store_error_set(err, NULL,
+                                   "--layers '%s': the range %zu-%zu runs backwards (list the "
+                                   "layers one by one for another order)",
+                                   spec, lo, hi);
+        }
+        for (size_t l = lo; l <= hi; l++) {
+            for (size_t k = 0; k < count; k++)
+                if (list[k] == l) {
+                    free(list);
+                    return store_error_set(err, NULL, "--layers '%s': layer %zu is named twice",
+                                           spec, l);
+                }
+            if (count == STORE_LAYERS_MAX) {
+                free(list);
+                return store_error_set(err, NULL, "--layers '%s': more than %d layers", spec,
+                                       STORE_LAYERS_MAX);
+            }
+            list[count++] = l;
+        }
+        if (!*end) break;
+        p = end + 1;
+    }
+    *out = list;
+    *n = count;
+    return 0;
+bad:
+    free(list);
+    return store_error_set(err, NULL,
+                           "--layers '%s' is not a list of layers: 'all', or numbers and "
+                           "ranges from 0 separated by commas, as 0,1,5 or 0-3",
+                           spec);
+}
 
 int store_import_checkpoint(const char *in_path, const char *out_path,
                             const store_import_options *opt, store_import_result *res,
@@ -1199,45 +1359,67 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
     ckpt_src *src = calloc(1, sizeof *src);
     if (!src) return store_error_set(err, NULL, "out of memory");
     const arch_desc *a = NULL;
-    const char *prefix = "";
-    size_t n_layers = 0, d = 0, h = 0;
-    float *vals[PARTS_MAX] = {0};
-    model_out m = {0};
+    size_t n_layers = 0, h = 0, n = 0, *all = NULL;
+    const size_t *layers = opt->layers ? opt->layers : &opt->layer;
+    int stacked = opt->layers != NULL || opt->all_layers;
+    model_out *ms = NULL;
     store_import_arch arch = opt->arch;
     int rc = -1;
+    if (opt->layers && (opt->n_layers == 0 || opt->n_layers > STORE_LAYERS_MAX)) {
+        store_error_set(err, NULL, "%zu layers: a stack has 1 … %d", opt->n_layers,
+                        STORE_LAYERS_MAX);
+        goto done;
+    }
+    n = opt->layers ? opt->n_layers : 1;
     if (src_open(src, in_path, err) != 0) goto done;
     if (arch == STORE_IMPORT_AUTO && arch_from_config(src->config, &arch, in_path, err) != 0)
         goto done;
-    if (layer_locate(src, in_path, arch, opt->layer, &a, &prefix, &n_layers, err) != 0 ||
-        heads_resolve(opt, src->config, &h, in_path, err) != 0)
-        goto done;
-    if (a->arch == STORE_IMPORT_GPT2 || a->arch == STORE_IMPORT_BERT) {
-        if (layer_read(src, in_path, a, prefix, opt->layer, h, vals, &d, err) != 0 ||
-            layout_build(&m, a, vals, d, err) != 0)
+    if (heads_resolve(opt, src->config, &h, in_path, err) != 0) goto done;
+    if (opt->all_layers) {
+        /* every layer the names show, 0 … n−1 (a gap fails at its layer) */
+        if (layer_locate(src, in_path, arch, 0, &a, &(const char *){""}, &n_layers, err) != 0)
             goto done;
-        m.d = d;
-        m.h = m.g = h;
-        m.dh = d / h;
-        m.mask = a->mask;
-    } else if (modern_read(src, in_path, a, prefix, opt, h, &m, err) != 0) {
+        if (n_layers > STORE_LAYERS_MAX) {
+            store_error_set(err, in_path, "has %zu %s layers; a stack holds at most %d", n_layers,
+                            a->label, STORE_LAYERS_MAX);
+            goto done;
+        }
+        if (!(all = malloc(n_layers * sizeof *all))) {
+            store_error_set(err, NULL, "out of memory");
+            goto done;
+        }
+        for (size_t l = 0; l < n_layers; l++)
+            all[l] = l;
+        layers = all;
+        n = n_layers;
+    }
+    if (!(ms = calloc(n, sizeof *ms))) {
+        store_error_set(err, NULL, "out of memory");
         goto done;
     }
-    if (model_write(out_path, in_path, a, opt, &m, name, res, err) != 0) goto done;
+    for (size_t i = 0; i < n; i++)
+        if (layer_import(src, in_path, arch, layers[i], opt, h, &ms[i], &a, &n_layers, err) != 0)
+            goto done;
+    if (stack_check(ms, layers, n, in_path, err) != 0 ||
+        model_write(out_path, in_path, a, opt, ms, layers, n, stacked, name, res, err) != 0)
+        goto done;
     if (res) {
         res->arch = a->arch;
         res->n_layers = n_layers;
-        res->d_model = m.d;
-        res->n_heads = m.h;
-        res->n_kv_heads = m.g;
-        res->d_head = m.dh;
+        res->n_imported = n;
+        res->d_model = ms[0].d;
+        res->n_heads = ms[0].h;
+        res->n_kv_heads = ms[0].g;
+        res->d_head = ms[0].dh;
         snprintf(res->name, sizeof res->name, "%s", name);
     }
     rc = 0;
 done:
-    for (size_t i = 0; i < PARTS_MAX; i++)
-        free(vals[i]);
-    for (size_t i = 0; i < m.n_owned; i++)
-        free(m.owned[i]);
+    for (size_t i = 0; ms && i < n; i++)
+        for (size_t k = 0; k < ms[i].n_owned; k++)
+            free(ms[i].owned[k]);
+    free(ms);
+    free(all);
     src_close(src);
     free(src);
     return rc;

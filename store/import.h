@@ -1,8 +1,8 @@
 /*
- * import.h — one layer's attention from a Hugging Face checkpoint, written
- * as one of our models (models/README.md, which has the table of every
- * tensor read). tools/import_checkpoint is the command line around it;
- * tests call it directly.
+ * import.h — one layer's attention from a Hugging Face checkpoint, or a
+ * stack of several layers' (--layers), written as one of our models (models/README.md, which has
+ * the table of every tensor read). tools/import_checkpoint is the command line around it; tests
+ * call it directly.
  *
  * The checkpoint is a directory, as the Hub gives it: config.json (read
  * for the architecture, the heads, RoPE, windows and scales, so that no
@@ -83,7 +83,11 @@ const char *store_import_arch_label(store_import_arch arch);
  */
 typedef struct store_import_options {
     store_import_arch arch;         /* STORE_IMPORT_AUTO: detected */
-    size_t layer;                   /* 0-based */
+    size_t layer;                   /* 0-based; read when layers is NULL and !all_layers */
+    const size_t *layers;           /* non-NULL: these checkpoint layers, in this order, as
+                                       one stacked file (models/README.md, "Stacks") */
+    size_t n_layers;                /* of layers: 1 … STORE_LAYERS_MAX */
+    int all_layers;                 /* 1: every layer, 0 … n − 1, as one stacked file */
     size_t n_heads;                 /* 0: config.json's (required without one) */
     const char *name;               /* NULL: the output's base name without ".safetensors" */
     const char *description;        /* NULL: "GPT-2 layer 1 attention, from <input file>";
@@ -95,7 +99,8 @@ typedef struct store_import_options {
     attn_rope_scaling rope_scaling; /* NONE: config's rope_scaling */
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor,
         rope_original_max_position; /* with rope_scaling */
-    size_t window;                  /* 0: config's sliding window for this layer */
+    size_t window;                  /* 0: config's sliding window for each layer; else every
+                                       layer's */
     double softcap;                 /* 0: config's attn_logit_softcapping */
     double scale;                   /* 0: config's (gemma2: query_pre_attn_scalar^(−1/2)) */
 } store_import_options;
@@ -104,6 +109,7 @@ typedef struct store_import_options {
 typedef struct store_import_result {
     store_import_arch arch; /* never AUTO */
     size_t n_layers;        /* layers of that arch in the checkpoint (highest index + 1) */
+    size_t n_imported;      /* layers written: 1, or the stack's */
     size_t d_model, n_heads, d_head;
     size_t n_kv_heads;
     size_t file_bytes; /* of the file written */
@@ -111,7 +117,19 @@ typedef struct store_import_result {
 } store_import_result;
 
 /*
- * Reads layer opt->layer of the checkpoint at in_path (a directory or a
+ * --layers SPEC: "all" (*all 1, *out NULL), or a comma-separated list of
+ * layer numbers and ranges "a-b" (a ≤ b, both included), the stack's
+ * order: "0,1,5", "0-3", "4,0-2". Each layer at most once, at most
+ * STORE_LAYERS_MAX. Returns 0 and *out (malloc'd, *n entries; the caller
+ * frees it), or -1 with err "--layers '<spec>': …".
+ */
+int store_import_layers_parse(const char *spec, size_t **out, size_t *n, int *all, attn_error *err);
+
+/*
+ * Reads layer opt->layer of the checkpoint (or the layers opt->layers, in
+ * their order, or every layer with opt->all_layers: then the output is a
+ * stack whose layer l is checkpoint layer layers[l], each exactly what
+ * importing that layer alone writes, under "layers.<l>.") at in_path (a directory or a
  * .safetensors file) and writes the model at out_path (replacing it;
  * out_path must not be in_path). Returns 0 and, when res is not NULL,
  * *res; or -1 with err set: "<in_path>: <fault>" for a fault of the

@@ -24,10 +24,20 @@
  * scale) is checked after the tensor names and before the shapes, but
  * RoPE's dims after them, since they are bounded by d_head.
  *
+ * A stack (metadata n_layers = L): every weight tensor is
+ * "layers.<l>.<name>" and every per-layer key "layers.<l>.<key>"; each
+ * layer goes through the same checks as a one-layer file's weights (a
+ * meta_view gives its keys, its tensors' names carry their prefix, so each
+ * message names the layer's own tensor or key), then is compared with
+ * layer 0: one d_model, d_head and d_context, one kind (self or cross).
+ * The whole model's names and keys are checked first, so a stray prefix,
+ * a layer past L or a prefix missing is the first fault reported.
+ *
  * Memory (see model.h): the store_model_memory owns the open file (its
- * buffer or mapping) when a tensor is used in place, and a heap buffer per
- * tensor converted or copied, and the standard ALiBi slopes when the
- * metadata asks for them.
+ * buffer or mapping) when a tensor is used in place, a heap buffer per
+ * tensor converted or copied and per layer whose metadata asks for the
+ * standard ALiBi slopes (one list, `owned`), and layers 1 … L−1's
+ * attn_weights (layer 0's is the model's `weights`).
  */
 #include "store/model.h"
 
@@ -35,6 +45,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,11 +80,31 @@ static const char *const tensor_names[T_COUNT] = {"w_qkv",
                                                   "token_embeddings",
                                                   "position_embeddings"};
 
+/* Slots below this are a layer's; the vocabulary's tables are the model's. */
+#define T_LAYER_COUNT T_TOK
+
+/* The metadata keys each layer has its own of. */
+static const char *const layer_keys[] = {"rope_theta",
+                                         "rope_dims",
+                                         "rope_style",
+                                         "rope_scaling",
+                                         "rope_factor",
+                                         "rope_low_freq_factor",
+                                         "rope_high_freq_factor",
+                                         "rope_original_max_position",
+                                         "alibi",
+                                         "window",
+                                         "softcap",
+                                         "scale"};
+enum { N_LAYER_KEYS = sizeof layer_keys / sizeof layer_keys[0] };
+
 struct store_model_memory {
-    store_file *file;         /* NULL once let go (no tensor in place) */
-    float *owned[T_COUNT];    /* converted or copied tensors, or NULL */
-    float *slopes;            /* metadata alibi "true": the standard slopes */
-    store_strings vocabulary; /* with its sorted index */
+    store_file *file; /* NULL once let go (no tensor in place) */
+    float **owned;    /* converted or copied tensors and standard slopes */
+    size_t n_owned, cap_owned;
+    attn_weights *stack;         /* layers 1 … L−1 */
+    const attn_weights **layers; /* L pointers; layers[0] is &model->weights */
+    store_strings vocabulary;    /* with its sorted index */
     store_strings dimensions;
     char *name;
     char *description;
@@ -126,8 +157,16 @@ static int shape_check(const store_tensor *t, size_t rank, const size_t *want, c
 
 /* Makes slot's tensor usable as F32: in place when it can, else into an
  * owned buffer; then checks every value finite. */
-static int tensor_bind(store_model *m, int slot, const store_tensor *t, const float **out,
-                       int *in_place, const char *path, attn_error *err) {
+/* Keeps p (a heap buffer of `bytes`) for the model to free; the list was
+ * sized at the start for every tensor and every layer's slopes. */
+static void owned_keep(store_model *m, float *p, size_t bytes) {
+    if (m->memory->n_owned == m->memory->cap_owned) abort(); /* sized wrong: a bug */
+    m->memory->owned[m->memory->n_owned++] = p;
+    m->bytes_owned += bytes;
+}
+
+static int tensor_bind(store_model *m, const store_tensor *t, const float **out, int *in_place,
+                       const char *path, attn_error *err) {
     const float *p;
     if (t->dtype == STORE_DTYPE_F32 && (uintptr_t)t->data % _Alignof(float) == 0) {
         p = t->data;
@@ -138,8 +177,7 @@ static int tensor_bind(store_model *m, int slot, const store_tensor *t, const fl
         size_t bytes = (t->count * sizeof(float) + 63) / 64 * 64;
         float *buf = aligned_alloc(64, bytes ? bytes : 64);
         if (!buf) return store_error_set(err, path, "out of memory for tensor '%s'", t->name);
-        m->memory->owned[slot] = buf;
-        m->bytes_owned += bytes;
+        owned_keep(m, buf, bytes);
         if (store_tensor_read_f32(buf, t, path, err) != 0) return -1;
         p = buf;
     }
@@ -184,71 +222,92 @@ static int count_parse(const char *s, size_t max, size_t *out) {
     return store_size_parse(s, max, out) == 0 && *out != 0 ? 0 : -1;
 }
 
+/* A layer's view of the metadata: its keys are prefix + key, the prefix
+ * being "" for the whole model and in a one-layer file, "layers.<l>." for
+ * layer l of a stack. */
+typedef struct meta_view {
+    const store_file *f;
+    char prefix[32];
+} meta_view;
+
+/* The value of prefix + key (NULL when absent); that full key into
+ * full[KEY_MAX], for messages. */
+#define KEY_MAX 96
+static const char *meta_get(const meta_view *v, const char *key, char full[KEY_MAX]) {
+    snprintf(full, KEY_MAX, "%s%s", v->prefix, key);
+    return store_file_metadata(v->f, full);
+}
+
 /* Metadata `key` as a number > 0 into *out; 0 when absent (*out untouched),
  * 1 when present, -1 with err set when malformed. At most FLT_MAX always,
  * as every number of the API (so that ?weights=true shows a weight set a
  * request may send back); as float when `fl`: the value must then stay
  * > 0 in float32 too. */
-static int meta_positive(const store_file *f, const char *key, int fl, double *out,
+static int meta_positive(const meta_view *mv, const char *key, int fl, double *out,
                          const char *path, attn_error *err) {
-    const char *text = store_file_metadata(f, key);
+    char full[KEY_MAX];
+    const char *text = meta_get(mv, key, full);
     if (!text) return 0;
     double v;
     if (store_positive_parse(text, &v) != 0 || !(v <= FLT_MAX) || (fl && !((float)v > 0)))
-        return store_error_set(err, path, "metadata '%s' is '%s', not a finite number > 0%s", key,
+        return store_error_set(err, path, "metadata '%s' is '%s', not a finite number > 0%s", full,
                                text, fl ? " (as float32)" : "");
     *out = v;
     return 1;
 }
 
 /* Metadata `key` as a count 1 … max; 0 absent, 1 present, -1 malformed. */
-static int meta_count(const store_file *f, const char *key, size_t max, size_t *out,
+static int meta_count(const meta_view *mv, const char *key, size_t max, size_t *out,
                       const char *path, attn_error *err) {
-    const char *text = store_file_metadata(f, key);
+    char full[KEY_MAX];
+    const char *text = meta_get(mv, key, full);
     if (!text) return 0;
     if (count_parse(text, max, out) != 0)
         return store_error_set(err, path, "metadata '%s' is '%s', not a decimal integer in 1 … %zu",
-                               key, text, max);
+                               full, text, max);
     return 1;
 }
 
 /* The RoPE keys (models/README.md) into *rope, d_head known. */
-static int rope_parse(const store_file *f, size_t dh, attn_rope *rope, const char *path,
+static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const char *path,
                       attn_error *err) {
     static const char *const keys[] = {
         "rope_style",           "rope_scaling",          "rope_factor",
         "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_position"};
+    char full[KEY_MAX];
     double theta = 10000;
     size_t dims = dh;
     int has_theta, has_dims;
-    if ((has_theta = meta_positive(f, "rope_theta", 0, &theta, path, err)) < 0) return -1;
-    if ((has_dims = meta_count(f, "rope_dims", (size_t)1 << 30, &dims, path, err)) < 0) return -1;
+    if ((has_theta = meta_positive(mv, "rope_theta", 0, &theta, path, err)) < 0) return -1;
+    if ((has_dims = meta_count(mv, "rope_dims", (size_t)1 << 30, &dims, path, err)) < 0) return -1;
     *rope = (attn_rope){0};
     if (!has_theta && !has_dims) {
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-            if (store_file_metadata(f, keys[i]))
+            if (meta_get(mv, keys[i], full))
                 return store_error_set(err, path,
-                                       "metadata '%s' without RoPE (RoPE is on when 'rope_theta' "
-                                       "or 'rope_dims' is given)",
-                                       keys[i]);
+                                       "metadata '%s' without RoPE (RoPE is on when '%srope_theta' "
+                                       "or '%srope_dims' is given)",
+                                       full, mv->prefix, mv->prefix);
         return 0;
     }
     if (dims % 2 != 0 || dims > dh)
-        return store_error_set(err, path,
-                               "RoPE dims %zu%s: it must be even and at most d_head (%zu)%s", dims,
-                               has_dims ? " (metadata 'rope_dims')" : " (d_head, the default)", dh,
-                               has_dims ? "" : "; give 'rope_dims'");
+        return store_error_set(
+            err, path, "RoPE dims %zu%s%s%s: it must be even and at most d_head (%zu)%s%s%s", dims,
+            has_dims ? " (metadata '" : " (d_head, the default)", has_dims ? mv->prefix : "",
+            has_dims ? "rope_dims')" : "", dh, has_dims ? "" : "; give '",
+            has_dims ? "" : mv->prefix, has_dims ? "" : "rope_dims'");
     rope->dims = dims;
     rope->theta = theta;
-    const char *style = store_file_metadata(f, "rope_style");
+    const char *style = meta_get(mv, "rope_style", full);
     if (!style || strcmp(style, "half") == 0)
         rope->style = ATTN_ROPE_HALF;
     else if (strcmp(style, "interleaved") == 0)
         rope->style = ATTN_ROPE_INTERLEAVED;
     else
-        return store_error_set(
-            err, path, "metadata 'rope_style' is '%s', expected 'half' or 'interleaved'", style);
-    const char *scaling = store_file_metadata(f, "rope_scaling");
+        return store_error_set(err, path, "metadata '%s' is '%s', expected 'half' or 'interleaved'",
+                               full, style);
+    char scaling_key[KEY_MAX];
+    const char *scaling = meta_get(mv, "rope_scaling", scaling_key);
     int need[4] = {0}; /* factor, low, high, original */
     if (!scaling) {
         rope->scaling = ATTN_ROPE_SCALING_NONE;
@@ -259,28 +318,30 @@ static int rope_parse(const store_file *f, size_t dh, attn_rope *rope, const cha
         rope->scaling = ATTN_ROPE_SCALING_LLAMA3;
         need[0] = need[1] = need[2] = need[3] = 1;
     } else {
-        return store_error_set(
-            err, path, "metadata 'rope_scaling' is '%s', expected 'linear' or 'llama3'", scaling);
+        return store_error_set(err, path, "metadata '%s' is '%s', expected 'linear' or 'llama3'",
+                               scaling_key, scaling);
     }
     double *dst[4] = {&rope->factor, &rope->low_freq_factor, &rope->high_freq_factor,
                       &rope->original_max_position};
     for (int i = 0; i < 4; i++) {
         const char *key = keys[2 + i];
-        int got = meta_positive(f, key, 0, dst[i], path, err);
+        int got = meta_positive(mv, key, 0, dst[i], path, err);
         if (got < 0) return -1;
+        snprintf(full, sizeof full, "%s%s", mv->prefix, key);
         if (got && !need[i])
             return store_error_set(err, path,
-                                   "metadata '%s' without a 'rope_scaling' that uses it%s", key,
+                                   "metadata '%s' without a 'rope_scaling' that uses it%s", full,
                                    scaling ? " ('linear' takes 'rope_factor' alone)" : "");
         if (!got && need[i])
-            return store_error_set(err, path, "metadata 'rope_scaling' '%s' needs '%s'", scaling,
-                                   key);
+            return store_error_set(err, path, "metadata '%s' '%s' needs '%s'", scaling_key, scaling,
+                                   full);
     }
     if (rope->scaling == ATTN_ROPE_SCALING_LLAMA3 && rope->high_freq_factor < rope->low_freq_factor)
         return store_error_set(err, path,
-                               "metadata 'rope_high_freq_factor' (%g) must not be below "
-                               "'rope_low_freq_factor' (%g)",
-                               rope->high_freq_factor, rope->low_freq_factor);
+                               "metadata '%srope_high_freq_factor' (%g) must not be below "
+                               "'%srope_low_freq_factor' (%g)",
+                               mv->prefix, rope->high_freq_factor, mv->prefix,
+                               rope->low_freq_factor);
     return 0;
 }
 
@@ -357,57 +418,357 @@ long store_model_token(const store_model *m, const char *s, size_t len) {
     return store_strings_find(m->memory->vocabulary.index, m->vocab_size, s, len);
 }
 
-/* Fills m from f: 0 and *in_place (1 when a tensor is used straight from
- * the file's bytes, which must then be kept), or -1 with err set. */
-static int model_fill(store_model *m, store_file *f, const char *path, int *in_place,
-                      attn_error *err) {
-    const store_tensor *t[T_COUNT] = {0};
+/* ---- a model's layers --------------------------------------------------- */
 
-    /* Names first: a typo must not read as "w_o absent". */
+/* When name is "layers.<l>.<rest>": 1 with *layer and *rest; 0 when it
+ * does not start with "layers."; -1 when it does but <l> is not decimal
+ * digits without a leading zero followed by '.' (so that a layer's tensor
+ * has one name: "layers.01.w_o" is not "layers.1.w_o"'s twin). */
+static int layer_prefix(const char *name, size_t *layer, const char **rest) {
+    if (strncmp(name, "layers.", 7) != 0) return 0;
+    const char *p = name + 7;
+    size_t v = 0, digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (digits == 9) return -1; /* far past STORE_LAYERS_MAX */
+        v = v * 10 + (size_t)(*p - '0');
+    }
+    if (digits == 0 || *p != '.' || (digits > 1 && name[7] == '0')) return -1;
+    *layer = v;
+    *rest = p + 1;
+    return 1;
+}
+
+static int is_layer_key(const char *key) {
+    for (size_t i = 0; i < N_LAYER_KEYS; i++)
+        if (strcmp(key, layer_keys[i]) == 0) return 1;
+    return 0;
+}
+
+/* What the names and metadata of one layer say, checked before a value is
+ * read (the first pass); t[] are the layer's tensors, by slot. */
+typedef struct layer_plan {
+    meta_view v;
+    const store_tensor *t[T_LAYER_COUNT];
+    int cross, alibi_standard;
+    size_t dm, dh, dc, window;
+    double softcap, scale;
+    attn_rope rope;
+} layer_plan;
+
+/* The file's tensors into plan[l].t and wide[] (the vocabulary's tables);
+ * n_layers 0: a one-layer file, whose names have no prefix. */
+static int names_sort(layer_plan *plan, size_t n_layers, const store_tensor *wide[T_COUNT],
+                      const store_file *f, const char *path, attn_error *err) {
     for (size_t i = 0; i < store_file_count(f); i++) {
         const store_tensor *x = store_file_tensor(f, i);
+        size_t l = 0;
+        const char *rest = x->name;
+        int pre = layer_prefix(x->name, &l, &rest);
+        if (pre < 0)
+            return store_error_set(err, path,
+                                   "tensor '%s': a layer's prefix is 'layers.<l>.', l decimal "
+                                   "without a leading zero",
+                                   x->name);
         int slot = -1;
-        for (int s = 0; s < T_COUNT; s++)
-            if (strcmp(x->name, tensor_names[s]) == 0) slot = s;
+        for (int s = 0; s < (pre ? T_LAYER_COUNT : T_COUNT); s++)
+            if (strcmp(rest, tensor_names[s]) == 0) slot = s;
+        if (slot < 0 && pre)
+            return store_error_set(err, path,
+                                   "unknown tensor '%s' (a layer holds w_qkv, b_qkv, w_o, b_o; or "
+                                   "w_q, b_q, w_kv, b_kv; and alibi)",
+                                   x->name);
         if (slot < 0)
             return store_error_set(err, path,
                                    "unknown tensor '%s' (a model holds w_qkv, b_qkv, w_o, b_o; "
                                    "or w_q, b_q, w_kv, b_kv; and alibi, token_embeddings, "
                                    "position_embeddings)",
                                    x->name);
-        t[slot] = x;
+        if (pre && !n_layers)
+            return store_error_set(err, path,
+                                   "tensor '%s' has a layer prefix and there is no metadata "
+                                   "'n_layers': a stack says how many layers it has, a one-layer "
+                                   "file's tensors have no prefix",
+                                   x->name);
+        if (pre && l >= n_layers)
+            return store_error_set(err, path,
+                                   "tensor '%s' is of layer %zu, and metadata 'n_layers' is %zu "
+                                   "(layers 0 … %zu)",
+                                   x->name, l, n_layers, n_layers - 1);
+        if (!pre && n_layers && slot < T_LAYER_COUNT)
+            return store_error_set(err, path,
+                                   "tensor '%s' has no layer prefix in a stack (metadata "
+                                   "'n_layers' %zu): a layer's tensors are 'layers.<l>.%s'",
+                                   x->name, n_layers, x->name);
+        if (slot >= T_LAYER_COUNT)
+            wide[slot] = x;
+        else
+            plan[l].t[slot] = x;
     }
+    return 0;
+}
+
+/* The metadata keys against the layers: a per-layer key carries a layer's
+ * prefix in a stack and none in a one-layer file, names a layer of the
+ * stack, and is one of layer_keys. Other keys are the model's (unknown
+ * ones ignored, as ever). */
+typedef struct keys_check {
+    size_t n_layers;
+    const char *path;
+    attn_error *err;
+} keys_check;
+
+static int key_check(void *ctx, const char *key, const char *value) {
+    const keys_check *c = ctx;
+    size_t l = 0, n = c->n_layers;
+    const char *rest;
+    (void)value;
+    int pre = layer_prefix(key, &l, &rest);
+    if (pre < 0)
+        return store_error_set(c->err, c->path,
+                               "metadata '%s': a layer's prefix is 'layers.<l>.', l decimal "
+                               "without a leading zero",
+                               key);
+    if (!pre && n && is_layer_key(key))
+        return store_error_set(c->err, c->path,
+                               "metadata '%s' without a layer prefix in a stack (metadata "
+                               "'n_layers' %zu): each layer's is 'layers.<l>.%s'",
+                               key, n, key);
+    if (!pre) return 0;
+    if (!n)
+        return store_error_set(c->err, c->path,
+                               "metadata '%s' has a layer prefix and there is no metadata "
+                               "'n_layers'",
+                               key);
+    if (l >= n)
+        return store_error_set(c->err, c->path,
+                               "metadata '%s' is of layer %zu, and metadata 'n_layers' is %zu "
+                               "(layers 0 … %zu)",
+                               key, l, n, n - 1);
+    if (!is_layer_key(rest))
+        return store_error_set(c->err, c->path,
+                               "metadata '%s': '%s' is not a layer's own (a layer has rope_*, "
+                               "alibi, window, softcap and scale; the rest is the whole model's, "
+                               "without a prefix)",
+                               key, rest);
+    return 0;
+}
+
+/* The layer's kind from its tensors: self-attention (w_qkv) or
+ * cross-attention (w_q and w_kv), never both. */
+static int layer_kind(layer_plan *lp, const char *path, attn_error *err) {
+    const store_tensor *const *t = lp->t;
+    const char *pre = lp->v.prefix;
     int cross = t[T_W_Q] || t[T_B_Q] || t[T_W_KV] || t[T_B_KV];
+    lp->cross = cross;
     if (cross && (t[T_W_QKV] || t[T_B_QKV]))
         return store_error_set(err, path,
-                               "holds both '%s' and '%s': a model is self-attention (w_qkv, "
+                               "holds both '%s%s' and '%s%s': a model is self-attention (w_qkv, "
                                "b_qkv) or cross-attention (w_q, b_q, w_kv, b_kv), not both",
-                               t[T_W_QKV] ? "w_qkv" : "b_qkv",
+                               pre, t[T_W_QKV] ? "w_qkv" : "b_qkv", pre,
                                t[T_W_Q]    ? "w_q"
                                : t[T_B_Q]  ? "b_q"
                                : t[T_W_KV] ? "w_kv"
                                            : "b_kv");
     if (cross && !t[T_W_Q])
-        return store_error_set(err, path, "no tensor 'w_q' (a cross-attention model needs it)");
+        return store_error_set(err, path, "no tensor '%sw_q' (a cross-attention model needs it)",
+                               pre);
     if (cross && !t[T_W_KV])
-        return store_error_set(err, path, "no tensor 'w_kv' (a cross-attention model needs it)");
+        return store_error_set(err, path, "no tensor '%sw_kv' (a cross-attention model needs it)",
+                               pre);
     if (!cross && !t[T_W_QKV])
-        return store_error_set(err, path, "no tensor 'w_qkv' (it is required)");
+        return store_error_set(err, path, "no tensor '%sw_qkv' (it is required)", pre);
+    return 0;
+}
 
-    /* Metadata. */
+/* The layer's variants' metadata, then its shapes against h and g, then
+ * RoPE (bounded by d_head). */
+static int layer_check(layer_plan *lp, size_t n_heads, size_t g, const char *path,
+                       attn_error *err) {
+    const store_tensor *const *t = lp->t;
+    const meta_view *mv = &lp->v;
+    const char *pre = mv->prefix;
+    char full[KEY_MAX];
+    int cross = lp->cross;
+    /* positions are < 2^31: a wider window is no window */
+    if (meta_count(mv, "window", (size_t)1 << 31, &lp->window, path, err) < 0) return -1;
+    if (meta_positive(mv, "softcap", 1, &lp->softcap, path, err) < 0 ||
+        meta_positive(mv, "scale", 1, &lp->scale, path, err) < 0)
+        return -1;
+    const char *alibi = meta_get(mv, "alibi", full);
+    if (alibi && strcmp(alibi, "true") == 0)
+        lp->alibi_standard = 1;
+    else if (alibi && strcmp(alibi, "false") != 0)
+        return store_error_set(err, path, "metadata '%s' is '%s', expected 'true' or 'false'", full,
+                               alibi);
+    if (lp->alibi_standard && t[T_ALIBI])
+        return store_error_set(err, path,
+                               "metadata '%s' is 'true' and a tensor '%salibi' gives slopes too: "
+                               "one or the other",
+                               full, pre);
+
+    /* Shapes. */
+    char got[160];
+    size_t dm, dh, dc = 0;
+    if (!cross) {
+        const store_tensor *w = t[T_W_QKV];
+        size_t blocks = n_heads + 2 * g; /* heads of width d_head in w_qkv's columns */
+        if (w->rank != 2 || w->shape[0] == 0 || w->shape[1] == 0)
+            return store_error_set(
+                err, path, "tensor '%s' has shape %s, expected [d_model, %s] with both positive",
+                w->name, store_tensor_shape_text(w, got, sizeof got),
+                g == n_heads ? "3·n_heads·d_head" : "(n_heads + 2·n_kv_heads)·d_head");
+        dm = w->shape[0];
+        if (w->shape[1] % blocks != 0)
+            return store_error_set(
+                err, path, "tensor '%s' has %zu columns, not a multiple of %s = %zu", w->name,
+                w->shape[1], g == n_heads ? "3·n_heads" : "n_heads + 2·n_kv_heads", blocks);
+        dh = w->shape[1] / blocks;
+        size_t want_qkv[1] = {blocks * dh};
+        if (t[T_B_QKV] &&
+            shape_check(t[T_B_QKV], 1, want_qkv,
+                        g == n_heads ? "[3·n_heads·d_head]" : "[(n_heads + 2·n_kv_heads)·d_head]",
+                        path, err) != 0)
+            return -1;
+    } else {
+        const store_tensor *w = t[T_W_Q], *kv = t[T_W_KV];
+        if (w->rank != 2 || w->shape[0] == 0 || w->shape[1] == 0 || w->shape[1] % n_heads != 0)
+            return store_error_set(err, path,
+                                   "tensor '%s' has shape %s, expected [d_model, n_heads·d_head] "
+                                   "with both positive (n_heads %zu)",
+                                   w->name, store_tensor_shape_text(w, got, sizeof got), n_heads);
+        dm = w->shape[0];
+        dh = w->shape[1] / n_heads;
+        if (kv->rank != 2 || kv->shape[0] == 0 || kv->shape[1] != 2 * g * dh)
+            return store_error_set(err, path,
+                                   "tensor '%s' has shape %s, expected [d_context, "
+                                   "2·n_kv_heads·d_head] = [d_context, %zu] with d_context "
+                                   "positive",
+                                   kv->name, store_tensor_shape_text(kv, got, sizeof got),
+                                   2 * g * dh);
+        dc = kv->shape[0];
+        size_t want_q[1] = {n_heads * dh}, want_kv[1] = {2 * g * dh};
+        if (t[T_B_Q] && shape_check(t[T_B_Q], 1, want_q, "[n_heads·d_head]", path, err) != 0)
+            return -1;
+        if (t[T_B_KV] &&
+            shape_check(t[T_B_KV], 1, want_kv, "[2·n_kv_heads·d_head]", path, err) != 0)
+            return -1;
+        const char *self_only = meta_get(mv, "rope_theta", full)   ? "rope_theta"
+                                : meta_get(mv, "rope_dims", full)  ? "rope_dims"
+                                : lp->alibi_standard || t[T_ALIBI] ? "alibi"
+                                : lp->window                       ? "window"
+                                                                   : NULL;
+        if (self_only)
+            return store_error_set(err, path,
+                                   "'%s%s' in a cross-attention model (w_q, w_kv): RoPE, ALiBi "
+                                   "and windows compare positions of one sequence",
+                                   pre, self_only);
+    }
+    size_t hd = n_heads * dh;
+    size_t want_o[2] = {hd, dm}, want_bo[1] = {dm}, want_alibi[1] = {n_heads};
+    if (t[T_W_O] && shape_check(t[T_W_O], 2, want_o, "[n_heads·d_head, d_model]", path, err) != 0)
+        return -1;
+    if (t[T_B_O] && shape_check(t[T_B_O], 1, want_bo, "[d_model]", path, err) != 0) return -1;
+    if (t[T_ALIBI] && shape_check(t[T_ALIBI], 1, want_alibi, "[n_heads]", path, err) != 0)
+        return -1;
+    if (!t[T_W_O] && hd != dm)
+        return store_error_set(err, path,
+                               "no tensor '%sw_o', and the identity in its place needs "
+                               "n_heads·d_head (%zu) == d_model (%zu)",
+                               pre, hd, dm);
+    lp->dm = dm;
+    lp->dh = dh;
+    lp->dc = dc;
+    return rope_parse(mv, dh, &lp->rope, path, err);
+}
+
+/* Layer l against layer 0: a stack's layers share d_model, n_heads,
+ * d_head and n_kv_heads (h and g are the model's metadata, so one value
+ * each), their kind, and d_context (a request's context goes to every
+ * layer). */
+static int layer_same(const layer_plan *lp, const layer_plan *first, size_t l, const char *path,
+                      attn_error *err) {
+    const store_tensor *w = lp->t[lp->cross ? T_W_Q : T_W_QKV];
+    if (lp->cross != first->cross)
+        return store_error_set(err, path,
+                               "layer %zu is %s and layer 0 %s: a stack's layers are all "
+                               "self-attention (w_qkv) or all cross-attention (w_q, w_kv)",
+                               l,
+                               lp->cross ? "cross-attention (w_q, w_kv)" : "self-attention (w_qkv)",
+                               first->cross ? "cross-attention" : "self-attention");
+    if (lp->dm != first->dm || lp->dh != first->dh)
+        return store_error_set(err, path,
+                               "tensor '%s' gives d_model %zu and d_head %zu, and layer 0's "
+                               "d_model %zu and d_head %zu: a stack's layers share d_model, "
+                               "n_heads, d_head and n_kv_heads",
+                               w->name, lp->dm, lp->dh, first->dm, first->dh);
+    if (lp->dc != first->dc)
+        return store_error_set(err, path,
+                               "tensor '%s' gives d_context %zu, and layer 0's %zu: a stack's "
+                               "layers read one context",
+                               lp->t[T_W_KV]->name, lp->dc, first->dc);
+    return 0;
+}
+
+/* Checks a tensor's dtype is one a model takes. */
+static int dtype_check(const store_tensor *t, const char *path, attn_error *err) {
+    if (!t || t->dtype == STORE_DTYPE_F32 || t->dtype == STORE_DTYPE_F16 ||
+        t->dtype == STORE_DTYPE_BF16)
+        return 0;
+    return store_error_set(err, path, "tensor '%s' has dtype %s; a model takes F32, F16 or BF16",
+                           t->name, store_dtype_name(t->dtype));
+}
+
+/* The layer's values (second pass) into *w. */
+static int layer_bind(store_model *m, const layer_plan *lp, size_t n_heads, size_t g,
+                      attn_weights *w, int *in_place, const char *path, attn_error *err) {
+    const float *p[T_LAYER_COUNT] = {0};
+    for (int s = 0; s < T_LAYER_COUNT; s++)
+        if (lp->t[s] && tensor_bind(m, lp->t[s], &p[s], in_place, path, err) != 0) return -1;
+    if (lp->alibi_standard) {
+        float *slopes = malloc(n_heads * sizeof(float));
+        if (!slopes) return store_error_set(err, path, "out of memory for the ALiBi slopes");
+        owned_keep(m, slopes, n_heads * sizeof(float));
+        attn_alibi_slopes(slopes, n_heads);
+        p[T_ALIBI] = slopes;
+    }
+    int cross = lp->cross;
+    *w = (attn_weights){.d_model = lp->dm,
+                        .n_heads = n_heads,
+                        .d_head = lp->dh,
+                        .n_kv_heads = g,
+                        .w_qkv = cross ? p[T_W_Q] : p[T_W_QKV],
+                        .b_qkv = cross ? p[T_B_Q] : p[T_B_QKV],
+                        .w_o = p[T_W_O],
+                        .b_o = p[T_B_O],
+                        .d_context = cross ? lp->dc : lp->dm,
+                        .w_kv = p[T_W_KV],
+                        .b_kv = p[T_B_KV],
+                        .rope = lp->rope,
+                        .alibi = p[T_ALIBI],
+                        .window = lp->window,
+                        .softcap = (float)lp->softcap,
+                        .scale = (float)lp->scale};
+    return 0;
+}
+
+/* ---- the whole model ------------------------------------------------------ */
+
+/* The model's own metadata: heads, name, description, default mask. */
+static int model_meta(store_model *m, const meta_view *mv, int cross, size_t *n_heads, size_t *g,
+                      const char *path, attn_error *err) {
+    const store_file *f = mv->f;
     const char *heads_text = store_file_metadata(f, "n_heads");
-    size_t n_heads;
     if (!heads_text) return store_error_set(err, path, "metadata 'n_heads' is missing");
-    if (heads_parse(heads_text, &n_heads) != 0)
+    if (heads_parse(heads_text, n_heads) != 0)
         return store_error_set(err, path,
                                "metadata 'n_heads' is '%s', not a decimal integer in 1 … %d",
                                heads_text, STORE_HEADS_MAX);
-    size_t g = n_heads;
-    if (meta_count(f, "n_kv_heads", STORE_HEADS_MAX, &g, path, err) < 0) return -1;
-    if (n_heads % g != 0)
+    *g = *n_heads;
+    if (meta_count(mv, "n_kv_heads", STORE_HEADS_MAX, g, path, err) < 0) return -1;
+    if (*n_heads % *g != 0)
         return store_error_set(err, path,
                                "metadata 'n_kv_heads' is %zu, which does not divide n_heads (%zu)",
-                               g, n_heads);
+                               *g, *n_heads);
     const char *name = store_file_metadata(f, "name");
     size_t default_len;
     const char *default_name = store_model_default_name(path, &default_len);
@@ -438,137 +799,87 @@ static int model_fill(store_model *m, store_file *f, const char *path, int *in_p
     else
         return store_error_set(err, path, "metadata 'mask' is '%s', expected 'causal' or 'none'",
                                mask);
-    size_t window = 0;
-    /* positions are < 2^31: a wider window is no window */
-    if (meta_count(f, "window", (size_t)1 << 31, &window, path, err) < 0) return -1;
-    double softcap = 0, scale = 0;
-    if (meta_positive(f, "softcap", 1, &softcap, path, err) < 0 ||
-        meta_positive(f, "scale", 1, &scale, path, err) < 0)
-        return -1;
-    const char *alibi = store_file_metadata(f, "alibi");
-    int alibi_standard = 0;
-    if (alibi && strcmp(alibi, "true") == 0)
-        alibi_standard = 1;
-    else if (alibi && strcmp(alibi, "false") != 0)
-        return store_error_set(err, path, "metadata 'alibi' is '%s', expected 'true' or 'false'",
-                               alibi);
-    if (alibi_standard && t[T_ALIBI])
-        return store_error_set(err, path,
-                               "metadata 'alibi' is 'true' and a tensor 'alibi' gives slopes too: "
-                               "one or the other");
+    return 0;
+}
 
-    /* Shapes. */
-    char got[160];
-    size_t dm, dh, dc = 0;
-    if (!cross) {
-        const store_tensor *w = t[T_W_QKV];
-        size_t blocks = n_heads + 2 * g; /* heads of width d_head in w_qkv's columns */
-        if (w->rank != 2 || w->shape[0] == 0 || w->shape[1] == 0)
-            return store_error_set(
-                err, path, "tensor 'w_qkv' has shape %s, expected [d_model, %s] with both positive",
-                store_tensor_shape_text(w, got, sizeof got),
-                g == n_heads ? "3·n_heads·d_head" : "(n_heads + 2·n_kv_heads)·d_head");
-        dm = w->shape[0];
-        if (w->shape[1] % blocks != 0)
-            return store_error_set(
-                err, path, "tensor 'w_qkv' has %zu columns, not a multiple of %s = %zu",
-                w->shape[1], g == n_heads ? "3·n_heads" : "n_heads + 2·n_kv_heads", blocks);
-        dh = w->shape[1] / blocks;
-        size_t want_qkv[1] = {blocks * dh};
-        if (t[T_B_QKV] &&
-            shape_check(t[T_B_QKV], 1, want_qkv,
-                        g == n_heads ? "[3·n_heads·d_head]" : "[(n_heads + 2·n_kv_heads)·d_head]",
-                        path, err) != 0)
-            return -1;
-    } else {
-        const store_tensor *w = t[T_W_Q], *kv = t[T_W_KV];
-        if (w->rank != 2 || w->shape[0] == 0 || w->shape[1] == 0 || w->shape[1] % n_heads != 0)
-            return store_error_set(err, path,
-                                   "tensor 'w_q' has shape %s, expected [d_model, n_heads·d_head] "
-                                   "with both positive (n_heads %zu)",
-                                   store_tensor_shape_text(w, got, sizeof got), n_heads);
-        dm = w->shape[0];
-        dh = w->shape[1] / n_heads;
-        if (kv->rank != 2 || kv->shape[0] == 0 || kv->shape[1] != 2 * g * dh)
-            return store_error_set(err, path,
-                                   "tensor 'w_kv' has shape %s, expected [d_context, "
-                                   "2·n_kv_heads·d_head] = [d_context, %zu] with d_context "
-                                   "positive",
-                                   store_tensor_shape_text(kv, got, sizeof got), 2 * g * dh);
-        dc = kv->shape[0];
-        size_t want_q[1] = {n_heads * dh}, want_kv[1] = {2 * g * dh};
-        if (t[T_B_Q] && shape_check(t[T_B_Q], 1, want_q, "[n_heads·d_head]", path, err) != 0)
-            return -1;
-        if (t[T_B_KV] &&
-            shape_check(t[T_B_KV], 1, want_kv, "[2·n_kv_heads·d_head]", path, err) != 0)
-            return -1;
-        const char *self_only = store_file_metadata(f, "rope_theta")  ? "rope_theta"
-                                : store_file_metadata(f, "rope_dims") ? "rope_dims"
-                                : alibi_standard || t[T_ALIBI]        ? "alibi"
-                                : window                              ? "window"
-                                                                      : NULL;
-        if (self_only)
-            return store_error_set(err, path,
-                                   "'%s' in a cross-attention model (w_q, w_kv): RoPE, ALiBi and "
-                                   "windows compare positions of one sequence",
-                                   self_only);
+/* The memory of L layers: the list of owned buffers (one per tensor and
+ * per layer's slopes at most), layers 1 … L−1 and the L pointers. */
+static int layers_alloc(store_model *m, size_t n_layers, size_t n_tensors, const char *path,
+                        attn_error *err) {
+    store_model_memory *mem = m->memory;
+    mem->cap_owned = n_tensors + n_layers;
+    mem->owned = calloc(mem->cap_owned, sizeof *mem->owned);
+    mem->stack = calloc(n_layers, sizeof *mem->stack);
+    mem->layers = calloc(n_layers, sizeof *mem->layers);
+    if (!mem->owned || !mem->stack || !mem->layers)
+        return store_error_set(err, path, "out of memory");
+    mem->layers[0] = &m->weights;
+    for (size_t l = 1; l < n_layers; l++)
+        mem->layers[l] = &mem->stack[l - 1];
+    m->n_layers = n_layers;
+    m->layers = mem->layers;
+    return 0;
+}
+
+/* Fills m from f with plan[L] (zeroed): 0 and *in_place (1 when a tensor
+ * is used straight from the file's bytes, which must then be kept), or -1
+ * with err set. */
+static int layers_fill(store_model *m, store_file *f, layer_plan *plan, size_t stacked,
+                       const char *path, int *in_place, attn_error *err) {
+    size_t n_layers = stacked ? stacked : 1;
+    const store_tensor *wide[T_COUNT] = {0};
+    meta_view model_view = {.f = f};
+
+    /* Names first: a typo must not read as "w_o absent". */
+    if (names_sort(plan, stacked, wide, f, path, err) != 0) return -1;
+    keys_check kc = {stacked, path, err};
+    if (store_file_metadata_each(f, key_check, &kc) != 0) return -1;
+    for (size_t l = 0; l < n_layers; l++) {
+        plan[l].v.f = f;
+        if (stacked) snprintf(plan[l].v.prefix, sizeof plan[l].v.prefix, "layers.%zu.", l);
+        if (layer_kind(&plan[l], path, err) != 0) return -1;
     }
-    size_t hd = n_heads * dh;
-    size_t want_o[2] = {hd, dm}, want_bo[1] = {dm}, want_alibi[1] = {n_heads};
-    if (t[T_W_O] && shape_check(t[T_W_O], 2, want_o, "[n_heads·d_head, d_model]", path, err) != 0)
-        return -1;
-    if (t[T_B_O] && shape_check(t[T_B_O], 1, want_bo, "[d_model]", path, err) != 0) return -1;
-    if (t[T_ALIBI] && shape_check(t[T_ALIBI], 1, want_alibi, "[n_heads]", path, err) != 0)
-        return -1;
-    if (!t[T_W_O] && hd != dm)
-        return store_error_set(err, path,
-                               "no tensor 'w_o', and the identity in its place needs "
-                               "n_heads·d_head (%zu) == d_model (%zu)",
-                               hd, dm);
-    attn_rope rope = {0};
-    if (rope_parse(f, dh, &rope, path, err) != 0) return -1;
-    if (vocab_parse(m, f, t[T_TOK], t[T_POS], dm, path, err) != 0) return -1;
 
-    /* Dtypes. */
-    for (int s = 0; s < T_COUNT; s++)
-        if (t[s] && t[s]->dtype != STORE_DTYPE_F32 && t[s]->dtype != STORE_DTYPE_F16 &&
-            t[s]->dtype != STORE_DTYPE_BF16)
-            return store_error_set(err, path,
-                                   "tensor '%s' has dtype %s; a model takes F32, F16 or BF16",
-                                   t[s]->name, store_dtype_name(t[s]->dtype));
+    size_t n_heads = 0, g = 0;
+    if (model_meta(m, &model_view, plan[0].cross, &n_heads, &g, path, err) != 0) return -1;
+    for (size_t l = 0; l < n_layers; l++)
+        if (layer_check(&plan[l], n_heads, g, path, err) != 0 ||
+            (l && layer_same(&plan[l], &plan[0], l, path, err) != 0))
+            return -1;
+    if (vocab_parse(m, f, wide[T_TOK], wide[T_POS], plan[0].dm, path, err) != 0) return -1;
 
-    /* Values. */
-    const float *p[T_COUNT] = {0};
+    /* Dtypes, then values. */
+    for (size_t l = 0; l < n_layers; l++)
+        for (int s = 0; s < T_LAYER_COUNT; s++)
+            if (dtype_check(plan[l].t[s], path, err) != 0) return -1;
+    if (dtype_check(wide[T_TOK], path, err) != 0 || dtype_check(wide[T_POS], path, err) != 0)
+        return -1;
+    if (layers_alloc(m, n_layers, store_file_count(f), path, err) != 0) return -1;
     *in_place = 0;
-    for (int s = 0; s < T_COUNT; s++)
-        if (t[s] && tensor_bind(m, s, t[s], &p[s], in_place, path, err) != 0) return -1;
-    if (alibi_standard) {
-        if (!(m->memory->slopes = malloc(n_heads * sizeof(float))))
-            return store_error_set(err, path, "out of memory for the ALiBi slopes");
-        attn_alibi_slopes(m->memory->slopes, n_heads);
-        m->bytes_owned += n_heads * sizeof(float);
-        p[T_ALIBI] = m->memory->slopes;
-    }
-
+    for (size_t l = 0; l < n_layers; l++)
+        if (layer_bind(m, &plan[l], n_heads, g, (attn_weights *)m->layers[l], in_place, path,
+                       err) != 0)
+            return -1;
+    const float *p[T_COUNT] = {0};
+    for (int s = T_LAYER_COUNT; s < T_COUNT; s++)
+        if (wide[s] && tensor_bind(m, wide[s], &p[s], in_place, path, err) != 0) return -1;
     m->token_embeddings = p[T_TOK];
     m->position_embeddings = p[T_POS];
-    m->weights = (attn_weights){.d_model = dm,
-                                .n_heads = n_heads,
-                                .d_head = dh,
-                                .n_kv_heads = g,
-                                .w_qkv = cross ? p[T_W_Q] : p[T_W_QKV],
-                                .b_qkv = cross ? p[T_B_Q] : p[T_B_QKV],
-                                .w_o = p[T_W_O],
-                                .b_o = p[T_B_O],
-                                .d_context = cross ? dc : dm,
-                                .w_kv = p[T_W_KV],
-                                .b_kv = p[T_B_KV],
-                                .rope = rope,
-                                .alibi = p[T_ALIBI],
-                                .window = window,
-                                .softcap = (float)softcap,
-                                .scale = (float)scale};
     return 0;
+}
+
+/* Reads metadata n_layers (absent: a one-layer file, 0 in *stacked), then
+ * fills m. */
+static int model_fill(store_model *m, store_file *f, const char *path, int *in_place,
+                      attn_error *err) {
+    meta_view mv = {.f = f};
+    size_t stacked = 0;
+    if (meta_count(&mv, "n_layers", STORE_LAYERS_MAX, &stacked, path, err) < 0) return -1;
+    layer_plan *plan = calloc(stacked ? stacked : 1, sizeof *plan);
+    if (!plan) return store_error_set(err, path, "out of memory");
+    int rc = layers_fill(m, f, plan, stacked, path, in_place, err);
+    free(plan);
+    return rc;
 }
 
 int store_model_load(store_model **out, const char *path, attn_error *err) {
@@ -611,9 +922,11 @@ void store_model_destroy(store_model *m) {
     if (!m) return;
     if (m->memory) {
         store_file_close(m->memory->file);
-        for (int s = 0; s < T_COUNT; s++)
-            free(m->memory->owned[s]);
-        free(m->memory->slopes);
+        for (size_t i = 0; i < m->memory->n_owned; i++)
+            free(m->memory->owned[i]);
+        free(m->memory->owned);
+        free(m->memory->stack);
+        free(m->memory->layers);
         store_strings_free(&m->memory->vocabulary);
         store_strings_free(&m->memory->dimensions);
         free(m->memory->name);

@@ -31,7 +31,17 @@
  * distinct, non-empty names, with or without a vocabulary). Other metadata
  * keys are ignored; any other tensor name is refused.
  *
- * store_model's weights fill every field of attn_weights: n_kv_heads is g
+ * A stack of L layers (models/README.md, "Stacks") has metadata n_layers =
+ * L (1 … STORE_LAYERS_MAX); each layer's tensors above (not the
+ * vocabulary's) are named "layers.<l>.<name>" and its keys rope_*, alibi,
+ * window, softcap and scale "layers.<l>.<key>", l = 0 … L−1 in decimal
+ * without a leading zero. The layers share d_model, n_heads, d_head,
+ * n_kv_heads, d_context and their kind (all self- or all cross-attention);
+ * a prefix without n_layers, a weight or per-layer key without one in a
+ * stack, a layer past L, a layer without its w_qkv (a gap) are refused.
+ * Without n_layers, a file is one layer, read as it always was.
+ *
+ * store_model's weights (layer 0) fill every field of attn_weights: n_kv_heads is g
  * (never 0), d_context the rows of w_kv, or d_model for a self-attention
  * model (whose context, if a request gives one, w_qkv's K and V columns
  * project); alibi points to the file's slopes or to the standard ones,
@@ -66,23 +76,28 @@
 /* The longest name of a dimension (metadata `dimensions`), in bytes. */
 #define STORE_DIMENSION_NAME_MAX 64
 
+/* The most layers a model file may stack (metadata n_layers). */
+#define STORE_LAYERS_MAX 1024
+
 /* The longest description (metadata `description`), in bytes. */
 #define STORE_DESCRIPTION_MAX 4096
 
 typedef struct store_model_memory store_model_memory;
 
 typedef struct store_model {
-    const char *name;                 /* matches [A-Za-z0-9._-]{1,64} */
-    const char *description;          /* UTF-8, "" when none */
-    const char *path;                 /* the file it was loaded from */
-    attn_mask_kind mask;              /* the default mask: ATTN_MASK_CAUSAL or ATTN_MASK_NONE */
-    attn_weights weights;             /* pointers into the file's bytes or into owned buffers */
-    size_t vocab_size;                /* V, 0 when the model has no vocabulary */
-    const char *const *vocabulary;    /* V NUL-terminated token strings, or NULL */
-    const float *token_embeddings;    /* V × d_model, or NULL */
-    size_t n_positions;               /* P, 0 when there is no position table */
-    const float *position_embeddings; /* P × d_model, or NULL */
-    const char *const *dimensions;    /* d_model names, or NULL */
+    const char *name;                  /* matches [A-Za-z0-9._-]{1,64} */
+    const char *description;           /* UTF-8, "" when none */
+    const char *path;                  /* the file it was loaded from */
+    attn_mask_kind mask;               /* the default mask: ATTN_MASK_CAUSAL or ATTN_MASK_NONE */
+    attn_weights weights;              /* layer 0: pointers into the file or owned buffers */
+    size_t n_layers;                   /* L ≥ 1 */
+    const attn_weights *const *layers; /* L sets, [0] == &weights */
+    size_t vocab_size;                 /* V, 0 when the model has no vocabulary */
+    const char *const *vocabulary;     /* V NUL-terminated token strings, or NULL */
+    const float *token_embeddings;     /* V × d_model, or NULL */
+    size_t n_positions;                /* P, 0 when there is no position table */
+    const float *position_embeddings;  /* P × d_model, or NULL */
+    const char *const *dimensions;     /* d_model names, or NULL */
     size_t bytes_mapped;        /* bytes of the file kept mapped (0 unless mapped, and in use) */
     size_t bytes_owned;         /* bytes of heap buffers: the file's, when kept, and
                                    converted or copied tensors */

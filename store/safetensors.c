@@ -419,6 +419,18 @@ const char *store_file_metadata(const store_file *f, const char *key) {
     return f->metadata ? json_string_value(json_object_get(f->metadata, key)) : NULL;
 }
 
+int store_file_metadata_each(const store_file *f,
+                             int (*fn)(void *ctx, const char *key, const char *value), void *ctx) {
+    const char *key;
+    json_t *v;
+    if (!f->metadata) return 0;
+    json_object_foreach(f->metadata, key, v) {
+        int rc = fn(ctx, key, json_string_value(v));
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 size_t store_file_bytes(const store_file *f) {
     return f->map_bytes;
 }

@@ -134,6 +134,11 @@ const store_tensor *store_file_find(const store_file *f, const char *name);
 /* The __metadata__ value of `key`, or NULL when absent. Owned by the file. */
 const char *store_file_metadata(const store_file *f, const char *key);
 
+/* Calls fn with each __metadata__ key and value (the header's order) until
+ * it returns non-zero; returns that, or 0. */
+int store_file_metadata_each(const store_file *f,
+                             int (*fn)(void *ctx, const char *key, const char *value), void *ctx);
+
 /* Bytes of the whole file. */
 size_t store_file_bytes(const store_file *f);
 

@@ -201,6 +201,22 @@ static char *string_array_json(const char *const *items, size_t count, size_t st
     return text;
 }
 
+_Static_assert(N_WORDS == STORIES_WORDS, "STORIES_WORDS is the vocabulary's length");
+
+int store_stories_vocabulary(float *tokens, char **vocabulary, char **dimensions) {
+    enum { DM = STORIES_D_MODEL };
+    memset(tokens, 0, N_WORDS * DM * sizeof(float));
+    for (size_t t = 0; t < N_WORDS; t++)
+        for (int d = 0; d < DM; d++)
+            if (words[t].features & F(d)) tokens[t * DM + (size_t)d] = 1;
+    *vocabulary = string_array_json(&words[0].text, N_WORDS, sizeof words[0]);
+    *dimensions = string_array_json(dimension_names, DIMENSIONS, sizeof dimension_names[0]);
+    if (*vocabulary && *dimensions) return 0;
+    free(*vocabulary);
+    free(*dimensions);
+    return -1;
+}
+
 static int write(const char *path, const store_metadata *meta, size_t n_meta, size_t *file_bytes,
                  attn_error *err) {
     enum { DM = STORIES_D_MODEL, DH = STORIES_D_HEAD };

@@ -18,6 +18,15 @@
 #define STORIES_D_HEAD    4
 #define STORIES_POSITIONS 16
 
+#define STORIES_WORDS 40
+
+/* The vocabulary alone, for another built-in model that speaks the same
+ * words (demo-layers): token_embeddings into tokens (STORIES_WORDS ×
+ * STORIES_D_MODEL floats), and the metadata values `vocabulary` and
+ * `dimensions` as malloc'd JSON text (the caller frees both). 0, or -1
+ * when out of memory (nothing to free then). */
+int store_stories_vocabulary(float *tokens, char **vocabulary, char **dimensions);
+
 /* Its writer for the built-in table (builtin.h): the tensors, and the
  * metadata keys `vocabulary` and `dimensions` beside the common ones. */
 extern const store_design store_stories_design;

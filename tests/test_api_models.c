@@ -157,12 +157,12 @@ START_TEST(test_variants_round_trip) {
         "\"llama3\",\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4,"
         "\"original_max_position_embeddings\":8192}},"
         "\"alibi\":[0.5,0.1,0.3,0.7],\"window\":3,\"softcap\":50,\"scale\":0.3}}";
-    /* summary 7 fields + rope, alibi, window, softcap, scale + weights */
+    /* summary 8 fields + rope, alibi, window, softcap, scale + weights */
     variants_round_trip(gqa,
                         "\"embeddings\":[[0.1,-0.2,0.3,0.1,1,0,0,0],[1,2,3,4,5,6,7,8],"
                         "[0,0,1,0,0,0,-1,0]],\"positions\":[7,100,9000],\"return\":[\"q\",\"k\","
                         "\"v\",\"q_raw\",\"k_raw\",\"scores\",\"patterns\",\"embeddings\"]",
-                        13);
+                        14);
     /* cross-attention: Q of d_model 4, K/V of a context of width 3; d_context shown */
     const char *cross = "{\"embeddings\":[[0.1,-0.2,0.3,0.1]],\"context\":[[1,2,3]],\"weights\":{"
                         "\"heads\":[{\"w_q\":[[1,2],[3,4],[5,6],[7,8]],\"w_k\":[[1,0],[0,1],[1,1]],"
@@ -172,7 +172,7 @@ START_TEST(test_variants_round_trip) {
     variants_round_trip(cross,
                         "\"embeddings\":[[0.1,-0.2,0.3,0.1],[1,2,3,4]],\"context\":[[1,2,3],"
                         "[0,1,0],[-1,0.5,2]],\"return\":[\"k\",\"v\",\"patterns\",\"delta\"]",
-                        10);
+                        11);
 }
 END_TEST
 
@@ -187,9 +187,10 @@ START_TEST(test_variants_summary) {
                            NULL, NULL, NULL,           0};
     size_t len;
     char *text = api_models_encode_list(&info, 1, &len);
-    ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"d_context\":3,"
-                           "\"n_heads\":4,\"n_kv_heads\":1,\"d_head\":1,\"mask\":\"none\","
-                           "\"softcap\":30,\"scale\":0.0625,\"description\":\"\"}]}");
+    ck_assert_str_eq(text,
+                     "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"d_context\":3,"
+                     "\"n_heads\":4,\"n_kv_heads\":1,\"d_head\":1,\"n_layers\":1,\"mask\":\"none\","
+                     "\"softcap\":30,\"scale\":0.0625,\"description\":\"\"}]}");
     free(text);
     api_call_free(req);
 
@@ -199,11 +200,121 @@ START_TEST(test_variants_summary) {
     req = decode(body);
     info.weights = api_call_inputs(req)->weights;
     text = api_models_encode_list(&info, 1, &len);
-    ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":2,\"n_heads\":1,"
-                           "\"n_kv_heads\":1,\"d_head\":2,\"mask\":\"none\",\"rope\":{"
-                           "\"theta\":10000,\"dims\":2,\"style\":\"half\",\"scaling\":{"
-                           "\"type\":\"linear\",\"factor\":2.5}},\"alibi\":[0.00390625],"
-                           "\"window\":4096,\"description\":\"\"}]}");
+    ck_assert_str_eq(text,
+                     "{\"models\":[{\"name\":\"x\",\"d_model\":2,\"n_heads\":1,"
+                     "\"n_kv_heads\":1,\"d_head\":2,\"n_layers\":1,\"mask\":\"none\",\"rope\":{"
+                     "\"theta\":10000,\"dims\":2,\"style\":\"half\",\"scaling\":{"
+                     "\"type\":\"linear\",\"factor\":2.5}},\"alibi\":[0.00390625],"
+                     "\"window\":4096,\"description\":\"\"}]}");
+    free(text);
+    api_call_free(req);
+}
+END_TEST
+
+/* Two layers over d_model 4, each two heads of 2: the first with RoPE,
+ * the second with biases, w_o, a window and soft-capping. */
+static const char *const stack_body =
+    "{\"embeddings\":[[0.1,-0.2,0.3,0.1]],\"weights\":{\"layers\":["
+    "{\"heads\":[{\"w_q\":[[1,2],[3,4],[5,6],[7,8]],\"w_k\":[[0.1,0.2],[0.3,0.4],[0.5,0.6],"
+    "[0.7,0.8]],\"w_v\":[[-1,-2],[-3,-4],[-5,-6],[-7,-8]]},"
+    "{\"w_q\":[[1,0],[0,1],[1,1],[0,0]],\"w_k\":[[1,0],[0,1],[0,0],[1,1]],"
+    "\"w_v\":[[0.5,0],[0,0.5],[1,0],[0,1]]}],\"rope\":{\"theta\":100}},"
+    "{\"heads\":[{\"w_q\":[[1,0],[0,1],[0,0],[0,0]],\"w_k\":[[0,1],[1,0],[0,0],[0,0]],"
+    "\"w_v\":[[2,0],[0,2],[0,0],[0,0]],\"b_q\":[0.25,1e-7]},"
+    "{\"w_q\":[[0,0],[0,0],[1,0],[0,1]],\"w_k\":[[0,0],[0,0],[0,1],[1,0]],"
+    "\"w_v\":[[0,0],[0,0],[2,0],[0,2]],\"b_q\":[0,0]}],"
+    "\"w_o\":[[0.5,0,0,0],[0,0.5,0,0],[0,0,0.5,0],[0,0,0,0.5]],\"window\":2,\"softcap\":20}]}}";
+
+/* Computes a bound call (a stack or not); its answer's text. */
+static char *answer_any(api_call *req) {
+    attn_workspace *ws = attn_workspace_create();
+    attn_error err;
+    size_t len;
+    ck_assert_int_eq(api_call_alloc_outputs(req, NULL, &err), 0);
+    ck_assert_msg(api_call_compute(req, ws, NULL, &err, NULL) == 0, "%s", err.message);
+    attn_workspace_destroy(ws);
+    char *text = api_call_encode(req, &len, NULL, &err);
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+START_TEST(test_stack_round_trip) {
+    api_call *req = decode(stack_body);
+    const attn_stack *st = api_call_stack(req);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->n_layers, 2);
+    const attn_weights *const *layers = st->layers;
+    api_model_info info = {"s", "", ATTN_MASK_CAUSAL, layers[0], NULL, NULL, layers, 2};
+    attn_error err;
+    size_t len;
+    char *text = api_model_encode(&info, API_MODEL_WEIGHTS, 1 << 20, &len, &err);
+    ck_assert_ptr_nonnull(text);
+    json_t *model = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    ck_assert_ptr_nonnull(model);
+    ck_assert_int_eq(json_integer_value(json_object_get(model, "n_layers")), 2);
+    /* the summary's variants are each layer's */
+    json_t *sl = json_object_get(model, "layers");
+    ck_assert_uint_eq(json_array_size(sl), 2);
+    ck_assert_ptr_null(json_object_get(model, "rope"));
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(sl, 0), "layer")), 0);
+    ck_assert_ptr_nonnull(json_object_get(json_array_get(sl, 0), "rope"));
+    ck_assert_ptr_null(json_object_get(json_array_get(sl, 0), "window"));
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(sl, 1), "window")), 2);
+    json_t *wl = json_object_get(json_object_get(model, "weights"), "layers");
+    ck_assert_uint_eq(json_array_size(wl), 2);
+    ck_assert_uint_eq(json_object_size(json_object_get(model, "weights")), 1);
+
+    /* sent back inline: the same packed weights, the same answer as by name */
+    char *weights = json_dumps(json_object_get(model, "weights"), JSON_COMPACT);
+    const char *rest = "\"embeddings\":[[0.1,-0.2,0.3,0.1],[1,2,3,4],[0,0,1,-1]],"
+                       "\"return\":[\"patterns\",\"delta\",\"embeddings\"]";
+    char by_name[512], inline_again[65536];
+    snprintf(by_name, sizeof by_name, "{\"model\":\"s\",%s}", rest);
+    snprintf(inline_again, sizeof inline_again, "{\"weights\":%s,%s}", weights, rest);
+    api_call *named = decode(by_name), *back = decode(inline_again);
+    ck_assert_int_eq(
+        api_call_bind(named, &(api_model_ref){NULL, layers[0], ATTN_MASK_CAUSAL, NULL, layers, 2},
+                      &limits, &err),
+        0);
+    const attn_stack *st2 = api_call_stack(back);
+    ck_assert_ptr_nonnull(st2);
+    ck_assert_uint_eq(st2->n_layers, 2);
+    for (size_t l = 0; l < 2; l++) {
+        const attn_weights *a = layers[l], *b = st2->layers[l];
+        size_t cols = (a->n_heads + 2 * a->n_kv_heads) * a->d_head;
+        ck_assert_uint_eq(a->n_heads, b->n_heads);
+        ck_assert(floats_equal(a->w_qkv, b->w_qkv, a->d_model * cols));
+        ck_assert(floats_equal(a->b_qkv, b->b_qkv, cols));
+        ck_assert(floats_equal(a->w_o, b->w_o, a->d_model * a->d_model));
+        ck_assert(memcmp(&a->rope, &b->rope, sizeof a->rope) == 0);
+        ck_assert(a->window == b->window && a->softcap == b->softcap);
+    }
+    char *x = answer_any(named), *y = answer_any(back);
+    ck_assert_ptr_nonnull(strstr(x, "\"n_layers\":2"));
+    ck_assert_str_eq(strstr(x, "\"n_tokens\""), strstr(y, "\"n_tokens\""));
+    free(x), free(y);
+
+    /* the bound counts every layer: a limit the first layer alone fits is
+     * too small for both */
+    api_model_info one = {"s", "", ATTN_MASK_CAUSAL, layers[0], NULL, NULL, NULL, 0};
+    size_t lo = 0, hi = 1 << 20;
+    while (lo < hi) { /* the least limit the first layer alone passes */
+        size_t mid = lo + (hi - lo) / 2;
+        char *t = api_model_encode(&one, API_MODEL_WEIGHTS, mid, &len, &err);
+        if (t)
+            hi = mid;
+        else
+            lo = mid + 1;
+        free(t);
+    }
+    ck_assert_ptr_null(api_model_encode(&info, API_MODEL_WEIGHTS, lo, &len, &err));
+    ck_assert_int_eq(err.status, 422);
+    ck_assert_str_eq(err.code, "limit_exceeded");
+
+    free(weights);
+    api_call_free(named);
+    api_call_free(back);
+    json_decref(model);
     free(text);
     api_call_free(req);
 }
@@ -224,7 +335,8 @@ START_TEST(test_list_and_summary) {
     json_t *a = json_array_get(models, 0);
     ck_assert_str_eq(json_string_value(json_object_get(a, "description")), "first \"quoted\"");
     ck_assert_str_eq(json_string_value(json_object_get(a, "mask")), "none");
-    ck_assert_uint_eq(json_object_size(a), 7); /* exactly the contract's fields */
+    ck_assert_uint_eq(json_object_size(a), 8); /* exactly the contract's fields */
+    ck_assert_int_eq(json_integer_value(json_object_get(a, "n_layers")), 1);
     ck_assert_int_eq(json_integer_value(json_object_get(a, "n_kv_heads")), 2);
     ck_assert_ptr_null(json_object_get(a, "weights"));
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(models, 1), "description")),
@@ -240,7 +352,7 @@ START_TEST(test_list_and_summary) {
     attn_error err;
     text = api_model_encode(&infos[1], 0, 1 << 20, &len, &err);
     json_t *one = json_loads(text, 0, NULL);
-    ck_assert_uint_eq(json_object_size(one), 7);
+    ck_assert_uint_eq(json_object_size(one), 8);
     json_decref(one);
     free(text);
     api_call_free(req);
@@ -304,10 +416,11 @@ START_TEST(test_vocabulary_encode) {
         "v", "", ATTN_MASK_CAUSAL, api_call_inputs(req)->weights, &voc, voc_dims, NULL, 0};
     attn_error err;
     size_t len;
-    static const char summary[] = "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
-                                  "\"d_head\":2,\"mask\":\"causal\",\"vocabulary_size\":2,"
-                                  "\"n_positions\":1,\"dimensions\":[\"x\",\"y\"],"
-                                  "\"description\":\"\"";
+    static const char summary[] =
+        "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
+        "\"d_head\":2,\"n_layers\":1,\"mask\":\"causal\",\"vocabulary_size\":2,"
+        "\"n_positions\":1,\"dimensions\":[\"x\",\"y\"],"
+        "\"description\":\"\"";
     char *text = api_models_encode_list(&info, 1, &len);
     char want[1024];
     snprintf(want, sizeof want, "{\"models\":[%s}]}", summary);
@@ -338,14 +451,14 @@ START_TEST(test_vocabulary_encode) {
     info.dimensions = NULL;
     text = api_model_encode(&info, API_MODEL_VOCABULARY, 1 << 20, &len, &err);
     ck_assert_str_eq(text, "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
-                           "\"d_head\":2,\"mask\":\"causal\",\"vocabulary_size\":2,"
+                           "\"d_head\":2,\"n_layers\":1,\"mask\":\"causal\",\"vocabulary_size\":2,"
                            "\"description\":\"\",\"vocabulary\":{\"tokens\":[\"a\",\"q\\\"\\n\"],"
                            "\"embeddings\":[[0.5,-1],[0.1,3]]}}");
     free(text);
     info.vocabulary = NULL;
     text = api_model_encode(&info, API_MODEL_VOCABULARY, 1 << 20, &len, &err);
     ck_assert_str_eq(text, "{\"name\":\"v\",\"d_model\":2,\"n_heads\":1,\"n_kv_heads\":1,"
-                           "\"d_head\":2,\"mask\":\"causal\",\"description\":\"\"}");
+                           "\"d_head\":2,\"n_layers\":1,\"mask\":\"causal\",\"description\":\"\"}");
     free(text);
     /* the response limit holds for the vocabulary as for the weights */
     info.vocabulary = &voc;
@@ -478,6 +591,7 @@ int main(void) {
     tcase_add_test(tc, test_list_and_summary);
     tcase_add_test(tc, test_variants_round_trip);
     tcase_add_test(tc, test_variants_summary);
+    tcase_add_test(tc, test_stack_round_trip);
     tcase_add_test(tc, test_weights_limit_and_flag);
     tcase_add_test(tc, test_vocabulary_encode);
     tcase_add_test(tc, test_vocabulary_bind);

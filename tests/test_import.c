@@ -1819,6 +1819,18 @@ START_TEST(test_binary) {
     TOOL_EXPECT(2, "stderr", "--heads '0'", "--heads", "0", in, out);
     TOOL_EXPECT(2, "stderr", "--heads 'x'", "--heads", "x", in, out);
     TOOL_EXPECT(2, "stderr", "--layer '-1'", "--layer=-1", "--heads", "2", in, out);
+    TOOL_EXPECT(2, "stderr", "--layers '3-1': the range 3-1 runs backwards", "--layers", "3-1",
+                "--heads", "2", in, out);
+    TOOL_EXPECT(2, "stderr", "--layers '0,0': layer 0 is named twice", "--layers=0,0", "--heads",
+                "2", in, out);
+    TOOL_EXPECT(2, "stderr", "--layers 'x' is not a list of layers", "--layers", "x", "--heads",
+                "2", in, out);
+    TOOL_EXPECT(1, "stderr", "no layer 5", "--layers", "0,5", "--heads", "2", in, x);
+    TOOL_EXPECT(0, "stdout", "a stack of 2 GPT-2 layers (of 2)", "--layers", "1,0", "--heads", "2",
+                in, x);
+    ck_assert_msg(store_model_load(&m, x, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(m->n_layers, 2);
+    store_model_destroy(m);
     TOOL_EXPECT(2, "stderr", "unknown option '--bogus'", "--bogus", "--heads", "2", in, out);
     TOOL_EXPECT(2, "stderr", "OUTPUT is missing", "--heads", "2", in);
     TOOL_EXPECT(2, "stderr", "unexpected argument", "--heads", "2", in, out, "third");
@@ -1892,6 +1904,187 @@ END_TEST
 
 /* ---- the suite -------------------------------------------------------------------- */
 
+/* ---- stacks: --layers ------------------------------------------------------ */
+
+/* Bitwise equality of n floats (both NULL, or both there and equal). */
+static int bits_equal(const float *a, const float *b, size_t n) {
+    if (!a || !b) return a == b;
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* Layer l of stack equals the one-layer model one, weight for weight. */
+static void layer_equal(const attn_weights *s, const attn_weights *o, size_t l) {
+    ck_assert_msg(s->d_model == o->d_model && s->n_heads == o->n_heads && s->d_head == o->d_head &&
+                      s->n_kv_heads == o->n_kv_heads && s->d_context == o->d_context,
+                  "layer %zu: shapes differ", l);
+    size_t hd = s->n_heads * s->d_head, gd = s->n_kv_heads * s->d_head;
+    size_t cols = s->w_kv ? hd : hd + 2 * gd;
+    ck_assert_msg(bits_equal(s->w_qkv, o->w_qkv, s->d_model * cols), "layer %zu: w_qkv", l);
+    ck_assert_msg(bits_equal(s->b_qkv, o->b_qkv, cols), "layer %zu: b_qkv", l);
+    ck_assert_msg(bits_equal(s->w_kv, o->w_kv, s->d_context * 2 * gd), "layer %zu: w_kv", l);
+    ck_assert_msg(bits_equal(s->b_kv, o->b_kv, 2 * gd), "layer %zu: b_kv", l);
+    ck_assert_msg(bits_equal(s->w_o, o->w_o, hd * s->d_model), "layer %zu: w_o", l);
+    ck_assert_msg(bits_equal(s->b_o, o->b_o, s->d_model), "layer %zu: b_o", l);
+    ck_assert_msg(bits_equal(s->alibi, o->alibi, s->n_heads), "layer %zu: alibi", l);
+    ck_assert_msg(memcmp(&s->rope, &o->rope, sizeof s->rope) == 0, "layer %zu: rope", l);
+    ck_assert_msg(s->window == o->window && s->softcap == o->softcap && s->scale == o->scale,
+                  "layer %zu: window, softcap or scale", l);
+}
+
+/* Imports `spec` of the checkpoint at in (with base's other options) as a
+ * stack and each of its layers alone; requires layer l of the stack to be
+ * the lone import of checkpoint layer spec[l]. Returns the stack's L. */
+static size_t stack_matches(const char *in_path, const store_import_options *base,
+                            const char *spec) {
+    char in[512]; /* tpath's buffers rotate */
+    snprintf(in, sizeof in, "%s", in_path);
+    attn_error err;
+    store_import_options opt = *base;
+    size_t *layers, n;
+    int all;
+    ck_assert_msg(store_import_layers_parse(spec, &layers, &n, &all, &err) == 0, "%s", err.message);
+    opt.layers = layers;
+    opt.n_layers = n;
+    opt.all_layers = all;
+    const char *out = tpath("stack.safetensors"), *one_out = tpath("one.safetensors");
+    store_import_result res;
+    ck_assert_msg(store_import_checkpoint(in, out, &opt, &res, &err) == 0, "%s", err.message);
+    store_model *stack, *one;
+    ck_assert_msg(store_model_load(&stack, out, &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(res.n_imported, stack->n_layers);
+    if (all) ck_assert_uint_eq(stack->n_layers, res.n_layers);
+    for (size_t l = 0; l < stack->n_layers; l++) {
+        store_import_options o1 = *base;
+        o1.layer = all ? l : layers[l];
+        ck_assert_msg(store_import_checkpoint(in, one_out, &o1, NULL, &err) == 0, "%s",
+                      err.message);
+        ck_assert_msg(store_model_load(&one, one_out, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(stack->mask, one->mask);
+        ck_assert_uint_eq(one->n_layers, 1);
+        layer_equal(stack->layers[l], &one->weights, l);
+        store_model_destroy(one);
+    }
+    size_t count = stack->n_layers;
+    store_model_destroy(stack);
+    free(layers);
+    return count;
+}
+
+START_TEST(test_stacks_every_arch) {
+    /* GPT-2 and BERT in one file each, the heads given */
+    ckpt c;
+    store_import_options o = {.n_heads = H};
+    gpt2_build(&c, "transformer.", STORE_DTYPE_F32, 11);
+    ck_write(&c, tpath("gpt2.safetensors"));
+    ck_free(&c);
+    ck_assert_uint_eq(stack_matches(tpath("gpt2.safetensors"), &o, "1,0"), 2);
+    ck_assert_uint_eq(stack_matches(tpath("gpt2.safetensors"), &o, "all"), 2);
+    bert_build(&c, "", STORE_DTYPE_F16, 12);
+    ck_write(&c, tpath("bert.safetensors"));
+    ck_free(&c);
+    ck_assert_uint_eq(stack_matches(tpath("bert.safetensors"), &o, "0-1"), 2);
+
+    /* the others from a directory with config.json */
+    static const struct {
+        const char *dir, *head, *att, *o_name, *config;
+        int fused, cross;
+        size_t d, h, g, dh;
+    } archs[] = {
+        {"llama", "model.layers.", ".self_attn", "o_proj",
+         "{\"model_type\": \"llama\", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+         "\"rope_theta\": 100.0, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
+         "\"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+         "\"original_max_position_embeddings\": 8}}",
+         0, 0, 16, 4, 2, 4},
+        {"gemma2", "model.layers.", ".self_attn", "o_proj",
+         "{\"model_type\": \"gemma2\", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+         "\"head_dim\": 4, \"query_pre_attn_scalar\": 8, \"attn_logit_softcapping\": 0.75, "
+         "\"sliding_window\": 2}",
+         0, 0, 12, 4, 2, 4},
+        {"pythia", "gpt_neox.layers.", ".attention", "",
+         "{\"model_type\": \"gpt_neox\", \"num_attention_heads\": 2, \"rotary_pct\": 0.5, "
+         "\"rotary_emb_base\": 100}",
+         1, 0, 8, 2, 2, 4},
+        {"bloom", "transformer.h.", ".self_attention", "",
+         "{\"model_type\": \"bloom\", \"n_head\": 6}", 1, 0, 12, 6, 6, 2},
+        {"whisper", "model.decoder.layers.", ".encoder_attn", "out_proj",
+         "{\"model_type\": \"whisper\", \"decoder_attention_heads\": 2}", 0, 1, 8, 2, 2, 4},
+    };
+    store_import_options none = {0};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        modern_build(&c, STORE_DTYPE_F32, 40 + i, archs[i].head, archs[i].att, archs[i].fused,
+                     archs[i].d, archs[i].h, archs[i].g, archs[i].dh, 1, 1, archs[i].o_name, 0);
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s", tpath(archs[i].dir));
+        ck_write_dir(&c, dir, archs[i].config, (int)(i % 2));
+        ck_free(&c);
+        ck_assert_uint_eq(stack_matches(dir, &none, "1,0"), 2);
+        ck_assert_uint_eq(stack_matches(dir, &none, "all"), 2);
+        ck_assert_uint_eq(stack_matches(dir, &none, "1"), 1);
+    }
+
+    /* gemma2's window is its even layers': each layer of the stack keeps its own */
+    store_model *m;
+    attn_error err;
+    size_t both[2] = {0, 1};
+    store_import_options g = {.layers = both, .n_layers = 2};
+    ck_assert_int_eq(
+        store_import_checkpoint(tpath("gemma2"), tpath("g.safetensors"), &g, NULL, &err), 0);
+    ck_assert_msg(store_model_load(&m, tpath("g.safetensors"), &err) == 0, "%s", err.message);
+    ck_assert_uint_eq(m->layers[0]->window, 2);
+    ck_assert_uint_eq(m->layers[1]->window, 0);
+    ck_assert_str_eq(m->description, "Gemma 2 layers 0, 1 attention, from gemma2");
+    store_model_destroy(m);
+
+    /* a layer the checkpoint lacks is named */
+    size_t three[2] = {0, 2};
+    g.layers = three;
+    ck_assert_int_eq(
+        store_import_checkpoint(tpath("gemma2"), tpath("g.safetensors"), &g, NULL, &err), -1);
+    ck_assert_msg(strstr(err.message, "no layer 2") != NULL, "%s", err.message);
+}
+END_TEST
+
+/* --layers SPEC parsed, or refused with a message that says why. */
+START_TEST(test_layers_spec) {
+    size_t *l, n;
+    int all;
+    attn_error err;
+    ck_assert_int_eq(store_import_layers_parse("4,0-2,7", &l, &n, &all, &err), 0);
+    ck_assert_int_eq(all, 0);
+    ck_assert_uint_eq(n, 5);
+    static const size_t want[] = {4, 0, 1, 2, 7};
+    ck_assert(memcmp(l, want, sizeof want) == 0);
+    free(l);
+    ck_assert_int_eq(store_import_layers_parse("all", &l, &n, &all, &err), 0);
+    ck_assert_int_eq(all, 1);
+    ck_assert_ptr_null(l);
+    ck_assert_int_eq(store_import_layers_parse("0-1023", &l, &n, &all, &err), 0);
+    ck_assert_uint_eq(n, 1024);
+    free(l);
+    static const struct {
+        const char *spec, *fault;
+    } bad[] = {
+        {"", "is not a list of layers"},      {"1,,2", "is not a list of layers"},
+        {"1,", "is not a list of layers"},    {"a", "is not a list of layers"},
+        {"-1", "is not a list of layers"},    {"1-", "is not a list of layers"},
+        {"1-2-3", "is not a list of layers"}, {" 1", "is not a list of layers"},
+        {"ALL", "is not a list of layers"},   {"3-1", "the range 3-1 runs backwards"},
+        {"0,1,0", "layer 0 is named twice"},  {"0-3,2", "layer 2 is named twice"},
+        {"0-1024", "more than 1024 layers"},  {"99999999999", "is not a list of layers"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        l = (size_t *)1;
+        ck_assert_msg(store_import_layers_parse(bad[i].spec, &l, &n, &all, &err) == -1, "'%s'",
+                      bad[i].spec);
+        ck_assert_ptr_null(l);
+        ck_assert_msg(strstr(err.message, bad[i].fault) != NULL, "'%s': %s", bad[i].spec,
+                      err.message);
+        ck_assert_msg(strstr(err.message, "--layers") != NULL, "%s", err.message);
+    }
+}
+END_TEST
+
 static Suite *import_suite(void) {
     Suite *s = suite_create("import");
     TCase *tc = tcase_create("layers");
@@ -1919,6 +2112,8 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_single_file_options);
     tcase_add_test(tc, test_config_faults);
     tcase_add_test(tc, test_shard_names);
+    tcase_add_test(tc, test_stacks_every_arch);
+    tcase_add_test(tc, test_layers_spec);
     suite_add_tcase(s, tc);
 
     /* A FIFO waited on would hang: the timeout turns that into a failure. */

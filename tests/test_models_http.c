@@ -194,6 +194,104 @@ START_TEST(named_model_equals_inline_weights) {
 }
 END_TEST
 
+/* A stacked model over HTTP: listed with n_layers, its weights shown as
+ * {"layers": [...]}, which sent back inline answer as the model does. */
+START_TEST(stacked_model_round_trip) {
+    char dir[256];
+    const char *names[] = {"demo-4d", "demo-layers", NULL};
+    tf_models_dir(dir, sizeof dir, "models", names);
+    hs_server s;
+    start(&s, dir, NULL);
+
+    json_t *list = call(s.port, "GET", "/v1/models", NULL, 200);
+    json_t *models = json_object_get(list, "models");
+    ck_assert_uint_eq(json_array_size(models), 2);
+    json_t *demo = json_array_get(models, 0), *dl = json_array_get(models, 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(demo, "n_layers")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(dl, "name")), "demo-layers");
+    ck_assert_int_eq(json_integer_value(json_object_get(dl, "n_layers")), 2);
+    ck_assert_uint_eq(json_array_size(json_object_get(dl, "layers")), 2);
+    json_t *one = call(s.port, "GET", "/v1/models/demo-layers", NULL, 200);
+    ck_assert(json_equal(one, dl));
+    json_decref(one);
+
+    one = call(s.port, "GET", "/v1/models/demo-layers?weights=true", NULL, 200);
+    json_t *weights = json_object_get(one, "weights");
+    ck_assert_uint_eq(json_object_size(weights), 1);
+    json_t *layers = json_object_get(weights, "layers");
+    ck_assert_uint_eq(json_array_size(layers), 2);
+    for (size_t l = 0; l < 2; l++) {
+        json_t *w = json_array_get(layers, l);
+        ck_assert_uint_eq(json_array_size(json_object_get(w, "heads")), 2);
+        ck_assert_uint_eq(json_array_size(json_object_get(w, "w_o")), 16);
+    }
+    json_decref(one);
+    /* a one-layer model's weights stay a weight set */
+    one = call(s.port, "GET", "/v1/models/demo-4d?weights=true", NULL, 200);
+    ck_assert_ptr_null(json_object_get(json_object_get(one, "weights"), "layers"));
+    json_decref(one);
+
+    /* by name and inline, the same answer (every layer's outputs) */
+    json_t *rows = json_array();
+    for (int t = 0; t < 5; t++) {
+        json_t *row = json_array();
+        for (int c = 0; c < 16; c++)
+            json_array_append_new(row, json_real(((t * 16 + c) * 7919 % 2001 - 1000) / 1000.0));
+        json_array_append_new(rows, row);
+    }
+    char *e = json_dumps(rows, JSON_COMPACT);
+    expect_same_as_inline(s.port, "demo-layers", e, "causal");
+    expect_same_as_inline(s.port, "demo-layers", e, "none");
+    free(e);
+    json_decref(rows);
+
+    /* the batch and /v2 compute the stack: the same layers as /v1 */
+    json_t *single = call(s.port, "POST", "/v1/attention",
+                          "{\"model\":\"demo-layers\",\"tokens\":[\"a\",\"cat\"],"
+                          "\"return\":[\"patterns\",\"embeddings\",\"rollout\"]}",
+                          200);
+    json_t *r = call(s.port, "POST", "/v1/attention/batch",
+                     "{\"model\":\"demo-layers\",\"return\":[\"patterns\",\"embeddings\","
+                     "\"rollout\"],\"sequences\":[{\"tokens\":[\"the\"]},{\"tokens\":[\"a\","
+                     "\"cat\"]}]}",
+                     200);
+    ck_assert_int_eq(json_integer_value(json_object_get(r, "n_layers")), 2);
+    const json_t *seq1 = json_array_get(json_object_get(r, "sequences"), 1);
+    static const char *const same[] = {"layers", "embeddings", "rollout"};
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_msg(json_equal(json_object_get(seq1, same[i]), json_object_get(single, same[i])),
+                      "batch %s differs from /v1's", same[i]);
+    json_decref(r);
+    /* /v2: [B, L', h, n, n] for the layers listed, in their order */
+    /* any 2 × 16 rows will do */
+    char *rows16 = json_dumps(json_object_get(single, "embeddings"), JSON_COMPACT);
+    char body[4096];
+    snprintf(body, sizeof body,
+             "{\"inputs\":[{\"name\":\"embeddings\",\"datatype\":\"FP32\",\"shape\":[1,2,16],"
+             "\"data\":[%s]}],\"outputs\":[{\"name\":\"patterns\"}],\"parameters\":"
+             "{\"layers\":\"1,0\"}}",
+             rows16);
+    free(rows16);
+    r = call(s.port, "POST", "/v2/models/demo-layers/infer", body, 200);
+    const json_t *out = json_array_get(json_object_get(r, "outputs"), 0);
+    char *shape = json_dumps(json_object_get(out, "shape"), JSON_COMPACT);
+    ck_assert_str_eq(shape, "[1,2,2,2,2]");
+    free(shape);
+    json_decref(r);
+    json_decref(single);
+    /* its /v2 metadata: the per-head outputs with the layer axis */
+    r = call(s.port, "GET", "/v2/models/demo-layers", NULL, 200);
+    const json_t *pat = json_array_get(json_object_get(r, "outputs"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(pat, "name")), "patterns");
+    ck_assert_uint_eq(json_array_size(json_object_get(pat, "shape")), 5);
+    json_decref(r);
+
+    finish(&s);
+    json_decref(list);
+    ck_assert_int_eq(tf_remove_dir(dir), 0);
+}
+END_TEST
+
 /* Runs the server on `dir` to its exit (it must not start); returns the
  * exit status and its stderr in *log (caller frees). */
 static int run_to_exit(const char *dir, char **log) {
@@ -908,6 +1006,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, builtin_models_listed);
     tcase_add_test(tc, named_model_equals_inline_weights);
+    tcase_add_test(tc, stacked_model_round_trip);
     tcase_add_test(tc, bad_model_at_start);
     tcase_add_test(tc, sighup_reloads);
     tcase_add_test(tc, rewritten_in_place_needs_reload);

@@ -1169,8 +1169,7 @@ START_TEST(metadata) {
         const json_t *t = json_array_get(outs, i);
         const char *name = json_string_value(json_object_get(t, "name"));
         size_t rank = json_array_size(json_object_get(t, "shape"));
-        int top = !strcmp(name, "embeddings") || !strcmp(name, "delta") ||
-                  !strcmp(name, "rollout");
+        int top = !strcmp(name, "embeddings") || !strcmp(name, "delta") || !strcmp(name, "rollout");
         ck_assert_msg(rank == (top ? 3u : 5u), "%s: rank %zu", name, rank);
     }
     json_decref(j);

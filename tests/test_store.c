@@ -841,6 +841,216 @@ END_TEST
 #undef GQA
 #undef CROSS
 
+/* ---- stacks: a model of L layers ---------------------------------------------- */
+
+#define STACK(...) ((const char *const[]){"n_heads", "4", "n_kv_heads", "2", __VA_ARGS__, NULL})
+
+/* The values write_model gives tensor i of `count` elements. */
+static void expect_values(const float *got, size_t i, size_t count) {
+    for (size_t k = 0; k < count; k++)
+        ck_assert_msg(got[k] == values()[(k + 7 * i) % 4096], "tensor %zu element %zu", i, k);
+}
+
+START_TEST(test_stack_load) {
+    const char *p = tpath("stack.safetensors");
+    static const tspec ts[] = {{"layers.0.w_qkv", 2, {8, 16}}, {"layers.0.b_qkv", 1, {16}},
+                               {"layers.0.w_o", 2, {8, 8}},    {"layers.0.b_o", 1, {8}},
+                               {"layers.1.w_qkv", 2, {8, 16}}, {"layers.2.w_qkv", 2, {8, 16}},
+                               {"layers.2.w_o", 2, {8, 8}},    {"token_embeddings", 2, {2, 8}}};
+    write_model(p,
+                STACK("n_layers", "3", "layers.0.rope_theta", "500000", "layers.1.window", "3",
+                      "layers.1.softcap", "30", "layers.2.alibi", "true", "layers.2.scale", "0.25",
+                      "vocabulary", "[\"a\", \"b\"]", "mask", "none"),
+                ts, 8);
+    for (int mode = 0; mode < 2; mode++) {
+        store_model *m = load_mode_ok(p, mode ? STORE_READ_MAP : STORE_READ_COPY);
+        ck_assert_uint_eq(m->n_layers, 3);
+        ck_assert_ptr_eq(m->layers[0], &m->weights);
+        ck_assert_int_eq(m->mask, ATTN_MASK_NONE);
+        ck_assert_uint_eq(m->vocab_size, 2);
+        for (size_t l = 0; l < 3; l++) {
+            const attn_weights *w = m->layers[l];
+            ck_assert_uint_eq(w->d_model, 8);
+            ck_assert_uint_eq(w->n_heads, 4);
+            ck_assert_uint_eq(w->n_kv_heads, 2);
+            ck_assert_uint_eq(w->d_head, 2);
+            ck_assert_uint_eq(w->d_context, 8);
+            /* written in place: each layer's F32 tensors are the file's */
+            if (mode) ck_assert(in_file_mapping(w->w_qkv, p));
+        }
+        const attn_weights *w0 = m->layers[0], *w1 = m->layers[1], *w2 = m->layers[2];
+        expect_values(w0->w_qkv, 0, 128);
+        expect_values(w0->b_qkv, 1, 16);
+        expect_values(w0->w_o, 2, 64);
+        expect_values(w0->b_o, 3, 8);
+        expect_values(w1->w_qkv, 4, 128);
+        expect_values(w2->w_qkv, 5, 128);
+        expect_values(w2->w_o, 6, 64);
+        expect_values(m->token_embeddings, 7, 16);
+        ck_assert_ptr_null(w1->w_o);
+        ck_assert_ptr_null(w1->b_qkv);
+        /* each layer's own variants */
+        ck_assert_uint_eq(w0->rope.dims, 2);
+        ck_assert(w0->rope.theta == 500000);
+        ck_assert_uint_eq(w1->rope.dims, 0);
+        ck_assert_uint_eq(w0->window, 0);
+        ck_assert_uint_eq(w1->window, 3);
+        ck_assert(w1->softcap == 30.0f && w0->softcap == 0);
+        ck_assert_ptr_null(w0->alibi);
+        ck_assert_ptr_nonnull(w2->alibi);
+        ck_assert(w2->alibi[0] == 0.25f); /* 4 heads: 2^-2, … */
+        ck_assert(w2->scale == 0.25f && w1->scale == 0);
+        store_model_destroy(m);
+    }
+
+    /* A one-layer file, with or without the stack's form, is one layer. */
+    write_model(p, STACK("window", "2"), gqa_tensors, 4);
+    store_model *m = load_ok(p);
+    ck_assert_uint_eq(m->n_layers, 1);
+    ck_assert_ptr_eq(m->layers[0], &m->weights);
+    ck_assert_uint_eq(m->weights.window, 2);
+    store_model_destroy(m);
+    static const tspec one[] = {{"layers.0.w_qkv", 2, {8, 16}}};
+    write_model(p, STACK("n_layers", "1", "layers.0.window", "2"), one, 1);
+    m = load_ok(p);
+    ck_assert_uint_eq(m->n_layers, 1);
+    ck_assert_uint_eq(m->weights.window, 2);
+    expect_values(m->weights.w_qkv, 0, 128);
+    store_model_destroy(m);
+
+    /* A stack of cross-attention layers, each its own w_q and w_kv. */
+    static const tspec cross[] = {{"layers.0.w_q", 2, {8, 8}},
+                                  {"layers.0.w_kv", 2, {6, 8}},
+                                  {"layers.1.w_q", 2, {8, 8}},
+                                  {"layers.1.w_kv", 2, {6, 8}},
+                                  {"layers.1.b_kv", 1, {8}}};
+    write_model(p, STACK("n_layers", "2"), cross, 5);
+    m = load_ok(p);
+    ck_assert_uint_eq(m->n_layers, 2);
+    ck_assert_int_eq(m->mask, ATTN_MASK_NONE);
+    ck_assert_uint_eq(m->layers[1]->d_context, 6);
+    expect_values(m->layers[1]->w_kv, 3, 48);
+    expect_values(m->layers[1]->b_kv, 4, 8);
+    store_model_destroy(m);
+}
+END_TEST
+
+/* A stacked file whose tensors are ts (nt of them) is refused with fault. */
+#define STACK_FAULT(meta, fault, ...)                                                              \
+    do {                                                                                           \
+        static const tspec ts_[] = {__VA_ARGS__};                                                  \
+        expect_meta_fault(meta, ts_, sizeof ts_ / sizeof ts_[0], fault);                           \
+    } while (0)
+
+#define W(l)                                                                                       \
+    {                                                                                              \
+        "layers." #l ".w_qkv", 2, {                                                                \
+            8, 16                                                                                  \
+        }                                                                                          \
+    }
+#define CQ(l)                                                                                      \
+    {                                                                                              \
+        "layers." #l ".w_q", 2, {                                                                  \
+            8, 8                                                                                   \
+        }                                                                                          \
+    }
+#define CK(l)                                                                                      \
+    {                                                                                              \
+        "layers." #l ".w_kv", 2, {                                                                 \
+            6, 8                                                                                   \
+        }                                                                                          \
+    }
+
+START_TEST(test_stack_faults) {
+    /* n_layers itself */
+    STACK_FAULT(STACK("n_layers", "0"),
+                "metadata 'n_layers' is '0', not a decimal integer in 1 … 1024", W(0));
+    STACK_FAULT(STACK("n_layers", "1025"),
+                "metadata 'n_layers' is '1025', not a decimal integer in 1 … 1024", W(0));
+    /* prefixes: absent, present without n_layers, malformed, past L */
+    STACK_FAULT(STACK("window", "2"),
+                "tensor 'layers.0.w_qkv' has a layer prefix and there is no metadata 'n_layers'",
+                W(0));
+    STACK_FAULT(STACK("n_layers", "2"),
+                "tensor 'w_qkv' has no layer prefix in a stack (metadata 'n_layers' 2): a "
+                "layer's tensors are 'layers.<l>.w_qkv'",
+                W(0), {"w_qkv", 2, {8, 16}});
+    STACK_FAULT(STACK("n_layers", "2"),
+                "tensor 'layers.01.w_qkv': a layer's prefix is 'layers.<l>.'", W(0),
+                {"layers.01.w_qkv", 2, {8, 16}});
+    STACK_FAULT(STACK("n_layers", "2"), "tensor 'layers.x.w_o': a layer's prefix", W(0),
+                {"layers.x.w_o", 2, {8, 8}});
+    STACK_FAULT(STACK("n_layers", "2"),
+                "tensor 'layers.2.w_qkv' is of layer 2, and metadata 'n_layers' is 2 (layers 0 "
+                "… 1)",
+                W(0), W(1), W(2));
+    STACK_FAULT(STACK("n_layers", "2"), "unknown tensor 'layers.1.token_embeddings'", W(0), W(1),
+                {"layers.1.token_embeddings", 2, {2, 8}});
+    STACK_FAULT(STACK("n_layers", "2"), "unknown tensor 'layers.1.w_qvk'", W(0), W(1),
+                {"layers.1.w_qvk", 2, {8, 16}});
+    /* a gap, a layer without its w_qkv */
+    STACK_FAULT(STACK("n_layers", "3"), "no tensor 'layers.1.w_qkv' (it is required)", W(0), W(2));
+    STACK_FAULT(STACK("n_layers", "2"), "no tensor 'layers.1.w_qkv' (it is required)", W(0),
+                {"layers.1.w_o", 2, {8, 8}});
+    /* kinds */
+    STACK_FAULT(STACK("n_layers", "2"),
+                "layer 1 is cross-attention (w_q, w_kv) and layer 0 self-attention: a stack's "
+                "layers are all self-attention (w_qkv) or all cross-attention",
+                W(0), CQ(1), CK(1));
+    STACK_FAULT(STACK("n_layers", "2"), "holds both 'layers.1.w_qkv' and 'layers.1.w_q'", W(0),
+                W(1), CQ(1), CK(1));
+    STACK_FAULT(STACK("n_layers", "2"), "no tensor 'layers.1.w_kv'", CQ(0), CK(0), CQ(1));
+    /* shared shapes */
+    STACK_FAULT(STACK("n_layers", "2"),
+                "tensor 'layers.1.w_qkv' gives d_model 4 and d_head 2, and layer 0's d_model 8 "
+                "and d_head 2: a stack's layers share d_model, n_heads, d_head and n_kv_heads",
+                W(0), {"layers.1.w_qkv", 2, {4, 16}}, {"layers.1.w_o", 2, {8, 4}});
+    STACK_FAULT(STACK("n_layers", "2"),
+                "tensor 'layers.1.w_qkv' gives d_model 8 and d_head 4, and layer 0's d_model 8 "
+                "and d_head 2",
+                W(0), {"layers.1.w_qkv", 2, {8, 32}}, {"layers.1.w_o", 2, {16, 8}});
+    STACK_FAULT(STACK("n_layers", "2"),
+                "tensor 'layers.1.w_kv' gives d_context 5, and layer 0's 6: a stack's layers "
+                "read one context",
+                CQ(0), CK(0), CQ(1), {"layers.1.w_kv", 2, {5, 8}});
+    /* a layer's own shapes and keys, named with its prefix */
+    STACK_FAULT(STACK("n_layers", "2"), "tensor 'layers.1.b_o' has shape [7], expected [d_model]",
+                W(0), W(1), {"layers.1.b_o", 1, {7}});
+    STACK_FAULT(STACK("n_layers", "2"), "tensor 'layers.1.w_qkv' has 15 columns", W(0),
+                {"layers.1.w_qkv", 2, {8, 15}});
+    STACK_FAULT(STACK("n_layers", "2", "layers.1.window", "0"),
+                "metadata 'layers.1.window' is '0', not a decimal integer", W(0), W(1));
+    STACK_FAULT(STACK("n_layers", "2", "layers.1.rope_dims", "3"),
+                "RoPE dims 3 (metadata 'layers.1.rope_dims'): it must be even", W(0), W(1));
+    STACK_FAULT(STACK("n_layers", "2", "layers.1.rope_style", "half"),
+                "metadata 'layers.1.rope_style' without RoPE", W(0), W(1));
+    STACK_FAULT(STACK("n_layers", "2", "layers.0.alibi", "maybe"),
+                "metadata 'layers.0.alibi' is 'maybe', expected 'true' or 'false'", W(0), W(1));
+    STACK_FAULT(STACK("n_layers", "2", "layers.1.rope_theta", "10000"),
+                "'layers.1.rope_theta' in a cross-attention model", CQ(0), CK(0), CQ(1), CK(1));
+    /* metadata keys and layers */
+    STACK_FAULT(STACK("n_layers", "2", "window", "2"),
+                "metadata 'window' without a layer prefix in a stack (metadata 'n_layers' 2): "
+                "each layer's is 'layers.<l>.window'",
+                W(0), W(1));
+    STACK_FAULT(STACK("layers.0.window", "2"),
+                "metadata 'layers.0.window' has a layer prefix and there is no metadata "
+                "'n_layers'",
+                {"w_qkv", 2, {8, 16}});
+    STACK_FAULT(STACK("n_layers", "2", "layers.2.window", "2"),
+                "metadata 'layers.2.window' is of layer 2, and metadata 'n_layers' is 2", W(0),
+                W(1));
+    STACK_FAULT(STACK("n_layers", "2", "layers.0.n_heads", "2"),
+                "metadata 'layers.0.n_heads': 'n_heads' is not a layer's own", W(0), W(1));
+    STACK_FAULT(STACK("n_layers", "2", "layers.00.scale", "2"),
+                "metadata 'layers.00.scale': a layer's prefix", W(0), W(1));
+}
+END_TEST
+
+#undef W
+#undef CQ
+#undef CK
+
 /* ---- dtypes ----------------------------------------------------------------- */
 
 /* Independent reference: the value of a half's bit pattern in double. */
@@ -1663,6 +1873,7 @@ static uint64_t file_hash(const char *path) {
 #define GPT2_HASH    UINT64_C(0x7e24817490589c75)
 #define LLAMA_HASH   UINT64_C(0xeb3609a80c47a6c8)
 #define STORIES_HASH UINT64_C(0x564832d3548700b2)
+#define LAYERS_HASH  UINT64_C(0x299d5ec38d2b9903)
 
 static void write_builtins(const char *dir) {
     attn_error err;
@@ -1681,9 +1892,31 @@ START_TEST(test_builtin_models) {
     store_set *s;
     attn_error err;
     ck_assert_msg(store_set_load(&s, dir, NULL, &err) == 0, "%s", err.message);
-    ck_assert_uint_eq(store_set_count(s), 4);
+    ck_assert_uint_eq(store_set_count(s), 5);
 
-    const store_model *stories = store_set_at(s, 1);
+    /* demo-layers: a stack of 2 over demo-stories' words */
+    const store_model *dl = store_set_at(s, 1);
+    ck_assert_str_eq(dl->name, "demo-layers");
+    ck_assert_uint_eq(dl->n_layers, 2);
+    ck_assert_ptr_eq(dl->layers[0], &dl->weights);
+    ck_assert_int_eq(dl->mask, ATTN_MASK_CAUSAL);
+    ck_assert_uint_eq(dl->vocab_size, 40);
+    ck_assert_uint_eq(dl->n_positions, 0);
+    ck_assert_str_eq(dl->dimensions[0], "noun");
+    for (size_t l = 0; l < 2; l++) {
+        const attn_weights *lw = dl->layers[l];
+        ck_assert_uint_eq(lw->d_model, 16);
+        ck_assert_uint_eq(lw->n_heads, 2);
+        ck_assert_uint_eq(lw->d_head, 8);
+        ck_assert_ptr_nonnull(lw->w_o);
+        ck_assert_ptr_null(lw->b_qkv);
+    }
+    /* each layer its own stream */
+    ck_assert(dl->layers[0]->w_qkv[0] != dl->layers[1]->w_qkv[0]);
+    ck_assert_uint_eq(store_builtin_data_bytes(store_builtin_find("demo-layers")),
+                      (size_t)4 * (2 * (16 * 48 + 16 * 16) + 40 * 16));
+
+    const store_model *stories = store_set_at(s, 2);
     ck_assert_str_eq(stories->name, "demo-stories");
     ck_assert_int_eq(stories->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(stories->vocab_size, 40);
@@ -1746,7 +1979,7 @@ START_TEST(test_builtin_models) {
     ck_assert(fabs(patterns[0] - 0.3210508) < 1e-7);
     ck_assert(fabs(emb[0] - 0.17012407) < 1e-7);
 
-    const store_model *g = store_set_at(s, 2);
+    const store_model *g = store_set_at(s, 3);
     ck_assert_str_eq(g->name, "gpt2-small-shape");
     ck_assert_int_eq(g->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(g->weights.d_model, 768);
@@ -1797,7 +2030,7 @@ START_TEST(test_builtin_models) {
     free(pat);
 
     /* llama-small-shape: grouped heads and RoPE in its metadata. */
-    const store_model *l = store_set_at(s, 3);
+    const store_model *l = store_set_at(s, 4);
     ck_assert_str_eq(l->name, "llama-small-shape");
     ck_assert_int_eq(l->mask, ATTN_MASK_CAUSAL);
     ck_assert_uint_eq(l->weights.d_model, 2048);
@@ -1842,6 +2075,9 @@ START_TEST(test_builtin_deterministic) {
                   (unsigned long long)file_hash(b));
     snprintf(b, sizeof b, "%s/demo-stories.safetensors", d1);
     ck_assert_msg(file_hash(b) == STORIES_HASH, "demo-stories hash 0x%016llx",
+                  (unsigned long long)file_hash(b));
+    snprintf(b, sizeof b, "%s/demo-layers.safetensors", d1);
+    ck_assert_msg(file_hash(b) == LAYERS_HASH, "demo-layers hash 0x%016llx",
                   (unsigned long long)file_hash(b));
     snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", d1);
     ck_assert_msg(file_hash(b) == LLAMA_HASH, "llama-small-shape hash 0x%016llx",
@@ -1896,6 +2132,9 @@ START_TEST(test_make_models_binary) {
     ck_assert_uint_eq(file_hash(a), file_hash(b));
     snprintf(a, sizeof a, "%s/llama-small-shape.safetensors", dir);
     snprintf(b, sizeof b, "%s/llama-small-shape.safetensors", ref);
+    ck_assert_uint_eq(file_hash(a), file_hash(b));
+    snprintf(a, sizeof a, "%s/demo-layers.safetensors", dir);
+    snprintf(b, sizeof b, "%s/demo-layers.safetensors", ref);
     ck_assert_uint_eq(file_hash(a), file_hash(b));
     snprintf(a, sizeof a, "%s/gpt3-shape.safetensors", dir);
     ck_assert_int_ne(access(a, F_OK), 0); /* only with --gpt3 */
@@ -2280,6 +2519,8 @@ static Suite *store_suite(void) {
     tcase_add_test(tc, test_model_unknown_tensor);
     tcase_add_test(tc, test_model_variants);
     tcase_add_test(tc, test_model_variant_faults);
+    tcase_add_test(tc, test_stack_load);
+    tcase_add_test(tc, test_stack_faults);
     tcase_add_test(tc, test_f16_all_values);
     tcase_add_test(tc, test_f16_model);
     tcase_add_test(tc, test_bf16_model);

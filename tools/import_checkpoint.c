@@ -50,6 +50,11 @@ static void usage(FILE *to) {
             "  --arch A          one of the above (default: config.json's model_type, else\n"
             "                    the tensor names; gemma2 needs one of the two)\n"
             "  --layer L         the layer, from 0 (default 0)\n"
+            "  --layers SPEC     several layers as one stacked model: 'all', or layer\n"
+            "                    numbers and ranges separated by commas ('0,1,5', '0-3',\n"
+            "                    '4,0-2'); the stack applies them in the order given,\n"
+            "                    each once; layer l of the stack is exactly the file\n"
+            "                    --layer SPEC[l] writes (models/README.md, \"Stacks\")\n"
             "  --heads H         the number of (query) heads (default: config.json's; one\n"
             "                    .safetensors file needs it: GPT-2 small 12, BERT-base 12)\n"
             "  --kv-heads G      K/V heads (default: config.json's num_key_value_heads, else H)\n"
@@ -59,7 +64,8 @@ static void usage(FILE *to) {
             "                    or rotary_pct)\n"
             "  --rope-scaling S  linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_MAX_POSITION\n"
             "                    (default: config.json's rope_scaling)\n"
-            "  --window W        sliding window of this layer (default: config.json's)\n"
+            "  --window W        sliding window of the layer, or of every layer of\n"
+            "                    --layers (default: config.json's, layer by layer)\n"
             "  --softcap C       logit soft-capping (default: attn_logit_softcapping)\n"
             "  --scale S         the default scale (default: gemma2's\n"
             "                    query_pre_attn_scalar^-0.5, else 1/sqrt(d_head))\n"
@@ -75,6 +81,8 @@ static void usage(FILE *to) {
             "  import_checkpoint --layer 3 pythia-160m pythia-l3.safetensors\n"
             "  import_checkpoint --layer 0 bloom-560m bloom-l0.safetensors\n"
             "  import_checkpoint --layer 0 whisper-small whisper-cross0.safetensors\n"
+            "  import_checkpoint --layers 0-3 pythia-160m pythia-l0-3.safetensors\n"
+            "  import_checkpoint --layers all gpt2 gpt2-all.safetensors\n"
             "  import_checkpoint --arch gpt2 --heads 12 gpt2/model.safetensors g0.safetensors\n"
             "\n"
             "OUTPUT is replaced atomically, then loaded back with the server's loader.\n"
@@ -121,8 +129,16 @@ static const char *option_value(int argc, char **argv, int *i, const char *opt, 
     return argv[++*i];
 }
 
+/* --layers' list, freed at exit whichever way main returns. */
+static size_t *layers;
+
+static void layers_free(void) {
+    free(layers);
+}
+
 int main(int argc, char **argv) {
     store_import_options opt = {.arch = STORE_IMPORT_AUTO};
+    atexit(layers_free);
     const char *paths[2] = {NULL, NULL};
     int n_paths = 0, only_paths = 0;
 
@@ -154,6 +170,14 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "import_checkpoint: --layer '%s' is not a layer number\n", v);
                 return 2;
             }
+        } else if ((v = option_value(argc, argv, &i, "--layers", &missing))) {
+            attn_error lerr;
+            free(layers);
+            if (store_import_layers_parse(v, &layers, &opt.n_layers, &opt.all_layers, &lerr) != 0) {
+                fprintf(stderr, "import_checkpoint: %s\n", lerr.message);
+                return 2;
+            }
+            opt.layers = layers;
         } else if ((v = option_value(argc, argv, &i, "--heads", &missing))) {
             if (store_size_parse(v, STORE_HEADS_MAX, &opt.n_heads) != 0 || opt.n_heads == 0) {
                 fprintf(stderr, "import_checkpoint: --heads '%s' is not a number in 1 … %d\n", v,
@@ -239,12 +263,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "import_checkpoint: written but not loadable, removed: %s\n", err.message);
         return 1;
     }
-    printf("%s: model '%s' from %s layer %zu (of %zu): d_model %zu, %zu heads of %zu, mask %s",
-           paths[1], m->name, store_import_arch_label(res.arch), opt.layer, res.n_layers,
-           m->weights.d_model, m->weights.n_heads, m->weights.d_head,
-           m->mask == ATTN_MASK_NONE ? "none" : "causal");
+    if (opt.layers || opt.all_layers)
+        printf("%s: model '%s', a stack of %zu %s layers (of %zu)", paths[1], m->name, m->n_layers,
+               store_import_arch_label(res.arch), res.n_layers);
+    else
+        printf("%s: model '%s' from %s layer %zu (of %zu)", paths[1], m->name,
+               store_import_arch_label(res.arch), opt.layer, res.n_layers);
+    printf(": d_model %zu, %zu heads of %zu, mask %s", m->weights.d_model, m->weights.n_heads,
+           m->weights.d_head, m->mask == ATTN_MASK_NONE ? "none" : "causal");
     if (m->weights.n_kv_heads != m->weights.n_heads)
         printf(", %zu K/V heads", m->weights.n_kv_heads);
+    if (m->n_layers > 1) printf("; layer 0");
     if (m->weights.rope.dims)
         printf(", RoPE on %zu dims (theta %g)", m->weights.rope.dims, m->weights.rope.theta);
     if (m->weights.alibi) printf(", ALiBi");

@@ -28,6 +28,8 @@ static void usage(FILE *to) {
         "  demo-4d.safetensors           the worked example: d_model 4, 1 head of 4, mask none\n"
         "  demo-stories.safetensors      designed heads that tell the stories: 16 named\n"
         "                                dimensions, 5 heads of 4, a vocabulary of 40 words\n"
+        "  demo-layers.safetensors       a stack of 2 layers, each 2 heads of 8, over\n"
+        "                                demo-stories' words, causal\n"
         "  gpt2-small-shape.safetensors  d_model 768, 12 heads of 64, causal (~9.5 MB)\n"
         "  llama-small-shape.safetensors d_model 2048, 32 heads of 64 sharing 8 K/V heads,\n"
         "                                RoPE theta 500000, causal (~42 MB)\n"
@@ -70,10 +72,10 @@ static int write_one(const store_builtin *b, const char *dir) {
         return -1;
     }
     printf("%s: %zu bytes (tensor data %zu); d_model %zu, n_heads %zu, n_kv_heads %zu, d_head %zu, "
-           "mask %s; loaded: %zu bytes mapped, %zu bytes on the heap\n",
+           "n_layers %zu, mask %s; loaded: %zu bytes mapped, %zu bytes on the heap\n",
            path, file_bytes, store_builtin_data_bytes(b), m->weights.d_model, m->weights.n_heads,
-           m->weights.n_kv_heads, m->weights.d_head, m->mask == ATTN_MASK_NONE ? "none" : "causal",
-           m->bytes_mapped, m->bytes_owned);
+           m->weights.n_kv_heads, m->weights.d_head, m->n_layers,
+           m->mask == ATTN_MASK_NONE ? "none" : "causal", m->bytes_mapped, m->bytes_owned);
     store_model_destroy(m);
     return 0;
 }

@@ -172,6 +172,7 @@ export async function start() {
   try { res = await api.call("/v1/models"); }
   catch (e) { state.starting = false; $("general-error").textContent = "Could not reach the service: " + e.message; return; }
   if (!res.ok) { state.starting = false; showError(res.body.error, res.status); return; }
+  // Every model, stacks too: a stack's answer is drawn one layer at a time (js/layers.js).
   state.models = res.body.models;
   await fetchVocabularies(state.models);
   state.starting = false;
