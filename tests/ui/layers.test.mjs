@@ -110,6 +110,7 @@ test("a stack: the request asks for every layer and the rollout; the model view 
   assert.equal(answer.n_layers, L);
   assert.equal(await page.isVisible("#modelview"), true);
   assert.match(await page.textContent("#status"), /3 layers of 3 heads/);
+  assert.equal(await page.textContent('#model option[value="stack-3"]'), "stack-3: 3 layers of 3 heads of 4");
   // A row per layer, a column per head, labelled from 0 and from 1.
   assert.deepEqual(await page.$$eval("#modelview tbody th", (t) => t.map((x) => x.textContent)), ["layer 0", "layer 1", "layer 2"]);
   assert.deepEqual(await page.$$eval("#modelview thead th", (t) => t.map((x) => x.textContent)), ["layer", "head 1", "head 2", "head 3"]);

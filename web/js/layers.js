@@ -116,6 +116,7 @@ views.push({
   },
   render: renderLayerPicks,
   link(p) {
-    if (state.result && isStack(state.result.stack) && state.layer) p.set("layer", String(state.layer));
+    const r = state.result;
+    if (r && isStack(r.stack) && r.layer) p.set("layer", String(r.layer));
   },
 });

@@ -177,7 +177,7 @@ export async function start() {
   await fetchVocabularies(state.models);
   state.starting = false;
   state.started = true;
-  $("model").replaceChildren(...state.models.map((m) => el("option", { value: m.name, text: `${m.name}: ${m.n_heads} head${m.n_heads > 1 ? "s" : ""} of ${m.d_head}` })));
+  $("model").replaceChildren(...state.models.map((m) => el("option", { value: m.name, text: `${m.name}: ${(m.n_layers || 1) > 1 ? `${m.n_layers} layers of ` : ""}${m.n_heads} head${m.n_heads > 1 ? "s" : ""} of ${m.d_head}` })));
   renderExamples();
   $("mask-story").hidden = !state.models.some((m) => m.name === STORY_MODEL);
   if (!state.models.length) { $("model-error").textContent = "This server has no models loaded."; return; }
