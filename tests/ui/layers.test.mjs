@@ -319,6 +319,24 @@ test("demo-layers, one example away: the tokens go alone, layer 1 reads the serv
   await close();
 });
 
+test("on a phone and at 1280 px, the model view, the layer lists and the rollout fit, and Tab reaches them", async () => {
+  for (const [width, height] of [[390, 844], [1280, 800]]) {
+    const { page, log, close } = await openStack(undefined, { width, height });
+    assert.equal(await page.evaluate(() => document.scrollingElement.scrollWidth <= innerWidth), true, `${width} px: no sideways scroll`);
+    for (const sel of ["#modelview", "#rollout", "#headview .layer-controls"]) {
+      const box = await page.locator(sel).boundingBox();
+      assert.ok(box.x >= 0 && box.x + box.width <= width + 0.5, `${sel} within ${width} px`);
+    }
+    // The model view is one tab stop: the next is the head view's layer list.
+    await page.focus('#modelview button.thumb[tabindex="0"]');
+    await page.keyboard.press("Tab");
+    assert.equal(await page.evaluate(() => document.activeElement.id), "layer", `${width} px`);
+    assert.deepEqual(await contrastFailures(page), []);
+    assert.deepEqual(log.errors, []);
+    await close();
+  }
+});
+
 test("a one-layer model shows no layer: no model view, no rollout, no layer list, nothing asked for", async () => {
   for (const hash of [undefined, link({ model: "gpt2-small-shape", sentence: "a fluffy blue creature" })]) {
     const { page, log, close } = await open(hash ? { hash } : {});
