@@ -241,8 +241,16 @@ int api_call_compute(const api_call *c, attn_workspace *ws, const attn_runner *r
                      attn_error *err, size_t *failed) {
     const attn_stack *stack = api_call_stack(c);
     if (!stack) return attn_compute_batch(c->outs, ws, c->ins, c->count, runner, err, failed);
-    return attn_compute_stack(c->layer_outs, c->finals, ws, c->ins, c->count, stack, runner, err,
-                              failed, NULL);
+    size_t layer;
+    int rc = attn_compute_stack(c->layer_outs, c->finals, ws, c->ins, c->count, stack, runner, err,
+                                failed, &layer);
+    if (rc != 0 && err->code == ATTN_ERR_NONFINITE && stack->n_layers > 1) {
+        char message[sizeof err->message];
+        snprintf(message, sizeof message, "layer %zu: %.*s", layer, (int)sizeof message - 32,
+                 err->message);
+        memcpy(err->message, message, sizeof message);
+    }
+    return rc;
 }
 
 size_t api_call_count(const api_call *c) {

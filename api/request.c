@@ -181,32 +181,39 @@ static int decode_scale(api_request *req, const json_t *scale, attn_error *err) 
     return 0;
 }
 
-/* The indices are only type-checked here; their range needs the weights. */
-static int decode_select_heads(api_request *req, const json_t *sel, attn_error *err) {
+int api_decode_indices(const json_t *list, const char *name, const char *what, double **out,
+                       size_t *count, attn_error *err) {
     char path[API_PATH_MAX];
-    size_t n;
-
-    if (sel == NULL) return 0;
-    if (!json_is_array(sel))
-        return attn_error_set(err, 400, "wrong_type", "/select_heads",
-                              "select_heads is %s, expected an array of head indices",
-                              api_json_type_name(sel));
-    n = json_array_size(sel);
-    req->select = malloc((n ? n : 1) * sizeof *req->select);
-    if (req->select == NULL)
+    api_path_key(path, sizeof path, "", name);
+    if (!json_is_array(list))
+        return attn_error_set(err, 400, "wrong_type", path,
+                              "%s is %s, expected an array of %s indices", name,
+                              api_json_type_name(list), what);
+    size_t n = json_array_size(list);
+    double *v = *out = malloc((n ? n : 1) * sizeof *v);
+    if (v == NULL)
         return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
     for (size_t i = 0; i < n; i++) {
-        const json_t *v = json_array_get(sel, i);
-        double d = json_is_number(v) ? json_number_value(v) : 0.5;
+        const json_t *e = json_array_get(list, i);
+        double d = json_is_number(e) ? json_number_value(e) : 0.5;
         if (!isfinite(d) || floor(d) != d) {
-            api_path_index(path, sizeof path, "/select_heads", i);
-            return attn_error_set(err, 400, "wrong_type", path,
-                                  "select_heads[%zu] is %s, expected a head index (an integer)", i,
-                                  json_is_number(v) ? "not an integer" : api_json_type_name(v));
+            char at[API_PATH_MAX];
+            api_path_index(at, sizeof at, path, i);
+            return attn_error_set(
+                err, 400, "wrong_type", at, "%s[%zu] is %s, expected a %s index (an integer)", name,
+                i, json_is_number(e) ? "not an integer" : api_json_type_name(e), what);
         }
-        req->select[i] = d;
+        v[i] = d;
     }
-    req->n_select = n;
+    *count = n;
+    return 0;
+}
+
+/* The indices are only type-checked here; their range needs the weights. */
+static int decode_select_heads(api_request *req, const json_t *sel, attn_error *err) {
+    if (sel == NULL) return 0;
+    if (api_decode_indices(sel, "select_heads", "head", &req->select, &req->n_select, err) < 0)
+        return -1;
     req->select_given = 1;
     return 0;
 }

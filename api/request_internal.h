@@ -174,6 +174,12 @@ int api_request_decode_weight_source(api_request *head, const json_t *root, attn
 int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const json_t *weights,
                        const api_limits *limits, attn_error *err);
 
+/* A field of indices (select_heads, layers) at /<name>: an array of
+ * integers, only type-checked (400 at /<name>/i), as doubles into *out
+ * (malloc'd, the caller's even on failure) and *count. */
+int api_decode_indices(const json_t *list, const char *name, const char *what, double **out,
+                       size_t *count, attn_error *err);
+
 /* The request field `layers` (type-checked; an empty list is a 422 at
  * /layers), and the inline weights.layers of POST /v1/attention: each a
  * weight set read by api_weights_decode into a record of its own, errors

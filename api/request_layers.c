@@ -23,32 +23,14 @@
 #include "api/request_internal.h"
 
 int api_request_decode_layers_field(api_request *req, const json_t *layers, attn_error *err) {
-    char path[API_PATH_MAX];
     if (layers == NULL) return 0;
-    if (!json_is_array(layers))
-        return attn_error_set(err, 400, "wrong_type", "/layers",
-                              "layers is %s, expected an array of layer indices",
-                              api_json_type_name(layers));
-    size_t n = json_array_size(layers);
-    if (n == 0)
+    if (api_decode_indices(layers, "layers", "layer", &req->layers_sent, &req->n_layers_sent, err) <
+        0)
+        return -1;
+    if (req->n_layers_sent == 0)
         return attn_error_set(err, 422, "out_of_range", "/layers",
                               "layers is empty; list the layers to report, or leave it out for "
                               "all of them");
-    req->layers_sent = malloc(n * sizeof *req->layers_sent);
-    if (req->layers_sent == NULL)
-        return attn_error_set(err, 503, "out_of_memory", "", "no memory for the request");
-    for (size_t i = 0; i < n; i++) {
-        const json_t *v = json_array_get(layers, i);
-        double d = json_is_number(v) ? json_number_value(v) : 0.5;
-        if (!isfinite(d) || floor(d) != d) {
-            api_path_index(path, sizeof path, "/layers", i);
-            return attn_error_set(err, 400, "wrong_type", path,
-                                  "layers[%zu] is %s, expected a layer index (an integer)", i,
-                                  json_is_number(v) ? "not an integer" : api_json_type_name(v));
-        }
-        req->layers_sent[i] = d;
-    }
-    req->n_layers_sent = n;
     req->layers_given = 1;
     return 0;
 }

@@ -378,9 +378,12 @@ typedef struct attn_stack_output {
  * *err filled as attn_compute_batch does; *failed is then the failing
  * sequence for ATTN_ERR_NONFINITE (else count) and *failed_layer the layer
  * the error arose in (else L); either may be NULL. The outputs of the
- * layers before it are complete. The workspace grows to at most
+ * layers before it are complete; the final outputs are not (the stack
+ * keeps earlier layers' E_l in them). The workspace grows to at most
  * attn_stack_workspace_need(ins, count, stack) bytes: the largest layer's
- * batch, and two residual streams of the batch's rows whatever L.
+ * batch, and two residual streams of the batch's rows whatever L, less
+ * one n × dm stream for each final output (embeddings, delta) a sequence
+ * asks for, whose buffer the layers before the last use instead.
  */
 int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_output *outs,
                        attn_workspace *ws, const attn_input *ins, size_t count,

@@ -7,24 +7,32 @@
  * and batch invariance hold layer by layer, and a one-layer stack is a
  * batch. The stack adds only where each layer's rows come from and go:
  *
- *   layer 0 reads the inputs' E; layer l > 0 reads E_l from the residual
- *   stream R[(l + 1) % 2] and writes E_{l+1} into R[l % 2] — two streams,
- *   ping-pong, whatever L. The last layer computed writes E_L into the
- *   caller's final embeddings when asked for (else into its stream, when
- *   E_L − E_0 is), and its reported outputs as they are. A reported layer's
- *   embeddings are copied from its stream after its batch (n × dm, against
- *   the layer's O(n · dm · hd) of work). With hidden states there is no
- *   stream: each reported layer reads its own matrix and writes the
+ *   layer 0 reads the inputs' E; layer l > 0 reads E_l where layer l − 1
+ *   wrote it, ping-pong between two buffers S[0] and S[1] whatever L:
+ *   layer l < last writes S[(last − l) % 2], so that the last layer
+ *   computed reads S[1] and writes S[0]. S[0] is the caller's final
+ *   embeddings when asked for, the final delta (E_L − E_0, then computed
+ *   in place) when only it is, else a residual stream; S[1] the final
+ *   delta when both are asked for, else a stream. So a sequence takes two
+ *   streams of its n × dm rows in the workspace, one fewer for each final
+ *   output it borrows (which holds an earlier layer's E_l until the last
+ *   layer writes it: on failure the final outputs hold nothing of use). The
+ *   last layer computed writes its reported outputs as they are. A
+ *   reported layer's embeddings are copied from S after its batch (n × dm,
+ *   against the layer's O(n · dm · hd) of work). With hidden states there
+ *   is no stream: each reported layer reads its own matrix and writes the
  *   caller's outputs, and the others are skipped.
  *
  * Memory: one block of the caller's workspace. Its first part is the
- * stack's (the layer's count attn_input and attn_output, then R[0] and
- * R[1], each sequence's n × dm rows 64-byte aligned); the layers' batches
- * are carved after it, at an offset (attn_batch_at), and the block is
- * reserved once, before layer 0, for the largest layer's worst batch
+ * stack's (the layer's count attn_input and attn_output, then each
+ * sequence's streams, n × dm rows 64-byte aligned each, then a rollout's
+ * scratch, rollout.c, when the stack may compute one); the layers'
+ * batches are carved after it, at an offset (attn_batch_at), and the block
+ * is reserved once, before layer 0, for the largest layer's worst batch
  * (attn_batch_bytes_worst): a growth would drop the streams. So the
  * workspace grows with the largest layer and the batch's rows, never with
- * L, and attn_stack_workspace_need is exactly what is reserved.
+ * L, and attn_stack_workspace_need is what is reserved with no final
+ * output to borrow (two streams a sequence), the most a call takes.
  *
  * Stop and errors: the runner's stop is asked before each layer, and by
  * the batch within it; a failing layer names itself (*failed_layer) and,
@@ -74,6 +82,14 @@ static size_t stream_floats(const attn_input *in, size_t dm) {
     return attn_slice_round(in->n_tokens * dm * sizeof(float)) / sizeof(float);
 }
 
+/* The streams sequence i takes: two, less one for each final output whose
+ * buffer it borrows (outs: the final outputs, or NULL). */
+static size_t seq_streams(const attn_stack_output *outs, size_t i, const attn_stack *st) {
+    if (!streams(st)) return 0;
+    if (!outs) return 2;
+    return 2 - (outs[i].embeddings != NULL) - (outs[i].delta != NULL);
+}
+
 /* Whether any final output asks for a rollout. */
 static int rolls(const attn_stack_output *outs, size_t count) {
     for (size_t i = 0; outs && i < count; i++)
@@ -103,9 +119,10 @@ static int rollout_bytes(size_t *bytes, const attn_input *ins, size_t count, con
 }
 
 /* The stack's part of the block (*head: where the batches' part begins)
- * and the whole (*total), for the worst outputs; -1 on overflow. */
+ * and the whole (*total), for the final outputs outs (NULL: none, the
+ * most) and the worst layer outputs; -1 on overflow. */
 static int stack_bytes(size_t *head, size_t *total, const attn_input *ins, size_t count,
-                       const attn_stack *st) {
+                       const attn_stack_output *outs, const attn_stack *st) {
     size_t in_b, out_b, roll_b, res = 0;
     if (mul_to(&in_b, count, sizeof(attn_input)) || round_to(&in_b, in_b) ||
         mul_to(&out_b, count, sizeof(attn_output)) || round_to(&out_b, out_b) ||
@@ -115,12 +132,12 @@ static int stack_bytes(size_t *head, size_t *total, const attn_input *ins, size_
     for (size_t i = 0; streams(st) && i < count; i++) {
         size_t rows;
         if (mul_to(&rows, ins[i].n_tokens, dm) || mul_to(&rows, rows, sizeof(float)) ||
-            round_to(&rows, rows) || add_to(&res, rows))
+            round_to(&rows, rows) || mul_to(&rows, rows, seq_streams(outs, i, st)) ||
+            add_to(&res, rows))
             return -1;
     }
     *head = in_b;
-    if (add_to(head, out_b) || add_to(head, res) || add_to(head, res) || add_to(head, roll_b))
-        return -1;
+    if (add_to(head, out_b) || add_to(head, res) || add_to(head, roll_b)) return -1;
     size_t most = 0;
     for (size_t l = 0; l < st->n_layers; l++) {
         size_t b;
@@ -180,11 +197,23 @@ static size_t last_layer(const attn_output *const *layer_outs, const attn_stack_
     return L;
 }
 
+/* Sequence i's two ping-pong buffers (top comment): its final outputs
+ * (fin, or NULL) first, then its streams from *stream on, which moves past
+ * those it takes (stream_floats each). */
+static void seq_buffers(float *s[2], const attn_stack_output *fin, float **stream, size_t floats) {
+    size_t k = 0;
+    if (fin && fin->embeddings) s[k++] = fin->embeddings;
+    if (fin && fin->delta) s[k++] = fin->delta;
+    for (; k < 2; k++, *stream += floats)
+        s[k] = *stream;
+}
+
 /* Where layer l's batch puts sequence i's results: its reported outputs
- * (rep, or none), ΔE and E_{l+1} redirected to the final outputs (fin, on
- * the last layer) or to the stream (r_out) when the stack needs them. */
-static attn_output layer_output(const attn_output *rep, const attn_stack_output *fin, float *r_out,
-                                size_t l, size_t last, const attn_stack *st) {
+ * (rep, or none), ΔE and E_{l+1} redirected to the final outputs (fin, the
+ * one-layer stack's) or to s (the ping-pong buffers; NULL without a
+ * stream) when the stack needs them. */
+static attn_output layer_output(const attn_output *rep, const attn_stack_output *fin,
+                                float *const *s, size_t l, size_t last, const attn_stack *st) {
     attn_output o = {0};
     if (rep) o = *rep;
     if (st->hidden_states) return o;
@@ -192,11 +221,9 @@ static attn_output layer_output(const attn_output *rep, const attn_stack_output 
         if (fin && fin->delta) o.delta = fin->delta;
         if (fin && fin->embeddings) o.embeddings = fin->embeddings;
     } else if (l < last) {
-        o.embeddings = r_out;
-    } else if (fin && fin->embeddings) {
-        o.embeddings = fin->embeddings;
-    } else if (fin && fin->delta) {
-        o.embeddings = r_out;
+        o.embeddings = s[(last - l) % 2];
+    } else if (fin && (fin->embeddings || fin->delta)) {
+        o.embeddings = s[0]; /* the final embeddings, else the delta made in place */
     }
     return o;
 }
@@ -238,24 +265,22 @@ int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_ou
                                   "a rollout needs stack.rollout set and self-attention");
     const size_t last = last_layer(layer_outs, outs, count, st);
     if (last == L) return 0;
+    /* final outputs are borrowed only when the last layer is computed */
+    const attn_stack_output *fins = outs && last == L - 1 && !st->hidden_states ? outs : NULL;
     size_t head, total;
-    if (stack_bytes(&head, &total, ins, count, st)) return attn_fail_error(err, ATTN_FAIL_NOMEM);
+    if (stack_bytes(&head, &total, ins, count, fins, st))
+        return attn_fail_error(err, ATTN_FAIL_NOMEM);
     unsigned char *block = attn_workspace_reserve(ws, total);
     if (!block) return attn_fail_error(err, ATTN_FAIL_NOMEM);
     attn_input *lin = (attn_input *)(void *)block;
     attn_output *lout = (attn_output *)(void *)(block + attn_slice_round(count * sizeof *lin));
-    unsigned char *after = (unsigned char *)lout + attn_slice_round(count * sizeof *lout);
-    float *res[2] = {NULL, NULL};
-    if (streams(st)) {
-        size_t rows = 0;
-        for (size_t i = 0; i < count; i++)
-            rows += stream_floats(&ins[i], st->layers[0]->d_model);
-        res[0] = (float *)(void *)after;
-        res[1] = res[0] + rows;
-        after = (unsigned char *)(res[1] + rows);
-    }
+    float *stream =
+        (float *)(void *)((unsigned char *)lout + attn_slice_round(count * sizeof *lout));
+    /* the rollout's part ends the stack's */
+    size_t roll_b = 0;
     rollout_part roll = {0};
-    if (rolling) rollout_carve(&roll, after, outs, ins, count, st);
+    if (rolling && (rollout_bytes(&roll_b, ins, count, st) == 0))
+        rollout_carve(&roll, block + head - roll_b, outs, ins, count, st);
     const size_t dm = st->layers[0]->d_model;
     for (size_t l = 0; l <= last; l++) {
         const attn_output *reps = layer_outs ? layer_outs[l] : NULL;
@@ -264,15 +289,15 @@ int attn_compute_stack(const attn_output *const *layer_outs, const attn_stack_ou
             if (failed_layer) *failed_layer = l;
             return attn_fail_error(err, ATTN_FAIL_STOPPED);
         }
-        size_t off = 0;
+        float *next = stream;
         for (size_t i = 0; i < count; i++) {
+            const attn_stack_output *fin = fins ? &fins[i] : NULL;
+            float *s[2] = {NULL, NULL};
+            if (streams(st)) seq_buffers(s, fin, &next, stream_floats(&ins[i], dm));
             layer_input(&lin[i], &ins[i], st, l, i);
-            float *r_out = res[l % 2] ? res[l % 2] + off : NULL;
-            if (res[0] && l > 0) lin[i].embeddings = res[(l + 1) % 2] + off;
-            const attn_stack_output *fin = outs && l == L - 1 ? &outs[i] : NULL;
-            lout[i] = layer_output(reps ? &reps[i] : NULL, fin, r_out, l, last, st);
+            if (streams(st) && l > 0) lin[i].embeddings = s[(last - l + 1) % 2];
+            lout[i] = layer_output(reps ? &reps[i] : NULL, l == L - 1 ? fin : NULL, s, l, last, st);
             if (rolling && roll.results[i]) attn_rollout_widen(&roll.seqs[i], &lin[i], &lout[i]);
-            if (res[0]) off += stream_floats(&ins[i], dm);
         }
         size_t f;
         int rc = attn_batch_at(lout, ws, head, lin, count, runner, &f);
@@ -312,5 +337,5 @@ double attn_stack_flops(const attn_input *ins, size_t count, const attn_stack *s
 size_t attn_stack_workspace_need(const attn_input *ins, size_t count, const attn_stack *st) {
     if (count == 0 || st->n_layers == 0) return 0;
     size_t head, total;
-    return stack_bytes(&head, &total, ins, count, st) ? SIZE_MAX : total;
+    return stack_bytes(&head, &total, ins, count, NULL, st) ? SIZE_MAX : total;
 }

@@ -118,12 +118,38 @@ static void compute_batch(bench_worker *w, const attn_output *outs, const attn_i
     }
 }
 
+/* As compute, for a stack of layers (job.c through api_call_compute):
+ * split when the stack's work, all layers, reaches the server's threshold. */
+static void compute_stack(bench_worker *w, const server_stack *sk, server_split split,
+                          size_t *helpers) {
+    attn_error err;
+    int rc;
+    if (split == SPLIT_NEVER ||
+        attn_stack_flops(sk->ins, sk->count, sk->stack) < w->sw.split_flops) {
+        rc = attn_compute_stack(sk->layer_outs, sk->outs, w->sw.ws, sk->ins, sk->count, sk->stack,
+                                NULL, &err, NULL, NULL);
+    } else {
+        srv_split s = {.pool = w->sw.pool, .ws = w->sw.ws};
+        attn_runner runner = srv_split_runner(&s);
+        rc = attn_compute_stack(sk->layer_outs, sk->outs, w->sw.ws, sk->ins, sk->count, sk->stack,
+                                &runner, &err, NULL, NULL);
+        srv_split_end(&s);
+        *helpers += s.helpers;
+    }
+    if (rc) {
+        fprintf(stderr, "bench: attn_compute_stack failed (%s: %s)\n", err.code, err.message);
+        exit(1);
+    }
+}
+
 /* ---- latency: one job, the other workers idle ----------------------------- */
 
 typedef struct latency_job {
     const attn_input *in;
     const attn_output *out;
-    size_t count; /* a batch of count inputs, or 0: one computation of in */
+    size_t count;               /* a batch of count inputs, or 0: one computation of in */
+    const server_stack *stacks; /* nstacks stack calls in a row, or NULL */
+    size_t nstacks;
     server_split split;
     int calls;
     double seconds;
@@ -137,7 +163,10 @@ static void latency_run(void *arg, void *wctx) {
     latency_job *j = arg;
     double t0 = bench_now();
     for (int k = 0; k < j->calls; k++)
-        if (j->count)
+        if (j->stacks)
+            for (size_t c = 0; c < j->nstacks; c++)
+                compute_stack(wctx, &j->stacks[c], j->split, &j->helpers);
+        else if (j->count)
             compute_batch(wctx, j->out, j->in, j->count, j->split, &j->helpers);
         else
             compute(wctx, j->out, j->in, j->split, &j->helpers);
@@ -176,6 +205,12 @@ double server_pool_time_batch(server_pool *sp, const attn_input *ins, const attn
     return latency(
         sp, (latency_job){.in = ins, .out = outs, .count = count, .split = split, .calls = calls},
         helpers);
+}
+
+double server_pool_time_stacks(server_pool *sp, const server_stack *stacks, size_t count,
+                               server_split split, size_t *helpers) {
+    return latency(
+        sp, (latency_job){.stacks = stacks, .nstacks = count, .split = split, .calls = 1}, helpers);
 }
 
 /* ---- throughput: a queue of requests ---------------------------------------- */

@@ -43,6 +43,23 @@ double server_pool_time(server_pool *sp, const attn_input *in, const attn_output
 double server_pool_time_batch(server_pool *sp, const attn_input *ins, const attn_output *outs,
                               size_t count, server_split split, int calls, size_t *helpers);
 
+/* A stack's call, as attn_compute_stack takes it (attention.h). */
+typedef struct server_stack {
+    const attn_output *const *layer_outs; /* or NULL */
+    const attn_stack_output *outs;        /* or NULL */
+    const attn_input *ins;
+    size_t count;
+    const attn_stack *stack;
+} server_stack;
+
+/* Latency of stacks: `count` calls of attn_compute_stack, stacks[0 …
+ * count) one after the other, as one job; each split over the idle workers
+ * when its attn_stack_flops reaches the server's threshold
+ * (SPLIT_AS_SERVER), as server/job.c does. Returns the seconds of all
+ * `count` calls (not per call); otherwise as server_pool_time. */
+double server_pool_time_stacks(server_pool *sp, const server_stack *stacks, size_t count,
+                               server_split split, size_t *helpers);
+
 /*
  * Throughput: `requests` computations of `in` queued at once, one job each;
  * the worker with index w writes into outs[w] (one output set per worker,

@@ -1496,6 +1496,38 @@ START_TEST(test_rollout_one_layer) {
 }
 END_TEST
 
+/* Scores that overflow in a later layer: the engine's non-finite error
+ * names that layer. */
+START_TEST(test_stack_nonfinite_names_layer) {
+    unsigned seed = 23;
+    json_t *sets = json_array();
+    for (size_t l = 0; l < 2; l++) {
+        json_t *wq = stack_matrix(4, 2, &seed), *wk = stack_matrix(4, 2, &seed);
+        if (l == 1) /* Q·K past float32 */
+            for (size_t r = 0; r < 4; r++)
+                for (size_t c = 0; c < 2; c++) {
+                    json_array_set_new(json_array_get(wq, r), c, json_real(1e30));
+                    json_array_set_new(json_array_get(wk, r), c, json_real(1e30));
+                }
+        json_array_append_new(sets, json_pack("{s:[{s:o,s:o,s:o}],s:o}", "heads", "w_q", wq, "w_k",
+                                              wk, "w_v", stack_matrix(4, 2, &seed), "w_o",
+                                              stack_matrix(2, 4, &seed)));
+    }
+    json_t *body = json_pack("{s:o,s:{s:o},s:[s]}", "embeddings", stack_matrix(3, 4, &seed),
+                             "weights", "layers", sets, "return", "embeddings");
+    api_call *c = decode_ok(body); /* takes body */
+    ck_assert_int_eq(api_call_alloc_outputs(c, NULL, NULL), 0);
+    attn_workspace *ws = attn_workspace_create();
+    attn_error err = {0};
+    size_t failed;
+    ck_assert_int_eq(api_call_compute(c, ws, NULL, &err, &failed), -1);
+    ck_assert_ptr_eq(err.code, ATTN_ERR_NONFINITE);
+    ck_assert_msg(!strncmp(err.message, "layer 1: ", 9), "%s", err.message);
+    attn_workspace_destroy(ws);
+    api_call_free(c);
+}
+END_TEST
+
 /* The limits count every layer: the work of a stack is its layers'. */
 START_TEST(test_stack_limits_every_layer) {
     unsigned seed = 3;
@@ -1934,6 +1966,7 @@ static Suite *api_suite(void) {
     tcase_add_test(encode, test_stack_limits_every_layer);
     tcase_add_test(encode, test_one_layer_list_as_before);
     tcase_add_test(encode, test_rollout_one_layer);
+    tcase_add_test(encode, test_stack_nonfinite_names_layer);
     tcase_add_test(encode, test_response_numbers);
     tcase_add_test(encode, test_select_heads_order);
     tcase_add_test(encode, test_tokens_echo);

@@ -711,6 +711,56 @@ START_TEST(test_workspace_bound) {
 }
 END_TEST
 
+/* The final outputs a sequence asks for stand in for its streams: with
+ * the final embeddings only, the delta only, one of each, or none beside
+ * both, every output is bit for bit that of the stack with both finals,
+ * and the workspace is the need less one stream for each final borrowed.
+ * Two, three and five layers: the last layer reads either buffer. */
+START_TEST(test_finals_borrowed) {
+    const stack_case *c = &cases[1 + _i];
+    fixture f;
+    fixture_make(&f, c, 71 + (uint64_t)_i);
+    const unsigned ends = 1u | 1u << (c->L - 1);
+    attn_workspace *ws = attn_workspace_create();
+    results *ref = results_make(&f.md, f.ins, MAX_SEQ, WANT_ONLINE, ends, 1);
+    compute_ok(ref, ws, f.ins, MAX_SEQ, &f.st, NULL);
+    attn_workspace_destroy(ws);
+    const size_t need = attn_stack_workspace_need(f.ins, MAX_SEQ, &f.st);
+    /* per sequence: bit 0 the final delta asked for, bit 1 the embeddings */
+    static const unsigned asks[][MAX_SEQ] = {{2, 2}, {1, 1}, {2, 1}, {0, 3}, {0, 2}};
+    for (size_t a = 0; a < sizeof asks / sizeof asks[0]; a++) {
+        results *r = results_make(&f.md, f.ins, MAX_SEQ, WANT_ONLINE, ends, 1);
+        size_t borrowed = 0;
+        for (size_t i = 0; i < MAX_SEQ; i++) {
+            const size_t rows = r->len[i][R_E] * sizeof(float);
+            if (!(asks[a][i] & 1)) r->fin[i].delta = NULL;
+            if (!(asks[a][i] & 2)) r->fin[i].embeddings = NULL;
+            borrowed += (size_t)__builtin_popcount(asks[a][i]) * ((rows + 63) / 64 * 64);
+        }
+        ws = attn_workspace_create();
+        attn_error err;
+        ck_assert_int_eq(
+            attn_compute_stack(r->lp, r->fin, ws, f.ins, MAX_SEQ, &f.st, NULL, &err, NULL, NULL),
+            0);
+        ck_assert_uint_ge(attn_workspace_bytes(ws), need - borrowed);
+        ck_assert_uint_le(attn_workspace_bytes(ws), need - borrowed + 63);
+        for (size_t i = 0; i < MAX_SEQ; i++) {
+            const size_t bytes = r->len[i][R_E] * sizeof(float);
+            if (asks[a][i] & 1) ck_assert(!memcmp(r->fd[i], ref->fd[i], bytes));
+            if (asks[a][i] & 2) ck_assert(!memcmp(r->fe[i], ref->fe[i], bytes));
+            float *fd = r->fd[i];
+            r->fd[i] = NULL; /* the layers only: the finals not asked for are not written */
+            results_same(r, i, ref, i, "borrowed finals");
+            r->fd[i] = fd;
+        }
+        results_free(r);
+        attn_workspace_destroy(ws);
+    }
+    results_free(ref);
+    fixture_free(&f);
+}
+END_TEST
+
 /* A stop that says yes at its question number stop_at (from 0). */
 typedef struct stopper {
     size_t stop_at;
@@ -846,6 +896,7 @@ static Suite *stack_suite(void) {
     tcase_add_test(tc, test_hidden_states);
     tcase_add_loop_test(tc, test_rollout, 0, 6 * (int)(sizeof roll_cases / sizeof roll_cases[0]));
     tcase_add_test(tc, test_workspace_bound);
+    tcase_add_loop_test(tc, test_finals_borrowed, 0, 3);
     tcase_add_test(tc, test_stop_between_layers);
     tcase_add_test(tc, test_nonfinite_names_layer);
     tcase_add_test(tc, test_growing_residual);
