@@ -36,7 +36,7 @@ test("the modules loaded one by one draw the page the server serves, with no err
 
   // Every example, every step of its walk-through, the layouts, an edit, the saved files.
   const { page, log, close } = files;
-  for (const id of ["adjective", "mole", "tower", "harry", "previous", "woaini", "gpt2"]) {
+  for (const id of ["adjective", "mole", "tower", "harry", "previous", "woaini", "gpt2", "layers"]) {
     await page.click(`#example-${id}`);
     await settle(page, (x) => document.querySelector(`#example-${x}`).getAttribute("aria-pressed") === "true", id);
     await page.click("#step-list button");
@@ -44,6 +44,13 @@ test("the modules loaded one by one draw the page the server serves, with no err
     for (const b of await page.$$("#step .rowpick button")) await b.click();
     if (await page.isVisible("#gathered-tokens button")) await page.click("#gathered-tokens button >> nth=-1");
   }
+  // The stack the last example opened: a thumbnail of the model view, then the layer lists.
+  await page.click('#modelview button.thumb[data-layer="1"] >> nth=1');
+  await settle(page, () => document.querySelector("#step-layer").value === "1");
+  await page.click("#headview-all");
+  await page.selectOption("#gathered-layer", "0");
+  await page.click("#example-gpt2");
+  await settle(page, () => document.querySelector("#example-gpt2").getAttribute("aria-pressed") === "true");
   await page.selectOption("#layout", "overview");
   await page.check("#transposed");
   await page.check("#compare-masks");

@@ -11,6 +11,7 @@ import { renderStory, storyOnScreen } from "./story.js";
 import { renderGathered } from "./gathered.js";
 import { STEPS, plainScores, renderWalkthrough } from "./walkthrough.js";
 import { saveLink } from "./link.js";
+import { layerView, showLayer } from "./layers.js";
 import { start } from "./main.js";
 
 const ALL_STEPS = ["q", "k", "v", "scores", "patterns", "head_outputs", "delta", "embeddings"];
@@ -78,15 +79,14 @@ export async function compute() {
     $("results").classList.remove("stale");
     $("key-fields").hidden = !api.key;
     const timing = /compute;dur=([0-9.]+)/.exec(res.timing);
-    $("status").textContent = `Computed by the service${timing ? ` in ${Number(timing[1]).toFixed(2)} ms` : ""}: ${res.body.n_tokens} tokens, ${res.body.n_heads} head${res.body.n_heads > 1 ? "s" : ""}, mask ${res.body.mask}.`;
-    state.result = { answer: res.body, raw: null, rawText: raw, mainText: main, rawError: null, weights, rows: sentRows,
+    const L = res.body.n_layers || 1;
+    $("status").textContent = `Computed by the service${timing ? ` in ${Number(timing[1]).toFixed(2)} ms` : ""}: ${res.body.n_tokens} tokens, ${L > 1 ? `${L} layers of ` : ""}${res.body.n_heads} head${res.body.n_heads > 1 ? "s" : ""}, mask ${res.body.mask}.`;
+    // stack, sentRows and allWeights are the answer, E and the weights as they came; answer,
+    // rows and weights the layer on screen's (js/layers.js), the same for one layer.
+    state.result = { stack: res.body, rawStack: null, rawText: raw, mainText: main, rawError: null, allWeights: weights, sentRows,
       model, story, sentTokensOnly, compare: cmp ? cmp.map((c, i) => Object.assign(c, { res: cmpRes[i] })) : null };
-    renderStory();
-    renderPatterns();
-    renderHeadView();
-    renderGathered();
-    renderWalkthrough();
-    for (const v of views) if (v.render) v.render();
+    showLayer(state.result, state.layer);
+    renderResult();
     saveLink();
   } catch (e) {
     if (seq !== state.seq) return;
@@ -96,6 +96,16 @@ export async function compute() {
     $("general-error").textContent = "Could not reach the service: " + e.message;
     $("status").textContent = "";
   }
+}
+
+// Every view drawn again from state.result: after an answer, or another layer chosen.
+export function renderResult() {
+  renderStory();
+  renderPatterns();
+  renderHeadView();
+  renderGathered();
+  renderWalkthrough();
+  for (const v of views) if (v.render) v.render();
 }
 
 // Fetched once per model while the page is open (a refusal is asked again next time), so
@@ -126,6 +136,6 @@ export async function fetchRaw() {
   try { res = await api.call("/v1/attention", r.rawText); }
   catch (e) { res = { ok: false, status: 0, body: { error: { code: "unreachable", message: "could not reach the service: " + e.message } } }; }
   if (state.result !== r) return;
-  if (res.ok) r.raw = res.body; else r.rawError = res;
+  if (res.ok) { r.rawStack = res.body; r.raw = layerView(res.body, r.layer); } else r.rawError = res;
   if (STEPS[state.step].id === "QKT") renderWalkthrough();
 }

@@ -58,8 +58,8 @@ function exportTargets() {
   const out = new Map();
   const maps = [...document.querySelectorAll("#results table.heatmap, #results svg.heatmap")];
   maps.forEach((t, i) => {
-    const m = t.closest("[data-mask]");
-    const key = "pattern:" + headOf(t, i) + (m ? ":" + m.dataset.mask : "");
+    const m = t.closest("[data-mask]"), own = t.closest("[data-export]");
+    const key = own ? own.dataset.export : "pattern:" + headOf(t, i) + (m ? ":" + m.dataset.mask : "");
     if (!out.has(key) || area(t) > area(out.get(key).el)) out.set(key, { el: t, kind: "pattern", head: headOf(t, i), caption: captionOf(t) });
   });
   const svgs = [...document.querySelectorAll("#results svg")].filter((s) => !s.classList.contains("heatmap") &&

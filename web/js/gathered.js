@@ -5,6 +5,7 @@ import { $, el, state } from "./state.js";
 import { fmt } from "./heatmap.js";
 import { bar } from "./story.js";
 import { matrix } from "./walkthrough.js";
+import { layerNames } from "./layers.js";
 
 // For the chosen token q and each key k: Σ_h P_h[q][k] · (V_h[k] · W_o,h), from the service's
 // P, V and W_o; the parts, summed over the keys and with b_o added, are the service's ΔE[q].
@@ -28,6 +29,8 @@ export function renderGathered() {
   $("gathered").hidden = !on;
   if (!on) return;
   const n = a.n_tokens, dm = a.d_model, tokens = a.tokens, dims = dimLabels(model, dm);
+  // In a stack's layer l: E_l (what it reads), ΔE_l and E_{l+1} (js/layers.js).
+  const N = layerNames(state.result);
   const g = state.gather;
   g.q = Math.max(0, Math.min(g.q, n - 1));
   if (g.head !== "all" && !a.heads.includes(+g.head)) g.head = "all";
@@ -45,13 +48,13 @@ export function renderGathered() {
   const barRows = dims.map((name, j) => el("tr", { "data-dim": name },
     el("th", { scope: "row", text: name }),
     E ? el("td", { "data-col": "E", "data-value": String(E[j]), title: String(E[j]), text: fmt(E[j]) }) : null,
-    el("td", { class: "barcell", title: `ΔE ${name}: ${dE[j]}` }, bar(dE[j], scale)),
+    el("td", { class: "barcell", title: `${N.dE} ${name}: ${dE[j]}` }, bar(dE[j], scale)),
     el("td", { "data-col": "dE", "data-value": String(dE[j]), title: String(dE[j]), class: dE[j] < 0 ? "neg" : null, text: fmt(dE[j]) }),
     E2 ? el("td", { "data-col": "E2", "data-value": String(E2[j]), title: String(E2[j]), text: fmt(E2[j]) }) : null));
   const bars = el("div", { class: "scroll" }, el("table", { class: "bars", "data-matrix": "gathered-bars" },
-    el("caption", { text: `ΔE of “${tq}”: what it gathered, per dimension` }),
-    el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "dimension" }), E ? el("th", { scope: "col", text: "E" }) : null,
-      el("th", { scope: "col", colspan: 2, text: "ΔE (− left, + right)" }), E2 ? el("th", { scope: "col", text: "E + ΔE" }) : null)),
+    el("caption", { text: `${N.dE} of “${tq}”: what it gathered${N.of}, per dimension` }),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "dimension" }), E ? el("th", { scope: "col", text: N.E }) : null,
+      el("th", { scope: "col", colspan: 2, text: `${N.dE} (− left, + right)` }), E2 ? el("th", { scope: "col", text: `${N.E} + ${N.dE}` }) : null)),
     el("tbody", {}, ...barRows)));
   if (!weights) {
     $("gathered-body").replaceChildren(el("div", { class: "matrices" }, bars),
@@ -76,12 +79,12 @@ export function renderGathered() {
     labels.push("Σ over keys");
     if (weights.b_o) { M.push(bo); labels.push("+ b_o"); }
     M.push(total, dE, diff);
-    labels.push("= ΔE, summed here", "ΔE, the service's", "difference");
+    labels.push(`= ${N.dE}, summed here`, `${N.dE}, the service's`, "difference");
     const tol = 1e-5 * (1 + Math.max(...dE.map(Math.abs)));
     const ok = maxDiff <= tol;
     check = el("p", { class: "check " + (ok ? "ok" : "bad"), id: "gathered-check", "data-max-diff": String(maxDiff), "data-ok": String(ok),
-      text: ok ? `✓ The parts add up to the service's ΔE for “${tq}”${weights.b_o ? " (b_o included)" : ""}: ${maxDiff === 0 ? "exactly" : `the largest difference is ${maxDiff.toExponential(1)}, float32 rounding`}.`
-        : `✗ The parts do not add up to the service's ΔE for “${tq}”: the largest difference is ${maxDiff.toExponential(2)}.` });
+      text: ok ? `✓ The parts add up to the service's ${N.dE} for “${tq}”${weights.b_o ? " (b_o included)" : ""}: ${maxDiff === 0 ? "exactly" : `the largest difference is ${maxDiff.toExponential(1)}, float32 rounding`}.`
+        : `✗ The parts do not add up to the service's ${N.dE} for “${tq}”: the largest difference is ${maxDiff.toExponential(2)}.` });
   } else {
     M.push(sum);
     labels.push(`Σ over keys: head ${+g.head + 1}'s part of ΔE`);
@@ -90,7 +93,7 @@ export function renderGathered() {
   }
   // Only the dimensions where some number is not 0: the others are 0 in every part and in ΔE.
   const cols = dims.map((_, j) => j).filter((j) => M.some((r) => r[j] !== 0));
-  const table = matrix(`Where “${tq}”'s ΔE came from: P[${tq}][k] · (V[k] · W_o)${all ? ", summed over heads" : `, head ${+g.head + 1}`}`,
+  const table = matrix(`Where “${tq}”'s ${N.dE} came from: P[${tq}][k] · (V[k] · W_o)${all ? ", summed over heads" : `, head ${+g.head + 1}`}`,
     M.map((r) => cols.map((j) => r[j])), labels, cols.map((j) => dims[j]),
     { name: "parts", mutedZero: true, rowClass: (i) => (i === n ? "sum" : null) });
   const left = dims.length - cols.length;

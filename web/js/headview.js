@@ -3,6 +3,7 @@
 import { HEAD_NAMES } from "./tokens.js";
 import { $, el, state } from "./state.js";
 import { fmt, keyTokens, overview } from "./heatmap.js";
+import { isStack } from "./layers.js";
 
 // SVG's namespace as the HTML parser gives it: the page holds no absolute URL at all.
 const SVG = (() => { const d = document.createElement("div"); d.innerHTML = "<svg></svg>"; return d.firstChild.namespaceURI; })();
@@ -19,7 +20,13 @@ const HV = { row: 20, top: 14, left: 92, right: 168, width: 260 };
 // the page holding the head opened in the overview (js/overview.js), and the view says which.
 export const HV_ALL_MAX = 16;
 export const hvPageSize = () => (matchMedia("(max-width: 820px)").matches ? 4 : 12);
+// A head opened from the model view (js/modelview.js) is drawn alone and large: its index into
+// the answer's heads, or null for every head (a page of them).
+export const hvChosen = { hi: null };
+const chosenHead = (a) => (hvChosen.hi !== null && hvChosen.hi < a.heads.length && isStack(state.result.stack) ? hvChosen.hi : null);
 const headViewPage = (a) => {
+  const c = chosenHead(a);
+  if (c !== null) return [c, c + 1];
   if (a.heads.length <= HV_ALL_MAX) return [0, a.heads.length];
   const size = hvPageSize(), first = Math.floor(overview.open / size) * size;
   return [first, Math.min(a.heads.length, first + size)];
@@ -38,8 +45,10 @@ export function renderHeadView() {
   const y = (i) => HV.top + i * HV.row;
   const [from, to] = headViewPage(a);
   const limit = $("headview-limit");
+  const chosen = chosenHead(a);
+  $("headview-all").hidden = chosen === null;
   if (limit) {
-    limit.hidden = to - from === a.heads.length;
+    limit.hidden = to - from === a.heads.length || chosen !== null;
     limit.textContent = limit.hidden ? "" : `Showing heads ${from + 1}–${to} of ${a.heads.length} (${hvPageSize()} at a time): open a head in the overview above to show its ${hvPageSize()}.`;
   }
   const figures = a.heads.slice(from, to).map((head, j) => {
@@ -60,10 +69,11 @@ export function renderHeadView() {
     const svg = svgEl("svg", { viewBox: `0 0 ${HV.width} ${HV.top + Math.max(n, m) * HV.row}`, "data-head": head, role: "group",
       "aria-label": `Head ${head + 1}: lines from each query to each key, as opaque as the weight` },
     ...lines, ...tokens.map((_, i) => label("q", i)), ...keys.map((_, i) => label("k", i)));
-    return el("figure", { "data-head": head, "data-index": hi }, el("figcaption", {}, `Head ${head + 1}`,
+    return el("figure", { "data-head": head, "data-index": hi }, el("figcaption", {},
+      chosen !== null ? `Layer ${state.result.layer}, head ${head + 1}` : `Head ${head + 1}`,
       names[head] ? el("span", { class: "name", text: ` · ${names[head]}` }) : null), svg);
   });
-  box.className = "headview" + (figures.length === 1 ? " single" : "");
+  box.className = "headview" + (chosen !== null ? " chosen" : figures.length === 1 ? " single" : "");
   box.replaceChildren(...figures);
 }
 
@@ -98,6 +108,11 @@ function headViewFocus(side, i) {
 
 export function wireHeadView() {
   const box = $("headview-heads");
+  $("headview-all").addEventListener("click", () => {
+    hvChosen.hi = null;
+    renderHeadView();
+    box.querySelector('text.tok[tabindex="0"]')?.focus();
+  });
   const at = (e) => e.target.closest && e.target.closest("text.tok");
   box.addEventListener("mouseover", (e) => { const t = at(e); if (t) headViewFocus(t.dataset.side, +t.dataset.i); });
   box.addEventListener("mouseleave", () => { if (!box.contains(document.activeElement)) headViewFocus(null); });

@@ -71,9 +71,10 @@ export function cellKinds(a, hi) {
 const cellPx = (cells) => (cells <= 8 ? 44 : cells <= 16 ? 32 : cells <= 32 ? 20 : 14);
 
 // One head's heatmap: queries as rows and keys as columns, or transposed (keys as rows).
-// opts: large (a fixed cell size, scrolling with sticky labels), numbers, caption, mask label.
+// opts: large (a fixed cell size, scrolling with sticky labels), numbers, caption, mask label;
+// title and id for a matrix that is no head's (the rollout: js/rollout.js), instead of "Head h".
 export function heatmapFigure(a, hi, P, kinds, opts) {
-  const head = a.heads[hi];
+  const head = opts.title ? null : a.heads[hi];
   const names = HEAD_NAMES[a.model] || [];
   const qTok = a.tokens, kTok = keyTokens(a);
   const n = qTok.length, m = kTok.length;
@@ -106,17 +107,17 @@ export function heatmapFigure(a, hi, P, kinds, opts) {
   const shape = a.n_context ? `${n} queries by ${m} context tokens` : `${n} by ${n}`;
   const table = el("table", { class: "heatmap" + (vertical ? " vertical" : "") + (opts.large ? " large" : "") + (T ? " transposed" : ""),
     tabindex: 0, "data-head": head, "data-mask": opts.mask || null,
-    "aria-label": `Head ${head + 1}${names[head] ? ` (${names[head]})` : ""}${opts.mask ? `, mask ${opts.mask}` : ""}: attention pattern, ${shape}${T ? ", keys as rows and queries as columns" : ""}. Arrow keys move between cells.`,
-    "aria-describedby": `readout-${head}${opts.mask ? "-" + opts.mask : ""}` },
+    "aria-label": `${opts.title || `Head ${head + 1}${names[head] ? ` (${names[head]})` : ""}${opts.mask ? `, mask ${opts.mask}` : ""}: attention pattern`}, ${shape}${T ? ", keys as rows and queries as columns" : ""}. Arrow keys move between cells.`,
+    "aria-describedby": `readout-${opts.id || head}${opts.mask ? "-" + opts.mask : ""}` },
   thead, el("tbody", {}, ...rows));
   if (px) table.style.setProperty("--cell", px + "px");
-  readout.id = `readout-${head}${opts.mask ? "-" + opts.mask : ""}`;
+  readout.id = `readout-${opts.id || head}${opts.mask ? "-" + opts.mask : ""}`;
   wireHeatmap(table, readout, qTok, kTok, P, kinds);
   // Side by side, the head last focused is the one the overview and both masks open.
   if (!opts.large) table.addEventListener("focus", () => { overview.open = hi; });
   const { g, of } = kvGroups(a);
-  const kv = g < a.n_heads ? el("span", { class: "kv", text: ` · K/V head ${of(head) + 1} (heads ${kvShare(a, of(head)).join("–")})` }) : null;
-  const caption = el("figcaption", {}, `Head ${head + 1}`,
+  const kv = g < a.n_heads && !opts.title ? el("span", { class: "kv", text: ` · K/V head ${of(head) + 1} (heads ${kvShare(a, of(head)).join("–")})` }) : null;
+  const caption = el("figcaption", {}, opts.title || `Head ${head + 1}`,
     names[head] ? el("span", { class: "name", text: ` · ${names[head]}` }) : null,
     opts.mask ? el("span", { class: "name", text: ` · mask ${opts.mask}` }) : null, kv);
   const body = opts.large ? el("div", { class: "hm-scroll" }, table) : table;

@@ -14,6 +14,8 @@ import { storyOnScreen } from "./story.js";
 import { renderGathered } from "./gathered.js";
 import { STEPS, goStep, renderWalkthrough } from "./walkthrough.js";
 import { openLink, saveLink } from "./link.js";
+import "./modelview.js";   // its view (every layer's heads)
+import "./rollout.js";     // its view (the rollout of a stack)
 import "./export.js";   // its view (the saved files, the folded controls)
 
 // The key typed, if any, becomes the one sent; false (and said) when no header could carry it.
@@ -170,13 +172,12 @@ export async function start() {
   try { res = await api.call("/v1/models"); }
   catch (e) { state.starting = false; $("general-error").textContent = "Could not reach the service: " + e.message; return; }
   if (!res.ok) { state.starting = false; showError(res.body.error, res.status); return; }
-  // One-layer models only: a stack's heads answer per layer ("layers": [...]), which no view
-  // draws yet, so a stacked model (demo-layers) is left out of the menu rather than drawn wrong.
-  state.models = res.body.models.filter((m) => (m.n_layers || 1) === 1);
+  // Every model, stacks too: a stack's answer is drawn one layer at a time (js/layers.js).
+  state.models = res.body.models;
   await fetchVocabularies(state.models);
   state.starting = false;
   state.started = true;
-  $("model").replaceChildren(...state.models.map((m) => el("option", { value: m.name, text: `${m.name}: ${m.n_heads} head${m.n_heads > 1 ? "s" : ""} of ${m.d_head}` })));
+  $("model").replaceChildren(...state.models.map((m) => el("option", { value: m.name, text: `${m.name}: ${(m.n_layers || 1) > 1 ? `${m.n_layers} layers of ` : ""}${m.n_heads} head${m.n_heads > 1 ? "s" : ""} of ${m.d_head}` })));
   renderExamples();
   $("mask-story").hidden = !state.models.some((m) => m.name === STORY_MODEL);
   if (!state.models.length) { $("model-error").textContent = "This server has no models loaded."; return; }

@@ -8,6 +8,7 @@ import { compute } from "./compute.js";
 import { cellKinds, heatRGB, heatmapFigure, kvGroups, kvShare, overview, renderPatterns } from "./heatmap.js";
 import { HV_ALL_MAX, hvPageSize, renderHeadView } from "./headview.js";
 import { saveLink } from "./link.js";
+import { layerBody, layerView } from "./layers.js";
 
 // The context of a cross-attention model (its keys and values): tokens typed like the
 // sentence, each row the deterministic pseudo-random vector of its text, d_context wide.
@@ -49,12 +50,16 @@ export function compareFigures(a, hi) {
   const other = a.mask === "causal" ? "none" : "causal";
   // The request of the answer on screen, not of the controls as they are now (an edit refused
   // or under way leaves the last answer drawn): only its mask, outputs and head differ.
-  const body = JSON.stringify(Object.assign(JSON.parse(state.result.mainText), { mask: other, return: ["scores", "patterns"], select_heads: [head] }));
+  // A stack's: the layer on screen alone (js/layers.js).
+  const r0 = state.result;
+  const body = JSON.stringify(layerBody(r0, Object.assign(JSON.parse(r0.mainText), { mask: other, return: ["scores", "patterns"], select_heads: [head] })));
   const mine = heatmapFigure(a, hi, a.patterns[hi], cellKinds(a, hi), { large: true, mask: a.mask });
   const got = otherMask.get(body);
   let theirs;
-  if (got && got.answer) theirs = heatmapFigure(got.answer, 0, got.answer.patterns[0], cellKinds(got.answer, 0), { large: true, mask: other });
-  else {
+  if (got && got.answer) {
+    const b = layerView(got.answer, r0.layer);
+    theirs = heatmapFigure(b, 0, b.patterns[0], cellKinds(b, 0), { large: true, mask: other });
+  } else {
     theirs = el("figure", { class: "head large pending", "data-mask": other }, el("figcaption", {}, `Head ${head + 1} · mask ${other}`),
       el("p", { class: got && got.error ? "error" : "hint", text: got && got.error ? got.error : `Asking the service for head ${head + 1} under mask ${other}…` }));
     if (!got) {
@@ -71,7 +76,8 @@ export function compareFigures(a, hi) {
 }
 
 // One pixel per cell, as the heatmap colours it; masked cells grey, outside the window amber.
-function drawThumb(canvas, a, hi) {
+// Also the model view's (js/modelview.js), for an answer seen as one layer.
+export function drawThumb(canvas, a, hi) {
   const P = a.patterns[hi], kinds = cellKinds(a, hi);
   const T = overview.transposed;
   const n = P.length, m = P[0] ? P[0].length : 0;

@@ -13,6 +13,7 @@ export const state = {
   starting: false,        // and is being asked for
   result: null,           // the last answer, and the request it answers
   step: 0, stepHead: 0, softmaxRow: 0,
+  layer: 0,               // the layer of a stack whose heads are shown (js/layers.js)
   story: null,            // the story chosen (STORIES), shown while its model is on screen
   gather: { q: 0, head: "all" },   // what each word gathered: the token, and the heads
   seq: 0,                 // answers to older requests are dropped

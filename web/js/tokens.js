@@ -37,7 +37,10 @@ export const STORIES = [
     lesson: "Head 5 ignores what the words mean and looks only at their positions: each token attends to the one just before it (the first token to itself). Its values are zero, so it moves nothing; the pattern is the lesson: under the causal mask a head can still look back, and this one always looks exactly one step." },
 ];
 for (const st of STORIES) { st.model = STORY_MODEL; st.what = st.sentence; }
-export const EXAMPLES = [...STORIES, WORKED, GPT2];
+// A stack of layers (docs/API.md, "Layers"): the model view, the layer chosen, the rollout.
+const LAYERS = { id: "layers", sentence: "a fluffy blue creature roamed the verdant forest", model: "demo-layers",
+  title: "A stack of layers", what: "demo-layers: two layers of two heads, each reading the one before" };
+export const EXAMPLES = [...STORIES, WORKED, GPT2, LAYERS];
 export const MAX_TOKENS = 48;    // what the page draws legibly; the service allows more
 export const EDIT_MAX_D = 16;    // wider embeddings are not edited cell by cell
 export const STEP_MAX_D = 16;

@@ -8,6 +8,7 @@ import { fetchRaw, modelWeights } from "./compute.js";
 import { fmt } from "./heatmap.js";
 import { OP_MAX_TERMS, product } from "./operations.js";
 import { saveLink } from "./link.js";
+import { layerBody, layerNames, layerView, takeWeights } from "./layers.js";
 
 // Every step there can be; a step with `when` is shown only for a model that has it (RoPE,
 // soft-capping, ALiBi). state.step indexes this list, so links name a step by its id.
@@ -28,6 +29,15 @@ export const STEPS = [
   { id: "dE", title: "ΔE" },
   { id: "E2", title: "E + ΔE" },
 ];
+// A step's title; in a stack's layer l, its E is E_l and its ΔE is ΔE_l (js/layers.js).
+function stepTitle(s, r) {
+  const N = layerNames(r);
+  if (N.E === "E") return s.title;
+  if (s.id === "E") return `${N.E}: ${r.layer ? `the embeddings after layer ${r.layer - 1}` : "the embeddings"}`;
+  if (s.id === "dE") return N.dE;
+  if (s.id === "E2") return `${N.E} + ${N.dE}`;
+  return s.title;
+}
 const stepOn = (i) => {
   const s = STEPS[i], m = state.result && state.result.model;
   return !!s && (!s.when || !!(m && s.when(m)));
@@ -109,7 +119,7 @@ function drawWalkthrough() {
   $("step-token-label").hidden = !(focus || STEPS[state.step].id === "rope");
   const on2 = STEPS.map((s, i) => i).filter(stepOn);
   $("step-list").replaceChildren(...on2.map((i, k) => el("li", {}, el("button", {
-    type: "button", "data-step": STEPS[i].id, "aria-current": i === state.step ? "step" : null, text: `${k + 1}. ${STEPS[i].title}` }))));
+    type: "button", "data-step": STEPS[i].id, "aria-current": i === state.step ? "step" : null, text: `${k + 1}. ${stepTitle(STEPS[i], r)}` }))));
   $("step-prev").disabled = state.step === on2[0];
   $("step-next").disabled = state.step === on2[on2.length - 1];
   let content;
@@ -265,7 +275,7 @@ function projection(which, Erows, rowIdx, W, out, outName, tokens, dh, short, in
   const w = W["w_" + which], b = W["b_" + which];
   const dims = input === "E" ? dimLabels(state.result.model, Erows[0].length) : indices(Erows[0].length);
   const mk = short ? shortMatrix : matrix;
-  const A = mk(input, rowIdx.map((i) => Erows[i]), rowIdx.map((i) => tokens[i]), dims, { name: `${outName}-E`, shortRows: false });
+  const A = mk(input === "E" ? layerNames(state.result).E : input, rowIdx.map((i) => Erows[i]), rowIdx.map((i) => tokens[i]), dims, { name: `${outName}-E`, shortRows: false });
   const B = mk(`W_${which}`, w, dims, indices(dh), { name: `${outName}-W`, shortRows: true });
   const C = mk(outName, out, rowIdx.map((i) => tokens[i]), indices(dh), { name: outName });
   return product({ A, B, C }, { name: `${input}·W_${which}`, what: which.toUpperCase(),
@@ -291,38 +301,40 @@ function stepContent(id) {
   const sub = `_${head + 1}`;
   const all = tokens.map((_, i) => i);
   const rope = model && model.rope;
+  const N = layerNames(state.result), later = state.result.layer > 0;
   const qIn = rope ? a.q_raw[h] : a.q[h], kIn = rope ? a.k_raw[h] : a.k[h];
   const proj = (which, out, Wx) => (Wx && known ? projection(which, E, all, Wx, out, which.toUpperCase(), tokens, dh, false)
-    : box(Em("E"), matrix(which.toUpperCase(), out, tokens, indices(dh), { name: which.toUpperCase() })));
+    : box(Em(N.E), matrix(which.toUpperCase(), out, tokens, indices(dh), { name: which.toUpperCase() })));
   // Keys and values: from E, or from the context C of a cross-attention model.
   const ks = keySide(state.result, E, tokens), keys = ks.tokens, allKeys = keys.map((_, i) => i);
   const kvProj = (which, out, Wx) => (!ks.cross ? proj(which, out, Wx)
     : Wx && ks.known ? projection(which, ks.rows, allKeys, Wx, out, which.toUpperCase(), keys, dh, false, "C")
       : box(ks.known ? matrix("C", ks.rows, keys, indices(ks.d)) : null, matrix(which.toUpperCase(), out, keys, indices(dh), { name: which.toUpperCase() })));
-  const kvFrom = ks.cross ? "C" : "E";
+  const kvFrom = ks.cross ? "C" : N.E;
   const chain = () => scoreChain(a.q[h], a.k[h], a.scores[h], all, a, model, head);
   switch (id) {
   case "E":
     if (!known) return [p("This model looks its tokens up in a vocabulary this page could not show.")];
-    return [f(`E  (${a.n_tokens} tokens × d_model ${dm})${model && model.dimensions ? ", one named dimension per column" : ""}`),
+    return [f(`${N.E}  (${a.n_tokens} tokens × d_model ${dm})${model && model.dimensions ? ", one named dimension per column" : ""}`),
       p("Each token is a row vector. Attention changes these rows by adding to each one what it gathers from the others."),
-      hasVocab(model) ? p(state.result.sentTokensOnly
+      later ? p(`This layer does not read the sentence's own embeddings: it reads ${N.E}, the embeddings after layer ${state.result.layer - 1}, each row E_${state.result.layer - 1} + ΔE_${state.result.layer - 1} as the service computed it (the E + ΔE of that layer's last step).`)
+        : hasVocab(model) ? p(state.result.sentTokensOnly
         ? "Here each row is the model's own: the embedding of the token (its row in the vocabulary) plus the embedding of its position. The page sent the tokens alone; the service looked them up."
         : "These rows were edited by hand: the page sent them, with the tokens as labels.") : null,
       ks.cross ? p(`This is a cross-attention model: its queries come from E, its keys and values from the context C, ${a.n_context} rows of d_context ${ks.d} (${keys.join(", ")}).`) : null,
-      box(Em("E", { name: "E" }), ks.cross && ks.known ? matrix("C (the context)", ks.rows, keys, indices(ks.d), { name: "C" }) : null)];
+      box(Em(N.E, { name: "E" }), ks.cross && ks.known ? matrix("C (the context)", ks.rows, keys, indices(ks.d), { name: "C" }) : null)];
   case "W":
     if (!W) return [p("The model's weights could not be fetched.")];
     return [f(`W_q${sub}, W_k${sub}, W_v${sub}  (d_model ${dm} × d_k ${dh}${ks.cross ? `; W_k and W_v d_context ${ks.d} × d_k ${dh}` : ""})`),
       p(`d_k is the width of one head's queries and keys, ${dh} here (the API calls it d_head).`),
-      p((a.model ? "The head's three learned matrices, as the model holds them (GET /v1/models/" + a.model + "?weights=true)."
+      p((a.model ? `The head's three learned matrices${N.of}, as the model holds them (GET /v1/models/${a.model}?weights=true).`
         : "The head's three matrices as edited on this page, sent inline with the request.")
         + (weights.kv_heads ? ` This model's heads share K/V heads (${weights.kv_heads.length} for ${a.n_heads} query heads): head ${head + 1} uses K/V head ${Math.floor(head * weights.kv_heads.length / a.n_heads) + 1}.` : "")),
       box(matrix("W_q", W.w_q, dims, indices(dh), { name: "W_q" }),
         matrix("W_k", KV.w_k, ks.cross ? indices(ks.d) : dims, indices(dh), { name: "W_k" }),
         matrix("W_v", KV.w_v, ks.cross ? indices(ks.d) : dims, indices(dh), { name: "W_v" }))];
   case "Q":
-    return [f(`Q = E · W_q${W && W.b_q ? " + b_q" : ""}${rope ? "   (before RoPE: the service's q_raw)" : ""}`),
+    return [f(`Q = ${N.E} · W_q${W && W.b_q ? " + b_q" : ""}${rope ? "   (before RoPE: the service's q_raw)" : ""}`),
       p(`Each token's query: what it is looking for. Row ${tokens[0]} is ${tokens[0]}'s embedding times W_q.${W && known ? " Hover a cell of Q, or focus Q and use the arrow keys: its row of E and column of W_q light up, and the sum is written out." : ""}`),
       proj("q", qIn, W)];
   case "K":
@@ -383,14 +395,15 @@ function stepContent(id) {
     const how = !weights ? "The heads' outputs side by side, times W_o (the model's weights could not be fetched to show it)."
       : weights.w_o ? "The heads' outputs side by side, projected back to the embedding width by W_o."
         : "This model has no W_o: it is the identity, so ΔE is the heads' outputs side by side.";
-    return [f(`ΔE = concat(Z_1${last > 0 ? ` … Z_${last + 1}` : ""}) · W_o${weights && weights.b_o ? " + b_o" : ""}`),
+    return [f(`${N.dE} = concat(Z_1${last > 0 ? ` … Z_${last + 1}` : ""}) · W_o${weights && weights.b_o ? " + b_o" : ""}`),
       p(how),
-      box(matrix("ΔE", a.delta, tokens, dims, { name: "dE" }))];
+      box(matrix(N.dE, a.delta, tokens, dims, { name: "dE" }))];
   }
   case "E2":
-    return [f("E′ = E + ΔE"), p("The updated embeddings: each token, moved by what it gathered from the tokens it attended to."),
-      box(Em("E"), matrix("ΔE", a.delta, tokens, dims),
-        matrix("E + ΔE", a.embeddings, tokens, dims, { name: "E2" }))];
+    return [f(`${N.E2} = ${N.E} + ${N.dE}`), p("The updated embeddings: each token, moved by what it gathered from the tokens it attended to."
+      + (N.E === "E" ? "" : state.result.layer + 1 < (state.result.stack.n_layers || 0) ? ` Layer ${state.result.layer + 1} reads them as its ${N.E2}.` : " This is the last layer: they are the stack's output.")),
+      box(Em(N.E), matrix(N.dE, a.delta, tokens, dims),
+        matrix(`${N.E} + ${N.dE}`, a.embeddings, tokens, dims, { name: "E2" }))];
   }
   return [];
 }
@@ -452,8 +465,9 @@ async function fetchFocus(r, head) {
   r.focus = r.focus || {};
   if (r.focus[head]) return;
   const f = r.focus[head] = { answer: null, raw: null, error: null, delta: false };
-  const m = r.model, a = r.answer;
-  const body = JSON.parse(r.mainText);
+  const m = r.model, a = r.answer, layer = r.layer;
+  // A stack's layer on screen alone (its answer read as that layer: js/layers.js).
+  const body = layerBody(r, JSON.parse(r.mainText));
   body.select_heads = [head];
   f.delta = a.n_tokens * a.d_model <= DELTA_MAX;
   body.return = ["q", "k", "v", "scores", "patterns", "head_outputs", ...(m.rope ? ["q_raw", "k_raw"] : []), ...(f.delta ? ["delta"] : [])];
@@ -464,8 +478,12 @@ async function fetchFocus(r, head) {
   };
   // The weights the answer was computed with: those sent inline, else the model's (small ones).
   const [res, raw, weights] = await Promise.all([call(JSON.stringify(body)), rawBody ? call(JSON.stringify(rawBody)) : null,
-    r.weights || body.weights || (smallWeights(m) ? modelWeights(m.name).catch(() => null) : null)]);
-  if (res.ok && (!raw || raw.ok)) { f.answer = res.body; f.raw = raw ? raw.body : null; r.weights = weights; }
+    r.allWeights || body.weights || (smallWeights(m) ? modelWeights(m.name).catch(() => null) : null)]);
+  if (res.ok && (!raw || raw.ok)) {
+    f.answer = layerView(res.body, layer);
+    f.raw = raw ? layerView(raw.body, layer) : null;
+    takeWeights(r, weights);
+  }
   else f.error = res.ok ? raw : res;
   if (state.result === r) renderWalkthrough();
 }
@@ -493,10 +511,11 @@ function focusContent(id, r, fs, head) {
   const qIn = rope ? fa.q_raw[0] : fa.q[0], kIn = rope ? fa.k_raw[0] : fa.k[0];
   const q = fa.q[0], K = fa.k[0], V = fa.v[0], S = fa.scores[0], P = fa.patterns[0], Z = fa.head_outputs[0];
   const sub = `_${head + 1}`, p = p_, f = f_, box = box_;
+  const N = layerNames(r);
   const vec = (caption, x, name, labels) => shortMatrix(caption, [x], [tok], labels, { name });
   const chain = () => scoreChain([q[t]], K, [S[t]], [t], a, m, head);
   const proj = (which, rowIdx, out, Wx) => (Wx && known ? projection(which, E, rowIdx, Wx, out, which.toUpperCase(), tokens, dh, true)
-    : box(known ? shortMatrix(rowIdx.length === 1 ? `E of ${tok}` : "E", rowIdx.map((i) => E[i]), rowIdx.map((i) => tokens[i]), dims, { name: `${which.toUpperCase()}-E` }) : null,
+    : box(known ? shortMatrix(rowIdx.length === 1 ? `${N.E} of ${tok}` : N.E, rowIdx.map((i) => E[i]), rowIdx.map((i) => tokens[i]), dims, { name: `${which.toUpperCase()}-E` }) : null,
       el("span", { class: "op-sign", text: `· W_${which}${sub} =` }),
       shortMatrix(which.toUpperCase(), out, rowIdx.map((i) => tokens[i]), cols, { name: which.toUpperCase() })));
   const ks = keySide(r, E, tokens), keys = ks.tokens, allKeys = keys.map((_, i) => i);
@@ -505,7 +524,7 @@ function focusContent(id, r, fs, head) {
       : box(ks.known ? shortMatrix("C", ks.rows, keys, indices(ks.d), { name: `${which.toUpperCase()}-C` }) : null,
         el("span", { class: "op-sign", text: `· W_${which}${sub} =` }),
         shortMatrix(which.toUpperCase(), out, keys, cols, { name: which.toUpperCase() })));
-  const kvFrom = ks.cross ? "C" : "E";
+  const kvFrom = ks.cross ? "C" : N.E;
   // ΔE not asked for (too large) and E not known here (a vocabulary this page could not fetch):
   // E′ − E would be E′ itself, so neither is claimed.
   const unknownDelta = p(`ΔE of all tokens would be ${(a.n_tokens * dm).toLocaleString("en")} numbers (the page asks for it up to ${DELTA_MAX.toLocaleString("en")}), and E is not known here (the model's vocabulary was not fetched), so ΔE cannot be shown as E′ − E: only the service's E′ is.`);
@@ -513,16 +532,16 @@ function focusContent(id, r, fs, head) {
   switch (id) {
   case "E":
     if (!known) return [p("This model looks its tokens up in a vocabulary this page could not show.")];
-    return [f(`E  (${a.n_tokens} tokens × d_model ${dm})`),
-      p(`Each token is a row vector of ${dm} numbers; the row of ${tok} is marked.`),
-      box(shortMatrix("E", E, tokens, dims, { name: "E", focusRow: t }))];
+    return [f(`${N.E}  (${a.n_tokens} tokens × d_model ${dm})`),
+      p(`Each token is a row vector of ${dm} numbers; the row of ${tok} is marked.` + (r.layer > 0 ? ` This layer reads ${N.E}, the embeddings after layer ${r.layer - 1}, as the service computed them.` : "")),
+      box(shortMatrix(N.E, E, tokens, dims, { name: "E", focusRow: t }))];
   case "W":
     if (!W) return [f(`W_q${sub}, W_k${sub}, W_v${sub}  (d_model ${dm} × d_k ${dh})`), noW];
     return [f(`W_q${sub}, W_k${sub}, W_v${sub}  (d_model ${dm} × d_k ${dh})`),
       box(shortMatrix("W_q", W.w_q, dims, cols, { name: "W_q", shortRows: true }), shortMatrix("W_k", KV.w_k, dims, cols, { name: "W_k", shortRows: true }),
         shortMatrix("W_v", KV.w_v, dims, cols, { name: "W_v", shortRows: true }))];
   case "Q":
-    return [f(`q = E[${tok}] · W_q${sub}${W && W.b_q ? " + b_q" : ""}${rope ? "   (before RoPE: the service's q_raw)" : ""}`),
+    return [f(`q = ${N.E}[${tok}] · W_q${sub}${W && W.b_q ? " + b_q" : ""}${rope ? "   (before RoPE: the service's q_raw)" : ""}`),
       p(`The query of ${tok}: what it is looking for.`), noW, proj("q", [t], [qIn[t]], W)];
   case "K":
     return [f(`K = ${kvFrom} · W_k${sub}${rope ? "   (before RoPE: the service's k_raw)" : ""}`),
@@ -561,19 +580,19 @@ function focusContent(id, r, fs, head) {
         C: vec(`z of ${tok}`, Z[t], "Z", cols) }, { name: "P·V", what: "z",
         label: (i, j) => `z_${tok}[${j + 1}]`, terms: (i, j) => P[t].map((x, k) => [x, V[k][j]]), total: (i, j) => Z[t][j] })];
   case "dE": {
-    if (!fs.delta && !known) return [f(`ΔE = concat(Z_1 … Z_${a.n_heads}) · W_o`), unknownDelta];
+    if (!fs.delta && !known) return [f(`${N.dE} = concat(Z_1 … Z_${a.n_heads}) · W_o`), unknownDelta];
     const d = fs.delta ? fa.delta[t] : a.embeddings[t].map((x, j) => x - E[t][j]);
-    return [f(`ΔE = concat(Z_1 … Z_${a.n_heads}) · W_o`),
+    return [f(`${N.dE} = concat(Z_1 … Z_${a.n_heads}) · W_o`),
       p(`What ${tok} gathers from all ${a.n_heads} heads together, projected back to the embedding width.` + (fs.delta ? " The service's ΔE."
         : ` ΔE of all tokens would be ${(a.n_tokens * dm).toLocaleString("en")} numbers (the page asks for it up to ${DELTA_MAX.toLocaleString("en")}): here it is E′ − E, from the service's E′.`)),
-      box(vec(`ΔE of ${tok}`, d, "dE", dims))];
+      box(vec(`${N.dE} of ${tok}`, d, "dE", dims))];
   }
   case "E2": {
-    if (!fs.delta && !known) return [f("E′ = E + ΔE"), unknownDelta, box(vec(`E + ΔE of ${tok}`, a.embeddings[t], "E2", dims))];
+    if (!fs.delta && !known) return [f(`${N.E2} = ${N.E} + ${N.dE}`), unknownDelta, box(vec(`E + ΔE of ${tok}`, a.embeddings[t], "E2", dims))];
     const d = fs.delta ? fa.delta[t] : a.embeddings[t].map((x, j) => x - E[t][j]);
-    return [f("E′ = E + ΔE"), p(`${tok}, moved by what it gathered.`),
-      el("div", { class: "op" }, known ? vec(`E of ${tok}`, E[t], "E2-E", dims) : null, el("span", { class: "op-sign", text: "+" }),
-        vec(`ΔE of ${tok}`, d, "E2-dE", dims), el("span", { class: "op-sign", text: "=" }), vec(`E + ΔE of ${tok}`, a.embeddings[t], "E2", dims))];
+    return [f(`${N.E2} = ${N.E} + ${N.dE}`), p(`${tok}, moved by what it gathered.`),
+      el("div", { class: "op" }, known ? vec(`${N.E} of ${tok}`, E[t], "E2-E", dims) : null, el("span", { class: "op-sign", text: "+" }),
+        vec(`${N.dE} of ${tok}`, d, "E2-dE", dims), el("span", { class: "op-sign", text: "=" }), vec(`${N.E} + ${N.dE} of ${tok}`, a.embeddings[t], "E2", dims))];
   }
   }
   return [];

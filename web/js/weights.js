@@ -31,6 +31,8 @@ function weightsRefusal(m) {
   const n = totalWeights(m);
   if (m.d_model > EDIT_MAX_D || m.d_head > EDIT_MAX_D || n > WEIGHTS_MAX_NUMBERS)
     return `${m.name}'s weights are not edited cell by cell: ${m.n_heads} head${m.n_heads > 1 ? "s" : ""} of W_q, W_k, W_v, each ${m.d_model} × ${m.d_head}, and W_o make about ${n.toLocaleString("en")} numbers, too many to type, read or keep in a link (this page edits models up to ${EDIT_MAX_D} wide). The page sends the model's name, and the service uses its own weights.`;
+  if ((m.n_layers || 1) > 1)
+    return `${m.name} is a stack of ${m.n_layers} layers, each with weights of its own: they are not edited here. The page sends the model's name, and the service uses its own weights.`;
   if (m.d_context && m.d_context !== m.d_model) return `${m.name} attends to a context of its own; its weights are not edited here.`;
   if (hasVocab(m) && !vocabs.get(m.name))
     return `Weights sent inline come without ${m.name}'s vocabulary, so E's rows must go with them, and this page could not fetch them: the weights are not edited here.`;
