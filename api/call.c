@@ -163,7 +163,7 @@ double api_call_cost(const api_call *c) {
  * sequences' records (api_call's layer_outs, finals, hidden). */
 static int stack_view(api_call *c, attn_error *err) {
     const attn_stack *st = api_call_stack(c);
-    if (!st) return 0;
+    if (!st || c->count == 0) return 0; /* /v2 rows all padding: nothing to compute */
     const size_t L = st->n_layers, n = c->count;
     const int hidden = c->seqs[0]->n_hidden != 0; /* in all or none (bind) */
     c->layer_outs = calloc(L, sizeof *c->layer_outs);

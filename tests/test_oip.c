@@ -483,6 +483,26 @@ START_TEST(stack_layer_axis) {
     free(pat), free(sc), free(delta), free(roll);
     oc_result_free(&res);
 
+    /* rows all padding: no sequence to compute, every output 0 */
+    {
+        const int32_t none[2 * N] = {0};
+        oc_input pad_ins[2] = {{"embeddings", "FP32", 3, {2, N, DM}, emb, 1},
+                               {"attention_mask", "INT32", 2, {2, N}, none, 1}};
+        oc_body pb;
+        oc_build(&pb, NULL, pad_ins, 2, outs, 4, "{\"layers\":[1]}", 0);
+        char *pa;
+        oc_result pr;
+        ck_assert_msg(run(&stack_m, &pb, &pa, &pr, &err) == 0, "%s", err.message);
+        float *rp = oc_output_values(&pr, "rollout", &count, shape, &rank, &bin);
+        ck_assert(rank == 3 && count == 2 * N * N);
+        for (size_t x = 0; x < count; x++)
+            ck_assert(rp[x] == 0.0f);
+        free(rp);
+        oc_result_free(&pr);
+        free(pa);
+        oc_body_free(&pb);
+    }
+
     /* the answer read from the outputs as it streams: the body's bytes */
     api_call *c;
     attn_workspace *block = attn_workspace_create(), *cws = attn_workspace_create();
