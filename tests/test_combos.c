@@ -1143,7 +1143,10 @@ static void write_model(const problem *p, const char *dir) {
     size_t nm = 3, nk = 0;
     if (stacked) meta[nm++] = (store_metadata){"n_layers", n_layers};
     for (size_t l = 0; l < p->n_layers; l++) {
-        snprintf(prefix[l], sizeof prefix[l], stacked ? "layers.%zu." : "", l);
+        if (stacked)
+            snprintf(prefix[l], sizeof prefix[l], "layers.%zu.", l);
+        else
+            prefix[l][0] = '\0';
         layer_tensors(p, l, prefix[l], &bufs[l], t, &nt);
         const meta_kv *kv = l ? p->meta1 : p->meta;
         size_t n = l ? p->n_meta1 : p->n_meta;

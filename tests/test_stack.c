@@ -587,7 +587,7 @@ END_TEST
  * the first alone; with hidden states. Each against the reference, split
  * against unsplit and the batch against each sequence alone. */
 static const stack_case roll_cases[] = {
-    cases[0],
+    {.L = 1, .h = 4, .g = 4, .dh = 8, .mask = ATTN_MASK_CAUSAL, .n = {40, 29}},
     {.L = 3,
      .h = 4,
      .g = 2,
@@ -596,7 +596,17 @@ static const stack_case roll_cases[] = {
      .mask = ATTN_MASK_CUSTOM,
      .positions = 1,
      .n = {140, 30}},
-    cases[1],
+    /* test_stacks' second case: GQA, RoPE then ALiBi and a soft-cap, its own
+     * scales, no mask, past a tile */
+    {.L = 2,
+     .h = 4,
+     .g = 2,
+     .dh = 8,
+     .lc = {{.rope = LLAMA3}, {.alibi = 1, .softcap = 5.0f, .scale = 0.2f}},
+     .scales = {0.0f, 0.25f},
+     .mask = ATTN_MASK_NONE,
+     .positions = 1,
+     .n = {300, 130}},
 };
 
 START_TEST(test_rollout) {
