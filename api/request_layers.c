@@ -36,13 +36,15 @@ int api_request_decode_layers_field(api_request *req, const json_t *layers, attn
 }
 
 /* Moves a path the weight-set decoder wrote under /weights to layer l's
- * place, /weights/layers/l (one already in a layer stays). */
+ * place, /weights/layers/l (one already in a layer, /weights/layers/<i>,
+ * stays; a layer's own field named "layers…" is moved like any other). */
 void api_error_in_layer(attn_error *err, size_t l) {
-    static const char top[] = "/weights", stack[] = "/weights/layers";
+    static const char top[] = "/weights", stack[] = "/weights/layers/";
     char moved[sizeof err->path];
     if (strncmp(err->path, top, sizeof top - 1) != 0 ||
         (err->path[sizeof top - 1] != '\0' && err->path[sizeof top - 1] != '/') ||
-        !strncmp(err->path, stack, sizeof stack - 1))
+        (!strncmp(err->path, stack, sizeof stack - 1) && err->path[sizeof stack - 1] >= '0' &&
+         err->path[sizeof stack - 1] <= '9'))
         return;
     snprintf(moved, sizeof moved, "/weights/layers/%zu%s", l, err->path + sizeof top - 1);
     memcpy(err->path, moved, sizeof moved);

@@ -37,7 +37,7 @@ static const api_scan_rule *rule_of(const api_scan_table *t, const char *path) {
 }
 
 /* There are this many outputs to name in `return`, each once. */
-#define RETURN_NAMES_MAX 10
+#define RETURN_NAMES_MAX 11
 
 static size_t limit_value(api_scan_limit limit, const api_limits *limits) {
     switch (limit) {

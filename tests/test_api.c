@@ -1023,7 +1023,7 @@ END_TEST
 
 /* The largest request the contract accepts of max_tokens tokens and
  * max_heads heads passes the scan: every head's six matrices as tensor
- * objects, select_heads of every head, return of 10 names (two repeated). */
+ * objects, select_heads of every head, return of 11 names (three repeated). */
 START_TEST(test_largest_accepted) {
     const size_t n = default_limits.max_tokens, h = default_limits.max_heads, dm = h, dh = 1;
     json_t *heads = json_array(), *tokens = json_array(), *sel = json_array();
@@ -1058,10 +1058,10 @@ START_TEST(test_largest_accepted) {
         snprintf(t, sizeof t, "t%zu", i);
         json_array_append_new(tokens, json_string(t));
     }
-    json_t *r = json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings",
+    json_t *r = json_pack("{s:o,s:o,s:o,s:[s,s,s,s,s,s,s,s,s,s,s],s:s,s:{s:o}}", "embeddings",
                           filled(n, dm, 0.5), "tokens", tokens, "select_heads", sel, "return", "q",
                           "k", "v", "head_outputs", "delta", "embeddings", "q", "k", "q_raw",
-                          "k_raw", "mask", "causal", "weights", "heads", heads);
+                          "k_raw", "v", "mask", "causal", "weights", "heads", heads);
     api_call *req = decode_ok_limits(json_deep_copy(r), &default_limits);
     ck_assert_uint_eq(api_call_inputs(req)->n_tokens, n);
     ck_assert_uint_eq(api_call_inputs(req)->weights->n_heads, h);

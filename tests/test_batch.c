@@ -429,6 +429,26 @@ START_TEST(test_stack_refusals) {
 }
 END_TEST
 
+/* A batch's return may name every output once, all eleven of them. */
+START_TEST(test_stack_return_every_output) {
+    json_t *b = with(stacked(), "/return",
+                     "[\"q\",\"k\",\"v\",\"q_raw\",\"k_raw\",\"scores\",\"patterns\","
+                     "\"head_outputs\",\"delta\",\"embeddings\",\"rollout\"]");
+    char *text = dump(b);
+    size_t len;
+    char *answer = batch_answer(text, NULL, &len);
+    json_t *a = json_loadb(answer, len, 0, NULL);
+    ck_assert_ptr_nonnull(a);
+    const json_t *s0 = json_array_get(json_object_get(a, "sequences"), 0);
+    ck_assert_ptr_nonnull(json_object_get(s0, "rollout"));
+    ck_assert_uint_eq(json_array_size(json_object_get(s0, "layers")), 2);
+    json_decref(a);
+    free(answer);
+    free(text);
+    json_decref(b);
+}
+END_TEST
+
 /* Stacks in a batch: random batches' inline weights as three layers (the
  * second at another scale, the third with its heads in reverse), with the
  * layers listed, a rollout, hidden states in every sequence; every
@@ -701,6 +721,7 @@ int main(void) {
     tcase_add_test(decode, test_refusals);
     tcase_add_test(decode, test_not_served_yet);
     tcase_add_test(decode, test_stack_refusals);
+    tcase_add_test(numbers, test_stack_return_every_output);
     tcase_add_test(numbers, test_stack_batches_answer_as_singles);
     tcase_add_test(decode, test_named_model_binds);
     tcase_add_test(decode, test_limits);
