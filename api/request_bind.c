@@ -391,6 +391,7 @@ int api_request_bind(api_request *req, const attn_weights *weights, attn_mask_ki
                               "%s rows have %zu numbers, expected the model's d_model = %zu", what,
                               req->d_model, weights->d_model);
     }
+    if (api_request_check_hidden_width(req, weights->d_model, err) < 0) return -1;
     if (weights->w_o == NULL && weights->n_heads * weights->d_head != weights->d_model)
         return attn_error_set(err, 422, "dimension_mismatch", req->model ? "/model" : "/weights",
                               "the weights have no w_o, which needs n_heads · d_head = d_model");

@@ -207,6 +207,9 @@ int api_layers_decode_weights(api_request *req, api_arrays *arrays, const json_t
 int api_request_decode_hidden(api_request *req, const json_t *hidden, const api_limits *limits,
                               attn_error *err);
 int api_request_check_hidden(const api_request *req, attn_error *err);
+/* At bind, once the embeddings fit the weights: the hidden states' width
+ * against their d_model (422 at hidden_states/0). */
+int api_request_check_hidden_width(const api_request *req, size_t d_model, attn_error *err);
 
 /* Whether the answer takes the stack's form: L > 1, `layers` or
  * `hidden_states` sent. */

@@ -167,13 +167,25 @@ int api_request_decode_hidden(api_request *req, const json_t *hidden, const api_
 
 int api_request_check_hidden(const api_request *req, attn_error *err) {
     if (!req->n_hidden || !req->embeddings) return 0; /* else n × d_model are hidden_states[0]'s */
-    if (req->hidden_rows == req->n_tokens && req->hidden_cols == req->d_model) return 0;
-    /* All share hidden_states[0]'s shape: the first differs. */
+    /* Their width is held to the weights' d_model at bind
+     * (api_request_check_hidden_width): whether the embeddings' or theirs is
+     * wrong, a named model decides. All share hidden_states[0]'s shape. */
+    if (req->hidden_rows == req->n_tokens) return 0;
     char top[API_PATH_MAX], at[API_PATH_MAX];
     api_request_path(req, "hidden_states", top, sizeof top);
     api_path_index(at, sizeof at, top, 0);
     return attn_error_set(err, 422, "dimension_mismatch", at,
-                          "hidden_states[0] is %zu × %zu, the embeddings %zu × %zu; every layer's "
-                          "is n × d_model",
-                          req->hidden_rows, req->hidden_cols, req->n_tokens, req->d_model);
+                          "hidden_states[0] has %zu rows, the embeddings %zu; every layer's is n "
+                          "× d_model",
+                          req->hidden_rows, req->n_tokens);
+}
+
+int api_request_check_hidden_width(const api_request *req, size_t d_model, attn_error *err) {
+    if (!req->n_hidden || req->hidden_cols == d_model) return 0;
+    char top[API_PATH_MAX], at[API_PATH_MAX];
+    api_request_path(req, "hidden_states", top, sizeof top);
+    api_path_index(at, sizeof at, top, 0);
+    return attn_error_set(err, 422, "dimension_mismatch", at,
+                          "hidden_states[0] rows have %zu numbers, expected d_model = %zu",
+                          req->hidden_cols, d_model);
 }

@@ -279,6 +279,25 @@ START_TEST(stacked_model_round_trip) {
     free(shape);
     json_decref(r);
     json_decref(single);
+    /* hidden states beside embeddings of the wrong width: the embeddings'
+     * fault, which only the model's d_model tells; then the hidden states' */
+    {
+        char hb[2048];
+        const char *row15 = "[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0]",
+                   *row16 = "[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]";
+        for (int k = 0; k < 2; k++) {
+            const char *e = k ? row16 : row15, *h = k ? row15 : row16;
+            snprintf(hb, sizeof hb,
+                     "{\"model\":\"demo-layers\",\"embeddings\":[%s,%s],\"hidden_states\":"
+                     "[[%s,%s],[%s,%s]]}",
+                     e, e, h, h, h, h);
+            r = call(s.port, "POST", "/v1/attention", hb, 422);
+            ck_assert_str_eq(
+                json_string_value(json_object_get(json_object_get(r, "error"), "path")),
+                k ? "/hidden_states/0" : "/embeddings");
+            json_decref(r);
+        }
+    }
     /* its /v2 metadata: the per-head outputs with the layer axis */
     r = call(s.port, "GET", "/v2/models/demo-layers", NULL, 200);
     const json_t *pat = json_array_get(json_object_get(r, "outputs"), 0);
