@@ -98,6 +98,7 @@ char *api_oip_model_metadata(const api_oip_model *m, size_t *len) {
     const long long per_head_dh[] = {-1, -1, -1, -1, dh}, square[] = {-1, -1, -1, -1, -1},
                     rows[] = {-1, -1, dm};
     for (int k = 0; k < OIP_OUTPUTS; k++) {
+        if (k == OIP_ROLLOUT && w->w_kv) continue; /* cross-attention has none */
         const long long *shape = k == OIP_PATTERNS || k == OIP_SCORES    ? square
                                  : k == OIP_EMBEDDINGS || k == OIP_DELTA ? rows
                                  : k == OIP_ROLLOUT                      ? square

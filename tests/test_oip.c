@@ -1178,6 +1178,8 @@ START_TEST(metadata) {
     ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(c, "shape"), 2)), DC);
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ins, 4), "name")),
                      "context_mask");
+    /* no rollout for cross-attention: its outputs are the other 8 */
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "outputs")), 8);
     json_decref(j);
     /* a stack's per-head outputs: [B, L', h, n, …]; rollout [B, n, n] */
     text = api_oip_model_metadata(&stack_m, &len);
