@@ -48,6 +48,10 @@ void api_error_in_layer(attn_error *err, size_t l) {
         return;
     snprintf(moved, sizeof moved, "/weights/layers/%zu%s", l, err->path + sizeof top - 1);
     memcpy(err->path, moved, sizeof moved);
+    /* the message names the weight set's fields as weights.…: say which */
+    char message[sizeof err->message];
+    snprintf(message, sizeof message, "layer %zu: %.*s", l, (int)sizeof message - 32, err->message);
+    memcpy(err->message, message, sizeof message);
 }
 
 /* Layer l against layer 0: d_model, h, d_head and n_kv_heads. */

@@ -1496,6 +1496,21 @@ START_TEST(test_rollout_one_layer) {
 }
 END_TEST
 
+/* A layer's fault is named at its path, and its message says which layer
+ * (the weight-set decoder's words name the fields weights.…). */
+START_TEST(test_stack_error_names_layer) {
+    const char *text = "{\"embeddings\":[[1,0],[0,1]],\"weights\":{\"layers\":["
+                       "{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
+                       "\"w_v\":[[1,0],[0,1]]}]},"
+                       "{\"heads\":[{\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0]],"
+                       "\"w_v\":[[1,0],[0,1]]}]}]}}";
+    attn_error err;
+    expect_error_len(text, strlen(text), &big_limits, 422, "dimension_mismatch",
+                     "/weights/layers/1/heads/0/w_k", &err);
+    ck_assert_msg(!strncmp(err.message, "layer 1: ", 9), "%s", err.message);
+}
+END_TEST
+
 /* Scores that overflow in a later layer: the engine's non-finite error
  * names that layer. */
 START_TEST(test_stack_nonfinite_names_layer) {
@@ -1967,6 +1982,7 @@ static Suite *api_suite(void) {
     tcase_add_test(encode, test_one_layer_list_as_before);
     tcase_add_test(encode, test_rollout_one_layer);
     tcase_add_test(encode, test_stack_nonfinite_names_layer);
+    tcase_add_test(encode, test_stack_error_names_layer);
     tcase_add_test(encode, test_response_numbers);
     tcase_add_test(encode, test_select_heads_order);
     tcase_add_test(encode, test_tokens_echo);
