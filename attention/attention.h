@@ -90,8 +90,10 @@ typedef enum attn_rope_style {
 
 typedef enum attn_rope_scaling {
     ATTN_ROPE_SCALING_NONE,
-    ATTN_ROPE_SCALING_LINEAR, /* f_t / factor */
-    ATTN_ROPE_SCALING_LLAMA3  /* Llama 3.1's: by wavelength, see docs/API.md */
+    ATTN_ROPE_SCALING_LINEAR,  /* f_t / factor */
+    ATTN_ROPE_SCALING_LLAMA3,  /* Llama 3.1's: by wavelength, see docs/API.md */
+    ATTN_ROPE_SCALING_YARN,    /* YaRN's ramp between f_t / factor and f_t, cos and sin × a */
+    ATTN_ROPE_SCALING_LONGROPE /* f_t / short or long factor[t] per sequence, cos and sin × a */
 } attn_rope_scaling;
 
 typedef struct attn_rope {
@@ -99,10 +101,17 @@ typedef struct attn_rope {
     double theta; /* f_t = theta^(−2t/dims) */
     attn_rope_style style;
     attn_rope_scaling scaling;
-    double factor;                /* LINEAR, LLAMA3 */
+    double factor;                /* LINEAR, LLAMA3, YARN, LONGROPE (0: 1) */
     double low_freq_factor;       /* LLAMA3 */
     double high_freq_factor;      /* LLAMA3 */
-    double original_max_position; /* LLAMA3: original_max_position_embeddings */
+    double original_max_position; /* LLAMA3, YARN, LONGROPE: original_max_position_embeddings */
+    /* YARN and LONGROPE (rope.c): zero is each field's default */
+    double beta_fast, beta_slow;   /* YARN: the ramp's ends in rotations; 0: 32 and 1 */
+    double mscale, mscale_all_dim; /* YARN: a = mscale(s, m) / mscale(s, m') when both ≠ 0 */
+    int untruncated;               /* YARN: 1 = "truncate": false (the ramp's ends not rounded) */
+    double attention_factor;       /* YARN, LONGROPE: a given, > 0; 0: the default a */
+    const float *short_factor;     /* LONGROPE: dims/2, for a sequence whose positions are < L */
+    const float *long_factor;      /* LONGROPE: dims/2, for one reaching L */
 } attn_rope;
 
 typedef struct attn_weights {
