@@ -423,6 +423,14 @@ double attn_flops_grouped(size_t n_tokens, size_t d_model, size_t n_heads, size_
  * interleaving of the next powers (as BLOOM's build_alibi_tensor). */
 void attn_alibi_slopes(float *slopes, size_t h);
 
+/* The attention factor a that RoPE's cos and sin carry (rope.c): the
+ * rope's attention_factor when given, else for YARN mscale(s, 1) or, when
+ * mscale and mscale_all_dim are both ≠ 0, mscale(s, m) / mscale(s, m'),
+ * mscale(s, x) = 0.1·x·ln s + 1 (1 for s ≤ 1); for LONGROPE
+ * sqrt(1 + ln s / ln L) for s > 1, else 1; 1 for the other scalings. A
+ * caller that accepts a rope checks that it is finite and > 0. */
+double attn_rope_attention_factor(const attn_rope *rope);
+
 /*
  * The floating-point operations attn_compute really does for `in` when
  * every output is asked for: only the key blocks it computes (a causal

@@ -253,14 +253,13 @@ static inline size_t attn_slice_round(size_t bytes) {
 /* RoPE (rope.c). A rope has attn_rope_tables tables of dims/2 frequencies
  * (LONGROPE two: its short factors', then its long ones'); a sequence at
  * positions pos[0 … n) (NULL: 0 … n−1) uses table attn_rope_table_of, and
- * its cos and sin carry attn_rope_attention_factor (1 but for YARN and
- * LONGROPE). attn_rope_frequencies: freq[0 … tables · dims/2) ← f_t after
- * the scaling, table by table. attn_rope_angles: the table of `rows`
+ * its cos and sin carry attn_rope_attention_factor (attention.h).
+ * attn_rope_frequencies: freq[0 … tables · dims/2) ← f_t after the
+ * scaling, table by table. attn_rope_angles: the table of `rows`
  * positions pos[0 …]: angles row r (stride ldangles) ← a·cos(pos[r]·f_t)
  * for t < dims/2, then a·sin(pos[r]·f_t), freq being one table. */
 size_t attn_rope_tables(const attn_rope *rope);
 size_t attn_rope_table_of(const attn_rope *rope, const unsigned *pos, size_t n);
-double attn_rope_attention_factor(const attn_rope *rope);
 void attn_rope_frequencies(double *freq, const attn_rope *rope);
 void attn_rope_angles(float *angles, size_t ldangles, const double *freq, double a, size_t dims,
                       const unsigned *pos, size_t rows);
