@@ -51,14 +51,47 @@ static void write_double(api_buffer *b, double v) {
     api_buffer_append_str(b, text);
 }
 
-static void write_rope(api_buffer *b, const attn_rope *r) {
+/* ,"key":v */
+static void write_key_double(api_buffer *b, const char *key, double v) {
+    api_buffer_append_str(b, ",\"");
+    api_buffer_append_str(b, key);
+    api_buffer_append_str(b, "\":");
+    write_double(b, v);
+}
+
+/* yarn's and longrope's fields after "type", those given (a zero is the
+ * default: attention.h), in the inline form request_rope.c reads. */
+static void write_long_scaling(api_buffer *b, const attn_rope *r, api_nonfinite *bad) {
+    if (r->scaling == ATTN_ROPE_SCALING_LONGROPE) {
+        api_buffer_append_str(b, ",\"short_factor\":");
+        api_write_vector(b, r->short_factor, r->dims / 2, bad);
+        api_buffer_append_str(b, ",\"long_factor\":");
+        api_write_vector(b, r->long_factor, r->dims / 2, bad);
+    }
+    if (r->factor > 0) write_key_double(b, "factor", r->factor);
+    write_key_double(b, "original_max_position_embeddings", r->original_max_position);
+    if (r->beta_fast > 0) write_key_double(b, "beta_fast", r->beta_fast);
+    if (r->beta_slow > 0) write_key_double(b, "beta_slow", r->beta_slow);
+    if (r->mscale != 0) write_key_double(b, "mscale", r->mscale);
+    if (r->mscale_all_dim != 0) write_key_double(b, "mscale_all_dim", r->mscale_all_dim);
+    if (r->attention_factor > 0) write_key_double(b, "attention_factor", r->attention_factor);
+    if (r->untruncated) api_buffer_append_str(b, ",\"truncate\":false");
+}
+
+static void write_rope(api_buffer *b, const attn_rope *r, api_nonfinite *bad) {
     api_buffer_append_str(b, "{\"theta\":");
     write_double(b, r->theta);
     api_buffer_append_str(b, ",\"dims\":");
     api_write_size(b, r->dims);
     api_buffer_append_str(b, r->style == ATTN_ROPE_INTERLEAVED ? ",\"style\":\"interleaved\""
                                                                : ",\"style\":\"half\"");
-    if (r->scaling != ATTN_ROPE_SCALING_NONE) {
+    if (r->scaling == ATTN_ROPE_SCALING_YARN || r->scaling == ATTN_ROPE_SCALING_LONGROPE) {
+        api_buffer_append_str(b, r->scaling == ATTN_ROPE_SCALING_YARN
+                                     ? ",\"scaling\":{\"type\":\"yarn\""
+                                     : ",\"scaling\":{\"type\":\"longrope\"");
+        write_long_scaling(b, r, bad);
+        api_buffer_append(b, "}", 1);
+    } else if (r->scaling != ATTN_ROPE_SCALING_NONE) {
         api_buffer_append_str(b, r->scaling == ATTN_ROPE_SCALING_LINEAR
                                      ? ",\"scaling\":{\"type\":\"linear\",\"factor\":"
                                      : ",\"scaling\":{\"type\":\"llama3\",\"factor\":");
@@ -81,7 +114,7 @@ static void write_variants(api_buffer *b, const attn_weights *w, api_nonfinite *
     char num[API_FLOAT_TEXT_MAX];
     if (w->rope.dims) {
         api_buffer_append_str(b, ",\"rope\":");
-        write_rope(b, &w->rope);
+        write_rope(b, &w->rope, bad);
     }
     if (w->alibi) {
         api_buffer_append_str(b, ",\"alibi\":");
@@ -203,11 +236,11 @@ static size_t weights_json_bound(const attn_weights *w) {
     size_t kv_rows = w->w_kv ? w->d_context : dm, hd = h * dh, gd = g * dh;
     size_t rows = h * dm + 2 * g * kv_rows + hd + 3 * h + 2 * g + 64;
     size_t q, kv, o, floats, bytes;
-    /* w_q, w_k and w_v, w_o, the biases and the slopes */
+    /* w_q, w_k and w_v, w_o, the biases, the slopes and longrope's lists (dims ≤ dh) */
     if (__builtin_mul_overflow(dm, hd, &q) || __builtin_mul_overflow(kv_rows, 2 * gd, &kv) ||
         __builtin_mul_overflow(hd, dm, &o) || __builtin_add_overflow(q, kv, &floats) ||
         __builtin_add_overflow(floats, o, &floats) ||
-        __builtin_add_overflow(floats, hd + 2 * gd + dm + h, &floats) ||
+        __builtin_add_overflow(floats, hd + 2 * gd + dm + h + dh, &floats) || /* + longrope's */
         __builtin_mul_overflow(floats, (size_t)FLOAT_JSON_MAX, &bytes) ||
         __builtin_add_overflow(bytes, rows * 3 + (h + g) * 64 + 1024, &bytes))
         return SIZE_MAX;

@@ -581,6 +581,7 @@ void api_request_free(api_request *req) {
     free(req->w_kv);
     free(req->b_kv);
     free(req->alibi);
+    free(req->rope_factors);
     free(req->heads_owned);
     free(req->token_rows);
     free(req->layers_sent);

@@ -251,8 +251,8 @@ static int word_of(const json_t *v, const char *name, const char *path, const ch
     return attn_error_set(err, 400, "invalid_value", path, "%s must be %s", name, expected);
 }
 
-static int decode_scaling(const json_t *s, attn_rope *rope, attn_error *err) {
-    static const char *const types[] = {"linear", "llama3"};
+static int decode_scaling(api_request *req, const json_t *s, attn_rope *rope, attn_error *err) {
+    static const char *const types[] = {"linear", "llama3", "yarn", "longrope"};
     const char *path = "/weights/rope/scaling";
     int type;
 
@@ -264,10 +264,15 @@ static int decode_scaling(const json_t *s, attn_rope *rope, attn_error *err) {
     const json_t *t = json_object_get(s, "type");
     if (t == NULL)
         return attn_error_set(err, 400, "missing_field", "/weights/rope/scaling/type",
-                              "weights.rope.scaling.type (\"linear\" or \"llama3\") is required");
-    if (word_of(t, "weights.rope.scaling.type", "/weights/rope/scaling/type", types, 2,
-                "\"linear\" or \"llama3\"", &type, err) < 0)
+                              "weights.rope.scaling.type (\"linear\", \"llama3\", \"yarn\" or "
+                              "\"longrope\") is required");
+    if (word_of(t, "weights.rope.scaling.type", "/weights/rope/scaling/type", types, 4,
+                "\"linear\", \"llama3\", \"yarn\" or \"longrope\"", &type, err) < 0)
         return -1;
+    if (type >= 2) { /* request_rope.c */
+        rope->scaling = type == 2 ? ATTN_ROPE_SCALING_YARN : ATTN_ROPE_SCALING_LONGROPE;
+        return api_rope_scaling_decode_long(req, s, rope, err);
+    }
     if (type == 0 ? api_check_fields(s, linear_fields, 2, "weights.rope.scaling", path,
                                      "type, factor (for \"linear\")", err)
                   : api_check_fields(s, llama3_fields, 5, "weights.rope.scaling", path,
@@ -305,7 +310,8 @@ static int decode_scaling(const json_t *s, attn_rope *rope, attn_error *err) {
     return 0;
 }
 
-static int decode_rope(const json_t *r, size_t dh, attn_rope *rope, attn_error *err) {
+static int decode_rope(api_request *req, const json_t *r, size_t dh, attn_rope *rope,
+                       attn_error *err) {
     static const char *const styles[] = {"half", "interleaved"};
     const json_t *v;
     double d;
@@ -344,7 +350,7 @@ static int decode_rope(const json_t *r, size_t dh, attn_rope *rope, attn_error *
             return -1;
         rope->style = style ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
     }
-    if ((v = json_object_get(r, "scaling")) && decode_scaling(v, rope, err) < 0) return -1;
+    if ((v = json_object_get(r, "scaling")) && decode_scaling(req, v, rope, err) < 0) return -1;
     return 0;
 }
 
@@ -354,7 +360,7 @@ static int decode_variants(api_request *req, const json_t *weights, attn_weights
     const json_t *v;
     double d;
 
-    if ((v = json_object_get(weights, "rope")) && decode_rope(v, w->d_head, &w->rope, err) < 0)
+    if ((v = json_object_get(weights, "rope")) && decode_rope(req, v, w->d_head, &w->rope, err) < 0)
         return -1;
     if ((v = json_object_get(weights, "alibi")) && !json_is_false(v)) {
         if (!json_is_true(v) && !json_is_array(v) && !json_is_object(v))

@@ -90,8 +90,10 @@ typedef enum attn_rope_style {
 
 typedef enum attn_rope_scaling {
     ATTN_ROPE_SCALING_NONE,
-    ATTN_ROPE_SCALING_LINEAR, /* f_t / factor */
-    ATTN_ROPE_SCALING_LLAMA3  /* Llama 3.1's: by wavelength, see docs/API.md */
+    ATTN_ROPE_SCALING_LINEAR,  /* f_t / factor */
+    ATTN_ROPE_SCALING_LLAMA3,  /* Llama 3.1's: by wavelength, see docs/API.md */
+    ATTN_ROPE_SCALING_YARN,    /* YaRN's ramp between f_t / factor and f_t, cos and sin × a */
+    ATTN_ROPE_SCALING_LONGROPE /* f_t / short or long factor[t] per sequence, cos and sin × a */
 } attn_rope_scaling;
 
 typedef struct attn_rope {
@@ -99,10 +101,17 @@ typedef struct attn_rope {
     double theta; /* f_t = theta^(−2t/dims) */
     attn_rope_style style;
     attn_rope_scaling scaling;
-    double factor;                /* LINEAR, LLAMA3 */
+    double factor;                /* LINEAR, LLAMA3, YARN, LONGROPE (0: 1) */
     double low_freq_factor;       /* LLAMA3 */
     double high_freq_factor;      /* LLAMA3 */
-    double original_max_position; /* LLAMA3: original_max_position_embeddings */
+    double original_max_position; /* LLAMA3, YARN, LONGROPE: original_max_position_embeddings */
+    /* YARN and LONGROPE (rope.c): zero is each field's default */
+    double beta_fast, beta_slow;   /* YARN: the ramp's ends in rotations; 0: 32 and 1 */
+    double mscale, mscale_all_dim; /* YARN: a = mscale(s, m) / mscale(s, m') when both ≠ 0 */
+    int untruncated;               /* YARN: 1 = "truncate": false (the ramp's ends not rounded) */
+    double attention_factor;       /* YARN, LONGROPE: a given, > 0; 0: the default a */
+    const float *short_factor;     /* LONGROPE: dims/2, for a sequence whose positions are < L */
+    const float *long_factor;      /* LONGROPE: dims/2, for one reaching L */
 } attn_rope;
 
 typedef struct attn_weights {
@@ -413,6 +422,14 @@ double attn_flops_grouped(size_t n_tokens, size_t d_model, size_t n_heads, size_
  * m_i = 2^(−8(i+1)/h) when h is a power of two, else the paper's
  * interleaving of the next powers (as BLOOM's build_alibi_tensor). */
 void attn_alibi_slopes(float *slopes, size_t h);
+
+/* The attention factor a that RoPE's cos and sin carry (rope.c): the
+ * rope's attention_factor when given, else for YARN mscale(s, 1) or, when
+ * mscale and mscale_all_dim are both ≠ 0, mscale(s, m) / mscale(s, m'),
+ * mscale(s, x) = 0.1·x·ln s + 1 (1 for s ≤ 1); for LONGROPE
+ * sqrt(1 + ln s / ln L) for s > 1, else 1; 1 for the other scalings. A
+ * caller that accepts a rope checks that it is finite and > 0. */
+double attn_rope_attention_factor(const attn_rope *rope);
 
 /*
  * The floating-point operations attn_compute really does for `in` when

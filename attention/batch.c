@@ -265,7 +265,7 @@ enum {
     B_Z,       /* S_D's packed rows × hd, with w_o */
     B_ZO,      /* its own rows × hd: the sequences' Z, packed before ΔE */
     B_D,       /* S_D's packed rows × dm: ΔE */
-    B_FREQ,    /* dims/2 doubles: RoPE's f_t */
+    B_FREQ,    /* tables · dims/2 doubles: RoPE's f_t (attn_rope_tables) */
     B_ANGLES,  /* self rows × dims: RoPE's table, each sequence's rows in order */
     B_SCRATCH, /* the largest B × m rows + tile of a sequence, shared by this thread's tasks;
                 * between the runs, 12 rows × max(hd + 2gd, dm) for tail_in_order */
@@ -411,7 +411,8 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
         mul3(&b[B_Z], w->w_o || !outs ? st[S_D].rows : 0, lay->hd, f) ||
         mul3(&b[B_ZO], st[S_D].own, lay->hd, f) ||
         mul3(&b[B_D], st[S_D].rows - lay->d_from, dm, f) ||
-        mul3(&b[B_FREQ], lay->rope ? lay->dims / 2 : 0, 1, sizeof(double)) ||
+        mul3(&b[B_FREQ], lay->rope ? lay->dims / 2 : 0, attn_rope_tables(&w->rope),
+             sizeof(double)) ||
         mul3(&b[B_ANGLES], lay->rope ? lay->n_self : 0, lay->dims, f))
         return -1;
     /* the scratch holds a tail block put in order between the runs */
@@ -725,7 +726,11 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
         } else {
             c->qkv = c->q = own_row(qkv, b->own[S_SELF], ld, &s->at[S_SELF], 0);
             c->kv = c->qkv + hd;
-            if (pl->bytes[WS_ROPE]) c->freq = freq, c->angles = angles + self * dims;
+            /* each sequence its own table (LONGROPE's by its own positions) */
+            if (pl->bytes[WS_ROPE]) {
+                c->freq = freq + dims / 2 * attn_rope_table_of(&w->rope, c->pos, sz->n);
+                c->angles = angles + self * dims;
+            }
             s->angles = self;
             self += sz->n;
         }

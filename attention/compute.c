@@ -97,6 +97,7 @@ static int sizes_make(attn_sizes *sz, size_t n, size_t dm, size_t h, size_t g, s
                        .bk = attn_min(ATTN_BLOCK_K, m),
                        .blocks = attn_div_up(n, ATTN_BLOCK_Q),
                        .rope = 0,
+                       .freqs = 0,
                        .own_positions = 0};
     return 0;
 }
@@ -115,6 +116,7 @@ int attn_sizes_of(attn_sizes *sz, const attn_input *in) {
         return -1;
     sz->dc = in->context && w->w_kv ? w->d_context : w->d_model;
     sz->rope = in->context ? 0 : w->rope.dims; /* none with a context (the caller's rule) */
+    sz->freqs = sz->rope ? attn_rope_tables(&w->rope) * (sz->rope / 2) : 0;
     sz->own_positions = !in->positions && reads_positions(in);
     return 0;
 }
@@ -138,8 +140,8 @@ int attn_slice_bytes(size_t *bytes, int s, const attn_sizes *sz) {
     case WS_RANGE: return size_mul(bytes, sz->blocks, 2 * sizeof(size_t));
     case WS_POS: return size_mul(bytes, sz->own_positions ? sz->n : 0, sizeof(unsigned));
     case WS_ROPE:
-        /* dims/2 doubles, rounded up to the alignment, then n × dims floats */
-        a = attn_slice_round(sz->rope / 2 * sizeof(double));
+        /* freqs doubles, rounded up to the alignment, then n × dims floats */
+        a = attn_slice_round(sz->freqs * sizeof(double));
         if (floats_bytes(&b, sz->n, sz->rope)) return -1;
         return size_add(bytes, a, b);
     }
@@ -238,8 +240,10 @@ void attn_call_init(attn_call *c, const attn_plan *pl, attn_workspace *ws,
     if (slice[WS_ROPE]) {
         c->freq = (double *)(void *)slice[WS_ROPE];
         c->angles = (float *)(void *)((unsigned char *)slice[WS_ROPE] +
-                                      attn_slice_round(sz->rope / 2 * sizeof(double)));
-        attn_rope_frequencies(c->freq, &pl->in->weights->rope);
+                                      attn_slice_round(sz->freqs * sizeof(double)));
+        const attn_rope *rope = &pl->in->weights->rope;
+        attn_rope_frequencies(c->freq, rope);
+        c->freq += sz->rope / 2 * attn_rope_table_of(rope, c->pos, sz->n);
     }
     c->range = (size_t *)(void *)slice[WS_RANGE];
     for (size_t blk = 0; c->range && blk < sz->blocks; blk++)

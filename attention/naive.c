@@ -12,7 +12,9 @@
  * ΔE = Z·Wo + bo (Z when Wo is absent) and E' = E + ΔE.
  *
  * Scratch (floats): Q  n × dh;  K, V  2 · m × dh;  S, P  2 · n × m;
- * Z  n × hd;  ΔE  n × dm;  RoPE's frequencies  dims/2 doubles.
+ * Z  n × hd;  ΔE  n × dm;  RoPE's frequencies  tables · dims/2 doubles
+ * (LONGROPE's two, the sequence's own picked by its positions; cos and sin
+ * times the attention factor, as the engine's table).
  *
  * attn_stack_naive, below, is the same block in double (layer64), its E_l
  * kept in double from layer to layer: the reference of a stack's tests.
@@ -55,16 +57,17 @@ size_t attn_naive_scratch_need(const attn_input *in) {
     if (n >= lim || m >= lim || dm >= lim || h >= lim || dh >= lim || h * dh >= lim)
         return SIZE_MAX;
     /* RoPE's doubles take 2 floats each, and one more aligns them */
-    return n * dh + 2 * m * dh + 2 * n * m + n * h * dh + n * dm + (w->rope.dims / 2) * 2 + 1;
+    return n * dh + 2 * m * dh + 2 * n * m + n * h * dh + n * dm +
+           attn_rope_tables(&w->rope) * (w->rope.dims / 2) * 2 + 1;
 }
 
 /* x: the row of one head's Q or K at position p, rotated in place. */
-static void rotate(float *x, double p, const attn_rope *rope, const double *freq) {
+static void rotate(float *x, double p, const attn_rope *rope, const double *freq, double af) {
     const size_t half = rope->dims / 2;
     for (size_t t = 0; t < half; t++) {
         size_t ia = rope->style == ATTN_ROPE_HALF ? t : 2 * t;
         size_t ib = rope->style == ATTN_ROPE_HALF ? t + half : 2 * t + 1;
-        float c = (float)cos(p * freq[t]), s = (float)sin(p * freq[t]);
+        float c = (float)(af * cos(p * freq[t])), s = (float)(af * sin(p * freq[t]));
         float a = x[ia], b = x[ib];
         x[ia] = a * c - b * s;
         x[ib] = a * s + b * c;
@@ -94,8 +97,12 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
     float *S = V + m * dh, *P = S + n * m, *Z = P + n * m, *D = Z + n * hd;
     float *end = D + n * dm;
     if ((uintptr_t)end % sizeof(double)) end++; /* the spare float of the need */
-    double *freq = (double *)(void *)end;       /* dims/2 doubles: 2 floats each */
-    if (rope) attn_rope_frequencies(freq, &w->rope);
+    double *freq = (double *)(void *)end;       /* tables · dims/2 doubles: 2 floats each */
+    const double af = attn_rope_attention_factor(&w->rope);
+    if (rope) {
+        attn_rope_frequencies(freq, &w->rope);
+        freq += w->rope.dims / 2 * attn_rope_table_of(&w->rope, in->positions, n);
+    }
 
     for (size_t i = 0; i < h; i++) {
         const size_t u = i / (h / g);
@@ -127,8 +134,8 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
             if (out->k_raw) memcpy(out->k_raw + j * m * dh, K, m * dh * sizeof(float));
         }
         for (size_t t = 0; rope && t < n; t++) {
-            rotate(Q + t * dh, position(in, t), &w->rope, freq);
-            rotate(K + t * dh, position(in, t), &w->rope, freq);
+            rotate(Q + t * dh, position(in, t), &w->rope, freq, af);
+            rotate(K + t * dh, position(in, t), &w->rope, freq, af);
         }
         /* S: n × m = scale · Q · Kᵀ, soft-capped, minus ALiBi; −inf where
          * the mask or the window removes the key */
@@ -206,11 +213,14 @@ size_t attn_stack_naive_scratch(const attn_input *in, const attn_stack *stack) {
     const size_t dm = w->d_model, h = w->n_heads, dh = w->d_head;
     if (n >= lim || m >= lim || dm >= lim || h >= lim || dh >= lim || h * dh >= lim)
         return SIZE_MAX;
-    size_t dims = 0;
-    for (size_t l = 0; l < stack->n_layers; l++)
-        if (stack->layers[l]->rope.dims > dims) dims = stack->layers[l]->rope.dims;
+    size_t freqs = 0;
+    for (size_t l = 0; l < stack->n_layers; l++) {
+        const attn_rope *rope = &stack->layers[l]->rope;
+        if (attn_rope_tables(rope) * (rope->dims / 2) > freqs)
+            freqs = attn_rope_tables(rope) * (rope->dims / 2);
+    }
     /* E_l, E_{l+1}, Q, K, V, S, P, Z, ΔE, RoPE's frequencies */
-    return 3 * n * dm + n * dh + 2 * m * dh + 2 * n * m + n * h * dh + dims / 2;
+    return 3 * n * dm + n * dh + 2 * m * dh + 2 * n * m + n * h * dh + freqs;
 }
 
 /* One layer in double: D (n × dm) = ΔE of X (n × dm) through w; per-head
@@ -229,7 +239,11 @@ static void layer64(const attn_naive_layer *lo, double *D, double *scratch, cons
     const int rope = w->rope.dims && !cross;
     double *Q = scratch, *K = Q + n * dh, *V = K + m * dh, *S = V + m * dh, *P = S + n * m;
     double *Z = P + n * m, *freq = Z + n * hd;
-    if (rope) attn_rope_frequencies(freq, &w->rope);
+    const double af = attn_rope_attention_factor(&w->rope);
+    if (rope) {
+        attn_rope_frequencies(freq, &w->rope);
+        freq += w->rope.dims / 2 * attn_rope_table_of(&w->rope, in->positions, n);
+    }
     for (size_t i = 0; i < h; i++) {
         const size_t u = i / (h / g);
         for (size_t t = 0; t < n; t++)
@@ -256,7 +270,7 @@ static void layer64(const attn_naive_layer *lo, double *D, double *scratch, cons
             for (size_t f = 0; f < half; f++) {
                 size_t a = w->rope.style == ATTN_ROPE_HALF ? f : 2 * f;
                 size_t b = w->rope.style == ATTN_ROPE_HALF ? f + half : 2 * f + 1;
-                double ang = position(in, t) * freq[f], cs = cos(ang), sn = sin(ang);
+                double ang = position(in, t) * freq[f], cs = af * cos(ang), sn = af * sin(ang);
                 double qa = Q[t * dh + a], qb = Q[t * dh + b];
                 double ka = K[t * dh + a], kb = K[t * dh + b];
                 Q[t * dh + a] = qa * cs - qb * sn, Q[t * dh + b] = qa * sn + qb * cs;

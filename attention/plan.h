@@ -90,6 +90,7 @@ typedef struct attn_sizes {
     size_t bk;         /* ATTN_BLOCK_K clamped to m */
     size_t blocks;     /* blocks of B query rows per head */
     size_t rope;       /* coordinates RoPE rotates (dims), or 0 */
+    size_t freqs;      /* RoPE's frequencies: attn_rope_tables · dims/2, or 0 */
     int own_positions; /* rules read positions the input does not give: 0 … n−1 made */
 } attn_sizes;
 
@@ -108,8 +109,8 @@ enum {
                * (or SIZE_MAX); then order[t], the head of task t */
     WS_RANGE, /* 2 · blocks size_t: the keys [kbeg, kend) of each block of query rows */
     WS_POS,   /* n unsigned: 0 … n−1, when a rule reads positions the input does not give */
-    WS_ROPE,  /* dims/2 doubles (the frequencies f_t), then n × dims floats: per row,
-               * cos(p·f_t) for t < dims/2, then sin(p·f_t) */
+    WS_ROPE,  /* freqs doubles (f_t, attn_rope_tables of dims/2), then n × dims floats:
+               * per row, a·cos(p·f_t) for t < dims/2, then a·sin(p·f_t) */
     WS_COUNT
 };
 
@@ -185,7 +186,7 @@ typedef struct attn_call {
     float *kv;                 /* K of K/V head 0: m × 2gd, stride ldkv (V at + gd) */
     const unsigned *pos;       /* n positions, or NULL when no rule reads them */
     size_t *range;             /* 2 · blocks: kbeg, kend of each block of query rows */
-    double *freq;              /* dims/2: RoPE's f_t, or NULL */
+    double *freq;              /* dims/2: RoPE's f_t (the call's table), or NULL */
     float *angles;             /* n × dims: RoPE's cos, sin per row, or NULL */
     attn_scratch scratch;      /* the caller's slices */
     size_t *slot;              /* h: head → first position in in->heads, or SIZE_MAX */
@@ -249,11 +250,18 @@ static inline size_t attn_slice_round(size_t bytes) {
     return (bytes + ATTN_WS_ALIGN - 1) / ATTN_WS_ALIGN * ATTN_WS_ALIGN;
 }
 
-/* RoPE (rope.c): freq[0 … dims/2) ← f_t after the rope's scaling; then the
- * table of `rows` positions pos[0 …]: angles row r (stride ldangles) ←
- * cos(pos[r]·f_t) for t < dims/2, then sin(pos[r]·f_t). */
+/* RoPE (rope.c). A rope has attn_rope_tables tables of dims/2 frequencies
+ * (LONGROPE two: its short factors', then its long ones'); a sequence at
+ * positions pos[0 … n) (NULL: 0 … n−1) uses table attn_rope_table_of, and
+ * its cos and sin carry attn_rope_attention_factor (attention.h).
+ * attn_rope_frequencies: freq[0 … tables · dims/2) ← f_t after the
+ * scaling, table by table. attn_rope_angles: the table of `rows`
+ * positions pos[0 …]: angles row r (stride ldangles) ← a·cos(pos[r]·f_t)
+ * for t < dims/2, then a·sin(pos[r]·f_t), freq being one table. */
+size_t attn_rope_tables(const attn_rope *rope);
+size_t attn_rope_table_of(const attn_rope *rope, const unsigned *pos, size_t n);
 void attn_rope_frequencies(double *freq, const attn_rope *rope);
-void attn_rope_angles(float *angles, size_t ldangles, const double *freq, size_t dims,
+void attn_rope_angles(float *angles, size_t ldangles, const double *freq, double a, size_t dims,
                       const unsigned *pos, size_t rows);
 
 /* ---- the plan and the call (compute.c) ------------------------------------ */

@@ -101,7 +101,9 @@ void attn_angles_task(void *arg, size_t t, attn_workspace *ws) {
     const attn_call *c = arg;
     const attn_sizes *sz = &c->pl->sz;
     size_t r0 = t * ANGLE_ROWS, rows = attn_min(ANGLE_ROWS, sz->n - r0);
-    attn_rope_angles(c->angles + r0 * sz->rope, sz->rope, c->freq, sz->rope, c->pos + r0, rows);
+    attn_rope_angles(c->angles + r0 * sz->rope, sz->rope, c->freq,
+                     attn_rope_attention_factor(&c->pl->in->weights->rope), sz->rope, c->pos + r0,
+                     rows);
 }
 
 /* Rotates rows r0 … r0+rows of `heads` heads from column col0 of Q or K

@@ -64,6 +64,8 @@ enum {
     T_W_KV,
     T_B_KV,
     T_ALIBI,
+    T_ROPE_SHORT,
+    T_ROPE_LONG,
     T_TOK,
     T_POS,
     T_COUNT
@@ -77,6 +79,8 @@ static const char *const tensor_names[T_COUNT] = {"w_qkv",
                                                   "w_kv",
                                                   "b_kv",
                                                   "alibi",
+                                                  "rope_short_factor",
+                                                  "rope_long_factor",
                                                   "token_embeddings",
                                                   "position_embeddings"};
 
@@ -92,6 +96,12 @@ static const char *const layer_keys[] = {"rope_theta",
                                          "rope_low_freq_factor",
                                          "rope_high_freq_factor",
                                          "rope_original_max_position",
+                                         "rope_beta_fast",
+                                         "rope_beta_slow",
+                                         "rope_mscale",
+                                         "rope_mscale_all_dim",
+                                         "rope_attention_factor",
+                                         "rope_truncate",
                                          "alibi",
                                          "window",
                                          "softcap",
@@ -268,12 +278,57 @@ static int meta_count(const meta_view *mv, const char *key, size_t max, size_t *
     return 1;
 }
 
-/* The RoPE keys (models/README.md) into *rope, d_head known. */
+/* Metadata `key` as any finite number (|v| ≤ FLT_MAX) into *out; 0 absent,
+ * 1 present, -1 malformed. */
+static int meta_number(const meta_view *mv, const char *key, double *out, const char *path,
+                       attn_error *err) {
+    char full[KEY_MAX];
+    const char *text = meta_get(mv, key, full);
+    if (!text) return 0;
+    char *end;
+    double v = strtod(text, &end);
+    int ok = *text && !strpbrk(text, "xXnNiI") && !*end && fabs(v) <= FLT_MAX;
+    if (!ok)
+        return store_error_set(err, path, "metadata '%s' is '%s', not a finite number", full, text);
+    *out = v;
+    return 1;
+}
+
+/* The scalings' keys: which each type takes (0 no, 1 optional, 2 required). */
+enum {
+    RK_FACTOR,
+    RK_LOW,
+    RK_HIGH,
+    RK_ORIGINAL,
+    RK_BETA_FAST,
+    RK_BETA_SLOW,
+    RK_MSCALE,
+    RK_MSCALE_ALL_DIM,
+    RK_ATTENTION,
+    RK_TRUNCATE,
+    RK_COUNT
+};
+static const char *const scaling_keys[RK_COUNT] = {
+    "rope_factor",           "rope_low_freq_factor",
+    "rope_high_freq_factor", "rope_original_max_position",
+    "rope_beta_fast",        "rope_beta_slow",
+    "rope_mscale",           "rope_mscale_all_dim",
+    "rope_attention_factor", "rope_truncate"};
+static const struct {
+    const char *name;
+    attn_rope_scaling scaling;
+    unsigned char takes[RK_COUNT];
+} scaling_types[] = {
+    {"linear", ATTN_ROPE_SCALING_LINEAR, {2}},
+    {"llama3", ATTN_ROPE_SCALING_LLAMA3, {2, 2, 2, 2}},
+    {"yarn", ATTN_ROPE_SCALING_YARN, {2, 0, 0, 2, 1, 1, 1, 1, 1, 1}},
+    {"longrope", ATTN_ROPE_SCALING_LONGROPE, {1, 0, 0, 2, 0, 0, 0, 0, 1, 0}},
+};
+
+/* The RoPE keys (models/README.md) into *rope, d_head known. longrope's
+ * factor lists are tensors, checked by rope_lists. */
 static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const char *path,
                       attn_error *err) {
-    static const char *const keys[] = {
-        "rope_style",           "rope_scaling",          "rope_factor",
-        "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_position"};
     char full[KEY_MAX];
     double theta = 10000;
     size_t dims = dh;
@@ -282,8 +337,11 @@ static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const cha
     if ((has_dims = meta_count(mv, "rope_dims", (size_t)1 << 30, &dims, path, err)) < 0) return -1;
     *rope = (attn_rope){0};
     if (!has_theta && !has_dims) {
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-            if (meta_get(mv, keys[i], full))
+        const char *others[RK_COUNT + 2] = {"rope_style", "rope_scaling"};
+        for (size_t i = 0; i < RK_COUNT; i++)
+            others[2 + i] = scaling_keys[i];
+        for (size_t i = 0; i < RK_COUNT + 2; i++)
+            if (meta_get(mv, others[i], full))
                 return store_error_set(err, path,
                                        "metadata '%s' without RoPE (RoPE is on when '%srope_theta' "
                                        "or '%srope_dims' is given)",
@@ -308,33 +366,47 @@ static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const cha
                                full, style);
     char scaling_key[KEY_MAX];
     const char *scaling = meta_get(mv, "rope_scaling", scaling_key);
-    int need[4] = {0}; /* factor, low, high, original */
-    if (!scaling) {
-        rope->scaling = ATTN_ROPE_SCALING_NONE;
-    } else if (strcmp(scaling, "linear") == 0) {
-        rope->scaling = ATTN_ROPE_SCALING_LINEAR;
-        need[0] = 1;
-    } else if (strcmp(scaling, "llama3") == 0) {
-        rope->scaling = ATTN_ROPE_SCALING_LLAMA3;
-        need[0] = need[1] = need[2] = need[3] = 1;
-    } else {
-        return store_error_set(err, path, "metadata '%s' is '%s', expected 'linear' or 'llama3'",
+    static const unsigned char none[RK_COUNT] = {0};
+    const unsigned char *takes = none;
+    rope->scaling = ATTN_ROPE_SCALING_NONE;
+    for (size_t i = 0; scaling && i < sizeof scaling_types / sizeof scaling_types[0]; i++)
+        if (strcmp(scaling, scaling_types[i].name) == 0)
+            rope->scaling = scaling_types[i].scaling, takes = scaling_types[i].takes;
+    if (scaling && takes == none)
+        return store_error_set(err, path,
+                               "metadata '%s' is '%s', expected 'linear', 'llama3', 'yarn' or "
+                               "'longrope'",
                                scaling_key, scaling);
-    }
-    double *dst[4] = {&rope->factor, &rope->low_freq_factor, &rope->high_freq_factor,
-                      &rope->original_max_position};
-    for (int i = 0; i < 4; i++) {
-        const char *key = keys[2 + i];
-        int got = meta_positive(mv, key, 0, dst[i], path, err);
-        if (got < 0) return -1;
-        snprintf(full, sizeof full, "%s%s", mv->prefix, key);
-        if (got && !need[i])
+    double *dst[RK_COUNT] = {&rope->factor,           &rope->low_freq_factor,
+                             &rope->high_freq_factor, &rope->original_max_position,
+                             &rope->beta_fast,        &rope->beta_slow,
+                             &rope->mscale,           &rope->mscale_all_dim,
+                             &rope->attention_factor, NULL};
+    for (int i = 0; i < RK_COUNT; i++) {
+        const char *key = scaling_keys[i];
+        const char *text = meta_get(mv, key, full);
+        int got = text != NULL;
+        if (got && !takes[i])
             return store_error_set(err, path,
                                    "metadata '%s' without a 'rope_scaling' that uses it%s", full,
-                                   scaling ? " ('linear' takes 'rope_factor' alone)" : "");
-        if (!got && need[i])
+                                   !scaling ? ""
+                                   : rope->scaling == ATTN_ROPE_SCALING_LINEAR
+                                       ? " ('linear' takes 'rope_factor' alone)"
+                                       : " (models/README.md lists each type's keys)");
+        if (!got && takes[i] == 2)
             return store_error_set(err, path, "metadata '%s' '%s' needs '%s'", scaling_key, scaling,
                                    full);
+        if (!got) continue;
+        if (i == RK_TRUNCATE) {
+            if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0)
+                return store_error_set(
+                    err, path, "metadata '%s' is '%s', expected 'true' or 'false'", full, text);
+            rope->untruncated = strcmp(text, "false") == 0;
+        } else if (i == RK_MSCALE || i == RK_MSCALE_ALL_DIM) {
+            if (meta_number(mv, key, dst[i], path, err) < 0) return -1;
+        } else if (meta_positive(mv, key, 0, dst[i], path, err) < 0) {
+            return -1;
+        }
     }
     if (rope->scaling == ATTN_ROPE_SCALING_LLAMA3 && rope->high_freq_factor < rope->low_freq_factor)
         return store_error_set(err, path,
@@ -342,6 +414,33 @@ static int rope_parse(const meta_view *mv, size_t dh, attn_rope *rope, const cha
                                "'%srope_low_freq_factor' (%g)",
                                mv->prefix, rope->high_freq_factor, mv->prefix,
                                rope->low_freq_factor);
+    double a = attn_rope_attention_factor(rope);
+    if (!(a > 0 && a <= FLT_MAX))
+        return store_error_set(err, path,
+                               "metadata '%s' '%s' gives an attention factor of %g; it must be "
+                               "finite and > 0 (give '%srope_attention_factor')",
+                               scaling_key, scaling, a, mv->prefix);
+    return 0;
+}
+
+/* longrope's lists, tensors rope_short_factor and rope_long_factor of
+ * shape [dims/2]: present with longrope only (their values > 0 are
+ * checked when read, rope_lists_bind). */
+static int rope_lists(const store_tensor *const *t, const attn_rope *rope, const char *pre,
+                      const char *path, attn_error *err) {
+    int lr = rope->scaling == ATTN_ROPE_SCALING_LONGROPE;
+    for (int s = T_ROPE_SHORT; s <= T_ROPE_LONG; s++) {
+        if (!t[s] && lr)
+            return store_error_set(err, path,
+                                   "metadata '%srope_scaling' 'longrope' needs tensor '%s%s'", pre,
+                                   pre, tensor_names[s]);
+        if (t[s] && !lr)
+            return store_error_set(err, path,
+                                   "tensor '%s' without metadata '%srope_scaling' 'longrope'",
+                                   t[s]->name, pre);
+        size_t want[1] = {rope->dims / 2};
+        if (t[s] && shape_check(t[s], 1, want, "[rope dims/2]", path, err) != 0) return -1;
+    }
     return 0;
 }
 
@@ -475,13 +574,14 @@ static int names_sort(layer_plan *plan, size_t n_layers, const store_tensor *wid
         if (slot < 0 && pre)
             return store_error_set(err, path,
                                    "unknown tensor '%s' (a layer holds w_qkv, b_qkv, w_o, b_o; or "
-                                   "w_q, b_q, w_kv, b_kv; and alibi)",
+                                   "w_q, b_q, w_kv, b_kv; and alibi, rope_short_factor, "
+                                   "rope_long_factor)",
                                    x->name);
         if (slot < 0)
             return store_error_set(err, path,
                                    "unknown tensor '%s' (a model holds w_qkv, b_qkv, w_o, b_o; "
-                                   "or w_q, b_q, w_kv, b_kv; and alibi, token_embeddings, "
-                                   "position_embeddings)",
+                                   "or w_q, b_q, w_kv, b_kv; and alibi, rope_short_factor, "
+                                   "rope_long_factor, token_embeddings, position_embeddings)",
                                    x->name);
         if (pre && !n_layers)
             return store_error_set(err, path,
@@ -678,7 +778,8 @@ static int layer_check(layer_plan *lp, size_t n_heads, size_t g, const char *pat
     lp->dm = dm;
     lp->dh = dh;
     lp->dc = dc;
-    return rope_parse(mv, dh, &lp->rope, path, err);
+    if (rope_parse(mv, dh, &lp->rope, path, err) != 0) return -1;
+    return rope_lists(t, &lp->rope, pre, path, err);
 }
 
 /* Layer l against layer 0: a stack's layers share d_model, n_heads,
@@ -731,6 +832,13 @@ static int layer_bind(store_model *m, const layer_plan *lp, size_t n_heads, size
         attn_alibi_slopes(slopes, n_heads);
         p[T_ALIBI] = slopes;
     }
+    for (int s = T_ROPE_SHORT; s <= T_ROPE_LONG; s++)
+        for (size_t i = 0; p[s] && i < lp->t[s]->count; i++)
+            if (!(p[s][i] > 0))
+                return store_error_set(err, path,
+                                       "tensor '%s' [%zu] is %g: longrope divides f_t by it, it "
+                                       "must be > 0",
+                                       lp->t[s]->name, i, (double)p[s][i]);
     int cross = lp->cross;
     *w = (attn_weights){.d_model = lp->dm,
                         .n_heads = n_heads,
@@ -748,6 +856,8 @@ static int layer_bind(store_model *m, const layer_plan *lp, size_t n_heads, size
                         .window = lp->window,
                         .softcap = (float)lp->softcap,
                         .scale = (float)lp->scale};
+    w->rope.short_factor = p[T_ROPE_SHORT];
+    w->rope.long_factor = p[T_ROPE_LONG];
     return 0;
 }
 

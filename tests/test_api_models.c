@@ -95,6 +95,18 @@ static char *answer(api_call *req) {
     return text;
 }
 
+/* Two ropes alike: every field, longrope's lists by value. */
+static int rope_same(const attn_rope *a, const attn_rope *b) {
+    attn_rope x = *a, y = *b;
+    size_t half = a->short_factor ? a->dims / 2 : 0;
+    if ((a->short_factor == NULL) != (b->short_factor == NULL)) return 0;
+    if (half && (memcmp(a->short_factor, b->short_factor, half * sizeof(float)) ||
+                 memcmp(a->long_factor, b->long_factor, half * sizeof(float))))
+        return 0;
+    x.short_factor = x.long_factor = y.short_factor = y.long_factor = NULL;
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
 /* A model's inline form with everything today's attention adds: shown,
  * sent back inline, bound, and answering byte for byte as the model. */
 static void variants_round_trip(const char *body_text, const char *request_rest,
@@ -123,7 +135,7 @@ static void variants_round_trip(const char *body_text, const char *request_rest,
     const attn_weights *w2 = api_call_inputs(back)->weights;
     ck_assert_uint_eq(w2->n_kv_heads ? w2->n_kv_heads : w2->n_heads,
                       w->n_kv_heads ? w->n_kv_heads : w->n_heads);
-    ck_assert(memcmp(&w2->rope, &w->rope, sizeof w->rope) == 0);
+    ck_assert(rope_same(&w2->rope, &w->rope));
     ck_assert(w2->window == w->window && w2->softcap == w->softcap && w2->scale == w->scale);
     ck_assert((w2->alibi == NULL) == (w->alibi == NULL));
     if (w->alibi) ck_assert(floats_equal(w->alibi, w2->alibi, w->n_heads));
@@ -163,6 +175,27 @@ START_TEST(test_variants_round_trip) {
                         "[0,0,1,0,0,0,-1,0]],\"positions\":[7,100,9000],\"return\":[\"q\",\"k\","
                         "\"v\",\"q_raw\",\"k_raw\",\"scores\",\"patterns\",\"embeddings\"]",
                         14);
+    /* yarn (every field) and longrope (its lists), at positions past L */
+    static const char *const long_ropes[] = {
+        "{\"type\":\"yarn\",\"factor\":32,\"original_max_position_embeddings\":64,"
+        "\"beta_fast\":16,\"beta_slow\":2,\"mscale\":0.5,\"mscale_all_dim\":1,"
+        "\"attention_factor\":1.25,\"truncate\":false}",
+        "{\"type\":\"yarn\",\"factor\":4.5,\"original_max_position_embeddings\":4096}",
+        "{\"type\":\"longrope\",\"short_factor\":[1.25],\"long_factor\":[40.5],"
+        "\"original_max_position_embeddings\":64,\"factor\":16}",
+        "{\"type\":\"longrope\",\"short_factor\":[1],\"long_factor\":[3],"
+        "\"original_max_position_embeddings\":10000,\"attention_factor\":0.5}"};
+    for (size_t i = 0; i < sizeof long_ropes / sizeof long_ropes[0]; i++) {
+        char body[8192];
+        const char *at = strstr(gqa, "\"scaling\":"), *end = strstr(gqa, "}},\"alibi\"");
+        snprintf(body, sizeof body, "%.*s\"scaling\":%s%s", (int)(at - gqa), gqa, long_ropes[i],
+                 end + 1);
+        variants_round_trip(body,
+                            "\"embeddings\":[[0.1,-0.2,0.3,0.1,1,0,0,0],[1,2,3,4,5,6,7,8]],"
+                            "\"positions\":[7,500000],\"return\":[\"q\",\"k\",\"scores\","
+                            "\"patterns\",\"embeddings\"]",
+                            14);
+    }
     /* cross-attention: Q of d_model 4, K/V of a context of width 3; d_context shown */
     const char *cross = "{\"embeddings\":[[0.1,-0.2,0.3,0.1]],\"context\":[[1,2,3]],\"weights\":{"
                         "\"heads\":[{\"w_q\":[[1,2],[3,4],[5,6],[7,8]],\"w_k\":[[1,0],[0,1],[1,1]],"
@@ -286,7 +319,7 @@ START_TEST(test_stack_round_trip) {
         ck_assert(floats_equal(a->w_qkv, b->w_qkv, a->d_model * cols));
         ck_assert(floats_equal(a->b_qkv, b->b_qkv, cols));
         ck_assert(floats_equal(a->w_o, b->w_o, a->d_model * a->d_model));
-        ck_assert(memcmp(&a->rope, &b->rope, sizeof a->rope) == 0);
+        ck_assert(rope_same(&a->rope, &b->rope));
         ck_assert(a->window == b->window && a->softcap == b->softcap);
     }
     char *x = answer_any(named), *y = answer_any(back);

@@ -175,7 +175,7 @@ START_TEST(test_weight_variants_refused) {
          400,
          "missing_field",
          "/weights/rope/scaling/type"},
-        {{{"/weights/rope", "{\"scaling\":{\"type\":\"yarn\",\"factor\":2}}"}},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"dynamic\",\"factor\":2}}"}},
          400,
          "invalid_value",
          "/weights/rope/scaling/type"},
@@ -207,6 +207,82 @@ START_TEST(test_weight_variants_refused) {
          422,
          "out_of_range",
          "/weights/rope/scaling/original_max_position_embeddings"},
+        /* yarn and longrope (base(): d_head 2, so dims/2 = 1) */
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"yarn\",\"factor\":0,"
+                            "\"original_max_position_embeddings\":4096}}"}},
+         422,
+         "out_of_range",
+         "/weights/rope/scaling/factor"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"yarn\",\"factor\":4}}"}},
+         400,
+         "missing_field",
+         "/weights/rope/scaling/original_max_position_embeddings"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+                            "\"original_max_position_embeddings\":64,\"beta_fast\":0}}"}},
+         422,
+         "out_of_range",
+         "/weights/rope/scaling/beta_fast"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+                            "\"original_max_position_embeddings\":64,\"truncate\":0}}"}},
+         400,
+         "wrong_type",
+         "/weights/rope/scaling/truncate"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+                            "\"original_max_position_embeddings\":64,\"low_freq_factor\":1}}"}},
+         400,
+         "unknown_field",
+         "/weights/rope/scaling/low_freq_factor"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"yarn\",\"factor\":4,"
+                            "\"original_max_position_embeddings\":64,\"attention_factor\":0}}"}},
+         422,
+         "out_of_range",
+         "/weights/rope/scaling/attention_factor"},
+        /* mscale(e^10, -1) = 0: a would be 1/0 */
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"yarn\",\"factor\":22026.465794806718,"
+                            "\"original_max_position_embeddings\":64,\"mscale\":1,"
+                            "\"mscale_all_dim\":-1}}"}},
+         422,
+         "out_of_range",
+         "/weights/rope/scaling"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"longrope\",\"short_factor\":[1,2],"
+                            "\"long_factor\":[4],\"original_max_position_embeddings\":64}}"}},
+         422,
+         "dimension_mismatch",
+         "/weights/rope/scaling/short_factor"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"longrope\",\"short_factor\":[1],"
+                            "\"long_factor\":[0],\"original_max_position_embeddings\":64}}"}},
+         422,
+         "out_of_range",
+         "/weights/rope/scaling/long_factor/0"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"longrope\",\"short_factor\":[-1],"
+                            "\"long_factor\":[2],\"original_max_position_embeddings\":64}}"}},
+         422,
+         "out_of_range",
+         "/weights/rope/scaling/short_factor/0"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"longrope\",\"short_factor\":[1],"
+                            "\"original_max_position_embeddings\":64}}"}},
+         400,
+         "missing_field",
+         "/weights/rope/scaling/long_factor"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"longrope\",\"short_factor\":[1],"
+                            "\"long_factor\":[2],\"original_max_position_embeddings\":64,"
+                            "\"factor\":-2}}"}},
+         422,
+         "out_of_range",
+         "/weights/rope/scaling/factor"},
+        /* s > 1 with L = 1: ln L = 0 under the default a */
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"longrope\",\"short_factor\":[1],"
+                            "\"long_factor\":[2],\"original_max_position_embeddings\":1,"
+                            "\"factor\":2}}"}},
+         422,
+         "out_of_range",
+         "/weights/rope/scaling"},
+        {{{"/weights/rope", "{\"scaling\":{\"type\":\"longrope\",\"short_factor\":[1],"
+                            "\"long_factor\":[2],\"original_max_position_embeddings\":64,"
+                            "\"beta_fast\":2}}"}},
+         400,
+         "unknown_field",
+         "/weights/rope/scaling/beta_fast"},
         {{{"/weights/alibi", "\"yes\""}}, 400, "wrong_type", "/weights/alibi"},
         {{{"/weights/alibi", "[0.5]"}}, 422, "dimension_mismatch", "/weights/alibi"},
         {{{"/weights/alibi", "[0.5,0.25,0.125]"}}, 422, "dimension_mismatch", "/weights/alibi"},
@@ -514,6 +590,14 @@ START_TEST(test_cross_packing) {
 }
 END_TEST
 
+/* text as JSON (new reference); fails the test when it is not. */
+static json_t *parsed(const char *text) {
+    json_error_t jerr;
+    json_t *v = json_loads(text, 0, &jerr);
+    ck_assert_msg(v != NULL, "bad test JSON %s: %s", text, jerr.text);
+    return v;
+}
+
 START_TEST(test_variants_bound) {
     json_t *r = base();
     tj_put(r, "/weights/rope",
@@ -559,6 +643,48 @@ START_TEST(test_variants_bound) {
     ck_assert(w->alibi[0] == 0.75f && w->alibi[1] == -0.5f);
     ck_assert_uint_eq(w->window, 0);
     ck_assert(w->softcap == 0.0f);
+    api_call_free(req);
+
+    /* yarn: every field; then its defaults (betas 0 = 32 and 1, truncate) */
+    r = base();
+    tj_put(r, "/weights/rope",
+           parsed("{\"theta\": 150000, \"scaling\": {\"type\": \"yarn\", \"factor\": 32, "
+                  "\"original_max_position_embeddings\": 4096, \"beta_fast\": 16, "
+                  "\"beta_slow\": 2, \"mscale\": 0.5, \"mscale_all_dim\": 1, "
+                  "\"attention_factor\": 1.25, \"truncate\": false}}"));
+    req = decode_ok(r);
+    w = api_call_inputs(req)->weights;
+    ck_assert_int_eq(w->rope.scaling, ATTN_ROPE_SCALING_YARN);
+    ck_assert(w->rope.factor == 32 && w->rope.original_max_position == 4096 &&
+              w->rope.beta_fast == 16 && w->rope.beta_slow == 2 && w->rope.mscale == 0.5 &&
+              w->rope.mscale_all_dim == 1 && w->rope.attention_factor == 1.25 &&
+              w->rope.untruncated == 1);
+    api_call_free(req);
+    r = base();
+    tj_put(r, "/weights/rope",
+           parsed("{\"scaling\": {\"type\": \"yarn\", \"factor\": 4, "
+                  "\"original_max_position_embeddings\": 64}}"));
+    req = decode_ok(r);
+    w = api_call_inputs(req)->weights;
+    ck_assert(w->rope.beta_fast == 0 && w->rope.beta_slow == 0 && w->rope.mscale == 0 &&
+              w->rope.attention_factor == 0 && w->rope.untruncated == 0);
+    ck_assert(fabs(attn_rope_attention_factor(&w->rope) - (0.1 * log(4.0) + 1.0)) < 1e-15);
+    api_call_free(req);
+
+    /* longrope: its lists (a tensor object too), factor and attention factor optional */
+    r = base();
+    tj_put(r, "/weights/rope",
+           parsed("{\"scaling\": {\"type\": \"longrope\", \"short_factor\": [1.5], "
+                  "\"long_factor\": {\"dtype\": \"float32\", \"shape\": [1], "
+                  "\"data\": \"AACAQA==\"}, \"original_max_position_embeddings\": 4096, "
+                  "\"factor\": 32}}"));
+    req = decode_ok(r);
+    w = api_call_inputs(req)->weights;
+    ck_assert_int_eq(w->rope.scaling, ATTN_ROPE_SCALING_LONGROPE);
+    ck_assert(w->rope.short_factor[0] == 1.5f && w->rope.long_factor[0] == 4.0f);
+    ck_assert(w->rope.factor == 32 && w->rope.original_max_position == 4096);
+    ck_assert(fabs(attn_rope_attention_factor(&w->rope) - sqrt(1 + log(32.0) / log(4096.0))) <
+              1e-15);
     api_call_free(req);
 
     r = base();

@@ -26,6 +26,7 @@
 #include <cblas.h>
 
 #include "attention/attention.h"
+#include "tests/rope_ref.h"
 
 #define RTOL 1e-5
 
@@ -335,19 +336,24 @@ static int shuffle_stop(void *ctx) {
 
 /* ---- the float64 reference ------------------------------------------------------ */
 
-static double ref_freq(const attn_rope *r, size_t t) {
+/* yarn and longrope (its long factors when lng) from tests/rope_ref.c */
+static double ref_freq(const attn_rope *r, size_t t, int lng) {
+    if (r->scaling == ATTN_ROPE_SCALING_YARN) return rope_ref_yarn_freq(r, t);
+    if (r->scaling == ATTN_ROPE_SCALING_LONGROPE) return rope_ref_longrope_freq(r, t, lng);
     double inv = 1.0 / pow(r->theta, (double)(2 * t) / (double)r->dims);
     if (r->scaling == ATTN_ROPE_SCALING_LINEAR) return inv / r->factor;
     return inv;
 }
 
-/* x: one head's row, rotated by position p (Hugging Face's rotate_half). */
-static void ref_rotate(double *x, double p, const attn_rope *r) {
+/* x: one head's row, rotated by position p (Hugging Face's rotate_half),
+ * cos and sin times HF's attention_scaling. */
+static void ref_rotate(double *x, double p, const attn_rope *r, int lng) {
     const size_t half = r->dims / 2;
+    const double a = rope_ref_attention_factor(r);
     double y[64];
     for (size_t c = 0; c < r->dims; c++) {
         size_t t = r->style == ATTN_ROPE_HALF ? c % half : c / 2;
-        double ang = p * ref_freq(r, t), cs = cos(ang), sn = sin(ang), rot;
+        double ang = p * ref_freq(r, t, lng), cs = a * cos(ang), sn = a * sin(ang), rot;
         if (r->style == ATTN_ROPE_HALF)
             rot = c < half ? -x[c + half] : x[c - half];
         else
@@ -423,10 +429,12 @@ static void ref_check(const batch *b, size_t i) {
         memcpy(QR + hi * n * dh, q, n * dh * sizeof(double));
         memcpy(KR + hi * m * dh, k, m * dh * sizeof(double));
         if (c->rope.dims && !cross) {
+            /* longrope: the sequence's own factors, by its own positions */
+            int lng = rope_ref_long(&c->rope, in->positions, n);
             for (size_t t = 0; t < n; t++)
-                ref_rotate(q + t * dh, in->positions ? in->positions[t] : (double)t, &c->rope);
+                ref_rotate(q + t * dh, in->positions ? in->positions[t] : (double)t, &c->rope, lng);
             for (size_t t = 0; t < m; t++)
-                ref_rotate(k + t * dh, in->positions ? in->positions[t] : (double)t, &c->rope);
+                ref_rotate(k + t * dh, in->positions ? in->positions[t] : (double)t, &c->rope, lng);
         }
         for (size_t x = 0; x < n; x++) {
             double max = -INFINITY, sum = 0.0;
@@ -578,11 +586,34 @@ static model_cfg model_variant(int v) {
     case 5: /* contexts through w_qkv's K and V, beside sequences without */
         c.cross = CROSS_W_QKV, c.mixed = 1;
         break;
+    case 6: /* GPT-OSS's yarn (its ramp, a = 0.1 ln 32 + 1), grouped heads */
+        c.g = 2;
+        c.rope = (attn_rope){.dims = 8,
+                             .theta = 150000.0,
+                             .style = ATTN_ROPE_HALF,
+                             .scaling = ATTN_ROPE_SCALING_YARN,
+                             .factor = 32.0,
+                             .original_max_position = 4096.0,
+                             .untruncated = 1};
+        break;
+    case 7: { /* Phi's partial longrope: sequences of a batch below and past L = 150
+               * (their lengths, 0 … 49 packed, 500000 …), each with its own factors */
+        static const float shortf[2] = {1.0f, 1.5f}, longf[2] = {2.0f, 24.0f};
+        c.rope = (attn_rope){.dims = 4,
+                             .theta = 10000.0,
+                             .style = ATTN_ROPE_HALF,
+                             .scaling = ATTN_ROPE_SCALING_LONGROPE,
+                             .factor = 16.0,
+                             .original_max_position = 150.0,
+                             .short_factor = shortf,
+                             .long_factor = longf};
+        break;
+    }
     default: /* no w_o (hd = dm), no biases */ c.w_o = 0, c.bias = 0, c.dm = 32; break;
     }
     return c;
 }
-#define MODEL_VARIANTS 7
+#define MODEL_VARIANTS 9
 
 static size_t random_length(uint64_t *st) {
     static const size_t edges[] = {1, 2, 3, 127, 128, 129, 255, 256, 257, 300};

@@ -152,6 +152,8 @@ typedef struct problem {
     size_t n_meta;
     float alibi[MAX_H + 1]; /* explicit slopes (a model file's tensor) */
     int alibi_tensor;
+    float rope_lists[2]; /* longrope's short and long factors (dims 2): layer 0's tensors */
+    int rope_tensors;
     size_t window; /* for the keys a query may see */
     /* the stack: layer 1, when there is one, has its own weights (other
      * numbers), no rope nor softcap, and its own scale (layer_scale) */
@@ -274,6 +276,19 @@ static void apply_rope(problem *p, int v) {
         meta_put(p, "rope_low_freq_factor", "1");
         meta_put(p, "rope_high_freq_factor", "4");
         meta_put(p, "rope_original_max_position", "8");
+        break;
+    case 5:
+        meta_put(p, "rope_dims", "2");
+        meta_put(p, "rope_scaling", "yarn");
+        meta_put(p, "rope_factor", "4");
+        meta_put(p, "rope_original_max_position", "4");
+        break;
+    case 6: /* the lists are tensors */
+        meta_put(p, "rope_dims", "2");
+        meta_put(p, "rope_scaling", "longrope");
+        meta_put(p, "rope_original_max_position", "4");
+        p->rope_lists[0] = 1.5f, p->rope_lists[1] = 3.0f;
+        p->rope_tensors = 1;
         break;
     default: break; /* refused or pending: inline only */
     }
@@ -467,8 +482,8 @@ static const feature features[F_COUNT] = {
                  {"interleaved", 0, 0, R_ALL},
                  {"linear", 0, 0, R_ALL},
                  {"llama3", 0, 0, R_ALL},
-                 {"yarn", 400, 1, R_INL},
-                 {"longrope", 400, 1, R_INL},
+                 {"yarn", 0, 0, R_ALL},
+                 {"longrope", 0, 0, R_ALL},
                  {"dynamic", 400, 0, R_INL},
                  {"llama3_inverted", 422, 0, R_INL}}},
     [F_ALIBI] = {"alibi",
@@ -560,7 +575,7 @@ typedef struct conflict {
     int nofile; /* a model file cannot hold both (the loader refuses it) */
 } conflict;
 
-#define ROPE_ON   (BIT(1) | BIT(2) | BIT(3) | BIT(4))
+#define ROPE_ON   (BIT(1) | BIT(2) | BIT(3) | BIT(4) | BIT(5) | BIT(6))
 #define ROPE_FULL (BIT(1) | BIT(4)) /* rotating all of d_head: no dims */
 
 static const conflict conflicts[] = {
@@ -1063,8 +1078,8 @@ typedef struct layer_file {
     float qkv[DM * (3 * MAX_H * MAX_DH)], kv[MAX_DC * 2 * MAX_H * MAX_DH];
     float b_qkv[3 * MAX_H * MAX_DH], b_kv[2 * MAX_H * MAX_DH];
     float w_o[MAX_H * MAX_DH * DM], b_o[DM];
-    size_t s_qkv[2], s_bqkv[1], s_kv[2], s_bkv[1], s_wo[2], s_bo[1], s_alibi[1];
-    char names[8][32];
+    size_t s_qkv[2], s_bqkv[1], s_kv[2], s_bkv[1], s_wo[2], s_bo[1], s_alibi[1], s_rope[1];
+    char names[10][48];
 } layer_file;
 
 /* Appends layer l's tensors to t (nt of them so far), named with prefix
@@ -1102,7 +1117,7 @@ static void layer_tensors(const problem *p, size_t l, const char *prefix, layer_
 
     b->s_qkv[0] = DM, b->s_qkv[1] = qcols, b->s_bqkv[0] = qcols;
     b->s_kv[0] = kvr, b->s_kv[1] = 2 * gd, b->s_bkv[0] = 2 * gd;
-    b->s_wo[0] = hd, b->s_wo[1] = DM, b->s_bo[0] = DM, b->s_alibi[0] = h;
+    b->s_wo[0] = hd, b->s_wo[1] = DM, b->s_bo[0] = DM, b->s_alibi[0] = h, b->s_rope[0] = 1;
     size_t k = 0;
 #define TENSOR(name, rank, shape, data)                                                            \
     do {                                                                                           \
@@ -1121,6 +1136,10 @@ static void layer_tensors(const problem *p, size_t l, const char *prefix, layer_
         TENSOR("b_o", 1, b->s_bo, b->b_o);
     }
     if (p->alibi_tensor) TENSOR("alibi", 1, b->s_alibi, p->alibi);
+    if (p->rope_tensors && l == 0) { /* layer 1 has no rope */
+        TENSOR("rope_short_factor", 1, b->s_rope, &p->rope_lists[0]);
+        TENSOR("rope_long_factor", 1, b->s_rope, &p->rope_lists[1]);
+    }
 #undef TENSOR
 }
 
@@ -1129,7 +1148,7 @@ static void layer_tensors(const problem *p, size_t l, const char *prefix, layer_
  * form) with n_layers and its layers.<l>. names. */
 static void write_model(const problem *p, const char *dir) {
     static layer_file bufs[MAX_LAYERS];
-    store_write_tensor t[8 * MAX_LAYERS];
+    store_write_tensor t[10 * MAX_LAYERS];
     size_t nt = 0;
     int stacked = p->n_layers > 1 || p->stack_names;
     char prefix[MAX_LAYERS][16], keys[2 * 16][64], heads[16], n_layers[16], path[512];

@@ -501,7 +501,8 @@ START_TEST(test_model_unknown_tensor) {
              values(), 208);
     expect_model_fault(
         p, "unknown tensor 'w_qvk' (a model holds w_qkv, b_qkv, w_o, b_o; or w_q, b_q, w_kv, "
-           "b_kv; and alibi, token_embeddings, position_embeddings)");
+           "b_kv; and alibi, rope_short_factor, rope_long_factor, token_embeddings, "
+           "position_embeddings)");
     write_st(p,
              "{\"__metadata__\":{\"n_heads\":\"1\"},"
              "\"b_o\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
@@ -624,6 +625,67 @@ START_TEST(test_model_variants) {
     ck_assert(w->scale == 0.25f);
     ck_assert_int_eq(m->mask, ATTN_MASK_CAUSAL);
     store_model_destroy(m);
+
+    /* yarn, every key; longrope with its lists (one value each: dims 2) */
+    const char *yarn[] = {"n_heads",
+                          "4",
+                          "n_kv_heads",
+                          "2",
+                          "rope_theta",
+                          "150000",
+                          "rope_scaling",
+                          "yarn",
+                          "rope_factor",
+                          "32",
+                          "rope_original_max_position",
+                          "4096",
+                          "rope_beta_fast",
+                          "16",
+                          "rope_beta_slow",
+                          "2",
+                          "rope_mscale",
+                          "-0.5",
+                          "rope_mscale_all_dim",
+                          "1",
+                          "rope_truncate",
+                          "false",
+                          "rope_attention_factor",
+                          "1.25",
+                          NULL};
+    write_model(p, yarn, gqa_tensors, 4);
+    m = load_ok(p);
+    w = &m->weights;
+    ck_assert_int_eq(w->rope.scaling, ATTN_ROPE_SCALING_YARN);
+    ck_assert(w->rope.factor == 32 && w->rope.original_max_position == 4096 &&
+              w->rope.beta_fast == 16 && w->rope.beta_slow == 2 && w->rope.mscale == -0.5 &&
+              w->rope.mscale_all_dim == 1 && w->rope.untruncated == 1 &&
+              w->rope.attention_factor == 1.25);
+    store_model_destroy(m);
+    {
+        store_metadata md[] = {{"n_heads", "4"},
+                               {"n_kv_heads", "2"},
+                               {"rope_theta", "10000"},
+                               {"rope_scaling", "longrope"},
+                               {"rope_original_max_position", "4096"},
+                               {"rope_factor", "32"}};
+        float qkv[8 * 16] = {0}, shortf[1] = {1.5f}, longf[1] = {0.0f};
+        size_t s_qkv[2] = {8, 16}, s_one[1] = {1};
+        store_write_tensor ts[] = {
+            {"w_qkv", STORE_DTYPE_F32, 2, s_qkv, qkv, NULL, NULL},
+            {"rope_short_factor", STORE_DTYPE_F32, 1, s_one, shortf, NULL, NULL},
+            {"rope_long_factor", STORE_DTYPE_F32, 1, s_one, longf, NULL, NULL}};
+        attn_error werr;
+        ck_assert_msg(store_file_write(p, md, 6, ts, 3, NULL, &werr) == 0, "%s", werr.message);
+        expect_model_fault(p, "tensor 'rope_long_factor' [0] is 0: longrope divides f_t by it");
+        longf[0] = 24.0f;
+        ck_assert_msg(store_file_write(p, md, 6, ts, 3, NULL, &werr) == 0, "%s", werr.message);
+        m = load_ok(p);
+        w = &m->weights;
+        ck_assert_int_eq(w->rope.scaling, ATTN_ROPE_SCALING_LONGROPE);
+        ck_assert(w->rope.factor == 32 && w->rope.original_max_position == 4096);
+        ck_assert(w->rope.short_factor[0] == 1.5f && w->rope.long_factor[0] == 24.0f);
+        store_model_destroy(m);
+    }
 
     /* llama3 with high = low (Llama 4 Scout's 1 and 1): no band in between */
     const char *scout[] = {"n_heads",
@@ -770,8 +832,37 @@ START_TEST(test_model_variant_faults) {
                       "metadata 'rope_style' without RoPE (RoPE is on when 'rope_theta'");
     expect_meta_fault(GQA("rope_scaling", "linear", "rope_factor", "2"), g, 4,
                       "metadata 'rope_scaling' without RoPE");
-    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "yarn"), g, 4,
-                      "metadata 'rope_scaling' is 'yarn', expected 'linear' or 'llama3'");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "dynamic"), g, 4,
+                      "metadata 'rope_scaling' is 'dynamic', expected 'linear', 'llama3', 'yarn' "
+                      "or 'longrope'");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "yarn", "rope_factor", "4"), g, 4,
+                      "'yarn' needs 'rope_original_max_position'");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "yarn", "rope_factor", "4",
+                          "rope_original_max_position", "64", "rope_truncate", "no"),
+                      g, 4, "metadata 'rope_truncate' is 'no', expected 'true' or 'false'");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "yarn", "rope_factor", "4",
+                          "rope_original_max_position", "64", "rope_beta_fast", "0"),
+                      g, 4, "metadata 'rope_beta_fast' is '0', not a finite number > 0");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "yarn", "rope_factor", "4",
+                          "rope_original_max_position", "64", "rope_mscale", "nan"),
+                      g, 4, "metadata 'rope_mscale' is 'nan', not a finite number");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "linear", "rope_factor", "2",
+                          "rope_beta_slow", "1"),
+                      g, 4, "metadata 'rope_beta_slow' without a 'rope_scaling' that uses it");
+    expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "yarn", "rope_factor",
+                          "22026.465794806718", "rope_original_max_position", "64", "rope_mscale",
+                          "1", "rope_mscale_all_dim", "-1"),
+                      g, 4, "gives an attention factor of inf");
+    expect_meta_fault(
+        GQA("rope_theta", "10", "rope_scaling", "longrope", "rope_original_max_position", "64"), g,
+        4, "metadata 'rope_scaling' 'longrope' needs tensor 'rope_short_factor'");
+    const tspec lists[] = {
+        {"w_qkv", 2, {8, 16}}, {"rope_short_factor", 1, {1}}, {"rope_long_factor", 1, {2}}};
+    expect_meta_fault(
+        GQA("rope_theta", "10", "rope_scaling", "longrope", "rope_original_max_position", "64"),
+        lists, 3, "tensor 'rope_long_factor' has shape [2], expected [rope dims/2]");
+    expect_meta_fault(GQA("rope_theta", "10"), lists, 2,
+                      "tensor 'rope_short_factor' without metadata 'rope_scaling' 'longrope'");
     expect_meta_fault(GQA("rope_theta", "10", "rope_scaling", "linear"), g, 4,
                       "metadata 'rope_scaling' 'linear' needs 'rope_factor'");
     expect_meta_fault(GQA("rope_theta", "10", "rope_factor", "2"), g, 4,

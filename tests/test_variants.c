@@ -24,6 +24,7 @@
 
 #include "attention/attention.h"
 #include "attention/naive.h"
+#include "tests/rope_ref.h"
 
 #define RTOL 1e-5
 
@@ -223,8 +224,11 @@ static void outputs_free(outputs *o) {
 
 /* ---- the float64 reference ------------------------------------------------- */
 
-/* RoPE's f_t, from the contract's formulas (Hugging Face's names). */
-static double ref_freq(const attn_rope *r, size_t t) {
+/* RoPE's f_t, from the contract's formulas (Hugging Face's names); yarn
+ * and longrope (its long factors when `lng`) from tests/rope_ref.c. */
+static double ref_freq(const attn_rope *r, size_t t, int lng) {
+    if (r->scaling == ATTN_ROPE_SCALING_YARN) return rope_ref_yarn_freq(r, t);
+    if (r->scaling == ATTN_ROPE_SCALING_LONGROPE) return rope_ref_longrope_freq(r, t, lng);
     double inv = 1.0 / pow(r->theta, (double)(2 * t) / (double)r->dims);
     if (r->scaling == ATTN_ROPE_SCALING_LINEAR) return inv / r->factor;
     if (r->scaling != ATTN_ROPE_SCALING_LLAMA3) return inv;
@@ -242,13 +246,15 @@ static double ref_freq(const attn_rope *r, size_t t) {
 }
 
 /* x: one head's row, rotated by position p (Hugging Face's rotate_half
- * for "half": x·cos + rotate_half(x)·sin, rotate_half = [−x2, x1]). */
-static void ref_rotate(double *x, double p, const attn_rope *r) {
+ * for "half": x·cos + rotate_half(x)·sin, rotate_half = [−x2, x1]), cos
+ * and sin times HF's attention_scaling; longrope's long factors when lng. */
+static void ref_rotate(double *x, double p, const attn_rope *r, int lng) {
     const size_t half = r->dims / 2;
+    const double a = rope_ref_attention_factor(r);
     double *y = xcalloc(r->dims, sizeof(double));
     for (size_t c = 0; c < r->dims; c++) {
         size_t t = r->style == ATTN_ROPE_HALF ? c % half : c / 2;
-        double ang = p * ref_freq(r, t), cs = cos(ang), sn = sin(ang);
+        double ang = p * ref_freq(r, t, lng), cs = a * cos(ang), sn = a * sin(ang);
         double rot; /* rotate_half(x)[c], or the interleaved pair's */
         if (r->style == ATTN_ROPE_HALF)
             rot = c < half ? -x[c + half] : x[c - half];
@@ -308,10 +314,11 @@ static void ref_compute(double *ref[O_COUNT], const problem *p) {
         memcpy(ref[O_QR] + i * n * dh, Q, n * dh * sizeof(double));
         memcpy(ref[O_KR] + i * m * dh, K, m * dh * sizeof(double));
         if (c->rope.dims && !cross) {
+            int lng = rope_ref_long(&c->rope, p->pos, n);
             for (size_t t = 0; t < n; t++)
-                ref_rotate(Q + t * dh, ref_pos(p, t), &c->rope);
+                ref_rotate(Q + t * dh, ref_pos(p, t), &c->rope, lng);
             for (size_t t = 0; t < m; t++)
-                ref_rotate(K + t * dh, ref_pos(p, t), &c->rope);
+                ref_rotate(K + t * dh, ref_pos(p, t), &c->rope, lng);
         }
         memcpy(ref[O_Q] + i * n * dh, Q, n * dh * sizeof(double));
         memcpy(ref[O_K] + i * m * dh, K, m * dh * sizeof(double));
@@ -550,6 +557,95 @@ START_TEST(test_rope_huge_positions) {
     c.positions = POS_HUGE;
     check_cfg(&c);
     c.positions = POS_SHUFFLED; /* any order */
+    check_cfg(&c);
+}
+END_TEST
+
+/* ---- long-context RoPE: yarn and longrope ------------------------------------ */
+
+/* GPT-OSS's yarn (θ 150000, factor 32, original 4096, beta 32 and 1,
+ * truncate false) on 64 dims, at positions 500000 … and near 2^31: the
+ * ramp's ends 8.1 and 17.4 fall between pairs; a = 0.1 · ln 32 + 1. */
+START_TEST(test_rope_yarn_gpt_oss) {
+    ck_assert(fabs(rope_ref_attention_factor(
+                       &(attn_rope){.scaling = ATTN_ROPE_SCALING_YARN, .factor = 32.0}) -
+                   (0.1 * log(32.0) + 1.0)) < 1e-15);
+    cfg c = base(150);
+    c.dh = 64, c.dm = 64, c.h = 2, c.g = 1;
+    c.rope = (attn_rope){.dims = 64,
+                         .theta = 150000.0,
+                         .style = ATTN_ROPE_HALF,
+                         .scaling = ATTN_ROPE_SCALING_YARN,
+                         .factor = 32.0,
+                         .original_max_position = 4096.0,
+                         .beta_fast = 32.0,
+                         .beta_slow = 1.0,
+                         .untruncated = 1};
+    c.positions = POS_OFFSET;
+    check_cfg(&c);
+    c.positions = POS_HUGE;
+    check_cfg(&c);
+    c.rope.untruncated = 0; /* the ends rounded outward: 8 and 18 */
+    c.positions = POS_SHUFFLED;
+    check_cfg(&c);
+}
+END_TEST
+
+/* Qwen's yarn (θ 10^6, factor 4, original 32768, the betas by default),
+ * partial and interleaved too; DeepSeek's mscale / mscale_all_dim ratio
+ * and an attention factor given. */
+START_TEST(test_rope_yarn_qwen) {
+    cfg c = base(200);
+    c.dh = 16, c.dm = 32, c.h = 4, c.g = 2;
+    c.rope = (attn_rope){.dims = 16,
+                         .theta = 1000000.0,
+                         .style = ATTN_ROPE_HALF,
+                         .scaling = ATTN_ROPE_SCALING_YARN,
+                         .factor = 4.0,
+                         .original_max_position = 32768.0};
+    c.positions = POS_OFFSET;
+    check_cfg(&c);
+    c.rope.dims = 10, c.rope.style = ATTN_ROPE_INTERLEAVED; /* partial rotary */
+    c.rope.mscale = 1.0, c.rope.mscale_all_dim = 0.5;       /* a = (0.1 ln 4 + 1)/(0.05 ln 4 + 1) */
+    check_cfg(&c);
+    c.rope.attention_factor = 0.75, c.positions = POS_DEFAULT;
+    check_cfg(&c);
+    c.rope.attention_factor = 0, c.rope.factor = 0.5; /* s ≤ 1: a = 1, f_t / s above the ramp */
+    check_cfg(&c);
+}
+END_TEST
+
+/* Phi-4-mini-like longrope: partial rotary (12 of 16), θ 10000, factor 32,
+ * original L: the short factors for a sequence whose positions stay below
+ * L, the long ones from max(p) + 1 > L on — at the boundary and at
+ * positions 500000 …; a = sqrt(1 + ln 32 / ln L). */
+START_TEST(test_rope_longrope_phi4) {
+    float shortf[6], longf[6];
+    for (size_t t = 0; t < 6; t++) {
+        shortf[t] = 1.0f + 0.25f * (float)t;
+        longf[t] = 1.0f + 7.5f * (float)(t * t);
+    }
+    cfg c = base(100);
+    c.dh = 16, c.dm = 32, c.h = 4, c.g = 2;
+    c.rope = (attn_rope){.dims = 12,
+                         .theta = 10000.0,
+                         .style = ATTN_ROPE_HALF,
+                         .scaling = ATTN_ROPE_SCALING_LONGROPE,
+                         .factor = 32.0,
+                         .original_max_position = 100.0,
+                         .short_factor = shortf,
+                         .long_factor = longf};
+    ck_assert(!rope_ref_long(&c.rope, NULL, 100) && rope_ref_long(&c.rope, NULL, 101));
+    check_cfg(&c); /* positions 0 … 99: short */
+    c.n = 101;     /* 0 … 100: long */
+    check_cfg(&c);
+    c.positions = POS_OFFSET; /* 500000 …: long */
+    check_cfg(&c);
+    c.rope.original_max_position = 4096.0, c.n = 60, c.positions = POS_SHUFFLED;
+    check_cfg(&c);                                           /* short */
+    c.rope.factor = 0, c.rope.style = ATTN_ROPE_INTERLEAVED; /* no factor: a = 1 */
+    check_cfg(&c);
+    c.rope.attention_factor = 1.25, c.positions = POS_HUGE; /* given; long */
     check_cfg(&c);
 }
 END_TEST
@@ -845,6 +941,9 @@ static Suite *variants_suite(void) {
     tcase_add_test(tc, test_rope_llama3_equal_factors);
     tcase_add_test(tc, test_rope_huge_positions);
     tcase_add_test(tc, test_rope_raw);
+    tcase_add_test(tc, test_rope_yarn_gpt_oss);
+    tcase_add_test(tc, test_rope_yarn_qwen);
+    tcase_add_test(tc, test_rope_longrope_phi4);
     tcase_add_test(tc, test_alibi_slopes);
     tcase_add_test(tc, test_alibi);
     tcase_add_test(tc, test_window);
