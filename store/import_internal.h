@@ -12,6 +12,9 @@
  *                      read into floats, laid out as ours
  *   import_variants.c  heads' widths, RoPE, windows and soft-capping from the
  *                      options, else config.json
+ *   import_config.c    config.json's per-layer keys of the newer families
+ *                      (layer kinds, rope_parameters, no_rope_layers, …),
+ *                      read and checked, not yet mapped
  *   import_write.c     the model file written (one layer, or a stack)
  *   import_families.c  the table of families, in --arch's order
  *   import_<family>.c  one family: its config.json keys, its tensor names,
@@ -74,6 +77,52 @@ int import_cfg_count(const json_t *cfg, const char *const *keys, size_t *out, co
 /* A number field (integer or real) > 0; 0 absent, 1 read, -1 wrong type. */
 int import_cfg_number(const json_t *cfg, const char *const *keys, double *out, const char *path,
                       attn_error *err);
+
+/* ---- one layer's config.json (import_config.c) ------------------------------- */
+
+/* config.json's text part: "text_config" when it is an object (Gemma 3's
+ * and Llama 4's multimodal configs), else cfg itself (may be NULL). */
+const json_t *import_cfg_text(const json_t *cfg);
+
+/* What config.json says a layer's attention is. */
+typedef enum import_layer_kind {
+    IMPORT_LAYER_UNSAID, /* nothing per layer: the family's rule decides */
+    IMPORT_LAYER_FULL,
+    IMPORT_LAYER_SLIDING, /* within sliding_window */
+    IMPORT_LAYER_CHUNKED  /* within blocks of attention_chunk_size (Llama 4) */
+} import_layer_kind;
+
+/* "full_attention", "sliding_attention", "chunked_attention", "unsaid". */
+const char *import_layer_kind_name(import_layer_kind kind);
+
+/* One layer's keys, as config.json has them; 0, −1 or NULL: not said. No
+ * value is mapped: the family decides what it can write. */
+typedef struct import_layer_config {
+    import_layer_kind kind;
+    const char *kind_from;     /* "layer_types", "sliding_window_pattern", "no_rope_layers" */
+    size_t sliding_window;     /* sliding_window, whatever the kind */
+    size_t chunk;              /* attention_chunk_size, whatever the kind */
+    size_t window;             /* the layer's: sliding_window or chunk by kind, else 0 */
+    int rope;                  /* 0: no RoPE on this layer (Llama 4's no_rope_layers[L] = 0) */
+    double rope_theta;         /* of the layer's kind (Gemma 3: rope_local_base_freq) */
+    const char *rope_type;     /* "default", "linear", "llama3", "yarn", "longrope", … */
+    const json_t *rope_params; /* the object rope_type is in (factor, beta_fast, …) */
+    double partial_rotary_factor, query_pre_attn_scalar, softcap; /* attn_logit_softcapping */
+    double floor_scale, attn_scale; /* Llama 4's temperature tuning of NoPE layers */
+    int qk_norm;                    /* use_qk_norm: −1 not said, 0, 1 */
+    int temperature_tuning;         /* attn_temperature_tuning: −1, 0, 1 */
+    int attention_bias;             /* −1, 0, 1 */
+} import_layer_config;
+
+/*
+ * Layer L's keys from cfg (NULL: all unsaid) into *c (which points into
+ * cfg). Returns 0, or -1 with err naming path and the key of the wrong
+ * type, a layer_types or no_rope_layers without layer L or with a kind the
+ * importer does not know, a sliding or chunked layer without its size, a
+ * per-kind rope_parameters without the layer's kind.
+ */
+int import_layer_config_read(const json_t *cfg, size_t layer, import_layer_config *c,
+                             const char *path, attn_error *err);
 
 /* ---- one layer being read ---------------------------------------------------- */
 
