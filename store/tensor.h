@@ -2,7 +2,7 @@
  * tensor.h — what store/ reads out of one tensor of an open file
  * (safetensors.h): its shape as text for messages, and its values as
  * float32, checked finite. The model loader (model.c) and the checkpoint
- * importer (import.c) both read their tensors through these, so that a
+ * importer (import_tensors.c) both read their tensors through these, so that a
  * value either would refuse is refused by both, with the same message.
  */
 #ifndef STORE_TENSOR_H
