@@ -22,6 +22,7 @@
 #include "api/buffer.h"
 #include "api/float_format.h"
 #include "api/json_write.h"
+#include "api/models_norm.h"
 
 /* Bytes one float takes at most in the JSON, its comma included; rows and
  * keys are counted apart. */
@@ -155,6 +156,7 @@ static void write_model_variants(api_buffer *b, const api_model_info *m, api_non
     size_t n = layers_of(m);
     if (n == 1) {
         write_variants(b, m->weights, bad);
+        api_norms_write(b, m->weights, 0, bad); /* their settings (models_norm.c) */
         return;
     }
     api_buffer_append_str(b, ",\"layers\":[");
@@ -162,6 +164,7 @@ static void write_model_variants(api_buffer *b, const api_model_info *m, api_non
         api_buffer_append_str(b, l ? ",{\"layer\":" : "{\"layer\":");
         api_write_size(b, l);
         write_variants(b, layer_at(m, l), bad);
+        api_norms_write(b, layer_at(m, l), 0, bad); /* their settings (models_norm.c) */
         api_buffer_append(b, "}", 1);
     }
     api_buffer_append(b, "]", 1);
@@ -242,7 +245,8 @@ static size_t weights_json_bound(const attn_weights *w) {
         __builtin_add_overflow(floats, o, &floats) ||
         __builtin_add_overflow(floats, hd + 2 * gd + dm + h + dh, &floats) || /* + longrope's */
         __builtin_mul_overflow(floats, (size_t)FLOAT_JSON_MAX, &bytes) ||
-        __builtin_add_overflow(bytes, rows * 3 + (h + g) * 64 + 1024, &bytes))
+        __builtin_add_overflow(bytes, rows * 3 + (h + g) * 64 + 1024, &bytes) ||
+        __builtin_add_overflow(bytes, api_norms_json_bound(w, FLOAT_JSON_MAX), &bytes))
         return SIZE_MAX;
     return bytes;
 }
@@ -338,6 +342,7 @@ static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *b
         api_write_vector(b, w->b_o, dm, bad);
     }
     write_variants(b, w, bad);
+    api_norms_write(b, w, 1, bad); /* with their arrays (models_norm.c) */
     api_buffer_append(b, "}", 1);
 }
 

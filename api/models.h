@@ -31,6 +31,7 @@ enum { API_MODEL_WEIGHTS = 1, API_MODEL_VOCABULARY = 2 };
 
 /* {"models": [{"name", "d_model", "d_context"?, "n_heads", "n_kv_heads", "d_head",
  * "n_layers", "mask", "rope"?, "alibi"?, "window"?, "softcap"?, "scale"?,
+ * "norm"?, "post_norm"?, "qk_norm"?, "temperature"? (settings, no arrays),
  * "vocabulary_size"?, "n_positions"?, "dimensions"?, "description"}, …]} in the order
  * given: d_context for cross-attention weights (w_kv) or when it differs
  * from d_model, n_layers (1 for one layer), the variants those the weights

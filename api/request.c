@@ -56,6 +56,7 @@ static const struct {
     {"q_raw", API_RETURN_Q_RAW},
     {"k_raw", API_RETURN_K_RAW},
     {"rollout", API_RETURN_ROLLOUT},
+    {"normed", API_RETURN_NORMED},
 };
 
 int api_check_fields(const json_t *obj, const char *const *known, size_t n_known, const char *name,
@@ -163,7 +164,7 @@ static int decode_return(api_request *req, const json_t *ret, attn_error *err) {
             return attn_error_set(err, 400, "invalid_value", path,
                                   "return[%zu] = \"%s\" is not an output; the outputs are q, k, "
                                   "v, q_raw, k_raw, scores, patterns, head_outputs, delta, "
-                                  "embeddings, rollout",
+                                  "embeddings, rollout, normed",
                                   i, json_string_value(name));
         req->returns |= return_names[k].bit;
         if (return_names[k].bit == API_RETURN_ROLLOUT) req->rollout_at = i;

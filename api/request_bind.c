@@ -51,6 +51,9 @@ static int output_count(unsigned bit, size_t hs, const attn_weights *w, size_t n
         if (api_size_mul(n, m, &per_head) < 0) return -1;
         return api_size_mul(hs, per_head, count);
     case API_RETURN_ROLLOUT: return api_size_mul(n, n, count);
+    case API_RETURN_NORMED: /* none for a layer without a norm */
+        if (w->norm.type == ATTN_NORM_NONE) return *count = 0, 0;
+        return api_size_mul(n, w->d_model, count);
     default: /* delta, embeddings */ return api_size_mul(n, w->d_model, count);
     }
 }
@@ -133,12 +136,11 @@ static int outputs_sizes(const api_request *req, size_t bytes[API_OUTPUTS], size
  * callocs each when block is NULL. */
 static int outputs_place(api_request *req, const size_t bytes[API_OUTPUTS], unsigned char *block,
                          attn_error *err) {
-    float **slots[API_OUTPUTS] = {&req->output.q,        &req->output.k,
-                                  &req->output.v,        &req->output.scores,
-                                  &req->output.patterns, &req->output.head_outputs,
-                                  &req->output.delta,    &req->output.embeddings,
-                                  &req->output.q_raw,    &req->output.k_raw,
-                                  &req->rollout};
+    float **slots[API_OUTPUTS] = {
+        &req->output.q,      &req->output.k,          &req->output.v,
+        &req->output.scores, &req->output.patterns,   &req->output.head_outputs,
+        &req->output.delta,  &req->output.embeddings, &req->output.q_raw,
+        &req->output.k_raw,  &req->rollout,           &req->output.normed};
     for (unsigned i = 0; i < API_OUTPUTS; i++) {
         if (bytes[i] == 0) continue;
         if (block) {
@@ -582,6 +584,7 @@ void api_request_free(api_request *req) {
     free(req->b_kv);
     free(req->alibi);
     free(req->rope_factors);
+    free(req->norms);
     free(req->heads_owned);
     free(req->token_rows);
     free(req->layers_sent);

@@ -40,6 +40,7 @@ enum {
     API_RETURN_Q_RAW = 1 << 8, /* shown after v (response.c) */
     API_RETURN_K_RAW = 1 << 9,
     API_RETURN_ROLLOUT = 1 << 10, /* a stack's own, n × n (API.md, "Layers") */
+    API_RETURN_NORMED = 1 << 11,  /* N(E), n × dm; absent for a layer without a norm */
 };
 
 /* The outputs of one layer: every name but the stack's own. */
@@ -70,7 +71,7 @@ typedef struct api_layers {
 } api_layers;
 
 /* One output buffer per API_RETURN_* bit. */
-#define API_OUTPUTS 11
+#define API_OUTPUTS 12
 
 /* Room for a sequence's JSON Pointer: "/sequences/" and a size_t. */
 #define API_AT_MAX 40
@@ -133,6 +134,7 @@ struct api_request {
     /* Inline weights: the packed buffers (see attn_weights) and their view. */
     float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv, *alibi;
     float *rope_factors; /* longrope: short_factor, then long_factor (dims/2 each) */
+    float *norms; /* the norms' weights and biases, one block (request_norm.c) */
     attn_weights inline_weights;
 
     /* Filled by api_request_bind (heads_owned by api_request_bind_heads, in
@@ -181,6 +183,13 @@ int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const
  * rope then points into. 0, or -1 with *err. */
 int api_rope_scaling_decode_long(api_request *req, const json_t *scaling, attn_rope *rope,
                                  attn_error *err);
+
+/* The weight set's norm, post_norm, qk_norm and temperature (request_norm.c)
+ * into w, whose sizes and rope are read already; their arrays in req->norms.
+ * 400 for a wrong type, an unknown field or word, a missing type, scope or
+ * temperature field; 422 for a length, an eps ≤ 0, an offset other than 0 or
+ * 1, a floor_scale ≤ 0, a temperature beside rope. */
+int api_norms_decode(api_request *req, const json_t *weights, attn_weights *w, attn_error *err);
 
 /* A field of indices (select_heads, layers) at /<name>: an array of
  * integers, only type-checked (400 at /<name>/i), as doubles into *out

@@ -38,8 +38,10 @@
 #include "api/json_path.h"
 #include "api/matrix.h"
 
-static const char *const weights_fields[] = {"heads", "kv_heads", "w_o",     "b_o",  "rope",
-                                             "alibi", "window",   "softcap", "scale"};
+static const char *const weights_fields[] = {"heads", "kv_heads", "w_o", "b_o", "rope", "alibi",
+                                             "window", "softcap", "scale",
+                                             /* request_norm.c */
+                                             "norm", "post_norm", "qk_norm", "temperature"};
 static const char *const head_fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
 static const char *const kv_fields[] = {"w_k", "w_v", "b_k", "b_v"};
 static const char *const rope_fields[] = {"theta", "dims", "style", "scaling"};
@@ -397,7 +399,7 @@ static int decode_variants(api_request *req, const json_t *weights, attn_weights
                                   "weights.scale must be > 0 (as a float32), got %g",
                                   json_number_value(v));
     }
-    return 0;
+    return api_norms_decode(req, weights, w, err); /* norm, post_norm, qk_norm, temperature */
 }
 
 /* ---- pass 2 ------------------------------------------------------------------ */
@@ -432,8 +434,11 @@ int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const
                  .grouped = kv != NULL,
                  .limits = limits};
 
-    if (api_check_fields(weights, weights_fields, 9, "weights", "/weights",
-                         "heads, kv_heads, w_o, b_o, rope, alibi, window, softcap, scale", err) < 0)
+    if (api_check_fields(weights, weights_fields, sizeof weights_fields / sizeof *weights_fields,
+                         "weights", "/weights",
+                         "heads, kv_heads, w_o, b_o, rope, alibi, window, softcap, scale, norm, "
+                         "post_norm, qk_norm, temperature",
+                         err) < 0)
         return -1;
     if (heads == NULL)
         return attn_error_set(err, 400, "missing_field", "/weights/heads",

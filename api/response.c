@@ -190,7 +190,9 @@ static int outputs_bytes(const api_request *req, const attn_weights *w, size_t h
         {API_RETURN_DELTA, ",\"delta\":", 0, n, dm},
         {API_RETURN_EMBEDDINGS, ",\"embeddings\":", 0, n, dm},
         {API_RETURN_ROLLOUT, ",\"rollout\":", 0, n, n},
+        {API_RETURN_NORMED, ",\"normed\":", 0, n, dm},
     };
+    if (w->norm.type == ATTN_NORM_NONE) returns &= ~(unsigned)API_RETURN_NORMED;
 
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
         size_t count, heads = outputs[i].per_head ? hs : 1;
@@ -325,7 +327,9 @@ static void write_outputs(api_buffer *b, const api_request *req, const attn_outp
         {API_RETURN_DELTA, ",\"delta\":", o->delta, 0, n, dm},
         {API_RETURN_EMBEDDINGS, ",\"embeddings\":", o->embeddings, 0, n, dm},
         {API_RETURN_ROLLOUT, ",\"rollout\":", req->rollout, 0, n, n},
+        {API_RETURN_NORMED, ",\"normed\":", o->normed, 0, n, dm},
     };
+    if (!w || w->norm.type == ATTN_NORM_NONE) returns &= ~(unsigned)API_RETURN_NORMED;
 
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && !bad->at.found; i++) {
         if (!(returns & outputs[i].bit)) continue;

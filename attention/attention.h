@@ -114,6 +114,37 @@ typedef struct attn_rope {
     const float *long_factor;      /* LONGROPE: dims/2, for one reaching L */
 } attn_rope;
 
+/*
+ * The norms of 2025–2026 layers (norm.c; docs/API.md, "Attention of
+ * 2025–2026 models"), over a row x of width d:
+ *   LAYER   (x − mean(x)) / sqrt(var(x) + eps) · w + b   (population variance)
+ *   RMS     x / sqrt(mean(x²) + eps) · (offset + w)
+ * weight NULL: the factor is 1 (whatever the offset); bias NULL: 0.
+ */
+typedef enum attn_norm_type { ATTN_NORM_NONE, ATTN_NORM_LAYER, ATTN_NORM_RMS } attn_norm_type;
+
+typedef struct attn_norm {
+    attn_norm_type type; /* NONE: no norm */
+    const float *weight; /* d, or NULL */
+    const float *bias;   /* d (LAYER), or NULL */
+    double eps;          /* > 0 */
+    double offset;       /* RMS: 0 or 1 */
+} attn_norm;
+
+/* qk_norm: RMS norms of Q and K after their projection and biases, before
+ * RoPE; per head (weights dh, shared by the heads) or over all of Q's hd and
+ * K's gd coordinates (weights that long). */
+typedef struct attn_qk_norm {
+    attn_norm q, k; /* both RMS, or both NONE: no qk_norm */
+    int all;        /* scope "all" (else "head") */
+} attn_qk_norm;
+
+/* Llama 4's query temperature: row q of Q times log(⌊(p_q + 1) / F⌋ + 1) · a + 1. */
+typedef struct attn_temperature {
+    double floor_scale; /* F > 0, or 0: none */
+    double attn_scale;  /* a */
+} attn_temperature;
+
 typedef struct attn_weights {
     size_t d_model;
     size_t n_heads;
@@ -132,6 +163,14 @@ typedef struct attn_weights {
     float softcap;      /* c > 0, or 0: none */
     float scale;        /* the weight set's default scale, or 0: 1/sqrt(dh); attn_compute
                            reads attn_input.scale: the caller chooses */
+    /* Norms and temperature (norm.c), each optional, applied in this order:
+     * norm of E's rows (with a context, the queries' only; E' = E + ΔE keeps E
+     * unnormalised) → projection and biases → qk_norm → RoPE → temperature →
+     * scores …; ΔE = post_norm(concat(Z) · w_o + b_o). */
+    attn_norm norm;               /* dm */
+    attn_norm post_norm;          /* dm */
+    attn_qk_norm qk_norm;         /* the caller refuses temperature beside RoPE */
+    attn_temperature temperature; /* reads the queries' positions */
 } attn_weights;
 
 typedef enum attn_mask_kind {
@@ -186,6 +225,9 @@ typedef struct attn_input {
  *   head_outputs   hs × n × dh   Z_i
  *   delta          n × dm        ΔE
  *   embeddings     n × dm        E' = E + ΔE
+ *   normed         n × dm        N(E), the layer's norm of E (left alone without one)
+ *
+ * q_raw and k_raw are after qk_norm (and, without RoPE, the temperature).
  */
 typedef struct attn_output {
     float *q, *k, *v;
@@ -195,6 +237,7 @@ typedef struct attn_output {
     float *head_outputs;
     float *delta;
     float *embeddings;
+    float *normed;
 } attn_output;
 
 /* Scratch memory of one worker. It only grows; reuse it across calls. */

@@ -115,6 +115,12 @@
  *    tests/test_batch_engine.c checks the property bit for bit where it
  *    runs.
  *
+ * A layer's norms (norm.c): E's rows are normalised as they are packed
+ * (with a norm every row is packed, a call alone's too), a sequence that
+ * projects its listed heads alone reads N(E) from its normed output or
+ * B_EN; with a post_norm, ΔE's column tiles are one run and its rows,
+ * normalised whole, then go to their delta and E' in a run of row tasks.
+ *
  * A sequence that wants only some heads' q, k or v projects them by their
  * own sgemm, as attn_compute does, outside the stack. Errors: each
  * sequence's call keeps its own rc; after a run, the lowest sequence whose
@@ -262,6 +268,8 @@ enum {
     B_E,       /* S_SELF's packed E, when not already */
     B_EQ,      /* S_Q's, likewise */
     B_C,       /* S_KV's contexts, likewise */
+    B_EN,      /* en_rows × dm: N(E) of the sequences that project their listed heads
+                * alone, with a norm and no normed output to read it from (norm.c) */
     B_Z,       /* S_D's packed rows × hd, with w_o */
     B_ZO,      /* its own rows × hd: the sequences' Z, packed before ΔE */
     B_D,       /* S_D's packed rows × dm: ΔE */
@@ -280,6 +288,7 @@ typedef struct batch_layout {
     size_t ld, hd, gd, dm, dc, dims; /* of the weights */
     stack st[S_COUNT];
     size_t n_self;                  /* self-attention rows (RoPE's table) */
+    size_t en_rows;                 /* B_EN's rows */
     int e_apart, eq_apart, c_apart; /* the whole sequences' E (or C) rows are not their
                                      * packed rows, one after the other in memory: copied */
     int rope, active, rope_tiles;   /* some sequence needs RoPE's table; some output is
@@ -308,7 +317,8 @@ static size_t heads_distinct(const attn_input *in) {
 static int plan_whole(const attn_plan *pl) {
     const unsigned all = ATTN_PART_Q | ATTN_PART_K | ATTN_PART_V;
     return pl->stage == ATTN_STAGE_DELTA ||
-           (pl->parts == all && heads_distinct(pl->in) == pl->sz.h);
+           (pl->parts == all && heads_distinct(pl->in) == pl->sz.h) ||
+           (pl->parts && attn_norm_needs_whole(pl->in->weights));
 }
 
 /* The first row of the last row tile of a rows × cols result (tasks.c). */
@@ -331,6 +341,8 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
     lay->ld = sz0.ld, lay->hd = sz0.hd, lay->gd = sz0.gd, lay->dm = sz0.dm;
     lay->dims = w->rope.dims;
     lay->rope_tiles = 1;
+    /* A norm: E's rows are normalised as they are packed, so all are packed (norm.c) */
+    const int norm = w->norm.type != ATTN_NORM_NONE;
     const float *e_next = NULL, *eq_next = NULL, *c_next = NULL;
     size_t scratch = 0, small = 0;
     for (size_t i = 0; i < count; i++) {
@@ -349,6 +361,8 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
         if (pl.stage == ATTN_STAGE_NOTHING) continue;
         const int whole = !outs || plan_whole(&pl);
         lay->active = 1;
+        if (norm && (!outs || (!whole && !pl.out.normed)) && add_to(&lay->en_rows, sz->n))
+            return -1;
         if (sz->cross) {
             lay->dc = sz->dc;
             if (stack_count(&lay->st[S_Q], sz->n, whole) ||
@@ -356,7 +370,7 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
                 return -1;
             if (whole) {
                 lay->eq_apart |=
-                    !outs || sz->n % ROWS_Q || (eq_next && ins[i].embeddings != eq_next);
+                    !outs || norm || sz->n % ROWS_Q || (eq_next && ins[i].embeddings != eq_next);
                 lay->c_apart |= !outs || sz->m % ROWS_Q || (c_next && ins[i].context != c_next);
                 if (outs) {
                     eq_next = ins[i].embeddings + sz->n * sz->dm;
@@ -367,7 +381,8 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
             if (stack_count(&lay->st[S_SELF], sz->n, whole) || add_to(&lay->n_self, sz->n))
                 return -1;
             if (whole) {
-                lay->e_apart |= !outs || sz->n % ROWS_Q || (e_next && ins[i].embeddings != e_next);
+                lay->e_apart |=
+                    !outs || norm || sz->n % ROWS_Q || (e_next && ins[i].embeddings != e_next);
                 if (outs) e_next = ins[i].embeddings + sz->n * sz->dm;
                 lay->rope_tiles &= pl.rope_in_tiles || !sz->rope;
             }
@@ -395,7 +410,7 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
      * by the attend phase: all of them are kept. */
     if (count == 1) {
         /* proj_make's quantum: whole heads with RoPE */
-        lay->e_from = last_tile_from(st[S_SELF].rows, ld, lay->dims ? sz0.dh : 1);
+        lay->e_from = norm ? 0 : last_tile_from(st[S_SELF].rows, ld, lay->dims ? sz0.dh : 1);
         lay->d_from = w->w_o ? last_tile_from(st[S_D].rows, dm, 1) : 0;
     }
     size_t *b = lay->bytes;
@@ -408,6 +423,7 @@ static int layout_make(batch_layout *lay, const attn_output *outs, const attn_in
         mul3(&b[B_E], lay->e_apart ? st[S_SELF].rows - lay->e_from : 0, dm, f) ||
         mul3(&b[B_EQ], lay->eq_apart ? st[S_Q].rows : 0, dm, f) ||
         mul3(&b[B_C], lay->c_apart ? st[S_KV].rows : 0, lay->dc, f) ||
+        mul3(&b[B_EN], lay->en_rows, dm, f) ||
         mul3(&b[B_Z], w->w_o || !outs ? st[S_D].rows : 0, lay->hd, f) ||
         mul3(&b[B_ZO], st[S_D].own, lay->hd, f) ||
         mul3(&b[B_D], st[S_D].rows - lay->d_from, dm, f) ||
@@ -511,13 +527,10 @@ static void stack_project_task(void *arg, size_t t, attn_workspace *ws) {
     }
 }
 
-/* attn_task_fn: a tile of the stacked ΔE, then its rows' delta and E'. */
-static void stack_output_task(void *arg, size_t t, attn_workspace *ws) {
-    batch *b = arg;
-    attn_output_task(&b->c_out, t, ws);
+/* Rows r0 … r0+rb, columns c0 … c0+cb of the stacked ΔE to their rows'
+ * delta and E'. */
+static void rows_finish(const batch *b, size_t r0, size_t rb, size_t c0, size_t cb) {
     const size_t dm = b->pl_out.sz.dm;
-    size_t r0, rb, c0, cb;
-    attn_tiling_tile(&b->c_out.tiles, t, &r0, &rb, &c0, &cb);
     for (size_t x = r0; x < r0 + rb; x++) {
         const row_of *ro = &b->map[S_D][x];
         if (ro->seq == NO_SEQ) continue;
@@ -529,6 +542,33 @@ static void stack_output_task(void *arg, size_t t, attn_workspace *ws) {
             memcpy(pl->out.delta + at, d, cb * sizeof(float));
         if (pl->out.embeddings) attn_add(pl->out.embeddings + at, pl->in->embeddings + at, d, cb);
     }
+}
+
+/* attn_task_fn: a tile of the stacked ΔE, then its rows' delta and E' (with a
+ * post_norm, post_norm_task's, once the rows are whole). */
+static void stack_output_task(void *arg, size_t t, attn_workspace *ws) {
+    batch *b = arg;
+    attn_output_task(&b->c_out, t, ws);
+    if (b->pl_out.in->weights->post_norm.type != ATTN_NORM_NONE) return;
+    size_t r0, rb, c0, cb;
+    attn_tiling_tile(&b->c_out.tiles, t, &r0, &rb, &c0, &cb);
+    rows_finish(b, r0, rb, c0, cb);
+}
+
+/* attn_task_fn: rows POST_ROWS·t … of the stacked ΔE through the layer's
+ * post_norm (norm.c), then to their delta and E'. */
+#define POST_ROWS 64
+static void post_norm_task(void *arg, size_t t, attn_workspace *ws) {
+    (void)ws;
+    batch *b = arg;
+    const size_t dm = b->pl_out.sz.dm, rows = b->lay->st[S_D].rows;
+    const size_t r0 = t * POST_ROWS, rb = attn_min(POST_ROWS, rows - r0);
+    for (size_t x = r0; x < r0 + rb; x++) {
+        if (b->map[S_D][x].seq == NO_SEQ) continue;
+        float *d = attn_delta_row(&b->c_out, x);
+        attn_norm_rows(d, dm, d, dm, 1, dm, &b->pl_out.in->weights->post_norm);
+    }
+    rows_finish(b, r0, rb, 0, dm);
 }
 
 /* attn_task_fn: the running phase's task, unless the runner's stop says
@@ -628,15 +668,18 @@ static int packed_in(const batch_seq *q, int s) {
 /* The packed rows from..rows of `src` (stride cols) of product s: each
  * row's sequence's row, or zeros; row x at dst + (x − from) · cols. */
 static void gather(float *dst, const batch *b, int s, size_t cols, size_t from,
-                   const float *(*src)(const batch_seq *)) {
+                   const float *(*src)(const batch_seq *), const attn_norm *nm) {
     const stack *st = &b->lay->st[s];
     for (size_t x = from; x < st->rows; x++) {
         const row_of *ro = &b->map[s][x];
         float *to = dst + (x - from) * cols;
-        if (ro->seq == NO_SEQ)
+        const float *row = ro->seq == NO_SEQ ? NULL : src(&b->seq[ro->seq]) + ro->r * cols;
+        if (!row)
             memset(to, 0, cols * sizeof(float));
+        else if (nm) /* the layer's norm, in the packing's one pass (norm.c) */
+            attn_norm_rows(to, cols, row, cols, 1, cols, nm);
         else
-            memcpy(to, src(&b->seq[ro->seq]) + ro->r * cols, cols * sizeof(float));
+            memcpy(to, row, cols * sizeof(float));
     }
 }
 
@@ -739,9 +782,25 @@ static void batch_make(batch *b, const batch_layout *lay, unsigned char *block,
             c->d = w->w_o ? NULL : c->zall;
         }
     }
-    if (e) gather(e, b, S_SELF, dm, lay->e_from, embeddings_of);
-    if (eq) gather(eq, b, S_Q, dm, 0, embeddings_of);
-    if (cx) gather(cx, b, S_KV, lay->dc, 0, context_of);
+    const attn_norm *nm = w->norm.type != ATTN_NORM_NONE ? &w->norm : NULL;
+    if (e) gather(e, b, S_SELF, dm, lay->e_from, embeddings_of, nm);
+    if (eq) gather(eq, b, S_Q, dm, 0, embeddings_of, nm);
+    if (cx) gather(cx, b, S_KV, lay->dc, 0, context_of, NULL);
+    /* The sequences that project their listed heads alone read N(E): their normed
+     * output (attn_norm_outputs made it), else B_EN. */
+    float *en = (float *)(void *)slice[B_EN];
+    for (size_t i = 0; nm && i < count; i++) {
+        batch_seq *s = &b->seq[i];
+        if (!s->active || s->whole) continue;
+        const size_t n = s->pl.sz.n;
+        if (s->pl.out.normed) {
+            s->c.normed_e = s->pl.out.normed;
+        } else {
+            attn_norm_rows(en, dm, ins[i].embeddings, dm, n, dm, nm);
+            s->c.normed_e = en;
+            en += n * dm;
+        }
+    }
     /* A call alone's E is read in place up to its last row tile (lay->e_from), which the
      * projection's tiles read from the packed copy (attn_proj's x_last). */
     const int e_split = e && lay->e_from;
@@ -872,7 +931,9 @@ static int batch_phases(batch *b, const batch_layout *lay, size_t *first) {
     /* output */
     if (!b->lay->st[S_D].rows) return 0;
     z_pack(b);
-    return batch_run(b, stack_output_task, attn_output_tiles(&b->pl_out, &b->c_out));
+    if ((rc = batch_run(b, stack_output_task, attn_output_tiles(&b->pl_out, &b->c_out)))) return rc;
+    if (b->pl_out.in->weights->post_norm.type == ATTN_NORM_NONE) return 0;
+    return batch_run(b, post_norm_task, attn_div_up(b->lay->st[S_D].rows, POST_ROWS));
 }
 
 /* The batch of sequences sharing ins[0].weights, its block `offset` bytes
@@ -883,6 +944,7 @@ static int batch_compute(const attn_output *outs, attn_workspace *ws, size_t off
                          size_t *failed) {
     batch_layout lay;
     if (layout_make(&lay, outs, ins, count, ins[0].weights)) return ATTN_FAIL_NOMEM;
+    attn_norm_outputs(outs, ins, count); /* N(E), before the rows that read it (norm.c) */
     if (!lay.active) return 0;
     /* cblas takes int sizes, the stacked rows' counts included */
     for (int s = 0; s < S_COUNT; s++)

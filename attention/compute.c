@@ -189,9 +189,9 @@ int attn_plan_make(attn_plan *pl, size_t *total, const attn_output *out, const a
     pl->parts = (o->q || o->q_raw || qk ? ATTN_PART_Q : 0) |
                 (o->k || o->k_raw || qk ? ATTN_PART_K : 0) | (o->v || zs ? ATTN_PART_V : 0);
     /* RoPE rotates Q and K in the projection's tiles, unless they are to
-     * be shown unrotated first. */
+     * be shown unrotated first or qk_norm comes before it (norm.c). */
     const int rope = pl->sz.rope && (pl->parts & (ATTN_PART_Q | ATTN_PART_K));
-    pl->rope_in_tiles = rope && !o->q_raw && !o->k_raw;
+    pl->rope_in_tiles = rope && !o->q_raw && !o->k_raw && !attn_has_qk_norm(w);
 
     /* P needs rows of scratch for a head whose patterns are not shown but
      * whose Z is needed. */
@@ -387,6 +387,7 @@ double attn_input_flops(const attn_input *in) {
     if (sz->rope) /* Q of h heads, K of g, each row */
         f += (double)(sz->h + sz->g) * (double)sz->n * (double)sz->rope * COST_ROPE_COORD;
     if (w->w_o) f += 2.0 * (double)sz->n * (double)sz->dm * hd; /* Z · w_o */
+    f += attn_norm_flops(in);                                   /* norms and temperature (norm.c) */
     return f;
 }
 

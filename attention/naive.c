@@ -18,6 +18,13 @@
  *
  * attn_stack_naive, below, is the same block in double (layer64), its E_l
  * kept in double from layer to layer: the reference of a stack's tests.
+ *
+ * Norms and temperature, written plainly apart from norm.c: the rows Q, K
+ * and V are projected from are N(E) (a context's stay as they are);
+ * qk_norm takes each head's rows of Q and K right after their biases
+ * (scope all: by the RMS of the whole projection's row, found by projecting
+ * that row whole once more); the temperature multiplies Q's rows after
+ * RoPE; post_norm takes ΔE's rows after b_o.
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +32,84 @@
 
 #include "attention/naive.h"
 #include "attention/plan.h"
+
+/* ---- norms and temperature ------------------------------------------------ */
+
+/* y ← N(x), d values (y may be x), in double; float32 rows in and out. */
+static void norm_f(float *y, const float *x, size_t d, const attn_norm *nm) {
+    double mean = 0.0, var = 0.0;
+    if (nm->type == ATTN_NORM_LAYER) {
+        for (size_t c = 0; c < d; c++)
+            mean += x[c];
+        mean /= (double)d;
+    }
+    for (size_t c = 0; c < d; c++)
+        var += ((double)x[c] - mean) * ((double)x[c] - mean);
+    double r = 1.0 / sqrt(var / (double)d + nm->eps);
+    for (size_t c = 0; c < d; c++) {
+        double v = ((double)x[c] - mean) * r;
+        if (nm->type == ATTN_NORM_LAYER) {
+            if (nm->weight) v *= nm->weight[c];
+            if (nm->bias) v += nm->bias[c];
+        } else if (nm->weight) {
+            v *= nm->offset + nm->weight[c];
+        }
+        y[c] = (float)v;
+    }
+}
+
+/* The same in double. */
+static void norm_d(double *y, const double *x, size_t d, const attn_norm *nm) {
+    double mean = 0.0, var = 0.0;
+    if (nm->type == ATTN_NORM_LAYER) {
+        for (size_t c = 0; c < d; c++)
+            mean += x[c];
+        mean /= (double)d;
+    }
+    for (size_t c = 0; c < d; c++)
+        var += (x[c] - mean) * (x[c] - mean);
+    double r = 1.0 / sqrt(var / (double)d + nm->eps);
+    for (size_t c = 0; c < d; c++) {
+        double v = (x[c] - mean) * r;
+        if (nm->type == ATTN_NORM_LAYER) {
+            if (nm->weight) v *= nm->weight[c];
+            if (nm->bias) v += nm->bias[c];
+        } else if (nm->weight) {
+            v *= nm->offset + nm->weight[c];
+        }
+        y[c] = v;
+    }
+}
+
+/* 1/sqrt(mean(a²) + eps) of a = x · W + b over `cols` columns: one row of a
+ * whole projection, for qk_norm's scope all. x: dx values, xf's or xd's. */
+static double rms_all(const float *xf, const double *xd, size_t dx, const float *w, size_t ldw,
+                      const float *b, size_t cols, double eps) {
+    double sum = 0.0;
+    for (size_t col = 0; col < cols; col++) {
+        double a = b ? b[col] : 0.0;
+        for (size_t x = 0; x < dx; x++)
+            a += (xf ? (double)xf[x] : xd[x]) * w[x * ldw + col];
+        sum += a * a;
+    }
+    return 1.0 / sqrt(sum / (double)cols + eps);
+}
+
+/* One row of one head of Q or K through qk_norm: its head's own RMS (r < 0)
+ * or the whole row's r; weights from column `col0` (scope all: the head's
+ * place in the projection). */
+static void qk_row_d(double *y, size_t dh, const attn_norm *nm, double r, size_t col0) {
+    if (r < 0.0) {
+        norm_d(y, y, dh, nm);
+        return;
+    }
+    for (size_t c = 0; c < dh; c++)
+        y[c] *= nm->weight ? r * (nm->offset + nm->weight[col0 + c]) : r;
+}
+
+static double temperature(const attn_temperature *t, double p) {
+    return log(floor((p + 1.0) / t->floor_scale) + 1.0) * t->attn_scale + 1.0;
+}
 
 /* Position of token t: the input's, or t. */
 static double position(const attn_input *in, size_t t) {
@@ -56,9 +141,10 @@ size_t attn_naive_scratch_need(const attn_input *in) {
     const size_t dm = w->d_model, h = w->n_heads, dh = w->d_head;
     if (n >= lim || m >= lim || dm >= lim || h >= lim || dh >= lim || h * dh >= lim)
         return SIZE_MAX;
-    /* RoPE's doubles take 2 floats each, and one more aligns them */
+    /* RoPE's doubles take 2 floats each, and one more aligns them; then N(E) */
     return n * dh + 2 * m * dh + 2 * n * m + n * h * dh + n * dm +
-           attn_rope_tables(&w->rope) * (w->rope.dims / 2) * 2 + 1;
+           attn_rope_tables(&w->rope) * (w->rope.dims / 2) * 2 + 1 +
+           (w->norm.type != ATTN_NORM_NONE ? n * dm : 0);
 }
 
 /* x: the row of one head's Q or K at position p, rotated in place. */
@@ -86,7 +172,7 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
     const size_t hd = h * dh, gd = g * dh, ld = hd + 2 * gd;
     const int cross = in->context != NULL;
     const size_t m = cross ? in->n_context : n;
-    const float *E = in->embeddings, *X = cross ? in->context : E; /* K and V come from X */
+    const float *E = in->embeddings; /* N(E) with a norm, below */
     /* The weights of Q, and of K and V: columns, strides and rows */
     const float *wq = w->w_qkv, *wkv = w->w_kv ? w->w_kv : w->w_qkv + hd;
     const float *bq = w->b_qkv, *bkv = w->w_kv ? w->b_kv : w->b_qkv ? w->b_qkv + hd : NULL;
@@ -98,11 +184,22 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
     float *end = D + n * dm;
     if ((uintptr_t)end % sizeof(double)) end++; /* the spare float of the need */
     double *freq = (double *)(void *)end;       /* tables · dims/2 doubles: 2 floats each */
+    float *after_freq = (float *)(void *)(freq + attn_rope_tables(&w->rope) * (w->rope.dims / 2));
     const double af = attn_rope_attention_factor(&w->rope);
     if (rope) {
         attn_rope_frequencies(freq, &w->rope);
         freq += w->rope.dims / 2 * attn_rope_table_of(&w->rope, in->positions, n);
     }
+    if (w->norm.type != ATTN_NORM_NONE) { /* N(E): n × dm, after RoPE's doubles */
+        float *NE = after_freq;
+        for (size_t t = 0; t < n; t++)
+            norm_f(NE + t * dm, E + t * dm, dm, &w->norm);
+        if (out->normed) memcpy(out->normed, NE, n * dm * sizeof(float));
+        E = NE;
+    }
+    const float *X = cross ? in->context : E; /* K and V come from X */
+    const attn_qk_norm *qn = &w->qk_norm;
+    const attn_temperature *temp = &w->temperature;
 
     for (size_t i = 0; i < h; i++) {
         const size_t u = i / (h / g);
@@ -128,6 +225,32 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
                 K[t * dh + c] = k, V[t * dh + c] = v;
             }
         }
+        /* qk_norm, each row of the head: by its own RMS, or the whole row's */
+        for (size_t t = 0; qn->q.type != ATTN_NORM_NONE && t < n; t++) {
+            if (!qn->all) {
+                norm_f(Q + t * dh, Q + t * dh, dh, &qn->q);
+                continue;
+            }
+            double r = rms_all(E + t * dm, NULL, dm, wq, ldwq, bq, hd, qn->q.eps);
+            for (size_t c = 0; c < dh; c++)
+                Q[t * dh + c] =
+                    (float)(Q[t * dh + c] *
+                            (qn->q.weight ? r * (qn->q.offset + qn->q.weight[i * dh + c]) : r));
+        }
+        for (size_t t = 0; qn->k.type != ATTN_NORM_NONE && t < m; t++) {
+            if (!qn->all) {
+                norm_f(K + t * dh, K + t * dh, dh, &qn->k);
+                continue;
+            }
+            double r = rms_all(X + t * dx, NULL, dx, wkv, ldwkv, bkv, gd, qn->k.eps);
+            for (size_t c = 0; c < dh; c++)
+                K[t * dh + c] =
+                    (float)(K[t * dh + c] *
+                            (qn->k.weight ? r * (qn->k.offset + qn->k.weight[u * dh + c]) : r));
+        }
+        for (size_t t = 0; temp->floor_scale > 0.0 && !rope && t < n; t++)
+            for (size_t c = 0; c < dh; c++)
+                Q[t * dh + c] *= (float)temperature(temp, position(in, t));
         for (size_t j = 0; j < in->n_heads_out; j++) {
             if (in->heads[j] != i) continue;
             if (out->q_raw) memcpy(out->q_raw + j * n * dh, Q, n * dh * sizeof(float));
@@ -136,6 +259,8 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
         for (size_t t = 0; rope && t < n; t++) {
             rotate(Q + t * dh, position(in, t), &w->rope, freq, af);
             rotate(K + t * dh, position(in, t), &w->rope, freq, af);
+            for (size_t c = 0; temp->floor_scale > 0.0 && c < dh; c++)
+                Q[t * dh + c] *= (float)temperature(temp, position(in, t));
         }
         /* S: n × m = scale · Q · Kᵀ, soft-capped, minus ALiBi; −inf where
          * the mask or the window removes the key */
@@ -197,11 +322,12 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
                 d = Z[t * hd + c];
             D[t * dm + c] = w->b_o ? d + w->b_o[c] : d;
         }
+        if (w->post_norm.type != ATTN_NORM_NONE) norm_f(D + t * dm, D + t * dm, dm, &w->post_norm);
     }
     if (out->delta) memcpy(out->delta, D, n * dm * sizeof(float));
     if (out->embeddings)
         for (size_t x = 0; x < n * dm; x++)
-            out->embeddings[x] = E[x] + D[x];
+            out->embeddings[x] = in->embeddings[x] + D[x];
 }
 
 /* ---- the float64 reference of a stack ------------------------------------- */
@@ -219,8 +345,8 @@ size_t attn_stack_naive_scratch(const attn_input *in, const attn_stack *stack) {
         if (attn_rope_tables(rope) * (rope->dims / 2) > freqs)
             freqs = attn_rope_tables(rope) * (rope->dims / 2);
     }
-    /* E_l, E_{l+1}, Q, K, V, S, P, Z, ΔE, RoPE's frequencies */
-    return 3 * n * dm + n * dh + 2 * m * dh + 2 * n * m + n * h * dh + freqs;
+    /* E_l, E_{l+1}, Q, K, V, S, P, Z, ΔE, N(E_l), RoPE's frequencies */
+    return 4 * n * dm + n * dh + 2 * m * dh + 2 * n * m + n * h * dh + freqs;
 }
 
 /* One layer in double: D (n × dm) = ΔE of X (n × dm) through w; per-head
@@ -238,12 +364,20 @@ static void layer64(const attn_naive_layer *lo, double *D, double *scratch, cons
     const size_t dx = cross && w->w_kv ? w->d_context : dm;
     const int rope = w->rope.dims && !cross;
     double *Q = scratch, *K = Q + n * dh, *V = K + m * dh, *S = V + m * dh, *P = S + n * m;
-    double *Z = P + n * m, *freq = Z + n * hd;
+    double *Z = P + n * m, *NX = Z + n * hd, *freq = NX + n * dm;
     const double af = attn_rope_attention_factor(&w->rope);
     if (rope) {
         attn_rope_frequencies(freq, &w->rope);
         freq += w->rope.dims / 2 * attn_rope_table_of(&w->rope, in->positions, n);
     }
+    if (w->norm.type != ATTN_NORM_NONE) { /* Q, K and V from N(X) */
+        for (size_t t = 0; t < n; t++)
+            norm_d(NX + t * dm, X + t * dm, dm, &w->norm);
+        if (lo && lo->normed) memcpy(lo->normed, NX, n * dm * sizeof(double));
+        X = NX;
+    }
+    const attn_qk_norm *qn = &w->qk_norm;
+    const attn_temperature *temp = &w->temperature;
     for (size_t i = 0; i < h; i++) {
         const size_t u = i / (h / g);
         for (size_t t = 0; t < n; t++)
@@ -264,6 +398,18 @@ static void layer64(const attn_naive_layer *lo, double *D, double *scratch, cons
                 }
                 K[t * dh + c] = k, V[t * dh + c] = v;
             }
+        /* qk_norm: each head's row by its RMS, or by the whole row's (scope all) */
+        for (size_t t = 0; qn->q.type != ATTN_NORM_NONE && t < n; t++)
+            qk_row_d(Q + t * dh, dh, &qn->q,
+                     qn->all ? rms_all(NULL, X + t * dm, dm, wq, ldwq, bq, hd, qn->q.eps) : -1.0,
+                     i * dh);
+        for (size_t t = 0; qn->k.type != ATTN_NORM_NONE && t < m; t++)
+            qk_row_d(K + t * dh, dh, &qn->k,
+                     !qn->all ? -1.0
+                     : cross
+                         ? rms_all(in->context + t * dx, NULL, dx, wkv, ldwkv, bkv, gd, qn->k.eps)
+                         : rms_all(NULL, X + t * dm, dm, wkv, ldwkv, bkv, gd, qn->k.eps),
+                     u * dh);
         /* RoPE: coordinate a pairs with b (half: t, t + dims/2; interleaved: 2t, 2t + 1) */
         const size_t half = w->rope.dims / 2;
         for (size_t t = 0; rope && t < n; t++)
@@ -276,6 +422,9 @@ static void layer64(const attn_naive_layer *lo, double *D, double *scratch, cons
                 Q[t * dh + a] = qa * cs - qb * sn, Q[t * dh + b] = qa * sn + qb * cs;
                 K[t * dh + a] = ka * cs - kb * sn, K[t * dh + b] = ka * sn + kb * cs;
             }
+        for (size_t t = 0; temp->floor_scale > 0.0 && t < n; t++) /* after RoPE, if any */
+            for (size_t c = 0; c < dh; c++)
+                Q[t * dh + c] *= temperature(temp, position(in, t));
         for (size_t q = 0; q < n; q++) {
             double max = -INFINITY, sum = 0.0;
             for (size_t k = 0; k < m; k++) {
@@ -315,6 +464,8 @@ static void layer64(const attn_naive_layer *lo, double *D, double *scratch, cons
                 d += Z[t * hd + c];
             D[t * dm + c] = d;
         }
+    for (size_t t = 0; w->post_norm.type != ATTN_NORM_NONE && t < n; t++)
+        norm_d(D + t * dm, D + t * dm, dm, &w->post_norm);
 }
 
 void attn_stack_naive(const attn_naive_layer *layers, double *final, double *scratch,

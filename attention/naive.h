@@ -33,9 +33,11 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
  *   scores, patterns   h × n × m      (scores −INFINITY where masked)
  *   head_outputs       h × n × dh
  *   delta, embeddings  n × dm         ΔE_l, E_{l+1} (or hidden + ΔE_l)
+ *   normed             n × dm         N(E_l), with the layer's norm
  */
 typedef struct attn_naive_layer {
     double *scores, *patterns, *head_outputs, *delta, *embeddings;
+    double *normed;
 } attn_naive_layer;
 
 /* Doubles of scratch attn_stack_naive needs (SIZE_MAX when that overflows). */

@@ -202,6 +202,8 @@ typedef struct attn_call {
     attn_block_fn block;   /* the attend path's */
     attn_tiling tiles;     /* of the phase running */
     atomic_int rc;         /* 0, or the first ATTN_FAIL_* a task stored */
+    const float *normed_e; /* N(E), n × dm, that the listed heads' own sgemms read
+                            * when the layer has a norm; else NULL (norm.c) */
 } attn_call;
 
 static inline size_t attn_min(size_t a, size_t b) {
@@ -406,6 +408,35 @@ int attn_rollout_step(attn_rollout_seq *seqs, size_t count, size_t layer, size_t
 /* The floating-point operations of a rollout of n tokens, h heads, L
  * layers, beyond the layers' own. */
 double attn_rollout_flops(size_t n, size_t h, size_t n_layers);
+
+/* ---- norms and temperature (norm.c) --------------------------------------- */
+
+/* dst (rows × d, stride ldd) ← N(x) row by row (x: stride ldx; dst may be x). */
+void attn_norm_rows(float *dst, size_t ldd, const float *x, size_t ldx, size_t rows, size_t d,
+                    const attn_norm *nm);
+
+/* x (rows × cols, stride ldx): row r times the temperature of pos[r] (r when
+ * pos is NULL). */
+void attn_temperature_rows(float *x, size_t ldx, size_t cols, const unsigned *pos, size_t rows,
+                           const attn_temperature *t);
+
+/* Whether w has a qk_norm; whether it needs every head of Q and K projected
+ * (scope all), so that a call projects them whole whatever heads it lists. */
+int attn_has_qk_norm(const attn_weights *w);
+int attn_norm_needs_whole(const attn_weights *w);
+
+/* The projection's steps after the biases (attn_project_rest): qk_norm of
+ * `heads` heads from x (stride ldx), Q (part ATTN_PART_Q, n rows) or K
+ * (ATTN_PART_K, m rows), and Q's temperature when there is no RoPE; Q's
+ * temperature after RoPE otherwise (attn_temperature_step). */
+void attn_qk_step(const attn_plan *pl, float *x, size_t ldx, size_t heads, unsigned part);
+void attn_temperature_step(const attn_plan *pl, float *x, size_t ldx, size_t heads);
+
+/* Each outs[i].normed ← N(E) of ins[i], for a layer with a norm. */
+void attn_norm_outputs(const attn_output *outs, const attn_input *ins, size_t count);
+
+/* The flops the norms and the temperature add to attn_input_flops. */
+double attn_norm_flops(const attn_input *in);
 
 /* A task's failure: the first one stored wins. */
 void attn_call_fail(attn_call *c, int rc);

@@ -39,8 +39,10 @@ static size_t proj_make(attn_proj pr[2], const attn_plan *pl, const attn_call *c
     const size_t dh = sz->dh;
     /* every field named: a literal that leaves some to zero is cleared whole
      * first (plan.h, attn_zero) */
+    /* the listed heads' own sgemms read N(E) when the layer has a norm (norm.c) */
+    const float *e = c->normed_e ? c->normed_e : in->embeddings;
     if (!sz->cross) {
-        pr[0] = (attn_proj){.x = in->embeddings,
+        pr[0] = (attn_proj){.x = e,
                             .rows = sz->n,
                             .k = sz->dm,
                             .w = w->w_qkv,
@@ -59,7 +61,7 @@ static size_t proj_make(attn_proj pr[2], const attn_plan *pl, const attn_call *c
         return 1;
     }
     const int apart = w->w_kv != NULL;
-    pr[0] = (attn_proj){.x = in->embeddings,
+    pr[0] = (attn_proj){.x = e,
                         .rows = sz->n,
                         .k = sz->dm,
                         .w = w->w_qkv,
@@ -189,6 +191,19 @@ static void block_project(const attn_plan *pl, attn_call *c, const attn_proj *p,
     project_cols(p, col, pl->sz.dh);
 }
 
+/* qk_norm and temperature (norm.c) of one listed block */
+static void block_qk(const attn_plan *pl, attn_call *c, const attn_proj *p, size_t col,
+                     unsigned part) {
+    (void)c;
+    attn_qk_step(pl, p->dst + col, p->ldd, 1, part);
+}
+
+static void block_temperature(const attn_plan *pl, attn_call *c, const attn_proj *p, size_t col,
+                              unsigned part) {
+    (void)c;
+    if (part == ATTN_PART_Q) attn_temperature_step(pl, p->dst + col, p->ldd, 1);
+}
+
 static void block_rotate(const attn_plan *pl, attn_call *c, const attn_proj *p, size_t col,
                          unsigned part) {
     if (part != ATTN_PART_V) rope_rotate(c, p->dst + col, p->ldd, 0, pl->sz.n, 1);
@@ -206,7 +221,8 @@ static void copy_heads(float *out, const attn_plan *pl, const float *src, size_t
 
 int attn_project_whole(const attn_plan *pl, const attn_call *c) {
     const unsigned all = ATTN_PART_Q | ATTN_PART_K | ATTN_PART_V;
-    return pl->stage == ATTN_STAGE_DELTA || (c->distinct == pl->sz.h && pl->parts == all);
+    return pl->stage == ATTN_STAGE_DELTA || (c->distinct == pl->sz.h && pl->parts == all) ||
+           (pl->parts && attn_norm_needs_whole(pl->in->weights));
 }
 
 size_t attn_project_tiles(const attn_plan *pl, attn_call *c, attn_proj pr[2]) {
@@ -224,6 +240,13 @@ void attn_project_rest(const attn_plan *pl, attn_call *c) {
     attn_proj pr[2];
     proj_make(pr, pl, c);
     if (!whole) listed_blocks(pl, c, pr, block_project);
+    /* qk_norm, and the temperature without RoPE (norm.c): before q_raw, k_raw */
+    if (whole) {
+        if (pl->parts & ATTN_PART_Q) attn_qk_step(pl, c->q, sz->ldq, sz->h, ATTN_PART_Q);
+        if (pl->parts & ATTN_PART_K) attn_qk_step(pl, c->kv, sz->ldkv, sz->g, ATTN_PART_K);
+    } else {
+        listed_blocks(pl, c, pr, block_qk);
+    }
 
     if (out->q_raw) copy_heads(out->q_raw, pl, c->q, sz->ldq, sz->n, attn_col_q);
     if (out->k_raw) copy_heads(out->k_raw, pl, c->kv, sz->ldkv, sz->m, attn_col_k);
@@ -233,6 +256,12 @@ void attn_project_rest(const attn_plan *pl, attn_call *c) {
         else
             listed_blocks(pl, c, pr, block_rotate);
         c->rotated = 1;
+    }
+    if (sz->rope && (pl->parts & ATTN_PART_Q)) { /* the temperature after RoPE (norm.c) */
+        if (whole)
+            attn_temperature_step(pl, c->q, sz->ldq, sz->h);
+        else
+            listed_blocks(pl, c, pr, block_temperature);
     }
 
     if (out->q) copy_heads(out->q, pl, c->q, sz->ldq, sz->n, attn_col_q);

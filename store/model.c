@@ -22,7 +22,9 @@
  *
  * The variants' metadata (n_kv_heads, rope_*, alibi, window, softcap,
  * scale) is checked after the tensor names and before the shapes, but
- * RoPE's dims after them, since they are bounded by d_head.
+ * RoPE's dims after them, since they are bounded by d_head, and the norms'
+ * keys and tensors (model_norm.c) after RoPE, which the temperature may not
+ * go beside.
  *
  * A stack (metadata n_layers = L): every weight tensor is
  * "layers.<l>.<name>" and every per-layer key "layers.<l>.<key>"; each
@@ -49,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/model_norm.h"
 #include "store/safetensors.h"
 #include "store/tensor.h"
 #include "store/vocab.h"
@@ -66,7 +69,8 @@ enum {
     T_ALIBI,
     T_ROPE_SHORT,
     T_ROPE_LONG,
-    T_TOK,
+    T_NORM, /* the norms' tensors, STORE_NORM_TENSORS of them (model_norm.h) */
+    T_TOK = T_NORM + STORE_NORM_TENSORS,
     T_POS,
     T_COUNT
 };
@@ -81,6 +85,12 @@ static const char *const tensor_names[T_COUNT] = {"w_qkv",
                                                   "alibi",
                                                   "rope_short_factor",
                                                   "rope_long_factor",
+                                                  "norm.weight",
+                                                  "norm.bias",
+                                                  "post_norm.weight",
+                                                  "post_norm.bias",
+                                                  "q_norm.weight",
+                                                  "k_norm.weight",
                                                   "token_embeddings",
                                                   "position_embeddings"};
 
@@ -540,6 +550,8 @@ static int layer_prefix(const char *name, size_t *layer, const char **rest) {
 static int is_layer_key(const char *key) {
     for (size_t i = 0; i < N_LAYER_KEYS; i++)
         if (strcmp(key, layer_keys[i]) == 0) return 1;
+    for (size_t i = 0; i < STORE_NORM_KEYS; i++) /* model_norm.c's */
+        if (strcmp(key, store_norm_keys[i]) == 0) return 1;
     return 0;
 }
 
@@ -552,6 +564,7 @@ typedef struct layer_plan {
     size_t dm, dh, dc, window;
     double softcap, scale;
     attn_rope rope;
+    attn_weights norms; /* its norms and temperature, but their arrays (model_norm.c) */
 } layer_plan;
 
 /* The file's tensors into plan[l].t and wide[] (the vocabulary's tables);
@@ -647,8 +660,8 @@ static int key_check(void *ctx, const char *key, const char *value) {
     if (!is_layer_key(rest))
         return store_error_set(c->err, c->path,
                                "metadata '%s': '%s' is not a layer's own (a layer has rope_*, "
-                               "alibi, window, softcap and scale; the rest is the whole model's, "
-                               "without a prefix)",
+                               "alibi, window, softcap, scale, the norms' and temperature_*; the "
+                               "rest is the whole model's, without a prefix)",
                                key, rest);
     return 0;
 }
@@ -779,7 +792,9 @@ static int layer_check(layer_plan *lp, size_t n_heads, size_t g, const char *pat
     lp->dh = dh;
     lp->dc = dc;
     if (rope_parse(mv, dh, &lp->rope, path, err) != 0) return -1;
-    return rope_lists(t, &lp->rope, pre, path, err);
+    if (rope_lists(t, &lp->rope, pre, path, err) != 0) return -1;
+    return store_norms_check(&lp->norms, mv->f, pre, t + T_NORM, dm, n_heads, g, dh, lp->rope.dims,
+                             path, err);
 }
 
 /* Layer l against layer 0: a stack's layers share d_model, n_heads,
@@ -858,6 +873,7 @@ static int layer_bind(store_model *m, const layer_plan *lp, size_t n_heads, size
                         .scale = (float)lp->scale};
     w->rope.short_factor = p[T_ROPE_SHORT];
     w->rope.long_factor = p[T_ROPE_LONG];
+    store_norms_bind(w, &lp->norms, p + T_NORM);
     return 0;
 }
 

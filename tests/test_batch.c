@@ -356,7 +356,6 @@ START_TEST(test_not_served_yet) {
         const char *path, *value, *code, *where;
     } cases[] = {
         {"/terms_for", "{\"head\":1,\"query\":1,\"key\":0}", "unknown_field", "/terms_for"},
-        {"/return", "[\"patterns\",\"normed\"]", "invalid_value", "/return/1"},
         {"/return", "[\"head_deltas\"]", "invalid_value", "/return/0"},
         {"/return", "[\"value_norms\"]", "invalid_value", "/return/0"},
         {"/return", "[\"entropy\"]", "invalid_value", "/return/0"},

@@ -148,7 +148,7 @@ typedef struct problem {
     size_t dc;        /* context width; 0: self-attention */
     int cross_file;   /* its model file keeps Q apart (w_q, w_kv) */
     json_t *wfields;  /* inline weight-set fields besides the projections */
-    meta_kv meta[16]; /* the same in a model file's metadata */
+    meta_kv meta[24]; /* the same in a model file's metadata */
     size_t n_meta;
     float alibi[MAX_H + 1]; /* explicit slopes (a model file's tensor) */
     int alibi_tensor;
@@ -159,7 +159,7 @@ typedef struct problem {
      * numbers), no rope nor softcap, and its own scale (layer_scale) */
     size_t n_layers;
     json_t *wfields1;  /* layer 1's weight-set fields */
-    meta_kv meta1[16]; /* and its keys */
+    meta_kv meta1[24]; /* and its keys */
     size_t n_meta1;
     double lscale[MAX_LAYERS];           /* each layer's weight-set scale; 0: none */
     int stack_names;                     /* one layer written as a stack ("layers", layers.0.) */
@@ -334,6 +334,47 @@ static void apply_wscale(problem *p, int v) {
     p->lscale[0] = v == 1 ? 0.25 : 0;
 }
 
+/* The norms and the temperature, weightless (so that any heads fit): off,
+ * Qwen3's, Gemma 3's, OLMo 2's, a layer norm, a Llama 4 NoPE layer's, and
+ * eps 0 (refused). */
+static void apply_norms(problem *p, int v) {
+    static const char *const inl[] = {
+        NULL,
+        "{\"norm\": {\"type\": \"rms\"}, \"qk_norm\": {\"type\": \"rms\", \"scope\": \"head\"}}",
+        "{\"norm\": {\"type\": \"rms\", \"offset\": 1}, \"post_norm\": {\"type\": \"rms\", "
+        "\"offset\": 1}, \"qk_norm\": {\"type\": \"rms\", \"scope\": \"head\", \"offset\": 1}}",
+        "{\"post_norm\": {\"type\": \"rms\"}, \"qk_norm\": {\"type\": \"rms\", \"scope\": "
+        "\"all\"}}",
+        "{\"norm\": {\"type\": \"layer\", \"eps\": 0.001}}",
+        "{\"qk_norm\": {\"type\": \"rms\", \"scope\": \"head\"}, \"temperature\": "
+        "{\"floor_scale\": 2, \"attn_scale\": 0.1}}",
+        "{\"norm\": {\"type\": \"rms\", \"eps\": 0}}",
+    };
+    /* the model file's keys (models/README.md), key, value, … */
+    static const char *const meta[][8] = {
+        {NULL},
+        {"norm_type", "rms", "qk_norm_scope", "head", NULL},
+        {"norm_type", "rms", "norm_offset", "1", "post_norm_type", "rms", "post_norm_offset", "1"},
+        {"post_norm_type", "rms", "qk_norm_scope", "all", NULL},
+        {"norm_type", "layer", "norm_eps", "0.001", NULL},
+        {"qk_norm_scope", "head", "temperature_floor_scale", "2", "temperature_attn_scale", "0.1",
+         NULL},
+        {NULL},
+    };
+    if (!inl[v]) return;
+    json_error_t jerr;
+    json_t *o = json_loads(inl[v], 0, &jerr);
+    ck_assert_msg(o != NULL, "norms %d: %s", v, jerr.text);
+    const char *key;
+    json_t *val;
+    json_object_foreach(o, key, val)
+        wfield(p, key, json_incref(val));
+    json_decref(o);
+    for (size_t i = 0; i < 8 && meta[v][i]; i += 2)
+        meta_put(p, meta[v][i], "%s", meta[v][i + 1]);
+    if (v == 2) meta_put(p, "qk_norm_scope", "head"), meta_put(p, "qk_norm_offset", "1");
+}
+
 static void apply_context(problem *p, int v) {
     /* dc6: a cross-attention model file; dc8: a self-attention one, whose
      * K/V weights project the context as they would the embeddings */
@@ -443,6 +484,7 @@ enum {
     F_WINDOW,
     F_SOFTCAP,
     F_WSCALE,
+    F_NORMS,
     F_CONTEXT,
     F_MASK,
     F_POSITIONS,
@@ -503,6 +545,15 @@ static const feature features[F_COUNT] = {
     [F_WSCALE] = {"weights.scale",
                   apply_wscale,
                   {{"off", 0, 0, R_ALL}, {"0.25", 0, 0, R_ALL}, {"0", 422, 0, R_INL}}},
+    [F_NORMS] = {"norms",
+                 apply_norms,
+                 {{"off", 0, 0, R_ALL},
+                  {"qwen3", 0, 0, R_ALL},
+                  {"gemma3", 0, 0, R_ALL},
+                  {"olmo2", 0, 0, R_ALL},
+                  {"layer", 0, 0, R_ALL},
+                  {"nope", 0, 0, R_ALL},
+                  {"eps0", 422, 0, R_INL}}},
     [F_CONTEXT] = {"context",
                    apply_context,
                    {{"off", 0, 0, R_ALL}, {"dc6", 0, 0, R_ALL}, {"dc8", 0, 0, R_NOV2}}},
@@ -588,6 +639,8 @@ static const conflict conflicts[] = {
     {F_CONTEXT, BIT(2), F_WINDOW, BIT(1) | BIT(2), 422, 0},
     {F_CONTEXT, BIT(1) | BIT(2), F_MASK, BIT(MASK_CAUSAL), 422, 0},
     {F_CONTEXT, BIT(1) | BIT(2), F_RETURN, BIT(5), 422, 0}, /* rollout */
+    /* Llama 4's temperature is for its layers without RoPE */
+    {F_NORMS, BIT(5), F_ROPE, ROPE_ON, 422, 1},
     /* 3 heads of 3: h·d_head = 9 is not d_model (w_o needed), 2 K/V heads
      * do not divide 3, and an odd d_head needs rope's dims */
     {F_HEADS, BIT(2), F_PROJ, BIT(0) | BIT(1), 422, 1},
@@ -902,7 +955,9 @@ static float wv(const problem *p, size_t l, int tag, size_t unit, size_t i) {
 /* A key that describes one layer: written layers.<l>.<key> in a stack. */
 static int layer_key(const char *key) {
     return strncmp(key, "rope_", 5) == 0 || strcmp(key, "alibi") == 0 ||
-           strcmp(key, "window") == 0 || strcmp(key, "softcap") == 0 || strcmp(key, "scale") == 0;
+           strcmp(key, "window") == 0 || strcmp(key, "softcap") == 0 || strcmp(key, "scale") == 0 ||
+           strncmp(key, "norm_", 5) == 0 || strncmp(key, "post_norm_", 10) == 0 ||
+           strncmp(key, "qk_norm_", 8) == 0 || strncmp(key, "temperature_", 12) == 0;
 }
 
 /* Layer 1 of a stack: layer 0's fields without rope and softcap, so that a
