@@ -123,6 +123,14 @@ typedef struct attn_weights {
     float softcap;      /* c > 0, or 0: none */
     float scale;        /* the weight set's default scale, or 0: 1/sqrt(dh); attn_compute
                            reads attn_input.scale: the caller chooses */
+    /* Chunked local attention (Llama 4) and attention sinks (GPT-OSS), applied
+     * with the mask and window, and in the softmax:
+     *   chunk   key k allowed for query q only where ⌊p_q / c⌋ = ⌊p_k / c⌋
+     *   sinks   P_i[q][k] = exp(S[q][k]) / (Σ_k' exp(S[q][k']) + exp(s_i)),
+     *           the sum over the allowed keys: a row sums to less than 1,
+     *           and a row with no allowed key stays all zeros */
+    const float *sinks; /* h sink logits s_i (finite), or NULL */
+    size_t chunk;       /* c ≥ 1, or 0: none; ignored with a context, as window */
 } attn_weights;
 
 typedef enum attn_mask_kind {
@@ -158,7 +166,7 @@ typedef struct attn_input {
 
 /*
  * The caller validates the variants: with a context, the mask is NONE or
- * CUSTOM (n × m) and there is no RoPE, ALiBi or window; a custom mask is
+ * CUSTOM (n × m) and there is no RoPE, ALiBi, window or chunk; a custom mask is
  * n × m (m = n without context); w_kv needs a context.
  */
 
@@ -417,8 +425,8 @@ void attn_alibi_slopes(float *slopes, size_t h);
 /*
  * The floating-point operations attn_compute really does for `in` when
  * every output is asked for: only the key blocks it computes (a causal
- * mask's blocks above the diagonal and those wholly outside a window are
- * skipped), the projection at g K/V heads (of the context's m rows with
+ * mask's blocks above the diagonal and those wholly outside a window or
+ * the query rows' chunks are skipped), the projection at g K/V heads (of the context's m rows with
  * one). The server schedules and limits by it. Reads the positions, so
  * costs O(n²/128) comparisons with a window.
  */
