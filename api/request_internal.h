@@ -132,6 +132,7 @@ struct api_request {
 
     /* Inline weights: the packed buffers (see attn_weights) and their view. */
     float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv, *alibi;
+    float *sinks; /* weights.sinks (request_sinks.c) */
     attn_weights inline_weights;
 
     /* Filled by api_request_bind (heads_owned by api_request_bind_heads, in
@@ -173,6 +174,11 @@ int api_request_decode_weight_source(api_request *head, const json_t *root, attn
  * are checked before the weights are allocated. */
 int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const json_t *weights,
                        const api_limits *limits, attn_error *err);
+
+/* The weight set's sinks and chunk (request_sinks.c) into w, its n_heads
+ * known: 0, or -1 with *err at /weights/sinks or /weights/chunk. */
+int api_weights_decode_sinks(api_request *req, const json_t *weights, attn_weights *w,
+                             attn_error *err);
 
 /* A field of indices (select_heads, layers) at /<name>: an array of
  * integers, only type-checked (400 at /<name>/i), as doubles into *out

@@ -38,8 +38,9 @@
 #include "api/json_path.h"
 #include "api/matrix.h"
 
-static const char *const weights_fields[] = {"heads", "kv_heads", "w_o",     "b_o",  "rope",
-                                             "alibi", "window",   "softcap", "scale"};
+static const char *const weights_fields[] = {"heads", "kv_heads", "w_o",    "b_o",
+                                             "rope",  "alibi",    "window", "softcap",
+                                             "scale", "sinks",    "chunk"};
 static const char *const head_fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
 static const char *const kv_fields[] = {"w_k", "w_v", "b_k", "b_v"};
 static const char *const rope_fields[] = {"theta", "dims", "style", "scaling"};
@@ -348,7 +349,8 @@ static int decode_rope(const json_t *r, size_t dh, attn_rope *rope, attn_error *
     return 0;
 }
 
-/* rope, alibi, window, softcap, scale into w (d_head and n_heads known). */
+/* rope, alibi, window, softcap, scale, then sinks and chunk (request_sinks.c),
+ * into w (d_head and n_heads known). */
 static int decode_variants(api_request *req, const json_t *weights, attn_weights *w,
                            attn_error *err) {
     const json_t *v;
@@ -391,7 +393,7 @@ static int decode_variants(api_request *req, const json_t *weights, attn_weights
                                   "weights.scale must be > 0 (as a float32), got %g",
                                   json_number_value(v));
     }
-    return 0;
+    return api_weights_decode_sinks(req, weights, w, err);
 }
 
 /* ---- pass 2 ------------------------------------------------------------------ */
@@ -426,8 +428,10 @@ int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const
                  .grouped = kv != NULL,
                  .limits = limits};
 
-    if (api_check_fields(weights, weights_fields, 9, "weights", "/weights",
-                         "heads, kv_heads, w_o, b_o, rope, alibi, window, softcap, scale", err) < 0)
+    if (api_check_fields(weights, weights_fields, 11, "weights", "/weights",
+                         "heads, kv_heads, w_o, b_o, rope, alibi, window, softcap, scale, sinks, "
+                         "chunk",
+                         err) < 0)
         return -1;
     if (heads == NULL)
         return attn_error_set(err, 400, "missing_field", "/weights/heads",
