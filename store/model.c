@@ -13,7 +13,7 @@
  *                    multiple of h + 2g, which gives d_head; b_qkv [hd + 2gd]
  *   cross-attention: w_q [dm, hd], a multiple of h, which gives d_head;
  *                    b_q [hd], w_kv [dc, 2gd], b_kv [2gd]
- *   w_o [hd, dm]    b_o [dm]    alibi [h]    no w_o: hd == dm
+ *   w_o [hd, dm]    b_o [dm]    alibi [h]    sinks [h]    no w_o: hd == dm
  *   token_embeddings [V, dm], V = the vocabulary's length
  *   position_embeddings [P, dm], P ≥ 1, only with a vocabulary
  *
@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/model_sinks.h"
 #include "store/safetensors.h"
 #include "store/tensor.h"
 #include "store/vocab.h"
@@ -64,6 +65,7 @@ enum {
     T_W_KV,
     T_B_KV,
     T_ALIBI,
+    T_SINKS,
     T_TOK,
     T_POS,
     T_COUNT
@@ -77,6 +79,7 @@ static const char *const tensor_names[T_COUNT] = {"w_qkv",
                                                   "w_kv",
                                                   "b_kv",
                                                   "alibi",
+                                                  "sinks",
                                                   "token_embeddings",
                                                   "position_embeddings"};
 
@@ -95,7 +98,8 @@ static const char *const layer_keys[] = {"rope_theta",
                                          "alibi",
                                          "window",
                                          "softcap",
-                                         "scale"};
+                                         "scale",
+                                         "chunk"};
 enum { N_LAYER_KEYS = sizeof layer_keys / sizeof layer_keys[0] };
 
 struct store_model_memory {
@@ -453,6 +457,7 @@ typedef struct layer_plan {
     size_t dm, dh, dc, window;
     double softcap, scale;
     attn_rope rope;
+    size_t chunk; /* model_sinks.c */
 } layer_plan;
 
 /* The file's tensors into plan[l].t and wide[] (the vocabulary's tables);
@@ -475,12 +480,12 @@ static int names_sort(layer_plan *plan, size_t n_layers, const store_tensor *wid
         if (slot < 0 && pre)
             return store_error_set(err, path,
                                    "unknown tensor '%s' (a layer holds w_qkv, b_qkv, w_o, b_o; or "
-                                   "w_q, b_q, w_kv, b_kv; and alibi)",
+                                   "w_q, b_q, w_kv, b_kv; and alibi, sinks)",
                                    x->name);
         if (slot < 0)
             return store_error_set(err, path,
                                    "unknown tensor '%s' (a model holds w_qkv, b_qkv, w_o, b_o; "
-                                   "or w_q, b_q, w_kv, b_kv; and alibi, token_embeddings, "
+                                   "or w_q, b_q, w_kv, b_kv; and alibi, sinks, token_embeddings, "
                                    "position_embeddings)",
                                    x->name);
         if (pre && !n_layers)
@@ -547,8 +552,8 @@ static int key_check(void *ctx, const char *key, const char *value) {
     if (!is_layer_key(rest))
         return store_error_set(c->err, c->path,
                                "metadata '%s': '%s' is not a layer's own (a layer has rope_*, "
-                               "alibi, window, softcap and scale; the rest is the whole model's, "
-                               "without a prefix)",
+                               "alibi, window, softcap, scale and chunk; the rest is the whole "
+                               "model's, without a prefix)",
                                key, rest);
     return 0;
 }
@@ -678,6 +683,8 @@ static int layer_check(layer_plan *lp, size_t n_heads, size_t g, const char *pat
     lp->dm = dm;
     lp->dh = dh;
     lp->dc = dc;
+    if (store_layer_sinks_check(mv->f, pre, t[T_SINKS], n_heads, cross, &lp->chunk, path, err) != 0)
+        return -1;
     return rope_parse(mv, dh, &lp->rope, path, err);
 }
 
@@ -747,7 +754,9 @@ static int layer_bind(store_model *m, const layer_plan *lp, size_t n_heads, size
                         .alibi = p[T_ALIBI],
                         .window = lp->window,
                         .softcap = (float)lp->softcap,
-                        .scale = (float)lp->scale};
+                        .scale = (float)lp->scale,
+                        .sinks = p[T_SINKS],
+                        .chunk = lp->chunk};
     return 0;
 }
 
