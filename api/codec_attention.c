@@ -46,7 +46,9 @@ static int attention_array_rank(const char *path) {
     if (!strcmp(path, "/mask")) return API_ARRAYS_MASK;
     if (!strcmp(path, "/embeddings") || !strcmp(path, "/context") || !strcmp(path, "/weights/w_o"))
         return 2;
-    if (!strcmp(path, "/weights/b_o") || !strcmp(path, "/weights/alibi")) return 1;
+    if (!strcmp(path, "/weights/b_o") || !strcmp(path, "/weights/alibi") ||
+        !strcmp(path, "/weights/sinks"))
+        return 1;
     if (!strncmp(path, heads, sizeof heads - 1))
         p = path + sizeof heads - 1;
     else if (!strncmp(path, kv, sizeof kv - 1))

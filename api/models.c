@@ -110,7 +110,9 @@ static void write_rope(api_buffer *b, const attn_rope *r, api_nonfinite *bad) {
     api_buffer_append(b, "}", 1);
 }
 
-/* ,"rope":…,"alibi":[…],"window":…,"softcap":…,"scale":…, those the weights set. */
+/* ,"rope":…,"alibi":[…],"window":…,"softcap":…,"scale":…,"chunk":…, those the
+ * weights set (the summary's and the inline form's; sinks are the inline
+ * form's alone, with the weights). */
 static void write_variants(api_buffer *b, const attn_weights *w, api_nonfinite *bad) {
     char num[API_FLOAT_TEXT_MAX];
     if (w->rope.dims) {
@@ -132,6 +134,10 @@ static void write_variants(api_buffer *b, const attn_weights *w, api_nonfinite *
     if (w->scale > 0.0f) {
         api_buffer_append_str(b, ",\"scale\":");
         api_buffer_append(b, num, api_float_format(num, w->scale));
+    }
+    if (w->chunk) {
+        api_buffer_append_str(b, ",\"chunk\":");
+        api_write_size(b, w->chunk);
     }
 }
 
@@ -239,11 +245,11 @@ static size_t weights_json_bound(const attn_weights *w) {
     size_t kv_rows = w->w_kv ? w->d_context : dm, hd = h * dh, gd = g * dh;
     size_t rows = h * dm + 2 * g * kv_rows + hd + 3 * h + 2 * g + 64;
     size_t q, kv, o, floats, bytes;
-    /* w_q, w_k and w_v, w_o, the biases, the slopes and longrope's lists (dims ≤ dh) */
+    /* w_q, w_k and w_v, w_o, the biases, the slopes, longrope's lists (dims ≤ dh) and the sinks */
     if (__builtin_mul_overflow(dm, hd, &q) || __builtin_mul_overflow(kv_rows, 2 * gd, &kv) ||
         __builtin_mul_overflow(hd, dm, &o) || __builtin_add_overflow(q, kv, &floats) ||
         __builtin_add_overflow(floats, o, &floats) ||
-        __builtin_add_overflow(floats, hd + 2 * gd + dm + h + dh, &floats) || /* + longrope's */
+        __builtin_add_overflow(floats, hd + 2 * gd + dm + 2 * h + dh, &floats) ||
         __builtin_mul_overflow(floats, (size_t)FLOAT_JSON_MAX, &bytes) ||
         __builtin_add_overflow(bytes, rows * 3 + (h + g) * 64 + 1024, &bytes) ||
         __builtin_add_overflow(bytes, api_norms_json_bound(w, FLOAT_JSON_MAX), &bytes))
@@ -340,6 +346,10 @@ static void write_weights(api_buffer *b, const attn_weights *w, api_nonfinite *b
     if (w->b_o) {
         api_buffer_append_str(b, ",\"b_o\":");
         api_write_vector(b, w->b_o, dm, bad);
+    }
+    if (w->sinks) {
+        api_buffer_append_str(b, ",\"sinks\":");
+        api_write_vector(b, w->sinks, h, bad);
     }
     write_variants(b, w, bad);
     api_norms_write(b, w, 1, bad); /* with their arrays (models_norm.c) */

@@ -242,9 +242,9 @@ static int bind_context(const api_request *req, const attn_weights *w, attn_erro
                                         "weights project a context "
                                         "as they do embeddings)",
                               dc);
-    static const char *const names[] = {"rope", "alibi", "window"};
-    int has[] = {w->rope.dims != 0, w->alibi != NULL, w->window != 0};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const names[] = {"rope", "alibi", "window", "chunk"};
+    int has[] = {w->rope.dims != 0, w->alibi != NULL, w->window != 0, w->chunk != 0};
+    for (size_t i = 0; i < 4; i++) {
         char path[API_PATH_MAX];
         if (!has[i]) continue;
         api_path_key(path, sizeof path, "/weights", names[i]);
@@ -585,6 +585,7 @@ void api_request_free(api_request *req) {
     free(req->alibi);
     free(req->rope_factors);
     free(req->norms);
+    free(req->sinks);
     free(req->heads_owned);
     free(req->token_rows);
     free(req->layers_sent);

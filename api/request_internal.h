@@ -134,7 +134,8 @@ struct api_request {
     /* Inline weights: the packed buffers (see attn_weights) and their view. */
     float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv, *alibi;
     float *rope_factors; /* longrope: short_factor, then long_factor (dims/2 each) */
-    float *norms; /* the norms' weights and biases, one block (request_norm.c) */
+    float *norms;        /* the norms' weights and biases, one block (request_norm.c) */
+    float *sinks;        /* weights.sinks (request_sinks.c) */
     attn_weights inline_weights;
 
     /* Filled by api_request_bind (heads_owned by api_request_bind_heads, in
@@ -190,6 +191,11 @@ int api_rope_scaling_decode_long(api_request *req, const json_t *scaling, attn_r
  * temperature field; 422 for a length, an eps ≤ 0, an offset other than 0 or
  * 1, a floor_scale ≤ 0, a temperature beside rope. */
 int api_norms_decode(api_request *req, const json_t *weights, attn_weights *w, attn_error *err);
+
+/* The weight set's sinks and chunk (request_sinks.c) into w, its n_heads
+ * known: 0, or -1 with *err at /weights/sinks or /weights/chunk. */
+int api_weights_decode_sinks(api_request *req, const json_t *weights, attn_weights *w,
+                             attn_error *err);
 
 /* A field of indices (select_heads, layers) at /<name>: an array of
  * integers, only type-checked (400 at /<name>/i), as doubles into *out

@@ -41,7 +41,9 @@
 static const char *const weights_fields[] = {"heads", "kv_heads", "w_o", "b_o", "rope", "alibi",
                                              "window", "softcap", "scale",
                                              /* request_norm.c */
-                                             "norm", "post_norm", "qk_norm", "temperature"};
+                                             "norm", "post_norm", "qk_norm", "temperature",
+                                             /* request_sinks.c */
+                                             "sinks", "chunk"};
 static const char *const head_fields[] = {"w_q", "w_k", "w_v", "b_q", "b_k", "b_v"};
 static const char *const kv_fields[] = {"w_k", "w_v", "b_k", "b_v"};
 static const char *const rope_fields[] = {"theta", "dims", "style", "scaling"};
@@ -356,7 +358,8 @@ static int decode_rope(api_request *req, const json_t *r, size_t dh, attn_rope *
     return 0;
 }
 
-/* rope, alibi, window, softcap, scale into w (d_head and n_heads known). */
+/* rope, alibi, window, softcap, scale, then sinks and chunk (request_sinks.c),
+ * into w (d_head and n_heads known). */
 static int decode_variants(api_request *req, const json_t *weights, attn_weights *w,
                            attn_error *err) {
     const json_t *v;
@@ -399,7 +402,9 @@ static int decode_variants(api_request *req, const json_t *weights, attn_weights
                                   "weights.scale must be > 0 (as a float32), got %g",
                                   json_number_value(v));
     }
-    return api_norms_decode(req, weights, w, err); /* norm, post_norm, qk_norm, temperature */
+    if (api_norms_decode(req, weights, w, err) < 0) /* norm, post_norm, qk_norm, temperature */
+        return -1;
+    return api_weights_decode_sinks(req, weights, w, err);
 }
 
 /* ---- pass 2 ------------------------------------------------------------------ */
@@ -437,7 +442,7 @@ int api_weights_decode(api_request *req, size_t d_model, size_t d_context, const
     if (api_check_fields(weights, weights_fields, sizeof weights_fields / sizeof *weights_fields,
                          "weights", "/weights",
                          "heads, kv_heads, w_o, b_o, rope, alibi, window, softcap, scale, norm, "
-                         "post_norm, qk_norm, temperature",
+                         "post_norm, qk_norm, temperature, sinks, chunk",
                          err) < 0)
         return -1;
     if (heads == NULL)

@@ -10,7 +10,7 @@
  * For each task this file decides what the path sees (attn_block): where
  * head i's Q, and the K and V of its K/V head (shared by its group, never
  * copied), are in QKV, which keys its rows may attend to (kbeg … kend,
- * attn_block_keys, computed once per call), its ALiBi slope,
+ * attn_block_keys, computed once per call), its ALiBi slope and sink,
  * where its S, P and Z go, and which scratch it uses. The path
  * (attend_full.c, attend_online.c) then computes that block alone.
  *
@@ -21,6 +21,7 @@
  * listed again gets a copy of its first position's S, P and Z once every
  * task is done.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -37,7 +38,7 @@ static attn_block block_make(const attn_plan *pl, const attn_call *c, size_t i, 
     const size_t nm = sz->n * sz->m, ndh = sz->n * sz->dh;
     const int listed = j != SIZE_MAX;
     const size_t blk = r0 / ATTN_BLOCK_Q;
-    const float *alibi = pl->in->weights->alibi;
+    const float *alibi = pl->in->weights->alibi, *sinks = pl->in->weights->sinks;
     attn_block b = {.q = c->q + attn_col_q(sz, i),
                     .k = c->kv + attn_col_k(sz, i),
                     .v = c->kv + attn_col_v(sz, i),
@@ -49,8 +50,10 @@ static attn_block block_make(const attn_plan *pl, const attn_call *c, size_t i, 
                               .m = sz->m,
                               .pos = c->pos,
                               .window = pl->in->weights->window,
+                              .chunk = pl->in->weights->chunk,
                               .softcap = pl->in->weights->softcap,
                               .slope = alibi ? alibi[i] : 0.0f},
+                    .sink = sinks ? sinks[i] : -INFINITY,
                     .s = listed && out->scores ? out->scores + j * nm : NULL,
                     .p = listed && out->patterns ? out->patterns + j * nm : NULL,
                     .ldz = sz->dh,
@@ -67,30 +70,45 @@ static unsigned long long pos_at(const unsigned *pos, size_t t) {
     return pos ? pos[t] : t;
 }
 
+/* What a block's queries may reach: the window w about their positions
+ * pmin … pmax, and the chunks [clo, chi) they lie in (0: none). */
+typedef struct reach {
+    unsigned long long w, pmin, pmax, c, clo, chi;
+} reach;
+
+static int reached(const reach *r, unsigned long long p) {
+    return (!r->w || (p + r->w > r->pmin && p < r->pmax + r->w)) &&
+           (!r->c || (p >= r->clo && p < r->chi));
+}
+
 void attn_block_keys(const attn_plan *pl, const unsigned *pos, size_t blk, size_t *kbeg,
                      size_t *kend) {
     const attn_sizes *sz = &pl->sz;
     const size_t r0 = blk * ATTN_BLOCK_Q, r1 = r0 + attn_min(ATTN_BLOCK_Q, sz->n - r0);
-    const unsigned long long w = pl->in->weights->window;
+    const unsigned long long w = pl->in->weights->window, c = pl->in->weights->chunk;
     /* Causal: the keys past the block's last row are masked for all its
      * rows, so neither path computes them. */
     *kbeg = 0;
     *kend = pl->in->mask.kind == ATTN_MASK_CAUSAL ? r1 : sz->m;
-    if (!w || sz->cross) return;
+    if ((!w && !c) || sz->cross) return;
     /* A window: key k can be allowed only if |p_q − p_k| < w for some query
-     * of the block, so only if pmin − w < p_k < pmax + w. The first and
-     * last such keys bound the block's keys (positions need not increase:
-     * a key between them may still be masked, by the score pass). */
+     * of the block, so only if pmin − w < p_k < pmax + w. A chunk: only if
+     * p_k is in the chunk of some query, ⌊pmin / c⌋·c ≤ p_k < (⌊pmax / c⌋ + 1)·c.
+     * The first and last such keys bound the block's keys (positions need
+     * not increase: a key between them may still be masked, by the score
+     * pass), so that a block's keys are at most w or c and its own rows
+     * wide, for increasing positions, and the work is linear in n. */
     unsigned long long pmin = pos_at(pos, r0), pmax = pmin;
     for (size_t q = r0; q < r1; q++) {
         unsigned long long p = pos_at(pos, q);
         if (p < pmin) pmin = p;
         if (p > pmax) pmax = p;
     }
+    const reach rr = {w, pmin, pmax, c, c ? pmin - pmin % c : 0, c ? pmax - pmax % c + c : 0};
     size_t a = 0, b = *kend;
-    while (a < b && !(pos_at(pos, a) + w > pmin && pos_at(pos, a) < pmax + w))
+    while (a < b && !reached(&rr, pos_at(pos, a)))
         a++;
-    while (b > a && !(pos_at(pos, b - 1) + w > pmin && pos_at(pos, b - 1) < pmax + w))
+    while (b > a && !reached(&rr, pos_at(pos, b - 1)))
         b--;
     *kbeg = a;
     *kend = b;

@@ -10,8 +10,9 @@
  *   S_i[r0:r1, kbeg:kend] = scale · Q_i[r0:r1] · K_i[kbeg:kend]ᵀ   sgemm,
  *       straight into the caller's scores (else patterns) rows, else B × m
  *       scratch
- *   the score rules (softcap, ALiBi, mask, window; kernels.c), fused row
- *   softmax (vexp.c) into patterns or the scratch
+ *   the score rules (softcap, ALiBi, mask, window, chunk; kernels.c), fused
+ *   row softmax (vexp.c), the head's sink in its sum, into patterns or the
+ *   scratch
  *   Z[r0:r1] = P_i[r0:r1, kbeg:kend] · V_i[kbeg:kend]               sgemm
  *
  * Causal: the keys before the block's first row are one rectangle for all
@@ -101,7 +102,7 @@ int attn_full_block(const attn_plan *pl, const attn_block *b) {
     if (!b->p && !b->z) return 0;
     float *pd = b->p ? b->p + r0 * m : rows;
     if (pd != rows) fill_outside(pd, m, rb, m, kbeg, kend, 0.0f);
-    attn_softmax_block(pd + kbeg, m, sd + kbeg, m, rb, kb, r0, kbeg, causal);
+    attn_softmax_block(pd + kbeg, m, sd + kbeg, m, rb, kb, r0, kbeg, causal, b->sink);
     if (!b->z) return 0;
     float *zr = b->z + r0 * b->ldz;
     const int ldz = (int)b->ldz;

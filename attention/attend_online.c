@@ -7,7 +7,7 @@
  * to its kend (causal: kend = r1; a window: the keys within its reach):
  *
  *   T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ    B × K tile, sgemm
- *   the score rules (softcap, ALiBi, mask, window); online softmax
+ *   the score rules (softcap, ALiBi, mask, window, chunk); online softmax
  *   (kernels.c): running row max m and sum l; when m
  *   grows, l and the row of Z already accumulated are rescaled by
  *   exp(m_old − m), also when that underflows to 0 (a jump past exp's range)
@@ -20,7 +20,10 @@
  * square. The cut depends on the shape alone.
  *
  * Z stays the average so far (T holds weights over l): no final division;
- * rows with nothing allowed stay exactly 0. Scratch: one B × K tile and 2B
+ * rows with nothing allowed stay exactly 0. A head's sink is a key whose V
+ * is 0, seen before the first tile: each row starts at m = s_i, l = 1 and
+ * Z = 0, so that the sum carries it from the start and nothing is kept
+ * for a last pass. Scratch: one B × K tile and 2B
  * floats, never n × n: memory is linear in n.
  *
  * A tile whose allowed scores overflow is computed again from the block's
@@ -49,8 +52,13 @@ int attn_online_block(const attn_plan *pl, const attn_block *b) {
             memset(zr + x * b->ldz, 0, sz->dh * sizeof(float));
         return 0;
     }
+    /* With a sink the rows are "seen" from the start (kernels.h): Z starts
+     * at 0, and every tile adds to it. */
+    const int sunk = b->sink != -INFINITY;
     for (size_t x = 0; x < rb; x++)
-        m[x] = -INFINITY, l[x] = 0.0f;
+        m[x] = b->sink, l[x] = sunk ? 1.0f : 0.0f;
+    for (size_t x = 0; sunk && x < rb; x++)
+        memset(zr + x * b->ldz, 0, sz->dh * sizeof(float));
     /* Causal: in each key tile, the keys before the block's first row are
      * one rectangle for all its rows; the keys from there on (the tile's
      * part of the diagonal square) go by sub-blocks of ATTN_SUB_Q rows,
@@ -62,7 +70,7 @@ int attn_online_block(const attn_plan *pl, const attn_block *b) {
     for (size_t k0 = b->kbeg; k0 < b->kend; k0 += ATTN_BLOCK_K) {
         const size_t kb = attn_min(ATTN_BLOCK_K, b->kend - k0), k1 = k0 + kb;
         const size_t kd = causal ? attn_min(k1, r0 > k0 ? r0 : k0) : k0;
-        const int first = k0 == b->kbeg;
+        const int first = k0 == b->kbeg && !sunk;
         /* T = scale · Q_i[r0:r1] · K_i[k0:k1]ᵀ: the rectangle k0 … kd,
          * (m, n, k) = (rb, kd − k0, dh), then each sub-block's kd … se,
          * (m, n, k) = (sb, se − kd, dh). What no sgemm writes is past each

@@ -171,6 +171,14 @@ typedef struct attn_weights {
     attn_norm post_norm;          /* dm */
     attn_qk_norm qk_norm;         /* the caller refuses temperature beside RoPE */
     attn_temperature temperature; /* reads the queries' positions */
+    /* Chunked local attention (Llama 4) and attention sinks (GPT-OSS), applied
+     * with the mask and window, and in the softmax:
+     *   chunk   key k allowed for query q only where ⌊p_q / c⌋ = ⌊p_k / c⌋
+     *   sinks   P_i[q][k] = exp(S[q][k]) / (Σ_k' exp(S[q][k']) + exp(s_i)),
+     *           the sum over the allowed keys: a row sums to less than 1,
+     *           and a row with no allowed key stays all zeros */
+    const float *sinks; /* h sink logits s_i (finite), or NULL */
+    size_t chunk;       /* c ≥ 1, or 0: none; ignored with a context, as window */
 } attn_weights;
 
 typedef enum attn_mask_kind {
@@ -206,7 +214,7 @@ typedef struct attn_input {
 
 /*
  * The caller validates the variants: with a context, the mask is NONE or
- * CUSTOM (n × m) and there is no RoPE, ALiBi or window; a custom mask is
+ * CUSTOM (n × m) and there is no RoPE, ALiBi, window or chunk; a custom mask is
  * n × m (m = n without context); w_kv needs a context.
  */
 
@@ -477,8 +485,8 @@ double attn_rope_attention_factor(const attn_rope *rope);
 /*
  * The floating-point operations attn_compute really does for `in` when
  * every output is asked for: only the key blocks it computes (a causal
- * mask's blocks above the diagonal and those wholly outside a window are
- * skipped), the projection at g K/V heads (of the context's m rows with
+ * mask's blocks above the diagonal and those wholly outside a window or
+ * the query rows' chunks are skipped), the projection at g K/V heads (of the context's m rows with
  * one). The server schedules and limits by it. Reads the positions, so
  * costs O(n²/128) comparisons with a window.
  */

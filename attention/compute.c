@@ -105,7 +105,7 @@ static int sizes_make(attn_sizes *sz, size_t n, size_t dm, size_t h, size_t g, s
 /* Whether a rule of `in` reads the tokens' positions. */
 static int reads_positions(const attn_input *in) {
     const attn_weights *w = in->weights;
-    return w->rope.dims || w->alibi || w->window;
+    return w->rope.dims || w->alibi || w->window || w->chunk;
 }
 
 /* The sizes of `in`'s call. */
@@ -341,7 +341,7 @@ size_t attn_workspace_need_grouped(size_t n_tokens, size_t d_model, size_t n_hea
  *   PAIR      exp, max, sum and scale of softmax, the pattern's store (the
  *             count assumes every output): ~1.3 ns a pair
  *   RULES     the scalar pass of the score rules (softcap, ALiBi, a window,
- *             a custom mask): the mask byte, the distance, ALiBi's term,
+ *             a chunk, a custom mask): the mask byte, the distance, ALiBi's term,
  *             the finite check: ~1.5 ns a pair more
  *   SOFTCAP   tanh (SLEEF's, 8 lanes): ~4.5 ns a pair more
  *   ROPE_ROW  RoPE of one row of one head: a rotation of `dims`
@@ -380,7 +380,8 @@ double attn_input_flops(const attn_input *in) {
         row_blocks += (double)rb * (double)((kend - kbeg + ATTN_BLOCK_K - 1) / ATTN_BLOCK_K);
     }
     double pair = 4.0 * dh + COST_PAIR;
-    if (w->softcap != 0.0f || w->alibi || w->window || in->mask.kind == ATTN_MASK_CUSTOM)
+    if (w->softcap != 0.0f || w->alibi || w->window || w->chunk ||
+        in->mask.kind == ATTN_MASK_CUSTOM)
         pair += COST_PAIR_RULES;
     if (w->softcap != 0.0f) pair += COST_PAIR_SOFTCAP;
     f += (double)sz->h * (pairs * pair + row_blocks * COST_ROW);

@@ -7,6 +7,7 @@
  * comparisons with -INFINITY behaving as IEEE says.
  */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -104,15 +105,29 @@ static unsigned pos_distance(unsigned a, unsigned b) {
     return a > b ? a - b : b - a;
 }
 
+/* The positions [lo, hi) of query q's chunk, ⌊p_q / c⌋·c …, with c the
+ * chunk (0: none, or no positions: every key's); compared per key instead
+ * of a division per pair. */
+typedef struct chunk_span {
+    unsigned long long lo, hi;
+} chunk_span;
+
+static chunk_span chunk_of(size_t chunk, const unsigned *pos, unsigned pq) {
+    if (!chunk || !pos) return (chunk_span){0, ULLONG_MAX};
+    unsigned long long lo = pq - pq % chunk;
+    return (chunk_span){lo, lo + chunk};
+}
+
 /* Is an allowed one of the row's first len raw scores infinite or NaN?
  * Soft-capping would make it finite (tanh(±inf) = ±1), so it is asked
  * before; the scalar loop runs only for a row that has one somewhere. */
 static int allowed_not_finite(const float *sr, size_t len, const unsigned char *ok, size_t w,
-                              const unsigned *pos, unsigned pq, size_t k0) {
+                              const unsigned *pos, unsigned pq, size_t k0, chunk_span cs) {
     if (!any_not_finite(sr, len)) return 0;
     for (size_t c = 0; c < len; c++)
         if (!(fabsf(sr[c]) <= FLT_MAX) && !(ok && !ok[c]) &&
-            !(w && pos && pos_distance(pq, pos[k0 + c]) >= w))
+            !(w && pos && pos_distance(pq, pos[k0 + c]) >= w) &&
+            !(pos && (pos[k0 + c] < cs.lo || pos[k0 + c] >= cs.hi)))
             return 1;
     return 0;
 }
@@ -121,7 +136,7 @@ static int allowed_not_finite(const float *sr, size_t len, const unsigned char *
 int attn_score_tile(float *s, size_t lds, const attn_score_rules *rules, size_t q0, size_t rows,
                     size_t k0, size_t cols) {
     const attn_mask *mask = rules->mask;
-    if (!rules->window && rules->softcap == 0.0f && rules->slope == 0.0f)
+    if (!rules->window && !rules->chunk && rules->softcap == 0.0f && rules->slope == 0.0f)
         return mask_tile(s, lds, mask, rules->m, q0, rows, k0, cols);
     const unsigned *pos = rules->pos;
     const size_t w = rules->window;
@@ -135,14 +150,17 @@ int attn_score_tile(float *s, size_t lds, const attn_score_rules *rules, size_t 
         const unsigned char *ok =
             mask->kind == ATTN_MASK_CUSTOM ? mask->allowed + q * rules->m + k0 : NULL;
         const unsigned pq = pos ? pos[q] : 0;
+        const chunk_span cs = chunk_of(rules->chunk, pos, pq);
         if (rules->softcap != 0.0f) {
-            bad |= allowed_not_finite(sr, len, ok, w, pos, pq, k0);
+            bad |= allowed_not_finite(sr, len, ok, w, pos, pq, k0, cs);
             attn_vsoftcap(sr, rules->softcap, len);
         }
         for (size_t c = 0; c < len; c++) {
-            /* Without positions (a context) the distance plays no part. */
-            unsigned d = pos ? pos_distance(pq, pos[k0 + c]) : 0;
-            if ((ok && !ok[c]) || (w && d >= w)) {
+            /* Without positions (a context) the distance and the chunk
+             * play no part. */
+            unsigned pk = pos ? pos[k0 + c] : 0;
+            unsigned d = pos ? pos_distance(pq, pk) : 0;
+            if ((ok && !ok[c]) || (w && d >= w) || pk < cs.lo || pk >= cs.hi) {
                 sr[c] = -INFINITY;
                 continue;
             }
@@ -159,7 +177,7 @@ int attn_score_tile(float *s, size_t lds, const attn_score_rules *rules, size_t 
 
 /* p: rows × cols (stride ldp), s: rows × cols (stride lds); p may equal s */
 void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t rows, size_t cols,
-                        size_t q0, size_t k0, int causal) {
+                        size_t q0, size_t k0, int causal, float sink) {
     for (size_t r = 0; r < rows; r++) {
         const float *sr = s + r * lds;
         float *pr = p + r * ldp;
@@ -172,9 +190,16 @@ void attn_softmax_block(float *p, size_t ldp, const float *s, size_t lds, size_t
             memset(pr, 0, cols * sizeof(float));
             continue;
         }
+        /* A sink above the row's scores is its maximum (Hugging Face's
+         * GPT-OSS takes the max over the scores and the sink together):
+         * exp(sink − max) cannot overflow, and a score far below the sink
+         * underflows to the 0 it nearly is. */
+        const int sunk = sink != -INFINITY;
+        if (sunk && sink > max) max = sink;
         /* exp(-inf - max) is exactly 0: masked weights stay 0. The sum is
-         * >= 1 (the max contributes exp(0) == 1). */
+         * >= 1 (the max contributes exp(0) == 1, the sink's or a key's). */
         float sum = attn_vexp_shift_sum(pr, sr, max, len);
+        if (sunk) sum += expf(sink - max);
         memset(pr + len, 0, (cols - len) * sizeof(float));
         attn_vscale(pr, 1.0f / sum, len);
     }

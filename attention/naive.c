@@ -6,8 +6,9 @@
  * by triple loops over the weights (a K/V head is recomputed for each head
  * of its group: the reference is plain, not fast); RoPE row by row, its
  * angle p·f_t in double; S = scale·Q·Kᵀ, soft-capped, minus ALiBi's
- * m_i·|p_q − p_k|, −INFINITY where the mask or the window removes the key;
- * a stable softmax with expf, Z_i = P·V into the columns i·dh … of Z.
+ * m_i·|p_q − p_k|, −INFINITY where the mask, the window or the chunk
+ * removes the key; a stable softmax with expf, the head's sink in its max
+ * and sum, Z_i = P·V into the columns i·dh … of Z.
  * Per-head outputs are copied to every slot j listing head i. Then
  * ΔE = Z·Wo + bo (Z when Wo is absent) and E' = E + ΔE.
  *
@@ -116,15 +117,23 @@ static double position(const attn_input *in, size_t t) {
     return in->positions ? (double)in->positions[t] : (double)t;
 }
 
-/* Whether query q may attend to key k: the mask, then the window. */
+/* Whether query q may attend to key k: the mask, then the window, then
+ * the chunk (⌊p_q / c⌋ = ⌊p_k / c⌋, the positions being integers). */
 static int allowed(const attn_input *in, size_t m, size_t q, size_t k) {
     const attn_mask *mk = &in->mask;
     int ok = mk->kind == ATTN_MASK_CAUSAL   ? k <= q
              : mk->kind == ATTN_MASK_CUSTOM ? mk->allowed[q * m + k] != 0
                                             : 1;
-    size_t w = in->weights->window;
+    size_t w = in->weights->window, c = in->weights->chunk;
     if (ok && w && !in->context) ok = fabs(position(in, q) - position(in, k)) < (double)w;
+    if (ok && c && !in->context)
+        ok = floor(position(in, q) / (double)c) == floor(position(in, k) / (double)c);
     return ok;
+}
+
+/* Head i's sink logit, or −INFINITY: none. */
+static double sink_of(const attn_weights *w, size_t i) {
+    return w->sinks ? (double)w->sinks[i] : -INFINITY;
 }
 
 size_t attn_naive_scratch_floats(size_t n, size_t dm, size_t h, size_t dh) {
@@ -276,16 +285,21 @@ void attn_compute_naive(const attn_output *out, float *scratch, const attn_input
                 S[q * m + k] = allowed(in, m, q, k) ? sc : -INFINITY;
             }
         }
-        /* P: n × m, row softmax; a row with nothing allowed is all zeros */
+        /* P: n × m, row softmax, the head's sink in the max and the sum;
+         * a row with nothing allowed is all zeros */
+        const float sink = (float)sink_of(w, i);
         for (size_t q = 0; q < n; q++) {
             float max = -INFINITY, sum = 0.0f;
             for (size_t k = 0; k < m; k++)
                 if (S[q * m + k] > max) max = S[q * m + k];
+            const int alive = max != -INFINITY;
+            if (alive && sink > max) max = sink;
             for (size_t k = 0; k < m; k++) {
                 float sc = S[q * m + k];
                 P[q * m + k] = (sc == -INFINITY) ? 0.0f : expf(sc - max);
                 sum += P[q * m + k];
             }
+            if (alive && sink != -INFINITY) sum += expf(sink - max);
             for (size_t k = 0; k < m; k++)
                 P[q * m + k] = sum > 0.0f ? P[q * m + k] / sum : 0.0f;
         }
@@ -437,10 +451,14 @@ static void layer64(const attn_naive_layer *lo, double *D, double *scratch, cons
                 S[q * m + k] = allowed(in, m, q, k) ? s : -INFINITY;
                 if (S[q * m + k] > max) max = S[q * m + k];
             }
+            const double sink = sink_of(w, i);
+            const int alive = max != -INFINITY;
+            if (alive && sink > max) max = sink;
             for (size_t k = 0; k < m; k++) {
                 P[q * m + k] = S[q * m + k] == -INFINITY ? 0.0 : exp(S[q * m + k] - max);
                 sum += P[q * m + k];
             }
+            if (alive && sink != -INFINITY) sum += exp(sink - max);
             for (size_t k = 0; k < m; k++)
                 P[q * m + k] = sum > 0.0 ? P[q * m + k] / sum : 0.0;
             for (size_t c = 0; c < dh; c++) {

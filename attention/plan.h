@@ -148,6 +148,7 @@ typedef struct attn_block {
     size_t r0, rb;          /* query rows r0 … r0+rb */
     size_t kbeg, kend;      /* keys outside kbeg … kend are masked for every row */
     attn_score_rules rules; /* what the score pass applies, the head's ALiBi slope included */
+    float sink;             /* the head's sink logit, or −INFINITY: none */
     float *s, *p;           /* the head's n × m scores and patterns (caller's), or NULL */
     float *z;               /* the head's Z: n × dh, stride ldz; or NULL */
     size_t ldz;
@@ -233,8 +234,8 @@ static inline size_t attn_col_v(const attn_sizes *sz, size_t i) {
 
 /* The keys [*kbeg, *kend) that block `blk` of query rows may attend to:
  * the causal mask ends them at the block's last row, a window keeps the
- * keys within w of some query's position (compute.c). Depends on the
- * shape and positions alone. */
+ * keys within w of some query's position, a chunk those in some query's
+ * chunk (attend.c). Depends on the shape and positions alone. */
 void attn_block_keys(const attn_plan *pl, const unsigned *pos, size_t blk, size_t *kbeg,
                      size_t *kend);
 

@@ -13,7 +13,7 @@
  *                    multiple of h + 2g, which gives d_head; b_qkv [hd + 2gd]
  *   cross-attention: w_q [dm, hd], a multiple of h, which gives d_head;
  *                    b_q [hd], w_kv [dc, 2gd], b_kv [2gd]
- *   w_o [hd, dm]    b_o [dm]    alibi [h]    no w_o: hd == dm
+ *   w_o [hd, dm]    b_o [dm]    alibi [h]    sinks [h]    no w_o: hd == dm
  *   token_embeddings [V, dm], V = the vocabulary's length
  *   position_embeddings [P, dm], P ≥ 1, only with a vocabulary
  *
@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "store/model_norm.h"
+#include "store/model_sinks.h"
 #include "store/safetensors.h"
 #include "store/tensor.h"
 #include "store/vocab.h"
@@ -69,6 +70,7 @@ enum {
     T_ALIBI,
     T_ROPE_SHORT,
     T_ROPE_LONG,
+    T_SINKS,
     T_NORM, /* the norms' tensors, STORE_NORM_TENSORS of them (model_norm.h) */
     T_TOK = T_NORM + STORE_NORM_TENSORS,
     T_POS,
@@ -85,6 +87,7 @@ static const char *const tensor_names[T_COUNT] = {"w_qkv",
                                                   "alibi",
                                                   "rope_short_factor",
                                                   "rope_long_factor",
+                                                  "sinks",
                                                   "norm.weight",
                                                   "norm.bias",
                                                   "post_norm.weight",
@@ -115,7 +118,8 @@ static const char *const layer_keys[] = {"rope_theta",
                                          "alibi",
                                          "window",
                                          "softcap",
-                                         "scale"};
+                                         "scale",
+                                         "chunk"};
 enum { N_LAYER_KEYS = sizeof layer_keys / sizeof layer_keys[0] };
 
 struct store_model_memory {
@@ -565,6 +569,7 @@ typedef struct layer_plan {
     double softcap, scale;
     attn_rope rope;
     attn_weights norms; /* its norms and temperature, but their arrays (model_norm.c) */
+    size_t chunk;       /* model_sinks.c */
 } layer_plan;
 
 /* The file's tensors into plan[l].t and wide[] (the vocabulary's tables);
@@ -588,13 +593,14 @@ static int names_sort(layer_plan *plan, size_t n_layers, const store_tensor *wid
             return store_error_set(err, path,
                                    "unknown tensor '%s' (a layer holds w_qkv, b_qkv, w_o, b_o; or "
                                    "w_q, b_q, w_kv, b_kv; and alibi, rope_short_factor, "
-                                   "rope_long_factor)",
+                                   "rope_long_factor, sinks)",
                                    x->name);
         if (slot < 0)
             return store_error_set(err, path,
                                    "unknown tensor '%s' (a model holds w_qkv, b_qkv, w_o, b_o; "
                                    "or w_q, b_q, w_kv, b_kv; and alibi, rope_short_factor, "
-                                   "rope_long_factor, token_embeddings, position_embeddings)",
+                                   "rope_long_factor, sinks, token_embeddings, "
+                                   "position_embeddings)",
                                    x->name);
         if (pre && !n_layers)
             return store_error_set(err, path,
@@ -660,8 +666,8 @@ static int key_check(void *ctx, const char *key, const char *value) {
     if (!is_layer_key(rest))
         return store_error_set(c->err, c->path,
                                "metadata '%s': '%s' is not a layer's own (a layer has rope_*, "
-                               "alibi, window, softcap, scale, the norms' and temperature_*; the "
-                               "rest is the whole model's, without a prefix)",
+                               "alibi, window, softcap, scale, chunk, the norms' and "
+                               "temperature_*; the rest is the whole model's, without a prefix)",
                                key, rest);
     return 0;
 }
@@ -791,6 +797,8 @@ static int layer_check(layer_plan *lp, size_t n_heads, size_t g, const char *pat
     lp->dm = dm;
     lp->dh = dh;
     lp->dc = dc;
+    if (store_layer_sinks_check(mv->f, pre, t[T_SINKS], n_heads, cross, &lp->chunk, path, err) != 0)
+        return -1;
     if (rope_parse(mv, dh, &lp->rope, path, err) != 0) return -1;
     if (rope_lists(t, &lp->rope, pre, path, err) != 0) return -1;
     return store_norms_check(&lp->norms, mv->f, pre, t + T_NORM, dm, n_heads, g, dh, lp->rope.dims,
@@ -870,7 +878,9 @@ static int layer_bind(store_model *m, const layer_plan *lp, size_t n_heads, size
                         .alibi = p[T_ALIBI],
                         .window = lp->window,
                         .softcap = (float)lp->softcap,
-                        .scale = (float)lp->scale};
+                        .scale = (float)lp->scale,
+                        .sinks = p[T_SINKS],
+                        .chunk = lp->chunk};
     w->rope.short_factor = p[T_ROPE_SHORT];
     w->rope.long_factor = p[T_ROPE_LONG];
     store_norms_bind(w, &lp->norms, p + T_NORM);

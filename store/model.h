@@ -13,6 +13,7 @@
  *   w_o     hd × dm           optional; absent = identity, which needs hd == dm
  *   b_o     dm                optional
  *   alibi   h                 optional: explicit ALiBi slopes
+ *   sinks   h                 optional: a sink logit per head (model_sinks.h)
  *   token_embeddings     V × dm   optional, with metadata vocabulary: row t
  *                                 is the embedding of vocabulary token t
  *   position_embeddings  P × dm   optional, only with a vocabulary: row p is
@@ -25,7 +26,7 @@
  * "causal" is refused), n_kv_heads (g, default h, divides h), rope_theta /
  * rope_dims (either turns RoPE on), rope_style, rope_scaling, rope_factor,
  * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position,
- * alibi ("true": the standard slopes), window, softcap, scale, vocabulary
+ * alibi ("true": the standard slopes), window, softcap, scale, chunk, vocabulary
  * (a JSON array of V distinct, non-empty token strings without NUL;
  * present iff token_embeddings is), dimensions (a JSON array of d_model
  * distinct, non-empty names, with or without a vocabulary). Other metadata
@@ -34,7 +35,7 @@
  * A stack of L layers (models/README.md, "Stacks") has metadata n_layers =
  * L (1 … STORE_LAYERS_MAX); each layer's tensors above (not the
  * vocabulary's) are named "layers.<l>.<name>" and its keys rope_*, alibi,
- * window, softcap and scale "layers.<l>.<key>", l = 0 … L−1 in decimal
+ * window, softcap, scale and chunk "layers.<l>.<key>", l = 0 … L−1 in decimal
  * without a leading zero. The layers share d_model, n_heads, d_head,
  * n_kv_heads, d_context and their kind (all self- or all cross-attention);
  * a prefix without n_layers, a weight or per-layer key without one in a

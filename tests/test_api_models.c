@@ -139,6 +139,7 @@ static void variants_round_trip(const char *body_text, const char *request_rest,
     ck_assert(w2->window == w->window && w2->softcap == w->softcap && w2->scale == w->scale);
     ck_assert((w2->alibi == NULL) == (w->alibi == NULL));
     if (w->alibi) ck_assert(floats_equal(w->alibi, w2->alibi, w->n_heads));
+    ck_assert(w2->chunk == w->chunk && floats_equal(w->sinks, w2->sinks, w->n_heads));
     ck_assert((w2->w_kv == NULL) == (w->w_kv == NULL));
     char *a = answer(named), *b = answer(back);
     /* "model" differs: compare from n_tokens on */
@@ -206,6 +207,37 @@ START_TEST(test_variants_round_trip) {
                         "\"embeddings\":[[0.1,-0.2,0.3,0.1],[1,2,3,4]],\"context\":[[1,2,3],"
                         "[0,1,0],[-1,0.5,2]],\"return\":[\"k\",\"v\",\"patterns\",\"delta\"]",
                         11);
+}
+END_TEST
+
+/* Sinks and a chunk (GPT-OSS's and Llama 4's): the summary shows the
+ * chunk, not the sinks; ?weights=true gives both, and they read back. */
+START_TEST(test_sinks_chunk) {
+    const char *body =
+        "{\"embeddings\":[[0.1,-0.2,0.3,0.1]],\"weights\":{\"heads\":["
+        "{\"w_q\":[[1,2],[3,4],[5,6],[7,8]],\"w_k\":[[0.1,0.2],[0.3,0.4],[0.5,0.6],[0.7,0.8]],"
+        "\"w_v\":[[-1,-2],[-3,-4],[-5,-6],[-7,-8]]},"
+        "{\"w_q\":[[1,0],[0,1],[1,1],[0,0]],\"w_k\":[[0,1],[1,0],[1,1],[2,0]],"
+        "\"w_v\":[[1,1],[2,2],[3,-3],[0,1]]}],"
+        "\"sinks\":[0.75,-1e-7],\"chunk\":2,\"window\":3}}";
+    api_call *req = decode(body);
+    const attn_weights *w = api_call_inputs(req)->weights;
+    ck_assert_uint_eq(w->chunk, 2);
+    ck_assert(w->sinks && w->sinks[0] == 0.75f && w->sinks[1] == -1e-7f);
+    api_model_info info = {"x", "", ATTN_MASK_CAUSAL, w, NULL, NULL, NULL, 0};
+    size_t len;
+    char *text = api_models_encode_list(&info, 1, &len);
+    ck_assert_str_eq(text, "{\"models\":[{\"name\":\"x\",\"d_model\":4,\"n_heads\":2,"
+                           "\"n_kv_heads\":2,\"d_head\":2,\"n_layers\":1,\"mask\":\"causal\","
+                           "\"window\":3,\"chunk\":2,\"description\":\"\"}]}");
+    free(text);
+    api_call_free(req);
+    /* summary 8 fields + window, chunk + weights; positions across chunks */
+    variants_round_trip(
+        body,
+        "\"embeddings\":[[0.1,-0.2,0.3,0.1],[1,2,3,4],[0,0,1,0],[2,0,0,1]],"
+        "\"positions\":[0,1,2,3],\"return\":[\"scores\",\"patterns\",\"embeddings\"]",
+        11);
 }
 END_TEST
 
@@ -624,6 +656,7 @@ int main(void) {
     tcase_add_test(tc, test_list_and_summary);
     tcase_add_test(tc, test_variants_round_trip);
     tcase_add_test(tc, test_variants_summary);
+    tcase_add_test(tc, test_sinks_chunk);
     tcase_add_test(tc, test_stack_round_trip);
     tcase_add_test(tc, test_weights_limit_and_flag);
     tcase_add_test(tc, test_vocabulary_encode);

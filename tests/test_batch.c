@@ -360,11 +360,34 @@ START_TEST(test_not_served_yet) {
         {"/return", "[\"value_norms\"]", "invalid_value", "/return/0"},
         {"/return", "[\"entropy\"]", "invalid_value", "/return/0"},
         {"/return", "[\"score_terms\"]", "invalid_value", "/return/0"},
-        {"/weights/sinks", "[0.5,-1]", "unknown_field", "/weights/sinks"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_error(with(base(), cases[i].path, cases[i].value), &limits, 400, cases[i].code,
                      cases[i].where);
+}
+END_TEST
+
+/* Sinks and a chunk in a batch's weight set: served, and refused as in
+ * /v1/attention (not h long, a chunk of 0, a chunk beside a context). */
+START_TEST(test_sinks_chunk) {
+    json_t *ok = with(with(base(), "/weights/sinks", "[0.5,-1]"), "/weights/chunk", "2");
+    api_call *req = NULL;
+    attn_error err;
+    char *text = json_dumps(ok, JSON_COMPACT);
+    ck_assert_msg(api_call_decode_json(API_CALL_BATCH, text, strlen(text), &limits, &req, &err) ==
+                      0,
+                  "%s at %s", err.message, err.path);
+    ck_assert_uint_eq(api_call_inputs(req)->weights->chunk, 2);
+    ck_assert(api_call_inputs(req)->weights->sinks[1] == -1.0f);
+    api_call_free(req);
+    free(text);
+    json_decref(ok);
+    expect_error(with(base(), "/weights/sinks", "[0.5]"), &limits, 422, "dimension_mismatch",
+                 "/weights/sinks");
+    expect_error(with(base(), "/weights/chunk", "0"), &limits, 422, "out_of_range",
+                 "/weights/chunk");
+    expect_error(with(with(base(), "/weights/chunk", "2"), "/sequences/2/context", "[[1,2,3,4]]"),
+                 &limits, 422, "invalid_combination", "/weights/chunk");
 }
 END_TEST
 
@@ -719,6 +742,7 @@ int main(void) {
     TCase *decode = tcase_create("decode"), *numbers = tcase_create("numbers");
     tcase_add_test(decode, test_refusals);
     tcase_add_test(decode, test_not_served_yet);
+    tcase_add_test(decode, test_sinks_chunk);
     tcase_add_test(decode, test_stack_refusals);
     tcase_add_test(numbers, test_stack_return_every_output);
     tcase_add_test(numbers, test_stack_batches_answer_as_singles);

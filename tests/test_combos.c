@@ -3,6 +3,7 @@
  *
  * The features of a request are a table (features[] below): each row is one
  * field or choice — RoPE and its scalings, ALiBi, the window, soft-capping,
+ * sinks, chunks,
  * grouped K/V heads, cross-attention context, the mask, positions, several
  * sequences, select_heads, the layers of a stack and those listed, return
  * (rollout among them), the encodings, inline weights or a model file,
@@ -155,6 +156,9 @@ typedef struct problem {
     float rope_lists[2]; /* longrope's short and long factors (dims 2): layer 0's tensors */
     int rope_tensors;
     size_t window; /* for the keys a query may see */
+    size_t chunk;  /* the same */
+    int sinks;     /* the weights carry sinks (a model file's tensor): rows sum below 1 */
+    float sink[MAX_H + 1];
     /* the stack: layer 1, when there is one, has its own weights (other
      * numbers), no rope nor softcap, and its own scale (layer_scale) */
     size_t n_layers;
@@ -320,6 +324,28 @@ static void apply_window(problem *p, int v) {
     if (w[v]) meta_put(p, "window", "%zu", w[v]);
 }
 
+/* Sink logits: h tame ones, h far above the scores (weights near 0), or
+ * one too many (refused). */
+static void apply_sinks(problem *p, int v) {
+    if (v == 0) return;
+    size_t n = p->h + (v == 3);
+    json_t *s = json_array();
+    for (size_t i = 0; i < n; i++) {
+        p->sink[i] = v == 2 ? 30.0f : 0.5f * (float)i - 0.75f;
+        json_array_append_new(s, json_real(p->sink[i]));
+    }
+    wfield(p, "sinks", s);
+    p->sinks = 1;
+}
+
+static void apply_chunk(problem *p, int v) {
+    static const size_t c[] = {0, 1, 2, 0};
+    if (v == 0) return;
+    p->chunk = c[v];
+    wfield(p, "chunk", json_integer((json_int_t)c[v]));
+    if (c[v]) meta_put(p, "chunk", "%zu", c[v]);
+}
+
 static void apply_softcap(problem *p, int v) {
     static const double c[] = {0, 1, 50, -2};
     if (v == 0) return;
@@ -468,7 +494,7 @@ static void apply_route(problem *p, int v) {
     p->route = v;
 }
 
-/* Add a row here for each new field (qk_norm, sinks, temperature, chunk,
+/* Add a row here for each new field (qk_norm, temperature,
  * norms, yarn and longrope served, …): its values, whether each is
  * valid, refused alone (with its status) or pending, where it can be said,
  * and its apply function; then rows in conflicts[] for the fields it may
@@ -482,6 +508,8 @@ enum {
     F_ROPE,
     F_ALIBI,
     F_WINDOW,
+    F_SINKS,
+    F_CHUNK,
     F_SOFTCAP,
     F_WSCALE,
     F_NORMS,
@@ -538,6 +566,16 @@ static const feature features[F_COUNT] = {
         {"window",
          apply_window,
          {{"off", 0, 0, R_ALL}, {"1", 0, 0, R_ALL}, {"3", 0, 0, R_ALL}, {"0", 422, 0, R_INL}}},
+    [F_SINKS] = {"sinks",
+                 apply_sinks,
+                 {{"off", 0, 0, R_ALL},
+                  {"tame", 0, 0, R_ALL},
+                  {"high", 0, 0, R_ALL},
+                  {"long", 422, 0, R_INL}}},
+    [F_CHUNK] =
+        {"chunk",
+         apply_chunk,
+         {{"off", 0, 0, R_ALL}, {"1", 0, 0, R_ALL}, {"2", 0, 0, R_ALL}, {"0", 422, 0, R_INL}}},
     [F_SOFTCAP] =
         {"softcap",
          apply_softcap,
@@ -637,6 +675,8 @@ static const conflict conflicts[] = {
     {F_CONTEXT, BIT(2), F_ALIBI, BIT(1) | BIT(2), 422, 0},
     {F_CONTEXT, BIT(1), F_WINDOW, BIT(1) | BIT(2), 422, 1},
     {F_CONTEXT, BIT(2), F_WINDOW, BIT(1) | BIT(2), 422, 0},
+    {F_CONTEXT, BIT(1), F_CHUNK, BIT(1) | BIT(2), 422, 1},
+    {F_CONTEXT, BIT(2), F_CHUNK, BIT(1) | BIT(2), 422, 0},
     {F_CONTEXT, BIT(1) | BIT(2), F_MASK, BIT(MASK_CAUSAL), 422, 0},
     {F_CONTEXT, BIT(1) | BIT(2), F_RETURN, BIT(5), 422, 0}, /* rollout */
     /* Llama 4's temperature is for its layers without RoPE */
@@ -957,7 +997,8 @@ static int layer_key(const char *key) {
     return strncmp(key, "rope_", 5) == 0 || strcmp(key, "alibi") == 0 ||
            strcmp(key, "window") == 0 || strcmp(key, "softcap") == 0 || strcmp(key, "scale") == 0 ||
            strncmp(key, "norm_", 5) == 0 || strncmp(key, "post_norm_", 10) == 0 ||
-           strncmp(key, "qk_norm_", 8) == 0 || strncmp(key, "temperature_", 12) == 0;
+           strncmp(key, "qk_norm_", 8) == 0 || strncmp(key, "temperature_", 12) == 0 ||
+           strcmp(key, "chunk") == 0;
 }
 
 /* Layer 1 of a stack: layer 0's fields without rope and softcap, so that a
@@ -1031,7 +1072,7 @@ static size_t keys_of(const problem *p, size_t s) {
     return p->dc ? p->m[s] : p->n[s];
 }
 
-/* Query q of sequence s may see key k (the mask, and the window). */
+/* Query q of sequence s may see key k (the mask, the window and the chunk). */
 static int allowed(const problem *p, size_t s, size_t q, size_t k) {
     int kind = p->mask == MASK_DEFAULT ? (p->dc ? MASK_NONE : MASK_CAUSAL) : p->mask;
     int a = kind == MASK_CAUSAL ? k <= q
@@ -1041,6 +1082,9 @@ static int allowed(const problem *p, size_t s, size_t q, size_t k) {
         long long d = p->pos[s][q] - p->pos[s][k];
         if ((d < 0 ? -d : d) >= (long long)p->window) a = 0;
     }
+    if (p->chunk && !p->dc &&
+        p->pos[s][q] / (long long)p->chunk != p->pos[s][k] / (long long)p->chunk)
+        a = 0;
     return a;
 }
 
@@ -1134,7 +1178,7 @@ typedef struct layer_file {
     float b_qkv[3 * MAX_H * MAX_DH], b_kv[2 * MAX_H * MAX_DH];
     float w_o[MAX_H * MAX_DH * DM], b_o[DM];
     size_t s_qkv[2], s_bqkv[1], s_kv[2], s_bkv[1], s_wo[2], s_bo[1], s_alibi[1], s_rope[1];
-    char names[10][48];
+    char names[11][48];
 } layer_file;
 
 /* Appends layer l's tensors to t (nt of them so far), named with prefix
@@ -1195,6 +1239,7 @@ static void layer_tensors(const problem *p, size_t l, const char *prefix, layer_
         TENSOR("rope_short_factor", 1, b->s_rope, &p->rope_lists[0]);
         TENSOR("rope_long_factor", 1, b->s_rope, &p->rope_lists[1]);
     }
+    if (p->sinks) TENSOR("sinks", 1, b->s_alibi, p->sink); /* [h], as the slopes */
 #undef TENSOR
 }
 
@@ -1952,7 +1997,9 @@ static void check_sequence(ctx *x, size_t s, const seq_out *out) {
                 }
                 sum += w;
             }
-            if (out->v[O_P] && fabs(sum - (any ? 1.0 : 0.0)) > 1e-5) {
+            /* with sinks a row sums to less than 1 (the sink's share) */
+            if (out->v[O_P] && (p->sinks ? sum > 1.0 + 1e-5 || (!any && sum != 0)
+                                         : fabs(sum - (any ? 1.0 : 0.0)) > 1e-5)) {
                 complain(x, "sequence %zu: patterns[%zu][%zu] sums to %.9g", s, hh, q, sum);
                 return;
             }

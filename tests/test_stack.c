@@ -4,7 +4,8 @@
  *
  * Each case is a random stack (L = 1, 2, 3, 5) whose layers mix today's
  * variants (grouped K/V heads, RoPE with scaling, ALiBi, a window, a
- * soft-cap, their own scales, no w_o), under causal, full and custom
+ * soft-cap, their own scales, no w_o; GPT-OSS's sinks and windows, Llama
+ * 4's chunks and NoPE layer, L = 4), under causal, full and custom
  * masks, positions and a context shared by every layer, over two
  * sequences of lengths past a block of query rows (128) and a tile of keys
  * (256), so that both attend paths run. Every layer's reported outputs and
@@ -63,13 +64,15 @@ typedef struct layer_cfg {
     float scale;  /* the weight set's own */
     int no_w_o;   /* identity (hd == dm) */
     double o_amp; /* w_o's amplitude, × 1/sqrt(hd); 0: 1 */
+    double sinks; /* h sink logits of this amplitude, or 0: none */
+    size_t chunk;
 } layer_cfg;
 
 typedef struct model {
     size_t L, dm, h, g, dh, dc; /* dc: a context's width through w_kv, or 0 */
     attn_weights w[MAX_L];
     const attn_weights *ptr[MAX_L];
-    float *bufs[MAX_L][7];
+    float *bufs[MAX_L][8];
 } model;
 
 static void model_make(model *md, size_t L, size_t h, size_t g, size_t dh, size_t dc,
@@ -96,6 +99,7 @@ static void model_make(model *md, size_t L, size_t h, size_t g, size_t dh, size_
             b[6] = xcalloc(h, sizeof(float));
             attn_alibi_slopes(b[6], h);
         }
+        if (lc[l].sinks != 0.0) b[7] = random_floats(h, lc[l].sinks, &st);
         md->w[l] = (attn_weights){.d_model = dm,
                                   .n_heads = h,
                                   .d_head = dh,
@@ -111,14 +115,16 @@ static void model_make(model *md, size_t L, size_t h, size_t g, size_t dh, size_
                                   .alibi = b[6],
                                   .window = lc[l].window,
                                   .softcap = lc[l].softcap,
-                                  .scale = lc[l].scale};
+                                  .scale = lc[l].scale,
+                                  .sinks = b[7],
+                                  .chunk = lc[l].chunk};
         md->ptr[l] = &md->w[l];
     }
 }
 
 static void model_free(model *md) {
     for (size_t l = 0; l < MAX_L; l++)
-        for (int k = 0; k < 7; k++)
+        for (int k = 0; k < 8; k++)
             free(md->bufs[l][k]);
 }
 
@@ -417,6 +423,13 @@ typedef struct stack_case {
         .scaling = ATTN_ROPE_SCALING_LINEAR, .factor = 2.0                                         \
     }
 
+#define SCOUT                                                                                      \
+    {                                                                                              \
+        .dims = 8, .theta = 500000.0, .style = ATTN_ROPE_HALF,                                     \
+        .scaling = ATTN_ROPE_SCALING_LLAMA3, .factor = 16.0, .low_freq_factor = 1.0,               \
+        .high_freq_factor = 1.0, .original_max_position = 64.0                                     \
+    }
+
 static const stack_case cases[] = {
     /* one layer, causal */
     {.L = 1, .h = 4, .g = 4, .dh = 8, .mask = ATTN_MASK_CAUSAL, .n = {40, 29}},
@@ -449,6 +462,31 @@ static const stack_case cases[] = {
      .mask = ATTN_MASK_CUSTOM,
      .n = {150, 20},
      .m = 140},
+    /* GPT-OSS: sinks on every layer, a window of 128 on every other one */
+    {.L = 4,
+     .h = 4,
+     .g = 2,
+     .dh = 8,
+     .lc = {{.rope = LLAMA3, .sinks = 2.0, .window = 128},
+            {.rope = LLAMA3, .sinks = 2.0},
+            {.rope = LLAMA3, .sinks = 2.0, .window = 128},
+            {.rope = LLAMA3, .sinks = 2.0}},
+     .mask = ATTN_MASK_CAUSAL,
+     .n = {300, 140}},
+    /* Llama 4: chunks with RoPE (Scout's llama3 factors) on three layers,
+     * then one without RoPE (NoPE) attending to everything before it;
+     * positions shuffled */
+    {.L = 4,
+     .h = 4,
+     .g = 1,
+     .dh = 8,
+     .lc = {{.rope = SCOUT, .chunk = 100},
+            {.rope = SCOUT, .chunk = 100},
+            {.rope = SCOUT, .chunk = 100},
+            {.window = 0}},
+     .mask = ATTN_MASK_CAUSAL,
+     .positions = 1,
+     .n = {300, 90}},
 };
 
 typedef struct fixture {
@@ -607,6 +645,16 @@ static const stack_case roll_cases[] = {
      .mask = ATTN_MASK_NONE,
      .positions = 1,
      .n = {300, 130}},
+    /* sinks (rows of the patterns sum to less than 1, dead rows to 0) and
+     * chunks, under a custom mask with dead rows */
+    {.L = 2,
+     .h = 4,
+     .g = 2,
+     .dh = 8,
+     .lc = {{.sinks = 3.0, .window = 50}, {.rope = SCOUT, .chunk = 60, .sinks = 1.0}},
+     .mask = ATTN_MASK_CUSTOM,
+     .positions = 1,
+     .n = {140, 30}},
 };
 
 START_TEST(test_rollout) {

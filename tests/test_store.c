@@ -501,7 +501,7 @@ START_TEST(test_model_unknown_tensor) {
              values(), 208);
     expect_model_fault(
         p, "unknown tensor 'w_qvk' (a model holds w_qkv, b_qkv, w_o, b_o; or w_q, b_q, w_kv, "
-           "b_kv; and alibi, rope_short_factor, rope_long_factor, token_embeddings, "
+           "b_kv; and alibi, rope_short_factor, rope_long_factor, sinks, token_embeddings, "
            "position_embeddings)");
     write_st(p,
              "{\"__metadata__\":{\"n_heads\":\"1\"},"
@@ -1135,6 +1135,44 @@ START_TEST(test_stack_faults) {
                 "metadata 'layers.0.n_heads': 'n_heads' is not a layer's own", W(0), W(1));
     STACK_FAULT(STACK("n_layers", "2", "layers.00.scale", "2"),
                 "metadata 'layers.00.scale': a layer's prefix", W(0), W(1));
+}
+END_TEST
+
+/* Sinks and chunks (models/README.md): the tensor sinks [n_heads] and the
+ * key chunk, a layer's own in a stack; their faults. */
+START_TEST(test_sinks_chunk) {
+    const char *p = tpath("sinks.safetensors");
+    static const tspec one[] = {{"w_qkv", 2, {8, 16}}, {"sinks", 1, {4}}};
+    write_model(p, STACK("chunk", "8192"), one, 2);
+    store_model *m = load_ok(p);
+    ck_assert_uint_eq(m->weights.chunk, 8192);
+    ck_assert_ptr_nonnull(m->weights.sinks);
+    expect_values(m->weights.sinks, 1, 4);
+    store_model_destroy(m);
+
+    static const tspec two[] = {W(0), {"layers.0.sinks", 1, {4}}, W(1)};
+    write_model(p, STACK("n_layers", "2", "layers.1.chunk", "3"), two, 3);
+    m = load_ok(p);
+    ck_assert_ptr_nonnull(m->layers[0]->sinks);
+    ck_assert_ptr_null(m->layers[1]->sinks);
+    ck_assert_uint_eq(m->layers[0]->chunk, 0);
+    ck_assert_uint_eq(m->layers[1]->chunk, 3);
+    store_model_destroy(m);
+
+    STACK_FAULT(STACK("mask", "causal"), "tensor 'sinks' has shape [3], expected [n_heads] = [4]",
+                {"w_qkv", 2, {8, 16}}, {"sinks", 1, {3}});
+    STACK_FAULT(STACK("n_layers", "1"),
+                "tensor 'layers.0.sinks' has shape [4, 1], expected [n_heads] = [4]", W(0),
+                {"layers.0.sinks", 2, {4, 1}});
+    static const char *const bad[] = {"0", "-1", "2.5", "x", "", "2147483649"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        STACK_FAULT(STACK("chunk", bad[i]), "metadata 'chunk' is", {"w_qkv", 2, {8, 16}});
+    STACK_FAULT(STACK("n_layers", "2", "layers.1.chunk", "0"),
+                "metadata 'layers.1.chunk' is '0', not a decimal integer", W(0), W(1));
+    STACK_FAULT(STACK("n_layers", "2", "chunk", "2"),
+                "metadata 'chunk' without a layer prefix in a stack", W(0), W(1));
+    STACK_FAULT(STACK("chunk", "4", "mask", "none"), "'chunk' in a cross-attention model",
+                {"w_q", 2, {8, 8}}, {"w_kv", 2, {6, 8}});
 }
 END_TEST
 
@@ -2612,6 +2650,7 @@ static Suite *store_suite(void) {
     tcase_add_test(tc, test_model_variant_faults);
     tcase_add_test(tc, test_stack_load);
     tcase_add_test(tc, test_stack_faults);
+    tcase_add_test(tc, test_sinks_chunk);
     tcase_add_test(tc, test_f16_all_values);
     tcase_add_test(tc, test_f16_model);
     tcase_add_test(tc, test_bf16_model);
