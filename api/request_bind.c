@@ -248,7 +248,9 @@ static int bind_context(const api_request *req, const attn_weights *w, attn_erro
         char path[API_PATH_MAX];
         if (!has[i]) continue;
         api_path_key(path, sizeof path, "/weights", names[i]);
-        return attn_error_set(err, 422, "invalid_combination", req->model ? at : path,
+        /* the contract names chunk's fault at the context, inline too */
+        const int at_context = req->model || i == 3;
+        return attn_error_set(err, 422, "invalid_combination", at_context ? at : path,
                               "%s%s needs the positions of keys, which context rows do not "
                               "have; cross-attention takes no %s",
                               req->model ? "the model's " : "weights.", names[i], names[i]);

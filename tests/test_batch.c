@@ -387,7 +387,7 @@ START_TEST(test_sinks_chunk) {
     expect_error(with(base(), "/weights/chunk", "0"), &limits, 422, "out_of_range",
                  "/weights/chunk");
     expect_error(with(with(base(), "/weights/chunk", "2"), "/sequences/2/context", "[[1,2,3,4]]"),
-                 &limits, 422, "invalid_combination", "/weights/chunk");
+                 &limits, 422, "invalid_combination", "/sequences/2/context");
 }
 END_TEST
 
