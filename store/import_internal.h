@@ -15,6 +15,7 @@
  *   import_config.c    config.json's per-layer keys of the newer families
  *                      (layer kinds, rope_parameters, no_rope_layers, …),
  *                      read and checked, not yet mapped
+ *   import_norm.c      a layer's norms: input, post-attention, q/k
  *   import_write.c     the model file written (one layer, or a stack)
  *   import_families.c  the table of families, in --arch's order
  *   import_<family>.c  one family: its config.json keys, its tensor names,
@@ -141,19 +142,28 @@ typedef struct import_layer {
     const store_import_options *opt;
 } import_layer;
 
+enum { IMPORT_OWNED_MAX = 32 };
+
 /* The model to write, one layer: its tensors, row-major F32 (in owned[]),
  * its shape and its variants. */
 typedef struct import_out {
     size_t d, h, g, dh;
     size_t dc; /* > 0: cross-attention, w_qkv is w_q */
     const float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv;
-    float *owned[16]; /* what to free: buffers made, and the parts read */
+    float *owned[IMPORT_OWNED_MAX]; /* what to free: buffers made, and the parts read */
     size_t n_owned;
-    attn_rope rope;
+    attn_rope rope; /* short_factor, long_factor: in owned[] */
     int alibi;
     size_t window;
     double softcap, scale;
     attn_mask_kind mask;
+    /* The 2025–26 fields (models/README.md, "Norms and temperature"); their
+     * arrays in owned[]. type NONE, NULL or 0: not written. */
+    attn_norm norm, post_norm;
+    attn_qk_norm qk_norm;
+    attn_temperature temperature;
+    const float *sinks; /* h */
+    size_t chunk;
 } import_out;
 
 /* ---- a family (import_<family>.c), and the table (import_families.c) ------- */
@@ -209,6 +219,12 @@ int import_parts_read(const import_layer *L, const import_part *parts, size_t n,
 /* Moves the buffers vals[0 … IMPORT_PARTS_MAX−1] that are not NULL into
  * m's owned[]. */
 void import_out_adopt(import_out *m, float *const vals[IMPORT_PARTS_MAX]);
+
+/* The rank-1 tensor "<prefix><head><L><suffix>" of len values (rule: its
+ * shape in words), read into a buffer m owns, in *out; NULL when absent
+ * and not required. 0, or -1 with err naming it. */
+int import_vector_read(const import_layer *L, const char *suffix, size_t len, const char *rule,
+                       int required, import_out *m, const float **out, attn_error *err);
 
 /* A zeroed buffer of n floats that m owns, or NULL. */
 float *import_out_alloc(import_out *m, size_t n);
@@ -295,6 +311,31 @@ int import_window_resolve(const import_layer *L, import_window_rule rule, size_t
 
 /* The option's softcap, else config.json's attn_logit_softcapping. */
 int import_softcap_resolve(const import_layer *L, double *softcap, attn_error *err);
+
+/* ---- norms (import_norm.c) ----------------------------------------------------- */
+
+/* Where a family keeps one of a layer's norms. */
+typedef struct import_norm_keys {
+    const char *suffix;     /* after "<prefix><head><L>": ".input_layernorm" */
+    attn_norm_type type;    /* LAYER: .weight and .bias; RMS: .weight */
+    double offset;          /* RMS: 1 for Gemma's (1 + w) */
+    const char *const *eps; /* config.json's keys (its text part), the first present; or NULL */
+    double eps_default;     /* without one: the architecture's config class default */
+} import_norm_keys;
+
+/* The layer's input norm (norm; NULL: none) and the norm of its
+ * attention's output (post; NULL: none) into m->norm and m->post_norm,
+ * their weights required; nothing with --no-norm. After import_attn_check
+ * (m->d). */
+int import_norms_read(const import_layer *L, const import_norm_keys *norm,
+                      const import_norm_keys *post, import_out *m, attn_error *err);
+
+/* The q/k RMS norm "<att>q_norm.weight", "<att>k_norm.weight" (required):
+ * per head ([d_head] each) or over the whole projection (all: [h·d_head],
+ * [g·d_head]), with offset and eps; into m->qk_norm. */
+int import_qk_norm_read(const import_layer *L, const char *att, int all, double offset,
+                        const char *const *eps_keys, double eps_default, import_out *m,
+                        attn_error *err);
 
 /* ---- the model file (import_write.c) ----------------------------------------- */
 

@@ -45,7 +45,17 @@ static void usage(FILE *to) {
             "            self_attention.dense; ALiBi; causal\n"
             "  whisper   [model.]decoder.layers.L.encoder_attn.{q,k,v,out}_proj:\n"
             "            cross-attention (w_q, w_kv); mask none\n"
-            "Other tensors of the checkpoint are ignored.\n"
+            "Other tensors of the checkpoint are ignored, but for the layer's norms:\n"
+            "\n"
+            "Norms. The model carries the layer's input norm, so that a request sends the\n"
+            "hidden state BEFORE the norm (Hugging Face's output_hidden_states[L]) and gets\n"
+            "that layer's output_attentions back: gpt2 ln_1 (layer), llama input_layernorm\n"
+            "(rms, eps rms_norm_eps), gemma2 input_layernorm and post_attention_layernorm\n"
+            "(rms, 1 + w, as post_norm), gpt_neox and bloom input_layernorm (layer,\n"
+            "layer_norm_eps / layer_norm_epsilon), whisper encoder_attn_layer_norm on the\n"
+            "queries (layer). bert normalises after the residual add: no norm. Before\n"
+            "this, the importer wrote the attention alone, for hidden states already\n"
+            "normed; --no-norm still does.\n"
             "\n"
             "  --arch A          one of the above (default: config.json's model_type, else\n"
             "                    the tensor names; gemma2 needs one of the two)\n"
@@ -69,6 +79,8 @@ static void usage(FILE *to) {
             "  --softcap C       logit soft-capping (default: attn_logit_softcapping)\n"
             "  --scale S         the default scale (default: gemma2's\n"
             "                    query_pre_attn_scalar^-0.5, else 1/sqrt(d_head))\n"
+            "  --no-norm         leave out the input and post-attention norms (the model\n"
+            "                    then reads hidden states already normed, as before)\n"
             "  --name NAME       the model name, [A-Za-z0-9._-]{1,64} (default: OUTPUT's\n"
             "                    file name without .safetensors)\n"
             "  --description T   shown by GET /v1/models, at most 4096 bytes (default:\n"
@@ -157,6 +169,8 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(argv[i], "--no-norm") == 0) {
+            opt.no_norm = 1;
         } else if ((v = option_value(argc, argv, &i, "--arch", &missing))) {
             if (store_import_arch_parse(v, &opt.arch) != 0) {
                 fprintf(stderr,
@@ -281,6 +295,12 @@ int main(int argc, char **argv) {
     if (m->weights.softcap > 0) printf(", softcap %g", (double)m->weights.softcap);
     if (m->weights.scale > 0) printf(", scale %g", (double)m->weights.scale);
     if (m->weights.w_kv) printf(", cross-attention from d_context %zu", m->weights.d_context);
+    static const char *const norm_names[] = {"", "layer", "rms"};
+    const attn_norm *norms[2] = {&m->weights.norm, &m->weights.post_norm};
+    for (int k = 0; k < 2; k++)
+        if (norms[k]->type != ATTN_NORM_NONE)
+            printf(", %s %s (eps %g%s)", k ? "post_norm" : "norm", norm_names[norms[k]->type],
+                   norms[k]->eps, norms[k]->offset != 0 ? ", 1 + w" : "");
     printf("; %zu bytes\n", res.file_bytes);
     store_model_destroy(m);
     size_t len = strlen(paths[1]), slen = strlen(".safetensors");
