@@ -69,7 +69,9 @@ typedef enum store_import_arch {
     STORE_IMPORT_GEMMA2,
     STORE_IMPORT_GPT_NEOX,
     STORE_IMPORT_BLOOM,
-    STORE_IMPORT_WHISPER
+    STORE_IMPORT_WHISPER,
+    STORE_IMPORT_QWEN3,
+    STORE_IMPORT_OLMO2
 } store_import_arch;
 
 /* "gpt2", "bert", "llama", "gemma2", "gpt_neox", "bloom", "whisper" or

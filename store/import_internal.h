@@ -16,6 +16,7 @@
  *                      (layer kinds, rope_parameters, no_rope_layers, …),
  *                      read and checked, not yet mapped
  *   import_norm.c      a layer's norms: input, post-attention, q/k
+ *   import_rope.c      the newer families' RoPE (yarn, longrope) and window
  *   import_write.c     the model file written (one layer, or a stack)
  *   import_families.c  the table of families, in --arch's order
  *   import_<family>.c  one family: its config.json keys, its tensor names,
@@ -129,6 +130,8 @@ int import_layer_config_read(const json_t *cfg, size_t layer, import_layer_confi
 
 typedef struct import_family import_family;
 
+enum { IMPORT_PREFIXES_MAX = 4 };
+
 /* What a family's read is given: the layer's place in the checkpoint and
  * the options. */
 typedef struct import_layer {
@@ -170,21 +173,23 @@ typedef struct import_out {
 
 struct import_family {
     store_import_arch arch;
-    const char *name;           /* --arch's: "gpt2" */
-    const char *label;          /* for people: "GPT-2" */
-    const char *prefixes[2];    /* accepted name prefixes; "" first */
-    const char *head;           /* before the layer index: "h." */
-    const char *anchor;         /* after it, the first tensor a layer needs */
-    const char *anchor_rule;    /* the anchor's shape in words, for messages */
-    attn_mask_kind mask;        /* of the model written */
-    int by_name;                /* detected from the names (gemma2 has llama's) */
-    const char *model_types[6]; /* config.json's model_type values read as this */
+    const char *name;                          /* --arch's: "gpt2" */
+    const char *label;                         /* for people: "GPT-2" */
+    const char *prefixes[IMPORT_PREFIXES_MAX]; /* accepted name prefixes; "" first, then
+                                                  others, NULL after the last */
+    const char *head;                          /* before the layer index: "h." */
+    const char *anchor;                        /* after it, the first tensor a layer needs */
+    const char *anchor_rule;                   /* the anchor's shape in words, for messages */
+    attn_mask_kind mask;                       /* of the model written */
+    int by_name;                               /* detected from the names (gemma2 has llama's) */
+    const char *model_types[6];                /* config.json's model_type values read as this */
     /* Reads L's layer into *m (which owns what it holds, on failure too). */
     int (*read)(const import_layer *L, import_out *m, attn_error *err);
 };
 
 extern const import_family import_family_gpt2, import_family_bert, import_family_llama,
-    import_family_gemma2, import_family_gpt_neox, import_family_bloom, import_family_whisper;
+    import_family_gemma2, import_family_gpt_neox, import_family_bloom, import_family_whisper,
+    import_family_qwen3, import_family_olmo2;
 
 enum { IMPORT_FAMILIES_MAX = 32 };
 
@@ -311,6 +316,21 @@ int import_window_resolve(const import_layer *L, import_window_rule rule, size_t
 
 /* The option's softcap, else config.json's attn_logit_softcapping. */
 int import_softcap_resolve(const import_layer *L, double *softcap, attn_error *err);
+
+/* ---- the newer families' RoPE and window (import_rope.c) ------------------- */
+
+/* Layer c's RoPE for head width dh into m->rope (its longrope lists owned
+ * by m): the options', else c's theta (theta_default without one), part
+ * (partial_rotary_factor) and scaling (linear, llama3, yarn, longrope; any
+ * other refused by name). */
+int import_rope_layer(const import_layer *L, const import_layer_config *c, size_t dh,
+                      double theta_default, attn_rope_style style, import_out *m, attn_error *err);
+
+/* Layer c's window or chunk into m: the option's window, else its kind's
+ * (sliding_window, attention_chunk_size, none), else for an unsaid kind
+ * sliding_window where `rule` (NULL: never) puts it. */
+int import_layer_window(const import_layer *L, const import_layer_config *c,
+                        import_window_rule rule, import_out *m, attn_error *err);
 
 /* ---- norms (import_norm.c) ----------------------------------------------------- */
 

@@ -43,6 +43,7 @@
 #include "store/safetensors.h"
 #include "store/tensor.h"
 #include "tests/fixtures.h"
+#include "tests/rope_ref.h"
 
 enum { D = 8, H = 2, DH = D / H, LAYERS = 2, N_TOK = 5 };
 
@@ -953,17 +954,33 @@ typedef struct hf_layer {
     double factor, low, high, original;
     const double *bloom_alibi; /* h slopes: scores + slope · key position */
     int causal;
-    size_t window;   /* sliding window: keys with q − k < window */
-    double softcap;  /* Gemma 2: tanh(s / c) · c after the scaling */
-    double scaling_; /* scores = scaling · q·kᵀ */
-    hf_norm norm;    /* of the queries' rows (and the keys' without a context) */
-    hf_norm post;    /* of the output, before the residual add */
-    double *p;       /* h × n × m: the patterns (output_attentions), by hf_attend */
+    size_t window;              /* sliding window: keys with q − k < window */
+    double softcap;             /* Gemma 2: tanh(s / c) · c after the scaling */
+    double scaling_;            /* scores = scaling · q·kᵀ */
+    const attn_rope *long_rope; /* yarn or longrope: inv_freq and attention factor from
+                                   rope_ref.c (HF's modeling_rope_utils) */
+    int interleaved;            /* Llama 4's view_as_complex: pairs (2t, 2t + 1) */
+    hf_norm qn, kn;             /* q_norm, k_norm (RMS) before RoPE: per head, or over */
+    int qk_all;                 /* the whole projection */
+    int l2_after_rope;          /* Llama 4's weightless L2 norm per head after RoPE */
+    int has_sinks;              /* llama_ref_p loads self_attn.sinks into sinks */
+    double eps_l2;
+    double floor_scale, attn_scale; /* Llama 4's NoPE temperature (floor_scale > 0) */
+    const double *sinks;            /* h: GPT-OSS's sink logits in each row's softmax */
+    size_t chunk;                   /* Llama 4's chunked attention: ⌊q/c⌋ = ⌊k/c⌋ */
+    hf_norm norm;                   /* of the queries' rows (and the keys' without a context) */
+    hf_norm post;                   /* of the output, before the residual add */
+    double *p; /* h × n × m: the patterns (output_attentions), by hf_attend */
 } hf_layer;
 
 /* modeling_rope_utils: the default, linear and llama3 inv_freq. */
 static void hf_inv_freq(const hf_layer *L, double *inv) {
-    for (size_t t = 0; t < L->rope_dims / 2; t++) {
+    for (size_t t = 0; L->long_rope && t < L->rope_dims / 2; t++)
+        inv[t] =
+            L->long_rope->scaling == ATTN_ROPE_SCALING_YARN
+                ? rope_ref_yarn_freq(L->long_rope, t)
+                : rope_ref_longrope_freq(L->long_rope, t, rope_ref_long(L->long_rope, NULL, L->n));
+    for (size_t t = 0; !L->long_rope && t < L->rope_dims / 2; t++) {
         double f = 1.0 / pow(L->theta, (double)(2 * t) / (double)L->rope_dims);
         if (L->scaling == 1) f /= L->factor;
         if (L->scaling == 2) {
@@ -983,11 +1000,17 @@ static void hf_inv_freq(const hf_layer *L, double *inv) {
 /* apply_rotary_pos_emb on one row x[dh] at position pos. */
 static void hf_rotate(const hf_layer *L, const double *inv, double *x, size_t pos) {
     size_t half = L->rope_dims / 2;
-    double rot[256];
+    double rot[256], a = L->long_rope ? rope_ref_attention_factor(L->long_rope) : 1;
     for (size_t j = 0; j < L->rope_dims; j++) {
+        if (L->interleaved) { /* (x_2t + i·x_2t+1) · e^(i·pos·f_t) */
+            double ang = (double)pos * inv[j / 2];
+            rot[j] = j % 2 ? x[j] * cos(ang) + x[j - 1] * sin(ang)
+                           : x[j] * cos(ang) - x[j + 1] * sin(ang);
+            continue;
+        }
         double ang = (double)pos * inv[j % half];
         double rh = j < half ? -x[j + half] : x[j - half]; /* rotate_half: [−x2, x1] */
-        rot[j] = x[j] * cos(ang) + rh * sin(ang);
+        rot[j] = x[j] * cos(ang) * a + rh * sin(ang) * a;
     }
     memcpy(x, rot, L->rope_dims * sizeof(double));
 }
@@ -996,6 +1019,12 @@ static void hf_rotate(const hf_layer *L, const double *inv, double *x, size_t po
 static void hf_attend(hf_layer *L, double *out) {
     size_t hd = L->h * L->dh, gd = L->g * L->dh, rep = L->h / L->g;
     double inv[128];
+    /* q_norm, k_norm: RMS over each head's dh, or over the whole row */
+    if (L->qn.type) {
+        size_t qw = L->qk_all ? hd : L->dh, kw = L->qk_all ? gd : L->dh;
+        hf_norm_rows(&L->qn, L->q, L->n * hd / qw, qw);
+        hf_norm_rows(&L->kn, L->k, L->m * gd / kw, kw);
+    }
     if (L->rope_dims) {
         hf_inv_freq(L, inv);
         for (size_t t = 0; t < L->n; t++)
@@ -1005,6 +1034,16 @@ static void hf_attend(hf_layer *L, double *out) {
             for (size_t u = 0; u < L->g; u++)
                 hf_rotate(L, inv, L->k + t * gd + u * L->dh, t);
     }
+    if (L->l2_after_rope) {
+        hf_norm l2 = {.type = 2, .eps = L->eps_l2};
+        hf_norm_rows(&l2, L->q, L->n * L->h, L->dh);
+        hf_norm_rows(&l2, L->k, L->m * L->g, L->dh);
+    }
+    for (size_t t = 0; L->floor_scale > 0 && t < L->n; t++) {
+        double tau = log(floor((double)(t + 1) / L->floor_scale) + 1) * L->attn_scale + 1;
+        for (size_t c = 0; c < hd; c++)
+            L->q[t * hd + c] *= tau;
+    }
     double *z = calloc(L->n * hd, sizeof(double)), *s = malloc(L->m * sizeof(double));
     L->p = calloc(L->h * L->n * L->m, sizeof(double));
     for (size_t i = 0; i < L->h; i++) {
@@ -1012,7 +1051,8 @@ static void hf_attend(hf_layer *L, double *out) {
         for (size_t a = 0; a < L->n; a++) {
             double mx = -INFINITY, sum = 0;
             for (size_t b = 0; b < L->m; b++) {
-                if ((L->causal && b > a) || (L->window && a >= b + L->window)) {
+                if ((L->causal && b > a) || (L->window && a >= b + L->window) ||
+                    (L->chunk && a / L->chunk != b / L->chunk)) {
                     s[b] = -INFINITY;
                     continue;
                 }
@@ -1025,6 +1065,9 @@ static void hf_attend(hf_layer *L, double *out) {
                 s[b] = sc;
                 mx = sc > mx ? sc : mx;
             }
+            /* GPT-OSS: the sink joins the max and the denominator, then is dropped */
+            if (L->sinks && L->sinks[i] > mx) mx = L->sinks[i];
+            if (L->sinks) sum += exp(L->sinks[i] - mx);
             for (size_t b = 0; b < L->m; b++)
                 sum += (s[b] = s[b] == -INFINITY ? 0 : exp(s[b] - mx));
             for (size_t b = 0; b < L->m; b++)
@@ -1047,6 +1090,8 @@ static void hf_attend(hf_layer *L, double *out) {
 }
 
 static void hf_free(hf_layer *L) {
+    hf_norm_free(&L->qn);
+    hf_norm_free(&L->kn);
     hf_norm_free(&L->norm);
     hf_norm_free(&L->post);
     free(L->p);
@@ -1265,10 +1310,24 @@ static void llama_ref_p(double *out, double *pat, const char *path, const ckpt *
     snprintf(base, sizeof base, "model.layers.%d", layer);
     hf_norms_load(&L, path, base, "input_layernorm", "post_attention_layernorm");
     snprintf(att, sizeof att, "model.layers.%d.self_attn", layer);
+    char name[200];
+    if (L.qn.type) {
+        size_t qw = L.qk_all ? h * dh : dh, kw = L.qk_all ? g * dh : dh;
+        snprintf(name, sizeof name, "%s.q_norm", att);
+        L.qn = hf_norm_load(path, name, 2, L.qn.eps, L.qn.offset, qw);
+        snprintf(name, sizeof name, "%s.k_norm", att);
+        L.kn = hf_norm_load(path, name, 2, L.kn.eps, L.kn.offset, kw);
+    }
+    double *sinks = NULL;
+    if (L.has_sinks) {
+        snprintf(name, sizeof name, "%s.sinks", att);
+        L.sinks = sinks = ck_tensor_f64(path, name, h);
+    }
     hf_separate(&L, path, c, att, "o_proj", e, e);
     hf_attend(&L, out);
     if (pat) memcpy(pat, L.p, h * LN * LN * sizeof(double));
     hf_free(&L);
+    free(sinks);
 }
 
 static void llama_ref(double *out, const char *path, const ckpt *c, int layer, const float *e,
@@ -2116,6 +2175,175 @@ START_TEST(test_binary) {
 }
 END_TEST
 
+/* ---- the newer families ------------------------------------------------------------ */
+
+/* modern_build's Llama layout (o without bias unless `bias`) plus, per
+ * layer, self_attn.q_norm.weight [qlen] and k_norm.weight [klen] (0: none)
+ * and self_attn.sinks [h] when `sinks`. */
+static void newer_build(ckpt *c, uint64_t seed, size_t d, size_t h, size_t g, size_t dh, int bias,
+                        size_t qlen, size_t klen, int sinks) {
+    modern_build(c, STORE_DTYPE_F32, seed, "model.layers.", ".self_attn", 0, d, h, g, dh, bias,
+                 bias, "o_proj", 1);
+    uint64_t rng = seed * 7 + 1;
+    char n[128];
+    for (int l = 0; l < LAYERS; l++) {
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.q_norm.weight", l);
+        if (qlen) ck_add(c, n, 1, qlen, 0, 0, 0, &rng);
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.k_norm.weight", l);
+        if (klen) ck_add(c, n, 1, klen, 0, 0, 0, &rng);
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.sinks", l);
+        if (sinks) ck_add(c, n, 1, h, 0, 0, 0, &rng);
+    }
+}
+
+/* Runs one layer's weights on e (n = LN tokens, the model's mask, the
+ * layer's default scale): ΔE and every head's patterns. */
+static void weights_run(const attn_weights *w, attn_mask_kind mask, const float *e, float *delta,
+                        float *pat) {
+    size_t heads[64];
+    for (size_t i = 0; i < 64; i++)
+        heads[i] = i;
+    attn_workspace *ws = attn_workspace_create();
+    attn_output o = {.delta = delta, .patterns = pat};
+    attn_input in = {.weights = w,
+                     .embeddings = e,
+                     .n_tokens = LN,
+                     .heads = heads,
+                     .n_heads_out = w->n_heads,
+                     .mask = {mask, NULL},
+                     .scale = w->scale > 0 ? w->scale : (float)(1 / sqrt((double)w->d_head))};
+    attn_error err = {0};
+    ck_assert_msg(attn_compute(&o, ws, &in, &err) == 0, "attn_compute: %s", err.message);
+    attn_workspace_destroy(ws);
+}
+
+/* The reference's variant of checkpoint layer l. */
+typedef hf_layer (*variant_of)(int layer);
+
+/*
+ * Imports layers 0 and 1 of dir as a stack (`--layers 0,1`: their kinds
+ * alternate) and each alone; runs each layer from hidden states before its
+ * norm, and compares ΔE (= post_norm(attn(norm(x)))) and the patterns with
+ * the float64 reference of Hugging Face's modeling file (vf's variant).
+ * The stack's layer l must answer as the lone layer l. Returns the stack
+ * (the caller destroys it) for further checks.
+ */
+static store_model *family_check(const char *dir, const store_import_options *base, const ckpt *c,
+                                 size_t d, size_t h, size_t g, size_t dh, variant_of vf) {
+    char in[512];
+    snprintf(in, sizeof in, "%s", dir);
+    float e[LN * 32], delta[LN * 32], pat[8 * LN * LN], d1[LN * 32], p1[8 * LN * LN];
+    ck_assert_uint_le(d, 32);
+    ck_assert_uint_le(h, 8);
+    embeddings_random(e, LN * d, 0xfa11);
+    size_t both[2] = {0, 1};
+    store_import_options opt = *base;
+    opt.layers = both;
+    opt.n_layers = 2;
+    attn_error err;
+    ck_assert_msg(store_import_checkpoint(in, tpath("stack.safetensors"), &opt, NULL, &err) == 0,
+                  "%s", err.message);
+    store_model *stack;
+    ck_assert_msg(store_model_load(&stack, tpath("stack.safetensors"), &err) == 0, "%s",
+                  err.message);
+    ck_assert_uint_eq(stack->n_layers, 2);
+    double ref[2][LN * 32], ref_p[8 * LN * LN];
+    for (int l = 0; l < 2; l++) {
+        hf_layer v = vf(l);
+        llama_ref_p(ref[l], ref_p, in, c, l, e, h, g, dh, d, &v);
+        weights_run(stack->layers[l], stack->mask, e, delta, pat);
+        expect_close(delta, ref[l], NULL, LN * d);
+        expect_patterns(pat, ref_p, h * LN * LN);
+        store_import_options one = *base;
+        one.layer = (size_t)l;
+        store_model *m = import_run_p(in, &one, e, LN, NULL, 0, d1, p1);
+        ck_assert(memcmp(d1, delta, LN * d * sizeof(float)) == 0);
+        ck_assert(memcmp(p1, pat, h * LN * LN * sizeof(float)) == 0);
+        store_model_destroy(m);
+    }
+    ck_assert_msg(rel_error(delta, ref[0], LN * d) > 0.05, "layer 1 looks like layer 0");
+    return stack;
+}
+
+static hf_layer qwen3_variant(int layer) {
+    static attn_rope yarn = {.dims = 8,
+                             .theta = 1000,
+                             .scaling = ATTN_ROPE_SCALING_YARN,
+                             .factor = 4,
+                             .original_max_position = 4};
+    return (hf_layer){.rope_dims = 8,
+                      .theta = 1000,
+                      .long_rope = &yarn,
+                      .causal = 1,
+                      .window = layer == 1 ? 3 : 0,
+                      .scaling_ = 1 / sqrt(8.0),
+                      .norm = {.type = 2, .eps = 1e-6},
+                      .qn = {.type = 2, .eps = 1e-6},
+                      .kn = {.type = 2, .eps = 1e-6}};
+}
+
+/* Qwen3: per-head q/k RMS norms, h·dh ≠ d, YaRN, a sliding layer by
+ * layer_types. */
+START_TEST(test_qwen3) {
+    ckpt c;
+    newer_build(&c, 51, 16, 4, 2, 8, 0, 8, 8, 0);
+    const char *dir = tpath("qwen3");
+    ck_write_dir(&c, dir,
+                 "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", "
+                 "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                 "\"head_dim\": 8, \"rope_theta\": 1000, \"rms_norm_eps\": 1e-06, "
+                 "\"max_position_embeddings\": 16, \"sliding_window\": 3, "
+                 "\"layer_types\": [\"full_attention\", \"sliding_attention\"], "
+                 "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+                 "\"original_max_position_embeddings\": 4}}",
+                 0);
+    store_import_options none = {0};
+    store_model *m = family_check(dir, &none, &c, 16, 4, 2, 8, qwen3_variant);
+    const attn_weights *w = m->layers[1];
+    ck_assert(w->qk_norm.q.type == ATTN_NORM_RMS && !w->qk_norm.all);
+    ck_assert_int_eq(w->rope.scaling, ATTN_ROPE_SCALING_YARN);
+    ck_assert_uint_eq(m->layers[0]->window, 0);
+    ck_assert_uint_eq(w->window, 3);
+    store_model_destroy(m);
+    /* the names are Llama's: model_type or --arch tells them apart */
+    ck_assert_int_eq(store_import_arch_parse("qwen3", &none.arch), 0);
+    ck_assert_int_eq(none.arch, STORE_IMPORT_QWEN3);
+    ck_free(&c);
+}
+END_TEST
+
+static hf_layer olmo2_variant(int layer) {
+    (void)layer;
+    return (hf_layer){.rope_dims = 4,
+                      .theta = 500000,
+                      .causal = 1,
+                      .scaling_ = 0.5,
+                      .post = {.type = 2, .eps = 1e-5},
+                      .qn = {.type = 2, .eps = 1e-5},
+                      .kn = {.type = 2, .eps = 1e-5},
+                      .qk_all = 1};
+}
+
+/* OLMo 2: no input norm, a post-attention norm, q/k norms over the whole
+ * projection. */
+START_TEST(test_olmo2) {
+    ckpt c;
+    newer_build(&c, 52, 16, 4, 2, 4, 0, 16, 8, 0);
+    const char *dir = tpath("olmo2");
+    ck_write_dir(&c, dir,
+                 "{\"architectures\": [\"Olmo2ForCausalLM\"], \"model_type\": \"olmo2\", "
+                 "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                 "\"rope_theta\": 500000, \"rms_norm_eps\": 1e-05, \"attention_bias\": false}",
+                 1);
+    store_import_options none = {0};
+    store_model *m = family_check(dir, &none, &c, 16, 4, 2, 4, olmo2_variant);
+    ck_assert(m->weights.qk_norm.all && m->weights.norm.type == ATTN_NORM_NONE &&
+              m->weights.post_norm.type == ATTN_NORM_RMS);
+    store_model_destroy(m);
+    ck_free(&c);
+}
+END_TEST
+
 /* ---- the suite -------------------------------------------------------------------- */
 
 /* ---- stacks: --layers ------------------------------------------------------ */
@@ -2335,6 +2563,12 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_shard_names);
     tcase_add_test(tc, test_stacks_every_arch);
     tcase_add_test(tc, test_layers_spec);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("newer");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_qwen3);
+    tcase_add_test(tc, test_olmo2);
     suite_add_tcase(s, tc);
 
     /* A FIFO waited on would hang: the timeout turns that into a failure. */

@@ -45,6 +45,9 @@ static void usage(FILE *to) {
             "            self_attention.dense; ALiBi; causal\n"
             "  whisper   [model.]decoder.layers.L.encoder_attn.{q,k,v,out}_proj:\n"
             "            cross-attention (w_q, w_kv); mask none\n"
+            "  qwen3     llama's names (qwen3, qwen3_moe), plus self_attn.{q,k}_norm per head\n"
+            "  olmo2     llama's names, plus self_attn.{q,k}_norm over the whole projection\n"
+            "            and post_attention_layernorm on the output; no input norm\n"
             "Other tensors of the checkpoint are ignored, but for the layer's norms:\n"
             "\n"
             "Norms. The model carries the layer's input norm, so that a request sends the\n"
@@ -175,7 +178,7 @@ int main(int argc, char **argv) {
             if (store_import_arch_parse(v, &opt.arch) != 0) {
                 fprintf(stderr,
                         "import_checkpoint: unknown arch '%s' (gpt2, bert, llama, gemma2, "
-                        "gpt_neox, bloom or whisper)\n",
+                        "gpt_neox, bloom, whisper, qwen3 or olmo2)\n",
                         v);
                 return 2;
             }
