@@ -223,8 +223,10 @@ static int layer_import(const import_src *src, const char *in_path, store_import
                         const import_family **a, size_t *n_layers, attn_error *err) {
     const char *prefix = "";
     if (layer_locate(src, in_path, arch, layer, a, &prefix, n_layers, err) != 0) return -1;
+    /* Gemma 3's and Llama 4's multimodal configs keep the text layers'
+     * keys in text_config; the others have none */
     import_layer L = {.src = src,
-                      .cfg = src->config,
+                      .cfg = import_cfg_text(src->config),
                       .path = in_path,
                       .family = *a,
                       .prefix = prefix,
@@ -362,7 +364,7 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
     if (import_src_open(src, in_path, err) != 0) goto done;
     if (arch == STORE_IMPORT_AUTO && arch_from_config(src->config, &arch, in_path, err) != 0)
         goto done;
-    if (heads_resolve(opt, src->config, &h, in_path, err) != 0) goto done;
+    if (heads_resolve(opt, import_cfg_text(src->config), &h, in_path, err) != 0) goto done;
     if (opt->all_layers) {
         /* every layer the names show, 0 … n−1 (a gap fails at its layer) */
         if (layer_locate(src, in_path, arch, 0, &a, &(const char *){""}, &n_layers, err) != 0)

@@ -71,7 +71,9 @@ typedef enum store_import_arch {
     STORE_IMPORT_BLOOM,
     STORE_IMPORT_WHISPER,
     STORE_IMPORT_QWEN3,
-    STORE_IMPORT_OLMO2
+    STORE_IMPORT_OLMO2,
+    STORE_IMPORT_GEMMA3,
+    STORE_IMPORT_GPT_OSS
 } store_import_arch;
 
 /* "gpt2", "bert", "llama", "gemma2", "gpt_neox", "bloom", "whisper" or

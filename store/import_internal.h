@@ -136,7 +136,7 @@ enum { IMPORT_PREFIXES_MAX = 4 };
  * the options. */
 typedef struct import_layer {
     const import_src *src;
-    const json_t *cfg; /* src->config: NULL for a single file */
+    const json_t *cfg; /* src->config's text part (import_cfg_text): NULL for a single file */
     const char *path;  /* the checkpoint, for messages */
     const import_family *family;
     const char *prefix; /* the name prefix found (import_family.prefixes) */
@@ -189,7 +189,7 @@ struct import_family {
 
 extern const import_family import_family_gpt2, import_family_bert, import_family_llama,
     import_family_gemma2, import_family_gpt_neox, import_family_bloom, import_family_whisper,
-    import_family_qwen3, import_family_olmo2;
+    import_family_qwen3, import_family_olmo2, import_family_gemma3, import_family_gpt_oss;
 
 enum { IMPORT_FAMILIES_MAX = 32 };
 

@@ -2344,6 +2344,94 @@ START_TEST(test_olmo2) {
 }
 END_TEST
 
+static hf_layer gemma3_variant(int layer) {
+    /* sliding_window_pattern 2: layer 0 sliding (local base 10, unscaled),
+     * layer 1 full (rope_theta 1000, linear 2) */
+    return (hf_layer){.rope_dims = 8,
+                      .theta = layer ? 1000 : 10,
+                      .scaling = layer ? 1 : 0,
+                      .factor = 2,
+                      .causal = 1,
+                      .window = layer ? 0 : 3,
+                      .scaling_ = 1 / sqrt(16.0),
+                      .norm = {.type = 2, .eps = 1e-6, .offset = 1},
+                      .post = {.type = 2, .eps = 1e-6, .offset = 1},
+                      .qn = {.type = 2, .eps = 1e-6, .offset = 1},
+                      .kn = {.type = 2, .eps = 1e-6, .offset = 1}};
+}
+
+/* Gemma 3 (a multimodal config's text_config): (1 + w) norms before and
+ * after, per-head q/k norms, local and global layers with their own RoPE. */
+START_TEST(test_gemma3) {
+    ckpt c;
+    newer_build(&c, 53, 16, 4, 2, 8, 0, 8, 8, 0);
+    const char *dir = tpath("gemma3");
+    ck_write_dir(&c, dir,
+                 "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+                 "\"model_type\": \"gemma3\", \"vision_config\": {\"hidden_size\": 32}, "
+                 "\"text_config\": {\"model_type\": \"gemma3_text\", \"hidden_size\": 16, "
+                 "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, "
+                 "\"query_pre_attn_scalar\": 16, \"rope_theta\": 1000, "
+                 "\"rope_local_base_freq\": 10, \"sliding_window\": 3, "
+                 "\"sliding_window_pattern\": 2, \"rms_norm_eps\": 1e-06, "
+                 "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}}}",
+                 0);
+    store_import_options none = {0};
+    store_model *m = family_check(dir, &none, &c, 16, 4, 2, 8, gemma3_variant);
+    ck_assert(m->layers[0]->rope.theta == 10 && m->layers[1]->rope.theta == 1000);
+    ck_assert_int_eq(m->layers[0]->rope.scaling, ATTN_ROPE_SCALING_NONE);
+    ck_assert(m->weights.qk_norm.q.offset == 1 && m->weights.post_norm.offset == 1);
+    store_model_destroy(m);
+    ck_free(&c);
+}
+END_TEST
+
+static hf_layer gpt_oss_variant(int layer) {
+    static attn_rope yarn = {.dims = 4,
+                             .theta = 1000,
+                             .scaling = ATTN_ROPE_SCALING_YARN,
+                             .factor = 4,
+                             .original_max_position = 4,
+                             .beta_fast = 32,
+                             .beta_slow = 1,
+                             .untruncated = 1};
+    return (hf_layer){.rope_dims = 4,
+                      .theta = 1000,
+                      .long_rope = &yarn,
+                      .causal = 1,
+                      .window = layer ? 0 : 3,
+                      .scaling_ = 0.5,
+                      .has_sinks = 1,
+                      .norm = {.type = 2, .eps = 1e-5}};
+}
+
+/* gpt-oss: biases, sinks, sliding and full layers by layer_types, YaRN
+ * without truncation. */
+START_TEST(test_gpt_oss) {
+    ckpt c;
+    newer_build(&c, 54, 16, 4, 2, 4, 1, 0, 0, 1);
+    const char *dir = tpath("gpt-oss");
+    ck_write_dir(
+        &c, dir,
+        "{\"architectures\": [\"GptOssForCausalLM\"], \"model_type\": \"gpt_oss\", "
+        "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+        "\"head_dim\": 4, \"rope_theta\": 1000, \"rms_norm_eps\": 1e-05, "
+        "\"attention_bias\": true, \"sliding_window\": 3, \"max_position_embeddings\": 16, "
+        "\"layer_types\": [\"sliding_attention\", \"full_attention\"], "
+        "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": 32, "
+        "\"beta_slow\": 1, \"truncate\": false, "
+        "\"original_max_position_embeddings\": 4}}",
+        0);
+    store_import_options none = {0};
+    store_model *m = family_check(dir, &none, &c, 16, 4, 2, 4, gpt_oss_variant);
+    ck_assert_ptr_nonnull(m->layers[1]->sinks);
+    ck_assert(m->layers[1]->rope.untruncated);
+    ck_assert_uint_eq(m->layers[0]->window, 3);
+    store_model_destroy(m);
+    ck_free(&c);
+}
+END_TEST
+
 /* ---- the suite -------------------------------------------------------------------- */
 
 /* ---- stacks: --layers ------------------------------------------------------ */
@@ -2569,6 +2657,8 @@ static Suite *import_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_qwen3);
     tcase_add_test(tc, test_olmo2);
+    tcase_add_test(tc, test_gemma3);
+    tcase_add_test(tc, test_gpt_oss);
     suite_add_tcase(s, tc);
 
     /* A FIFO waited on would hang: the timeout turns that into a failure. */

@@ -48,6 +48,11 @@ static void usage(FILE *to) {
             "  qwen3     llama's names (qwen3, qwen3_moe), plus self_attn.{q,k}_norm per head\n"
             "  olmo2     llama's names, plus self_attn.{q,k}_norm over the whole projection\n"
             "            and post_attention_layernorm on the output; no input norm\n"
+            "  gemma3    llama's names (also under [model.]language_model[.model].), (1 + w)\n"
+            "            norms before and after, per-head q/k norms, local and global layers\n"
+            "            (layer_types or sliding_window_pattern), each kind its own RoPE\n"
+            "  gpt_oss   llama's names with biases, plus self_attn.sinks; sliding layers by\n"
+            "            layer_types; YaRN\n"
             "Other tensors of the checkpoint are ignored, but for the layer's norms:\n"
             "\n"
             "Norms. The model carries the layer's input norm, so that a request sends the\n"
@@ -178,7 +183,7 @@ int main(int argc, char **argv) {
             if (store_import_arch_parse(v, &opt.arch) != 0) {
                 fprintf(stderr,
                         "import_checkpoint: unknown arch '%s' (gpt2, bert, llama, gemma2, "
-                        "gpt_neox, bloom, whisper, qwen3 or olmo2)\n",
+                        "gpt_neox, bloom, whisper, qwen3, olmo2, gemma3 or gpt_oss)\n",
                         v);
                 return 2;
             }
