@@ -34,6 +34,12 @@
  *   whisper   [model.]decoder.layers.L.encoder_attn.{q,k,v,out}_proj (k
  *             has no bias): cross-attention, w_q and w_kv with d_context =
  *             d; mask none
+ *   qwen3, olmo2, gemma3, gpt_oss
+ *             llama's names, plus self_attn.q_norm / k_norm (qwen3, gemma3
+ *             per head; olmo2 over the whole projection) or self_attn.sinks
+ *             (gpt_oss); each layer's kind, RoPE (yarn, longrope) and
+ *             window from config.json's newer keys (import_config.c,
+ *             import_rope.c); gemma3 also under language_model prefixes
  *
  * Heads are column blocks of dh in every layout but the fused ones, which
  * are regrouped into ours ([Q heads | K heads | V heads]). The layer's
