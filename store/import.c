@@ -129,7 +129,7 @@ static void names_scan(const import_src *src, size_t layer, family_scan *scan) {
             const char *name = store_file_tensor(src->files[fi], t)->name;
             for (size_t a = 0; a < import_n_families; a++) {
                 const import_family *f = import_families[a];
-                for (unsigned p = 0; p < 2; p++) {
+                for (unsigned p = 0; p < IMPORT_PREFIXES_MAX && f->prefixes[p]; p++) {
                     size_t l;
                     if (!layer_match(name, f->prefixes[p], f->head, f->anchor, &l)) continue;
                     if (l + 1 > scan[a].n_layers) scan[a].n_layers = l + 1;
@@ -169,10 +169,15 @@ static int layer_locate(const import_src *src, const char *path, store_import_ar
         if (!a) return store_error_set(err, NULL, "unknown architecture %d", (int)arch);
     }
 
+    /* the first two prefixes found, or the family's first two */
     char want[2][160];
-    for (unsigned p = 0; p < 2; p++)
-        snprintf(want[p], sizeof want[p], "%s%s%zu%s", a->prefixes[p], a->head, layer, a->anchor);
-    if (s->prefixes == 3)
+    unsigned found[2] = {0, 1}, n_found = 0;
+    for (unsigned p = 0; p < IMPORT_PREFIXES_MAX; p++)
+        if (s->prefixes & 1u << p && n_found < 2) found[n_found++] = p;
+    for (unsigned i = 0; i < 2; i++)
+        snprintf(want[i], sizeof want[i], "%s%s%zu%s",
+                 a->prefixes[found[i]] ? a->prefixes[found[i]] : "", a->head, layer, a->anchor);
+    if (n_found == 2)
         return store_error_set(err, path,
                                "holds both '%s' and '%s': ambiguous, which one is the model?",
                                want[0], want[1]);
@@ -188,7 +193,7 @@ static int layer_locate(const import_src *src, const char *path, store_import_ar
                                layer, want[0], want[1], a->label, s->n_layers - 1);
     }
     *out = a;
-    *prefix = a->prefixes[s->prefixes == 1 ? 0 : 1];
+    *prefix = a->prefixes[found[0]];
     *n_layers = s->n_layers;
     return 0;
 }
@@ -218,8 +223,10 @@ static int layer_import(const import_src *src, const char *in_path, store_import
                         const import_family **a, size_t *n_layers, attn_error *err) {
     const char *prefix = "";
     if (layer_locate(src, in_path, arch, layer, a, &prefix, n_layers, err) != 0) return -1;
+    /* Gemma 3's and Llama 4's multimodal configs keep the text layers'
+     * keys in text_config; the others have none */
     import_layer L = {.src = src,
-                      .cfg = src->config,
+                      .cfg = import_cfg_text(src->config),
                       .path = in_path,
                       .family = *a,
                       .prefix = prefix,
@@ -357,7 +364,7 @@ int store_import_checkpoint(const char *in_path, const char *out_path,
     if (import_src_open(src, in_path, err) != 0) goto done;
     if (arch == STORE_IMPORT_AUTO && arch_from_config(src->config, &arch, in_path, err) != 0)
         goto done;
-    if (heads_resolve(opt, src->config, &h, in_path, err) != 0) goto done;
+    if (heads_resolve(opt, import_cfg_text(src->config), &h, in_path, err) != 0) goto done;
     if (opt->all_layers) {
         /* every layer the names show, 0 … n−1 (a gap fails at its layer) */
         if (layer_locate(src, in_path, arch, 0, &a, &(const char *){""}, &n_layers, err) != 0)

@@ -34,10 +34,21 @@
  *   whisper   [model.]decoder.layers.L.encoder_attn.{q,k,v,out}_proj (k
  *             has no bias): cross-attention, w_q and w_kv with d_context =
  *             d; mask none
+ *   qwen3, olmo2, gemma3, gpt_oss
+ *             llama's names, plus self_attn.q_norm / k_norm (qwen3, gemma3
+ *             per head; olmo2 over the whole projection) or self_attn.sinks
+ *             (gpt_oss); each layer's kind, RoPE (yarn, longrope) and
+ *             window from config.json's newer keys (import_config.c,
+ *             import_rope.c); gemma3 also under language_model prefixes
  *
  * Heads are column blocks of dh in every layout but the fused ones, which
- * are regrouped into ours ([Q heads | K heads | V heads]). Every other
- * tensor (embeddings, norms, MLPs, buffers) is ignored. GPT-2's and BERT's
+ * are regrouped into ours ([Q heads | K heads | V heads]). The layer's
+ * input norm is written with it (norm_type, norm_eps, norm.weight, …:
+ * gpt2 ln_1, llama input_layernorm, gemma2 input_layernorm and
+ * post_attention_layernorm as post_norm, gpt_neox and bloom
+ * input_layernorm, whisper encoder_attn_layer_norm; bert normalises after
+ * its residual add and has none), unless no_norm. Every other tensor
+ * (embeddings, MLPs and their norms, buffers) is ignored. GPT-2's and BERT's
  * biases are required (a missing bias is more likely a wrong file than a
  * bias-free model); the others' are read where present, as their configs'
  * attention_bias says.
@@ -64,7 +75,11 @@ typedef enum store_import_arch {
     STORE_IMPORT_GEMMA2,
     STORE_IMPORT_GPT_NEOX,
     STORE_IMPORT_BLOOM,
-    STORE_IMPORT_WHISPER
+    STORE_IMPORT_WHISPER,
+    STORE_IMPORT_QWEN3,
+    STORE_IMPORT_OLMO2,
+    STORE_IMPORT_GEMMA3,
+    STORE_IMPORT_GPT_OSS
 } store_import_arch;
 
 /* "gpt2", "bert", "llama", "gemma2", "gpt_neox", "bloom", "whisper" or
@@ -103,6 +118,9 @@ typedef struct store_import_options {
                                        layer's */
     double softcap;                 /* 0: config's attn_logit_softcapping */
     double scale;                   /* 0: config's (gemma2: query_pre_attn_scalar^(−1/2)) */
+    int no_norm;                    /* 1: without the layer's input norm and post-attention
+                                       norm (what the importer wrote before it read them);
+                                       a q/k norm is read all the same */
 } store_import_options;
 
 /* What was imported, for the caller's report. */

@@ -9,6 +9,12 @@
  *   w_o[r, c]         = dense[c, r]
  *
  * config.json: model_type "bert", num_attention_heads. Mask none.
+ *
+ * No norm is written: BERT normalises after the attention, LayerNorm(E +
+ * dense(Z)) (BertSelfOutput), so its attention reads the hidden state as it
+ * is and our patterns are its patterns. That LayerNorm of the residual sum
+ * is not the engine's E + post_norm(ΔE): `embeddings` are E + dense(Z), not
+ * BERT's next hidden state.
  */
 #include <stdint.h>
 #include <string.h>

@@ -8,6 +8,11 @@
  * self.scaling so); sliding_window on the even layers where layer_types
  * does not say otherwise (Gemma 2 alternates local and global layers,
  * local first). Causal.
+ *
+ * The norms: layers.L.input_layernorm.weight before the attention and
+ * post_attention_layernorm.weight on its output, before the residual add
+ * (Gemma2DecoderLayer), both Gemma2RMSNorm, x / sqrt(mean(x²) + eps) ·
+ * (1 + w): offset 1, eps rms_norm_eps (1e-6).
  */
 #include <math.h>
 
@@ -17,6 +22,22 @@ static const import_rope_keys gemma2_rope = {
     .theta = IMPORT_KEYS("rope_theta"),
     .fraction = IMPORT_KEYS("partial_rotary_factor"),
     .fraction_default = 1,
+};
+
+static const import_norm_keys gemma2_norm = {
+    .suffix = ".input_layernorm",
+    .type = ATTN_NORM_RMS,
+    .offset = 1,
+    .eps = IMPORT_KEYS("rms_norm_eps"),
+    .eps_default = 1e-6,
+};
+
+static const import_norm_keys gemma2_post_norm = {
+    .suffix = ".post_attention_layernorm",
+    .type = ATTN_NORM_RMS,
+    .offset = 1,
+    .eps = IMPORT_KEYS("rms_norm_eps"),
+    .eps_default = 1e-6,
 };
 
 static int gemma2_window_on(const import_layer *L, int *on, attn_error *err) {
@@ -45,7 +66,8 @@ static int gemma2_read(const import_layer *L, import_out *m, attn_error *err) {
         import_rope_resolve(L, &gemma2_rope, p.dh, &m->rope, err) == 0 &&
         import_window_resolve(L, gemma2_window_on, &m->window, err) == 0 &&
         import_softcap_resolve(L, &m->softcap, err) == 0 && gemma2_scale(L, &m->scale, err) == 0 &&
-        import_attn_read(L, &p, m, err) == 0 && import_attn_layout_separate(&p, m, err) == 0)
+        import_attn_read(L, &p, m, err) == 0 && import_attn_layout_separate(&p, m, err) == 0 &&
+        import_norms_read(L, &gemma2_norm, &gemma2_post_norm, m, err) == 0)
         rc = 0;
     import_attn_free(&p);
     return rc;

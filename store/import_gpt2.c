@@ -4,6 +4,9 @@
  * which is our layout: every tensor is taken as it is. The biases are
  * required (a missing one is more likely a wrong file than a bias-free
  * model). config.json: model_type "gpt2", n_head. Causal.
+ *
+ * The input norm: h.L.ln_1.weight and .bias, a LayerNorm of eps
+ * layer_norm_epsilon (1e-5), as GPT2Block applies it before the attention.
  */
 #include "store/import_internal.h"
 
@@ -17,6 +20,13 @@ static const import_part gpt2_parts[] = {
     [GPT2_B_QKV] = {".attn.c_attn.bias", 1, {3, 0}, "[3·d_model]"},
     [GPT2_W_O] = {".attn.c_proj.weight", 2, {1, 1}, "[d_model, d_model] (Conv1D)"},
     [GPT2_B_O] = {".attn.c_proj.bias", 1, {1, 0}, "[d_model]"},
+};
+
+static const import_norm_keys gpt2_norm = {
+    .suffix = ".ln_1",
+    .type = ATTN_NORM_LAYER,
+    .eps = IMPORT_KEYS("layer_norm_epsilon"),
+    .eps_default = 1e-5,
 };
 
 static int gpt2_read(const import_layer *L, import_out *m, attn_error *err) {
@@ -34,6 +44,7 @@ static int gpt2_read(const import_layer *L, import_out *m, attn_error *err) {
     m->h = m->g = L->h;
     m->dh = L->h ? d / L->h : 0;
     m->mask = L->family->mask;
+    if (rc == 0) rc = import_norms_read(L, &gpt2_norm, NULL, m, err);
     return rc;
 }
 

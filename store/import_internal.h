@@ -15,6 +15,8 @@
  *   import_config.c    config.json's per-layer keys of the newer families
  *                      (layer kinds, rope_parameters, no_rope_layers, …),
  *                      read and checked, not yet mapped
+ *   import_norm.c      a layer's norms: input, post-attention, q/k
+ *   import_rope.c      the newer families' RoPE (yarn, longrope) and window
  *   import_write.c     the model file written (one layer, or a stack)
  *   import_families.c  the table of families, in --arch's order
  *   import_<family>.c  one family: its config.json keys, its tensor names,
@@ -128,11 +130,13 @@ int import_layer_config_read(const json_t *cfg, size_t layer, import_layer_confi
 
 typedef struct import_family import_family;
 
+enum { IMPORT_PREFIXES_MAX = 4 };
+
 /* What a family's read is given: the layer's place in the checkpoint and
  * the options. */
 typedef struct import_layer {
     const import_src *src;
-    const json_t *cfg; /* src->config: NULL for a single file */
+    const json_t *cfg; /* src->config's text part (import_cfg_text): NULL for a single file */
     const char *path;  /* the checkpoint, for messages */
     const import_family *family;
     const char *prefix; /* the name prefix found (import_family.prefixes) */
@@ -141,40 +145,51 @@ typedef struct import_layer {
     const store_import_options *opt;
 } import_layer;
 
+enum { IMPORT_OWNED_MAX = 32 };
+
 /* The model to write, one layer: its tensors, row-major F32 (in owned[]),
  * its shape and its variants. */
 typedef struct import_out {
     size_t d, h, g, dh;
     size_t dc; /* > 0: cross-attention, w_qkv is w_q */
     const float *w_qkv, *b_qkv, *w_o, *b_o, *w_kv, *b_kv;
-    float *owned[16]; /* what to free: buffers made, and the parts read */
+    float *owned[IMPORT_OWNED_MAX]; /* what to free: buffers made, and the parts read */
     size_t n_owned;
-    attn_rope rope;
+    attn_rope rope; /* short_factor, long_factor: in owned[] */
     int alibi;
     size_t window;
     double softcap, scale;
     attn_mask_kind mask;
+    /* The 2025–26 fields (models/README.md, "Norms and temperature"); their
+     * arrays in owned[]. type NONE, NULL or 0: not written. */
+    attn_norm norm, post_norm;
+    attn_qk_norm qk_norm;
+    attn_temperature temperature;
+    const float *sinks; /* h */
+    size_t chunk;
 } import_out;
 
 /* ---- a family (import_<family>.c), and the table (import_families.c) ------- */
 
 struct import_family {
     store_import_arch arch;
-    const char *name;           /* --arch's: "gpt2" */
-    const char *label;          /* for people: "GPT-2" */
-    const char *prefixes[2];    /* accepted name prefixes; "" first */
-    const char *head;           /* before the layer index: "h." */
-    const char *anchor;         /* after it, the first tensor a layer needs */
-    const char *anchor_rule;    /* the anchor's shape in words, for messages */
-    attn_mask_kind mask;        /* of the model written */
-    int by_name;                /* detected from the names (gemma2 has llama's) */
-    const char *model_types[6]; /* config.json's model_type values read as this */
+    const char *name;                          /* --arch's: "gpt2" */
+    const char *label;                         /* for people: "GPT-2" */
+    const char *prefixes[IMPORT_PREFIXES_MAX]; /* accepted name prefixes; "" first, then
+                                                  others, NULL after the last */
+    const char *head;                          /* before the layer index: "h." */
+    const char *anchor;                        /* after it, the first tensor a layer needs */
+    const char *anchor_rule;                   /* the anchor's shape in words, for messages */
+    attn_mask_kind mask;                       /* of the model written */
+    int by_name;                               /* detected from the names (gemma2 has llama's) */
+    const char *model_types[6];                /* config.json's model_type values read as this */
     /* Reads L's layer into *m (which owns what it holds, on failure too). */
     int (*read)(const import_layer *L, import_out *m, attn_error *err);
 };
 
 extern const import_family import_family_gpt2, import_family_bert, import_family_llama,
-    import_family_gemma2, import_family_gpt_neox, import_family_bloom, import_family_whisper;
+    import_family_gemma2, import_family_gpt_neox, import_family_bloom, import_family_whisper,
+    import_family_qwen3, import_family_olmo2, import_family_gemma3, import_family_gpt_oss;
 
 enum { IMPORT_FAMILIES_MAX = 32 };
 
@@ -209,6 +224,12 @@ int import_parts_read(const import_layer *L, const import_part *parts, size_t n,
 /* Moves the buffers vals[0 … IMPORT_PARTS_MAX−1] that are not NULL into
  * m's owned[]. */
 void import_out_adopt(import_out *m, float *const vals[IMPORT_PARTS_MAX]);
+
+/* The rank-1 tensor "<prefix><head><L><suffix>" of len values (rule: its
+ * shape in words), read into a buffer m owns, in *out; NULL when absent
+ * and not required. 0, or -1 with err naming it. */
+int import_vector_read(const import_layer *L, const char *suffix, size_t len, const char *rule,
+                       int required, import_out *m, const float **out, attn_error *err);
 
 /* A zeroed buffer of n floats that m owns, or NULL. */
 float *import_out_alloc(import_out *m, size_t n);
@@ -295,6 +316,46 @@ int import_window_resolve(const import_layer *L, import_window_rule rule, size_t
 
 /* The option's softcap, else config.json's attn_logit_softcapping. */
 int import_softcap_resolve(const import_layer *L, double *softcap, attn_error *err);
+
+/* ---- the newer families' RoPE and window (import_rope.c) ------------------- */
+
+/* Layer c's RoPE for head width dh into m->rope (its longrope lists owned
+ * by m): the options', else c's theta (theta_default without one), part
+ * (partial_rotary_factor) and scaling (linear, llama3, yarn, longrope; any
+ * other refused by name). */
+int import_rope_layer(const import_layer *L, const import_layer_config *c, size_t dh,
+                      double theta_default, attn_rope_style style, import_out *m, attn_error *err);
+
+/* Layer c's window or chunk into m: the option's window, else its kind's
+ * (sliding_window, attention_chunk_size, none), else for an unsaid kind
+ * sliding_window where `rule` (NULL: never) puts it. */
+int import_layer_window(const import_layer *L, const import_layer_config *c,
+                        import_window_rule rule, import_out *m, attn_error *err);
+
+/* ---- norms (import_norm.c) ----------------------------------------------------- */
+
+/* Where a family keeps one of a layer's norms. */
+typedef struct import_norm_keys {
+    const char *suffix;     /* after "<prefix><head><L>": ".input_layernorm" */
+    attn_norm_type type;    /* LAYER: .weight and .bias; RMS: .weight */
+    double offset;          /* RMS: 1 for Gemma's (1 + w) */
+    const char *const *eps; /* config.json's keys (its text part), the first present; or NULL */
+    double eps_default;     /* without one: the architecture's config class default */
+} import_norm_keys;
+
+/* The layer's input norm (norm; NULL: none) and the norm of its
+ * attention's output (post; NULL: none) into m->norm and m->post_norm,
+ * their weights required; nothing with --no-norm. After import_attn_check
+ * (m->d). */
+int import_norms_read(const import_layer *L, const import_norm_keys *norm,
+                      const import_norm_keys *post, import_out *m, attn_error *err);
+
+/* The q/k RMS norm "<att>q_norm.weight", "<att>k_norm.weight" (required):
+ * per head ([d_head] each) or over the whole projection (all: [h·d_head],
+ * [g·d_head]), with offset and eps; into m->qk_norm. */
+int import_qk_norm_read(const import_layer *L, const char *att, int all, double offset,
+                        const char *const *eps_keys, double eps_default, import_out *m,
+                        attn_error *err);
 
 /* ---- the model file (import_write.c) ----------------------------------------- */
 

@@ -10,6 +10,10 @@
  * "half" (transformers' rotate_half) on the weights as stored;
  * sliding_window where layer_types, else the model_type's rule
  * (import_window_by_model_type), puts it; attn_logit_softcapping. Causal.
+ *
+ * The input norm: layers.L.input_layernorm.weight, an RMS norm (LlamaRMSNorm,
+ * Qwen2RMSNorm, MistralRMSNorm) of eps rms_norm_eps (1e-6). Their
+ * post_attention_layernorm is the MLP's input norm, not read.
  */
 #include "store/import_internal.h"
 
@@ -17,6 +21,13 @@ static const import_rope_keys llama_rope = {
     .theta = IMPORT_KEYS("rope_theta"),
     .fraction = IMPORT_KEYS("partial_rotary_factor"),
     .fraction_default = 1,
+};
+
+static const import_norm_keys llama_norm = {
+    .suffix = ".input_layernorm",
+    .type = ATTN_NORM_RMS,
+    .eps = IMPORT_KEYS("rms_norm_eps"),
+    .eps_default = 1e-6,
 };
 
 static int llama_read(const import_layer *L, import_out *m, attn_error *err) {
@@ -28,7 +39,8 @@ static int llama_read(const import_layer *L, import_out *m, attn_error *err) {
         import_window_resolve(L, import_window_by_model_type, &m->window, err) == 0 &&
         import_softcap_resolve(L, &m->softcap, err) == 0) {
         m->scale = L->opt->scale;
-        if (import_attn_read(L, &p, m, err) == 0 && import_attn_layout_separate(&p, m, err) == 0)
+        if (import_attn_read(L, &p, m, err) == 0 && import_attn_layout_separate(&p, m, err) == 0 &&
+            import_norms_read(L, &llama_norm, NULL, m, err) == 0)
             rc = 0;
     }
     import_attn_free(&p);

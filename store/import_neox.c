@@ -9,6 +9,10 @@
  * rotary_emb_base (or rope_theta), rotary_pct (or partial_rotary_factor),
  * 0.25 when absent as in GPTNeoXConfig (Pythia's), RoPE "half";
  * rope_scaling. Causal.
+ *
+ * The input norm: layers.L.input_layernorm.weight and .bias, a LayerNorm of
+ * eps layer_norm_eps (1e-5). With use_parallel_residual the MLP reads E
+ * too, through its own norm: the attention is the same.
  */
 #include "store/import_internal.h"
 
@@ -16,6 +20,13 @@ static const import_rope_keys neox_rope = {
     .theta = IMPORT_KEYS("rotary_emb_base", "rope_theta"),
     .fraction = IMPORT_KEYS("rotary_pct", "partial_rotary_factor"),
     .fraction_default = 0.25,
+};
+
+static const import_norm_keys neox_norm = {
+    .suffix = ".input_layernorm",
+    .type = ATTN_NORM_LAYER,
+    .eps = IMPORT_KEYS("layer_norm_eps"),
+    .eps_default = 1e-5,
 };
 
 static int neox_read(const import_layer *L, import_out *m, attn_error *err) {
@@ -27,7 +38,8 @@ static int neox_read(const import_layer *L, import_out *m, attn_error *err) {
         import_window_resolve(L, import_window_by_model_type, &m->window, err) == 0 &&
         import_softcap_resolve(L, &m->softcap, err) == 0) {
         m->scale = L->opt->scale;
-        if (import_attn_read(L, &p, m, err) == 0 && import_attn_layout_fused(&p, m, err) == 0)
+        if (import_attn_read(L, &p, m, err) == 0 && import_attn_layout_fused(&p, m, err) == 0 &&
+            import_norms_read(L, &neox_norm, NULL, m, err) == 0)
             rc = 0;
     }
     import_attn_free(&p);

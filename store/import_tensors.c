@@ -46,10 +46,36 @@ static int dtype_check(const store_tensor *t, const char *name, const char *path
 
 float *import_out_alloc(import_out *m, size_t n) {
     size_t bytes;
-    if (m->n_owned == 16 || __builtin_mul_overflow(n, sizeof(float), &bytes)) return NULL;
+    if (m->n_owned == IMPORT_OWNED_MAX || __builtin_mul_overflow(n, sizeof(float), &bytes))
+        return NULL;
     float *p = calloc(1, bytes ? bytes : 1);
     if (p) m->owned[m->n_owned++] = p;
     return p;
+}
+
+int import_vector_read(const import_layer *L, const char *suffix, size_t len, const char *rule,
+                       int required, import_out *m, const float **out, attn_error *err) {
+    char name[256];
+    snprintf(name, sizeof name, "%s%s%zu%s", L->prefix, L->family->head, L->layer, suffix);
+    const store_tensor *t = import_src_find(L->src, name);
+    *out = NULL;
+    if (!t && !required) return 0;
+    if (!t)
+        return store_error_set(err, L->path, "no tensor '%s': %s layer %zu is incomplete", name,
+                               L->family->label, L->layer);
+    if (t->rank != 1 || t->shape[0] != len) {
+        char got[160];
+        return store_error_set(err, L->path, "tensor '%s' has shape %s, expected [%zu] = %s", name,
+                               store_tensor_shape_text(t, got, sizeof got), len, rule);
+    }
+    if (dtype_check(t, name, L->path, err) != 0) return -1;
+    if (m->n_owned == IMPORT_OWNED_MAX)
+        return store_error_set(err, NULL, "too many tensors in one layer");
+    float *v = tensor_read(t, L->path, err);
+    if (!v) return -1;
+    m->owned[m->n_owned++] = v;
+    *out = v;
+    return 0;
 }
 
 void import_out_adopt(import_out *m, float *const vals[IMPORT_PARTS_MAX]) {

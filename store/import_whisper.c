@@ -10,6 +10,11 @@
  *
  * config.json: model_type "whisper"; decoder_attention_heads, d_model. No
  * RoPE, no window; mask none.
+ *
+ * The input norm: decoder.layers.L.encoder_attn_layer_norm.weight and
+ * .bias, nn.LayerNorm's eps 1e-5 (WhisperDecoderLayer), on the queries'
+ * rows only; the context is the encoder's output, already normalised by
+ * its final layer_norm.
  */
 #include <string.h>
 
@@ -37,13 +42,21 @@ static int whisper_layout(import_attn *p, import_out *m, attn_error *err) {
     return 0;
 }
 
+static const import_norm_keys whisper_norm = {
+    .suffix = ".encoder_attn_layer_norm",
+    .type = ATTN_NORM_LAYER,
+    .eps_default = 1e-5,
+};
+
 static int whisper_read(const import_layer *L, import_out *m, attn_error *err) {
     import_attn p = {0};
     int rc = -1;
     if (import_attn_find_separate(L, ".encoder_attn.", "out_proj", &p, err) == 0 &&
         import_attn_check(L, &p, 0, m, err) == 0) {
         m->scale = L->opt->scale;
-        if (import_attn_read(L, &p, m, err) == 0 && whisper_layout(&p, m, err) == 0) rc = 0;
+        if (import_attn_read(L, &p, m, err) == 0 && whisper_layout(&p, m, err) == 0 &&
+            import_norms_read(L, &whisper_norm, NULL, m, err) == 0)
+            rc = 0;
     }
     import_attn_free(&p);
     return rc;

@@ -2,8 +2,9 @@
  * import_write.c — the model file an import writes (import_internal.h):
  * the layers' tensors (w_qkv or w_q and w_kv, their biases, w_o, b_o, in
  * F32) and metadata (name, description, n_heads, mask, source, n_kv_heads
- * when it differs, each layer's variants: rope_*, alibi, window, softcap,
- * scale), one layer as it is or a stack's layers under "layers.<l>.",
+ * when it differs, each layer's variants: rope_*, alibi, window, chunk,
+ * softcap, scale, the norms and temperature, with their tensors and the
+ * sinks), one layer as it is or a stack's layers under "layers.<l>.",
  * written with store_file_write (atomically: a server reloading the
  * directory never sees half a file).
  *
@@ -43,12 +44,13 @@ static void num_text(char *buf, size_t len, double v) {
 
 /* The text one layer's metadata and tensors are written with: the
  * numbers, and in a stack the prefixed keys and names. */
+enum { LAYER_KEYS_MAX = 48, LAYER_TENSORS_MAX = 16 };
+
 typedef struct layer_text {
-    char theta[32], dims[32], factor[32], low[32], high[32], orig[32], window[32], softcap[32],
-        scale[32];
-    char keys[12][64], names[6][64];
-    size_t shape_qkv[2], shape_bqkv[1], shape_kv[2], shape_bkv[1], shape_o[2], shape_bo[1];
-    size_t n_keys, n_names;
+    char nums[LAYER_KEYS_MAX][32];
+    char keys[LAYER_KEYS_MAX][64], names[LAYER_TENSORS_MAX][64];
+    size_t shapes[LAYER_TENSORS_MAX][2];
+    size_t n_nums, n_keys, n_names, n_shapes;
 } layer_text;
 
 /* prefix + s, kept in one of tx's slots (keys or names). */
@@ -58,45 +60,101 @@ static const char *with_prefix(layer_text *tx, int name, const char *prefix, con
     return buf;
 }
 
+/* v as text kept in tx: %.17g, a double that reads back exactly. */
+static const char *num(layer_text *tx, double v) {
+    char *buf = tx->nums[tx->n_nums++];
+    num_text(buf, sizeof tx->nums[0], v);
+    return buf;
+}
+
+/* A norm's keys "<name>_type", "_eps", "_offset" (rms, when 1). */
+static void norm_meta(store_metadata *meta, size_t *nm, const char *prefix, const char *name,
+                      const attn_norm *n, layer_text *tx) {
+    char key[32];
+#define KEY(k, v) (meta[(*nm)++] = (store_metadata){with_prefix(tx, 0, prefix, k), v})
+    snprintf(key, sizeof key, "%s_type", name);
+    KEY(key, n->type == ATTN_NORM_LAYER ? "layer" : "rms");
+    snprintf(key, sizeof key, "%s_eps", name);
+    KEY(key, num(tx, n->eps));
+    if (n->type == ATTN_NORM_RMS && n->offset != 0) {
+        snprintf(key, sizeof key, "%s_offset", name);
+        KEY(key, "1");
+    }
+#undef KEY
+}
+
+/* m's RoPE as metadata. */
+static void rope_meta(store_metadata *meta, size_t *nm, const char *prefix, const attn_rope *r,
+                      layer_text *tx) {
+#define KEY(k, v) (meta[(*nm)++] = (store_metadata){with_prefix(tx, 0, prefix, k), v})
+    KEY("rope_theta", num(tx, r->theta));
+    snprintf(tx->nums[tx->n_nums], sizeof tx->nums[0], "%zu", r->dims);
+    KEY("rope_dims", tx->nums[tx->n_nums++]);
+    KEY("rope_style", r->style == ATTN_ROPE_INTERLEAVED ? "interleaved" : "half");
+    static const char *const names[] = {
+        [ATTN_ROPE_SCALING_LINEAR] = "linear",
+        [ATTN_ROPE_SCALING_LLAMA3] = "llama3",
+        [ATTN_ROPE_SCALING_YARN] = "yarn",
+        [ATTN_ROPE_SCALING_LONGROPE] = "longrope",
+    };
+    if (r->scaling == ATTN_ROPE_SCALING_NONE) return;
+    KEY("rope_scaling", names[r->scaling]);
+    if (r->factor > 0) KEY("rope_factor", num(tx, r->factor));
+    if (r->scaling == ATTN_ROPE_SCALING_LLAMA3) {
+        KEY("rope_low_freq_factor", num(tx, r->low_freq_factor));
+        KEY("rope_high_freq_factor", num(tx, r->high_freq_factor));
+    }
+    if (r->scaling != ATTN_ROPE_SCALING_LINEAR)
+        KEY("rope_original_max_position", num(tx, r->original_max_position));
+    if (r->scaling == ATTN_ROPE_SCALING_YARN) {
+        if (r->beta_fast > 0) KEY("rope_beta_fast", num(tx, r->beta_fast));
+        if (r->beta_slow > 0) KEY("rope_beta_slow", num(tx, r->beta_slow));
+        if (r->mscale != 0) KEY("rope_mscale", num(tx, r->mscale));
+        if (r->mscale_all_dim != 0) KEY("rope_mscale_all_dim", num(tx, r->mscale_all_dim));
+        if (r->untruncated) KEY("rope_truncate", "false");
+    }
+    if (r->attention_factor > 0) KEY("rope_attention_factor", num(tx, r->attention_factor));
+#undef KEY
+}
+
 /* m's variants as metadata, their keys under prefix. */
 static void layer_meta(store_metadata *meta, size_t *nm, const char *prefix, const import_out *m,
                        layer_text *tx) {
 #define KEY(k, v) (meta[(*nm)++] = (store_metadata){with_prefix(tx, 0, prefix, k), v})
-    if (m->rope.dims) {
-        num_text(tx->theta, sizeof tx->theta, m->rope.theta);
-        snprintf(tx->dims, sizeof tx->dims, "%zu", m->rope.dims);
-        KEY("rope_theta", tx->theta);
-        KEY("rope_dims", tx->dims);
-        KEY("rope_style", "half");
-        if (m->rope.scaling != ATTN_ROPE_SCALING_NONE) {
-            int llama3 = m->rope.scaling == ATTN_ROPE_SCALING_LLAMA3;
-            num_text(tx->factor, sizeof tx->factor, m->rope.factor);
-            KEY("rope_scaling", llama3 ? "llama3" : "linear");
-            KEY("rope_factor", tx->factor);
-            if (llama3) {
-                num_text(tx->low, sizeof tx->low, m->rope.low_freq_factor);
-                num_text(tx->high, sizeof tx->high, m->rope.high_freq_factor);
-                num_text(tx->orig, sizeof tx->orig, m->rope.original_max_position);
-                KEY("rope_low_freq_factor", tx->low);
-                KEY("rope_high_freq_factor", tx->high);
-                KEY("rope_original_max_position", tx->orig);
-            }
-        }
-    }
+    if (m->rope.dims) rope_meta(meta, nm, prefix, &m->rope, tx);
     if (m->alibi) KEY("alibi", "true");
     if (m->window) {
-        snprintf(tx->window, sizeof tx->window, "%zu", m->window);
-        KEY("window", tx->window);
+        snprintf(tx->nums[tx->n_nums], sizeof tx->nums[0], "%zu", m->window);
+        KEY("window", tx->nums[tx->n_nums++]);
     }
-    if (m->softcap > 0) {
-        num_text(tx->softcap, sizeof tx->softcap, m->softcap);
-        KEY("softcap", tx->softcap);
+    if (m->chunk) {
+        snprintf(tx->nums[tx->n_nums], sizeof tx->nums[0], "%zu", m->chunk);
+        KEY("chunk", tx->nums[tx->n_nums++]);
     }
-    if (m->scale > 0) {
-        num_text(tx->scale, sizeof tx->scale, m->scale);
-        KEY("scale", tx->scale);
+    if (m->softcap > 0) KEY("softcap", num(tx, m->softcap));
+    if (m->scale > 0) KEY("scale", num(tx, m->scale));
+    if (m->norm.type != ATTN_NORM_NONE) norm_meta(meta, nm, prefix, "norm", &m->norm, tx);
+    if (m->post_norm.type != ATTN_NORM_NONE)
+        norm_meta(meta, nm, prefix, "post_norm", &m->post_norm, tx);
+    if (m->qk_norm.q.type != ATTN_NORM_NONE) {
+        KEY("qk_norm_scope", m->qk_norm.all ? "all" : "head");
+        KEY("qk_norm_eps", num(tx, m->qk_norm.q.eps));
+        if (m->qk_norm.q.offset != 0) KEY("qk_norm_offset", "1");
+    }
+    if (m->temperature.floor_scale > 0) {
+        KEY("temperature_floor_scale", num(tx, m->temperature.floor_scale));
+        KEY("temperature_attn_scale", num(tx, m->temperature.attn_scale));
     }
 #undef KEY
+}
+
+/* One F32 tensor [d0, d1] (d1 0: [d0]) named prefix + name. */
+static void tensor_add(store_write_tensor *t, size_t *nt, layer_text *tx, const char *prefix,
+                       const char *name, size_t d0, size_t d1, const float *data) {
+    size_t *shape = tx->shapes[tx->n_shapes++];
+    shape[0] = d0, shape[1] = d1;
+    t[(*nt)++] = (store_write_tensor){
+        with_prefix(tx, 1, prefix, name), STORE_DTYPE_F32, d1 ? 2 : 1, shape, data, NULL, NULL};
 }
 
 /* m's tensors, named under prefix. */
@@ -104,18 +162,25 @@ static void layer_tensors(store_write_tensor *t, size_t *nt, const char *prefix,
                           const import_out *m, layer_text *tx) {
     size_t hd = m->h * m->dh, gd = m->g * m->dh;
     size_t qcols = m->dc ? hd : hd + 2 * gd;
-    tx->shape_qkv[0] = m->d, tx->shape_qkv[1] = qcols, tx->shape_bqkv[0] = qcols;
-    tx->shape_kv[0] = m->dc, tx->shape_kv[1] = 2 * gd, tx->shape_bkv[0] = 2 * gd;
-    tx->shape_o[0] = hd, tx->shape_o[1] = m->d, tx->shape_bo[0] = m->d;
-#define TENSOR(n, rank, shape, data)                                                               \
-    (t[(*nt)++] = (store_write_tensor){with_prefix(tx, 1, prefix, n), STORE_DTYPE_F32, rank,       \
-                                       shape, data, NULL, NULL})
-    TENSOR(m->dc ? "w_q" : "w_qkv", 2, tx->shape_qkv, m->w_qkv);
-    if (m->b_qkv) TENSOR(m->dc ? "b_q" : "b_qkv", 1, tx->shape_bqkv, m->b_qkv);
-    if (m->w_kv) TENSOR("w_kv", 2, tx->shape_kv, m->w_kv);
-    if (m->b_kv) TENSOR("b_kv", 1, tx->shape_bkv, m->b_kv);
-    TENSOR("w_o", 2, tx->shape_o, m->w_o);
-    if (m->b_o) TENSOR("b_o", 1, tx->shape_bo, m->b_o);
+#define TENSOR(n, d0, d1, data) tensor_add(t, nt, tx, prefix, n, d0, d1, data)
+    TENSOR(m->dc ? "w_q" : "w_qkv", m->d, qcols, m->w_qkv);
+    if (m->b_qkv) TENSOR(m->dc ? "b_q" : "b_qkv", qcols, 0, m->b_qkv);
+    if (m->w_kv) TENSOR("w_kv", m->dc, 2 * gd, m->w_kv);
+    if (m->b_kv) TENSOR("b_kv", 2 * gd, 0, m->b_kv);
+    TENSOR("w_o", hd, m->d, m->w_o);
+    if (m->b_o) TENSOR("b_o", m->d, 0, m->b_o);
+    if (m->norm.weight) TENSOR("norm.weight", m->d, 0, m->norm.weight);
+    if (m->norm.bias) TENSOR("norm.bias", m->d, 0, m->norm.bias);
+    if (m->post_norm.weight) TENSOR("post_norm.weight", m->d, 0, m->post_norm.weight);
+    if (m->post_norm.bias) TENSOR("post_norm.bias", m->d, 0, m->post_norm.bias);
+    if (m->qk_norm.q.weight)
+        TENSOR("q_norm.weight", m->qk_norm.all ? hd : m->dh, 0, m->qk_norm.q.weight);
+    if (m->qk_norm.k.weight)
+        TENSOR("k_norm.weight", m->qk_norm.all ? gd : m->dh, 0, m->qk_norm.k.weight);
+    if (m->sinks) TENSOR("sinks", m->h, 0, m->sinks);
+    if (m->rope.short_factor)
+        TENSOR("rope_short_factor", m->rope.dims / 2, 0, m->rope.short_factor);
+    if (m->rope.long_factor) TENSOR("rope_long_factor", m->rope.dims / 2, 0, m->rope.long_factor);
 #undef TENSOR
 }
 
@@ -152,8 +217,8 @@ int import_model_write(const char *out_path, const char *in_path, const import_f
     snprintf(source, sizeof source, "tools/import_checkpoint --arch %s --layer%s %s from %s",
              a->name, stacked ? "s" : "", flag, source_label(in_path));
     layer_text *tx = calloc(n, sizeof *tx);
-    store_metadata *meta = calloc(8 + 12 * n, sizeof *meta);
-    store_write_tensor *tensors = calloc(6 * n, sizeof *tensors);
+    store_metadata *meta = calloc(8 + LAYER_KEYS_MAX * n, sizeof *meta);
+    store_write_tensor *tensors = calloc(LAYER_TENSORS_MAX * n, sizeof *tensors);
     if (!tx || !meta || !tensors) {
         free(tx), free(meta), free(tensors);
         return store_error_set(err, NULL, "out of memory");

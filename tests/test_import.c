@@ -43,6 +43,7 @@
 #include "store/safetensors.h"
 #include "store/tensor.h"
 #include "tests/fixtures.h"
+#include "tests/rope_ref.h"
 
 enum { D = 8, H = 2, DH = D / H, LAYERS = 2, N_TOK = 5 };
 
@@ -262,8 +263,10 @@ static double *tensor_f64(const store_file *f, const char *name, size_t count) {
 /*
  * ΔE (n × D) of layer `layer` of the checkpoint at path, for embeddings e
  * (n × D), as the Hugging Face modules compute it:
- *   GPT-2: [Q|K|V] = e · c_attn.weight + c_attn.bias; … ; Z · c_proj.weight + bias
+ *   GPT-2: x = ln_1(e) (LayerNorm, eps 1e-5); [Q|K|V] = x · c_attn.weight +
+ *          c_attn.bias; … ; Z · c_proj.weight + bias
  *   BERT:  Q = e · queryᵀ + query.bias, likewise K, V; … ; Z · denseᵀ + bias
+ *          (its LayerNorm comes after the residual add: none here)
  */
 static void reference_delta(double *out, const char *path, int bert, const char *prefix, int layer,
                             const float *e, size_t n) {
@@ -276,6 +279,22 @@ static void reference_delta(double *out, const char *path, int bert, const char 
     double *w_o, *b_o;
     int o_transposed;
     if (!bert) {
+        double x[N_TOK * D];
+        snprintf(name, sizeof name, "%sh.%d.ln_1.weight", prefix, layer);
+        double *lw = tensor_f64(f, name, D);
+        snprintf(name, sizeof name, "%sh.%d.ln_1.bias", prefix, layer);
+        double *lb = tensor_f64(f, name, D);
+        for (size_t t = 0; t < n; t++) {
+            double mean = 0, var = 0;
+            for (size_t c = 0; c < D; c++)
+                mean += e[t * D + c] / (double)D;
+            for (size_t c = 0; c < D; c++)
+                var += (e[t * D + c] - mean) * (e[t * D + c] - mean) / D;
+            for (size_t c = 0; c < D; c++)
+                x[t * D + c] = (e[t * D + c] - mean) / sqrt(var + 1e-5) * lw[c] + lb[c];
+        }
+        free(lw);
+        free(lb);
         snprintf(name, sizeof name, "%sh.%d.attn.c_attn.weight", prefix, layer);
         double *w = tensor_f64(f, name, D * 3 * D);
         snprintf(name, sizeof name, "%sh.%d.attn.c_attn.bias", prefix, layer);
@@ -284,7 +303,7 @@ static void reference_delta(double *out, const char *path, int bert, const char 
             for (size_t c = 0; c < 3 * D; c++) {
                 double s = b[c];
                 for (size_t r = 0; r < D; r++)
-                    s += (double)e[t * D + r] * w[r * 3 * D + c];
+                    s += x[t * D + r] * w[r * 3 * D + c];
                 (c < D ? q : c < 2 * D ? k : v)[t][c % D] = s;
             }
         free(w);
@@ -850,15 +869,72 @@ static double *ck_tensor_f64(const char *path, const char *name, size_t count) {
 }
 
 /* x · Wᵀ + b for nn.Linear W [out, in], rows of x n × in; b may be NULL. */
-static void linear_f64(double *y, const float *x, size_t n, const double *w, const double *b,
+static void linear_f64(double *y, const double *x, size_t n, const double *w, const double *b,
                        size_t out, size_t in) {
     for (size_t t = 0; t < n; t++)
         for (size_t c = 0; c < out; c++) {
             double s = b ? b[c] : 0;
             for (size_t r = 0; r < in; r++)
-                s += (double)x[t * in + r] * w[c * in + r];
+                s += x[t * in + r] * w[c * in + r];
             y[t * out + c] = s;
         }
+}
+
+/*
+ * A norm as transformers' modules compute it, over rows of width d:
+ *   LayerNorm   (x − mean) / sqrt(var + eps) · w + b   (population variance)
+ *   RMSNorm     x / sqrt(mean(x²) + eps) · (offset + w)   (Llama's; Gemma's 1 + w)
+ */
+typedef struct hf_norm {
+    int type; /* 0 none, 1 LayerNorm, 2 RMSNorm */
+    double eps, offset;
+    double *w, *b; /* d, or NULL */
+} hf_norm;
+
+/* The rows x (n × d) normed in place. */
+static void hf_norm_rows(const hf_norm *nm, double *x, size_t n, size_t d) {
+    if (!nm->type) return;
+    for (size_t t = 0; t < n; t++) {
+        double *row = x + t * d, mean = 0, var = 0;
+        if (nm->type == 1) {
+            for (size_t c = 0; c < d; c++)
+                mean += row[c] / (double)d;
+        }
+        for (size_t c = 0; c < d; c++)
+            var += (row[c] - mean) * (row[c] - mean) / (double)d;
+        double inv = 1 / sqrt(var + nm->eps);
+        for (size_t c = 0; c < d; c++)
+            row[c] = (row[c] - mean) * inv * (nm->offset + (nm->w ? nm->w[c] : 1)) +
+                     (nm->b ? nm->b[c] : 0);
+    }
+}
+
+static void hf_norm_free(hf_norm *nm) {
+    free(nm->w);
+    free(nm->b);
+}
+
+/* Rows as doubles, normed by nm. */
+static double *hf_rows(const float *x, size_t n, size_t d, const hf_norm *nm) {
+    double *y = malloc(n * d * sizeof(double));
+    for (size_t i = 0; i < n * d; i++)
+        y[i] = x[i];
+    if (nm) hf_norm_rows(nm, y, n, d);
+    return y;
+}
+
+/* The norm "<base>.weight" (and ".bias" for LayerNorm) of the checkpoint. */
+static hf_norm hf_norm_load(const char *path, const char *base, int type, double eps, double offset,
+                            size_t d) {
+    char name[400];
+    hf_norm nm = {.type = type, .eps = eps, .offset = offset};
+    snprintf(name, sizeof name, "%s.weight", base);
+    nm.w = ck_tensor_f64(path, name, d);
+    if (type == 1) {
+        snprintf(name, sizeof name, "%s.bias", base);
+        nm.b = ck_tensor_f64(path, name, d);
+    }
+    return nm;
 }
 
 /*
@@ -878,14 +954,33 @@ typedef struct hf_layer {
     double factor, low, high, original;
     const double *bloom_alibi; /* h slopes: scores + slope · key position */
     int causal;
-    size_t window;   /* sliding window: keys with q − k < window */
-    double softcap;  /* Gemma 2: tanh(s / c) · c after the scaling */
-    double scaling_; /* scores = scaling · q·kᵀ */
+    size_t window;              /* sliding window: keys with q − k < window */
+    double softcap;             /* Gemma 2: tanh(s / c) · c after the scaling */
+    double scaling_;            /* scores = scaling · q·kᵀ */
+    const attn_rope *long_rope; /* yarn or longrope: inv_freq and attention factor from
+                                   rope_ref.c (HF's modeling_rope_utils) */
+    int interleaved;            /* Llama 4's view_as_complex: pairs (2t, 2t + 1) */
+    hf_norm qn, kn;             /* q_norm, k_norm (RMS) before RoPE: per head, or over */
+    int qk_all;                 /* the whole projection */
+    int l2_after_rope;          /* Llama 4's weightless L2 norm per head after RoPE */
+    int has_sinks;              /* llama_ref_p loads self_attn.sinks into sinks */
+    double eps_l2;
+    double floor_scale, attn_scale; /* Llama 4's NoPE temperature (floor_scale > 0) */
+    const double *sinks;            /* h: GPT-OSS's sink logits in each row's softmax */
+    size_t chunk;                   /* Llama 4's chunked attention: ⌊q/c⌋ = ⌊k/c⌋ */
+    hf_norm norm;                   /* of the queries' rows (and the keys' without a context) */
+    hf_norm post;                   /* of the output, before the residual add */
+    double *p; /* h × n × m: the patterns (output_attentions), by hf_attend */
 } hf_layer;
 
 /* modeling_rope_utils: the default, linear and llama3 inv_freq. */
 static void hf_inv_freq(const hf_layer *L, double *inv) {
-    for (size_t t = 0; t < L->rope_dims / 2; t++) {
+    for (size_t t = 0; L->long_rope && t < L->rope_dims / 2; t++)
+        inv[t] =
+            L->long_rope->scaling == ATTN_ROPE_SCALING_YARN
+                ? rope_ref_yarn_freq(L->long_rope, t)
+                : rope_ref_longrope_freq(L->long_rope, t, rope_ref_long(L->long_rope, NULL, L->n));
+    for (size_t t = 0; !L->long_rope && t < L->rope_dims / 2; t++) {
         double f = 1.0 / pow(L->theta, (double)(2 * t) / (double)L->rope_dims);
         if (L->scaling == 1) f /= L->factor;
         if (L->scaling == 2) {
@@ -905,11 +1000,17 @@ static void hf_inv_freq(const hf_layer *L, double *inv) {
 /* apply_rotary_pos_emb on one row x[dh] at position pos. */
 static void hf_rotate(const hf_layer *L, const double *inv, double *x, size_t pos) {
     size_t half = L->rope_dims / 2;
-    double rot[256];
+    double rot[256], a = L->long_rope ? rope_ref_attention_factor(L->long_rope) : 1;
     for (size_t j = 0; j < L->rope_dims; j++) {
+        if (L->interleaved) { /* (x_2t + i·x_2t+1) · e^(i·pos·f_t) */
+            double ang = (double)pos * inv[j / 2];
+            rot[j] = j % 2 ? x[j] * cos(ang) + x[j - 1] * sin(ang)
+                           : x[j] * cos(ang) - x[j + 1] * sin(ang);
+            continue;
+        }
         double ang = (double)pos * inv[j % half];
         double rh = j < half ? -x[j + half] : x[j - half]; /* rotate_half: [−x2, x1] */
-        rot[j] = x[j] * cos(ang) + rh * sin(ang);
+        rot[j] = x[j] * cos(ang) * a + rh * sin(ang) * a;
     }
     memcpy(x, rot, L->rope_dims * sizeof(double));
 }
@@ -918,6 +1019,12 @@ static void hf_rotate(const hf_layer *L, const double *inv, double *x, size_t po
 static void hf_attend(hf_layer *L, double *out) {
     size_t hd = L->h * L->dh, gd = L->g * L->dh, rep = L->h / L->g;
     double inv[128];
+    /* q_norm, k_norm: RMS over each head's dh, or over the whole row */
+    if (L->qn.type) {
+        size_t qw = L->qk_all ? hd : L->dh, kw = L->qk_all ? gd : L->dh;
+        hf_norm_rows(&L->qn, L->q, L->n * hd / qw, qw);
+        hf_norm_rows(&L->kn, L->k, L->m * gd / kw, kw);
+    }
     if (L->rope_dims) {
         hf_inv_freq(L, inv);
         for (size_t t = 0; t < L->n; t++)
@@ -927,13 +1034,25 @@ static void hf_attend(hf_layer *L, double *out) {
             for (size_t u = 0; u < L->g; u++)
                 hf_rotate(L, inv, L->k + t * gd + u * L->dh, t);
     }
+    if (L->l2_after_rope) {
+        hf_norm l2 = {.type = 2, .eps = L->eps_l2};
+        hf_norm_rows(&l2, L->q, L->n * L->h, L->dh);
+        hf_norm_rows(&l2, L->k, L->m * L->g, L->dh);
+    }
+    for (size_t t = 0; L->floor_scale > 0 && t < L->n; t++) {
+        double tau = log(floor((double)(t + 1) / L->floor_scale) + 1) * L->attn_scale + 1;
+        for (size_t c = 0; c < hd; c++)
+            L->q[t * hd + c] *= tau;
+    }
     double *z = calloc(L->n * hd, sizeof(double)), *s = malloc(L->m * sizeof(double));
+    L->p = calloc(L->h * L->n * L->m, sizeof(double));
     for (size_t i = 0; i < L->h; i++) {
         size_t u = i / rep;
         for (size_t a = 0; a < L->n; a++) {
             double mx = -INFINITY, sum = 0;
             for (size_t b = 0; b < L->m; b++) {
-                if ((L->causal && b > a) || (L->window && a >= b + L->window)) {
+                if ((L->causal && b > a) || (L->window && a >= b + L->window) ||
+                    (L->chunk && a / L->chunk != b / L->chunk)) {
                     s[b] = -INFINITY;
                     continue;
                 }
@@ -946,8 +1065,13 @@ static void hf_attend(hf_layer *L, double *out) {
                 s[b] = sc;
                 mx = sc > mx ? sc : mx;
             }
+            /* GPT-OSS: the sink joins the max and the denominator, then is dropped */
+            if (L->sinks && L->sinks[i] > mx) mx = L->sinks[i];
+            if (L->sinks) sum += exp(L->sinks[i] - mx);
             for (size_t b = 0; b < L->m; b++)
                 sum += (s[b] = s[b] == -INFINITY ? 0 : exp(s[b] - mx));
+            for (size_t b = 0; b < L->m; b++)
+                L->p[(i * L->n + a) * L->m + b] = s[b] / sum;
             for (size_t b = 0; b < L->m; b++)
                 for (size_t j = 0; j < L->dh; j++)
                     z[a * hd + i * L->dh + j] += s[b] / sum * L->v[b * gd + u * L->dh + j];
@@ -960,11 +1084,17 @@ static void hf_attend(hf_layer *L, double *out) {
                 acc += z[t * hd + r] * L->wo[c * hd + r];
             out[t * L->d + c] = acc;
         }
+    hf_norm_rows(&L->post, out, L->n, L->d);
     free(z);
     free(s);
 }
 
 static void hf_free(hf_layer *L) {
+    hf_norm_free(&L->qn);
+    hf_norm_free(&L->kn);
+    hf_norm_free(&L->norm);
+    hf_norm_free(&L->post);
+    free(L->p);
     free(L->q);
     free(L->k);
     free(L->v);
@@ -991,16 +1121,20 @@ static void hf_separate(hf_layer *L, const char *path, const ckpt *c, const char
     const char *names[3] = {"q_proj", "k_proj", "v_proj"};
     size_t outs[3] = {hd, gd, gd};
     double **dst[3] = {&L->q, &L->k, &L->v};
+    double *xq = hf_rows(e, L->n, L->d, &L->norm);
+    double *xkv = kv_rows == e ? xq : hf_rows(kv_rows, L->m, L->d, NULL);
     for (int p = 0; p < 3; p++) {
         snprintf(base, sizeof base, "%s.%s", att, names[p]);
         double *w = part_f64(path, c, base, "weight", outs[p] * L->d, 0);
         double *b = part_f64(path, c, base, "bias", outs[p], 1);
         size_t rows = p == 0 ? L->n : L->m;
         *dst[p] = malloc(rows * outs[p] * sizeof(double));
-        linear_f64(*dst[p], p == 0 ? e : kv_rows, rows, w, b, outs[p], L->d);
+        linear_f64(*dst[p], p == 0 ? xq : xkv, rows, w, b, outs[p], L->d);
         free(w);
         free(b);
     }
+    if (xkv != xq) free(xkv);
+    free(xq);
     snprintf(base, sizeof base, "%s.%s", att, o_name);
     L->wo = part_f64(path, c, base, "weight", L->d * hd, 0);
     L->bo = part_f64(path, c, base, "bias", L->d, 1);
@@ -1016,8 +1150,9 @@ static void hf_fused(hf_layer *L, const char *path, const ckpt *c, const char *a
     snprintf(base, sizeof base, "%s.query_key_value", att);
     double *w = part_f64(path, c, base, "weight", 3 * hd * L->d, 0);
     double *b = part_f64(path, c, base, "bias", 3 * hd, 1);
-    double *y = malloc(n * 3 * hd * sizeof(double));
-    linear_f64(y, e, n, w, b, 3 * hd, L->d);
+    double *y = malloc(n * 3 * hd * sizeof(double)), *x = hf_rows(e, n, L->d, &L->norm);
+    linear_f64(y, x, n, w, b, 3 * hd, L->d);
+    free(x);
     L->q = malloc(n * hd * sizeof(double));
     L->k = malloc(n * hd * sizeof(double));
     L->v = malloc(n * hd * sizeof(double));
@@ -1049,8 +1184,14 @@ static void modern_build(ckpt *c, store_dtype dtype, uint64_t seed, const char *
     c->n = 0;
     ck_add(c, "model.embed_tokens.weight", 2, 16, d, 0, 0, &rng);
     for (int l = 0; l < LAYERS; l++) {
-        snprintf(n, sizeof n, "%s%d.input_layernorm.weight", layer_head, l);
-        ck_add(c, n, 1, d, 0, 0, 0, &rng);
+        /* every family's norms: each reads its own, the rest are decoys */
+        static const char *const norms[] = {
+            "input_layernorm.weight", "input_layernorm.bias", "post_attention_layernorm.weight",
+            "encoder_attn_layer_norm.weight", "encoder_attn_layer_norm.bias"};
+        for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++) {
+            snprintf(n, sizeof n, "%s%d.%s", layer_head, l, norms[i]);
+            ck_add(c, n, 1, d, 0, 0, 0, &rng);
+        }
         if (fused) {
             snprintf(n, sizeof n, "%s%d%s.query_key_value.weight", layer_head, l, att);
             ck_add(c, n, 2, 3 * hd, d, 0, 0, &rng);
@@ -1082,9 +1223,10 @@ static void modern_build(ckpt *c, store_dtype dtype, uint64_t seed, const char *
 
 /* Imports with opt, loads, runs (the model's mask and default scale; a
  * context when ctx is not NULL) and returns the model (caller destroys)
- * with ΔE in delta. */
-static store_model *import_run(const char *in, const store_import_options *opt, const float *e,
-                               size_t n, const float *ctx, size_t m_ctx, float *delta) {
+ * with ΔE in delta and, when not NULL, the patterns (h × n × m). */
+static store_model *import_run_p(const char *in, const store_import_options *opt, const float *e,
+                                 size_t n, const float *ctx, size_t m_ctx, float *delta,
+                                 float *patterns) {
     const char *out = tpath("imported.safetensors");
     attn_error err;
     store_import_result res;
@@ -1093,10 +1235,16 @@ static store_model *import_run(const char *in, const store_import_options *opt, 
     ck_assert_msg(store_model_load(&m, out, &err) == 0, "%s", err.message);
     ck_assert_uint_eq(res.n_kv_heads, m->weights.n_kv_heads);
     attn_workspace *ws = attn_workspace_create();
-    attn_output o = {.delta = delta};
+    attn_output o = {.delta = delta, .patterns = patterns};
     float scale =
         m->weights.scale > 0 ? m->weights.scale : (float)(1 / sqrt((double)m->weights.d_head));
+    size_t heads[64];
+    for (size_t i = 0; i < 64; i++)
+        heads[i] = i;
+    ck_assert_uint_le(m->weights.n_heads, 64);
     attn_input in_ = {.weights = &m->weights,
+                      .heads = patterns ? heads : NULL,
+                      .n_heads_out = patterns ? m->weights.n_heads : 0,
                       .embeddings = e,
                       .n_tokens = n,
                       .mask = {m->mask, NULL},
@@ -1109,6 +1257,19 @@ static store_model *import_run(const char *in, const store_import_options *opt, 
     return m;
 }
 
+static store_model *import_run(const char *in, const store_import_options *opt, const float *e,
+                               size_t n, const float *ctx, size_t m_ctx, float *delta) {
+    return import_run_p(in, opt, e, n, ctx, m_ctx, delta, NULL);
+}
+
+/* The patterns against the reference's (output_attentions), max-abs. */
+static void expect_patterns(const float *got, const double *want, size_t count) {
+    double worst = 0;
+    for (size_t i = 0; i < count; i++)
+        worst = fmax(worst, fabs(got[i] - want[i]));
+    ck_assert_msg(worst <= 1e-5, "patterns differ by %g", worst);
+}
+
 /* ΔE against the reference, and against the other layer's (far). */
 static void expect_close(const float *delta, const double *ref, const double *other, size_t count) {
     double r = rel_error(delta, ref, count);
@@ -1118,20 +1279,60 @@ static void expect_close(const float *delta, const double *ref, const double *ot
 
 enum { LD = 16, LH = 4, LG = 2, LDH = 4, LN = 7 };
 
-/* The Llama reference of layer `layer` of checkpoint `path`. */
-static void llama_ref(double *out, const char *path, const ckpt *c, int layer, const float *e,
-                      size_t h, size_t g, size_t dh, size_t d, const hf_layer *variant) {
+/* L's norms (their type, eps and offset set) from "<base>.<name>" and
+ * "<base>.<post_name>" of the checkpoint. */
+static void hf_norms_load(hf_layer *L, const char *path, const char *base, const char *name,
+                          const char *post_name) {
+    char full[320];
+    if (L->norm.type) {
+        snprintf(full, sizeof full, "%s.%s", base, name);
+        L->norm = hf_norm_load(path, full, L->norm.type, L->norm.eps, L->norm.offset, L->d);
+    }
+    if (L->post.type) {
+        snprintf(full, sizeof full, "%s.%s", base, post_name);
+        L->post = hf_norm_load(path, full, L->post.type, L->post.eps, L->post.offset, L->d);
+    }
+}
+
+/* The Llama reference of layer `layer` of checkpoint `path`: ΔE, and the
+ * patterns into pat when not NULL. The variant's norms are
+ * input_layernorm and post_attention_layernorm. */
+static void llama_ref_p(double *out, double *pat, const char *path, const ckpt *c, int layer,
+                        const float *e, size_t h, size_t g, size_t dh, size_t d,
+                        const hf_layer *variant) {
     hf_layer L = *variant;
     L.n = L.m = LN;
     L.d = d;
     L.h = h;
     L.g = g;
     L.dh = dh;
-    char att[128];
+    char att[128], base[128];
+    snprintf(base, sizeof base, "model.layers.%d", layer);
+    hf_norms_load(&L, path, base, "input_layernorm", "post_attention_layernorm");
     snprintf(att, sizeof att, "model.layers.%d.self_attn", layer);
+    char name[200];
+    if (L.qn.type) {
+        size_t qw = L.qk_all ? h * dh : dh, kw = L.qk_all ? g * dh : dh;
+        snprintf(name, sizeof name, "%s.q_norm", att);
+        L.qn = hf_norm_load(path, name, 2, L.qn.eps, L.qn.offset, qw);
+        snprintf(name, sizeof name, "%s.k_norm", att);
+        L.kn = hf_norm_load(path, name, 2, L.kn.eps, L.kn.offset, kw);
+    }
+    double *sinks = NULL;
+    if (L.has_sinks) {
+        snprintf(name, sizeof name, "%s.sinks", att);
+        L.sinks = sinks = ck_tensor_f64(path, name, h);
+    }
     hf_separate(&L, path, c, att, "o_proj", e, e);
     hf_attend(&L, out);
+    if (pat) memcpy(pat, L.p, h * LN * LN * sizeof(double));
     hf_free(&L);
+    free(sinks);
+}
+
+static void llama_ref(double *out, const char *path, const ckpt *c, int layer, const float *e,
+                      size_t h, size_t g, size_t dh, size_t d, const hf_layer *variant) {
+    llama_ref_p(out, NULL, path, c, layer, e, h, g, dh, d, variant);
 }
 
 /* A Llama layer (grouped heads, llama3 RoPE scaling of factor s, l and u,
@@ -1146,15 +1347,19 @@ static void llama_check(const char *name, double s, double l, double u) {
              "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
              "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
              "\"num_hidden_layers\": 2, \"rope_theta\": 100.0, \"attention_bias\": true, "
+             "\"rms_norm_eps\": 1e-05, "
              "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %g, "
              "\"low_freq_factor\": %g, \"high_freq_factor\": %g, "
              "\"original_max_position_embeddings\": 8}}",
              s, l, u);
     ck_write_dir(&c, dir, config, 0);
-    float e[LN * LD], delta[LN * LD];
+    float e[LN * LD], delta[LN * LD], pat[LH * LN * LN];
     embeddings_random(e, LN * LD, 77);
     store_import_options opt = {.layer = 1};
-    store_model *m = import_run(dir, &opt, e, LN, NULL, 0, delta);
+    store_model *m = import_run_p(dir, &opt, e, LN, NULL, 0, delta, pat);
+    ck_assert_int_eq(m->weights.norm.type, ATTN_NORM_RMS);
+    ck_assert(m->weights.norm.eps == 1e-5 && m->weights.norm.offset == 0);
+    ck_assert_int_eq(m->weights.post_norm.type, ATTN_NORM_NONE);
     ck_assert_uint_eq(m->weights.n_heads, LH);
     ck_assert_uint_eq(m->weights.n_kv_heads, LG);
     ck_assert_uint_eq(m->weights.d_head, LDH);
@@ -1174,10 +1379,19 @@ static void llama_check(const char *name, double s, double l, double u) {
                   .high = u,
                   .original = 8,
                   .causal = 1,
-                  .scaling_ = 0.5};
-    double ref[LN * LD], other[LN * LD];
-    llama_ref(ref, dir, &c, 1, e, LH, LG, LDH, LD, &v);
+                  .scaling_ = 0.5,
+                  .norm = {.type = 2, .eps = 1e-5}};
+    double ref[LN * LD], other[LN * LD], ref_p[LH * LN * LN];
+    llama_ref_p(ref, ref_p, dir, &c, 1, e, LH, LG, LDH, LD, &v);
     llama_ref(other, dir, &c, 0, e, LH, LG, LDH, LD, &v);
+    expect_close(delta, ref, other, LN * LD);
+    expect_patterns(pat, ref_p, LH * LN * LN);
+
+    /* --no-norm: the attention of the hidden state as it is, as before */
+    opt.no_norm = 1;
+    store_model_destroy(import_run(dir, &opt, e, LN, NULL, 0, delta));
+    v.norm.type = 0;
+    llama_ref(ref, dir, &c, 1, e, LH, LG, LDH, LD, &v);
     expect_close(delta, ref, other, LN * LD);
     ck_free(&c);
 }
@@ -1213,7 +1427,12 @@ START_TEST(test_mistral_sharded) {
     ck_assert_uint_eq(m->weights.window, 3);
     ck_assert_ptr_null(m->weights.b_qkv);
     store_model_destroy(m);
-    hf_layer v = {.rope_dims = LDH, .theta = 1000, .causal = 1, .window = 3, .scaling_ = 0.5};
+    hf_layer v = {.rope_dims = LDH,
+                  .theta = 1000,
+                  .causal = 1,
+                  .window = 3,
+                  .scaling_ = 0.5,
+                  .norm = {.type = 2, .eps = 1e-6}};
     double ref[LN * LD], other[LN * LD];
     llama_ref(ref, dir, &c, 0, e, LH, 1, LDH, LD, &v);
     llama_ref(other, dir, &c, 1, e, LH, 1, LDH, LD, &v);
@@ -1289,11 +1508,13 @@ START_TEST(test_gemma2) {
                  "\"attn_logit_softcapping\": 0.75, \"final_logit_softcapping\": 30.0, "
                  "\"sliding_window\": 2}",
                  0);
-    float e[LN * GD], delta[LN * GD];
+    float e[LN * GD], delta[LN * GD], pat[LH * LN * LN];
     embeddings_random(e, LN * GD, 79);
     for (int layer = 0; layer < 2; layer++) {
         store_import_options opt = {.layer = (size_t)layer};
-        store_model *m = import_run(dir, &opt, e, LN, NULL, 0, delta);
+        store_model *m = import_run_p(dir, &opt, e, LN, NULL, 0, delta, pat);
+        ck_assert(m->weights.norm.type == ATTN_NORM_RMS && m->weights.norm.offset == 1);
+        ck_assert(m->weights.post_norm.type == ATTN_NORM_RMS && m->weights.post_norm.offset == 1);
         ck_assert_uint_eq(m->weights.d_head, LDH);
         ck_assert(fabsf(m->weights.scale - (float)(1 / sqrt(8.0))) < 1e-7f);
         ck_assert(m->weights.softcap == 0.75f);
@@ -1304,11 +1525,14 @@ START_TEST(test_gemma2) {
                       .causal = 1,
                       .window = layer == 0 ? 2 : 0,
                       .softcap = 0.75,
-                      .scaling_ = 1 / sqrt(8.0)};
-        double ref[LN * GD], other[LN * GD];
-        llama_ref(ref, dir, &c, layer, e, LH, LG, LDH, GD, &v);
+                      .scaling_ = 1 / sqrt(8.0),
+                      .norm = {.type = 2, .eps = 1e-6, .offset = 1},
+                      .post = {.type = 2, .eps = 1e-6, .offset = 1}};
+        double ref[LN * GD], other[LN * GD], ref_p[LH * LN * LN];
+        llama_ref_p(ref, ref_p, dir, &c, layer, e, LH, LG, LDH, GD, &v);
         llama_ref(other, dir, &c, 1 - layer, e, LH, LG, LDH, GD, &v);
         expect_close(delta, ref, other, LN * GD);
+        expect_patterns(pat, ref_p, LH * LN * LN);
     }
     /* Without config.json, gemma2 is not told from llama by its names:
      * --arch gemma2 with the options. */
@@ -1328,12 +1552,15 @@ START_TEST(test_gpt_neox) {
     ck_write_dir(&c, dir,
                  "{\"architectures\": [\"GPTNeoXForCausalLM\"], \"model_type\": \"gpt_neox\", "
                  "\"hidden_size\": 8, \"num_attention_heads\": 2, \"rotary_pct\": 0.5, "
-                 "\"rotary_emb_base\": 100, \"use_parallel_residual\": true}",
+                 "\"rotary_emb_base\": 100, \"use_parallel_residual\": true, "
+                 "\"layer_norm_eps\": 1e-05}",
                  0);
-    float e[LN * ND], delta[LN * ND];
+    float e[LN * ND], delta[LN * ND], pat[NH * LN * LN];
+    double ref_p[NH * LN * LN];
     embeddings_random(e, LN * ND, 80);
     store_import_options opt = {.layer = 1};
-    store_model *m = import_run(dir, &opt, e, LN, NULL, 0, delta);
+    store_model *m = import_run_p(dir, &opt, e, LN, NULL, 0, delta, pat);
+    ck_assert(m->weights.norm.type == ATTN_NORM_LAYER && m->weights.norm.bias);
     ck_assert_uint_eq(m->weights.rope.dims, 2);
     ck_assert(m->weights.rope.theta == 100);
     store_model_destroy(m);
@@ -1348,14 +1575,19 @@ START_TEST(test_gpt_neox) {
                       .rope_dims = 2,
                       .theta = 100,
                       .causal = 1,
-                      .scaling_ = 0.5};
-        char att[128];
+                      .scaling_ = 0.5,
+                      .norm = {.type = 1, .eps = 1e-5}};
+        char att[128], base[128];
+        snprintf(base, sizeof base, "gpt_neox.layers.%d", layer);
+        hf_norms_load(&L, dir, base, "input_layernorm", NULL);
         snprintf(att, sizeof att, "gpt_neox.layers.%d.attention", layer);
         hf_fused(&L, dir, &c, att, e);
         hf_attend(&L, layer == 1 ? ref : other);
+        if (layer == 1) memcpy(ref_p, L.p, sizeof ref_p);
         hf_free(&L);
     }
     expect_close(delta, ref, other, LN * ND);
+    expect_patterns(pat, ref_p, NH * LN * LN);
     ck_free(&c);
 }
 END_TEST
@@ -1388,10 +1620,12 @@ START_TEST(test_bloom) {
                  "{\"architectures\": [\"BloomForCausalLM\"], \"model_type\": \"bloom\", "
                  "\"hidden_size\": 12, \"n_head\": 6, \"n_layer\": 2}",
                  0);
-    float e[LN * BD], delta[LN * BD];
+    float e[LN * BD], delta[LN * BD], pat[BH * LN * LN];
+    double ref_p[BH * LN * LN];
     embeddings_random(e, LN * BD, 81);
     store_import_options opt = {.layer = 0};
-    store_model *m = import_run(dir, &opt, e, LN, NULL, 0, delta);
+    store_model *m = import_run_p(dir, &opt, e, LN, NULL, 0, delta, pat);
+    ck_assert(m->weights.norm.type == ATTN_NORM_LAYER && m->weights.norm.bias);
     ck_assert_ptr_nonnull(m->weights.alibi);
     ck_assert_uint_eq(m->weights.rope.dims, 0);
     store_model_destroy(m);
@@ -1406,14 +1640,31 @@ START_TEST(test_bloom) {
                       .dh = BDH,
                       .bloom_alibi = slopes,
                       .causal = 1,
-                      .scaling_ = 1 / sqrt((double)BDH)};
-        char att[128];
+                      .scaling_ = 1 / sqrt((double)BDH),
+                      .norm = {.type = 1, .eps = 1e-5}};
+        char att[128], base[128];
+        snprintf(base, sizeof base, "transformer.h.%d", layer);
+        hf_norms_load(&L, dir, base, "input_layernorm", NULL);
         snprintf(att, sizeof att, "transformer.h.%d.self_attention", layer);
         hf_fused(&L, dir, &c, att, e);
         hf_attend(&L, layer == 0 ? ref : other);
+        if (layer == 0) memcpy(ref_p, L.p, sizeof ref_p);
         hf_free(&L);
     }
     expect_close(delta, ref, other, LN * BD);
+    expect_patterns(pat, ref_p, BH * LN * LN);
+
+    /* a residual of the normed state is refused, but for the attention alone */
+    char dir2[512];
+    snprintf(dir2, sizeof dir2, "%s", tpath("bloom-post"));
+    ck_write_dir(&c, dir2,
+                 "{\"model_type\": \"bloom\", \"n_head\": 6, "
+                 "\"apply_residual_connection_post_layernorm\": true}",
+                 0);
+    expect_fail(dir2, &opt, "\"apply_residual_connection_post_layernorm\" is true", "--no-norm",
+                NULL);
+    opt.no_norm = 1;
+    store_model_destroy(import_run(dir2, &opt, e, LN, NULL, 0, delta));
     ck_free(&c);
 }
 END_TEST
@@ -1431,11 +1682,13 @@ START_TEST(test_whisper) {
                  "\"whisper\", \"d_model\": 8, \"decoder_attention_heads\": 2, "
                  "\"encoder_attention_heads\": 2}",
                  1);
-    float e[LN * WD], ctx[WM * WD], delta[LN * WD];
+    float e[LN * WD], ctx[WM * WD], delta[LN * WD], pat[WH * LN * WM];
+    double ref_p[WH * LN * WM];
     embeddings_random(e, LN * WD, 82);
     embeddings_random(ctx, WM * WD, 83);
     store_import_options opt = {.layer = 1};
-    store_model *m = import_run(dir, &opt, e, LN, ctx, WM, delta);
+    store_model *m = import_run_p(dir, &opt, e, LN, ctx, WM, delta, pat);
+    ck_assert(m->weights.norm.type == ATTN_NORM_LAYER && m->weights.norm.eps == 1e-5);
     ck_assert_ptr_nonnull(m->weights.w_kv);
     ck_assert_uint_eq(m->weights.d_context, WD);
     ck_assert_int_eq(m->mask, ATTN_MASK_NONE);
@@ -1443,16 +1696,27 @@ START_TEST(test_whisper) {
     double ref[LN * WD], other[LN * WD];
     for (int layer = 1; layer >= 0; layer--) {
         /* WhisperAttention: q = q_proj(x) · dh^−0.5, scores q·kᵀ, no mask */
-        hf_layer L = {.n = LN, .m = WM, .d = WD, .h = WH, .g = WH, .dh = WDH, .scaling_ = 1};
-        char att[128];
+        hf_layer L = {.n = LN,
+                      .m = WM,
+                      .d = WD,
+                      .h = WH,
+                      .g = WH,
+                      .dh = WDH,
+                      .scaling_ = 1,
+                      .norm = {.type = 1, .eps = 1e-5}};
+        char att[128], base[128];
+        snprintf(base, sizeof base, "model.decoder.layers.%d", layer);
+        hf_norms_load(&L, dir, base, "encoder_attn_layer_norm", NULL);
         snprintf(att, sizeof att, "model.decoder.layers.%d.encoder_attn", layer);
         hf_separate(&L, dir, &c, att, "out_proj", e, ctx);
         for (size_t i = 0; i < LN * WH * WDH; i++)
             L.q[i] *= pow(WDH, -0.5);
         hf_attend(&L, layer == 1 ? ref : other);
+        if (layer == 1) memcpy(ref_p, L.p, sizeof ref_p);
         hf_free(&L);
     }
     expect_close(delta, ref, other, LN * WD);
+    expect_patterns(pat, ref_p, WH * LN * WM);
     ck_free(&c);
 }
 END_TEST
@@ -1484,7 +1748,8 @@ START_TEST(test_single_file_options) {
                   .factor = 2,
                   .causal = 1,
                   .window = 4,
-                  .scaling_ = 0.5};
+                  .scaling_ = 0.5,
+                  .norm = {.type = 2, .eps = 1e-6}};
     double ref[LN * LD], other[LN * LD];
     llama_ref(ref, file, &c, 1, e, LH, LG, LDH, LD, &v);
     llama_ref(other, file, &c, 0, e, LH, LG, LDH, LD, &v);
@@ -1899,6 +2164,271 @@ START_TEST(test_binary) {
     TOOL_EXPECT(1, "stderr", "3 K/V heads do not divide 4 heads", "--heads", "4", "--kv-heads", "3",
                 llama_file, llama_out);
     TOOL_EXPECT(0, "stdout", "whisper", "--help");
+    TOOL_EXPECT(0, "stdout", "--no-norm", "--help");
+    /* the norm is reported; --no-norm leaves it out */
+    TOOL_EXPECT(0, "stdout", "window 4, norm rms (eps 1e-06)", "--layer", "1", llama_dir,
+                llama_out);
+    TOOL_EXPECT(0, "stdout", "window 4;", "--no-norm", "--layer", "1", llama_dir, llama_out);
+    ck_assert(store_model_load(&m, llama_out, &err) == 0);
+    ck_assert_int_eq(m->weights.norm.type, ATTN_NORM_NONE);
+    store_model_destroy(m);
+}
+END_TEST
+
+/* ---- the newer families ------------------------------------------------------------ */
+
+/* modern_build's Llama layout (o without bias unless `bias`) plus, per
+ * layer, self_attn.q_norm.weight [qlen] and k_norm.weight [klen] (0: none)
+ * and self_attn.sinks [h] when `sinks`. */
+static void newer_build(ckpt *c, uint64_t seed, size_t d, size_t h, size_t g, size_t dh, int bias,
+                        size_t qlen, size_t klen, int sinks) {
+    modern_build(c, STORE_DTYPE_F32, seed, "model.layers.", ".self_attn", 0, d, h, g, dh, bias,
+                 bias, "o_proj", 1);
+    uint64_t rng = seed * 7 + 1;
+    char n[128];
+    for (int l = 0; l < LAYERS; l++) {
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.q_norm.weight", l);
+        if (qlen) ck_add(c, n, 1, qlen, 0, 0, 0, &rng);
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.k_norm.weight", l);
+        if (klen) ck_add(c, n, 1, klen, 0, 0, 0, &rng);
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.sinks", l);
+        if (sinks) ck_add(c, n, 1, h, 0, 0, 0, &rng);
+    }
+}
+
+/* Runs one layer's weights on e (n = LN tokens, the model's mask, the
+ * layer's default scale): ΔE and every head's patterns. */
+static void weights_run(const attn_weights *w, attn_mask_kind mask, const float *e, float *delta,
+                        float *pat) {
+    size_t heads[64];
+    for (size_t i = 0; i < 64; i++)
+        heads[i] = i;
+    attn_workspace *ws = attn_workspace_create();
+    attn_output o = {.delta = delta, .patterns = pat};
+    attn_input in = {.weights = w,
+                     .embeddings = e,
+                     .n_tokens = LN,
+                     .heads = heads,
+                     .n_heads_out = w->n_heads,
+                     .mask = {mask, NULL},
+                     .scale = w->scale > 0 ? w->scale : (float)(1 / sqrt((double)w->d_head))};
+    attn_error err = {0};
+    ck_assert_msg(attn_compute(&o, ws, &in, &err) == 0, "attn_compute: %s", err.message);
+    attn_workspace_destroy(ws);
+}
+
+/* The reference's variant of checkpoint layer l. */
+typedef hf_layer (*variant_of)(int layer);
+
+/*
+ * Imports layers 0 and 1 of dir as a stack (`--layers 0,1`: their kinds
+ * alternate) and each alone; runs each layer from hidden states before its
+ * norm, and compares ΔE (= post_norm(attn(norm(x)))) and the patterns with
+ * the float64 reference of Hugging Face's modeling file (vf's variant).
+ * The stack's layer l must answer as the lone layer l. Returns the stack
+ * (the caller destroys it) for further checks.
+ */
+static store_model *family_check(const char *dir, const store_import_options *base, const ckpt *c,
+                                 size_t d, size_t h, size_t g, size_t dh, variant_of vf) {
+    char in[512];
+    snprintf(in, sizeof in, "%s", dir);
+    float e[LN * 32], delta[LN * 32], pat[8 * LN * LN], d1[LN * 32], p1[8 * LN * LN];
+    ck_assert_uint_le(d, 32);
+    ck_assert_uint_le(h, 8);
+    embeddings_random(e, LN * d, 0xfa11);
+    size_t both[2] = {0, 1};
+    store_import_options opt = *base;
+    opt.layers = both;
+    opt.n_layers = 2;
+    attn_error err;
+    ck_assert_msg(store_import_checkpoint(in, tpath("stack.safetensors"), &opt, NULL, &err) == 0,
+                  "%s", err.message);
+    store_model *stack;
+    ck_assert_msg(store_model_load(&stack, tpath("stack.safetensors"), &err) == 0, "%s",
+                  err.message);
+    ck_assert_uint_eq(stack->n_layers, 2);
+    double ref[2][LN * 32], ref_p[8 * LN * LN];
+    for (int l = 0; l < 2; l++) {
+        hf_layer v = vf(l);
+        llama_ref_p(ref[l], ref_p, in, c, l, e, h, g, dh, d, &v);
+        weights_run(stack->layers[l], stack->mask, e, delta, pat);
+        expect_close(delta, ref[l], NULL, LN * d);
+        expect_patterns(pat, ref_p, h * LN * LN);
+        store_import_options one = *base;
+        one.layer = (size_t)l;
+        store_model *m = import_run_p(in, &one, e, LN, NULL, 0, d1, p1);
+        ck_assert(memcmp(d1, delta, LN * d * sizeof(float)) == 0);
+        ck_assert(memcmp(p1, pat, h * LN * LN * sizeof(float)) == 0);
+        store_model_destroy(m);
+    }
+    ck_assert_msg(rel_error(delta, ref[0], LN * d) > 0.05, "layer 1 looks like layer 0");
+    return stack;
+}
+
+static hf_layer qwen3_variant(int layer) {
+    static attn_rope yarn = {.dims = 8,
+                             .theta = 1000,
+                             .scaling = ATTN_ROPE_SCALING_YARN,
+                             .factor = 4,
+                             .original_max_position = 4};
+    return (hf_layer){.rope_dims = 8,
+                      .theta = 1000,
+                      .long_rope = &yarn,
+                      .causal = 1,
+                      .window = layer == 1 ? 3 : 0,
+                      .scaling_ = 1 / sqrt(8.0),
+                      .norm = {.type = 2, .eps = 1e-6},
+                      .qn = {.type = 2, .eps = 1e-6},
+                      .kn = {.type = 2, .eps = 1e-6}};
+}
+
+/* Qwen3: per-head q/k RMS norms, h·dh ≠ d, YaRN, a sliding layer by
+ * layer_types. */
+START_TEST(test_qwen3) {
+    ckpt c;
+    newer_build(&c, 51, 16, 4, 2, 8, 0, 8, 8, 0);
+    const char *dir = tpath("qwen3");
+    ck_write_dir(&c, dir,
+                 "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", "
+                 "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                 "\"head_dim\": 8, \"rope_theta\": 1000, \"rms_norm_eps\": 1e-06, "
+                 "\"max_position_embeddings\": 16, \"sliding_window\": 3, "
+                 "\"layer_types\": [\"full_attention\", \"sliding_attention\"], "
+                 "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+                 "\"original_max_position_embeddings\": 4}}",
+                 0);
+    store_import_options none = {0};
+    store_model *m = family_check(dir, &none, &c, 16, 4, 2, 8, qwen3_variant);
+    const attn_weights *w = m->layers[1];
+    ck_assert(w->qk_norm.q.type == ATTN_NORM_RMS && !w->qk_norm.all);
+    ck_assert_int_eq(w->rope.scaling, ATTN_ROPE_SCALING_YARN);
+    ck_assert_uint_eq(m->layers[0]->window, 0);
+    ck_assert_uint_eq(w->window, 3);
+    store_model_destroy(m);
+    /* the names are Llama's: model_type or --arch tells them apart */
+    ck_assert_int_eq(store_import_arch_parse("qwen3", &none.arch), 0);
+    ck_assert_int_eq(none.arch, STORE_IMPORT_QWEN3);
+    ck_free(&c);
+}
+END_TEST
+
+static hf_layer olmo2_variant(int layer) {
+    (void)layer;
+    return (hf_layer){.rope_dims = 4,
+                      .theta = 500000,
+                      .causal = 1,
+                      .scaling_ = 0.5,
+                      .post = {.type = 2, .eps = 1e-5},
+                      .qn = {.type = 2, .eps = 1e-5},
+                      .kn = {.type = 2, .eps = 1e-5},
+                      .qk_all = 1};
+}
+
+/* OLMo 2: no input norm, a post-attention norm, q/k norms over the whole
+ * projection. */
+START_TEST(test_olmo2) {
+    ckpt c;
+    newer_build(&c, 52, 16, 4, 2, 4, 0, 16, 8, 0);
+    const char *dir = tpath("olmo2");
+    ck_write_dir(&c, dir,
+                 "{\"architectures\": [\"Olmo2ForCausalLM\"], \"model_type\": \"olmo2\", "
+                 "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                 "\"rope_theta\": 500000, \"rms_norm_eps\": 1e-05, \"attention_bias\": false}",
+                 1);
+    store_import_options none = {0};
+    store_model *m = family_check(dir, &none, &c, 16, 4, 2, 4, olmo2_variant);
+    ck_assert(m->weights.qk_norm.all && m->weights.norm.type == ATTN_NORM_NONE &&
+              m->weights.post_norm.type == ATTN_NORM_RMS);
+    store_model_destroy(m);
+    ck_free(&c);
+}
+END_TEST
+
+static hf_layer gemma3_variant(int layer) {
+    /* sliding_window_pattern 2: layer 0 sliding (local base 10, unscaled),
+     * layer 1 full (rope_theta 1000, linear 2) */
+    return (hf_layer){.rope_dims = 8,
+                      .theta = layer ? 1000 : 10,
+                      .scaling = layer ? 1 : 0,
+                      .factor = 2,
+                      .causal = 1,
+                      .window = layer ? 0 : 3,
+                      .scaling_ = 1 / sqrt(16.0),
+                      .norm = {.type = 2, .eps = 1e-6, .offset = 1},
+                      .post = {.type = 2, .eps = 1e-6, .offset = 1},
+                      .qn = {.type = 2, .eps = 1e-6, .offset = 1},
+                      .kn = {.type = 2, .eps = 1e-6, .offset = 1}};
+}
+
+/* Gemma 3 (a multimodal config's text_config): (1 + w) norms before and
+ * after, per-head q/k norms, local and global layers with their own RoPE. */
+START_TEST(test_gemma3) {
+    ckpt c;
+    newer_build(&c, 53, 16, 4, 2, 8, 0, 8, 8, 0);
+    const char *dir = tpath("gemma3");
+    ck_write_dir(&c, dir,
+                 "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+                 "\"model_type\": \"gemma3\", \"vision_config\": {\"hidden_size\": 32}, "
+                 "\"text_config\": {\"model_type\": \"gemma3_text\", \"hidden_size\": 16, "
+                 "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, "
+                 "\"query_pre_attn_scalar\": 16, \"rope_theta\": 1000, "
+                 "\"rope_local_base_freq\": 10, \"sliding_window\": 3, "
+                 "\"sliding_window_pattern\": 2, \"rms_norm_eps\": 1e-06, "
+                 "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}}}",
+                 0);
+    store_import_options none = {0};
+    store_model *m = family_check(dir, &none, &c, 16, 4, 2, 8, gemma3_variant);
+    ck_assert(m->layers[0]->rope.theta == 10 && m->layers[1]->rope.theta == 1000);
+    ck_assert_int_eq(m->layers[0]->rope.scaling, ATTN_ROPE_SCALING_NONE);
+    ck_assert(m->weights.qk_norm.q.offset == 1 && m->weights.post_norm.offset == 1);
+    store_model_destroy(m);
+    ck_free(&c);
+}
+END_TEST
+
+static hf_layer gpt_oss_variant(int layer) {
+    static attn_rope yarn = {.dims = 4,
+                             .theta = 1000,
+                             .scaling = ATTN_ROPE_SCALING_YARN,
+                             .factor = 4,
+                             .original_max_position = 4,
+                             .beta_fast = 32,
+                             .beta_slow = 1,
+                             .untruncated = 1};
+    return (hf_layer){.rope_dims = 4,
+                      .theta = 1000,
+                      .long_rope = &yarn,
+                      .causal = 1,
+                      .window = layer ? 0 : 3,
+                      .scaling_ = 0.5,
+                      .has_sinks = 1,
+                      .norm = {.type = 2, .eps = 1e-5}};
+}
+
+/* gpt-oss: biases, sinks, sliding and full layers by layer_types, YaRN
+ * without truncation. */
+START_TEST(test_gpt_oss) {
+    ckpt c;
+    newer_build(&c, 54, 16, 4, 2, 4, 1, 0, 0, 1);
+    const char *dir = tpath("gpt-oss");
+    ck_write_dir(
+        &c, dir,
+        "{\"architectures\": [\"GptOssForCausalLM\"], \"model_type\": \"gpt_oss\", "
+        "\"hidden_size\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+        "\"head_dim\": 4, \"rope_theta\": 1000, \"rms_norm_eps\": 1e-05, "
+        "\"attention_bias\": true, \"sliding_window\": 3, \"max_position_embeddings\": 16, "
+        "\"layer_types\": [\"sliding_attention\", \"full_attention\"], "
+        "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": 32, "
+        "\"beta_slow\": 1, \"truncate\": false, "
+        "\"original_max_position_embeddings\": 4}}",
+        0);
+    store_import_options none = {0};
+    store_model *m = family_check(dir, &none, &c, 16, 4, 2, 4, gpt_oss_variant);
+    ck_assert_ptr_nonnull(m->layers[1]->sinks);
+    ck_assert(m->layers[1]->rope.untruncated);
+    ck_assert_uint_eq(m->layers[0]->window, 3);
+    store_model_destroy(m);
+    ck_free(&c);
 }
 END_TEST
 
@@ -1929,6 +2459,13 @@ static void layer_equal(const attn_weights *s, const attn_weights *o, size_t l) 
     ck_assert_msg(memcmp(&s->rope, &o->rope, sizeof s->rope) == 0, "layer %zu: rope", l);
     ck_assert_msg(s->window == o->window && s->softcap == o->softcap && s->scale == o->scale,
                   "layer %zu: window, softcap or scale", l);
+    const attn_norm *sn[2] = {&s->norm, &s->post_norm}, *on[2] = {&o->norm, &o->post_norm};
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(sn[k]->type == on[k]->type && sn[k]->eps == on[k]->eps &&
+                          sn[k]->offset == on[k]->offset &&
+                          bits_equal(sn[k]->weight, on[k]->weight, s->d_model) &&
+                          bits_equal(sn[k]->bias, on[k]->bias, s->d_model),
+                      "layer %zu: norm %d", l, k);
 }
 
 /* Imports `spec` of the checkpoint at in (with base's other options) as a
@@ -2114,6 +2651,14 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_shard_names);
     tcase_add_test(tc, test_stacks_every_arch);
     tcase_add_test(tc, test_layers_spec);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("newer");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_qwen3);
+    tcase_add_test(tc, test_olmo2);
+    tcase_add_test(tc, test_gemma3);
+    tcase_add_test(tc, test_gpt_oss);
     suite_add_tcase(s, tc);
 
     /* A FIFO waited on would hang: the timeout turns that into a failure. */

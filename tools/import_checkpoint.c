@@ -45,10 +45,36 @@ static void usage(FILE *to) {
             "            self_attention.dense; ALiBi; causal\n"
             "  whisper   [model.]decoder.layers.L.encoder_attn.{q,k,v,out}_proj:\n"
             "            cross-attention (w_q, w_kv); mask none\n"
-            "Other tensors of the checkpoint are ignored.\n"
+            "  qwen3     llama's names (qwen3, qwen3_moe), plus self_attn.{q,k}_norm per head\n"
+            "  olmo2     llama's names, plus self_attn.{q,k}_norm over the whole projection\n"
+            "            and post_attention_layernorm on the output; no input norm\n"
+            "  gemma3    llama's names (also under [model.]language_model[.model].), (1 + w)\n"
+            "            norms before and after, per-head q/k norms, local and global layers\n"
+            "            (layer_types or sliding_window_pattern), each kind its own RoPE\n"
+            "  gpt_oss   llama's names with biases, plus self_attn.sinks; sliding layers by\n"
+            "            layer_types; YaRN\n"
+            "qwen3, olmo2, gemma3 and gpt_oss read config.json per layer: text_config when\n"
+            "present; layer_types, else sliding_window_pattern; rope_parameters, else\n"
+            "rope_theta and rope_scaling (default, linear, llama3, yarn, longrope);\n"
+            "partial_rotary_factor, query_pre_attn_scalar, attn_logit_softcapping,\n"
+            "rms_norm_eps. They share llama's names: config.json's model_type or --arch.\n"
+            "Other tensors of the checkpoint are ignored, but for the layer's norms:\n"
+            "\n"
+            "Norms. The model carries the layer's input norm, so that a request sends the\n"
+            "hidden state BEFORE the norm (Hugging Face's output_hidden_states[L]) and gets\n"
+            "that layer's output_attentions back: gpt2 ln_1 (layer), llama input_layernorm\n"
+            "(rms, eps rms_norm_eps), gemma2 input_layernorm and post_attention_layernorm\n"
+            "(rms, 1 + w, as post_norm), gpt_neox and bloom input_layernorm (layer,\n"
+            "layer_norm_eps / layer_norm_epsilon), whisper encoder_attn_layer_norm on the\n"
+            "queries (layer); qwen3 and gpt_oss input_layernorm (rms), olmo2\n"
+            "post_attention_layernorm only, gemma3 both (1 + w). bert normalises after\n"
+            "the residual add: no norm. Before\n"
+            "this, the importer wrote the attention alone, for hidden states already\n"
+            "normed; --no-norm still does.\n"
             "\n"
             "  --arch A          one of the above (default: config.json's model_type, else\n"
-            "                    the tensor names; gemma2 needs one of the two)\n"
+            "                    the tensor names; gemma2, qwen3, olmo2, gemma3 and gpt_oss\n"
+            "                    need one of the two)\n"
             "  --layer L         the layer, from 0 (default 0)\n"
             "  --layers SPEC     several layers as one stacked model: 'all', or layer\n"
             "                    numbers and ranges separated by commas ('0,1,5', '0-3',\n"
@@ -69,6 +95,8 @@ static void usage(FILE *to) {
             "  --softcap C       logit soft-capping (default: attn_logit_softcapping)\n"
             "  --scale S         the default scale (default: gemma2's\n"
             "                    query_pre_attn_scalar^-0.5, else 1/sqrt(d_head))\n"
+            "  --no-norm         leave out the input and post-attention norms (the model\n"
+            "                    then reads hidden states already normed, as before)\n"
             "  --name NAME       the model name, [A-Za-z0-9._-]{1,64} (default: OUTPUT's\n"
             "                    file name without .safetensors)\n"
             "  --description T   shown by GET /v1/models, at most 4096 bytes (default:\n"
@@ -81,6 +109,10 @@ static void usage(FILE *to) {
             "  import_checkpoint --layer 3 pythia-160m pythia-l3.safetensors\n"
             "  import_checkpoint --layer 0 bloom-560m bloom-l0.safetensors\n"
             "  import_checkpoint --layer 0 whisper-small whisper-cross0.safetensors\n"
+            "  import_checkpoint --layer 0 Qwen3-8B qwen3-l0.safetensors\n"
+            "  import_checkpoint --layer 0 OLMo-2-1124-7B olmo2-l0.safetensors\n"
+            "  import_checkpoint --layers 0-5 gemma-3-4b-it gemma3-l0-5.safetensors\n"
+            "  import_checkpoint --layers 0,1 gpt-oss-20b gpt-oss-l0-1.safetensors\n"
             "  import_checkpoint --layers 0-3 pythia-160m pythia-l0-3.safetensors\n"
             "  import_checkpoint --layers all gpt2 gpt2-all.safetensors\n"
             "  import_checkpoint --arch gpt2 --heads 12 gpt2/model.safetensors g0.safetensors\n"
@@ -157,11 +189,13 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(argv[i], "--no-norm") == 0) {
+            opt.no_norm = 1;
         } else if ((v = option_value(argc, argv, &i, "--arch", &missing))) {
             if (store_import_arch_parse(v, &opt.arch) != 0) {
                 fprintf(stderr,
                         "import_checkpoint: unknown arch '%s' (gpt2, bert, llama, gemma2, "
-                        "gpt_neox, bloom or whisper)\n",
+                        "gpt_neox, bloom, whisper, qwen3, olmo2, gemma3 or gpt_oss)\n",
                         v);
                 return 2;
             }
@@ -281,6 +315,12 @@ int main(int argc, char **argv) {
     if (m->weights.softcap > 0) printf(", softcap %g", (double)m->weights.softcap);
     if (m->weights.scale > 0) printf(", scale %g", (double)m->weights.scale);
     if (m->weights.w_kv) printf(", cross-attention from d_context %zu", m->weights.d_context);
+    static const char *const norm_names[] = {"", "layer", "rms"};
+    const attn_norm *norms[2] = {&m->weights.norm, &m->weights.post_norm};
+    for (int k = 0; k < 2; k++)
+        if (norms[k]->type != ATTN_NORM_NONE)
+            printf(", %s %s (eps %g%s)", k ? "post_norm" : "norm", norm_names[norms[k]->type],
+                   norms[k]->eps, norms[k]->offset != 0 ? ", 1 + w" : "");
     printf("; %zu bytes\n", res.file_bytes);
     store_model_destroy(m);
     size_t len = strlen(paths[1]), slen = strlen(".safetensors");
