@@ -154,11 +154,13 @@ void attn_norm_outputs(const attn_output *outs, const attn_input *ins, size_t co
 }
 
 /* What a coordinate costs, in flops of time as compute.c counts them
- * (bench/README.md, (i)): measured on one thread over rows in cache (n = 32,
- * d = 2048) against a 512³ sgemm at 83 – 93 GFLOP/s, then rounded up: a
- * norm's passes in double, 0.9 – 1.5 ns (86 – 130 flops); the temperature's
- * multiply, 0.3 ns (26 – 29). */
-enum { COST_NORM_COORD = 130, COST_TEMPERATURE_COORD = 30 };
+ * (bench/README.md, (i)): `make -C bench cost`'s second table, a computation
+ * with and without the rule on one thread by CPU time, against a 512³ sgemm
+ * at 83 – 99 GFLOP/s; medians of five runs, then rounded up: a norm's passes
+ * in double, ~1.1 ns (E's norm with its packing 102 flops, per-head qk_norm
+ * 98, post_norm 77: one constant for the three); the temperature's multiply,
+ * ~0.3 ns (27). */
+enum { COST_NORM_COORD = 110, COST_TEMPERATURE_COORD = 30 };
 
 double attn_norm_flops(const attn_input *in) {
     const attn_weights *w = in->weights;

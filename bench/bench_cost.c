@@ -16,7 +16,19 @@
  * imply (attention/compute.c charges them): pair_cost = (cost − GEMMs of
  * the projections) / pairs − 4 · dh, for the dh = 1 rows.
  *
- * Usage: bench_cost [--reps R] [--n N]   (defaults 5, 1024)
+ * The second table measures the rules charged per coordinate (norm.c's
+ * COST_NORM_COORD, COST_TEMPERATURE_COORD) by difference: one problem
+ * computed with and without the rule, in interleaved rounds (each sample
+ * enough calls in a row for ~20 ms), so that the rule's time is the median
+ * of the rounds' differences; its cost in flop units per coordinate is that
+ * × the sgemm rate ÷ the coordinates the rule touches, beside the units the
+ * count charges for it. The shapes are made so that the rule is a large
+ * share of the work: a wide E and one narrow head for the norms of E's and
+ * ΔE's rows; many heads over few tokens and few model dimensions for
+ * qk_norm and the temperature.
+ *
+ * Usage: bench_cost [--reps R] [--n N]   (defaults 5, 1024; the second table
+ *        takes 4 × R rounds and its own sizes)
  */
 #include <cblas.h>
 #include <math.h>
@@ -66,6 +78,17 @@ typedef struct variant {
     int custom;    /* a custom mask allowing every other key (causal ignored) */
 } variant;
 
+/* A shape of the second table: the rules charged per coordinate, each
+ * with and without. */
+typedef struct per_coord {
+    variant v;     /* causal or not, w_o, RoPE; no score rule */
+    size_t g;      /* K/V heads, or 0: h */
+    int norm;      /* RMS norm of E's rows, with a weight */
+    int post_norm; /* RMS norm of ΔE's rows, with a weight */
+    int qk_norm;   /* RMS norm of Q's and K's heads, with weights */
+    int temp;      /* Llama 4's temperature (F 8192, a 0.1) */
+} per_coord;
+
 /* The (query, key) pairs a row's mask and window allow, per head. */
 static double allowed_pairs(const variant *v) {
     double pairs = 0.0;
@@ -84,19 +107,41 @@ typedef struct row {
     double seconds, count, pairs;
 } row;
 
+/* Weights of 0.5 … 1.5 for the norms of pc, set in w; the caller frees
+ * what is returned. */
+static float *norm_weights(const per_coord *pc, attn_weights *w) {
+    const size_t dm = pc->v.dm, dh = pc->v.dh, count = 2 * dm + 2 * dh;
+    float *x = bench_floats(count);
+    for (size_t i = 0; i < count; i++)
+        x[i] = 0.5f + (float)((i * 2654435761u) % 1000) / 1000.0f;
+    if (pc->norm) w->norm = (attn_norm){.type = ATTN_NORM_RMS, .weight = x, .eps = 1e-6};
+    if (pc->post_norm)
+        w->post_norm = (attn_norm){.type = ATTN_NORM_RMS, .weight = x + dm, .eps = 1e-6};
+    if (pc->qk_norm) {
+        w->qk_norm.q = (attn_norm){.type = ATTN_NORM_RMS, .weight = x + 2 * dm, .eps = 1e-6};
+        w->qk_norm.k = (attn_norm){.type = ATTN_NORM_RMS, .weight = x + 2 * dm + dh, .eps = 1e-6};
+    }
+    if (pc->temp) w->temperature = (attn_temperature){.floor_scale = 8192.0, .attn_scale = 0.1};
+    return x;
+}
+
+static bench_shape shape_of(const variant *v, size_t g, int reps) {
+    return (bench_shape){.name = v->name,
+                         .n = v->n,
+                         .dm = v->dm,
+                         .h = v->h,
+                         .dh = v->dh,
+                         .g = g,
+                         .w_o = v->w_o,
+                         .reps = reps,
+                         .rope = v->rope,
+                         .theta = 10000.0,
+                         .window = v->window};
+}
+
 static row run(const variant *v, int reps) {
-    bench_shape s = {.name = v->name,
-                     .n = v->n,
-                     .dm = v->dm,
-                     .h = v->h,
-                     .dh = v->dh,
-                     .w_o = v->w_o,
-                     .reps = reps,
-                     .rope = v->rope,
-                     .theta = 10000.0,
-                     .window = v->window};
     problem p;
-    problem_make(&p, s);
+    problem_make(&p, shape_of(v, 0, reps));
     float *slopes = NULL;
     if (v->alibi) {
         slopes = bench_alloc(v->h * sizeof(float));
@@ -133,6 +178,73 @@ static row run(const variant *v, int reps) {
     free(allowed);
     problem_free(&p);
     return res;
+}
+
+/* The coordinates pc's per-coordinate rules touch: the norms' rows of dm,
+ * qk_norm's Q and K rows of h and g heads, the temperature's Q. */
+static double rule_coords(const per_coord *pc) {
+    const variant *v = &pc->v;
+    const double n = (double)v->n, dm = (double)v->dm, dh = (double)v->dh;
+    const double h = (double)v->h, g = (double)(pc->g ? pc->g : v->h);
+    double c = 0.0;
+    if (pc->norm) c += n * dm;
+    if (pc->post_norm) c += n * dm;
+    if (pc->qk_norm) c += n * (h + g) * dh;
+    if (pc->temp) c += n * h * dh;
+    return c;
+}
+
+typedef struct marginal {
+    double base, with, coords, count_base, count_with;
+} marginal;
+
+/* pc computed without and with its per-coordinate rules, rounds interleaved
+ * (the order alternating), each sample `inner` calls in a row: the median
+ * seconds of one call of each, and of the rounds' differences in .with −
+ * .base order. */
+static marginal run_marginal(const per_coord *pc, int rounds, double *diff) {
+    const variant *v = &pc->v;
+    problem p;
+    problem_make(&p, shape_of(v, pc->g, rounds));
+    if (!v->causal) p.in.mask.kind = ATTN_MASK_NONE;
+    attn_weights wr = p.w;
+    float *nw = norm_weights(pc, &wr);
+    attn_input in[2] = {p.in, p.in};
+    in[1].weights = &wr;
+    attn_output out;
+    problem_outputs_make(&out, &p, 0);
+    attn_workspace *ws = attn_workspace_create();
+    attn_error err;
+    double t1 = 0.0;
+    for (int c = 0; c < 2; c++) { /* warm, and one call's time */
+        double t0 = cpu_now();
+        if (attn_compute(&out, ws, &in[c], &err) < 0) {
+            fprintf(stderr, "bench_cost: %s: %s\n", v->name, err.message);
+            exit(1);
+        }
+        t1 = cpu_now() - t0;
+    }
+    const int inner = t1 > 0.02 ? 1 : (int)(0.02 / (t1 > 1e-6 ? t1 : 1e-6)) + 1;
+    double t[2][MAXREP];
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < 2; k++) {
+            const int c = (r + k) % 2;
+            double t0 = cpu_now();
+            for (int i = 0; i < inner; i++)
+                if (attn_compute(&out, ws, &in[c], &err) < 0) exit(1);
+            t[c][r] = (cpu_now() - t0) / inner;
+        }
+        diff[r] = t[1][r] - t[0][r];
+    }
+    marginal m = {.coords = rule_coords(pc),
+                  .count_base = attn_input_flops(&in[0]),
+                  .count_with = attn_input_flops(&in[1])};
+    m.base = bench_median(t[0], rounds), m.with = bench_median(t[1], rounds);
+    attn_workspace_destroy(ws);
+    problem_outputs_free(&out);
+    free(nw);
+    problem_free(&p);
+    return m;
 }
 
 int main(int argc, char **argv) {
@@ -174,6 +286,46 @@ int main(int argc, char **argv) {
         row r = run(&vs[i], reps);
         printf("| %s | %.3g | %.2f | %.3f | %.4f | %.2f |\n", vs[i].name, r.pairs,
                1e9 * r.seconds / r.pairs, r.count / 1e9, r.seconds, r.seconds * rate / r.count);
+        fflush(stdout);
+    }
+
+    /* n, dm, h, dh, w_o, causal, softcap, alibi, window, rope, patterns, custom */
+    const per_coord ms[] = {
+        {.v = {"norm, 1024 × 4096, 1 head of 8", 1024, 4096, 1, 8, 1, 1, 0, 0, 0, 0, 0, 0},
+         .g = 1,
+         .norm = 1},
+        {.v = {"post_norm, 1024 × 4096, 1 head of 8", 1024, 4096, 1, 8, 1, 1, 0, 0, 0, 0, 0, 0},
+         .g = 1,
+         .post_norm = 1},
+        {.v = {"qk_norm, 128 × 32, 32 heads of 128", 128, 32, 32, 128, 1, 1, 0, 0, 0, 0, 0, 0},
+         .g = 32,
+         .qk_norm = 1},
+        {.v = {"qk_norm, 128 × 32, 32/8 heads of 128, rope", 128, 32, 32, 128, 1, 1, 0, 0, 0, 128,
+               0, 0},
+         .g = 8,
+         .qk_norm = 1},
+        {.v = {"temperature, 32 × 16, 64 heads of 64, 1 K/V", 32, 16, 64, 64, 1, 1, 0, 0, 0, 0, 0,
+               0},
+         .g = 1,
+         .temp = 1},
+    };
+    const int rounds = 4 * reps > MAXREP ? MAXREP : 4 * reps;
+    printf("\n## Per-coordinate rules by difference (one thread, CPU time, median of %d rounds)"
+           "\n\n",
+           rounds);
+    printf("| rule, shape | coordinates | without (ms) | with (ms) | rule: ns / coordinate "
+           "(rounds' middle half) | flop units / coordinate | charged | cost / count with "
+           "|\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        double diff[MAXREP];
+        marginal m = run_marginal(&ms[i], rounds, diff);
+        const double med = bench_median(diff, rounds); /* sorts diff */
+        const double lo = diff[rounds / 4], hi = diff[(3 * rounds) / 4];
+        printf("| %s | %.3g | %.3f | %.3f | %.2f (%.2f – %.2f) | %.0f | %.0f | %.2f |\n",
+               ms[i].v.name, m.coords, 1e3 * m.base, 1e3 * m.with, 1e9 * med / m.coords,
+               1e9 * lo / m.coords, 1e9 * hi / m.coords, med * rate / m.coords,
+               (m.count_with - m.count_base) / m.coords, m.with * rate / m.count_with);
         fflush(stdout);
     }
     return 0;
