@@ -190,7 +190,7 @@ struct import_family {
 extern const import_family import_family_gpt2, import_family_bert, import_family_llama,
     import_family_gemma2, import_family_gpt_neox, import_family_bloom, import_family_whisper,
     import_family_qwen3, import_family_olmo2, import_family_gemma3, import_family_gpt_oss,
-    import_family_phi3;
+    import_family_phi3, import_family_llama4;
 
 enum { IMPORT_FAMILIES_MAX = 32 };
 

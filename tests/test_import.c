@@ -970,6 +970,7 @@ typedef struct hf_layer {
     size_t chunk;                   /* Llama 4's chunked attention: ⌊q/c⌋ = ⌊k/c⌋ */
     hf_norm norm;                   /* of the queries' rows (and the keys' without a context) */
     hf_norm post;                   /* of the output, before the residual add */
+    const char *layers;             /* the layers' names: NULL "model.layers." */
     int qkv_blocks;                 /* Phi-3's qkv_proj, fused block-wise [Q | K | V] */
     double *p; /* h × n × m: the patterns (output_attentions), by hf_attend */
 } hf_layer;
@@ -1334,9 +1335,10 @@ static void llama_ref_p(double *out, double *pat, const char *path, const ckpt *
     L.g = g;
     L.dh = dh;
     char att[128], base[128];
-    snprintf(base, sizeof base, "model.layers.%d", layer);
+    const char *layers = L.layers ? L.layers : "model.layers.";
+    snprintf(base, sizeof base, "%s%d", layers, layer);
     hf_norms_load(&L, path, base, "input_layernorm", "post_attention_layernorm");
-    snprintf(att, sizeof att, "model.layers.%d.self_attn", layer);
+    snprintf(att, sizeof att, "%s%d.self_attn", layers, layer);
     char name[200];
     if (L.qn.type) {
         size_t qw = L.qk_all ? h * dh : dh, kw = L.qk_all ? g * dh : dh;
@@ -2551,6 +2553,77 @@ START_TEST(test_phi3) {
 }
 END_TEST
 
+static hf_layer llama4_variant(int layer) {
+    /* layer 0: RoPE (interleaved, llama3), weightless L2 q/k norm, chunks of
+     * 3; layer 1: NoPE, full, the temperature of floor_scale 2, attn_scale 0.5 */
+    if (layer == 1)
+        return (hf_layer){.causal = 1,
+                          .floor_scale = 2,
+                          .attn_scale = 0.5,
+                          .scaling_ = 0.5,
+                          .layers = "language_model.model.layers.",
+                          .norm = {.type = 2, .eps = 1e-5}};
+    return (hf_layer){.rope_dims = 4,
+                      .theta = 1000,
+                      .scaling = 2,
+                      .factor = 4,
+                      .low = 1,
+                      .high = 4,
+                      .original = 16,
+                      .interleaved = 1,
+                      .l2_after_rope = 1,
+                      .eps_l2 = 1e-5,
+                      .chunk = 3,
+                      .causal = 1,
+                      .scaling_ = 0.5,
+                      .layers = "language_model.model.layers.",
+                      .norm = {.type = 2, .eps = 1e-5}};
+}
+
+/* Llama 4 (a multimodal config's text_config, language_model.model.): a RoPE
+ * layer, chunked, with its weightless q/k norm, and a NoPE layer with the
+ * temperature; by no_rope_layers, then by the default rule of
+ * no_rope_layer_interval. */
+START_TEST(test_llama4) {
+    ckpt c;
+    modern_build(&c, STORE_DTYPE_F32, 55, "language_model.model.layers.", ".self_attn", 0, 16, 4, 2,
+                 4, 0, 0, "o_proj", 1);
+    static const char *const config =
+        "{\"architectures\": [\"Llama4ForConditionalGeneration\"], \"model_type\": \"llama4\", "
+        "\"vision_config\": {\"hidden_size\": 32}, "
+        "\"text_config\": {\"model_type\": \"llama4_text\", \"hidden_size\": 16, "
+        "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 4, "
+        "\"rope_theta\": 1000, \"rms_norm_eps\": 1e-05, \"attention_chunk_size\": 3, %s, "
+        "\"use_qk_norm\": true, \"floor_scale\": 2, \"attn_scale\": 0.5, "
+        "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 4, \"low_freq_factor\": 1, "
+        "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 16}}}";
+    static const char *const kinds[2] = {
+        "\"no_rope_layers\": [1, 0], \"attn_temperature_tuning\": true",
+        "\"no_rope_layers\": [], \"no_rope_layer_interval\": 2, \"attn_temperature_tuning\": 4"};
+    for (int k = 0; k < 2; k++) {
+        char text[2048], dir[64];
+        snprintf(text, sizeof text, config, kinds[k]);
+        snprintf(dir, sizeof dir, "%s", tpath(k ? "llama4-default" : "llama4"));
+        ck_write_dir(&c, dir, text, k);
+        store_import_options none = {0};
+        store_model *m = family_check(dir, &none, &c, 16, 4, 2, 4, llama4_variant);
+        const attn_weights *r = m->layers[0], *n = m->layers[1];
+        ck_assert_int_eq(r->rope.style, ATTN_ROPE_INTERLEAVED);
+        ck_assert_int_eq(r->rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+        ck_assert_uint_eq(r->chunk, 3);
+        ck_assert(r->qk_norm.q.type == ATTN_NORM_RMS && !r->qk_norm.q.weight && !r->qk_norm.all);
+        ck_assert(r->temperature.floor_scale == 0);
+        ck_assert(n->rope.dims == 0 && n->chunk == 0 && n->qk_norm.q.type == ATTN_NORM_NONE);
+        ck_assert(n->temperature.floor_scale == 2 && n->temperature.attn_scale == 0.5);
+        store_model_destroy(m);
+    }
+    store_import_options none = {0};
+    ck_assert_int_eq(store_import_arch_parse("llama4", &none.arch), 0);
+    ck_assert_int_eq(none.arch, STORE_IMPORT_LLAMA4);
+    ck_free(&c);
+}
+END_TEST
+
 /* ---- the suite -------------------------------------------------------------------- */
 
 /* ---- stacks: --layers ------------------------------------------------------ */
@@ -2779,6 +2852,7 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_gemma3);
     tcase_add_test(tc, test_gpt_oss);
     tcase_add_test(tc, test_phi3);
+    tcase_add_test(tc, test_llama4);
     suite_add_tcase(s, tc);
 
     /* A FIFO waited on would hang: the timeout turns that into a failure. */
