@@ -40,6 +40,13 @@
  *             (gpt_oss); each layer's kind, RoPE (yarn, longrope) and
  *             window from config.json's newer keys (import_config.c,
  *             import_rope.c); gemma3 also under language_model prefixes
+ *   phi3      [model.]layers.L.self_attn.qkv_proj [(h+2g)·dh, d], fused
+ *             block-wise [Q | K | V], and o_proj; partial RoPE, longrope,
+ *             sliding_window on every layer
+ *   llama4    llama's names, also under language_model prefixes; RoPE
+ *             layers interleaved (llama3 scaling), chunked, with a
+ *             weightless q/k norm; NoPE layers (no_rope_layers) with the
+ *             query temperature
  *
  * Heads are column blocks of dh in every layout but the fused ones, which
  * are regrouped into ours ([Q heads | K heads | V heads]). The layer's
@@ -79,10 +86,12 @@ typedef enum store_import_arch {
     STORE_IMPORT_QWEN3,
     STORE_IMPORT_OLMO2,
     STORE_IMPORT_GEMMA3,
-    STORE_IMPORT_GPT_OSS
+    STORE_IMPORT_GPT_OSS,
+    STORE_IMPORT_PHI3,
+    STORE_IMPORT_LLAMA4
 } store_import_arch;
 
-/* "gpt2", "bert", "llama", "gemma2", "gpt_neox", "bloom", "whisper" or
+/* A family's name ("gpt2", "bert", "llama", …, "phi3", "llama4") or
  * "auto" into *out; 0, or -1 for anything else. */
 int store_import_arch_parse(const char *text, store_import_arch *out);
 

@@ -52,6 +52,12 @@ static int cfg_flag(const json_t *cfg, const char *key, int *out, const char *pa
     json_t *v = json_object_get(cfg, key);
     *out = -1;
     if (!v || json_is_null(v)) return 0;
+    /* Llama 4's first configs wrote attn_temperature_tuning 4: a number,
+     * read as Python's truth (Llama4TextConfig's default) */
+    if (strcmp(key, "attn_temperature_tuning") == 0 && json_is_number(v)) {
+        *out = json_number_value(v) != 0;
+        return 0;
+    }
     if (!json_is_boolean(v))
         return store_error_set(err, path, "config.json's \"%s\" is not true or false", key);
     *out = json_is_true(v);
@@ -99,7 +105,8 @@ static int kind_read(const json_t *t, size_t layer, import_layer_config *c, cons
         c->kind = (layer + 1) % pattern ? IMPORT_LAYER_SLIDING : IMPORT_LAYER_FULL;
         c->kind_from = "sliding_window_pattern";
     }
-    if (json_is_array(json_object_get(t, "no_rope_layers"))) {
+    /* an empty list is none, as Llama4TextConfig takes it (the default) */
+    if (json_array_size(json_object_get(t, "no_rope_layers")) > 0) {
         json_int_t rope = 0;
         if (cfg_layer_item(t, "no_rope_layers", layer, NULL, &rope, path, err) != 0) return -1;
         if (rope != 0 && rope != 1)

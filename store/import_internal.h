@@ -189,7 +189,8 @@ struct import_family {
 
 extern const import_family import_family_gpt2, import_family_bert, import_family_llama,
     import_family_gemma2, import_family_gpt_neox, import_family_bloom, import_family_whisper,
-    import_family_qwen3, import_family_olmo2, import_family_gemma3, import_family_gpt_oss;
+    import_family_qwen3, import_family_olmo2, import_family_gemma3, import_family_gpt_oss,
+    import_family_phi3, import_family_llama4;
 
 enum { IMPORT_FAMILIES_MAX = 32 };
 
@@ -244,13 +245,16 @@ void import_linear_into(float *dst, size_t dst_cols, size_t col0, const float *w
  * weights and biases of q, k, v, o (separate), or of the fused qkv and o
  * (then in the Q and O slots). Biases are optional.
  */
+enum { IMPORT_SEPARATE, IMPORT_FUSED_HEADS, IMPORT_FUSED_BLOCKS };
+
 enum { IMPORT_WQ, IMPORT_BQ, IMPORT_WK, IMPORT_BK, IMPORT_WV, IMPORT_BV, IMPORT_WO, IMPORT_BO };
 
 typedef struct import_attn {
     const store_tensor *t[8];
     float *v[8];
     char names[8][256];
-    int fused;               /* [3·h·dh, d] per head (q_i | k_i | v_i) */
+    int fused;               /* IMPORT_FUSED_HEADS: [3·h·dh, d] per head (q_i | k_i | v_i);
+                                IMPORT_FUSED_BLOCKS: [(h+2g)·dh, d] as [Q | K | V] (Phi-3) */
     size_t d, g, dh, hd, gd; /* after import_attn_check; hd = h·dh, gd = g·dh */
 } import_attn;
 
@@ -262,6 +266,12 @@ int import_attn_find_separate(const import_layer *L, const char *att, const char
 /* Finds "<att>.query_key_value" and "<att>.dense", weight and bias (the
  * weights required). */
 int import_attn_find_fused(const import_layer *L, const char *att, import_attn *p, attn_error *err);
+
+/* Finds "<att><qkv>.weight" / ".bias" and "<att><o>.weight" / ".bias",
+ * q, k and v fused block-wise (the weights required). Without
+ * config.json's head_dim, import_attn_check takes dh = d / h. */
+int import_attn_find_blocks(const import_layer *L, const char *att, const char *qkv, const char *o,
+                            import_attn *p, attn_error *err);
 
 /*
  * d from the q (or fused) weight, checked against config.json's; then g
@@ -277,9 +287,11 @@ int import_attn_check(const import_layer *L, import_attn *p, int grouped, import
 int import_attn_read(const import_layer *L, import_attn *p, import_out *m, attn_error *err);
 
 /* Separate q, k, v into m's w_qkv, b_qkv (a bias the checkpoint lacks is
- * zero); fused per-head rows regrouped into them. After import_attn_read. */
+ * zero); fused per-head rows regrouped into them; block-wise rows taken as
+ * they are. After import_attn_read. */
 int import_attn_layout_separate(import_attn *p, import_out *m, attn_error *err);
 int import_attn_layout_fused(import_attn *p, import_out *m, attn_error *err);
+int import_attn_layout_blocks(import_attn *p, import_out *m, attn_error *err);
 
 void import_attn_free(import_attn *p);
 

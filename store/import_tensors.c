@@ -184,10 +184,25 @@ int import_attn_find_fused(const import_layer *L, const char *att, import_attn *
                                         ".dense.weight", ".dense.bias"};
     static const int slots[4] = {IMPORT_WQ, IMPORT_BQ, IMPORT_WO, IMPORT_BO};
     char s[64];
-    p->fused = 1;
+    p->fused = IMPORT_FUSED_HEADS;
     for (int i = 0; i < 4; i++) {
         snprintf(s, sizeof s, "%s%s", att, ends[i]);
         if (part_get(L, p, slots[i], s, i % 2 == 0, err)) return -1;
+    }
+    return 0;
+}
+
+int import_attn_find_blocks(const import_layer *L, const char *att, const char *qkv, const char *o,
+                            import_attn *p, attn_error *err) {
+    const char *projs[2] = {qkv, o};
+    static const int slots[2] = {IMPORT_WQ, IMPORT_WO};
+    char s[64];
+    p->fused = IMPORT_FUSED_BLOCKS;
+    for (int i = 0; i < 2; i++) {
+        snprintf(s, sizeof s, "%s%s.weight", att, projs[i]);
+        if (part_get(L, p, slots[i], s, 1, err)) return -1;
+        snprintf(s, sizeof s, "%s%s.bias", att, projs[i]);
+        if (part_get(L, p, slots[i] + 1, s, 0, err)) return -1;
     }
     return 0;
 }
@@ -207,9 +222,10 @@ static int shape_want(const store_tensor *t, size_t d0, size_t d1, const char *r
 }
 
 /* g and dh of a family with grouped K/V heads and its own head_dim: the
- * options', else config.json's, else h and q's rows / h. */
-static int grouped_dims(const import_layer *L, const store_tensor *q, size_t *g, size_t *dh,
-                        int *dh_from_config, attn_error *err) {
+ * options', else config.json's, else h and q's rows / h (block-wise fused
+ * q, k, v: d / h, as Phi-3's hidden_size // num_attention_heads). */
+static int grouped_dims(const import_layer *L, const store_tensor *q, int blocks, size_t *g,
+                        size_t *dh, int *dh_from_config, attn_error *err) {
     if (L->opt->n_kv_heads)
         *g = L->opt->n_kv_heads;
     else if (import_cfg_count(L->cfg, IMPORT_KEYS("num_key_value_heads"), g, L->path, err) < 0)
@@ -218,6 +234,13 @@ static int grouped_dims(const import_layer *L, const store_tensor *q, size_t *g,
         int got = import_cfg_count(L->cfg, IMPORT_KEYS("head_dim"), dh, L->path, err);
         if (got < 0) return -1;
         *dh_from_config = got;
+    }
+    if (!*dh && blocks) {
+        if (q->shape[1] % L->h)
+            return store_error_set(err, L->path,
+                                   "d_model %zu (from '%s') is not divisible by %zu heads",
+                                   q->shape[1], q->name, L->h);
+        *dh = q->shape[1] / L->h;
     }
     if (!*dh) {
         if (q->shape[0] % L->h)
@@ -250,7 +273,8 @@ int import_attn_check(const import_layer *L, import_attn *p, int grouped, import
     size_t g = h, dh = L->opt->d_head;
     int dh_from_config = 0;
     if (grouped) {
-        if (grouped_dims(L, q, &g, &dh, &dh_from_config, err) != 0) return -1;
+        if (grouped_dims(L, q, p->fused == IMPORT_FUSED_BLOCKS, &g, &dh, &dh_from_config, err) != 0)
+            return -1;
     } else if (!dh) {
         if (d % h)
             return store_error_set(
@@ -262,7 +286,13 @@ int import_attn_check(const import_layer *L, import_attn *p, int grouped, import
     if (import_heads_width(L, dh, dh_from_config, &hd, err) != 0) return -1;
     gd = g * dh; /* ≤ hd: g divides h */
     const store_tensor *const *t = p->t;
-    if (p->fused) {
+    if (p->fused == IMPORT_FUSED_BLOCKS) {
+        if (shape_want(t[IMPORT_WQ], hd + 2 * gd, d, "[(n_heads+2·n_kv_heads)·d_head, d_model]",
+                       path, err) ||
+            (t[IMPORT_BQ] && shape_want(t[IMPORT_BQ], hd + 2 * gd, 0,
+                                        "[(n_heads+2·n_kv_heads)·d_head]", path, err)))
+            return -1;
+    } else if (p->fused) {
         if (shape_want(t[IMPORT_WQ], 3 * hd, d, "[3·n_heads·d_head, d_model]", path, err) ||
             (t[IMPORT_BQ] && shape_want(t[IMPORT_BQ], 3 * hd, 0, "[3·n_heads·d_head]", path, err)))
             return -1;
@@ -350,6 +380,23 @@ int import_attn_layout_fused(import_attn *p, import_out *m, attn_error *err) {
                     w[r * 3 * hd + col] = wq[row * d + r];
                 if (b) b[col] = bq[row];
             }
+    m->w_qkv = w;
+    m->b_qkv = b;
+    return 0;
+}
+
+/*
+ * Fused block-wise (Phi-3's qkv_proj), W [hd + 2gd, d]: rows [0, hd) Q,
+ * then gd of K, then gd of V, which are our columns in the same order:
+ *   w_qkv[r, c] = W[c, r]
+ */
+int import_attn_layout_blocks(import_attn *p, import_out *m, attn_error *err) {
+    size_t d = p->d, cols = p->hd + 2 * p->gd;
+    const float *bq = p->v[IMPORT_BQ];
+    float *w = import_out_alloc(m, d * cols), *b = bq ? import_out_alloc(m, cols) : NULL;
+    if (!w || (bq && !b)) return store_error_set(err, NULL, "out of memory");
+    import_linear_into(w, cols, 0, p->v[IMPORT_WQ], cols, d);
+    if (b) memcpy(b, bq, cols * sizeof(float));
     m->w_qkv = w;
     m->b_qkv = b;
     return 0;

@@ -970,6 +970,8 @@ typedef struct hf_layer {
     size_t chunk;                   /* Llama 4's chunked attention: ⌊q/c⌋ = ⌊k/c⌋ */
     hf_norm norm;                   /* of the queries' rows (and the keys' without a context) */
     hf_norm post;                   /* of the output, before the residual add */
+    const char *layers;             /* the layers' names: NULL "model.layers." */
+    int qkv_blocks;                 /* Phi-3's qkv_proj, fused block-wise [Q | K | V] */
     double *p; /* h × n × m: the patterns (output_attentions), by hf_attend */
 } hf_layer;
 
@@ -1170,6 +1172,32 @@ static void hf_fused(hf_layer *L, const char *path, const ckpt *c, const char *a
     L->bo = part_f64(path, c, base, "bias", L->d, 1);
 }
 
+/* Phi-3's qkv_proj [hd + 2gd, d]: y = x·Wᵀ split as qkv[..., :hd],
+ * [hd : hd + gd], [hd + gd :] (modeling_phi3's Phi3Attention), and o_proj. */
+static void hf_blocks(hf_layer *L, const char *path, const ckpt *c, const char *att,
+                      const float *e) {
+    size_t hd = L->h * L->dh, gd = L->g * L->dh, cols = hd + 2 * gd, n = L->n;
+    char base[256];
+    snprintf(base, sizeof base, "%s.qkv_proj", att);
+    double *w = part_f64(path, c, base, "weight", cols * L->d, 0);
+    double *y = malloc(n * cols * sizeof(double)), *x = hf_rows(e, n, L->d, &L->norm);
+    linear_f64(y, x, n, w, NULL, cols, L->d);
+    free(x);
+    L->q = malloc(n * hd * sizeof(double));
+    L->k = malloc(n * gd * sizeof(double));
+    L->v = malloc(n * gd * sizeof(double));
+    for (size_t t = 0; t < n; t++) {
+        memcpy(L->q + t * hd, y + t * cols, hd * sizeof(double));
+        memcpy(L->k + t * gd, y + t * cols + hd, gd * sizeof(double));
+        memcpy(L->v + t * gd, y + t * cols + hd + gd, gd * sizeof(double));
+    }
+    free(w);
+    free(y);
+    snprintf(base, sizeof base, "%s.o_proj", att);
+    L->wo = part_f64(path, c, base, "weight", L->d * hd, 0);
+    L->bo = part_f64(path, c, base, "bias", L->d, 1);
+}
+
 /* A checkpoint of `layers` layers with the given projections: q/k/v/o
  * (separate: q [h·dh, d], k, v [g·dh, d], o [d, h·dh]; biases on q, k, v
  * when qkv_bias, on o when o_bias) or fused [3·h·dh, d] and dense; among
@@ -1307,9 +1335,10 @@ static void llama_ref_p(double *out, double *pat, const char *path, const ckpt *
     L.g = g;
     L.dh = dh;
     char att[128], base[128];
-    snprintf(base, sizeof base, "model.layers.%d", layer);
+    const char *layers = L.layers ? L.layers : "model.layers.";
+    snprintf(base, sizeof base, "%s%d", layers, layer);
     hf_norms_load(&L, path, base, "input_layernorm", "post_attention_layernorm");
-    snprintf(att, sizeof att, "model.layers.%d.self_attn", layer);
+    snprintf(att, sizeof att, "%s%d.self_attn", layers, layer);
     char name[200];
     if (L.qn.type) {
         size_t qw = L.qk_all ? h * dh : dh, kw = L.qk_all ? g * dh : dh;
@@ -1323,7 +1352,10 @@ static void llama_ref_p(double *out, double *pat, const char *path, const ckpt *
         snprintf(name, sizeof name, "%s.sinks", att);
         L.sinks = sinks = ck_tensor_f64(path, name, h);
     }
-    hf_separate(&L, path, c, att, "o_proj", e, e);
+    if (L.qkv_blocks)
+        hf_blocks(&L, path, c, att, e);
+    else
+        hf_separate(&L, path, c, att, "o_proj", e, e);
     hf_attend(&L, out);
     if (pat) memcpy(pat, L.p, h * LN * LN * sizeof(double));
     hf_free(&L);
@@ -1782,8 +1814,8 @@ START_TEST(test_config_faults) {
     } cases[] = {
         {"{\"model_type\": \"llama\", ", "config.json: not JSON"},
         {"[1]", "config.json: not a JSON object"},
-        {"{\"model_type\": \"phi3\", \"num_attention_heads\": 4}",
-         "model_type 'phi3' is not one this tool reads"},
+        {"{\"model_type\": \"mamba\", \"num_attention_heads\": 4}",
+         "model_type 'mamba' is not one this tool reads"},
         {"{\"model_type\": \"llama\", \"num_attention_heads\": \"4\"}",
          "\"num_attention_heads\" is not a positive integer"},
         {"{\"model_type\": \"llama\"}", "the number of heads is unknown: config.json does not say"},
@@ -2432,6 +2464,166 @@ START_TEST(test_gpt_oss) {
 }
 END_TEST
 
+/* Phi-3's layout: per layer self_attn.qkv_proj [(h + 2g)·dh, d] and
+ * o_proj, no biases, among decoys (norms, the fused MLP). */
+static void phi3_build(ckpt *c, uint64_t seed, size_t d, size_t h, size_t g, size_t dh) {
+    uint64_t rng = seed;
+    char n[128];
+    c->dtype = STORE_DTYPE_F32;
+    c->n = 0;
+    ck_add(c, "model.embed_tokens.weight", 2, 16, d, 0, 0, &rng);
+    for (int l = 0; l < LAYERS; l++) {
+        snprintf(n, sizeof n, "model.layers.%d.input_layernorm.weight", l);
+        ck_add(c, n, 1, d, 0, 0, 0, &rng);
+        snprintf(n, sizeof n, "model.layers.%d.post_attention_layernorm.weight", l);
+        ck_add(c, n, 1, d, 0, 0, 0, &rng);
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.qkv_proj.weight", l);
+        ck_add(c, n, 2, (h + 2 * g) * dh, d, 0, 0, &rng);
+        snprintf(n, sizeof n, "model.layers.%d.self_attn.o_proj.weight", l);
+        ck_add(c, n, 2, d, h * dh, 0, 0, &rng);
+        snprintf(n, sizeof n, "model.layers.%d.mlp.gate_up_proj.weight", l);
+        ck_add(c, n, 2, 4 * d, d, 0, 0, &rng);
+    }
+    ck_add(c, "model.norm.weight", 1, d, 0, 0, 0, &rng);
+}
+
+static int phi3_long; /* the sequence (LN = 7 positions) reaches original_max_position_embeddings */
+
+static hf_layer phi3_variant(int layer) {
+    (void)layer;
+    static const float short_factor[2] = {1.25f, 2}, long_factor[2] = {3, 6.5f};
+    static attn_rope longrope = {.dims = 4,
+                                 .theta = 1000,
+                                 .scaling = ATTN_ROPE_SCALING_LONGROPE,
+                                 .factor = 4,
+                                 .short_factor = short_factor,
+                                 .long_factor = long_factor};
+    longrope.original_max_position = phi3_long ? 4 : 8;
+    return (hf_layer){.rope_dims = 4,
+                      .theta = 1000,
+                      .long_rope = &longrope,
+                      .causal = 1,
+                      .window = 3,
+                      .scaling_ = 1 / sqrt(8.0),
+                      .qkv_blocks = 1,
+                      .norm = {.type = 2, .eps = 1e-5}};
+}
+
+/* Phi-3: qkv_proj split block-wise, RoPE on half of each head (partial_rotary_factor),
+ * LongRoPE's short factors for a sequence within original_max_position_embeddings
+ * (8, of 32) and its long ones past it (4, of 16), sliding_window on every layer. */
+START_TEST(test_phi3) {
+    ckpt c;
+    phi3_build(&c, 56, 32, 4, 2, 8);
+    static const char *const config =
+        "{\"architectures\": [\"Phi3ForCausalLM\"], \"model_type\": \"phi3\", "
+        "\"hidden_size\": 32, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+        "\"partial_rotary_factor\": 0.5, \"rope_theta\": 1000, \"rms_norm_eps\": 1e-05, "
+        "\"sliding_window\": 3, \"max_position_embeddings\": %d, "
+        "\"original_max_position_embeddings\": %d, "
+        "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1.25, 2.0], "
+        "\"long_factor\": [3.0, 6.5]}}";
+    for (phi3_long = 0; phi3_long < 2; phi3_long++) {
+        char text[1024], dir[64];
+        snprintf(text, sizeof text, config, phi3_long ? 16 : 32, phi3_long ? 4 : 8);
+        snprintf(dir, sizeof dir, "%s", tpath(phi3_long ? "phi3-long" : "phi3-short"));
+        ck_write_dir(&c, dir, text, 0);
+        store_import_options none = {0};
+        store_model *m = family_check(dir, &none, &c, 32, 4, 2, 8, phi3_variant);
+        const attn_weights *w = m->layers[1];
+        ck_assert_uint_eq(w->d_head, 8);
+        ck_assert_uint_eq(w->n_kv_heads, 2);
+        ck_assert_uint_eq(w->rope.dims, 4);
+        ck_assert_int_eq(w->rope.scaling, ATTN_ROPE_SCALING_LONGROPE);
+        ck_assert(w->rope.factor == 4 && w->rope.original_max_position == (phi3_long ? 4 : 8));
+        ck_assert(m->layers[0]->window == 3 && w->window == 3);
+        store_model_destroy(m);
+    }
+    /* qkv_proj is Phi-3's alone: the names tell it, without config.json */
+    store_import_options opt = {.n_heads = 4, .n_kv_heads = 2};
+    attn_error err;
+    char file[512];
+    snprintf(file, sizeof file, "%s/model.safetensors", tpath("phi3-long"));
+    store_import_result res;
+    ck_assert_msg(
+        store_import_checkpoint(file, tpath("phi3-named.safetensors"), &opt, &res, &err) == 0, "%s",
+        err.message);
+    ck_assert_int_eq(res.arch, STORE_IMPORT_PHI3);
+    ck_free(&c);
+}
+END_TEST
+
+static hf_layer llama4_variant(int layer) {
+    /* layer 0: RoPE (interleaved, llama3), weightless L2 q/k norm, chunks of
+     * 3; layer 1: NoPE, full, the temperature of floor_scale 2, attn_scale 0.5 */
+    if (layer == 1)
+        return (hf_layer){.causal = 1,
+                          .floor_scale = 2,
+                          .attn_scale = 0.5,
+                          .scaling_ = 0.5,
+                          .layers = "language_model.model.layers.",
+                          .norm = {.type = 2, .eps = 1e-5}};
+    return (hf_layer){.rope_dims = 4,
+                      .theta = 1000,
+                      .scaling = 2,
+                      .factor = 4,
+                      .low = 1,
+                      .high = 4,
+                      .original = 16,
+                      .interleaved = 1,
+                      .l2_after_rope = 1,
+                      .eps_l2 = 1e-5,
+                      .chunk = 3,
+                      .causal = 1,
+                      .scaling_ = 0.5,
+                      .layers = "language_model.model.layers.",
+                      .norm = {.type = 2, .eps = 1e-5}};
+}
+
+/* Llama 4 (a multimodal config's text_config, language_model.model.): a RoPE
+ * layer, chunked, with its weightless q/k norm, and a NoPE layer with the
+ * temperature; by no_rope_layers, then by the default rule of
+ * no_rope_layer_interval. */
+START_TEST(test_llama4) {
+    ckpt c;
+    modern_build(&c, STORE_DTYPE_F32, 55, "language_model.model.layers.", ".self_attn", 0, 16, 4, 2,
+                 4, 0, 0, "o_proj", 1);
+    static const char *const config =
+        "{\"architectures\": [\"Llama4ForConditionalGeneration\"], \"model_type\": \"llama4\", "
+        "\"vision_config\": {\"hidden_size\": 32}, "
+        "\"text_config\": {\"model_type\": \"llama4_text\", \"hidden_size\": 16, "
+        "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 4, "
+        "\"rope_theta\": 1000, \"rms_norm_eps\": 1e-05, \"attention_chunk_size\": 3, %s, "
+        "\"use_qk_norm\": true, \"floor_scale\": 2, \"attn_scale\": 0.5, "
+        "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 4, \"low_freq_factor\": 1, "
+        "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 16}}}";
+    static const char *const kinds[2] = {
+        "\"no_rope_layers\": [1, 0], \"attn_temperature_tuning\": true",
+        "\"no_rope_layers\": [], \"no_rope_layer_interval\": 2, \"attn_temperature_tuning\": 4"};
+    for (int k = 0; k < 2; k++) {
+        char text[2048], dir[64];
+        snprintf(text, sizeof text, config, kinds[k]);
+        snprintf(dir, sizeof dir, "%s", tpath(k ? "llama4-default" : "llama4"));
+        ck_write_dir(&c, dir, text, k);
+        store_import_options none = {0};
+        store_model *m = family_check(dir, &none, &c, 16, 4, 2, 4, llama4_variant);
+        const attn_weights *r = m->layers[0], *n = m->layers[1];
+        ck_assert_int_eq(r->rope.style, ATTN_ROPE_INTERLEAVED);
+        ck_assert_int_eq(r->rope.scaling, ATTN_ROPE_SCALING_LLAMA3);
+        ck_assert_uint_eq(r->chunk, 3);
+        ck_assert(r->qk_norm.q.type == ATTN_NORM_RMS && !r->qk_norm.q.weight && !r->qk_norm.all);
+        ck_assert(r->temperature.floor_scale == 0);
+        ck_assert(n->rope.dims == 0 && n->chunk == 0 && n->qk_norm.q.type == ATTN_NORM_NONE);
+        ck_assert(n->temperature.floor_scale == 2 && n->temperature.attn_scale == 0.5);
+        store_model_destroy(m);
+    }
+    store_import_options none = {0};
+    ck_assert_int_eq(store_import_arch_parse("llama4", &none.arch), 0);
+    ck_assert_int_eq(none.arch, STORE_IMPORT_LLAMA4);
+    ck_free(&c);
+}
+END_TEST
+
 /* ---- the suite -------------------------------------------------------------------- */
 
 /* ---- stacks: --layers ------------------------------------------------------ */
@@ -2659,6 +2851,8 @@ static Suite *import_suite(void) {
     tcase_add_test(tc, test_olmo2);
     tcase_add_test(tc, test_gemma3);
     tcase_add_test(tc, test_gpt_oss);
+    tcase_add_test(tc, test_phi3);
+    tcase_add_test(tc, test_llama4);
     suite_add_tcase(s, tc);
 
     /* A FIFO waited on would hang: the timeout turns that into a failure. */

@@ -218,6 +218,15 @@ START_TEST(test_llama4) {
     ck_assert_uint_eq(c.window, 16);
     ck_assert_int_eq(c.rope, 1);
     json_decref(cfg);
+    /* an empty no_rope_layers is none (the family's rule decides); the first
+     * configs' attn_temperature_tuning 4 is true */
+    layer_read("{\"no_rope_layers\": [], \"attention_chunk_size\": 16,"
+               " \"attn_temperature_tuning\": 4}",
+               3, &c, &cfg);
+    ck_assert_int_eq(c.kind, IMPORT_LAYER_UNSAID);
+    ck_assert_int_eq(c.rope, 1);
+    ck_assert_int_eq(c.temperature_tuning, 1);
+    json_decref(cfg);
 }
 END_TEST
 

@@ -53,11 +53,18 @@ static void usage(FILE *to) {
             "            (layer_types or sliding_window_pattern), each kind its own RoPE\n"
             "  gpt_oss   llama's names with biases, plus self_attn.sinks; sliding layers by\n"
             "            layer_types; YaRN\n"
-            "qwen3, olmo2, gemma3 and gpt_oss read config.json per layer: text_config when\n"
-            "present; layer_types, else sliding_window_pattern; rope_parameters, else\n"
-            "rope_theta and rope_scaling (default, linear, llama3, yarn, longrope);\n"
-            "partial_rotary_factor, query_pre_attn_scalar, attn_logit_softcapping,\n"
-            "rms_norm_eps. They share llama's names: config.json's model_type or --arch.\n"
+            "  phi3      [model.]layers.L.self_attn.qkv_proj (fused block-wise [Q | K | V]),\n"
+            "            o_proj; partial RoPE, LongRoPE, sliding_window on every layer\n"
+            "  llama4    llama's names (also under [model.]language_model[.model].); RoPE\n"
+            "            layers (no_rope_layers): interleaved, llama3, chunks of\n"
+            "            attention_chunk_size, weightless q/k norm (use_qk_norm); NoPE layers:\n"
+            "            temperature (attn_temperature_tuning, floor_scale, attn_scale)\n"
+            "qwen3, olmo2, gemma3, gpt_oss, phi3 and llama4 read config.json per layer:\n"
+            "text_config when present; layer_types, else sliding_window_pattern, else\n"
+            "no_rope_layers; rope_parameters, else rope_theta and rope_scaling (default,\n"
+            "linear, llama3, yarn, longrope); partial_rotary_factor, query_pre_attn_scalar,\n"
+            "attn_logit_softcapping, rms_norm_eps. All but phi3 share llama's names:\n"
+            "config.json's model_type or --arch.\n"
             "Other tensors of the checkpoint are ignored, but for the layer's norms:\n"
             "\n"
             "Norms. The model carries the layer's input norm, so that a request sends the\n"
@@ -66,15 +73,15 @@ static void usage(FILE *to) {
             "(rms, eps rms_norm_eps), gemma2 input_layernorm and post_attention_layernorm\n"
             "(rms, 1 + w, as post_norm), gpt_neox and bloom input_layernorm (layer,\n"
             "layer_norm_eps / layer_norm_epsilon), whisper encoder_attn_layer_norm on the\n"
-            "queries (layer); qwen3 and gpt_oss input_layernorm (rms), olmo2\n"
+            "queries (layer); qwen3, gpt_oss, phi3 and llama4 input_layernorm (rms), olmo2\n"
             "post_attention_layernorm only, gemma3 both (1 + w). bert normalises after\n"
             "the residual add: no norm. Before\n"
             "this, the importer wrote the attention alone, for hidden states already\n"
             "normed; --no-norm still does.\n"
             "\n"
             "  --arch A          one of the above (default: config.json's model_type, else\n"
-            "                    the tensor names; gemma2, qwen3, olmo2, gemma3 and gpt_oss\n"
-            "                    need one of the two)\n"
+            "                    the tensor names; gemma2, qwen3, olmo2, gemma3, gpt_oss and\n"
+            "                    llama4 need one of the two)\n"
             "  --layer L         the layer, from 0 (default 0)\n"
             "  --layers SPEC     several layers as one stacked model: 'all', or layer\n"
             "                    numbers and ranges separated by commas ('0,1,5', '0-3',\n"
@@ -113,6 +120,8 @@ static void usage(FILE *to) {
             "  import_checkpoint --layer 0 OLMo-2-1124-7B olmo2-l0.safetensors\n"
             "  import_checkpoint --layers 0-5 gemma-3-4b-it gemma3-l0-5.safetensors\n"
             "  import_checkpoint --layers 0,1 gpt-oss-20b gpt-oss-l0-1.safetensors\n"
+            "  import_checkpoint --layer 0 Phi-4-mini-instruct phi4-mini-l0.safetensors\n"
+            "  import_checkpoint --layers 2,3 Llama-4-Scout-17B-16E llama4-l2-3.safetensors\n"
             "  import_checkpoint --layers 0-3 pythia-160m pythia-l0-3.safetensors\n"
             "  import_checkpoint --layers all gpt2 gpt2-all.safetensors\n"
             "  import_checkpoint --arch gpt2 --heads 12 gpt2/model.safetensors g0.safetensors\n"
@@ -193,10 +202,11 @@ int main(int argc, char **argv) {
             opt.no_norm = 1;
         } else if ((v = option_value(argc, argv, &i, "--arch", &missing))) {
             if (store_import_arch_parse(v, &opt.arch) != 0) {
-                fprintf(stderr,
-                        "import_checkpoint: unknown arch '%s' (gpt2, bert, llama, gemma2, "
-                        "gpt_neox, bloom, whisper, qwen3, olmo2, gemma3 or gpt_oss)\n",
-                        v);
+                fprintf(
+                    stderr,
+                    "import_checkpoint: unknown arch '%s' (gpt2, bert, llama, gemma2, "
+                    "gpt_neox, bloom, whisper, qwen3, olmo2, gemma3, gpt_oss, phi3 or llama4)\n",
+                    v);
                 return 2;
             }
         } else if ((v = option_value(argc, argv, &i, "--layer", &missing))) {
