@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > MAX_REPS) reps = 5;
     static const size_t sizes[N_SIZES] = {4096, 8192};
     const layer layers[] = {
-        {"gpt-oss (sinks, window 128)",
+        {"gpt-oss (sinks, window 128, YaRN)",
          {.dm = 2880,
           .h = 64,
           .dh = 64,
@@ -88,6 +88,12 @@ int main(int argc, char **argv) {
                 p[s].w.sinks = sinks;
             }
             p[s].w.chunk = layers[l].chunk;
+            if (layers[l].sinks) { /* GPT-OSS's RoPE: YaRN, factor 32 over 4096, untruncated */
+                p[s].w.rope.scaling = ATTN_ROPE_SCALING_YARN;
+                p[s].w.rope.factor = 32.0;
+                p[s].w.rope.original_max_position = 4096.0;
+                p[s].w.rope.untruncated = 1;
+            }
             problem_outputs_make(&out[s], &p[s], 0);
             flops[s] = attn_input_flops(&p[s].in);
             sample(&p[s], &out[s], ws); /* warm: the workspace grown, the pages touched */
