@@ -26,6 +26,7 @@
 
 #include "attention/attention.h"
 #include "attention/naive.h"
+#include "tests/split_runner.h"
 
 #define RTOL 2e-5
 
@@ -403,36 +404,6 @@ static void close_check(const char *who, const char *what, const float *got, con
     }
 }
 
-/* ---- a runner over another workspace ---------------------------------------- */
-
-typedef struct split_runner {
-    attn_workspace *caller_ws, *other_ws;
-    attn_task_fn task;
-    void *arg;
-    size_t count;
-    atomic_size_t next;
-} split_runner;
-
-static void split_claim(split_runner *r, attn_workspace *ws) {
-    for (size_t t; (t = atomic_fetch_add(&r->next, 1)) < r->count;)
-        r->task(r->arg, r->count - 1 - t, ws); /* last first */
-}
-
-static void *split_thread(void *arg) {
-    split_runner *r = arg;
-    split_claim(r, r->other_ws);
-    return NULL;
-}
-
-static void split_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
-    split_runner *r = ctx;
-    r->task = task, r->arg = arg, r->count = count;
-    atomic_store(&r->next, 0);
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, split_thread, r), 0);
-    split_claim(r, r->caller_ws);
-    pthread_join(th, NULL);
-}
 
 /* ---- one case --------------------------------------------------------------- */
 

@@ -25,6 +25,7 @@
 #include "attention/attention.h"
 #include "attention/naive.h"
 #include "tests/rope_ref.h"
+#include "tests/split_runner.h"
 
 #define RTOL 1e-5
 
@@ -392,39 +393,10 @@ static void close_check(const char *who, const char *what, const float *got, con
     }
 }
 
-/* ---- a runner over another workspace ---------------------------------------- */
 
 /* Two threads claim the tasks of a run, the caller on its workspace and
  * one more on its own, so that tasks run out of order and away from the
  * caller's scratch. */
-typedef struct split_runner {
-    attn_workspace *caller_ws, *other_ws;
-    attn_task_fn task;
-    void *arg;
-    size_t count;
-    atomic_size_t next;
-} split_runner;
-
-static void split_claim(split_runner *r, attn_workspace *ws) {
-    for (size_t t; (t = atomic_fetch_add(&r->next, 1)) < r->count;)
-        r->task(r->arg, r->count - 1 - t, ws); /* last first */
-}
-
-static void *split_thread(void *arg) {
-    split_runner *r = arg;
-    split_claim(r, r->other_ws);
-    return NULL;
-}
-
-static void split_run(void *ctx, attn_task_fn task, void *arg, size_t count) {
-    split_runner *r = ctx;
-    r->task = task, r->arg = arg, r->count = count;
-    atomic_store(&r->next, 0);
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, split_thread, r), 0);
-    split_claim(r, r->caller_ws);
-    pthread_join(th, NULL);
-}
 
 /* ---- one case --------------------------------------------------------------- */
 
