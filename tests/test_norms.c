@@ -404,7 +404,6 @@ static void close_check(const char *who, const char *what, const float *got, con
     }
 }
 
-
 /* ---- one case --------------------------------------------------------------- */
 
 static void same_bits(const outputs *a, const outputs *b, unsigned want, const char *who) {

@@ -368,7 +368,6 @@ static void close_check(const char *who, const char *what, const float *got, con
     }
 }
 
-
 /* ---- one case --------------------------------------------------------------- */
 
 /* Sequence 0 of p with the outputs `want`: unsplit, split (bit for bit the

@@ -369,7 +369,6 @@ static double check_reference(const results *r, const attn_input *ins, const att
     return top;
 }
 
-
 /* ---- the cases ------------------------------------------------------------- */
 
 typedef struct stack_case {

@@ -393,7 +393,6 @@ static void close_check(const char *who, const char *what, const float *got, con
     }
 }
 
-
 /* Two threads claim the tasks of a run, the caller on its workspace and
  * one more on its own, so that tasks run out of order and away from the
  * caller's scratch. */
